@@ -1,0 +1,1 @@
+"""Tessera agent (imports apis, kube and proto only; never another component)."""

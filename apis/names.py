@@ -1,0 +1,115 @@
+"""Every resource name, label key and annotation key of the protocol, in one place.
+
+Built from domain prefixes as Koordinator's `apis/extension/constants.go` does, so a reader sees
+which family a key belongs to. No other module writes these strings as literals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+# --- domains -------------------------------------------------------------------------------------
+DOMAIN: Final = "koordinator.sh"
+SCHEDULING_DOMAIN: Final = "scheduling.koordinator.sh"
+NODE_DOMAIN: Final = "node.koordinator.sh"
+GANG_DOMAIN: Final = "gang.scheduling.koordinator.sh"
+QUOTA_DOMAIN: Final = "quota.scheduling.koordinator.sh"
+RUNTIMEPROXY_DOMAIN: Final = "runtimeproxy.koordinator.sh"
+SIGS_SCHEDULING_GROUP: Final = "scheduling.sigs.k8s.io"
+TESSERA_DOMAIN: Final = "tessera.dev"
+
+# --- resource names ------------------------------------------------------------------------------
+CPU: Final = "cpu"
+MEMORY: Final = "memory"
+PODS: Final = "pods"
+EPHEMERAL_STORAGE: Final = "ephemeral-storage"
+
+NVIDIA_GPU: Final = "nvidia.com/gpu"
+AMD_GPU: Final = "amd.com/gpu"
+DCU_GPU: Final = "dcu.com/gpu"
+#: Whole-GPU resource names of device plugins; N of them = N whole GPUs.
+WHOLE_GPU_RESOURCES: Final = (NVIDIA_GPU, AMD_GPU, DCU_GPU)
+
+KOORD_GPU: Final = f"{DOMAIN}/gpu"
+GPU_CORE: Final = f"{DOMAIN}/gpu-core"
+GPU_MEMORY: Final = f"{DOMAIN}/gpu-memory"
+GPU_MEMORY_RATIO: Final = f"{DOMAIN}/gpu-memory-ratio"
+GPU_SHARED: Final = f"{DOMAIN}/gpu.shared"
+RDMA: Final = f"{DOMAIN}/rdma"
+FPGA: Final = f"{DOMAIN}/fpga"
+
+BATCH_CPU: Final = "kubernetes.io/batch-cpu"
+BATCH_MEMORY: Final = "kubernetes.io/batch-memory"
+MID_CPU: Final = "kubernetes.io/mid-cpu"
+MID_MEMORY: Final = "kubernetes.io/mid-memory"
+
+#: Every resource name that the device protocol owns.
+DEVICE_RESOURCES: Final = frozenset(
+    {*WHOLE_GPU_RESOURCES, KOORD_GPU, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, GPU_SHARED, RDMA, FPGA}
+)
+#: Names measured in bytes: formatted as BinarySI (`16Gi`).
+BYTE_RESOURCES: Final = frozenset({MEMORY, EPHEMERAL_STORAGE, GPU_MEMORY, BATCH_MEMORY, MID_MEMORY})
+#: Names counted in thousandths in their integer form (Kubernetes' MilliValue).
+MILLI_RESOURCES: Final = frozenset({CPU})
+
+# --- annotations and labels on pods ---------------------------------------------------------------
+ANNOTATION_DEVICE_ALLOCATED: Final = f"{SCHEDULING_DOMAIN}/device-allocated"
+ANNOTATION_DEVICE_ALLOCATE_HINT: Final = f"{SCHEDULING_DOMAIN}/device-allocate-hint"
+ANNOTATION_DEVICE_JOINT_ALLOCATE: Final = f"{SCHEDULING_DOMAIN}/device-joint-allocate"
+
+LABEL_QOS_CLASS: Final = f"{DOMAIN}/qosClass"
+LABEL_PRIORITY: Final = f"{DOMAIN}/priority"
+LABEL_PRIORITY_CLASS: Final = f"{DOMAIN}/priority-class"
+
+ANNOTATION_GANG_NAME: Final = f"{GANG_DOMAIN}/name"
+ANNOTATION_GANG_MIN_AVAILABLE: Final = f"{GANG_DOMAIN}/min-available"
+ANNOTATION_GANG_TOTAL_NUMBER: Final = f"{GANG_DOMAIN}/total-number"
+ANNOTATION_GANG_MODE: Final = f"{GANG_DOMAIN}/mode"
+ANNOTATION_GANG_WAITING_TIME: Final = f"{GANG_DOMAIN}/waiting-time"
+ANNOTATION_GANG_GROUPS: Final = f"{GANG_DOMAIN}/groups"
+LABEL_POD_GROUP: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}"
+
+LABEL_QUOTA_NAME: Final = f"{QUOTA_DOMAIN}/name"
+LABEL_QUOTA_PARENT: Final = f"{QUOTA_DOMAIN}/parent"
+LABEL_QUOTA_IS_PARENT: Final = f"{QUOTA_DOMAIN}/is-parent"
+LABEL_QUOTA_ALLOW_LENT_RESOURCE: Final = f"{QUOTA_DOMAIN}/allow-lent-resource"
+LABEL_QUOTA_PREEMPTIBLE: Final = f"{QUOTA_DOMAIN}/preemptible"
+ANNOTATION_QUOTA_SHARED_WEIGHT: Final = f"{QUOTA_DOMAIN}/shared-weight"
+ANNOTATION_QUOTA_RUNTIME: Final = f"{QUOTA_DOMAIN}/runtime"
+ANNOTATION_QUOTA_REQUEST: Final = f"{QUOTA_DOMAIN}/request"
+ANNOTATION_QUOTA_GUARANTEED: Final = f"{QUOTA_DOMAIN}/guaranteed"
+ANNOTATION_QUOTA_ALLOCATED: Final = f"{QUOTA_DOMAIN}/allocated"
+
+LABEL_SKIP_HOOKSERVER: Final = f"{RUNTIMEPROXY_DOMAIN}/skip-hookserver"
+
+# --- node and device labels -----------------------------------------------------------------------
+LABEL_GPU_VENDOR: Final = f"{NODE_DOMAIN}/gpu-vendor"
+LABEL_GPU_MODEL: Final = f"{NODE_DOMAIN}/gpu-model"
+LABEL_GPU_DRIVER_VERSION: Final = f"{NODE_DOMAIN}/gpu-driver-version"
+#: Marks objects whose devices are simulated (no real hardware behind them).
+LABEL_SIMULATED: Final = f"{TESSERA_DOMAIN}/simulated"
+
+# --- Tessera's own --------------------------------------------------------------------------------
+SCHEDULER_NAME: Final = "tessera-scheduler"
+CONDITION_HEALTHY: Final = "Healthy"
+
+
+@dataclass(frozen=True, slots=True)
+class GroupVersionResource:
+    """How a resource is addressed over REST; `namespaced` says which URL shape it uses."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+
+DEVICES: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "devices", "Device", False)
+ELASTIC_QUOTAS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "elasticquotas", "ElasticQuota", True)
+POD_GROUPS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "podgroups", "PodGroup", True)

@@ -1,0 +1,113 @@
+"""Resource lists as integers in base units, and their arithmetic.
+
+A Kubernetes ResourceList maps names to quantity strings. Past the parse boundary Tessera keeps
+it as `dict[str, int]` in base units — milli-CPU for `cpu`, bytes for memory-like names, plain
+counts or percent (100 = one device) for the rest — because integers are exact, fast and easy to
+compare. These helpers are plain functions over such mappings; they never mutate their inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
+
+from apis import names, quantity
+from apis.errors import QuantityError, ValidationError
+
+__all__ = [
+    "ResourceList",
+    "add",
+    "format_list",
+    "format_quantity",
+    "insufficient",
+    "is_zero",
+    "max_of",
+    "parse_list",
+    "scale",
+    "sub",
+    "sum_of",
+    "to_int",
+]
+
+#: Read-only view of a resource list in base units.
+ResourceList = Mapping[str, int]
+
+
+def to_int(name: str, value: object) -> int:
+    """Parse one quantity into the base unit of `name` (milli for CPU). Raises QuantityError."""
+    parsed = quantity.parse(value)
+    return parsed.milli_value() if name in names.MILLI_RESOURCES else parsed.value()
+
+
+def parse_list(raw: object, *, field: str = "resources", obj: str = "") -> dict[str, int]:
+    """Parse a ResourceList from Kubernetes JSON; `None` is empty. Raises ValidationError."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ValidationError(field, f"expected a map of quantities, got {type(raw).__name__}", obj=obj)
+    parsed: dict[str, int] = {}
+    for name, value in raw.items():
+        if not isinstance(name, str) or not name:
+            raise ValidationError(field, f"resource name {name!r} is not a non-empty string", obj=obj)
+        try:
+            parsed[name] = to_int(name, value)
+        except QuantityError as e:
+            raise ValidationError(f"{field}[{name}]", e.reason + f" (got {value!r})", obj=obj) from e
+    return parsed
+
+
+def format_quantity(name: str, amount: int) -> str:
+    """Canonical quantity string for an amount in `name`'s base unit (`1500m`, `16Gi`, `50`)."""
+    if name in names.MILLI_RESOURCES:
+        return str(quantity.Quantity(Fraction(amount, 1000), quantity.Format.DECIMAL_SI))
+    fmt = quantity.Format.BINARY_SI if name in names.BYTE_RESOURCES else quantity.Format.DECIMAL_SI
+    return str(quantity.Quantity(Fraction(amount), fmt))
+
+
+def format_list(resources: ResourceList) -> dict[str, str]:
+    """Kubernetes JSON for a resource list: keys sorted, quantities as canonical strings."""
+    return {name: format_quantity(name, resources[name]) for name in sorted(resources)}
+
+
+def add(a: ResourceList, b: ResourceList) -> dict[str, int]:
+    out = dict(a)
+    for name, amount in b.items():
+        out[name] = out.get(name, 0) + amount
+    return out
+
+
+def sub(a: ResourceList, b: ResourceList) -> dict[str, int]:
+    """a − b per name; names only in b come out negative (callers decide if that is an error)."""
+    out = dict(a)
+    for name, amount in b.items():
+        out[name] = out.get(name, 0) - amount
+    return out
+
+
+def sum_of(lists: Iterable[ResourceList]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for resources in lists:
+        for name, amount in resources.items():
+            out[name] = out.get(name, 0) + amount
+    return out
+
+
+def max_of(a: ResourceList, b: ResourceList) -> dict[str, int]:
+    out = dict(a)
+    for name, amount in b.items():
+        if amount > out.get(name, 0):
+            out[name] = amount
+    return out
+
+
+def scale(resources: ResourceList, factor: int) -> dict[str, int]:
+    return {name: amount * factor for name, amount in resources.items()}
+
+
+def insufficient(request: ResourceList, free: ResourceList) -> list[str]:
+    """Names whose requested amount exceeds what is free (missing = 0), sorted. Empty means fits."""
+    return sorted(name for name, amount in request.items() if amount > 0 and amount > free.get(name, 0))
+
+
+def is_zero(resources: ResourceList) -> bool:
+    return all(amount == 0 for amount in resources.values())

@@ -1,0 +1,77 @@
+"""Entry point of the `tessera` console script."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+from typing import Final
+
+from kube import logs
+
+# name -> (module, one-line help). A module that does not exist yet makes the command report
+# "not yet available" instead of failing at import.
+COMMANDS: Final[dict[str, tuple[str, str]]] = {
+    "apiserver": ("cli.apiserver", "run the embedded Kubernetes API server"),
+    "agent": ("cli.agent", "run the node agent (device discovery, health, metrics, QoS, hooks)"),
+    "runtime-proxy": ("cli.runtime_proxy", "run the CRI runtime proxy between kubelet and containerd"),
+    "scheduler": ("cli.scheduler", "run the device-aware scheduler"),
+    "controller": ("cli.controller", "run the controller manager"),
+    "up": ("cli.up", "run the whole system on this machine (embedded API server, all components)"),
+    "explain": ("cli.explain", "explain why a pod is pending"),
+    "what-if": ("cli.whatif", "schedule pods from YAML snapshots without a cluster"),
+    "simulate": ("cli.simulate", "replay the Alibaba GPU trace through the scheduling core"),
+    "bench": ("cli.bench", "benchmark a component's hot path"),
+    "quota": ("cli.quota", "inspect elastic quotas"),
+}
+
+
+def _module_exists(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """The full parser; only the selected subcommand's module is imported (for its flags)."""
+    parser = argparse.ArgumentParser(
+        prog="tessera",
+        description="Tessera: fine-grained GPU and device sharing for Kubernetes.",
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--v", type=int, default=2, metavar="N", help="log verbosity (klog style; default 2)")
+    common.add_argument("--logging-format", choices=logs.FORMATS, default="text", help="log format")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module, help_text) in COMMANDS.items():
+        available = _module_exists(module)
+        p = sub.add_parser(
+            name,
+            parents=[common],
+            help=help_text if available else f"{help_text} (not yet available)",
+            description=help_text,
+        )
+        if name == selected and available:
+            mod = importlib.import_module(module)
+            mod.add_arguments(p)
+            p.set_defaults(run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    selected = next((a for a in args_list if not a.startswith("-")), None)
+    parser = build_parser(selected)
+    args = parser.parse_args(args_list)
+    run = getattr(args, "run", None)
+    if run is None:
+        print(f"tessera {args.command}: not yet available in this version", file=sys.stderr)
+        return 2
+    logs.setup(args.v, args.logging_format)
+    try:
+        return int(run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

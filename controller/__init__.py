@@ -1,0 +1,1 @@
+"""Tessera controller (imports apis, kube and proto only; never another component)."""

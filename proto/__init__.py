@@ -1,0 +1,5 @@
+"""`.proto` files and their generated Python (hack/gen-proto.sh). Imports nothing of ours.
+
+- `proto.runtime.v1alpha1`: the runtime hook service, wire-compatible with Koordinator's.
+- `proto.scheduler.v1`: Tessera's scheduler API (Schedule, Explain, GetNodeDevices).
+"""

@@ -1,0 +1,1 @@
+"""Tessera scheduler (imports apis, kube and proto only; never another component)."""

@@ -1,0 +1,139 @@
+import contextlib
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from apis import names
+from apis.device import Device, DeviceType
+from apis.errors import ValidationError
+from tests.unit.apis.strategies import devices
+
+GI = 2**30
+SAMPLE = {
+    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+    "kind": "Device",
+    "metadata": {"name": "node-1", "labels": {names.LABEL_GPU_MODEL: "A100-SXM4-80GB"}},
+    "spec": {
+        "devices": [
+            {
+                "type": "rdma",
+                "id": "0000:1f:00.0",
+                "minor": 0,
+                "health": True,
+                "resources": {names.RDMA: "100"},
+                "topology": {"socketID": 0, "nodeID": 0, "pcieID": "pci0000:1d", "busID": "0000:1f:00.0"},
+                "vfGroups": [{"labels": {"type": "general"}, "vfs": [{"minor": 0, "busID": "0000:1f:00.2"}]}],
+            },
+            {
+                "type": "gpu",
+                "id": "GPU-1",
+                "minor": 1,
+                "health": True,
+                "resources": {names.GPU_CORE: "100", names.GPU_MEMORY: "80Gi", names.GPU_MEMORY_RATIO: "100"},
+                "topology": {"socketID": 0, "nodeID": 0, "pcieID": "pci0000:1d", "busID": "0000:20:00.0"},
+            },
+            {
+                "type": "gpu",
+                "id": "GPU-0",
+                "minor": 0,
+                "health": False,
+                "conditions": [
+                    {
+                        "type": "Healthy",
+                        "status": "False",
+                        "reason": "Xid79",
+                        "message": "fell off the bus",
+                        "lastTransitionTime": "2024-01-02T03:04:05Z",
+                    }
+                ],
+            },
+        ]
+    },
+}
+
+
+def test_parses_and_sorts_by_type_then_minor() -> None:
+    dev = Device.from_dict(SAMPLE)
+    assert [(d.type, d.minor) for d in dev.devices] == [(DeviceType.GPU, 0), (DeviceType.GPU, 1), (DeviceType.RDMA, 0)]
+    gpu1 = dev.devices[1]
+    assert gpu1.resources[names.GPU_MEMORY] == 80 * GI
+    assert gpu1.topology is not None and gpu1.topology.pcie_id == "pci0000:1d"
+    assert dev.devices[0].conditions[0].reason == "Xid79"
+    assert dev.devices[2].vf_groups[0].vfs[0].bus_id == "0000:1f:00.2"
+    assert dev.node_name == "node-1"
+
+
+def test_to_dict_is_the_kubernetes_shape() -> None:
+    out = Device.from_dict(SAMPLE).to_dict()
+    assert out["apiVersion"] == "scheduling.koordinator.sh/v1alpha1" and out["kind"] == "Device"
+    assert [d["minor"] for d in out["spec"]["devices"]] == [0, 1, 0]
+    assert out["spec"]["devices"][1]["resources"][names.GPU_MEMORY] == "80Gi"
+    assert Device.from_dict(out) == Device.from_dict(SAMPLE)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field"),
+    [
+        (lambda d: d["spec"]["devices"][0].update(type="tpu"), "spec.devices[0].type"),
+        (lambda d: d["spec"]["devices"][0].update(minor=-1), "spec.devices[0].minor"),
+        (lambda d: d["spec"]["devices"][0].pop("minor"), "spec.devices[0].minor"),
+        (lambda d: d["spec"]["devices"][0].update(health="yes"), "spec.devices[0].health"),
+        (lambda d: d["spec"]["devices"][1]["resources"].update({names.GPU_CORE: "lots"}), "spec.devices[1].resources"),
+        (lambda d: d["spec"].update(devices={}), "spec.devices"),
+        (lambda d: d["spec"]["devices"][2].update(minor=1, type="gpu"), "spec.devices[2]"),
+        (lambda d: d["metadata"].pop("name"), "metadata.name"),
+        (lambda d: d["spec"]["devices"][2]["conditions"][0].update(status="maybe"), "conditions[0].status"),
+    ],
+)
+def test_malformed_devices_name_the_field(mutate: Callable[[dict[str, Any]], object], field: str) -> None:
+    doc = copy.deepcopy(SAMPLE)
+    mutate(doc)
+    with pytest.raises(ValidationError) as e:
+        Device.from_dict(doc)
+    assert field in str(e.value)
+
+
+@given(devices())
+def test_to_dict_from_dict_is_identity(dev: Device) -> None:
+    assert Device.from_dict(dev.to_dict()) == dev
+
+
+@given(
+    st.recursive(
+        st.one_of(st.none(), st.booleans(), st.integers(-3, 300), st.text(max_size=6)),
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3),
+            st.dictionaries(
+                st.sampled_from(
+                    [
+                        "metadata",
+                        "name",
+                        "spec",
+                        "devices",
+                        "type",
+                        "minor",
+                        "health",
+                        "resources",
+                        "topology",
+                        "vfGroups",
+                        "vfs",
+                        "conditions",
+                        "status",
+                        "gpu",
+                        "labels",
+                    ]
+                ),
+                inner,
+                max_size=4,
+            ),
+        ),
+        max_leaves=20,
+    )
+)
+def test_arbitrary_input_raises_only_validation_error(doc: object) -> None:
+    with contextlib.suppress(ValidationError):
+        Device.from_dict(doc)

@@ -1,0 +1,131 @@
+"""Each CRD in deploy/crds/ loads, and sample objects (and what apis/ writes) satisfy its schema."""
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from hypothesis import given
+
+from apis import names
+from apis.device import Device
+from apis.elasticquota import ElasticQuota
+from apis.podgroup import PodGroup
+from tests.unit.apis.strategies import devices
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+
+
+def load_crd(gvr: names.GroupVersionResource) -> dict[str, Any]:
+    doc = yaml.safe_load((CRD_DIR / f"{gvr.group}_{gvr.plural}.yaml").read_text())
+    assert doc["kind"] == "CustomResourceDefinition"
+    assert doc["metadata"]["name"] == f"{gvr.plural}.{gvr.group}"
+    assert doc["spec"]["group"] == gvr.group and doc["spec"]["names"]["kind"] == gvr.kind
+    assert doc["spec"]["scope"] == ("Namespaced" if gvr.namespaced else "Cluster")
+    return doc
+
+
+def schema_of(gvr: names.GroupVersionResource) -> dict[str, Any]:
+    version = next(v for v in load_crd(gvr)["spec"]["versions"] if v["name"] == gvr.version)
+    assert version["served"] and version["storage"] and "status" in version["subresources"]
+    return version["schema"]["openAPIV3Schema"]
+
+
+DEVICE = {
+    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+    "kind": "Device",
+    "metadata": {"name": "node-1"},
+    "spec": {
+        "devices": [
+            {
+                "type": "gpu",
+                "id": "GPU-1",
+                "minor": 0,
+                "health": True,
+                "resources": {names.GPU_CORE: "100", names.GPU_MEMORY: "80Gi", names.GPU_MEMORY_RATIO: 100},
+                "topology": {"socketID": 0, "nodeID": 0, "pcieID": "pci0000:1d", "busID": "0000:1f:00.0"},
+                "conditions": [
+                    {
+                        "type": "Healthy",
+                        "status": "True",
+                        "reason": "Healthy",
+                        "message": "",
+                        "lastTransitionTime": "2024-01-01T00:00:00Z",
+                    }
+                ],
+            },
+            {
+                "type": "rdma",
+                "id": "0000:20:00.0",
+                "minor": 0,
+                "health": False,
+                "vfGroups": [{"labels": {"type": "general"}, "vfs": [{"minor": 0, "busID": "0000:20:00.2"}]}],
+            },
+        ]
+    },
+}
+QUOTA = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+    "kind": "ElasticQuota",
+    "metadata": {"name": "q", "namespace": "ml"},
+    "spec": {"min": {"cpu": "4", "nvidia.com/gpu": 2}, "max": {"cpu": "8", "memory": "64Gi"}},
+    "status": {"used": {"cpu": "1500m"}},
+}
+PODGROUP = {
+    "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
+    "kind": "PodGroup",
+    "metadata": {"name": "pg", "namespace": "ml"},
+    "spec": {"minMember": 4, "scheduleTimeoutSeconds": 600, "minResources": {"cpu": "4"}},
+    "status": {"phase": "Scheduling", "scheduled": 2},
+}
+
+
+@pytest.mark.parametrize(
+    ("gvr", "sample", "parse"),
+    [
+        (names.DEVICES, DEVICE, Device.from_dict),
+        (names.ELASTIC_QUOTAS, QUOTA, ElasticQuota.from_dict),
+        (names.POD_GROUPS, PODGROUP, PodGroup.from_dict),
+    ],
+    ids=["device", "elasticquota", "podgroup"],
+)
+def test_samples_and_serialized_objects_validate(
+    gvr: names.GroupVersionResource, sample: dict[str, Any], parse: Any
+) -> None:
+    schema = schema_of(gvr)
+    jsonschema.validate(sample, schema)
+    jsonschema.validate(parse(sample).to_dict(), schema)
+
+
+@pytest.mark.parametrize(
+    ("gvr", "sample", "path", "bad"),
+    [
+        (names.DEVICES, DEVICE, ("spec", "devices", 0, "type"), "tpu"),
+        (names.DEVICES, DEVICE, ("spec", "devices", 0, "minor"), -1),
+        (names.DEVICES, DEVICE, ("spec", "devices", 0, "resources", names.GPU_CORE), "lots"),
+        (names.DEVICES, DEVICE, ("spec", "devices", 0, "health"), "yes"),
+        (names.ELASTIC_QUOTAS, QUOTA, ("spec", "max", "cpu"), "8 cores"),
+        (names.POD_GROUPS, PODGROUP, ("spec", "minMember"), 0),
+        (names.POD_GROUPS, PODGROUP, ("status", "phase"), "Done"),
+    ],
+)
+def test_schema_rejects_bad_objects(
+    gvr: names.GroupVersionResource, sample: dict[str, Any], path: tuple[Any, ...], bad: object
+) -> None:
+    doc = copy.deepcopy(sample)
+    target: Any = doc
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = bad
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, schema_of(gvr))
+
+
+@given(devices())
+def test_every_serialized_device_satisfies_the_crd(dev: Device) -> None:
+    jsonschema.validate(dev.to_dict(), DEVICE_SCHEMA)
+
+
+DEVICE_SCHEMA = schema_of(names.DEVICES)

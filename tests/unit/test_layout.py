@@ -1,0 +1,60 @@
+"""The architecture as tests: dependency direction, public surface, the command line."""
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+OURS = ("apis", "kube", "scheduler", "controller", "agent", "proto", "cli")
+
+
+def imported_by(module: str) -> set[str]:
+    code = f"import sys, {module}; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    return {m.split(".")[0] for m in out.split()}
+
+
+def test_apis_imports_nothing_of_ours() -> None:
+    assert imported_by("apis") & set(OURS) == {"apis"}
+
+
+def test_proto_imports_nothing_of_ours() -> None:
+    assert imported_by("proto.runtime.v1alpha1.api_pb2_grpc") & set(OURS) == {"proto"}
+
+
+def test_import_contracts_hold() -> None:
+    lint = Path(sys.executable).parent / "lint-imports"
+    result = subprocess.run([str(lint)], check=False, cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("package", ["apis"])
+def test_all_is_sorted_and_complete(package: str) -> None:
+    mod = importlib.import_module(package)
+    assert list(mod.__all__) == sorted(mod.__all__)
+    for name in mod.__all__:
+        assert hasattr(mod, name), name
+
+
+def test_help_lists_every_subcommand() -> None:
+    from cli.main import COMMANDS
+
+    out = subprocess.run([sys.executable, "-m", "cli", "--help"], cwd=ROOT, capture_output=True, text=True, check=True)
+    for name in COMMANDS:
+        assert name in out.stdout
+    assert set(COMMANDS) >= {
+        "apiserver",
+        "agent",
+        "runtime-proxy",
+        "scheduler",
+        "controller",
+        "up",
+        "explain",
+        "what-if",
+        "simulate",
+        "bench",
+        "quota",
+    }
