@@ -183,6 +183,11 @@ class FakeNVML:
     def initialized(self) -> bool:
         return self._refcount > 0
 
+    @property
+    def open_event_sets(self) -> int:
+        """Event sets created and not yet freed (a leak check for tests)."""
+        return len(self._event_sets)
+
     # --- pynvml surface ---------------------------------------------------------------------------
     def _check_init(self) -> None:
         if self._refcount <= 0:
