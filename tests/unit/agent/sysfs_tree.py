@@ -65,19 +65,29 @@ class SysfsTree:
 
     def _nic(self, profile: Profile, nic: SimulatedNIC, minor: int, ib_index: int) -> int:
         s = nic.slot
-        net = {"class_code": 0x020000, "vendor": profile.nic_vendor_id, "numa_node": s.numa_node}
-        pf = self.function(s.pcie_root, s.bus_id, device=profile.nic_device_id, **net)
+        pf = self.nic_function(s.pcie_root, s.bus_id, profile.nic_vendor_id, profile.nic_device_id, s.numa_node)
         self.ib_device(pf, f"mlx5_{minor}", nic.port_states)
         (pf / "net" / profile.netdev_name(nic)).mkdir(parents=True)
         self.file_at(pf / "sriov_totalvfs", "8")
         self.file_at(pf / "sriov_numvfs", str(nic.vfs))
         for index, vf_bus_id in enumerate(nic.vf_bus_ids()):
-            vf = self.function(s.pcie_root, vf_bus_id, device=profile.nic_vf_device_id, **net)
+            vf = self.nic_function(s.pcie_root, vf_bus_id, profile.nic_vendor_id, profile.nic_vf_device_id, s.numa_node)
             _link(pf / f"virtfn{index}", vf)
             _link(vf / "physfn", pf)
             self.ib_device(vf, f"mlx5_{ib_index}", ("ACTIVE",))
             ib_index += 1
         return ib_index
+
+    def nic_function(self, pcie_root: str, bus_id: str, vendor: int, device: int, numa_node: int) -> Path:
+        return self.function(
+            pcie_root,
+            bus_id,
+            class_code=0x020000,
+            vendor=vendor,
+            device=device,
+            numa_node=numa_node,
+            driver="mlx5_core",
+        )
 
     def function(
         self,
@@ -88,7 +98,7 @@ class SysfsTree:
         vendor: int,
         device: int,
         numa_node: int,
-        driver: str = "mlx5_core",
+        driver: str,
     ) -> Path:
         """A PCI function below `pcie_root`'s root port; returns its real directory."""
         domain, bus = pcie_root.removeprefix("pci").split(":")
