@@ -20,7 +20,9 @@ _PAUSE_AFTER_FAILURE_S = 1.0
 
 
 class Periodic:
-    """Runs `step` every `interval_s` (0: back to back, for a step that paces itself)."""
+    """Runs `step` every `interval_s` (0: back to back, for a step that paces itself).
+
+    The first step runs as soon as the thread starts, even when `stop` follows at once."""
 
     def __init__(self, name: str, step: Callable[[], None], interval_s: float) -> None:
         self.name = name
@@ -53,11 +55,13 @@ class Periodic:
                 log.warning("Loop did not stop in time", extra={"loop": self.name, "timeout_s": timeout_s})
 
     def _run(self) -> None:
-        while not self._stop.is_set():
+        """Step first, then pause: a started loop always runs at least one step."""
+        while True:
             try:
                 self._step()
+                pause = self._interval_s
             except Exception:
                 log.exception("Loop step failed; continuing", extra={"loop": self.name})
-                self._stop.wait(max(self._interval_s, _PAUSE_AFTER_FAILURE_S))
-                continue
-            self._stop.wait(self._interval_s)
+                pause = max(self._interval_s, _PAUSE_AFTER_FAILURE_S)
+            if self._stop.wait(pause):
+                return
