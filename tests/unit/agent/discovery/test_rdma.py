@@ -48,20 +48,22 @@ def test_port_states_of_a_vanished_device_raise(sysfs: SysfsTree) -> None:
         port_states(sysfs.pci_dir("0000:1a:00.1"), "mlx5_1")
 
 
-def test_ib_device_not_named_with_a_minor_is_skipped(sysfs: SysfsTree, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    ("renamed_to", "warning"),
+    [
+        ("rocep26s0f1", "Skipping IB device not named like mlx5_<minor>"),  # udev's rename: no minor
+        ("mlx4_0", "Skipping RDMA device whose minor is taken"),  # minor 0 is mlx5_0's
+    ],
+    ids=["no-minor", "minor-taken"],
+)
+def test_second_nic_is_skipped_when_its_ib_name_gives_no_usable_minor(
+    sysfs: SysfsTree, caplog: pytest.LogCaptureFixture, renamed_to: str, warning: str
+) -> None:
     ib = sysfs.pci_dir("0000:1a:00.1") / "infiniband"
-    os.rename(ib / "mlx5_1", ib / "rocep26s0f1")
+    os.rename(ib / "mlx5_1", ib / renamed_to)
     rdma = RDMASource(PCIBus(sysfs.root)).discover().rdma
     assert [r.ib_device for r in rdma] == ["mlx5_0"]
-    assert "Skipping IB device not named like mlx5_<minor>" in caplog.text
-
-
-def test_two_devices_with_one_minor_keep_the_first(sysfs: SysfsTree, caplog: pytest.LogCaptureFixture) -> None:
-    ib = sysfs.pci_dir("0000:1a:00.1") / "infiniband"
-    os.rename(ib / "mlx5_1", ib / "mlx4_0")
-    rdma = RDMASource(PCIBus(sysfs.root)).discover().rdma
-    assert [r.ib_device for r in rdma] == ["mlx5_0"]
-    assert "Skipping RDMA device whose minor is taken" in caplog.text
+    assert warning in caplog.text
 
 
 def test_netdev_not_found_over_netlink_is_a_warning(sysfs: SysfsTree, caplog: pytest.LogCaptureFixture) -> None:
