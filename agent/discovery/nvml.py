@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from agent.discovery.model import GPU, Inventory
+from agent.discovery.model import GPU, PCI_CLASS_DISPLAY, Inventory, PCIFunction
 from agent.discovery.nvmllib import NVML, Handle, NVMLCallError
 from agent.discovery.pci import PCIBus
 from apis.device import DeviceTopology
@@ -39,9 +39,9 @@ class NVMLSource:
             return Inventory()
         nvml = self._nvml
         found: list[tuple[GPU, Handle]] = []
-        for bus_id, handle in self._handles(nvml):
+        for bus_id, fn, handle in self._handles(nvml):
             try:
-                found.append((self._describe(nvml, bus_id, handle), handle))
+                found.append((self._describe(nvml, bus_id, fn, handle), handle))
             except NVMLCallError as e:
                 log.warning("Skipping GPU that NVML cannot describe", extra={"bus_id": bus_id, "error": str(e)})
         peers = self._nvlink_peers(nvml, found)
@@ -54,26 +54,29 @@ class NVMLSource:
     def close(self) -> None:
         return None
 
-    def _handles(self, nvml: NVML) -> list[tuple[str, Handle]]:
-        bus_ids = self._bus.driver_addresses("nvidia")
-        out: list[tuple[str, Handle]] = []
-        if bus_ids:
-            for bus_id in bus_ids:
+    def _handles(self, nvml: NVML) -> list[tuple[str, PCIFunction | None, Handle]]:
+        """(bus id, its sysfs function, NVML handle) of every GPU. Functions bound to `nvidia`
+        that are not display controllers (an NVSwitch, say) are not GPUs and are passed over."""
+        functions = [self._bus.function(b) for b in self._bus.driver_addresses("nvidia")]
+        gpus = [f for f in functions if f is not None and f.base_class == PCI_CLASS_DISPLAY]
+        out: list[tuple[str, PCIFunction | None, Handle]] = []
+        if gpus:
+            for fn in gpus:
                 try:
-                    out.append((bus_id, nvml.handle_by_bus_id(bus_id)))
+                    out.append((fn.bus_id, fn, nvml.handle_by_bus_id(fn.bus_id)))
                 except NVMLCallError as e:
-                    log.warning("GPU bound to nvidia has no NVML handle", extra={"bus_id": bus_id, "error": str(e)})
+                    log.warning("GPU bound to nvidia has no NVML handle", extra={"bus_id": fn.bus_id, "error": str(e)})
             return out
         for index in range(nvml.count()):
             try:
                 handle = nvml.handle_by_index(index)
-                out.append((nvml.bus_id(handle), handle))
+                bus_id = nvml.bus_id(handle)
+                out.append((bus_id, self._bus.function(bus_id), handle))
             except NVMLCallError as e:
                 log.warning("Skipping GPU that NVML cannot open", extra={"index": index, "error": str(e)})
         return out
 
-    def _describe(self, nvml: NVML, bus_id: str, handle: Handle) -> GPU:
-        fn = self._bus.function(bus_id)
+    def _describe(self, nvml: NVML, bus_id: str, fn: PCIFunction | None, handle: Handle) -> GPU:
         topology = self._bus.topology(fn) if fn is not None else DeviceTopology(socket_id=-1, bus_id=bus_id)
         return GPU(
             uuid=nvml.uuid(handle),

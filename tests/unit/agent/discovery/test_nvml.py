@@ -111,3 +111,14 @@ def test_other_nvml_init_failures_are_warnings(sysfs: SysfsTree, caplog: pytest.
     stack = open_discovery(DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root), nvml_library=lib)
     assert stack.discovery.run().gpus == ()
     assert [r.levelno for r in caplog.records if r.name == "agent.discovery.settings"] == [logging.WARNING]
+
+
+def test_non_display_functions_bound_to_nvidia_are_not_gpus(
+    nvml_env: NVMLEnv, nvml: NVML, caplog: pytest.LogCaptureFixture
+) -> None:
+    nvml_env.require_fake()
+    SysfsTree(nvml_env.sysfs_root).function(  # an NVSwitch
+        "pci0000:17", "0000:1f:00.0", class_code=0x068000, vendor=0x10DE, device=0x1AF1, numa_node=0, driver="nvidia"
+    )
+    assert len(NVMLSource(nvml, PCIBus(nvml_env.sysfs_root)).discover().gpus) == 8
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
