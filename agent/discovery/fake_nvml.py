@@ -278,6 +278,8 @@ class FakeNVML:
 
     def nvmlDeviceGetUtilizationRates(self, handle: object) -> _Utilization:
         gpu = self._gpu(handle)
+        if gpu.mig_enabled:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)  # as NVML: no whole-GPU utilisation under MIG
         return _Utilization(gpu=gpu.utilization, memory=gpu.memory_used * 100 // max(gpu.memory_total, 1))
 
     def nvmlDeviceGetTemperature(self, handle: object, sensor: int) -> int:

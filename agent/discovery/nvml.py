@@ -11,10 +11,11 @@ decides whether a known GPU is lost.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 
 from agent.discovery.model import GPU, PCI_CLASS_DISPLAY, Inventory, PCIFunction
-from agent.discovery.nvmllib import NVML, Handle, NVMLCallError
+from agent.discovery.nvmllib import NVML, Handle, NVMLCallError, if_supported
 from agent.discovery.pci import PCIBus
 from apis.device import DeviceTopology
 
@@ -84,8 +85,8 @@ class NVMLSource:
             name=nvml.name(handle),
             memory_bytes=nvml.memory(handle)[0],
             topology=topology,
-            module_id=nvml.module_id(handle),
-            mig_enabled=nvml.mig_enabled(handle),
+            module_id=if_supported(lambda: nvml.module_id(handle)),
+            mig_enabled=bool(if_supported(lambda: nvml.mig_enabled(handle))),
         )
 
     def _nvlink_peers(self, nvml: NVML, found: list[tuple[GPU, Handle]]) -> dict[str, tuple[int, ...]]:
@@ -98,7 +99,7 @@ class NVMLSource:
         for i, (a, ha) in enumerate(found):
             for b, hb in found[i + 1 :]:
                 try:
-                    linked = nvml.nvlinked(ha, hb)
+                    linked = if_supported(functools.partial(nvml.nvlinked, ha, hb))
                 except NVMLCallError as e:
                     log.warning("Cannot tell NVLink between GPUs", extra={"a": a.uuid, "b": b.uuid, "error": str(e)})
                     return {}  # not cached: asked again on the next pass

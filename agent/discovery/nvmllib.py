@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Final, NewType, Protocol
+from typing import Final, NewType, Protocol, TypeVar
 
 import pynvml
 
@@ -33,6 +33,7 @@ __all__ = [
     "ProcessSample",
     "XidEvent",
     "bus_id_from_nvml",
+    "if_supported",
 ]
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ _P2P_CAPS_NVLINK: Final[int] = pynvml.NVML_P2P_CAPS_INDEX_NVLINK
 _P2P_STATUS_OK: Final[int] = pynvml.NVML_P2P_STATUS_OK
 _TEMPERATURE_GPU: Final[int] = pynvml.NVML_TEMPERATURE_GPU
 
+T = TypeVar("T")
 Handle = NewType("Handle", object)
 EventSet = NewType("EventSet", object)
 
@@ -222,35 +224,19 @@ class NVML:
         with self._call("nvmlDeviceGetPciInfo"):
             return bus_id_from_nvml(self._lib.nvmlDeviceGetPciInfo(handle).busId)
 
-    def module_id(self, handle: Handle) -> int | None:
-        """The SXM module id, or None where the GPU or driver has none."""
-        try:
-            with self._call("nvmlDeviceGetModuleId"):
-                return int(self._lib.nvmlDeviceGetModuleId(handle))
-        except NVMLCallError as e:
-            if e.not_supported:
-                return None
-            raise
+    def module_id(self, handle: Handle) -> int:
+        """The SXM module id (not supported on PCIe GPUs: see `if_supported`)."""
+        with self._call("nvmlDeviceGetModuleId"):
+            return int(self._lib.nvmlDeviceGetModuleId(handle))
 
     def mig_enabled(self, handle: Handle) -> bool:
-        try:
-            with self._call("nvmlDeviceGetMigMode"):
-                return int(self._lib.nvmlDeviceGetMigMode(handle)[0]) == _MIG_ENABLE
-        except NVMLCallError as e:
-            if e.not_supported:
-                return False
-            raise
+        with self._call("nvmlDeviceGetMigMode"):
+            return int(self._lib.nvmlDeviceGetMigMode(handle)[0]) == _MIG_ENABLE
 
     def nvlinked(self, a: Handle, b: Handle) -> bool:
         """Whether NVML reports peer-to-peer over NVLink between two GPUs (a slow call: cache it)."""
-        try:
-            with self._call("nvmlDeviceGetP2PStatus"):
-                status = self._lib.nvmlDeviceGetP2PStatus(a, b, _P2P_CAPS_NVLINK)
-        except NVMLCallError as e:
-            if e.not_supported:
-                return False
-            raise
-        return int(status) == _P2P_STATUS_OK
+        with self._call("nvmlDeviceGetP2PStatus"):
+            return int(self._lib.nvmlDeviceGetP2PStatus(a, b, _P2P_CAPS_NVLINK)) == _P2P_STATUS_OK
 
     def utilization_percent(self, handle: Handle) -> int:
         with self._call("nvmlDeviceGetUtilizationRates"):
@@ -320,6 +306,17 @@ class NVML:
             return ctypes.cast(handle, ctypes.c_void_p).value  # type: ignore[arg-type]  # a ctypes pointer at run time
         except (ctypes.ArgumentError, TypeError):
             return handle
+
+
+def if_supported(read: Callable[[], T]) -> T | None:
+    """`read()`, or None where NVML says the GPU or driver cannot tell (NOT_SUPPORTED): module ids
+    on PCIe GPUs, MIG mode before Ampere, utilisation of a GPU in MIG mode, ..."""
+    try:
+        return read()
+    except NVMLCallError as e:
+        if e.not_supported:
+            return None
+        raise
 
 
 class HandleCache:

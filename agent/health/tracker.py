@@ -11,7 +11,8 @@ Each change of a device's `Health` (flag, reason or message) is passed to the su
 Device CR reporter rebuilds the CR on it. `since` (the condition's `lastTransitionTime`) moves
 only when the flag flips, so repeated errors of one kind yield identical Health and no CR write.
 Thread-safe; callbacks run on the thread that caused the change, outside the lock, and must be
-quick (set an event, enqueue).
+quick (set an event, enqueue). Callbacks from two threads may arrive out of order: take one as
+"something changed" and read `snapshot()` for the state to report.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from agent.discovery.model import GPU
-from agent.discovery.nvmllib import NVML, Handle, HandleCache, NVMLCallError
+from agent.discovery.nvmllib import NVML, Handle, HandleCache, NVMLCallError, if_supported
 from agent.health.tracker import HealthTracker
 from agent.metrics.containers import ContainerResolver
 from agent.periodic import Periodic
@@ -47,12 +47,14 @@ _COLLECTOR = "gpu"
 
 @dataclass(frozen=True, slots=True)
 class GPUReading:
+    """One GPU's readings; None where the GPU cannot tell (NVML: not supported)."""
+
     gpu: GPU
-    utilization_percent: int
+    utilization_percent: int | None
     memory_used_bytes: int
     memory_total_bytes: int
-    temperature_celsius: int
-    power_watts: float
+    temperature_celsius: int | None
+    power_watts: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,7 @@ class GPUMetrics(Collector):
             ["collector"],
             registry=registry,
         )
+        self._errors.labels(_COLLECTOR)  # exported as 0 from the start
         self._loop = Periodic("metrics", self.refresh, interval_s)
         registry.register(self)
 
@@ -124,19 +127,8 @@ class GPUMetrics(Collector):
         since_us = int((time.time() - self.interval_s) * 1_000_000)
         for gpu in self._gpus:
             try:
-                handle = self._handles.get(gpu.uuid)
-                total, used = self._nvml.memory(handle)
-                readings.append(
-                    GPUReading(
-                        gpu=gpu,
-                        utilization_percent=self._nvml.utilization_percent(handle),
-                        memory_used_bytes=used,
-                        memory_total_bytes=total,
-                        temperature_celsius=self._nvml.temperature_celsius(handle),
-                        power_watts=self._nvml.power_watts(handle),
-                    )
-                )
-                containers.extend(self._per_container(gpu, handle, since_us))
+                readings.append(self._read(gpu))
+                containers.extend(self._per_container(gpu, self._handles.get(gpu.uuid), since_us))
             except NVMLCallError as e:
                 self._errors.labels(_COLLECTOR).inc()
                 if e.gpu_lost:
@@ -146,8 +138,20 @@ class GPUMetrics(Collector):
         self._container_readings = tuple(containers)
         self._duration.labels(_COLLECTOR).observe(time.perf_counter() - started)
 
+    def _read(self, gpu: GPU) -> GPUReading:
+        handle = self._handles.get(gpu.uuid)
+        total, used = self._nvml.memory(handle)
+        return GPUReading(
+            gpu=gpu,
+            utilization_percent=if_supported(lambda: self._nvml.utilization_percent(handle)),
+            memory_used_bytes=used,
+            memory_total_bytes=total,
+            temperature_celsius=if_supported(lambda: self._nvml.temperature_celsius(handle)),
+            power_watts=if_supported(lambda: self._nvml.power_watts(handle)),
+        )
+
     def _per_container(self, gpu: GPU, handle: Handle, since_us: int) -> list[ContainerReading]:
-        processes = self._nvml.processes(handle)
+        processes = if_supported(lambda: self._nvml.processes(handle))
         if not processes:
             return []
         utilization = self._nvml.process_utilization(handle, since_us)
@@ -179,11 +183,14 @@ class GPUMetrics(Collector):
         }
         for r in self._readings:
             labels = _gpu_labels(node, r.gpu)
-            families["utilization"].add_metric(labels, r.utilization_percent / 100)
             families["used"].add_metric(labels, r.memory_used_bytes)
             families["total"].add_metric(labels, r.memory_total_bytes)
-            families["temperature"].add_metric(labels, r.temperature_celsius)
-            families["power"].add_metric(labels, r.power_watts)
+            if r.utilization_percent is not None:
+                families["utilization"].add_metric(labels, r.utilization_percent / 100)
+            if r.temperature_celsius is not None:
+                families["temperature"].add_metric(labels, r.temperature_celsius)
+            if r.power_watts is not None:
+                families["power"].add_metric(labels, r.power_watts)
         yield from families.values()
 
         healthy = GaugeMetricFamily("tessera_gpu_healthy", "1 while the GPU is healthy, else 0.", labels=_GPU_LABELS)

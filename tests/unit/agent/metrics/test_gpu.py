@@ -133,3 +133,15 @@ def test_the_loop_collects_on_its_own(metrics: tuple[GPUMetrics, CollectorRegist
     collector.start()
     collector.stop()
     assert registry.get_sample_value("tessera_agent_collection_duration_seconds_count", {"collector": "gpu"}) == 1
+
+
+def test_a_reading_the_gpu_cannot_give_is_left_out_alone(
+    nvml_env: NVMLEnv, metrics: tuple[GPUMetrics, CollectorRegistry], gpus: tuple[GPU, ...]
+) -> None:
+    fake = nvml_env.require_fake()
+    fake.gpus[0].mig_enabled = True  # NVML: utilisation NOT_SUPPORTED in MIG mode
+    collector, registry = metrics
+    collector.refresh()
+    assert registry.get_sample_value("tessera_gpu_utilization_ratio", labels(gpus[0])) is None
+    assert registry.get_sample_value("tessera_gpu_memory_total_bytes", labels(gpus[0])) == gpus[0].memory_bytes
+    assert registry.get_sample_value("tessera_agent_collection_errors_total", {"collector": "gpu"}) == 0
