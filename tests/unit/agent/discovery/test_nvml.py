@@ -10,7 +10,7 @@ import pytest
 
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.nvml import NVMLSource
-from agent.discovery.nvmllib import NVML
+from agent.discovery.nvmllib import NVML, NVMLLibrary
 from agent.discovery.pci import PCIBus
 from agent.discovery.settings import DiscoverySettings, open_discovery
 from tests.unit.agent.conftest import NODE, NVMLEnv
@@ -79,20 +79,21 @@ def test_mig_mode_and_module_id_are_reported(nvml_env: NVMLEnv, nvml: NVML) -> N
 
 
 @pytest.fixture(params=["fake", "real"])
-def failing_nvml(request: pytest.FixtureRequest) -> object:
+def failing_nvml(request: pytest.FixtureRequest) -> NVMLLibrary:
     """An NVML whose nvmlInit fails as without a driver: the fake told to, or the real one here."""
     if request.param == "fake":
         return FakeNVML(init_error=pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError:
-        return pynvml
+        real: NVMLLibrary = pynvml
+        return real
     pynvml.nvmlShutdown()
     pytest.skip("NVML initialises on this machine; the failure path runs on the fake")
 
 
 def test_nvml_init_failure_is_one_log_line_and_no_gpus(
-    failing_nvml: FakeNVML, sysfs: SysfsTree, caplog: pytest.LogCaptureFixture
+    failing_nvml: NVMLLibrary, sysfs: SysfsTree, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="agent"):
         stack = open_discovery(DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root), nvml_library=failing_nvml)

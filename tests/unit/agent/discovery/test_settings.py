@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.settings import DiscoverySettings, open_discovery
 from apis.errors import ConfigError
 from tests.unit.agent.conftest import NODE
 from tests.unit.agent.sysfs_tree import SysfsTree
 
 
-def test_real_hardware_uses_pci_nvml_and_rdma_sources(sysfs: SysfsTree, fake_nvml: object) -> None:
+def test_real_hardware_uses_pci_nvml_and_rdma_sources(sysfs: SysfsTree, fake_nvml: FakeNVML) -> None:
     stack = open_discovery(
         DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root, netlink=False),
-        nvml_library=fake_nvml,  # type: ignore[arg-type]  # a FakeNVML
+        nvml_library=fake_nvml,
     )
     try:
         assert [s.name for s in stack.discovery.sources] == ["pci", "nvml", "rdma"]
