@@ -1,0 +1,69 @@
+"""/metrics over real HTTP on loopback, from simulated GPUs."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from agent.discovery.nvmllib import NVML
+from agent.discovery.simulated import load_profile
+from agent.health.clock import SystemClock
+from agent.health.tracker import HealthTracker
+from agent.metrics.containers import ContainerResolver
+from agent.metrics.exporter import MetricsExporter
+from agent.metrics.gpu import GPUMetrics
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def exporter() -> Iterator[MetricsExporter]:
+    profile = load_profile("a100-8x")
+    nvml = NVML(profile.fake_nvml("n1"))
+    nvml.init()
+    registry = CollectorRegistry()
+    metrics = GPUMetrics(
+        registry,
+        node_name="n1",
+        nvml=nvml,
+        gpus=profile.inventory("n1").gpus,
+        tracker=HealthTracker(SystemClock()),
+        containers=ContainerResolver(),
+    )
+    metrics.refresh()
+    exporter = MetricsExporter(registry, host="127.0.0.1", port=0)
+    exporter.start()
+    yield exporter
+    exporter.stop()
+
+
+def get(exporter: MetricsExporter, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_metrics_are_served_on_slash_metrics(exporter: MetricsExporter) -> None:
+    status, text = get(exporter, "/metrics")
+    assert status == 200
+    assert text.count("tessera_gpu_memory_total_bytes{") == 8
+    assert 'tessera_gpu_healthy{minor="0",model="A100-SXM4-80GB",node="n1"' in text
+    assert "tessera_agent_collection_duration_seconds_bucket" in text
+
+
+def test_other_paths_are_not_found(exporter: MetricsExporter) -> None:
+    assert get(exporter, "/")[0] == 404
+
+
+def test_stop_closes_the_port(exporter: MetricsExporter) -> None:
+    port = exporter.port
+    exporter.stop()
+    exporter.stop()  # idempotent
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2)

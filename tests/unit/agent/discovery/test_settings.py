@@ -1,0 +1,49 @@
+"""From flags to sources: real hardware, simulated profiles, and their NVML."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.discovery.fake_nvml import FakeNVML
+from agent.discovery.settings import DiscoverySettings, open_discovery
+from apis.errors import ConfigError
+from tests.unit.agent.conftest import NODE
+from tests.unit.agent.sysfs_tree import SysfsTree
+
+
+def test_real_hardware_uses_pci_nvml_and_rdma_sources(sysfs: SysfsTree, fake_nvml: FakeNVML) -> None:
+    stack = open_discovery(
+        DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root, netlink=False),
+        nvml_library=fake_nvml,
+    )
+    try:
+        assert [s.name for s in stack.discovery.sources] == ["pci", "nvml", "rdma"]
+        inventory = stack.discovery.run()
+        assert (len(inventory.gpus), len(inventory.rdma), inventory.simulated) == (8, 2, False)
+        assert stack.nvml is not None and stack.nvml.count() == 8
+    finally:
+        stack.close()
+        stack.close()  # idempotent
+
+
+def test_simulation_replaces_nvml_and_rdma_and_brings_its_own_nvml(sysfs: SysfsTree) -> None:
+    stack = open_discovery(DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root, simulate="h100-8x"))
+    try:
+        assert [s.name for s in stack.discovery.sources] == ["pci", "simulated"]
+        inventory = stack.discovery.run()
+        assert (len(inventory.gpus), len(inventory.rdma), inventory.simulated) == (8, 8, True)
+        assert len(inventory.pci) == 14  # PCI enumeration stays real
+        assert stack.nvml is not None
+        assert [stack.nvml.uuid(stack.nvml.handle_by_index(i)) for i in range(8)] == [g.uuid for g in inventory.gpus]
+    finally:
+        stack.close()
+
+
+def test_nvml_can_be_turned_off(sysfs: SysfsTree) -> None:
+    stack = open_discovery(DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root, nvml=False, netlink=False))
+    assert stack.nvml is None and stack.discovery.run().gpus == ()
+
+
+def test_a_bad_profile_fails_at_start_up(sysfs: SysfsTree) -> None:
+    with pytest.raises(ConfigError, match="not a built-in profile"):
+        open_discovery(DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root, simulate="/nonexistent.yaml"))
