@@ -1,0 +1,21 @@
+"""Node QoS: cgroup enforcement per QoS class, BE CPU suppression, memory QoS, network QoS.
+
+Modules: `convert` (pure unit conversions), `knobs` (v1/v2 files per setting), `cgroups`
+(hierarchy, read/write), `layout` (kubepods naming).
+"""
+
+from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, CgroupUnsupported, Hierarchy
+from agent.qos.knobs import CgroupVersion, CPUMax
+from agent.qos.layout import Driver, KubeCgroups
+
+__all__ = [
+    "CPUMax",
+    "Cgroup",
+    "CgroupError",
+    "CgroupNotFound",
+    "CgroupUnsupported",
+    "CgroupVersion",
+    "Driver",
+    "Hierarchy",
+    "KubeCgroups",
+]
