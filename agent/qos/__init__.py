@@ -1,10 +1,14 @@
 """Node QoS: cgroup enforcement per QoS class, BE CPU suppression, memory QoS, network QoS.
 
 Modules: `convert` (pure unit conversions), `knobs` (v1/v2 files per setting), `cgroups`
-(hierarchy, read/write), `layout` (kubepods naming).
+(hierarchy, read/write), `layout` (kubepods naming), `config` (NodeSLO), `policy` (pod →
+settings).
 """
 
 from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, CgroupUnsupported, Hierarchy
+from agent.qos.config import QoSConfig
+from agent.qos.config import load as load_config_text
+from agent.qos.config import load_file as load_config
 from agent.qos.knobs import CgroupVersion, CPUMax
 from agent.qos.layout import Driver, KubeCgroups
 
@@ -18,4 +22,7 @@ __all__ = [
     "Driver",
     "Hierarchy",
     "KubeCgroups",
+    "QoSConfig",
+    "load_config",
+    "load_config_text",
 ]
