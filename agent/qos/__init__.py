@@ -2,15 +2,19 @@
 
 Modules: `convert` (pure unit conversions), `knobs` (v1/v2 files per setting), `cgroups`
 (hierarchy, read/write), `layout` (kubepods naming), `config` (NodeSLO), `policy` (pod →
-settings).
+settings), `enforce` (write order the kernel accepts), `reconciler`, `hook`, `pods` (the
+PodSource / PodLookup seams).
 """
 
 from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, CgroupUnsupported, Hierarchy
 from agent.qos.config import QoSConfig
 from agent.qos.config import load as load_config_text
 from agent.qos.config import load_file as load_config
+from agent.qos.hook import QoSHookPlugin
 from agent.qos.knobs import CgroupVersion, CPUMax
 from agent.qos.layout import Driver, KubeCgroups
+from agent.qos.pods import PodLookup, PodSource
+from agent.qos.reconciler import ReconcileReport, Reconciler
 
 __all__ = [
     "CPUMax",
@@ -22,7 +26,12 @@ __all__ = [
     "Driver",
     "Hierarchy",
     "KubeCgroups",
+    "PodLookup",
+    "PodSource",
     "QoSConfig",
+    "QoSHookPlugin",
+    "ReconcileReport",
+    "Reconciler",
     "load_config",
     "load_config_text",
 ]

@@ -89,9 +89,8 @@ def test_pod_level_counts_init_containers_and_overhead() -> None:
 
 
 def test_memory_qos_percentages() -> None:
-    cfg = config.load(
-        "resourceQOSStrategy: {lsClass: {memoryQOS: {enable: true, minLimitPercent: 100, lowLimitPercent: 50, throttlingPercent: 80}}}"
-    ).resource_qos
+    memory_qos = "{enable: true, minLimitPercent: 100, lowLimitPercent: 50, throttlingPercent: 80}"
+    cfg = config.load(f"resourceQOSStrategy: {{lsClass: {{memoryQOS: {memory_qos}}}}}").resource_qos
     p = plan(make_pod(ctr("a", {"memory": "1Gi"}, {"memory": "2Gi"})), cfg)
     c = p.containers["a"]
     assert (c.memory_min, c.memory_low, c.memory_high) == (GiB, GiB // 2, int(2 * GiB * 0.8))

@@ -1,0 +1,186 @@
+"""The QoS reconciler: every N seconds, bring every pod's cgroups in line with the policy.
+
+The hook plugin applies QoS when containers are created, but only on nodes that run the runtime
+proxy, and only at creation. The reconciler covers the rest — nodes without the proxy, pods
+that existed before the agent, NodeSLO changes, relabelled pods — by reading the node's pods
+from a `PodSource`, planning each with `agent.qos.policy` and writing the difference with
+`agent.qos.enforce`. It also sets the BestEffort QoS cgroup's cpu.idle when BE schedIdle is on.
+
+Wiring (the agent process):
+
+    reconciler = Reconciler(cgroups=KubeCgroups.detect(Hierarchy.detect()),
+                            pods=lambda: informer.pods_on_node(),   # any PodSource
+                            config=qos_config, interval_s=10.0, registry=registry)
+    threading.Thread(target=reconciler.run, args=(stop,), name="qos-reconciler").start()
+
+One pod's failure (a vanished cgroup, a malformed container id, a kernel refusal) is logged and
+counted, and the pass goes on with the next pod.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from agent.qos import _loop, enforce, policy
+from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, Change
+from agent.qos.config import QoSConfig
+from agent.qos.layout import KubeCgroups, parse_container_id
+from agent.qos.pods import PodSource
+from agent.qos.policy import CgroupSettings
+from apis.core import Pod
+from apis.errors import ValidationError
+from apis.qos import KubeQoSClass
+from kube.logs import V
+
+__all__ = ["ReconcileReport", "Reconciler"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ReconcileReport:
+    """The outcome of one pass, for logs, tests and the benchmark."""
+
+    pods: int = 0
+    applied: int = 0
+    #: pods without a cgroup yet (being created) or any more (being deleted)
+    missing: int = 0
+    changes: list[Change] = field(default_factory=list)
+    #: pod key → why it could not be brought in line
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+class Reconciler:
+    """Applies the QoS policy to existing pod and container cgroups; see the module docstring.
+
+    Thread-safe for one `run` thread plus `set_config` from any thread.
+    """
+
+    def __init__(
+        self,
+        *,
+        cgroups: KubeCgroups,
+        pods: PodSource,
+        config: QoSConfig,
+        interval_s: float = 10.0,
+        registry: CollectorRegistry | None = None,
+        clock: _loop.Clock = time.monotonic,
+    ) -> None:
+        self._cgroups = cgroups
+        self._pods = pods
+        self._config = config
+        self._interval_s = interval_s
+        self._clock = clock
+        self._warned: set[str] = set()
+        self._duration = Histogram(
+            "tessera_agent_qos_reconcile_duration_seconds",
+            "Wall time of one QoS reconcile pass over every pod on the node",
+            registry=registry,
+        )
+        self._writes = Counter(
+            "tessera_agent_qos_cgroup_writes_total", "cgroup values changed by the QoS reconciler", registry=registry
+        )
+        self._errors = Counter(
+            "tessera_agent_qos_reconcile_errors_total",
+            "pods the QoS reconciler could not bring in line (see the logs for why)",
+            registry=registry,
+        )
+
+    def set_config(self, config: QoSConfig) -> None:
+        """Use a new NodeSLO from the next pass on."""
+        self._config = config
+
+    def run(self, stop: threading.Event) -> None:
+        """Reconcile every `interval_s` seconds until `stop` is set. Blocks; run it in a thread."""
+        log.info(
+            "Starting QoS reconciler", extra={"interval_s": self._interval_s, "driver": self._cgroups.driver.value}
+        )
+        _loop.every(self._interval_s, stop, self.reconcile_once, clock=self._clock, name="qos-reconciler")
+
+    def reconcile_once(self) -> ReconcileReport:
+        """One pass over the node's pods. Never raises for a single pod's problem."""
+        started = self._clock()
+        config = self._config
+        report = ReconcileReport()
+        self._reconcile_be_root(config, report)
+        seen: set[str] = set()
+        for pod in self._pods():
+            if pod.is_terminal:
+                continue
+            report.pods += 1
+            seen.add(pod.uid)
+            try:
+                self._reconcile_pod(pod, config, report)
+            except (CgroupError, ValidationError) as e:
+                report.errors[pod.key] = str(e)
+                log.warning("Cannot apply QoS to pod", extra={"pod": pod.key, "error": str(e)})
+            except Exception as e:  # one pod's bug must not stop the pass
+                report.errors[pod.key] = f"internal error: {e!r}"
+                log.exception("Unexpected error applying QoS to pod", extra={"pod": pod.key})
+        self._warned &= seen
+        self._writes.inc(len(report.changes))
+        self._errors.inc(len(report.errors))
+        self._duration.observe(self._clock() - started)
+        log.log(
+            V(4),
+            "QoS reconcile pass done",
+            extra={"pods": report.pods, "changes": len(report.changes), "errors": len(report.errors)},
+        )
+        return report
+
+    def _reconcile_pod(self, pod: Pod, config: QoSConfig, report: ReconcileReport) -> None:
+        plan = policy.plan(pod, config.resource_qos)
+        if plan.problems and pod.uid not in self._warned:
+            self._warned.add(pod.uid)
+            log.warning("Pod has invalid QoS input", extra={"pod": pod.key, "problems": "; ".join(plan.problems)})
+        pod_cg = self._cgroups.find_pod(pod.uid, plan.kube_qos)
+        if pod_cg is None:
+            report.missing += 1
+            log.log(V(5), "Pod has no cgroup yet", extra={"pod": pod.key})
+            return
+        entries: list[tuple[Cgroup, CgroupSettings]] = [(pod_cg, plan.pod)]
+        for name, settings in plan.containers.items():
+            raw_id = pod.container_ids.get(name)
+            if not raw_id:
+                continue
+            container_cg = self._cgroups.find_container(pod_cg, parse_container_id(raw_id, obj=f"pod {pod.key}"))
+            if container_cg is not None:
+                entries.append((container_cg, settings))
+        try:
+            applied = enforce.apply_tree(entries)
+        except CgroupNotFound:
+            report.missing += 1  # deleted while we wrote: the next pass will not see it
+            log.log(V(4), "Pod cgroup vanished during reconcile", extra={"pod": pod.key})
+            return
+        report.applied += 1
+        report.changes += applied.changes
+        for change in applied.changes:
+            log.log(
+                V(2),
+                "Applied QoS to cgroup",
+                extra={
+                    "pod": pod.key,
+                    "qos": plan.qos.value,
+                    "cgroup": change.cgroup,
+                    "knob": change.knob,
+                    "old": change.old,
+                    "new": change.new,
+                },
+            )
+
+    def _reconcile_be_root(self, config: QoSConfig, report: ReconcileReport) -> None:
+        """cpu.idle on the BestEffort QoS cgroup follows BE's schedIdle (Koordinator's BECPUIdle)."""
+        be = config.resource_qos.be.cpu
+        root = self._cgroups.qos_dir(KubeQoSClass.BEST_EFFORT)
+        try:
+            report.changes += enforce.apply(root, CgroupSettings(cpu_idle=be.enable and be.sched_idle == 1)).changes
+        except CgroupNotFound:
+            log.log(V(4), "No BestEffort QoS cgroup yet", extra={"cgroup": str(root)})
+        except CgroupError as e:
+            report.errors[str(root)] = str(e)
+            log.warning("Cannot set cpu.idle on the BestEffort cgroup", extra={"error": str(e)})
