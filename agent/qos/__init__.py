@@ -2,8 +2,8 @@
 
 Modules: `convert` (pure unit conversions), `knobs` (v1/v2 files per setting), `cgroups`
 (hierarchy, read/write), `layout` (kubepods naming), `config` (NodeSLO), `policy` (pod →
-settings), `enforce` (write order the kernel accepts), `reconciler`, `hook`, `pods` (the
-PodSource / PodLookup seams).
+settings), `enforce` (write order the kernel accepts), `reconciler`, `hook`, `usage` and
+`suppress` (BE CPU suppression), `pods` (the PodSource / PodLookup seams).
 """
 
 from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, CgroupUnsupported, Hierarchy
@@ -15,13 +15,17 @@ from agent.qos.knobs import CgroupVersion, CPUMax
 from agent.qos.layout import Driver, KubeCgroups
 from agent.qos.pods import PodLookup, PodSource
 from agent.qos.reconciler import ReconcileReport, Reconciler
+from agent.qos.suppress import BESuppressor
+from agent.qos.usage import CgroupUsageSampler, Sampler, UsageSample
 
 __all__ = [
+    "BESuppressor",
     "CPUMax",
     "Cgroup",
     "CgroupError",
     "CgroupNotFound",
     "CgroupUnsupported",
+    "CgroupUsageSampler",
     "CgroupVersion",
     "Driver",
     "Hierarchy",
@@ -32,6 +36,8 @@ __all__ = [
     "QoSHookPlugin",
     "ReconcileReport",
     "Reconciler",
+    "Sampler",
+    "UsageSample",
     "load_config",
     "load_config_text",
 ]

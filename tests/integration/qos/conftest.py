@@ -18,11 +18,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from agent.qos import knobs
 from agent.qos.cgroups import Cgroup, CgroupError, Hierarchy
 from agent.qos.knobs import CgroupVersion
 from agent.qos.layout import KubeCgroups, parse_container_id
 from apis.core import Pod
-from apis.qos import kube_qos_class
+from apis.qos import KubeQoSClass, kube_qos_class
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -56,7 +57,7 @@ class RealTree:
         cg.add_process(proc.pid)
         assert proc.stdin is not None
         proc.stdin.write(b"go\n")
-        proc.stdin.flush()
+        proc.stdin.close()
         return proc
 
 
@@ -83,6 +84,7 @@ def real_tree() -> Iterator[RealTree]:
         base.remove()
         pytest.skip(f"cannot create cgroups under {hierarchy.mounts['cpu']}: {e}")
     tree = RealTree(hierarchy, KubeCgroups.detect(hierarchy, base.rel), base)
+    tree.kube.qos_dir(KubeQoSClass.BEST_EFFORT).write(knobs.CPU_SHARES, 2)  # as kubelet sets it
     try:
         yield tree
     finally:
