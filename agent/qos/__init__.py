@@ -3,7 +3,7 @@
 Modules: `convert` (pure unit conversions), `knobs` (v1/v2 files per setting), `cgroups`
 (hierarchy, read/write), `layout` (kubepods naming), `config` (NodeSLO), `policy` (pod →
 settings), `enforce` (write order the kernel accepts), `reconciler`, `hook`, `usage` and
-`suppress` (BE CPU suppression), `pods` (the PodSource / PodLookup seams).
+`suppress` (BE CPU suppression), `netqos` (tc HTB), `pods` (the PodSource / PodLookup seams).
 """
 
 from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, CgroupUnsupported, Hierarchy
@@ -13,8 +13,9 @@ from agent.qos.config import load_file as load_config
 from agent.qos.hook import QoSHookPlugin
 from agent.qos.knobs import CgroupVersion, CPUMax
 from agent.qos.layout import Driver, KubeCgroups
+from agent.qos.netqos import NetworkQoS, NetworkQoSError
 from agent.qos.pods import PodLookup, PodSource
-from agent.qos.reconciler import ReconcileReport, Reconciler
+from agent.qos.reconciler import Reconciler, ReconcileReport
 from agent.qos.suppress import BESuppressor
 from agent.qos.usage import CgroupUsageSampler, Sampler, UsageSample
 
@@ -30,6 +31,8 @@ __all__ = [
     "Driver",
     "Hierarchy",
     "KubeCgroups",
+    "NetworkQoS",
+    "NetworkQoSError",
     "PodLookup",
     "PodSource",
     "QoSConfig",
