@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, TypeVar
 
-from agent.qos.knobs import CgroupVersion, Knob
+from agent.qos.knobs import CgroupVersion, Knob, KnobFiles
 from apis.errors import TesseraError
 
 __all__ = [
@@ -147,10 +147,14 @@ class Hierarchy:
 
     def path(self, controller: str, rel: str) -> Path:
         """The directory of `rel` for `controller` ("" in v2). Raises CgroupUnsupported if unmounted."""
+        return Path(self.dir(controller, rel))
+
+    def dir(self, controller: str, rel: str) -> str:
+        """`path` as a string: the hot paths (one read per knob per pass) skip pathlib's cost."""
         base = self.mounts.get(controller if self.version is CgroupVersion.V1 else "")
         if base is None:
             raise CgroupUnsupported(f"{controller}:/{rel}", f"controller {controller} is not mounted")
-        return base / rel if rel else base
+        return f"{os.fspath(base)}/{rel}" if rel else os.fspath(base)
 
     def controllers(self) -> tuple[str, ...]:
         """The controller keys of `mounts` QoS touches when creating/removing a cgroup."""
@@ -185,7 +189,7 @@ class Cgroup:
         return self.hierarchy.path(controller, self.rel)
 
     def exists(self) -> bool:
-        return self.path("cpu" if self.hierarchy.version is CgroupVersion.V1 else "").is_dir()
+        return os.path.isdir(self.hierarchy.dir("cpu", self.rel))
 
     def children(self) -> list[Cgroup]:
         """Direct child cgroups (sorted by name); empty when this cgroup does not exist."""
@@ -203,9 +207,9 @@ class Cgroup:
 
     # --- knobs ---------------------------------------------------------------------------------------
 
-    def supports(self, knob: Knob[T]) -> bool:
+    def supports(self, knob: KnobFiles) -> bool:
         """Whether every file of `knob` exists here (False for a vanished cgroup too)."""
-        return all(self._file(c, f).exists() for c, f in knob.files[self.hierarchy.version])
+        return all(os.path.exists(self._file(c, f)) for c, f in knob.files[self.hierarchy.version])
 
     def read(self, knob: Knob[T]) -> T:
         """The knob's current logical value. Raises CgroupError (NotFound / Unsupported)."""
@@ -281,12 +285,12 @@ class Cgroup:
     def add_process(self, pid: int) -> None:
         """Move a process into this cgroup (in every controller)."""
         for controller in self.hierarchy.controllers():
-            _write_text(self.path(controller) / "cgroup.procs", str(pid))
+            _write_text(f"{self.hierarchy.dir(controller, self.rel)}/cgroup.procs", str(pid))
 
     # --- internals -----------------------------------------------------------------------------------
 
-    def _file(self, controller: str, name: str) -> Path:
-        return self.hierarchy.path(controller, self.rel) / name
+    def _file(self, controller: str, name: str) -> str:
+        return f"{self.hierarchy.dir(controller, self.rel)}/{name}"
 
     def _read_texts(self, knob: Knob[T]) -> tuple[str, ...]:
         return tuple(_read_text(self._file(c, f)) for c, f in knob.files[self.hierarchy.version])
@@ -315,12 +319,12 @@ class Cgroup:
             parent._create_cpuset(parent.path("cpuset"))
         path.mkdir()
         for name in ("cpuset.cpus", "cpuset.mems"):
-            inherited = _read_text(path.parent / name).strip()
-            if inherited and not _read_text(path / name).strip():
-                _write_text(path / name, inherited)
+            inherited = _read_text(str(path.parent / name)).strip()
+            if inherited and not _read_text(str(path / name)).strip():
+                _write_text(str(path / name), inherited)
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: str) -> str:
     try:
         with open(path, encoding="ascii") as f:
             return f.read()
@@ -328,7 +332,7 @@ def _read_text(path: Path) -> str:
         raise _os_error(path, e, None) from e
 
 
-def _write_text(path: Path, text: str) -> None:
+def _write_text(path: str, text: str) -> None:
     """One write(2) of the whole value, as the kernel expects (O_TRUNC, as runc: harmless on cgroupfs)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
@@ -342,9 +346,9 @@ def _write_text(path: Path, text: str) -> None:
         os.close(fd)
 
 
-def _os_error(path: Path, e: OSError, value: str | None) -> CgroupError:
+def _os_error(path: str, e: OSError, value: str | None) -> CgroupError:
     if e.errno == errno.ENOENT:
-        if path.parent.is_dir():
+        if os.path.isdir(os.path.dirname(path)):
             return CgroupUnsupported(path, "not supported by this kernel (no such file)", value=value)
         return CgroupNotFound(path, "cgroup does not exist", value=value)
     reasons = {

@@ -148,7 +148,7 @@ class QoSHookPlugin(HookPlugin):
         if parent is None:
             return wanted
         try:
-            return enforce.cap_under(parent, wanted)
+            return enforce.Enforcer().cap_under(parent, wanted)
         except CgroupError as e:  # the parent vanished or is unreadable: send what policy says
             log.log(V(4), "Cannot read the parent's CPU limit", extra={"cgroup": str(parent), "error": str(e)})
             return wanted

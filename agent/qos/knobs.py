@@ -37,6 +37,7 @@ __all__ = [
     "CPUMax",
     "CgroupVersion",
     "Knob",
+    "KnobFiles",
     "format_cpuset",
     "parse_cpuset",
 ]
@@ -84,7 +85,18 @@ class CPUMax:
 
 
 @dataclass(frozen=True, slots=True)
-class Knob(Generic[T]):
+class KnobFiles:
+    """The part of a knob that does not depend on its value type: its name and files per version."""
+
+    name: str
+    files: Mapping[CgroupVersion, tuple[tuple[str, str], ...]]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True, slots=True)
+class Knob(KnobFiles, Generic[T]):
     """One logical setting: per version the files (controller, file name) and the codecs.
 
     `encode` turns a value into the text of each file (in write order); `decode` reads them
@@ -93,17 +105,12 @@ class Knob(Generic[T]):
     never cause a needless write. `check` returns why a value is out of range, or None.
     """
 
-    name: str
-    files: Mapping[CgroupVersion, tuple[tuple[str, str], ...]]
     encode: Mapping[CgroupVersion, Callable[[T], tuple[str, ...]]]
     decode: Mapping[CgroupVersion, Callable[[tuple[str, ...]], T]]
     check: Callable[[T], str | None]
     #: memory knobs: the kernel rounds bytes down to whole pages, so values are written that way
     #: (called with the value and the page size).
     align: Callable[[T, int], T] | None = None
-
-    def __str__(self) -> str:
-        return self.name
 
 
 # --- codecs ----------------------------------------------------------------------------------------

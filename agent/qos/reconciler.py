@@ -107,7 +107,8 @@ class Reconciler:
         started = self._clock()
         config = self._config
         report = ReconcileReport()
-        self._reconcile_be_root(config, report)
+        enforcer = enforce.Enforcer(lacking=enforce.lacking(self._cgroups.kubepods()))
+        self._reconcile_be_root(config, enforcer, report)
         seen: set[str] = set()
         for pod in self._pods():
             if pod.is_terminal:
@@ -115,7 +116,7 @@ class Reconciler:
             report.pods += 1
             seen.add(pod.uid)
             try:
-                self._reconcile_pod(pod, config, report)
+                self._reconcile_pod(pod, config, enforcer, report)
             except (CgroupError, ValidationError) as e:
                 report.errors[pod.key] = str(e)
                 log.warning("Cannot apply QoS to pod", extra={"pod": pod.key, "error": str(e)})
@@ -133,7 +134,7 @@ class Reconciler:
         )
         return report
 
-    def _reconcile_pod(self, pod: Pod, config: QoSConfig, report: ReconcileReport) -> None:
+    def _reconcile_pod(self, pod: Pod, config: QoSConfig, enforcer: enforce.Enforcer, report: ReconcileReport) -> None:
         plan = policy.plan(pod, config.resource_qos)
         if plan.problems and pod.uid not in self._warned:
             self._warned.add(pod.uid)
@@ -152,20 +153,25 @@ class Reconciler:
             if container_cg is not None:
                 entries.append((container_cg, settings))
         try:
-            applied = enforce.apply_tree(entries)
+            applied = enforcer.apply_tree(entries)
         except CgroupNotFound:
             report.missing += 1  # deleted while we wrote: the next pass will not see it
             log.log(V(4), "Pod cgroup vanished during reconcile", extra={"pod": pod.key})
             return
         report.applied += 1
         report.changes += applied.changes
-        for change in applied.changes:
+        if applied.changes:
             log.log(
                 V(2),
-                "Applied QoS to cgroup",
+                "Applied QoS to pod",
+                extra={"pod": pod.key, "qos": plan.qos.value, "changes": len(applied.changes)},
+            )
+        for change in applied.changes:
+            log.log(
+                V(4),
+                "Changed cgroup value",
                 extra={
                     "pod": pod.key,
-                    "qos": plan.qos.value,
                     "cgroup": change.cgroup,
                     "knob": change.knob,
                     "old": change.old,
@@ -173,12 +179,12 @@ class Reconciler:
                 },
             )
 
-    def _reconcile_be_root(self, config: QoSConfig, report: ReconcileReport) -> None:
+    def _reconcile_be_root(self, config: QoSConfig, enforcer: enforce.Enforcer, report: ReconcileReport) -> None:
         """cpu.idle on the BestEffort QoS cgroup follows BE's schedIdle (Koordinator's BECPUIdle)."""
         be = config.resource_qos.be.cpu
         root = self._cgroups.qos_dir(KubeQoSClass.BEST_EFFORT)
         try:
-            report.changes += enforce.apply(root, CgroupSettings(cpu_idle=be.enable and be.sched_idle == 1)).changes
+            report.changes += enforcer.apply(root, CgroupSettings(cpu_idle=be.enable and be.sched_idle == 1)).changes
         except CgroupNotFound:
             log.log(V(4), "No BestEffort QoS cgroup yet", extra={"cgroup": str(root)})
         except CgroupError as e:

@@ -10,7 +10,7 @@ skipped (except down to the floor), and an increase is limited to 10% of the nod
 BE grows back slowly but is cut at once when LS load rises. With the threshold disabled the
 quota is restored to unlimited once.
 
-`decide` is the pure rule; `BESuppressor` samples, decides, writes (`enforce.limit_subtree`, so
+`decide` is the pure rule; `BESuppressor` samples, decides, writes (`Enforcer.limit_subtree`, so
 v1 accepts lowering a parent below its children) and exports the Prometheus gauge
 `tessera_agent_be_suppress_cpu_cores` — the CPU BE may use now, in cores (node capacity when
 unlimited).
@@ -141,7 +141,7 @@ class BESuppressor:
             current = target.read(knobs.CPU_MAX)
             decision = decide(sample, current, config)
             if decision.limit is not None:
-                enforce.limit_subtree(target, decision.limit)
+                enforce.Enforcer().limit_subtree(target, decision.limit)
                 log.log(
                     V(4),
                     "Suppressed BE CPU",

@@ -10,10 +10,10 @@ from agent.qos.config import QoSConfig
 from agent.qos.hook import QoSHookPlugin
 from agent.qos.knobs import CPUMax
 from agent.qos.reconciler import Reconciler
+from agent.qos.scratch import ScratchTree
 from apis.core import Pod
 from apis.qos import KubeQoSClass
 from proto.runtime.v1alpha1 import api_pb2
-from tests.integration.qos.conftest import RealTree
 from tests.unit.agent.qos.factories import ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
@@ -22,15 +22,15 @@ MiB = 2**20
 BE_IDLE = config.load("resourceQOSStrategy: {beClass: {cpuQOS: {enable: true, schedIdle: 1}}}")
 
 
-def v1_file(tree: RealTree, controller: str, rel: str, name: str) -> str:
+def v1_file(tree: ScratchTree, controller: str, rel: str, name: str) -> str:
     return (tree.hierarchy.path(controller, rel) / name).read_text().strip()
 
 
-def reconciler(tree: RealTree, pods: list[Pod], cfg: QoSConfig | None = None) -> Reconciler:
+def reconciler(tree: ScratchTree, pods: list[Pod], cfg: QoSConfig | None = None) -> Reconciler:
     return Reconciler(cgroups=tree.kube, pods=lambda: pods, config=cfg or QoSConfig())
 
 
-def test_reconciler_writes_real_v1_files(real_tree: RealTree) -> None:
+def test_reconciler_writes_real_v1_files(real_tree: ScratchTree) -> None:
     ls = make_pod(ctr("a", {"cpu": "500m", "memory": "64Mi"}, {"cpu": "1", "memory": "128Mi"}))
     lsr = make_pod(ctr("a", limits={"cpu": "2", "memory": "256Mi"}))
     be = make_pod(
@@ -64,7 +64,7 @@ def test_reconciler_writes_real_v1_files(real_tree: RealTree) -> None:
     assert again.changes == [] and again.errors == {}
 
 
-def test_cpu_idle_and_shares_in_the_order_the_kernel_accepts(real_tree: RealTree) -> None:
+def test_cpu_idle_and_shares_in_the_order_the_kernel_accepts(real_tree: ScratchTree) -> None:
     be = make_pod(ctr("a"), qos="BE")
     pod_cg = real_tree.add_pod(be)
     if not pod_cg.supports(knobs.CPU_IDLE):
@@ -86,7 +86,7 @@ def test_cpu_idle_and_shares_in_the_order_the_kernel_accepts(real_tree: RealTree
     assert v1_file(real_tree, "cpu", be_root.rel, "cpu.idle") == "0"
 
 
-def test_v1_parent_child_quota_rules(real_tree: RealTree) -> None:
+def test_v1_parent_child_quota_rules(real_tree: ScratchTree) -> None:
     be = make_pod(ctr("a", {"kubernetes.io/batch-cpu": "1000"}, {"kubernetes.io/batch-cpu": "2000"}), qos="BE")
     pod_cg = real_tree.add_pod(be)
     r = reconciler(real_tree, [be])
@@ -95,7 +95,7 @@ def test_v1_parent_child_quota_rules(real_tree: RealTree) -> None:
 
     with pytest.raises(CgroupError, match=r"cpu\.cfs_quota_us: value '50000': kernel rejected"):
         be_root.write(knobs.CPU_MAX, CPUMax(50_000))  # the kernel's rule: not below a child
-    enforce.limit_subtree(be_root, CPUMax(50_000))
+    enforce.Enforcer().limit_subtree(be_root, CPUMax(50_000))
     assert v1_file(real_tree, "cpu", be_root.rel, "cpu.cfs_quota_us") == "50000"
     assert v1_file(real_tree, "cpu", pod_cg.rel, "cpu.cfs_quota_us") == "50000"
 
@@ -108,7 +108,7 @@ def test_v1_parent_child_quota_rules(real_tree: RealTree) -> None:
     assert v1_file(real_tree, "cpu", pod_cg.rel, "cpu.cfs_quota_us") == "200000"
 
 
-def test_memory_protection_files_missing_on_v1_are_not_errors(real_tree: RealTree) -> None:
+def test_memory_protection_files_missing_on_v1_are_not_errors(real_tree: ScratchTree) -> None:
     cfg = config.load("resourceQOSStrategy: {lsClass: {memoryQOS: {enable: true, minLimitPercent: 100}}}")
     ls = make_pod(ctr("a", {"memory": "32Mi"}, {"memory": "64Mi"}))
     pod_cg = real_tree.add_pod(ls)
@@ -118,14 +118,14 @@ def test_memory_protection_files_missing_on_v1_are_not_errors(real_tree: RealTre
         assert v1_file(real_tree, "memory", pod_cg.rel, "memory.min") == str(32 * MiB)
 
 
-def test_a_vanished_pod_cgroup_is_missing_not_an_error(real_tree: RealTree) -> None:
+def test_a_vanished_pod_cgroup_is_missing_not_an_error(real_tree: ScratchTree) -> None:
     ls = make_pod(ctr("a", {"cpu": "100m"}))
     real_tree.add_pod(ls).remove()
     report = reconciler(real_tree, [ls]).reconcile_once()
     assert (report.missing, report.errors) == (1, {})
 
 
-def test_hook_caps_a_new_be_container_under_suppression(real_tree: RealTree) -> None:
+def test_hook_caps_a_new_be_container_under_suppression(real_tree: ScratchTree) -> None:
     be = make_pod(ctr("a", {"kubernetes.io/batch-cpu": "1000"}, {"kubernetes.io/batch-cpu": "2000"}), qos="BE")
     real_tree.kube.pod_dir(be.uid, KubeQoSClass.BEST_EFFORT).create()  # kubelet made the pod cgroup
     real_tree.kube.qos_dir(KubeQoSClass.BEST_EFFORT).write(knobs.CPU_MAX, CPUMax(50_000))

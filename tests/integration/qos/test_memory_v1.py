@@ -6,7 +6,7 @@ import pytest
 
 from agent.qos.config import QoSConfig
 from agent.qos.reconciler import Reconciler
-from tests.integration.qos.conftest import RealTree
+from agent.qos.scratch import ScratchTree
 from tests.unit.agent.qos.factories import ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
@@ -21,7 +21,7 @@ def swap_active() -> bool:
         return len(f.read().splitlines()) > 1
 
 
-def test_batch_memory_limit_kills_what_exceeds_it(real_tree: RealTree) -> None:
+def test_batch_memory_limit_kills_what_exceeds_it(real_tree: ScratchTree) -> None:
     if swap_active():
         pytest.skip("swap is on: an over-limit process would swap instead of being OOM-killed")
     be = make_pod(

@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry
 
 from agent.qos import knobs
 from agent.qos.config import CPUSuppressConfig, QoSConfig
+from agent.qos.scratch import ScratchTree
 from agent.qos.suppress import BESuppressor
 from agent.qos.usage import CgroupUsageSampler, UsageSample
 from apis.qos import KubeQoSClass
-from tests.integration.qos.conftest import RealTree
 from tests.unit.agent.qos.factories import ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
@@ -42,7 +42,7 @@ class LSBusySampler:
         return UsageSample(capacity_milli=2000, node_used_milli=1900, pods_used_milli=1800, be_used_milli=0)
 
 
-def test_suppression_really_throttles_a_be_hog(real_tree: RealTree) -> None:
+def test_suppression_really_throttles_a_be_hog(real_tree: ScratchTree) -> None:
     be = make_pod(ctr("a"), qos="BE")
     pod_cg = real_tree.add_pod(be)
     be_root = real_tree.kube.qos_dir(KubeQoSClass.BEST_EFFORT)
@@ -67,7 +67,7 @@ def test_suppression_really_throttles_a_be_hog(real_tree: RealTree) -> None:
     assert pod_cg.cpu_usage_ns() - usage_before < 0.5 * elapsed_ns + 20_000_000
 
 
-def test_sampler_sees_real_be_usage(real_tree: RealTree) -> None:
+def test_sampler_sees_real_be_usage(real_tree: ScratchTree) -> None:
     be = make_pod(ctr("a"), qos="BE")
     pod_cg = real_tree.add_pod(be)
     real_tree.spawn(pod_cg, HOG)
@@ -86,7 +86,7 @@ def test_sampler_sees_real_be_usage(real_tree: RealTree) -> None:
     assert last.node_used_milli > 0 and last.capacity_milli >= 1000
 
 
-def test_loop_with_real_usage_suppresses_when_ls_is_busy(real_tree: RealTree) -> None:
+def test_loop_with_real_usage_suppresses_when_ls_is_busy(real_tree: ScratchTree) -> None:
     """End to end: a real LS hog makes the real sampler lower the BE quota below the threshold."""
     ls = make_pod(ctr("a", {"cpu": "1"}))
     be = make_pod(ctr("a"), qos="BE")
