@@ -8,7 +8,7 @@ throwaway `tessera-qos-bench-*` subtree that is removed afterwards:
   what the agent pays) and wall time per pass;
 - suppression: CPU time of one `BESuppressor.step()` with the real sampler over the same pods;
   then, with a CPU hog in a BE pod and the loop running at `--period`, the time from starting a
-  CPU hog in an LS pod until the BE quota is cut by at least half a core, over `--trials` trials
+  CPU hog in an LS pod until the BE quota is cut by at least `--cut` cores, over `--trials` trials
   (a trial is skipped when other load on the machine already holds BE near its floor).
 """
 
@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--threshold", type=int, default=65, help="cpuSuppressThresholdPercent for the reaction trials (default 65)"
     )
+    parser.add_argument(
+        "--cut", type=float, default=0.5, help="cores the BE quota must drop by to count as a reaction (default 0.5)"
+    )
     parser.add_argument("--skip-reaction", action="store_true", help="only measure CPU costs (no CPU hogs)")
 
 
@@ -69,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         _bench_suppress_step(tree, pods)
     if not args.skip_reaction:
         with ScratchTree(hierarchy, prefix="tessera-qos-bench") as tree:
-            _bench_reaction(tree, args.trials, args.period, args.threshold)
+            _bench_reaction(tree, args.trials, args.period, args.threshold, args.cut)
     return 0
 
 
@@ -144,8 +147,8 @@ def _bench_suppress_step(tree: ScratchTree, pods: list[Pod]) -> None:
     )
 
 
-def _bench_reaction(tree: ScratchTree, trials: int, period: float, threshold: int) -> None:
-    """Time from an LS CPU hog starting until the BE quota is cut by at least half a core."""
+def _bench_reaction(tree: ScratchTree, trials: int, period: float, threshold: int, cut: float) -> None:
+    """Time from an LS CPU hog starting until the BE quota is cut by at least `cut` cores."""
     ls_pod, be_pod = _pod(0), _pod(2)
     ls_cg, be_cg = tree.add_pod(ls_pod), tree.add_pod(be_pod)
     tree.spawn(be_cg, HOG)
@@ -160,12 +163,13 @@ def _bench_reaction(tree: ScratchTree, trials: int, period: float, threshold: in
     try:
         for trial in range(1, trials + 1):
             before = _settled(be_root, period)
-            if before < 60_000:
+            cut_quota = int(cut * 100_000)  # cores → us per 100 ms period
+            if before < cut_quota + 10_000:
                 print(f"trial {trial}: BE quota only {before / 1e5:.2f} cores before the LS hog (node busy); skipped")
                 continue
             started = time.monotonic()
             hog = tree.spawn(ls_cg, HOG)
-            if _wait(_below(be_root, before - 50_000), 30):  # cut by half a core per 100 ms period
+            if _wait(_below(be_root, before - cut_quota), 30):
                 results.append(time.monotonic() - started)
                 print(
                     f"trial {trial}: BE quota {before / 1e5:.2f} -> {_quota(be_root) / 1e5:.2f} cores, "
