@@ -152,23 +152,23 @@ class ClassQoS:
     network: NetworkQoS = field(default_factory=NetworkQoS)
 
 
-def _default_classes() -> dict[str, ClassQoS]:
-    return {
-        "lsr": ClassQoS(cpu=CPUQoS(group_identity=2)),
-        "ls": ClassQoS(cpu=CPUQoS(group_identity=2)),
-        "be": ClassQoS(cpu=CPUQoS(group_identity=-1, sched_idle=1)),
-        "system": ClassQoS(),
-    }
+#: Koordinator's per-class defaults (DefaultCPUQOS): everything off; BE idles when CPU QoS is on.
+_DEFAULT_CLASSES: Final[Mapping[str, ClassQoS]] = {
+    "lsr": ClassQoS(cpu=CPUQoS(group_identity=2)),
+    "ls": ClassQoS(cpu=CPUQoS(group_identity=2)),
+    "be": ClassQoS(cpu=CPUQoS(group_identity=-1, sched_idle=1)),
+    "system": ClassQoS(),
+}
 
 
 @dataclass(frozen=True, slots=True)
 class ResourceQoSConfig:
     """`resourceQOSStrategy`: per-class CPU, memory and network QoS. LSE follows lsrClass."""
 
-    lsr: ClassQoS = field(default_factory=lambda: _default_classes()["lsr"])
-    ls: ClassQoS = field(default_factory=lambda: _default_classes()["ls"])
-    be: ClassQoS = field(default_factory=lambda: _default_classes()["be"])
-    system: ClassQoS = field(default_factory=lambda: _default_classes()["system"])
+    lsr: ClassQoS = _DEFAULT_CLASSES["lsr"]
+    ls: ClassQoS = _DEFAULT_CLASSES["ls"]
+    be: ClassQoS = _DEFAULT_CLASSES["be"]
+    system: ClassQoS = _DEFAULT_CLASSES["system"]
 
     def for_class(self, qos: QoSClass) -> ClassQoS:
         if qos in (QoSClass.LSE, QoSClass.LSR):
@@ -321,9 +321,8 @@ class _Parser:
     def strategy(self, raw: object, path: str) -> ResourceQoSConfig:
         d = self.mapping(raw, path)
         self.known(d, path, frozenset(_STRATEGY_CLASSES), _STRATEGY_IGNORED)
-        defaults = _default_classes()
         classes = {
-            attr: self.qos_class(d.get(key), _join(path, key), defaults[attr])
+            attr: self.qos_class(d.get(key), _join(path, key), _DEFAULT_CLASSES[attr])
             for key, attr in _STRATEGY_CLASSES.items()
         }
         return ResourceQoSConfig(**classes)

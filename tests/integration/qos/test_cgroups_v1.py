@@ -14,7 +14,7 @@ from agent.qos.scratch import ScratchTree
 from apis.core import Pod
 from apis.qos import KubeQoSClass
 from proto.runtime.v1alpha1 import api_pb2
-from tests.unit.agent.qos.factories import ctr, make_pod
+from tests.unit.agent.qos.factories import batch_ctr, ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -34,11 +34,7 @@ def test_reconciler_writes_real_v1_files(real_tree: ScratchTree) -> None:
     ls = make_pod(ctr("a", {"cpu": "500m", "memory": "64Mi"}, {"cpu": "1", "memory": "128Mi"}))
     lsr = make_pod(ctr("a", limits={"cpu": "2", "memory": "256Mi"}))
     be = make_pod(
-        ctr(
-            "a",
-            {"kubernetes.io/batch-cpu": "500"},
-            {"kubernetes.io/batch-cpu": "1500", "kubernetes.io/batch-memory": "96Mi"},
-        ),
+        batch_ctr("a", cpu_request="500", cpu_limit="1500", memory_limit="96Mi"),
         qos="BE",
     )
     pods = [ls, lsr, be]
@@ -87,7 +83,7 @@ def test_cpu_idle_and_shares_in_the_order_the_kernel_accepts(real_tree: ScratchT
 
 
 def test_v1_parent_child_quota_rules(real_tree: ScratchTree) -> None:
-    be = make_pod(ctr("a", {"kubernetes.io/batch-cpu": "1000"}, {"kubernetes.io/batch-cpu": "2000"}), qos="BE")
+    be = make_pod(batch_ctr("a", cpu_request="1000", cpu_limit="2000"), qos="BE")
     pod_cg = real_tree.add_pod(be)
     r = reconciler(real_tree, [be])
     r.reconcile_once()
@@ -126,7 +122,7 @@ def test_a_vanished_pod_cgroup_is_missing_not_an_error(real_tree: ScratchTree) -
 
 
 def test_hook_caps_a_new_be_container_under_suppression(real_tree: ScratchTree) -> None:
-    be = make_pod(ctr("a", {"kubernetes.io/batch-cpu": "1000"}, {"kubernetes.io/batch-cpu": "2000"}), qos="BE")
+    be = make_pod(batch_ctr("a", cpu_request="1000", cpu_limit="2000"), qos="BE")
     real_tree.kube.pod_dir(be.uid, KubeQoSClass.BEST_EFFORT).create()  # kubelet made the pod cgroup
     real_tree.kube.qos_dir(KubeQoSClass.BEST_EFFORT).write(knobs.CPU_MAX, CPUMax(50_000))
     plugin = QoSHookPlugin(config=QoSConfig(), pods={be.uid: be}.get, cgroups=real_tree.kube)

@@ -7,7 +7,7 @@ import pytest
 from agent.qos.config import QoSConfig
 from agent.qos.reconciler import Reconciler
 from agent.qos.scratch import ScratchTree
-from tests.unit.agent.qos.factories import ctr, make_pod
+from tests.unit.agent.qos.factories import batch_ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -25,7 +25,7 @@ def test_batch_memory_limit_kills_what_exceeds_it(real_tree: ScratchTree) -> Non
     if swap_active():
         pytest.skip("swap is on: an over-limit process would swap instead of being OOM-killed")
     be = make_pod(
-        ctr("a", {"kubernetes.io/batch-memory": "48Mi"}, {"kubernetes.io/batch-memory": "48Mi"}),
+        batch_ctr("a", memory_request="48Mi", memory_limit="48Mi"),
         qos="BE",
     )
     pod_cg = real_tree.add_pod(be)

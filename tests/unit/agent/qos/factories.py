@@ -42,6 +42,23 @@ def ctr(
     return {"name": name, "resources": {"requests": dict(requests or {}), "limits": dict(limits or {})}}
 
 
+def batch_ctr(
+    name: str = "app",
+    *,
+    cpu_request: str | None = None,
+    cpu_limit: str | None = None,
+    memory_request: str | None = None,
+    memory_limit: str | None = None,
+) -> dict[str, Any]:
+    """A BE container asking for Koordinator's batch resources (batch-cpu in milli, batch-memory in bytes)."""
+    amounts = {
+        "requests": {names.BATCH_CPU: cpu_request, names.BATCH_MEMORY: memory_request},
+        "limits": {names.BATCH_CPU: cpu_limit, names.BATCH_MEMORY: memory_limit},
+    }
+    requests, limits = ({k: v for k, v in amounts[kind].items() if v is not None} for kind in ("requests", "limits"))
+    return ctr(name, requests, limits)
+
+
 def make_pod(
     *containers: dict[str, Any],
     name: str | None = None,

@@ -6,7 +6,7 @@ from agent.qos.config import QoSConfig
 from agent.qos.hook import QoSHookPlugin
 from apis.core import Pod
 from proto.runtime.v1alpha1 import api_pb2
-from tests.unit.agent.qos.factories import V2Tree, ctr, make_pod
+from tests.unit.agent.qos.factories import V2Tree, batch_ctr, ctr, make_pod
 
 GiB = 2**30
 MEMORY_QOS = config.load(
@@ -35,11 +35,7 @@ def test_is_a_hook_plugin() -> None:
 
 def test_be_container_gets_batch_resources(v2: V2Tree) -> None:
     be = make_pod(
-        ctr(
-            "a",
-            {"kubernetes.io/batch-cpu": "1000"},
-            {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "1Gi"},
-        ),
+        batch_ctr("a", cpu_request="1000", cpu_limit="2000", memory_limit="1Gi"),
         qos="BE",
     )
     response = api_pb2.ContainerResourceHookResponse()
@@ -97,8 +93,8 @@ def test_unlimited_is_not_set_unless_a_limit_must_be_lifted(v2: V2Tree) -> None:
 
 def test_sandbox_gets_pod_level_resources(v2: V2Tree) -> None:
     be = make_pod(
-        ctr("a", {"kubernetes.io/batch-cpu": "500"}, {"kubernetes.io/batch-cpu": "500"}),
-        ctr("b", {"kubernetes.io/batch-cpu": "500"}, {"kubernetes.io/batch-cpu": "1500"}),
+        batch_ctr("a", cpu_request="500", cpu_limit="500"),
+        batch_ctr("b", cpu_request="500", cpu_limit="1500"),
         qos="BE",
     )
     request = api_pb2.PodSandboxHookRequest(

@@ -7,7 +7,7 @@ from agent.qos.config import ResourceQoSConfig
 from agent.qos.knobs import CPUMax
 from agent.qos.policy import CgroupSettings, plan
 from apis.qos import KubeQoSClass, QoSClass
-from tests.unit.agent.qos.factories import ctr, make_pod
+from tests.unit.agent.qos.factories import batch_ctr, ctr, make_pod
 
 GiB = 2**30
 MiB = 2**20
@@ -37,16 +37,8 @@ def test_guaranteed_pod_is_lsr() -> None:
 
 def test_be_pod_uses_batch_resources() -> None:
     pod = make_pod(
-        ctr(
-            "a",
-            {"kubernetes.io/batch-cpu": "1000", "kubernetes.io/batch-memory": "512Mi"},
-            {"kubernetes.io/batch-cpu": "2000", "kubernetes.io/batch-memory": "1Gi"},
-        ),
-        ctr(
-            "b",
-            {"kubernetes.io/batch-cpu": "500"},
-            {"kubernetes.io/batch-cpu": "500", "kubernetes.io/batch-memory": "256Mi"},
-        ),
+        batch_ctr("a", cpu_request="1000", cpu_limit="2000", memory_request="512Mi", memory_limit="1Gi"),
+        batch_ctr("b", cpu_request="500", cpu_limit="500", memory_limit="256Mi"),
         qos="BE",
     )
     p = plan(pod, DEFAULT)
