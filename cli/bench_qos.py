@@ -8,8 +8,9 @@ throwaway `tessera-qos-bench-*` subtree that is removed afterwards:
   what the agent pays) and wall time per pass;
 - suppression: CPU time of one `BESuppressor.step()` with the real sampler over the same pods;
   then, with a CPU hog in a BE pod and the loop running at `--period`, the time from starting a
-  CPU hog in an LS pod until the BE quota is cut by at least `--cut` cores, over `--trials` trials
-  (a trial is skipped when other load on the machine already holds BE near its floor).
+  CPU hog in an LS pod until the suppression step whose sample shows it (at least half a core of
+  non-BE use) — that step writes the new BE quota at once — over `--trials` trials, with the BE
+  quota before and after.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import argparse
 import os
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable
 
@@ -29,7 +29,7 @@ from agent.qos.knobs import CgroupVersion
 from agent.qos.reconciler import Reconciler
 from agent.qos.scratch import ScratchTree
 from agent.qos.suppress import BESuppressor
-from agent.qos.usage import CgroupUsageSampler
+from agent.qos.usage import CgroupUsageSampler, UsageSample
 from apis import names
 from apis.core import Pod
 from apis.qos import KubeQoSClass
@@ -44,9 +44,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--period", type=float, default=1.0, help="suppression loop period in seconds (default 1)")
     parser.add_argument(
         "--threshold", type=int, default=65, help="cpuSuppressThresholdPercent for the reaction trials (default 65)"
-    )
-    parser.add_argument(
-        "--cut", type=float, default=0.5, help="cores the BE quota must drop by to count as a reaction (default 0.5)"
     )
     parser.add_argument("--skip-reaction", action="store_true", help="only measure CPU costs (no CPU hogs)")
 
@@ -72,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         _bench_suppress_step(tree, pods)
     if not args.skip_reaction:
         with ScratchTree(hierarchy, prefix="tessera-qos-bench") as tree:
-            _bench_reaction(tree, args.trials, args.period, args.threshold, args.cut)
+            _bench_reaction(tree, args.trials, args.period, args.threshold)
     return 0
 
 
@@ -147,50 +144,65 @@ def _bench_suppress_step(tree: ScratchTree, pods: list[Pod]) -> None:
     )
 
 
-def _bench_reaction(tree: ScratchTree, trials: int, period: float, threshold: int, cut: float) -> None:
-    """Time from an LS CPU hog starting until the BE quota is cut by at least `cut` cores."""
+class _Recorder:
+    """A `Sampler` that remembers when each sample was taken (the step writes right after)."""
+
+    def __init__(self, inner: CgroupUsageSampler) -> None:
+        self.inner = inner
+        self.samples: list[tuple[float, UsageSample]] = []
+
+    def sample(self) -> UsageSample | None:
+        s = self.inner.sample()
+        if s is not None:
+            self.samples.append((time.monotonic(), s))
+        return s
+
+    def wait_seen(self, started: float, non_be_milli: int, timeout_s: float) -> float | None:
+        """When a sample taken after `started` first showed at least `non_be_milli` of non-BE use."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            seen = next((t for t, s in self.samples if t > started and s.non_be_used_milli >= non_be_milli), None)
+            if seen is not None:
+                return seen
+            time.sleep(0.01)
+        return None
+
+
+def _bench_reaction(tree: ScratchTree, trials: int, period: float, threshold: int) -> None:
+    """Time from an LS CPU hog starting until the suppression step that sees it (and cuts BE)."""
     ls_pod, be_pod = _pod(0), _pod(2)
     ls_cg, be_cg = tree.add_pod(ls_pod), tree.add_pod(be_pod)
     tree.spawn(be_cg, HOG)
-    sampler = CgroupUsageSampler(tree.kube, lambda: [ls_pod, be_pod])
+    sampler = _Recorder(CgroupUsageSampler(tree.kube, lambda: [ls_pod, be_pod]))
     config = QoSConfig(cpu_suppress=CPUSuppressConfig(enable=True, threshold_percent=threshold))
     suppressor = BESuppressor(cgroups=tree.kube, sampler=sampler, config=config, registry=None, period_s=period)
     be_root = tree.kube.qos_dir(KubeQoSClass.BEST_EFFORT)
-    stop = threading.Event()
-    loop = threading.Thread(target=suppressor.run, args=(stop,), name="bench-suppress", daemon=True)
-    loop.start()
+    suppressor.start()
     results: list[float] = []
     try:
         for trial in range(1, trials + 1):
             before = _settled(be_root, period)
-            cut_quota = int(cut * 100_000)  # cores → us per 100 ms period
-            if before < cut_quota + 10_000:
-                print(f"trial {trial}: BE quota only {before / 1e5:.2f} cores before the LS hog (node busy); skipped")
-                continue
             started = time.monotonic()
             hog = tree.spawn(ls_cg, HOG)
-            if _wait(_below(be_root, before - cut_quota), 30):
-                results.append(time.monotonic() - started)
+            seen = sampler.wait_seen(started, 500, 30)
+            if seen is not None:
+                time.sleep(min(0.2, period / 2))  # let that step finish its write
+                results.append(seen - started)
                 print(
-                    f"trial {trial}: BE quota {before / 1e5:.2f} -> {_quota(be_root) / 1e5:.2f} cores, "
-                    f"cut {results[-1]:.2f} s after the LS hog started"
+                    f"trial {trial}: LS load seen {results[-1]:.2f} s after the hog started; "
+                    f"BE quota {before / 1e5:.2f} -> {_quota(be_root) / 1e5:.2f} cores in that step"
                 )
             else:
-                print(f"trial {trial}: no reaction within 30 s")
+                print(f"trial {trial}: LS load not seen within 30 s")
             hog.kill()
             hog.wait()
     finally:
-        stop.set()
-        loop.join(timeout=10)
+        suppressor.stop()
     if results:
         print(
             f"suppression reaction time at a {period:g} s period: median {statistics.median(results):.2f} s, "
             f"max {max(results):.2f} s over {len(results)} trials"
         )
-
-
-def _below(cg: Cgroup, mark: int) -> Callable[[], bool]:
-    return lambda: _quota(cg) <= mark
 
 
 def _settled(cg: Cgroup, period: float) -> int:
@@ -210,12 +222,3 @@ def _quota(cg: Cgroup) -> int:
     """The BE limit in us per 100 ms (unlimited: a huge number)."""
     limit = cg.read(knobs.CPU_MAX)
     return 1 << 62 if limit.unlimited else limit.quota * 100_000 // limit.period
-
-
-def _wait(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False

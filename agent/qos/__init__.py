@@ -1,5 +1,9 @@
 """Node QoS: cgroup enforcement per QoS class, BE CPU suppression, memory QoS, network QoS.
 
+The agent process constructs `QoSHookPlugin` (for the hook server), `Reconciler`, `BESuppressor`
+(with a `CgroupUsageSampler`) and `NetworkQoS` from a `QoSConfig` (`load_config`) and the node's
+`KubeCgroups`; the loops have `start()`/`stop()`. docs/qos.md shows the wiring.
+
 Modules: `convert` (pure unit conversions), `knobs` (v1/v2 files per setting), `cgroups`
 (hierarchy, read/write), `layout` (kubepods naming), `config` (NodeSLO), `policy` (pod →
 settings), `enforce` (write order the kernel accepts), `reconciler`, `hook`, `usage` and

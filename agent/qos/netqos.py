@@ -17,11 +17,11 @@ classids are not used because cgroup v2 has no net_cls and v1 nodes often do not
 Ingress shaping (needs an IFB device) is not implemented.
 
 `setup()` (re)creates the tree, `sync()` makes the filters match the current pods (only when the
-set changed), `teardown()` removes everything (the root qdisc) and is safe to repeat. `run(stop)`
-does setup and then syncs every interval. Wiring (the agent process):
+set changed), `teardown()` removes everything (the root qdisc) and is safe to repeat. `start()`
+runs setup and then syncs every interval in a thread (`stop()` ends it, leaving the tree). Wiring (the agent process):
 
     net = NetworkQoS(ifname="eth0", config=qos_config, pods=informer_pods)
-    threading.Thread(target=net.run, args=(stop,), name="qos-network").start()
+    net.start()      # a daemon thread (agent.periodic); net.stop() at shutdown
     ...; net.teardown()   # only when network QoS is switched off for good
 """
 
@@ -30,8 +30,6 @@ from __future__ import annotations
 import errno
 import ipaddress
 import logging
-import threading
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +38,7 @@ from typing import Final
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from agent.qos import _loop
+from agent.periodic import Periodic
 from agent.qos.config import ClassQoS, QoSConfig
 from agent.qos.pods import PodSource
 from apis.core import Pod
@@ -150,7 +148,7 @@ def _class_name(qos: QoSClass) -> str:
 class NetworkQoS:
     """The HTB tree on one interface (optionally inside a named network namespace).
 
-    Not thread-safe: one `run` thread, or direct calls from one thread; `set_config` from any.
+    Not thread-safe: either `start()`/`stop()`, or direct calls from one thread; `set_config` from any.
     """
 
     def __init__(
@@ -161,27 +159,29 @@ class NetworkQoS:
         pods: PodSource,
         netns: str | None = None,
         interval_s: float = 10.0,
-        clock: _loop.Clock = time.monotonic,
     ) -> None:
         self._ifname = ifname
         self._config = config
         self._pods = pods
         self._netns = netns
-        self._interval_s = interval_s
-        self._clock = clock
         self._plan: HTBPlan | None = None
         self._filters: dict[str, int] | None = None
         self._dirty = True
+        self._loop = Periodic("qos-network", self._step, interval_s)
 
     def set_config(self, config: QoSConfig) -> None:
         """Use a new NodeSLO: the tree is rebuilt on the next `run` step."""
         self._config = config
         self._dirty = True
 
-    def run(self, stop: threading.Event) -> None:
-        """Set up, then keep filters in sync every `interval_s` until `stop`. Blocks."""
+    def start(self) -> None:
+        """Set up, then keep filters in sync every `interval_s`, in a daemon thread, until `stop()`."""
         log.info("Starting network QoS", extra={"ifname": self._ifname, "netns": self._netns or ""})
-        _loop.every(self._interval_s, stop, self._step, clock=self._clock, name="qos-network")
+        self._loop.start()
+
+    def stop(self) -> None:
+        """Stop the thread; the tree stays (`teardown()` removes it). Idempotent."""
+        self._loop.stop()
 
     def _step(self) -> None:
         if self._dirty:

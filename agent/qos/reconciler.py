@@ -11,7 +11,7 @@ Wiring (the agent process):
     reconciler = Reconciler(cgroups=KubeCgroups.detect(Hierarchy.detect()),
                             pods=lambda: informer.pods_on_node(),   # any PodSource
                             config=qos_config, interval_s=10.0, registry=registry)
-    threading.Thread(target=reconciler.run, args=(stop,), name="qos-reconciler").start()
+    reconciler.start()   # a daemon thread (agent.periodic); reconciler.stop() at shutdown
 
 One pod's failure (a vanished cgroup, a malformed container id, a kernel refusal) is logged and
 counted, and the pass goes on with the next pod.
@@ -20,13 +20,13 @@ counted, and the pass goes on with the next pod.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from agent.qos import _loop, enforce, policy
+from agent.periodic import Periodic
+from agent.qos import enforce, policy
 from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, Change
 from agent.qos.config import QoSConfig
 from agent.qos.layout import KubeCgroups, parse_container_id
@@ -58,7 +58,8 @@ class ReconcileReport:
 class Reconciler:
     """Applies the QoS policy to existing pod and container cgroups; see the module docstring.
 
-    Thread-safe for one `run` thread plus `set_config` from any thread.
+    `reconcile_once()` is one pass (tests call it directly); `start()`/`stop()` run passes in a
+    thread. `set_config` may be called from any thread.
     """
 
     def __init__(
@@ -69,14 +70,13 @@ class Reconciler:
         config: QoSConfig,
         interval_s: float = 10.0,
         registry: CollectorRegistry | None = None,
-        clock: _loop.Clock = time.monotonic,
     ) -> None:
         self._cgroups = cgroups
         self._pods = pods
         self._config = config
         self._interval_s = interval_s
-        self._clock = clock
         self._warned: set[str] = set()
+        self._loop = Periodic("qos-reconciler", self._pass, interval_s)
         self._duration = Histogram(
             "tessera_agent_qos_reconcile_duration_seconds",
             "Wall time of one QoS reconcile pass over every pod on the node",
@@ -95,16 +95,23 @@ class Reconciler:
         """Use a new NodeSLO from the next pass on."""
         self._config = config
 
-    def run(self, stop: threading.Event) -> None:
-        """Reconcile every `interval_s` seconds until `stop` is set. Blocks; run it in a thread."""
+    def start(self) -> None:
+        """Reconcile now and then every `interval_s` seconds, in a daemon thread, until `stop()`."""
         log.info(
             "Starting QoS reconciler", extra={"interval_s": self._interval_s, "driver": self._cgroups.driver.value}
         )
-        _loop.every(self._interval_s, stop, self.reconcile_once, clock=self._clock, name="qos-reconciler")
+        self._loop.start()
+
+    def stop(self) -> None:
+        """Stop the thread after the current pass. Idempotent."""
+        self._loop.stop()
+
+    def _pass(self) -> None:
+        self.reconcile_once()
 
     def reconcile_once(self) -> ReconcileReport:
         """One pass over the node's pods. Never raises for a single pod's problem."""
-        started = self._clock()
+        started = time.perf_counter()
         config = self._config
         report = ReconcileReport()
         enforcer = enforce.Enforcer(lacking=enforce.lacking(self._cgroups.kubepods()))
@@ -126,7 +133,7 @@ class Reconciler:
         self._warned &= seen
         self._writes.inc(len(report.changes))
         self._errors.inc(len(report.errors))
-        self._duration.observe(self._clock() - started)
+        self._duration.observe(time.perf_counter() - started)
         log.log(
             V(4),
             "QoS reconcile pass done",

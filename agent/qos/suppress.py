@@ -19,20 +19,19 @@ Wiring (the agent process):
 
     suppressor = BESuppressor(cgroups=kube_cgroups, sampler=CgroupUsageSampler(kube_cgroups, pods),
                               config=qos_config, registry=registry)
-    threading.Thread(target=suppressor.run, args=(stop,), name="qos-be-suppress").start()
+    suppressor.start()   # a daemon thread (agent.periodic); suppressor.stop() at shutdown
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from dataclasses import dataclass
 from typing import Final
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from agent.qos import _loop, convert, enforce, knobs
+from agent.periodic import Periodic
+from agent.qos import convert, enforce, knobs
 from agent.qos.cgroups import CgroupError, CgroupNotFound
 from agent.qos.config import CPUSuppressConfig, QoSConfig, SuppressPolicy
 from agent.qos.knobs import CPUMax
@@ -88,8 +87,8 @@ def decide(
 class BESuppressor:
     """The 1 s suppression loop over the BestEffort QoS cgroup; see the module docstring.
 
-    `step()` is one iteration (tests call it directly with a fake `Sampler`); `run(stop)` loops.
-    Thread-safe for one `run` thread plus `set_config` from any thread.
+    `step()` is one iteration (tests call it directly with a fake `Sampler`); `start()`/`stop()`
+    run it in a thread. `set_config` may be called from any thread.
     """
 
     def __init__(
@@ -100,12 +99,11 @@ class BESuppressor:
         config: QoSConfig,
         registry: CollectorRegistry | None,
         period_s: float = 1.0,
-        clock: _loop.Clock = time.monotonic,
     ) -> None:
         self._cgroups = cgroups
         self._sampler = sampler
         self._period_s = period_s
-        self._clock = clock
+        self._loop = Periodic("qos-be-suppress", self._tick, period_s)
         self._config = config
         self._recovered = False
         self._missing_logged = False
@@ -123,10 +121,17 @@ class BESuppressor:
         self._config = config
         self._recovered = False
 
-    def run(self, stop: threading.Event) -> None:
-        """Step every `period_s` seconds until `stop` is set. Blocks; run it in a thread."""
+    def start(self) -> None:
+        """Step now and then every `period_s` seconds, in a daemon thread, until `stop()`."""
         log.info("Starting BE CPU suppression", extra={"period_s": self._period_s})
-        _loop.every(self._period_s, stop, self.step, clock=self._clock, name="qos-be-suppress")
+        self._loop.start()
+
+    def stop(self) -> None:
+        """Stop the thread after the current step. Idempotent; the BE limit stays as it is."""
+        self._loop.stop()
+
+    def _tick(self) -> None:
+        self.step()
 
     def step(self) -> Decision:
         """Sample, decide and write once. Never raises for a missing or refusing cgroup (logged)."""

@@ -16,7 +16,6 @@ from typing import Protocol
 
 import psutil
 
-from agent.qos import _loop
 from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound
 from agent.qos.layout import KubeCgroups
 from agent.qos.pods import PodSource
@@ -69,7 +68,7 @@ class CgroupUsageSampler:
         *,
         capacity_milli: int | None = None,
         busy_ns: Callable[[], int] = node_busy_ns,
-        clock: _loop.Clock = time.monotonic,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._cgroups = cgroups
         self._pods = pods

@@ -188,25 +188,27 @@ def test_be_traffic_is_capped_and_ls_is_not(link: Link) -> None:
     assert unshaped.get(BE_IP, 0.0) > 2 * BE_CAP_BPS, unshaped  # the cap was QoS, not the link
 
 
-def test_run_sets_up_syncs_and_rebuilds_on_a_new_config(link: Link) -> None:
-    stop = threading.Event()
+def test_start_sets_up_syncs_and_rebuilds_on_a_new_config(link: Link) -> None:
+    second = threading.Event()
     calls: list[int] = []
+    be_only = config.load(
+        "resourceQOSStrategy: {beClass: {networkQOS: {enable: true}}}\nsystemStrategy: {totalNetworkBandwidth: 100M}"
+    )
 
     def source() -> list[Pod]:
         calls.append(1)
         if len(calls) == 1:
-            net.set_config(
-                config.load(
-                    "resourceQOSStrategy: {beClass: {networkQOS: {enable: true}}}\n"
-                    "systemStrategy: {totalNetworkBandwidth: 100M}"
-                )
-            )
-        if len(calls) == 2:
-            stop.set()
+            net.set_config(be_only)  # takes effect at the next step
+        if len(calls) >= 2:
+            second.set()
         return pods()
 
     net = NetworkQoS(ifname=link.ifname, netns=link.ns_a, config=CONFIG, pods=source, interval_s=0.0)
-    net.run(stop)
+    net.start()
+    try:
+        assert second.wait(10)
+    finally:
+        net.stop()
     assert set(classes(link)) == {"1:1", "1:2", "1:5"}  # rebuilt: LS no longer has a class
     assert filters(link) == {"a4d000c": "1:5"}
     assert net.installed() == {BE_IP: 0x10005}

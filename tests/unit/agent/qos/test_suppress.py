@@ -126,19 +126,23 @@ def test_cpuset_policy_applies_cfs_quota(v2: V2Tree) -> None:
     assert v2.read(be, "cpu.max") == "270000 100000"
 
 
-def test_run_steps_until_stopped(v2: V2Tree) -> None:
-    stop = threading.Event()
+def test_start_steps_in_a_thread_until_stop(v2: V2Tree) -> None:
+    fourth = threading.Event()
 
     class CountingSampler(FakeSampler):
         calls = 0
 
         def sample(self) -> UsageSample | None:
             self.calls += 1
-            if self.calls == 4:
-                stop.set()
+            if self.calls >= 4:
+                fourth.set()
             return sample(4000, 3500, 1500)
 
-    sampler = CountingSampler()
-    s = BESuppressor(cgroups=v2.kube(), sampler=sampler, config=ENABLED, registry=None, period_s=0.0)
-    s.run(stop)
-    assert sampler.calls == 4
+    kube = v2.kube()
+    s = BESuppressor(cgroups=kube, sampler=CountingSampler(), config=ENABLED, registry=None, period_s=0.0)
+    s.start()
+    try:
+        assert fourth.wait(10)
+    finally:
+        s.stop()
+    assert v2.read(kube.qos_dir(KubeQoSClass.BEST_EFFORT).rel, "cpu.max") == "270000 100000"
