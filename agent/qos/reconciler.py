@@ -75,7 +75,9 @@ class Reconciler:
         self._pods = pods
         self._config = config
         self._interval_s = interval_s
-        self._warned: set[str] = set()
+        #: (pod uid, message) pairs already logged as warnings: a problem that persists across
+        #: passes is warned about once, then repeated only at V4.
+        self._told: set[tuple[str, str]] = set()
         self._loop = Periodic("qos-reconciler", self._pass, interval_s)
         self._duration = Histogram(
             "tessera_agent_qos_reconcile_duration_seconds",
@@ -126,11 +128,11 @@ class Reconciler:
                 self._reconcile_pod(pod, config, enforcer, report)
             except (CgroupError, ValidationError) as e:
                 report.errors[pod.key] = str(e)
-                log.warning("Cannot apply QoS to pod", extra={"pod": pod.key, "error": str(e)})
+                self._warn_once(pod, "Cannot apply QoS to pod", str(e))
             except Exception as e:  # one pod's bug must not stop the pass
                 report.errors[pod.key] = f"internal error: {e!r}"
                 log.exception("Unexpected error applying QoS to pod", extra={"pod": pod.key})
-        self._warned &= seen
+        self._told = {told for told in self._told if told[0] in seen}
         self._writes.inc(len(report.changes))
         self._errors.inc(len(report.errors))
         self._duration.observe(time.perf_counter() - started)
@@ -143,9 +145,8 @@ class Reconciler:
 
     def _reconcile_pod(self, pod: Pod, config: QoSConfig, enforcer: enforce.Enforcer, report: ReconcileReport) -> None:
         plan = policy.plan(pod, config.resource_qos)
-        if plan.problems and pod.uid not in self._warned:
-            self._warned.add(pod.uid)
-            log.warning("Pod has invalid QoS input", extra={"pod": pod.key, "problems": "; ".join(plan.problems)})
+        for problem in plan.problems:
+            self._warn_once(pod, "Pod has invalid QoS input", problem)
         pod_cg = self._cgroups.find_pod(pod.uid, plan.kube_qos)
         if pod_cg is None:
             report.missing += 1
@@ -185,6 +186,11 @@ class Reconciler:
                     "new": change.new,
                 },
             )
+
+    def _warn_once(self, pod: Pod, message: str, detail: str) -> None:
+        told = (pod.uid, detail)
+        log.log(V(4) if told in self._told else logging.WARNING, message, extra={"pod": pod.key, "error": detail})
+        self._told.add(told)
 
     def _reconcile_be_root(self, config: QoSConfig, enforcer: enforce.Enforcer, report: ReconcileReport) -> None:
         """cpu.idle on the BestEffort QoS cgroup follows BE's schedIdle (Koordinator's BECPUIdle)."""

@@ -106,7 +106,8 @@ class BESuppressor:
         self._loop = Periodic("qos-be-suppress", self._tick, period_s)
         self._config = config
         self._recovered = False
-        self._missing_logged = False
+        #: the last problem logged as a warning; a problem that persists is repeated at V4 only
+        self._told = ""
         self._gauge = Gauge(
             "tessera_agent_be_suppress_cpu_cores",
             "CPU best-effort pods may use now (CFS quota of the BestEffort cgroup), in cores",
@@ -159,16 +160,19 @@ class BESuppressor:
                     },
                 )
             self._gauge.set((decision.limit or current).milli() / 1000)
-            self._missing_logged = False
+            self._told = ""
             return decision
         except CgroupNotFound as e:
-            if not self._missing_logged:
-                self._missing_logged = True
-                log.warning("No BestEffort cgroup to suppress", extra={"cgroup": str(target), "error": str(e)})
+            self._warn_once("No BestEffort cgroup to suppress", str(e))
             return Decision(0, None, "no BestEffort cgroup")
         except CgroupError as e:
-            log.warning("Cannot suppress BE CPU", extra={"cgroup": str(target), "error": str(e)})
+            self._warn_once("Cannot suppress BE CPU", str(e))
             return Decision(0, None, f"error: {e}")
+
+    def _warn_once(self, message: str, detail: str) -> None:
+        level = V(4) if detail == self._told else logging.WARNING
+        log.log(level, message, extra={"cgroup": str(self._cgroups.qos_dir(KubeQoSClass.BEST_EFFORT)), "error": detail})
+        self._told = detail
 
     def _recover(self, sample: UsageSample | None) -> Decision:
         """Suppression off: lift the BE limit once (Koordinator's recoverCFSQuotaIfNeed)."""

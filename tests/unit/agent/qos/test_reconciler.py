@@ -1,7 +1,9 @@
 """The reconciler over a cgroup-v2 fixture tree (systemd layout) fed by a list of pods."""
 
+import logging
 import threading
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.qos import config
@@ -51,7 +53,7 @@ def test_pods_without_cgroups_and_terminal_pods(v2: V2Tree) -> None:
     assert (report.pods, report.applied, report.missing) == (1, 0, 1)
 
 
-def test_one_bad_pod_does_not_stop_the_others(v2: V2Tree) -> None:
+def test_one_bad_pod_does_not_stop_the_others(v2: V2Tree, caplog: pytest.LogCaptureFixture) -> None:
     bad = make_pod(ctr("a", {"cpu": "1"}), container_ids={"a": "containerd://../../etc"})
     good = make_pod(ctr("a", {"cpu": "250m"}, {"cpu": "250m"}))
     kube, reconciler, registry = setup(v2, [bad, good])
@@ -62,6 +64,13 @@ def test_one_bad_pod_does_not_stop_the_others(v2: V2Tree) -> None:
     assert "malformed container id 'containerd://../../etc'" in report.errors[bad.key]
     assert report.applied == 1 and v2.read(good_rel, "cpu.max") == "25000 100000"
     assert registry.get_sample_value("tessera_agent_qos_reconcile_errors_total") == 1
+
+    reconciler.reconcile_once()  # the same problem again: counted, but warned about only once
+    warnings = [
+        r for r in caplog.records if r.levelno == logging.WARNING and r.getMessage() == "Cannot apply QoS to pod"
+    ]
+    assert len(warnings) == 1
+    assert registry.get_sample_value("tessera_agent_qos_reconcile_errors_total") == 2
 
 
 def test_kernel_refusal_is_reported_per_pod(v2: V2Tree) -> None:
