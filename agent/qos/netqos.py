@@ -170,7 +170,7 @@ class NetworkQoS:
         self._loop = Periodic("qos-network", self._step, interval_s)
 
     def set_config(self, config: QoSConfig) -> None:
-        """Use a new NodeSLO: the tree is rebuilt on the next `run` step."""
+        """Use a new NodeSLO: the tree is rebuilt at the next loop step (or call `setup()`)."""
         self._config = config
         self._dirty = True
 
