@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pytest
 from agent.hooks import HookPlugin, HookServer
 from apis import names
 from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc
+from tests.support import sockets
 
 Stub = api_pb2_grpc.RuntimeHookServiceStub
 
@@ -21,9 +20,8 @@ Stub = api_pb2_grpc.RuntimeHookServiceStub
 @pytest.fixture
 def sock_dir() -> Iterator[Path]:
     """A short temporary directory: unix socket paths must stay under 108 bytes."""
-    path = Path(tempfile.mkdtemp(prefix="tessera-t-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    with sockets.temporary() as path:
+        yield path
 
 
 @pytest.fixture
