@@ -18,7 +18,7 @@ sandboxes (no CNI), an image built from the static busybox and imported with `ct
 
 `Containerd.stop()` (also on `__exit__`, and safe to call twice) leaves nothing behind, even after
 a failed test: pods removed through CRI, containerd stopped, leftover runc containers deleted and
-shims killed by the pids containerd recorded, mounts under the directory lazily unmounted, the
+shims (found by the socket on their command line) killed, mounts under the directory lazily unmounted, the
 test's cgroup parent removed from every hierarchy, the directory deleted, and `/run/containerd/s`
 (hard-coded by containerd 1.6 for shim sockets) removed when this instance created it and it is
 empty.
@@ -46,7 +46,7 @@ from cri_api.v1 import api_pb2_grpc as cri_grpc
 
 from tests.support import ociimage, sockets
 
-__all__ = ["IMAGE", "CRIClient", "Containerd", "ExecResult", "unavailable_reason"]
+__all__ = ["IMAGE", "CRIClient", "Containerd", "ExecResult", "is_running", "unavailable_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -151,6 +151,11 @@ class Containerd:
     def address(self) -> str:
         """The gRPC target of containerd's CRI (and containerd) API."""
         return f"unix://{self.socket}"
+
+    @property
+    def pid(self) -> int | None:
+        """containerd's process id while it runs."""
+        return self._process.pid if self._process is not None and self._process.poll() is None else None
 
     @classmethod
     def start(cls, workdir: Path | None = None) -> Containerd:
@@ -293,10 +298,24 @@ class Containerd:
                     check=False,
                 )
 
+    def shim_pids(self) -> list[int]:
+        """Pids of the shims this containerd started (their command line names its socket)."""
+        pids = []
+        for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+            with contextlib.suppress(OSError):
+                args = cmdline.read_bytes().split(b"\0")
+                if args[0].endswith(b"containerd-shim-runc-v2") and str(self.socket).encode() in args:
+                    pids.append(int(cmdline.parent.name))
+        return pids
+
     def _kill_shims(self) -> None:
-        for pid_file in self.state.glob("io.containerd.runtime.v2.task/*/*/shim.pid"):
-            with contextlib.suppress(ValueError, OSError):
-                os.kill(int(pid_file.read_text().strip()), signal.SIGKILL)
+        pids = self.shim_pids()
+        for pid in pids:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + _STOP_TIMEOUT_S
+        while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _unmount_all(self) -> None:
         prefix = str(self.workdir) + "/"
@@ -322,6 +341,15 @@ class Containerd:
             for directory in (_SHIM_SOCKET_DIR, _SHIM_SOCKET_DIR.parent):
                 with contextlib.suppress(OSError):
                     directory.rmdir()  # only when empty: another containerd may still use it
+
+
+def is_running(pid: int) -> bool:
+    """True while `pid` exists and is not a zombie (a zombie holds nothing but its pid)."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _mountpoints_under(prefix: str) -> Iterator[str]:
