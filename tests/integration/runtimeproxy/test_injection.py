@@ -9,12 +9,12 @@ from pathlib import Path
 
 import grpc
 import pytest
+from cri_api.v1 import api_pb2 as cri
 
 from agent.hooks import GPUEnvPlugin, HookPlugin, RDMADevicesPlugin
 from apis import names
 from proto.runtime.v1alpha1 import api_pb2 as hook
 from tests.integration.runtimeproxy.conftest import Recorder, Rig, gpu_annotation
-from tests.support import containerd
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -82,7 +82,7 @@ def test_hook_server_down_under_fail_fails_create_container_clearly(rig: Rig) ->
     details = info.value.details()
     assert details.startswith(f"pod default/failing: runtime hook PreCreateContainer at {down}: UNAVAILABLE: ")
     assert details.endswith("(failure-policy Fail)")
-    assert not rig.direct.runtime.ListContainers(containerd.cri.ListContainersRequest()).containers
+    assert not rig.direct.runtime.ListContainers(cri.ListContainersRequest()).containers
 
 
 def test_rejected_run_pod_sandbox_leaves_no_sandbox(rig: Rig) -> None:
@@ -93,7 +93,7 @@ def test_rejected_run_pod_sandbox_leaves_no_sandbox(rig: Rig) -> None:
         rig.run_pod(kubelet, "never")
     assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "runtime hook PreRunPodSandbox" in info.value.details()
-    assert not rig.direct.runtime.ListPodSandbox(containerd.cri.ListPodSandboxRequest()).items
+    assert not rig.direct.runtime.ListPodSandbox(cri.ListPodSandboxRequest()).items
 
 
 def test_malformed_annotation_under_fail_is_reported_to_kubelet(rig: Rig) -> None:
@@ -174,8 +174,8 @@ def test_resources_from_hooks_reach_the_cgroup(rig: Rig) -> None:
     container = kubelet.run_container(pod, config, "main")
     shares = ["cat", "/sys/fs/cgroup/cpu/cpu.shares"]
     assert kubelet.exec_sync(container, shares).stdout.strip() == "512"
-    update = containerd.cri.UpdateContainerResourcesRequest(
-        container_id=container, linux=containerd.cri.LinuxContainerResources(cpu_shares=300)
+    update = cri.UpdateContainerResourcesRequest(
+        container_id=container, linux=cri.LinuxContainerResources(cpu_shares=300)
     )
     kubelet.runtime.UpdateContainerResources(update, timeout=30)
     assert kubelet.exec_sync(container, shares).stdout.strip() == "600"
