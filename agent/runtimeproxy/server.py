@@ -11,12 +11,8 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from concurrent import futures
-from types import FrameType, TracebackType
+from types import FrameType
 
-import grpc
-
-from agent import unixsocket
 from agent.runtimeproxy.dispatch import Dispatcher
 from agent.runtimeproxy.hookclient import HookClient
 from agent.runtimeproxy.hookconfig import HookConfigDir
@@ -25,87 +21,53 @@ from agent.runtimeproxy.passthrough import Passthrough
 from agent.runtimeproxy.settings import ProxySettings
 from agent.runtimeproxy.state import PodStore
 from agent.runtimeproxy.upstream import CHANNEL_OPTIONS, Upstream
-from apis.errors import ConfigError
+from agent.unixsocket import UnixServer
 
 __all__ = ["RuntimeProxy", "run"]
 
 log = logging.getLogger(__name__)
 
 
-class RuntimeProxy:
-    """One proxy instance; `start()` returns at once, gRPC serves in its own threads."""
+class RuntimeProxy(UnixServer):
+    """One proxy instance; `start()` returns at once, gRPC serves in its own threads.
+
+    Connections to the runtime and to hook servers are made lazily and closed by `stop()`; a
+    stopped proxy is not started again (make a new one).
+    """
+
+    kind = "runtime proxy"
 
     def __init__(self, settings: ProxySettings) -> None:
         settings.validate()
         self.settings = settings
-        self._server: grpc.Server | None = None
-        self._upstream: Upstream | None = None
-        self._hook_client: HookClient | None = None
-
-    @property
-    def address(self) -> str:
-        """The gRPC target kubelet (or a test) dials."""
-        return unixsocket.target(str(self.settings.listen))
-
-    def start(self) -> None:
-        """Bind the listen socket and serve. Raises ConfigError if the socket cannot be taken."""
-        if self._server is not None:
-            return
-        s = self.settings
-        unixsocket.claim(s.listen)
-        upstream = Upstream(s.runtime_endpoint, s.image_endpoint)
-        hook_client = HookClient(timeout_s=s.hook_timeout_s)
-        dispatcher = Dispatcher(HookConfigDir(s.hook_config_dir, rescan_interval_s=s.config_rescan_s), hook_client)
-        hooked = HookedRuntime(upstream, PodStore(upstream.runtime, timeout_s=s.lookup_timeout_s), dispatcher)
-        server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers=s.max_workers, thread_name_prefix="runtime-proxy"),
-            handlers=[hooked.handler(), Passthrough(upstream)],
+        self._upstream = Upstream(settings.runtime_endpoint, settings.image_endpoint)
+        self._hook_client = HookClient(timeout_s=settings.hook_timeout_s)
+        configs = HookConfigDir(settings.hook_config_dir, rescan_interval_s=settings.config_rescan_s)
+        store = PodStore(self._upstream.runtime, timeout_s=settings.lookup_timeout_s)
+        hooked = HookedRuntime(self._upstream, store, Dispatcher(configs, self._hook_client))
+        super().__init__(
+            settings.listen,
+            [hooked.handler(), Passthrough(self._upstream)],
+            mode=settings.socket_mode,
+            max_workers=settings.max_workers,
             options=CHANNEL_OPTIONS,
-        )
-        try:
-            server.add_insecure_port(self.address)
-        except RuntimeError as e:
-            upstream.close()
-            raise ConfigError(f"runtime proxy: cannot listen on {s.listen}: {e}") from e
-        server.start()
-        unixsocket.restrict(s.listen, s.socket_mode)
-        self._server, self._upstream, self._hook_client = server, upstream, hook_client
-        log.info(
-            "Runtime proxy listening",
-            extra={"listen": str(s.listen), "runtime": s.runtime_endpoint, "hook_config_dir": str(s.hook_config_dir)},
         )
 
     def stop(self, grace_s: float | None = 2.0) -> None:
-        """Stop serving (in-flight calls get `grace_s` seconds), close channels, remove the socket."""
-        server, self._server = self._server, None
-        if server is None:
-            return
-        server.stop(grace_s).wait()
-        if self._upstream is not None:
-            self._upstream.close()
-        if self._hook_client is not None:
-            self._hook_client.close()
-        unixsocket.release(self.settings.listen)
-        log.info("Runtime proxy stopped", extra={"listen": str(self.settings.listen)})
-
-    def wait(self, timeout_s: float | None = None) -> bool:
-        """Block until the proxy stops (True) or `timeout_s` passes (False)."""
-        return self._server is None or bool(self._server.wait_for_termination(timeout_s))
-
-    def __enter__(self) -> RuntimeProxy:
-        self.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+        """Stop serving (in-flight calls get `grace_s` seconds), remove the socket, close channels."""
+        super().stop(grace_s)
+        self._upstream.close()
+        self._hook_client.close()
 
 
 def run(settings: ProxySettings) -> int:
     """Serve until SIGTERM/SIGINT; returns the process exit code. Must run in the main thread."""
     proxy = RuntimeProxy(settings)
     proxy.start()
+    log.info(
+        "Runtime proxy running",
+        extra={"runtime": settings.runtime_endpoint, "hook_config_dir": str(settings.hook_config_dir)},
+    )
     stopping = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
