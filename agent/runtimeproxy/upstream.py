@@ -56,6 +56,9 @@ class Upstream:
         if image_target != runtime_target:
             self._image = grpc.insecure_channel(image_target, options=CHANNEL_OPTIONS)
         self.runtime = cri_grpc.RuntimeServiceStub(self._runtime)
+        # Multi-callables by method, made once: building one per call costs on the hot path.
+        self._unary: dict[str, grpc.UnaryUnaryMultiCallable] = {}
+        self._streams: dict[str, grpc.StreamStreamMultiCallable] = {}
 
     def close(self) -> None:
         self._runtime.close()
@@ -70,18 +73,14 @@ class Upstream:
         self, context: grpc.ServicerContext, method: str, request: Message, response_type: type[ResponseT]
     ) -> ResponseT:
         """Forward a decoded request; relays the runtime's error to the caller."""
-        stub = self.channel(method).unary_unary(
-            method, request_serializer=type(request).SerializeToString, response_deserializer=response_type.FromString
-        )
-        try:
-            response: ResponseT = stub(request, timeout=_timeout(context), metadata=_metadata(context))
-        except grpc.RpcError as e:
-            relay_error(context, e)
-        return response
+        answer = self.forward_unary(method, request.SerializeToString(), context)
+        return response_type.FromString(answer)
 
     def forward_unary(self, method: str, payload: bytes, context: grpc.ServicerContext) -> bytes:
         """Forward one request as raw bytes and return the raw answer."""
-        stub = self.channel(method).unary_unary(method)
+        stub = self._unary.get(method)
+        if stub is None:
+            stub = self._unary[method] = self.channel(method).unary_unary(method)
         try:
             answer: bytes = stub(payload, timeout=_timeout(context), metadata=_metadata(context))
         except grpc.RpcError as e:
@@ -94,7 +93,9 @@ class Upstream:
         On the wire a unary call is a stream of one message, so this serves unary, client-,
         server- and bidirectional-streaming methods alike, including ones added to CRI later.
         """
-        stub = self.channel(method).stream_stream(method)
+        stub = self._streams.get(method)
+        if stub is None:
+            stub = self._streams[method] = self.channel(method).stream_stream(method)
         call = stub(payloads, timeout=_timeout(context), metadata=_metadata(context))
         context.add_callback(call.cancel)
         try:
