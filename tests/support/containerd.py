@@ -5,10 +5,11 @@ runtime. This module owns everything that takes, so a test only says what pod it
 
     reason = containerd.unavailable_reason()      # None, or why these tests must skip
     with containerd.Containerd.start() as ctrd:   # private config, state, sockets, image
-        cri = containerd.CRIClient(ctrd.address, cgroup_parent=ctrd.cgroup_parent)
-        pod = cri.run_pod("p", annotations={...})
-        cid = cri.run_container(pod, "c")
-        assert cri.env(cid)["NVIDIA_VISIBLE_DEVICES"] == "2,3"
+        with containerd.CRIClient(ctrd.address, cgroup_parent=ctrd.cgroup_parent) as kubelet:
+            config = kubelet.pod_config("p", annotations={...})   # host network
+            pod = kubelet.run_pod(config)
+            container = kubelet.run_container(pod, config, "main")
+            assert kubelet.env(container)["NVIDIA_VISIBLE_DEVICES"] == "2,3"
 
 How containerd is made to run on the test machines (see ../shared/design/real-parts.md): its own
 `root`, `state`, gRPC and ttrpc sockets in a short temporary directory, runc state under that
@@ -17,11 +18,11 @@ sandboxes (no CNI), an image built from the static busybox and imported with `ct
 `k8s.io` namespace. The system's `/run/containerd/containerd.sock` is never touched.
 
 `Containerd.stop()` (also on `__exit__`, and safe to call twice) leaves nothing behind, even after
-a failed test: pods removed through CRI, containerd stopped, leftover runc containers deleted and
-shims (found by the socket on their command line) killed, mounts under the directory lazily unmounted, the
-test's cgroup parent removed from every hierarchy, the directory deleted, and `/run/containerd/s`
-(hard-coded by containerd 1.6 for shim sockets) removed when this instance created it and it is
-empty.
+a failed test or a crashed containerd: pods removed through CRI, containerd stopped, leftover runc
+containers deleted, shims (found by the socket on their command line) killed, mounts under the
+directory lazily unmounted, the test's cgroup parent removed from every hierarchy, the directory
+deleted, and `/run/containerd/s` (hard-coded by containerd 1.6 for shim sockets) removed when this
+instance created it and it is empty.
 """
 
 from __future__ import annotations
