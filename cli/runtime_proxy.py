@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from agent import runtimeproxy
-from agent.runtimeproxy.hookconfig import DEFAULT_DIR
 from apis.errors import ConfigError
 
 
@@ -31,8 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hook-config-dir",
         type=Path,
-        default=DEFAULT_DIR,
-        help=f"directory of hook server registrations, *.json (default {DEFAULT_DIR})",
+        default=defaults.hook_config_dir,
+        help=f"directory of hook server registrations, *.json (default {defaults.hook_config_dir})",
     )
     parser.add_argument(
         "--hook-timeout",
