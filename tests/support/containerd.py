@@ -19,7 +19,8 @@ sandboxes (no CNI), an image built from the static busybox and imported with `ct
 
 `Containerd.stop()` (also on `__exit__`, and safe to call twice) leaves nothing behind, even after
 a failed test or a crashed containerd: pods removed through CRI, containerd stopped, leftover runc
-containers deleted, shims (found by the socket on their command line) killed, mounts under the
+containers deleted, shims (found by the socket on their command line) killed and their sockets
+removed, mounts under the
 directory lazily unmounted, the test's cgroup parent removed from every hierarchy, the directory
 deleted, and `/run/containerd/s` (hard-coded by containerd 1.6 for shim sockets) removed when this
 instance created it and it is empty.
@@ -253,6 +254,7 @@ class Containerd:
             self._stop_process,
             self._delete_runc_containers,
             self._kill_shims,
+            self._remove_shim_sockets,
             self._unmount_all,
             self._remove_cgroups,
             self._remove_dirs,
@@ -317,6 +319,13 @@ class Containerd:
         deadline = time.monotonic() + _STOP_TIMEOUT_S
         while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.01)
+
+    def _remove_shim_sockets(self) -> None:
+        # A shim removes its socket in /run/containerd/s when it exits cleanly, not when killed;
+        # each task's bundle records the socket's address.
+        for address_file in self.state.glob("io.containerd.runtime.v2.task/*/*/address"):
+            with contextlib.suppress(OSError, ValueError):
+                sockets.remove_socket(Path(address_file.read_text().strip().removeprefix("unix://")))
 
     def _unmount_all(self) -> None:
         prefix = str(self.workdir) + "/"

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["short_tempdir", "temporary"]
+__all__ = ["remove_socket", "short_tempdir", "temporary"]
 
 
 def short_tempdir(prefix: str = "tessera-") -> Path:
@@ -28,3 +29,10 @@ def temporary(prefix: str = "tessera-") -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_socket(path: Path) -> None:
+    """Delete `path` if it is a unix socket (and leave anything else alone)."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(path.lstat().st_mode):
+            path.unlink()

@@ -34,6 +34,8 @@ def test_stop_cleans_up_everything(crash: bool) -> None:
         assert cgroups, "the pod's cgroups should exist while it runs"
         shims = ctrd.shim_pids()
         assert shims, "a running pod has a shim"
+        shim_sockets = [Path(a.read_text().removeprefix("unix://")) for a in ctrd.state.rglob("address")]
+        assert shim_sockets and all(path.exists() for path in shim_sockets)
         if crash:
             assert ctrd.pid is not None
             os.kill(ctrd.pid, signal.SIGKILL)  # no CRI to remove pods with: runc, shims and mounts remain
@@ -45,6 +47,7 @@ def test_stop_cleans_up_everything(crash: bool) -> None:
     mountinfo = Path("/proc/self/mountinfo").read_text()
     assert str(ctrd.workdir) not in mountinfo
     assert not [pid for pid in shims if containerd.is_running(pid)]
+    assert not [path for path in shim_sockets if path.exists()]
     if not shim_dir_existed:
         assert not Path("/run/containerd/s").exists()
 
