@@ -46,7 +46,7 @@ import grpc
 from cri_api.v1 import api_pb2 as cri
 from cri_api.v1 import api_pb2_grpc as cri_grpc
 
-from tests.support import ociimage, sockets
+from tests.support import ociimage, processes, sockets
 
 __all__ = ["IMAGE", "CRIClient", "Containerd", "ExecResult", "is_running", "unavailable_reason"]
 
@@ -200,26 +200,11 @@ class Containerd:
         )
         self._created_shim_dir = not _SHIM_SOCKET_DIR.exists()
         with self.log_path.open("wb") as out:
-            self._process = subprocess.Popen(
+            process = subprocess.Popen(
                 ["containerd", "-c", str(config)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
             )
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + _READY_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self._process is not None and self._process.poll() is not None:
-                raise RuntimeError(f"containerd exited with {self._process.returncode}: {self._log_tail()}")
-            if self.socket.exists():
-                # A fresh channel per attempt: one channel retrying during start-up backs off for seconds.
-                with grpc.insecure_channel(self.address) as channel:
-                    try:
-                        cri_grpc.RuntimeServiceStub(channel).Version(cri.VersionRequest(), timeout=1)
-                        return
-                    except grpc.RpcError:
-                        pass
-            time.sleep(0.02)
-        raise RuntimeError(f"containerd not ready after {_READY_TIMEOUT_S}s: {self._log_tail()}")
+        self._process = process
+        processes.wait_for_cri(self.socket, process, what="containerd", log=self._log_tail, timeout_s=_READY_TIMEOUT_S)
 
     def _import_image(self) -> None:
         tarball = ociimage.build(self.workdir / "image.tar", name=self.image)
@@ -272,15 +257,8 @@ class Containerd:
             client.remove_all_pods()
 
     def _stop_process(self) -> None:
-        if self._process is None:
-            return
-        if self._process.poll() is None:
-            self._process.terminate()
-            try:
-                self._process.wait(_STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(_STOP_TIMEOUT_S)
+        if self._process is not None:
+            processes.terminate(self._process, timeout_s=_STOP_TIMEOUT_S)
 
     def _delete_runc_containers(self) -> None:
         if not self.runc_root.exists():

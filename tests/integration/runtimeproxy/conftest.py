@@ -9,16 +9,13 @@ and every server stopped, whether the test passed or not.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-import grpc
 import pytest
 from cri_api.v1 import api_pb2 as cri
 
@@ -27,7 +24,7 @@ from agent.runtimeproxy import ProxySettings, RuntimeProxy
 from agent.runtimeproxy.hookconfig import HookType
 from apis import names
 from proto.runtime.v1alpha1 import api_pb2 as hook
-from tests.support import containerd, sockets
+from tests.support import containerd, processes, sockets
 
 ROOT: Final = Path(__file__).resolve().parents[3]
 ALL_HOOKS: Final = tuple(h.value for h in HookType)
@@ -130,33 +127,14 @@ class ProxyProcess:
         ]
         with self.log_path.open("wb") as log:
             self._process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise RuntimeError(f"runtime-proxy exited with {self._process.returncode}: {self.log()}")
-            if s.listen.exists():
-                with containerd.CRIClient(f"unix://{s.listen}") as probe:
-                    try:
-                        probe.runtime.Version(cri.VersionRequest(), timeout=1)
-                        return
-                    except grpc.RpcError:
-                        pass
-            time.sleep(0.05)
-        raise RuntimeError(f"runtime-proxy not ready: {self.log()}")
+        processes.wait_for_cri(s.listen, self._process, what="runtime-proxy", log=self.log, timeout_s=30)
 
     def stop(self) -> int:
         """SIGTERM, then wait; returns the exit code (killed after 10 s)."""
         if self._process is None:
             return 0
         process, self._process = self._process, None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        return process.returncode
+        return processes.terminate(process)
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
