@@ -1,23 +1,30 @@
-"""Fixtures of the agent's unit tests: the fixture node (profile, sysfs tree, FakeNVML) and the
-NVML environment a test runs in.
+"""Fixtures of the agent's unit tests.
 
-`nvml_env` runs a test twice: on FakeNVML over the fixture sysfs tree (always), and on real
-`pynvml` over `/sys` where an NVIDIA GPU and driver are present — skipped with the reason
-elsewhere. Tests that inject faults skip the real run through `env.require_fake()`.
+- The fixture node (profile, sysfs tree, FakeNVML) and the NVML environment a test runs in:
+  `nvml_env` runs a test twice, on FakeNVML over the fixture sysfs tree (always) and on real
+  `pynvml` over `/sys` where an NVIDIA GPU and driver are present (skipped with the reason
+  elsewhere). Tests that inject faults skip the real run through `env.require_fake()`.
+- Hook servers on real unix sockets (short socket directories) and hook requests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
 import pynvml
 import pytest
 
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.nvmllib import NVML, NVMLLibrary
 from agent.discovery.simulated import Profile, load_profile
+from agent.hooks import HookPlugin, HookServer
+from apis import names
+from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc
+from tests.support import sockets
 from tests.unit.agent.sysfs_tree import SysfsTree
 
 FIXTURE_PROFILE = Path(__file__).parent / "fixtures" / "gpu-node.yaml"
@@ -78,3 +85,75 @@ def nvml(nvml_env: NVMLEnv) -> Iterator[NVML]:
     nvml.init()
     yield nvml
     nvml.shutdown()
+
+
+Stub = api_pb2_grpc.RuntimeHookServiceStub
+
+
+# --- hook servers ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    """A short temporary directory: unix socket paths must stay under 108 bytes."""
+    with sockets.temporary() as path:
+        yield path
+
+
+@pytest.fixture
+def start_hook_server(sock_dir: Path) -> Iterator[Callable[[Sequence[HookPlugin]], HookServer]]:
+    """Factory: start a HookServer with the given plugins on a fresh socket; stopped at teardown."""
+    servers: list[HookServer] = []
+
+    def start(plugins: Sequence[HookPlugin]) -> HookServer:
+        server = HookServer(plugins, socket_path=sock_dir / f"hooks-{len(servers)}.sock")
+        server.start()
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop(grace_s=None)
+
+
+@pytest.fixture
+def serve(start_hook_server: Callable[[Sequence[HookPlugin]], HookServer]) -> Iterator[Callable[..., Stub]]:
+    """Factory: serve `plugins` and return a RuntimeHookService client over the unix socket."""
+    channels: list[grpc.Channel] = []
+
+    def make(*plugins: HookPlugin) -> Stub:
+        server = start_hook_server(plugins)
+        channel = grpc.insecure_channel(server.address)
+        channels.append(channel)
+        return Stub(channel)
+
+    yield make
+    for channel in channels:
+        channel.close()
+
+
+@pytest.fixture
+def container_request() -> Callable[..., api_pb2.ContainerResourceHookRequest]:
+    """Factory: a PreCreateContainer request for a pod with the given device allocation."""
+
+    def make(
+        allocated: object | None = None,
+        *,
+        raw_annotation: str | None = None,
+        name: str = "train-0",
+        namespace: str = "default",
+        labels: Mapping[str, str] | None = None,
+    ) -> api_pb2.ContainerResourceHookRequest:
+        annotations = {}
+        if raw_annotation is not None:
+            annotations[names.ANNOTATION_DEVICE_ALLOCATED] = raw_annotation
+        elif allocated is not None:
+            annotations[names.ANNOTATION_DEVICE_ALLOCATED] = json.dumps(allocated)
+        return api_pb2.ContainerResourceHookRequest(
+            pod_meta=api_pb2.PodSandboxMetadata(name=name, namespace=namespace, uid="uid-1"),
+            container_meta=api_pb2.ContainerMetadata(name="main"),
+            pod_annotations=annotations,
+            pod_labels=dict(labels or {}),
+        )
+
+    return make

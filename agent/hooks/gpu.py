@@ -1,0 +1,73 @@
+"""GPU env hook: make a container see exactly the GPUs the scheduler allocated to its pod.
+
+PreCreateContainer reads the pod's `device-allocated` annotation and sets
+`NVIDIA_VISIBLE_DEVICES` to the allocated GPU minors, in allocation order (the NVIDIA container
+runtime exposes exactly those device nodes). For a *shared* GPU (a share of compute or memory
+below a whole GPU) it also states the share in the variables HAMi-core reads, so an isolation
+layer preloaded in the container can enforce it:
+
+- `CUDA_DEVICE_MEMORY_LIMIT_<i>`: bytes of GPU memory for the i-th visible GPU (i counts from 0
+  in `NVIDIA_VISIBLE_DEVICES` order, which is the CUDA device index inside the container);
+- `CUDA_DEVICE_SM_LIMIT`: percent of each GPU's compute (one value for all GPUs; the smallest
+  per-GPU `gpu-core` share, which the protocol makes equal on every GPU of a pod).
+
+Whole GPUs get only `NVIDIA_VISIBLE_DEVICES`. Pods without a GPU allocation are left alone. Every
+container of the pod gets the pod's GPUs (the annotation is per pod, as in Koordinator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final
+
+from agent.hooks import _requests
+from agent.hooks.plugin import HookError, HookPlugin
+from apis import names
+from apis.allocation import DeviceAllocation
+from apis.device import DeviceType
+from proto.runtime.v1alpha1 import api_pb2
+
+__all__ = ["ENV_MEMORY_LIMIT_PREFIX", "ENV_SM_LIMIT", "ENV_VISIBLE_DEVICES", "GPUEnvPlugin"]
+
+ENV_VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
+ENV_MEMORY_LIMIT_PREFIX: Final = "CUDA_DEVICE_MEMORY_LIMIT_"
+ENV_SM_LIMIT: Final = "CUDA_DEVICE_SM_LIMIT"
+_WHOLE: Final = 100  # percent of one GPU
+
+
+class GPUEnvPlugin(HookPlugin):
+    """Sets `NVIDIA_VISIBLE_DEVICES` (and HAMi-core limits for shared GPUs) on container creation."""
+
+    name = "gpu-env"
+
+    def pre_create_container(
+        self, request: api_pb2.ContainerResourceHookRequest, response: api_pb2.ContainerResourceHookResponse
+    ) -> None:
+        gpus = _requests.device_allocations(request).get(DeviceType.GPU, ())
+        if not gpus:
+            return
+        response.container_envs[ENV_VISIBLE_DEVICES] = ",".join(str(gpu.minor) for gpu in gpus)
+        if _is_shared(gpus):
+            response.container_envs.update(_share_envs(gpus, pod=_requests.pod_ref(request.pod_meta)))
+
+
+def _is_shared(gpus: Sequence[DeviceAllocation]) -> bool:
+    return any(
+        gpu.resources.get(name, _WHOLE) < _WHOLE for gpu in gpus for name in (names.GPU_CORE, names.GPU_MEMORY_RATIO)
+    )
+
+
+def _share_envs(gpus: Sequence[DeviceAllocation], *, pod: str) -> dict[str, str]:
+    envs: dict[str, str] = {}
+    for index, gpu in enumerate(gpus):
+        memory = gpu.resources.get(names.GPU_MEMORY)
+        if memory is None:
+            raise HookError(
+                f"pod {pod}: annotation {names.ANNOTATION_DEVICE_ALLOCATED}: shared GPU {gpu.minor} "
+                f"has no {names.GPU_MEMORY} (the scheduler fills both memory forms)"
+            )
+        envs[f"{ENV_MEMORY_LIMIT_PREFIX}{index}"] = str(memory)
+    cores = [gpu.resources[names.GPU_CORE] for gpu in gpus if names.GPU_CORE in gpu.resources]
+    if cores:
+        envs[ENV_SM_LIMIT] = str(min(cores))
+    return envs

@@ -1,0 +1,60 @@
+"""`tessera runtime-proxy`: the CRI proxy between kubelet and the container runtime.
+
+Thin: flags become `ProxySettings`; `agent.runtimeproxy.run` does the rest. Point kubelet at
+`--container-runtime-endpoint=unix://<listen>`; see docs/runtime-proxy.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from agent import runtimeproxy
+from apis.errors import ConfigError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = runtimeproxy.ProxySettings()
+    parser.add_argument(
+        "--listen", type=Path, default=defaults.listen, help=f"socket kubelet connects to (default {defaults.listen})"
+    )
+    parser.add_argument(
+        "--runtime-endpoint",
+        default=defaults.runtime_endpoint,
+        help=f"the container runtime's CRI socket (default {defaults.runtime_endpoint})",
+    )
+    parser.add_argument(
+        "--image-endpoint", default="", help="the runtime's image service socket (default: the runtime endpoint)"
+    )
+    parser.add_argument(
+        "--hook-config-dir",
+        type=Path,
+        default=defaults.hook_config_dir,
+        help=f"directory of hook server registrations, *.json (default {defaults.hook_config_dir})",
+    )
+    parser.add_argument(
+        "--hook-timeout",
+        type=float,
+        default=defaults.hook_timeout_s,
+        metavar="SECONDS",
+        help=f"deadline of one hook call (default {defaults.hook_timeout_s})",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> runtimeproxy.ProxySettings:
+    return runtimeproxy.ProxySettings(
+        listen=args.listen,
+        runtime_endpoint=args.runtime_endpoint,
+        image_endpoint=args.image_endpoint,
+        hook_config_dir=args.hook_config_dir,
+        hook_timeout_s=args.hook_timeout,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return runtimeproxy.run(settings_from(args))
+    except ConfigError as e:
+        print(f"tessera runtime-proxy: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,1 @@
+"""Test support shared by integration and e2e tests (real parts, not fakes)."""
