@@ -122,7 +122,7 @@ class UnixServer:
         claim(self.socket_path)
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self._max_workers, thread_name_prefix=self.kind.replace(" ", "-")),
-            handlers=self._handlers,
+            handlers=list(self._handlers),
             options=self._options,
         )
         try:
