@@ -77,7 +77,8 @@ class NodeInfo:
         self.pods[pod.ident] = pod
         requested = self.requested
         for name, amount in pod.requests.items():
-            requested[name] = requested.get(name, 0) + amount
+            if amount:  # zero requests leave no key behind: sums compare equal after undo
+                requested[name] = requested.get(name, 0) + amount
         cpu, memory = non_zero_requests(pod.requests)
         self.non_zero_requested[0] += cpu
         self.non_zero_requested[1] += memory
@@ -88,6 +89,8 @@ class NodeInfo:
             return None
         requested = self.requested
         for name, amount in pod.requests.items():
+            if not amount:
+                continue
             left = requested.get(name, 0) - amount
             if left:
                 requested[name] = left

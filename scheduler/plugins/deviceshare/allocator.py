@@ -197,7 +197,12 @@ class TopologyAwarePolicy(AllocationPolicy):
             if isinstance(need, Rejection):
                 return need
             needs[dtype] = need
-        primary_allowed = self._joint_pcies(devices, joint, needs) if joint is not None else None
+        primary_allowed = None
+        if joint is not None and joint.required_scope is JointScope.SAME_PCIE:
+            found = self._joint_pcies(devices, joint, needs)
+            if isinstance(found, Rejection):
+                return found
+            primary_allowed = found
         chosen_pcies: list[str] = []
         chosen_numas: set[int] = set()
         for dtype, need in needs.items():
@@ -350,6 +355,7 @@ class TopologyAwarePolicy(AllocationPolicy):
 
     @staticmethod
     def _choose(group: list[_Cand], count: int, used_pcies: set[object], prefer: _Prefer | None) -> list[_Cand]:
+        """`count` devices of the group, best first by preference; returned in minor order."""
         if len(group) == count:
             return group
 
@@ -361,7 +367,7 @@ class TopologyAwarePolicy(AllocationPolicy):
                 c.state.minor,
             )
 
-        return sorted(group, key=order)[:count]
+        return sorted(sorted(group, key=order)[:count], key=lambda c: c.state.minor)
 
     def _per_pcie(
         self, cands: list[_Cand], pcies: Sequence[str], need: _Need, states: Sequence[DeviceState]
@@ -382,22 +388,23 @@ class TopologyAwarePolicy(AllocationPolicy):
             if len(pool) < extra:
                 return None
             picked += self._choose(pool, extra, used_pcies, None)
-        return picked
+        return sorted(picked, key=lambda c: c.state.minor)
 
     def _joint_pcies(
         self, devices: NodeDevices, joint: JointAllocate, needs: Mapping[DeviceType, _Need]
-    ) -> frozenset[str] | None:
-        """With SamePCIe: switches where every requested secondary type has a candidate."""
-        if joint.required_scope is not JointScope.SAME_PCIE:
-            return None
+    ) -> frozenset[str] | Rejection:
+        """Switches where every requested secondary type has a candidate (joint SamePCIe); a
+        secondary type with no candidate anywhere is rejected as such."""
         allowed: set[str] | None = None
         for dtype in joint.device_types[1:]:
             need = needs.get(dtype)
             if need is None:
                 continue
-            pcies = {
-                c.state.pcie for c in self._candidates(devices, devices.states(dtype), need) if c.state.pcie is not None
-            }
+            states = devices.states(dtype)
+            cands = self._candidates(devices, states, need)
+            if not cands:
+                return self._reject(states, need, 0)
+            pcies = {c.state.pcie for c in cands if c.state.pcie is not None}
             allowed = pcies if allowed is None else allowed & pcies
         return frozenset(allowed or ())
 
