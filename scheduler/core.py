@@ -104,6 +104,9 @@ class Scheduler:
         """
         framework = self.frameworks[profile] if profile else self.framework_for(pod) or self._default
         info = PodInfo.of(pod)
+        if self.cache.pod_node(info.ident) is not None:
+            # Scheduling it again would count it twice (a snapshot listing the same pod twice).
+            return Outcome(pod.key, None, Status.error(f"pod {pod.key} is already scheduled or running"))
         state = CycleState()
         result = framework.schedule(state, info, diagnose=diagnose)
         if result.node is None:

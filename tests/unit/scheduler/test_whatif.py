@@ -143,3 +143,14 @@ def test_parse_objects_names_the_broken_document() -> None:
     docs = list(yaml.safe_load_all("kind: Node\nmetadata: {name: a}\n---\nkind: Device\nmetadata: {}\n"))
     with pytest.raises(ValidationError, match=r"snapshot\[1\]"):
         whatif.parse_objects(docs)
+
+
+def test_a_pod_listed_twice_is_scheduled_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "twice.yaml"
+    pod = "kind: Pod\nmetadata: {name: twin, namespace: ml}\nspec: {containers: [{name: c}]}\n"
+    node = "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '1', memory: 1Gi}}\n"
+    path.write_text("---\n".join([node, pod, pod]))
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert [r["node"] for r in results] == ["n", None]
+    assert results[1]["message"] == "pod ml/twin is already scheduled or running"
