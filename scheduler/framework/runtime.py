@@ -139,8 +139,9 @@ class Framework:
         self._rng = rng if rng is not None else random.Random(0)
         self._next_start = 0
         self._waiting: dict[str, WaitingPod] = {}
-        #: memo key -> node name -> [generation, filter status, raw scores or None]
+        #: memo key -> node name -> [generation, filter status, raw scores, id of their plugin set]
         self._memo: OrderedDict[Hashable, dict[str, list[Any]]] = OrderedDict()
+        self._active_ids: dict[tuple[str, ...], int] = {}
         seen: dict[str, Plugin] = {}
         for group in plugins.values():
             for p in group:
@@ -367,7 +368,7 @@ class Framework:
                 evaluated += 1
                 entry = lookup(info.name)
                 if entry is None or entry[0] != info.generation:
-                    entry = memo[info.name] = [info.generation, _run_chain(filters, state, pod, info), None]
+                    entry = memo[info.name] = [info.generation, _run_chain(filters, state, pod, info), (), -1]
                 if entry[1] is not SUCCESS:  # _run_chain returns this very object when all pass
                     statuses[info.name] = entry[1]
                     continue
@@ -425,28 +426,31 @@ class Framework:
         `entries` (from the memo, aligned with `nodes`) hold raw scores already computed for
         unchanged nodes; missing ones are computed and stored there.
         """
-        totals = [0] * len(nodes)
         skip = state.skip_score
-        active = [(index, plugin) for index, plugin in enumerate(self._score) if plugin.name not in skip]
+        active = [plugin for plugin in self._score if plugin.name not in skip]
         if entries is not None:
-            count = len(self._score)
+            # Raw scores of the active plugins, kept in the memo entry with the id of the set
+            # of active plugins they were computed for.
+            names = tuple(plugin.name for plugin in active)
+            active_id = self._active_ids.setdefault(names, len(self._active_ids))
+            raws = []
             for entry, info in zip(entries, nodes, strict=True):
-                raw = entry[2]
-                if raw is None:
-                    raw = entry[2] = [None] * count
-                for index, plugin in active:
-                    if raw[index] is None:
-                        raw[index] = plugin.score(state, pod, info)
-        for index, plugin in active:
-            if entries is not None:
-                scores = [entry[2][index] for entry in entries]
-            else:
-                score = plugin.score
-                scores = [score(state, pod, info) for info in nodes]
+                if entry[3] != active_id:
+                    entry[2] = tuple(plugin.score(state, pod, info) for plugin in active)
+                    entry[3] = active_id
+                raws.append(entry[2])
+            columns = [list(column) for column in zip(*raws, strict=True)]
+        else:
+            columns = [[plugin.score(state, pod, info) for info in nodes] for plugin in active]
+        totals = [0] * len(nodes)
+        for plugin, scores in zip(active, columns, strict=True):
             if plugin.normalizes:
                 plugin.normalize_scores(state, pod, scores)
             weight = self._weights.get(plugin.name, 1)
-            totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
+            if weight == 1:
+                totals = [t + s for t, s in zip(totals, scores, strict=True)]
+            else:
+                totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
         return totals
 
     # --- after a node is chosen ---------------------------------------------------------------------

@@ -108,6 +108,7 @@ def default_normalize(scores: list[int], *, reverse: bool = False) -> None:
         if reverse:
             scores[:] = [MAX_NODE_SCORE] * len(scores)
         return
-    for i, s in enumerate(scores):
-        value = s * MAX_NODE_SCORE // highest
-        scores[i] = MAX_NODE_SCORE - value if reverse else value
+    if reverse:
+        scores[:] = [MAX_NODE_SCORE - s * MAX_NODE_SCORE // highest for s in scores]
+    else:
+        scores[:] = [s * MAX_NODE_SCORE // highest for s in scores]
