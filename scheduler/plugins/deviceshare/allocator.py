@@ -324,9 +324,8 @@ class TopologyAwarePolicy(AllocationPolicy):
         count = need.count
         if len(cands) < count or (need.scope is TopologyScope.DEVICE and count > 1):
             return None
-        used_pcies = {_scope_key(_PCIE, s) for s in states if s.holders}
-        used_numas = {_scope_key(_NUMA, s) for s in states if s.holders}
-        node_used = 1 if used_pcies else 0
+        used_pcies, used_numas = _used_scopes(states)
+        node_used = 1 if any(s.holders for s in states) else 0
         for level in _LEVELS[need.scope]:
             if level is _NODE:
                 return self._choose(cands, count, used_pcies, prefer)
@@ -373,7 +372,7 @@ class TopologyAwarePolicy(AllocationPolicy):
         self, cands: list[_Cand], pcies: Sequence[str], need: _Need, states: Sequence[DeviceState]
     ) -> list[_Cand] | None:
         """One device on each of `pcies` (joint SamePCIe), then more from them if asked."""
-        used_pcies = {_scope_key(_PCIE, s) for s in states if s.holders}
+        used_pcies, _ = _used_scopes(states)
         pool = [c for c in cands if c.state.pcie in pcies]
         picked: list[_Cand] = []
         for pcie in pcies:
@@ -457,6 +456,13 @@ class TopologyAwarePolicy(AllocationPolicy):
                     requested[i] += a.resources.get(n, 0)
             total_score += self.scoring.score(requested, capacity)
         return total_score
+
+
+def _used_scopes(states: Sequence[DeviceState]) -> tuple[set[object], set[object]]:
+    """PCIe switches and NUMA nodes where some device is held. A device without topology is no
+    scope to pack into, so it counts for neither (its placement is left to the device score)."""
+    used = [s for s in states if s.holders]
+    return {s.pcie for s in used if s.pcie is not None}, {s.numa for s in used if s.numa is not None}
 
 
 def _preference(level: TopologyScope, state: DeviceState, prefer: _Prefer | None) -> int:

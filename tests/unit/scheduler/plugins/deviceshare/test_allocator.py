@@ -10,7 +10,7 @@ import pytest
 from apis import hints, labels, names
 from apis.allocation import DeviceAllocation
 from apis.core import Pod
-from apis.device import DeviceType
+from apis.device import DeviceInfo, DeviceType
 from apis.devicerequest import pod_device_requests
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework.scoring import ScoringStrategyType
@@ -306,3 +306,31 @@ def test_apply_for_all_and_requests_as_count(cache: ClusterCache) -> None:
 
 def _whole_nic(minor: int) -> tuple[DeviceAllocation, ...]:
     return (DeviceAllocation(minor=minor, resources={names.RDMA: 100}),)
+
+
+def test_selector_hint_restricts_devices() -> None:
+    node, device = make_node("n1")
+    labelled = tuple(
+        dataclasses.replace(d, labels={"tier": "fast"}) if d.type is DeviceType.GPU and d.minor >= 6 else d
+        for d in device.devices
+    )
+    cache = make_cache((node, dataclasses.replace(device, devices=labelled)))
+    selector = labels.LabelSelector({"tier": "fast"})
+    hint = hints.encode_hints({DeviceType.GPU: hints.DeviceHint(selector=selector)})
+    pod = make_pod(nvidia_gpu=2, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint})
+    assert minors(allocate(cache, pod)) == [6, 7]
+    pod = make_pod(nvidia_gpu=3, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint})
+    assert reject(allocate(cache, pod)) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "Insufficient gpu devices")
+
+
+def test_fpga_shares_by_amount() -> None:
+    node, device = make_node("n1", gpus=0)
+    fpgas = tuple(
+        DeviceInfo(type=DeviceType.FPGA, minor=m, id=f"fpga-{m}", health=True, resources={names.FPGA: 100})
+        for m in range(2)
+    )
+    cache = make_cache((node, dataclasses.replace(device, devices=fpgas)))
+    cache.add_pod(bound_pod("a", "n1", DeviceAllocation(minor=0, resources={names.FPGA: 30}), dtype=DeviceType.FPGA))
+    assert minors(allocate(cache, make_pod(fpga=50), MOST), DeviceType.FPGA) == [0]
+    assert minors(allocate(cache, make_pod(fpga=50), LEAST), DeviceType.FPGA) == [1]
+    assert reject(allocate(cache, make_pod(fpga=200))) == (Code.UNSCHEDULABLE, "Insufficient fpga devices")
