@@ -90,6 +90,12 @@ LABEL_GPU_DRIVER_VERSION: Final = f"{NODE_DOMAIN}/gpu-driver-version"
 #: Marks objects whose devices are simulated (no real hardware behind them).
 LABEL_SIMULATED: Final = f"{TESSERA_DOMAIN}/simulated"
 
+# --- Kubernetes taints the scheduler honours -----------------------------------------------------
+TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
+TAINT_EFFECT_NO_SCHEDULE: Final = "NoSchedule"
+TAINT_EFFECT_PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
+TAINT_EFFECT_NO_EXECUTE: Final = "NoExecute"
+
 # --- Tessera's own --------------------------------------------------------------------------------
 SCHEDULER_NAME: Final = "tessera-scheduler"
 CONDITION_HEALTHY: Final = "Healthy"

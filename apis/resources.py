@@ -8,6 +8,7 @@ compare. These helpers are plain functions over such mappings; they never mutate
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
@@ -56,8 +57,13 @@ def parse_list(raw: object, *, field: str = "resources", obj: str = "") -> dict[
     return parsed
 
 
+@functools.lru_cache(maxsize=4096)
 def format_quantity(name: str, amount: int) -> str:
-    """Canonical quantity string for an amount in `name`'s base unit (`1500m`, `16Gi`, `50`)."""
+    """Canonical quantity string for an amount in `name`'s base unit (`1500m`, `16Gi`, `50`).
+
+    Memoised: the scheduler writes the same few amounts into every device-allocated annotation,
+    and exact formatting (via Fraction) costs tens of microseconds per call.
+    """
     if name in names.MILLI_RESOURCES:
         return str(quantity.Quantity(Fraction(amount, 1000), quantity.Format.DECIMAL_SI))
     fmt = quantity.Format.BINARY_SI if name in names.BYTE_RESOURCES else quantity.Format.DECIMAL_SI

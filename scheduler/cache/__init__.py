@@ -1,0 +1,21 @@
+"""The scheduler's view of the cluster: nodes, pods and device usage, fed by explicit calls.
+
+The bottom layer of the scheduler: it imports only `apis`. See `cache.py` for the contract.
+"""
+
+from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, ClusterCache
+from scheduler.cache.devices import DeviceHolder, DeviceState, DeviceUsage, Holding, NodeDevices
+from scheduler.cache.nodeinfo import NodeInfo
+from scheduler.cache.podinfo import PodInfo
+
+__all__ = [
+    "DEFAULT_ASSUMED_TTL",
+    "ClusterCache",
+    "DeviceHolder",
+    "DeviceState",
+    "DeviceUsage",
+    "Holding",
+    "NodeDevices",
+    "NodeInfo",
+    "PodInfo",
+]

@@ -1,0 +1,340 @@
+"""The scheduler's cluster cache: Nodes, assigned Pods and Device CRs, plus in-flight pods.
+
+Fed by explicit calls — from informers in the live scheduler, from a YAML snapshot in
+`tessera what-if`, from a trace in `tessera simulate` — so the scheduling core never does I/O.
+Mutations are methods (add/update/remove a node, pod or Device; assume/forget a pod being
+scheduled; reserve/release its devices); reads return live `NodeInfo`s.
+
+Contract: the cache is not thread-safe. Whoever drives it calls every method from one thread
+(or under one lock), and no mutation happens while a scheduling cycle reads it. Pure and
+deterministic: no clock of its own (callers pass `now`), no I/O, no threads.
+
+Assumed pods follow kube-scheduler: `assume` puts a pod being scheduled on its node before
+binding; when the informer later delivers the bound pod, `add_pod` confirms it; `forget` undoes
+an assumption whose binding failed; an assumption whose binding finished but was never
+confirmed expires after `assumed_ttl` (`cleanup_expired`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from apis.allocation import DeviceAllocation
+from apis.core import Node, Pod
+from apis.device import Device, DeviceType
+from scheduler.cache.devices import DeviceUsage, Holding
+from scheduler.cache.nodeinfo import NodeInfo
+from scheduler.cache.podinfo import PodInfo
+
+__all__ = ["DEFAULT_ASSUMED_TTL", "ClusterCache"]
+
+log = logging.getLogger(__name__)
+
+#: Seconds an assumed pod whose binding finished may wait for the informer's confirmation.
+DEFAULT_ASSUMED_TTL = 30.0
+_CHANGE_LOG_LIMIT = 1 << 16
+
+
+@dataclass(slots=True)
+class _PodEntry:
+    info: PodInfo
+    node: str
+    assumed: bool
+    deadline: float | None = None  # set by finish_binding for assumed pods
+
+
+class ClusterCache:
+    """Nodes, assigned pods and devices, with incremental sums. See the module docstring."""
+
+    def __init__(self, *, assumed_ttl: float = DEFAULT_ASSUMED_TTL) -> None:
+        self._assumed_ttl = assumed_ttl
+        self._nodes: dict[str, NodeInfo] = {}
+        self._pods: dict[str, _PodEntry] = {}
+        #: Devices reserved for pods in flight (assumed, not yet confirmed with an annotation).
+        self._reserved: dict[str, tuple[str, Holding]] = {}
+        self._generation = 0
+        self._static_generation = 0
+        self._node_list: list[NodeInfo] | None = None
+        self._positions: dict[str, int] | None = None
+        self._change_log: list[str] = []
+        self._change_base = 0
+        #: How many nodes are cordoned, and how many carry a taint of each effect: lets a
+        #: plugin skip work that cannot reject anything in this cluster.
+        self._cordoned = 0
+        self._taint_effects: dict[str, int] = {}
+
+    # --- reads ------------------------------------------------------------------------------------
+    def node(self, name: str) -> NodeInfo | None:
+        """The NodeInfo of a node that has a Node object, else None."""
+        info = self._nodes.get(name)
+        return info if info is not None and info.node is not None else None
+
+    def nodes(self) -> Sequence[NodeInfo]:
+        """Nodes with a Node object, sorted by name (a stable order for rotation and ties)."""
+        if self._node_list is None:
+            self._node_list = [self._nodes[n] for n in sorted(self._nodes) if self._nodes[n].node is not None]
+        return self._node_list
+
+    def positions(self) -> Mapping[str, int]:
+        """Node name -> index in `nodes()`."""
+        if self._positions is None:
+            self._positions = {info.name: i for i, info in enumerate(self.nodes())}
+        return self._positions
+
+    def pod_node(self, ident: str) -> str | None:
+        entry = self._pods.get(ident)
+        return entry.node if entry is not None else None
+
+    def is_assumed(self, ident: str) -> bool:
+        entry = self._pods.get(ident)
+        return entry is not None and entry.assumed
+
+    def pods(self) -> Sequence[PodInfo]:
+        """Every bound or assumed pod, in no particular order."""
+        return [entry.info for entry in self._pods.values()]
+
+    @property
+    def cordoned_nodes(self) -> int:
+        """Nodes with `spec.unschedulable: true`."""
+        return self._cordoned
+
+    def tainted_nodes(self, effect: str) -> int:
+        """Nodes with at least one taint of this effect."""
+        return self._taint_effects.get(effect, 0)
+
+    @property
+    def static_generation(self) -> int:
+        """Changes whenever a Node object is added, updated or removed (labels, taints, ...)."""
+        return self._static_generation
+
+    def changes_since(self, cursor: int) -> tuple[int, tuple[str, ...] | None]:
+        """Names of nodes changed since `cursor`, and the new cursor.
+
+        Lets a plugin keep an index in step with the cache by looking only at what changed.
+        Returns None instead of names when the cursor is too old (resync everything).
+        """
+        end = self._change_base + len(self._change_log)
+        if cursor < self._change_base:
+            return end, None
+        return end, tuple(dict.fromkeys(self._change_log[cursor - self._change_base :]))
+
+    def device_usage(self, node: str) -> tuple[DeviceUsage, ...]:
+        """Per device: total, free, used and holders (empty for an unknown node)."""
+        info = self._nodes.get(node)
+        return info.devices.usage() if info is not None else ()
+
+    # --- nodes ------------------------------------------------------------------------------------
+    def add_node(self, node: Node) -> None:
+        """Add or replace a Node object. Idempotent."""
+        info = self._node_info(node.name)
+        if info.node is None:
+            self._node_list = self._positions = None
+        else:
+            self._count_node(info.node, -1)
+        info.node = node
+        self._count_node(node, 1)
+        self._static_generation += 1
+        self._touch(info)
+
+    update_node = add_node
+
+    def remove_node(self, name: str) -> None:
+        """Remove a Node object. Its pods and Device CR stay until removed themselves."""
+        info = self._nodes.get(name)
+        if info is None or info.node is None:
+            return
+        self._count_node(info.node, -1)
+        info.node = None
+        self._node_list = self._positions = None
+        self._static_generation += 1
+        self._touch(info)
+        self._drop_if_empty(info)
+
+    # --- devices ----------------------------------------------------------------------------------
+    def add_device(self, device: Device) -> None:
+        """Add or replace a node's Device CR; every holding on the node is re-applied."""
+        info = self._node_info(device.node_name)
+        self._log_problems(info.name, "", info.devices.set_device(device))
+        self._touch(info, devices=True)
+
+    update_device = add_device
+
+    def remove_device(self, name: str) -> None:
+        info = self._nodes.get(name)
+        if info is None or info.devices.device is None:
+            return
+        info.devices.set_device(None)
+        self._touch(info, devices=True)
+        self._drop_if_empty(info)
+
+    # --- pods from informers -----------------------------------------------------------------------
+    def add_pod(self, pod: Pod) -> None:
+        """Add, update or confirm an assigned pod. Pods without a node, or terminal, are removed."""
+        ident = pod.uid or pod.key
+        if not pod.node_name or pod.is_terminal:
+            self._remove(ident)
+            return
+        info = PodInfo.of(pod)
+        entry = self._pods.get(ident)
+        if entry is not None:
+            self._take_off_node(entry, keep_reservation=entry.node == pod.node_name)
+        node = self._node_info(pod.node_name)
+        node.add_pod(info)
+        self._pods[ident] = _PodEntry(info, pod.node_name, assumed=False)
+        self._hold(node, info)
+        self._touch(node, devices=True)
+
+    update_pod = add_pod
+
+    def remove_pod(self, pod: Pod) -> None:
+        """Remove a pod (deleted, or finished). Idempotent."""
+        self._remove(pod.uid or pod.key)
+
+    # --- pods being scheduled ---------------------------------------------------------------------
+    def assume(self, pod: PodInfo, node: str) -> None:
+        """Put a pod being scheduled on `node` before it is bound. Raises ValueError if the pod
+        is already in the cache (a caller bug: it would be counted twice)."""
+        if pod.ident in self._pods:
+            raise ValueError(f"pod {pod.key} is already in the scheduler cache")
+        info = self._node_info(node)
+        info.add_pod(pod)
+        self._pods[pod.ident] = _PodEntry(pod, node, assumed=True)
+        self._touch(info)
+
+    def confirm(self, pod: Pod) -> None:
+        """An assumed pod is bound as `pod` (its node set, annotations patched); nothing moves.
+
+        For callers that bind in memory (what-if, the simulator): it keeps the devices reserved
+        for the pod instead of decoding the annotation PreBind wrote from that same reservation.
+        A pod that is not assumed on `pod.node_name` is added as `add_pod` would.
+        """
+        ident = pod.uid or pod.key
+        entry = self._pods.get(ident)
+        reserved = self._reserved.get(ident)
+        if entry is None or not entry.assumed or entry.node != pod.node_name:
+            self.add_pod(pod)
+            return
+        holding = reserved[1] if reserved is not None and reserved[0] == entry.node else None
+        info = PodInfo(
+            pod,
+            entry.info.requests,
+            holding.allocations if holding is not None else {},
+            pcie_exclusive=holding.pcie_exclusive if holding is not None else frozenset(),
+        )
+        node = self._nodes[entry.node]
+        node.pods[ident] = info
+        self._pods[ident] = _PodEntry(info, entry.node, assumed=False)
+        self._reserved.pop(ident, None)
+        self._touch(node)
+
+    def forget(self, ident: str) -> None:
+        """Undo `assume` (binding failed or the cycle was aborted). Idempotent; a confirmed pod
+        is left alone."""
+        entry = self._pods.get(ident)
+        if entry is None or not entry.assumed:
+            return
+        self._remove(ident)
+
+    def finish_binding(self, ident: str, *, now: float) -> None:
+        """The binding of an assumed pod was sent; start its expiry clock."""
+        entry = self._pods.get(ident)
+        if entry is not None and entry.assumed:
+            entry.deadline = now + self._assumed_ttl
+
+    def cleanup_expired(self, *, now: float) -> list[str]:
+        """Forget assumed pods whose binding finished long ago but never got confirmed."""
+        expired = [i for i, e in self._pods.items() if e.assumed and e.deadline is not None and e.deadline <= now]
+        for ident in expired:
+            log.warning("Assumed pod expired", extra={"pod": self._pods[ident].info.key})
+            self._remove(ident)
+        return expired
+
+    def reserve_devices(
+        self,
+        pod: PodInfo,
+        node: str,
+        allocations: Mapping[DeviceType, tuple[DeviceAllocation, ...]],
+        *,
+        pcie_exclusive: frozenset[DeviceType] = frozenset(),
+    ) -> None:
+        """Record devices chosen for a pod in flight (DeviceShare's Reserve). Idempotent."""
+        holding = Holding(pod.key, pod.ident, allocations, pcie_exclusive)
+        self._reserved[pod.ident] = (node, holding)
+        info = self._node_info(node)
+        self._log_problems(node, pod.key, info.devices.hold(holding))
+        self._touch(info, devices=True)
+
+    def release_devices(self, ident: str, node: str) -> None:
+        """Undo `reserve_devices` (Unreserve). Idempotent."""
+        reserved = self._reserved.get(ident)
+        if reserved is not None and reserved[0] == node:
+            del self._reserved[ident]
+        info = self._nodes.get(node)
+        if info is not None and info.devices.release(ident):
+            self._touch(info, devices=True)
+
+    # --- internals --------------------------------------------------------------------------------
+    def _node_info(self, name: str) -> NodeInfo:
+        info = self._nodes.get(name)
+        if info is None:
+            info = self._nodes[name] = NodeInfo(name)
+            self._touch(info, devices=True)  # fresh generations: no memo may mistake it for an old one
+        return info
+
+    def _touch(self, info: NodeInfo, *, devices: bool = False) -> None:
+        self._generation += 1
+        info.generation = self._generation
+        if devices:
+            info.device_generation = self._generation
+        self._change_log.append(info.name)
+        if len(self._change_log) > _CHANGE_LOG_LIMIT:
+            half = len(self._change_log) // 2
+            del self._change_log[:half]
+            self._change_base += half
+
+    def _count_node(self, node: Node, sign: int) -> None:
+        if node.unschedulable:
+            self._cordoned += sign
+        for effect in {t.effect for t in node.taints}:
+            self._taint_effects[effect] = self._taint_effects.get(effect, 0) + sign
+
+    def _hold(self, node: NodeInfo, pod: PodInfo) -> None:
+        """Device holding of a confirmed pod: its annotation, else what Reserve recorded."""
+        if pod.allocations:
+            self._reserved.pop(pod.ident, None)
+            holding = Holding(pod.key, pod.ident, pod.allocations, pod.pcie_exclusive)
+        else:
+            reserved = self._reserved.get(pod.ident)
+            if reserved is None or reserved[0] != node.name:
+                return
+            holding = reserved[1]
+        self._log_problems(node.name, pod.key, node.devices.hold(holding))
+
+    def _take_off_node(self, entry: _PodEntry, *, keep_reservation: bool) -> None:
+        node = self._nodes.get(entry.node)
+        if node is None:
+            return
+        node.remove_pod(entry.info.ident)
+        node.devices.release(entry.info.ident)
+        if not keep_reservation:
+            self._reserved.pop(entry.info.ident, None)
+        self._touch(node, devices=True)
+        self._drop_if_empty(node)
+
+    def _remove(self, ident: str) -> None:
+        entry = self._pods.pop(ident, None)
+        if entry is not None:
+            self._take_off_node(entry, keep_reservation=False)
+        else:
+            self._reserved.pop(ident, None)
+
+    def _drop_if_empty(self, info: NodeInfo) -> None:
+        if info.is_empty():
+            del self._nodes[info.name]
+
+    @staticmethod
+    def _log_problems(node: str, pod: str, problems: list[str]) -> None:
+        for problem in problems:
+            log.warning("Device accounting problem", extra={"node": node, "pod": pod, "problem": problem})

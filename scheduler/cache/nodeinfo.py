@@ -1,0 +1,102 @@
+"""What the scheduler knows about one node: the Node, the pods on it, their sums, its devices.
+
+Filter and Score plugins read a NodeInfo; only ClusterCache writes one. Sums are kept
+incrementally (adding or removing a pod touches only its own requests), so a Filter reads
+`requested` instead of summing pods. `generation` changes on every write and
+`device_generation` on every device write, both drawn from one cache-wide counter, so a plugin
+may memoise per-node results keyed by them and never see a stale entry, even for a node that
+was removed and re-added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from apis import names
+from apis.core import Node
+from scheduler.cache.devices import NodeDevices
+from scheduler.cache.podinfo import PodInfo
+
+__all__ = ["DEFAULT_MEMORY_REQUEST", "DEFAULT_MILLI_CPU_REQUEST", "NodeInfo", "non_zero_requests"]
+
+#: kube-scheduler scores a pod without CPU/memory requests as if it asked for these.
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+_EMPTY: Mapping[str, int] = {}
+
+
+def non_zero_requests(requests: Mapping[str, int]) -> tuple[int, int]:
+    """(milli-CPU, memory bytes) for scoring, with kube-scheduler's defaults for zero requests."""
+    return (
+        requests.get(names.CPU, 0) or DEFAULT_MILLI_CPU_REQUEST,
+        requests.get(names.MEMORY, 0) or DEFAULT_MEMORY_REQUEST,
+    )
+
+
+class NodeInfo:
+    """One node's state. `node` is None while only pods or a Device CR have been seen for it."""
+
+    __slots__ = (
+        "device_generation",
+        "devices",
+        "generation",
+        "name",
+        "node",
+        "non_zero_requested",
+        "pods",
+        "requested",
+    )
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.node: Node | None = None
+        #: pod ident -> PodInfo, for bound and assumed pods
+        self.pods: dict[str, PodInfo] = {}
+        #: Sum of the pods' effective requests (every resource name, devices included).
+        self.requested: dict[str, int] = {}
+        #: (milli-CPU, memory) summed with kube-scheduler's non-zero defaults, for scoring.
+        self.non_zero_requested: list[int] = [0, 0]
+        self.devices = NodeDevices()
+        self.generation = 0
+        self.device_generation = 0
+
+    @property
+    def allocatable(self) -> Mapping[str, int]:
+        return self.node.allocatable if self.node is not None else _EMPTY
+
+    def free(self, name: str) -> int:
+        """Allocatable minus requested for one resource (may be negative when over-committed)."""
+        return self.allocatable.get(name, 0) - self.requested.get(name, 0)
+
+    def is_empty(self) -> bool:
+        """No Node, no pods and no Device CR: the cache may drop it."""
+        return self.node is None and not self.pods and self.devices.device is None
+
+    def add_pod(self, pod: PodInfo) -> None:
+        self.pods[pod.ident] = pod
+        requested = self.requested
+        for name, amount in pod.requests.items():
+            if amount:  # zero requests leave no key behind: sums compare equal after undo
+                requested[name] = requested.get(name, 0) + amount
+        cpu, memory = non_zero_requests(pod.requests)
+        self.non_zero_requested[0] += cpu
+        self.non_zero_requested[1] += memory
+
+    def remove_pod(self, ident: str) -> PodInfo | None:
+        pod = self.pods.pop(ident, None)
+        if pod is None:
+            return None
+        requested = self.requested
+        for name, amount in pod.requests.items():
+            if not amount:
+                continue
+            left = requested.get(name, 0) - amount
+            if left:
+                requested[name] = left
+            else:
+                requested.pop(name, None)
+        cpu, memory = non_zero_requests(pod.requests)
+        self.non_zero_requested[0] -= cpu
+        self.non_zero_requested[1] -= memory
+        return pod

@@ -1,0 +1,74 @@
+"""A pod plus what the scheduler derives from it, computed once per pod object.
+
+Every plugin reads the same few derived facts (the effective request, the devices a bound pod
+holds, whether it holds them PCIe-exclusively). Deriving them here once keeps the hot path free
+of repeated parsing, and keeps a malformed annotation on an existing pod from failing a cycle:
+the error is recorded on the PodInfo (and logged) and the pod still counts for CPU and memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from apis import allocation, hints
+from apis.allocation import DeviceAllocation
+from apis.core import Pod
+from apis.device import DeviceType
+from apis.errors import AnnotationError
+
+__all__ = ["PodInfo"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """Read-only facts about one pod object; build with `PodInfo.of(pod)`."""
+
+    pod: Pod
+    #: The effective request (`Pod.requests()`), in base units.
+    requests: Mapping[str, int]
+    #: Devices named by the pod's `device-allocated` annotation (empty when none or malformed).
+    allocations: Mapping[DeviceType, tuple[DeviceAllocation, ...]] = field(default_factory=dict)
+    #: Why the `device-allocated` annotation could not be read; "" when it was fine or absent.
+    allocation_error: str = ""
+    #: Device types the pod holds PCIe-exclusively (its device-allocate-hint says `PCIeLevel`).
+    pcie_exclusive: frozenset[DeviceType] = frozenset()
+
+    @classmethod
+    def of(cls, pod: Pod) -> PodInfo:
+        """Derive once. Never raises: malformed annotations are recorded and logged."""
+        allocations: Mapping[DeviceType, tuple[DeviceAllocation, ...]] = {}
+        error = ""
+        try:
+            allocations = allocation.from_pod_annotations(pod.annotations, obj=pod.key)
+        except AnnotationError as e:
+            error = str(e)
+            log.warning("Ignoring malformed device allocation", extra={"pod": pod.key, "error": error})
+        exclusive: frozenset[DeviceType] = frozenset()
+        if allocations:
+            try:
+                pod_hints = hints.hints_from_annotations(pod.annotations, obj=pod.key)
+            except AnnotationError as e:
+                log.warning("Ignoring malformed device hint", extra={"pod": pod.key, "error": str(e)})
+            else:
+                exclusive = frozenset(
+                    t for t, h in pod_hints.items() if h.exclusive_policy is hints.ExclusivePolicy.PCIE_LEVEL
+                )
+        return cls(pod, pod.requests(), allocations, error, exclusive)
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`: how logs, annotations and users name the pod."""
+        return self.pod.key
+
+    @property
+    def ident(self) -> str:
+        """The cache's identity for the pod: its UID, or its key when a snapshot gives no UID."""
+        return self.pod.uid or self.pod.key
+
+    @property
+    def node_name(self) -> str:
+        return self.pod.node_name

@@ -1,0 +1,52 @@
+"""Per-pod data carried between the extension points of one scheduling cycle.
+
+Each plugin keeps its own entry under its own key (usually its name): what PreFilter parsed,
+what Reserve chose. `clone()` copies the state for a what-if evaluation (preemption tries
+removing pods on a copy) without touching the original; entries decide how deep to copy.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+__all__ = ["CycleState", "StateData"]
+
+_D = TypeVar("_D", bound="StateData")
+
+
+class StateData:
+    """An entry in the cycle state. Immutable entries may keep the default `clone`."""
+
+    def clone(self) -> StateData:
+        return self
+
+
+class CycleState:
+    """Plugin entries plus the framework's per-cycle notes (which Filter/Score to skip)."""
+
+    __slots__ = ("_data", "skip_filter", "skip_score")
+
+    def __init__(self) -> None:
+        self._data: dict[str, StateData] = {}
+        #: Plugins whose PreFilter said SKIP: their Filter is not run this cycle.
+        self.skip_filter: set[str] = set()
+        #: Plugins whose PreScore said SKIP: their Score is not run this cycle.
+        self.skip_score: set[str] = set()
+
+    def write(self, key: str, data: StateData) -> None:
+        self._data[key] = data
+
+    def read(self, key: str, kind: type[_D]) -> _D | None:
+        """The entry under `key` if it is a `kind`, else None."""
+        data = self._data.get(key)
+        return data if isinstance(data, kind) else None
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def clone(self) -> CycleState:
+        copy = CycleState()
+        copy._data = {k: v.clone() for k, v in self._data.items()}
+        copy.skip_filter = set(self.skip_filter)
+        copy.skip_score = set(self.skip_score)
+        return copy

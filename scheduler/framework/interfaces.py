@@ -1,0 +1,230 @@
+"""The extension points: one small abstract class each, as in kube-scheduler's framework.
+
+A plugin subclasses only the points it uses (`class DeviceShare(PreFilterPlugin, FilterPlugin,
+ScorePlugin, ReservePlugin, PreBindPlugin)`), so mypy checks every signature. The runtime
+(`runtime.Framework`) calls them in this order for one pod:
+
+    PreFilter → Filter (per node) → [PostFilter if no node fits] → PreScore → Score (per node,
+    then normalize, times weight) → Reserve → Permit → PreBind → Bind → PostBind
+    (Unreserve, in reverse order, when anything after Reserve fails)
+
+Contracts, as kube-scheduler's:
+- Filter and Score read only the NodeInfo they are given and the cycle state; no I/O, no
+  mutation. A Filter is safe to call again for the same node (diagnosis does).
+- PreFilter may narrow the nodes worth looking at (`PreFilterResult.node_names`) and may return
+  SKIP, which skips its own Filter for this pod; PreScore likewise with SKIP for Score.
+- Reserve may update shared state (the cache) and must be undone by Unreserve, which is
+  idempotent and must not fail.
+- Permit returns SUCCESS, WAIT (with a timeout; the runtime keeps the pod waiting until a plugin
+  allows or rejects it, or the time is up) or a rejection.
+- PreBind may add annotations to the pod through a `PodPatch`; the caller applies the patch
+  before Bind. Bind returns SKIP to let the next binder (or the caller) bind.
+- Filter/Score plugins that can say what of the pod their results depend on (`memo_key`) let
+  the runtime reuse per-node results across pods of the same shape.
+- A raised exception is a bug: the runtime turns it into an ERROR status, logs the stack and
+  keeps the cycle loop alive.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from scheduler.cache import ClusterCache, NodeInfo, PodInfo
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.status import Status
+
+__all__ = [
+    "BindPlugin",
+    "ClusterEvent",
+    "EnqueueExtension",
+    "EventAction",
+    "EventResource",
+    "ExtensionPoint",
+    "FilterPlugin",
+    "Handle",
+    "PermitPlugin",
+    "Plugin",
+    "PodPatch",
+    "PostBindPlugin",
+    "PostFilterPlugin",
+    "PreBindPlugin",
+    "PreFilterPlugin",
+    "PreFilterResult",
+    "PreScorePlugin",
+    "ReservePlugin",
+    "ScorePlugin",
+]
+
+#: Scores are integers in [0, MAX_NODE_SCORE] after normalization.
+MAX_NODE_SCORE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Handle:
+    """What a plugin gets from the framework at construction: the shared cache and its profile."""
+
+    cache: ClusterCache
+    profile: str
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """Nodes worth filtering for this pod; None means all. Every other node is known to fail
+    this plugin's Filter (the runtime filters them only to explain a failure)."""
+
+    node_names: frozenset[str] | None = None
+
+
+@dataclass(slots=True)
+class PodPatch:
+    """Changes PreBind plugins ask for on the pod (applied by the caller before binding)."""
+
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+class ExtensionPoint(enum.Enum):
+    PRE_FILTER = "preFilter"
+    FILTER = "filter"
+    POST_FILTER = "postFilter"
+    PRE_SCORE = "preScore"
+    SCORE = "score"
+    RESERVE = "reserve"
+    PERMIT = "permit"
+    PRE_BIND = "preBind"
+    BIND = "bind"
+    POST_BIND = "postBind"
+
+
+class EventResource(enum.Enum):
+    POD = "Pod"
+    NODE = "Node"
+    DEVICE = "Device"
+    POD_GROUP = "PodGroup"
+    ELASTIC_QUOTA = "ElasticQuota"
+
+
+class EventAction(enum.Flag):
+    ADD = enum.auto()
+    UPDATE = enum.auto()
+    DELETE = enum.auto()
+    ALL = ADD | UPDATE | DELETE
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    """A change that may make a pod this plugin rejected fit (for requeueing)."""
+
+    resource: EventResource
+    action: EventAction
+
+
+class Plugin(abc.ABC):
+    """Every plugin has a name, unique in the registry, used in config, statuses and logs."""
+
+    name: ClassVar[str]
+
+    def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """A key such that this plugin's Filter and Score results on a node depend only on the
+        key and on that NodeInfo; None (the default) when no such key exists.
+
+        Called after PreFilter. When every Filter and Score plugin of a profile gives a key, the
+        runtime reuses a node's results for later pods with the same keys until the node's
+        `generation` changes — exact, not an approximation, as long as the key is honest.
+        """
+        return None
+
+
+class PreFilterPlugin(Plugin):
+    @abc.abstractmethod
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        """Prepare per-pod data; reject a pod that can fit nowhere; or SKIP the Filter."""
+
+
+class FilterPlugin(Plugin):
+    @abc.abstractmethod
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """Can the pod run on this node? SUCCESS or a rejection naming why."""
+
+
+class PostFilterPlugin(Plugin):
+    @abc.abstractmethod
+    def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
+        """Called when no node fits: may make room (preemption) and nominate a node."""
+
+
+class PreScorePlugin(Plugin):
+    @abc.abstractmethod
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        """Prepare scoring over the feasible nodes; SKIP skips this plugin's Score."""
+
+
+class ScorePlugin(Plugin):
+    #: Set to True when `normalize_scores` does something (saves a call per cycle otherwise).
+    normalizes: ClassVar[bool] = False
+
+    @abc.abstractmethod
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        """Raw score of a feasible node; higher is better. Never rejects."""
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        """Rescale raw scores in place to [0, MAX_NODE_SCORE]."""
+        return None
+
+
+class ReservePlugin(Plugin):
+    @abc.abstractmethod
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Claim what the pod needs on `node` before binding."""
+
+    @abc.abstractmethod
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Undo `reserve`. Idempotent; never fails."""
+
+
+class PermitPlugin(Plugin):
+    @abc.abstractmethod
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """SUCCESS, WAIT (Status.wait(timeout)) or a rejection."""
+
+
+class PreBindPlugin(Plugin):
+    @abc.abstractmethod
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
+        """Last step before binding; may ask for annotations through `patch`."""
+
+
+class BindPlugin(Plugin):
+    @abc.abstractmethod
+    def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Bind the pod, or SKIP to leave it to the next binder."""
+
+
+class PostBindPlugin(Plugin):
+    @abc.abstractmethod
+    def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Informational: the pod is bound."""
+
+
+class EnqueueExtension(Plugin):
+    @abc.abstractmethod
+    def events_to_register(self) -> tuple[ClusterEvent, ...]:
+        """Cluster changes that may make a pod this plugin rejected schedulable."""
+
+
+#: Which ABC implements which extension point.
+POINT_CLASSES: Mapping[ExtensionPoint, type[Plugin]] = {
+    ExtensionPoint.PRE_FILTER: PreFilterPlugin,
+    ExtensionPoint.FILTER: FilterPlugin,
+    ExtensionPoint.POST_FILTER: PostFilterPlugin,
+    ExtensionPoint.PRE_SCORE: PreScorePlugin,
+    ExtensionPoint.SCORE: ScorePlugin,
+    ExtensionPoint.RESERVE: ReservePlugin,
+    ExtensionPoint.PERMIT: PermitPlugin,
+    ExtensionPoint.PRE_BIND: PreBindPlugin,
+    ExtensionPoint.BIND: BindPlugin,
+    ExtensionPoint.POST_BIND: PostBindPlugin,
+}

@@ -1,0 +1,577 @@
+"""The framework runtime: runs one profile's plugins at each extension point for one pod.
+
+`Framework.build` turns a ProfileConfig into plugin instances (via an injected registry, so
+this layer never imports plugins). `schedule` is kube-scheduler's scheduling algorithm:
+
+1. PreFilter every plugin (a rejection ends the cycle; SKIP drops that plugin's Filter; node
+   sets narrow the search).
+2. Filter nodes in a rotating order, stopping once enough feasible nodes are found
+   (`percentageOfNodesToScore`; adaptive by default: 50% − nodes/125, at least 5% and at least
+   100 nodes), and keep every rejection per node for diagnosis.
+3. No feasible node: when asked to diagnose, also filter the nodes PreFilter ruled out (so every
+   node has a precise reason), then PostFilter.
+4. PreScore and Score the feasible nodes, normalize, weight, sum; ties broken by the seeded RNG.
+
+The rest of the cycle (Reserve, Permit, PreBind, Bind, PostBind, Unreserve) are separate calls
+so a caller can assume the pod in the cache in between and bind asynchronously.
+
+Pure and deterministic given the cache, the pod and the RNG seed. A plugin exception becomes an
+ERROR status naming the plugin, with the stack logged; it never escapes a cycle.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import types
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from apis.errors import ConfigError
+from scheduler.cache import NodeInfo, PodInfo
+from scheduler.framework.config import PluginRef, ProfileConfig
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.diagnosis import Diagnosis
+from scheduler.framework.interfaces import (
+    POINT_CLASSES,
+    BindPlugin,
+    ExtensionPoint,
+    FilterPlugin,
+    Handle,
+    PermitPlugin,
+    Plugin,
+    PodPatch,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PreBindPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.waiting import MAX_PERMIT_TIMEOUT, WaitingPod
+
+__all__ = [
+    "MIN_FEASIBLE_NODES_TO_FIND",
+    "Framework",
+    "PluginFactory",
+    "Registry",
+    "ScheduleResult",
+    "num_feasible_nodes_to_find",
+]
+
+log = logging.getLogger(__name__)
+
+#: A plugin's constructor: raw args from the config (None when not given) and the handle.
+#: Raises ConfigError for bad arguments.
+PluginFactory = Callable[[Mapping[str, object] | None, Handle], Plugin]
+Registry = Mapping[str, PluginFactory]
+
+#: kube-scheduler's floor on the number of feasible nodes to look for before scoring.
+MIN_FEASIBLE_NODES_TO_FIND = 100
+_MIN_ADAPTIVE_PERCENTAGE = 5
+#: Pod shapes whose per-node results are remembered (least recently used ones are dropped).
+_MEMO_SHAPES = 64
+
+
+def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
+    """How many feasible nodes to find before scoring (kube-scheduler's rule)."""
+    if total < MIN_FEASIBLE_NODES_TO_FIND or percentage >= 100:
+        return total
+    if percentage <= 0:
+        percentage = max(50 - total // 125, _MIN_ADAPTIVE_PERCENTAGE)
+    return max(total * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleResult:
+    """Where the pod should go (`node`), or why not (`status`, `diagnosis`)."""
+
+    node: str | None
+    status: Status
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
+    #: Nodes whose filters ran, and how many of them passed.
+    evaluated_nodes: int = 0
+    feasible_nodes: int = 0
+    #: Node PostFilter (preemption) nominated, if any.
+    nominated_node: str | None = None
+
+
+class Framework:
+    """One profile's plugins, run per extension point. Build with `Framework.build`."""
+
+    def __init__(
+        self,
+        *,
+        handle: Handle,
+        plugins: Mapping[ExtensionPoint, Sequence[Plugin]],
+        weights: Mapping[str, int],
+        percentage_of_nodes_to_score: int = 0,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.handle = handle
+        self.profile = handle.profile
+
+        def at(point: ExtensionPoint) -> Sequence[Plugin]:
+            return plugins.get(point, ())
+
+        self._pre_filter = [p for p in at(ExtensionPoint.PRE_FILTER) if isinstance(p, PreFilterPlugin)]
+        self._filter = [p for p in at(ExtensionPoint.FILTER) if isinstance(p, FilterPlugin)]
+        self._post_filter = [p for p in at(ExtensionPoint.POST_FILTER) if isinstance(p, PostFilterPlugin)]
+        self._pre_score = [p for p in at(ExtensionPoint.PRE_SCORE) if isinstance(p, PreScorePlugin)]
+        self._score = [p for p in at(ExtensionPoint.SCORE) if isinstance(p, ScorePlugin)]
+        self._reserve = [p for p in at(ExtensionPoint.RESERVE) if isinstance(p, ReservePlugin)]
+        self._permit = [p for p in at(ExtensionPoint.PERMIT) if isinstance(p, PermitPlugin)]
+        self._pre_bind = [p for p in at(ExtensionPoint.PRE_BIND) if isinstance(p, PreBindPlugin)]
+        self._bind = [p for p in at(ExtensionPoint.BIND) if isinstance(p, BindPlugin)]
+        self._post_bind = [p for p in at(ExtensionPoint.POST_BIND) if isinstance(p, PostBindPlugin)]
+        for point, group in plugins.items():
+            for plugin in group:
+                if not isinstance(plugin, POINT_CLASSES[point]):
+                    raise ConfigError(f"plugin {plugin.name} does not implement {point.value}")
+        self._weights = dict(weights)
+        self._percentage = percentage_of_nodes_to_score
+        self._rng = rng if rng is not None else random.Random(0)
+        self._next_start = 0
+        self._waiting: dict[str, WaitingPod] = {}
+        #: memo key -> node name -> [generation, filter status, raw scores, id of their plugin set]
+        self._memo: OrderedDict[Hashable, dict[str, list[Any]]] = OrderedDict()
+        self._active_ids: dict[tuple[str, ...], int] = {}
+        seen: dict[str, Plugin] = {}
+        for group in plugins.values():
+            for p in group:
+                seen.setdefault(p.name, p)
+        self._plugins = seen
+
+    # --- construction -----------------------------------------------------------------------------
+    @classmethod
+    def build(
+        cls,
+        profile: ProfileConfig,
+        *,
+        registry: Registry,
+        default_plugins: Sequence[PluginRef],
+        handle: Handle,
+        percentage_of_nodes_to_score: int = 0,
+        rng: random.Random | None = None,
+    ) -> Framework:
+        """Instantiate the profile's plugins. Raises ConfigError listing every problem."""
+        problems: list[str] = []
+        enabled: dict[str, int | None] = {}
+        if "*" not in profile.multi_point.disabled:
+            enabled = {ref.name: ref.weight for ref in default_plugins if ref.name not in profile.multi_point.disabled}
+        for ref in profile.multi_point.enabled:
+            enabled[ref.name] = ref.weight if ref.weight is not None else enabled.get(ref.name)
+        extra = [ref.name for pset in profile.points.values() for ref in pset.enabled if ref.name not in enabled]
+        instances: dict[str, Plugin] = {}
+        for name in [*enabled, *dict.fromkeys(extra)]:
+            factory = registry.get(name)
+            if factory is None:
+                problems.append(f"plugin {name!r} is not registered (known: {', '.join(sorted(registry))})")
+                continue
+            try:
+                instances[name] = factory(profile.plugin_args.get(name), handle)
+            except ConfigError as e:
+                problems.append(f"plugin {name}: {e}")
+        for name in profile.plugin_args:
+            if name not in registry:
+                problems.append(f"pluginConfig names unknown plugin {name!r}")
+        points: dict[ExtensionPoint, list[Plugin]] = {}
+        weights = {name: weight or 1 for name, weight in enabled.items()}
+        for point, base in POINT_CLASSES.items():
+            pset = profile.points.get(point)
+            disabled = pset.disabled if pset is not None else frozenset()
+            chosen = [] if "*" in disabled else [n for n in enabled if n not in disabled]
+            for ref in pset.enabled if pset is not None else ():
+                if ref.name not in chosen:
+                    chosen.append(ref.name)
+                if point is ExtensionPoint.SCORE and ref.weight is not None:
+                    weights[ref.name] = ref.weight
+            explicit = {ref.name for ref in pset.enabled} if pset is not None else set()
+            for name in chosen:
+                plugin = instances.get(name)
+                if plugin is None:
+                    continue
+                if isinstance(plugin, base):
+                    points.setdefault(point, []).append(plugin)
+                elif name in explicit:
+                    problems.append(f"plugin {name} does not implement the {point.value} extension point")
+        if problems:
+            raise ConfigError(f"profile {profile.scheduler_name}: " + "; ".join(problems))
+        return cls(
+            handle=handle,
+            plugins=points,
+            weights=weights,
+            percentage_of_nodes_to_score=percentage_of_nodes_to_score,
+            rng=rng,
+        )
+
+    # --- introspection ----------------------------------------------------------------------------
+    def plugin(self, name: str) -> Plugin | None:
+        return self._plugins.get(name)
+
+    def plugin_names(self, point: ExtensionPoint) -> list[str]:
+        groups: dict[ExtensionPoint, Sequence[Plugin]] = {
+            ExtensionPoint.PRE_FILTER: self._pre_filter,
+            ExtensionPoint.FILTER: self._filter,
+            ExtensionPoint.POST_FILTER: self._post_filter,
+            ExtensionPoint.PRE_SCORE: self._pre_score,
+            ExtensionPoint.SCORE: self._score,
+            ExtensionPoint.RESERVE: self._reserve,
+            ExtensionPoint.PERMIT: self._permit,
+            ExtensionPoint.PRE_BIND: self._pre_bind,
+            ExtensionPoint.BIND: self._bind,
+            ExtensionPoint.POST_BIND: self._post_bind,
+        }
+        return [p.name for p in groups[point]]
+
+    def weight(self, name: str) -> int:
+        return self._weights.get(name, 1)
+
+    # --- the scheduling algorithm -----------------------------------------------------------------
+    def schedule(self, state: CycleState, pod: PodInfo, *, diagnose: bool = True) -> ScheduleResult:
+        """Pick a node for the pod (nothing is reserved). Never raises.
+
+        `diagnose=False` skips the work that only explains a failure (filtering nodes PreFilter
+        already ruled out); the simulator and benchmarks use it, a live scheduler should not.
+        """
+        try:
+            return self._schedule(state, pod, diagnose)
+        except Exception as e:
+            return ScheduleResult(None, self._crash(e, "schedule", pod))
+
+    def _schedule(self, state: CycleState, pod: PodInfo, diagnose: bool) -> ScheduleResult:
+        nodes = self.handle.cache.nodes()
+        diagnosis = Diagnosis()
+        if not nodes:
+            return ScheduleResult(None, Status.unschedulable("no nodes available to schedule pods"), diagnosis)
+        result, status = self.run_pre_filter(state, pod)
+        if not status.is_success:
+            diagnosis.pre_filter_status = status
+            summary = Status(status.code, (diagnosis.summary(len(nodes)),), status.plugin, status.shortfalls)
+            return ScheduleResult(None, summary, diagnosis)
+        allowed = result.node_names if result is not None else None
+        memo = self._memo_for(state, pod)
+        feasible, entries, evaluated = self._find_feasible(state, pod, nodes, allowed, diagnosis, memo=memo)
+        if not feasible:
+            if allowed is not None and diagnose:
+                for info in nodes:
+                    if info.name not in allowed:
+                        diagnosis.node_statuses[info.name] = self.run_filters(state, pod, info)
+            nominated = None
+            if self._post_filter:
+                nominated, post = self.run_post_filter(state, pod, diagnosis.node_statuses)
+                diagnosis.post_filter_status = post
+            codes = {s.code for s in diagnosis.node_statuses.values()}
+            if Code.ERROR in codes:
+                error = next(s for s in diagnosis.node_statuses.values() if s.code is Code.ERROR)
+                return ScheduleResult(None, error, diagnosis, evaluated)
+            # Preemption may help as soon as one node rejected the pod only for lack of room.
+            unresolvable = codes == {Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
+            code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+            fail = Status(code, (diagnosis.summary(len(nodes)),))
+            return ScheduleResult(None, fail, diagnosis, evaluated, 0, nominated)
+        if len(feasible) == 1:
+            return ScheduleResult(feasible[0].name, SUCCESS, diagnosis, evaluated, 1)
+        status = self.run_pre_score(state, pod, feasible)
+        if not status.is_success:
+            return ScheduleResult(None, status, diagnosis, evaluated, len(feasible))
+        totals = self.run_score(state, pod, feasible, entries)
+        best = max(totals)
+        ties = [i for i, t in enumerate(totals) if t == best]
+        pick = ties[0] if len(ties) == 1 else ties[self._rng.randrange(len(ties))]
+        return ScheduleResult(feasible[pick].name, SUCCESS, diagnosis, evaluated, len(feasible))
+
+    def run_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        """Run every PreFilter; intersect their node sets. A rejection carries its plugin."""
+        merged: frozenset[str] | None = None
+        for plugin in self._pre_filter:
+            result, status = plugin.pre_filter(state, pod)
+            if status.code is Code.SKIP:
+                state.skip_filter.add(plugin.name)
+            elif not status.is_success:
+                return None, _with_plugin(status, plugin.name)
+            if result is not None and result.node_names is not None:
+                merged = result.node_names if merged is None else merged & result.node_names
+        return (PreFilterResult(merged) if merged is not None else None), SUCCESS
+
+    def _active_filters(self, state: CycleState) -> list[Callable[[CycleState, PodInfo, NodeInfo], Status]]:
+        skip = state.skip_filter
+        return [p.filter for p in self._filter if p.name not in skip]
+
+    def run_filters(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """The first rejection of the node by a (non-skipped) Filter, or SUCCESS."""
+        return _run_chain(self._active_filters(state), state, pod, node)
+
+    def diagnose_node(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> list[Status]:
+        """Every rejection of the node (all Filters run, not just up to the first failure)."""
+        out = []
+        for check in self._active_filters(state):
+            status = check(state, pod, node)
+            if status.code is not Code.SUCCESS:
+                out.append(status)
+        return out
+
+    def _memo_for(self, state: CycleState, pod: PodInfo) -> dict[str, list[Any]] | None:
+        """This pod shape's per-node results, if every Filter and Score plugin gives a key."""
+        parts: list[Hashable] = [frozenset(state.skip_filter)]
+        for plugin in itertools.chain(self._filter, self._score):
+            key = plugin.memo_key(state, pod)
+            if key is None:
+                return None
+            parts.append(key)
+        shape = tuple(parts)
+        table = self._memo.get(shape)
+        if table is None:
+            if len(self._memo) >= _MEMO_SHAPES:
+                self._memo.popitem(last=False)
+            table = self._memo[shape] = {}
+        else:
+            self._memo.move_to_end(shape)
+        return table
+
+    def _find_feasible(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: Sequence[NodeInfo],
+        allowed: frozenset[str] | None,
+        diagnosis: Diagnosis,
+        *,
+        memo: dict[str, list[Any]] | None,
+    ) -> tuple[list[NodeInfo], list[list[Any]] | None, int]:
+        total = len(nodes)
+        start = self._next_start % total
+        order: Iterable[NodeInfo]
+        if allowed is None:
+            order = itertools.chain(itertools.islice(nodes, start, None), itertools.islice(nodes, 0, start))
+        else:
+            positions = self.handle.cache.positions()
+            chosen = [positions[name] for name in allowed if name in positions]
+            chosen.sort(key=lambda i: (i - start) % total)
+            order = [nodes[i] for i in chosen]
+        want = num_feasible_nodes_to_find(total, self._percentage)
+        filters = self._active_filters(state)
+        statuses = diagnosis.node_statuses
+        feasible: list[NodeInfo] = []
+        entries: list[list[Any]] = []
+        evaluated = 0
+        # Two copies of the loop: this is the hottest code of the scheduler.
+        if memo is not None:
+            lookup = memo.get
+            for info in order:
+                evaluated += 1
+                entry = lookup(info.name)
+                if entry is None or entry[0] != info.generation:
+                    entry = memo[info.name] = [info.generation, _run_chain(filters, state, pod, info), (), -1]
+                if entry[1] is not SUCCESS:  # _run_chain returns this very object when all pass
+                    statuses[info.name] = entry[1]
+                    continue
+                entries.append(entry)
+                feasible.append(info)
+                if len(feasible) >= want:
+                    break
+        else:
+            for info in order:
+                evaluated += 1
+                status = _run_chain(filters, state, pod, info)
+                if status is not SUCCESS:
+                    statuses[info.name] = status
+                    continue
+                feasible.append(info)
+                if len(feasible) >= want:
+                    break
+        # Rotate so the next pod starts where this one stopped, spreading the search.
+        if allowed is None:
+            self._next_start = (start + evaluated) % total
+        elif len(feasible) >= want:
+            self._next_start = (self.handle.cache.positions()[feasible[-1].name] + 1) % total
+        return feasible, (entries if memo is not None else None), evaluated
+
+    def run_post_filter(
+        self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
+    ) -> tuple[str | None, Status]:
+        status = Status.unschedulable()
+        for plugin in self._post_filter:
+            nominated, status = plugin.post_filter(state, pod, statuses)
+            if status.is_success:
+                return nominated, SUCCESS
+            if status.code is Code.ERROR:
+                return None, _with_plugin(status, plugin.name)
+        return None, status
+
+    def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        for plugin in self._pre_score:
+            status = plugin.pre_score(state, pod, nodes)
+            if status.code is Code.SKIP:
+                state.skip_score.add(plugin.name)
+            elif not status.is_success:
+                return _with_plugin(status, plugin.name)
+        return SUCCESS
+
+    def run_score(
+        self,
+        state: CycleState,
+        pod: PodInfo,
+        nodes: Sequence[NodeInfo],
+        entries: Sequence[list[Any]] | None = None,
+    ) -> list[int]:
+        """Weighted sum of normalized scores per node, aligned with `nodes`.
+
+        `entries` (from the memo, aligned with `nodes`) hold raw scores already computed for
+        unchanged nodes; missing ones are computed and stored there.
+        """
+        skip = state.skip_score
+        active = [plugin for plugin in self._score if plugin.name not in skip]
+        if entries is not None:
+            # Raw scores of the active plugins, kept in the memo entry with the id of the set
+            # of active plugins they were computed for.
+            names = tuple(plugin.name for plugin in active)
+            active_id = self._active_ids.setdefault(names, len(self._active_ids))
+            raws = []
+            for entry, info in zip(entries, nodes, strict=True):
+                if entry[3] != active_id:
+                    entry[2] = tuple(plugin.score(state, pod, info) for plugin in active)
+                    entry[3] = active_id
+                raws.append(entry[2])
+            columns = [list(column) for column in zip(*raws, strict=True)]
+        else:
+            columns = [[plugin.score(state, pod, info) for info in nodes] for plugin in active]
+        totals = [0] * len(nodes)
+        for plugin, scores in zip(active, columns, strict=True):
+            if plugin.normalizes:
+                plugin.normalize_scores(state, pod, scores)
+            weight = self._weights.get(plugin.name, 1)
+            if weight == 1:
+                totals = [t + s for t, s in zip(totals, scores, strict=True)]
+            else:
+                totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
+        return totals
+
+    # --- after a node is chosen ---------------------------------------------------------------------
+    def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """Reserve in order; on failure the caller runs `run_unreserve` (all plugins, reversed)."""
+        try:
+            for plugin in self._reserve:
+                status = plugin.reserve(state, pod, node)
+                if not status.is_success:
+                    return _with_plugin(status, plugin.name)
+        except Exception as e:
+            return self._crash(e, "reserve", pod)
+        return SUCCESS
+
+    def run_unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        """Undo every Reserve, in reverse order. Never raises (a failing plugin is logged)."""
+        for plugin in reversed(self._reserve):
+            try:
+                plugin.unreserve(state, pod, node)
+            except Exception as e:
+                self._crash(e, "unreserve", pod)
+
+    def run_permit(self, state: CycleState, pod: PodInfo, node: str, *, now: float) -> Status:
+        """SUCCESS, a rejection, or WAIT — then the pod is in `waiting_pod(ident)` until decided."""
+        pending: dict[str, float] = {}
+        try:
+            for plugin in self._permit:
+                status = plugin.permit(state, pod, node)
+                if status.code is Code.WAIT:
+                    timeout = min(status.timeout or MAX_PERMIT_TIMEOUT, MAX_PERMIT_TIMEOUT)
+                    pending[plugin.name] = now + timeout
+                elif not status.is_success:
+                    return _with_plugin(status, plugin.name)
+        except Exception as e:
+            return self._crash(e, "permit", pod)
+        if not pending:
+            return SUCCESS
+        waiting = WaitingPod(pod, node, pending)
+        self._waiting[pod.ident] = waiting
+        return Status.wait(waiting.deadline - now)
+
+    def waiting_pod(self, ident: str) -> WaitingPod | None:
+        return self._waiting.get(ident)
+
+    def waiting_pods(self) -> list[WaitingPod]:
+        return list(self._waiting.values())
+
+    def remove_waiting(self, ident: str) -> WaitingPod | None:
+        """Stop tracking a waiting pod (its decision was acted upon)."""
+        return self._waiting.pop(ident, None)
+
+    def expire_waiting(self, *, now: float) -> list[WaitingPod]:
+        """Reject waiting pods whose deadline passed; returns them (still tracked until removed)."""
+        return [w for w in self._waiting.values() if w.expire(now)]
+
+    def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, PodPatch]:
+        """Collect the annotations PreBind plugins ask for; apply them before binding."""
+        patch = PodPatch()
+        try:
+            for plugin in self._pre_bind:
+                status = plugin.pre_bind(state, pod, node, patch)
+                if not status.is_success:
+                    return _with_plugin(status, plugin.name), patch
+        except Exception as e:
+            return self._crash(e, "pre_bind", pod), patch
+        return SUCCESS, patch
+
+    def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        """The first Bind plugin that does not SKIP decides; SKIP from all means "bind it yourself"."""
+        try:
+            for plugin in self._bind:
+                status = plugin.bind(state, pod, node)
+                if status.code is not Code.SKIP:
+                    return _with_plugin(status, plugin.name)
+        except Exception as e:
+            return self._crash(e, "bind", pod)
+        return Status(Code.SKIP)
+
+    def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        for plugin in self._post_bind:
+            try:
+                plugin.post_bind(state, pod, node)
+            except Exception as e:
+                self._crash(e, "post_bind", pod)
+
+    def _crash(self, error: Exception, point: str, pod: PodInfo) -> Status:
+        plugin = _plugin_in_traceback(error.__traceback__)
+        log.error(
+            "Plugin failed",
+            exc_info=error,
+            extra={"profile": self.profile, "plugin": plugin, "point": point, "pod": pod.key},
+        )
+        return Status.error(f"{type(error).__name__}: {error}", plugin=plugin)
+
+
+def _run_chain(
+    filters: Sequence[Callable[[CycleState, PodInfo, NodeInfo], Status]],
+    state: CycleState,
+    pod: PodInfo,
+    node: NodeInfo,
+) -> Status:
+    """The first rejection, or the SUCCESS constant itself (callers compare by identity)."""
+    for check in filters:
+        status = check(state, pod, node)
+        if status.code is not Code.SUCCESS:
+            return status
+    return SUCCESS
+
+
+def _with_plugin(status: Status, plugin: str) -> Status:
+    if status.plugin:
+        return status
+    return Status(status.code, status.reasons, plugin, status.shortfalls, status.timeout)
+
+
+def _plugin_in_traceback(tb: types.TracebackType | None) -> str:
+    """The innermost plugin whose method was running when an exception was raised."""
+    found = ""
+    while tb is not None:
+        owner = tb.tb_frame.f_locals.get("self")
+        if isinstance(owner, Plugin):
+            found = owner.name
+        tb = tb.tb_next
+    return found

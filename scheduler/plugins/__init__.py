@@ -1,0 +1,38 @@
+"""Every scheduler plugin, by name: the registry profiles are built from.
+
+A plugin is a folder (`plugin.py`, `reasons.py`, `args.py` when it takes arguments, a README)
+exposing `NAME` and `new(args, handle)`. Plugins never import each other; what two of them share
+lives below them in `scheduler.framework` (or in `apis`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from scheduler.framework.config import PluginRef
+from scheduler.framework.runtime import Registry
+from scheduler.plugins import deviceshare, nodeaffinity, nodename, noderesources, nodeunschedulable, tainttoleration
+
+__all__ = ["DEFAULT_PLUGINS", "REGISTRY", "SCORING_STRATEGY_PLUGINS"]
+
+REGISTRY: Final[Registry] = {
+    nodeunschedulable.NAME: nodeunschedulable.new,
+    nodename.NAME: nodename.new,
+    tainttoleration.NAME: tainttoleration.new,
+    nodeaffinity.NAME: nodeaffinity.new,
+    noderesources.NAME: noderesources.new,
+    deviceshare.NAME: deviceshare.new,
+}
+
+#: Enabled in every profile unless disabled, in this order, with kube-scheduler's score weights.
+DEFAULT_PLUGINS: Final = (
+    PluginRef(nodeunschedulable.NAME),
+    PluginRef(nodename.NAME),
+    PluginRef(tainttoleration.NAME, 3),
+    PluginRef(nodeaffinity.NAME, 2),
+    PluginRef(noderesources.NAME, 1),
+    PluginRef(deviceshare.NAME, 1),
+)
+
+#: Plugins whose `scoringStrategy` argument `--scoring` on the command line sets.
+SCORING_STRATEGY_PLUGINS: Final = (noderesources.NAME, deviceshare.NAME)

@@ -1,0 +1,522 @@
+"""Which devices of one node a pod gets: pure functions of (node devices, pod request).
+
+`AllocationPolicy` is the seam: the DeviceShare plugin does the bookkeeping (parsing requests,
+memoising per node, reserving in the cache, writing the annotation) and asks a policy only two
+questions — which devices on this node (`allocate`), and how good is this node (`score`). A
+better placement policy (fragmentation-aware, like FGD) is a new class in `POLICIES`; nothing
+else changes.
+
+`TopologyAwarePolicy` implements the protocol's semantics (protocol.md, "Scheduling semantics"),
+following Koordinator's DeviceShare:
+
+- A device is a candidate when it is healthy, matches the hint's `selector`, has the per-device
+  amounts free (a whole-device request needs it entirely unused), is not on a PCIe switch
+  another pod holds exclusively, satisfies the pod's own `exclusivePolicy` (DeviceLevel: no
+  other holder; PCIeLevel — enforced here, unlike Koordinator — no other holder on the switch),
+  and offers a free virtual function when one is needed (a `vfSelector`, or an RDMA/FPGA share
+  below 100 on a device that has VFs: `koordinator.sh/rdma: 1` is one VF).
+- Scope: take the deepest scope that holds the whole request — one PCIe switch, else one NUMA
+  node, else the node — never wider than `requiredTopologyScope`. Among scopes of one depth,
+  prefer the one already partly used (topology bin-packing leaves empty switches whole for
+  multi-device pods); for shared requests, then the best device score.
+- Devices within the scope: partly used switches first, then (shared requests) the device
+  score — LeastAllocated picks the emptiest device, MostAllocated the fullest that fits — then
+  the lowest minor.
+- Joint allocation (`device-joint-allocate`): the primary type goes first; with
+  `requiredScope: SamePCIe` it is restricted to switches where every secondary type can be
+  served, and each secondary takes one device on each of the primary's switches (more if it
+  asks for more). Without a joint annotation, other types still prefer the GPUs' switches.
+- `allocateStrategy` (RDMA/FPGA only, as in Koordinator): `ApplyForAll` gives the request on
+  every matching device; `RequestsAsCount` reads the amount as a number of devices (one VF
+  each, or whole devices with `exclusivePolicy: DeviceLevel`).
+- A node that could not serve the request even if it were empty says
+  UnschedulableAndUnresolvable (no preemption can help); otherwise Unschedulable, with the
+  nearest miss as `Shortfall`s.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from apis import names
+from apis.allocation import DeviceAllocation, VFAllocation
+from apis.device import DeviceType, VirtualFunction
+from apis.devicerequest import DeviceRequest, gpu_allocation_resources
+from apis.hints import AllocateStrategy, DeviceHint, ExclusivePolicy, JointAllocate, JointScope, TopologyScope
+from apis.labels import LabelSelector
+from scheduler.cache.devices import DeviceState, NodeDevices, vf_key
+from scheduler.framework.scoring import ScoringStrategy
+from scheduler.framework.status import Code, Shortfall
+from scheduler.plugins.deviceshare import reasons
+
+__all__ = [
+    "POLICIES",
+    "Allocation",
+    "AllocationPolicy",
+    "PodDeviceRequest",
+    "Rejection",
+    "TopologyAwarePolicy",
+]
+
+_PERCENT_RESOURCE = {DeviceType.RDMA: names.RDMA, DeviceType.FPGA: names.FPGA}
+_TYPE_ORDER = (DeviceType.GPU, DeviceType.RDMA, DeviceType.FPGA)
+_PCIE, _NUMA, _NODE = TopologyScope.PCIE, TopologyScope.NUMA_NODE, TopologyScope.NODE
+_LEVELS: Mapping[TopologyScope | None, tuple[TopologyScope, ...]] = {
+    None: (_PCIE, _NUMA, _NODE),
+    TopologyScope.NODE: (_PCIE, _NUMA, _NODE),
+    TopologyScope.NUMA_NODE: (_PCIE, _NUMA),
+    TopologyScope.PCIE: (_PCIE,),
+    TopologyScope.DEVICE: (_PCIE,),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PodDeviceRequest:
+    """What a pod asks of devices, parsed once per pod by the plugin."""
+
+    requests: Mapping[DeviceType, DeviceRequest]
+    hints: Mapping[DeviceType, DeviceHint] = field(default_factory=dict)
+    joint: JointAllocate | None = None
+
+    def effective_joint(self) -> JointAllocate | None:
+        """The joint rule when the pod asks for its primary and at least one secondary type."""
+        joint = self.joint
+        if joint is None or joint.primary not in self.requests:
+            return None
+        if not any(t in self.requests for t in joint.device_types[1:]):
+            return None
+        return joint
+
+    def order(self) -> tuple[DeviceType, ...]:
+        """Types in allocation order: the joint primary first, then GPU, RDMA, FPGA."""
+        joint = self.effective_joint()
+        first = (joint.primary,) if joint is not None else ()
+        return first + tuple(t for t in _TYPE_ORDER if t in self.requests and t not in first)
+
+    @property
+    def pcie_exclusive(self) -> frozenset[DeviceType]:
+        return frozenset(t for t, h in self.hints.items() if h.exclusive_policy is ExclusivePolicy.PCIE_LEVEL)
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    devices: Mapping[DeviceType, tuple[DeviceAllocation, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    code: Code
+    reason: str
+    shortfalls: tuple[Shortfall, ...] = ()
+
+
+class AllocationPolicy(abc.ABC):
+    """Placement policy: which devices of a node, and how good the node is. Pure."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def allocate(self, devices: NodeDevices, request: PodDeviceRequest) -> Allocation | Rejection:
+        """Devices for the pod on this node, or why not."""
+
+    @abc.abstractmethod
+    def score(self, devices: NodeDevices, request: PodDeviceRequest, allocation: Allocation) -> int:
+        """Raw node score (higher is better) once `allocation` is placed; the plugin normalizes."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Need:
+    """One device type's request as it applies to one node."""
+
+    type: DeviceType
+    request: DeviceRequest
+    count: int
+    per_device: Mapping[str, int]
+    whole: bool
+    selector: LabelSelector | None
+    vf_selector: LabelSelector | None
+    scope: TopologyScope | None
+    device_exclusive: bool
+    pcie_exclusive: bool
+
+    def amounts(self, state: DeviceState) -> Mapping[str, int]:
+        if self.type is DeviceType.GPU:
+            return gpu_allocation_resources(self.request, state.info.resources.get(names.GPU_MEMORY, 0))
+        return self.per_device
+
+    def needs_vf(self, state: DeviceState) -> bool:
+        if self.type is DeviceType.GPU:
+            return False
+        return self.vf_selector is not None or (not self.whole and state.has_vfs())
+
+
+@dataclass(slots=True)
+class _Cand:
+    state: DeviceState
+    amounts: Mapping[str, int]
+    vf: VirtualFunction | None
+    score: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Prefer:
+    """Switches and NUMA nodes to prefer (where the pod's other devices are)."""
+
+    pcies: frozenset[str]
+    numas: frozenset[int]
+
+
+def _scope_key(level: TopologyScope, state: DeviceState) -> object:
+    """Scope a device belongs to at a level; a device without topology is a scope of its own."""
+    if level is _PCIE:
+        return state.pcie if state.pcie is not None else ("device", state.minor)
+    if level is _NUMA:
+        return state.numa if state.numa is not None else ("device", state.minor)
+    return None
+
+
+class TopologyAwarePolicy(AllocationPolicy):
+    """Koordinator's topology-aware placement; see the module docstring."""
+
+    name = "TopologyAware"
+
+    def __init__(self, scoring: ScoringStrategy) -> None:
+        self.scoring = scoring
+        self._names = scoring.names
+
+    # --- allocate ---------------------------------------------------------------------------------
+    def allocate(self, devices: NodeDevices, request: PodDeviceRequest) -> Allocation | Rejection:
+        out: dict[DeviceType, tuple[DeviceAllocation, ...]] = {}
+        joint = request.effective_joint()
+        needs: dict[DeviceType, _Need] = {}
+        for dtype in request.order():
+            need = self._need(devices, dtype, request)
+            if isinstance(need, Rejection):
+                return need
+            needs[dtype] = need
+        primary_allowed = None
+        if joint is not None and joint.required_scope is JointScope.SAME_PCIE:
+            found = self._joint_pcies(devices, joint, needs)
+            if isinstance(found, Rejection):
+                return found
+            primary_allowed = found
+        chosen_pcies: list[str] = []
+        chosen_numas: set[int] = set()
+        for dtype, need in needs.items():
+            first_type = not out
+            states = devices.states(dtype)
+            cands = self._candidates(devices, states, need)
+            picked: list[_Cand] | None
+            if joint is not None and dtype is joint.primary and primary_allowed is not None:
+                picked = self._select([c for c in cands if c.state.pcie in primary_allowed], need, states, None)
+                if picked is None and self._select(cands, need, states, None) is not None:
+                    return Rejection(Code.UNSCHEDULABLE, reasons.JOINT_ALLOCATE_VIOLATION)
+            elif joint is not None and dtype in joint.device_types[1:] and joint.required_scope is JointScope.SAME_PCIE:
+                picked = self._per_pcie(cands, chosen_pcies, need, states)
+                if picked is None:
+                    if len(cands) >= need.count:
+                        return Rejection(Code.UNSCHEDULABLE, reasons.JOINT_ALLOCATE_VIOLATION)
+                    return self._reject(states, need, len(cands))
+            else:
+                prefer = _Prefer(frozenset(chosen_pcies), frozenset(chosen_numas)) if chosen_pcies else None
+                picked = self._select(cands, need, states, prefer)
+            if picked is None:
+                return self._reject(states, need, len(cands))
+            out[dtype] = tuple(_allocation(c) for c in picked)
+            if first_type:  # the primary type: the others follow its switches
+                for c in picked:
+                    if c.state.pcie is not None and c.state.pcie not in chosen_pcies:
+                        chosen_pcies.append(c.state.pcie)
+                    if c.state.numa is not None:
+                        chosen_numas.add(c.state.numa)
+        return Allocation(out)
+
+    def _need(self, devices: NodeDevices, dtype: DeviceType, request: PodDeviceRequest) -> _Need | Rejection:
+        req = request.requests[dtype]
+        hint = request.hints.get(dtype, DeviceHint())
+        count, per_device, whole = req.count, req.per_device, not req.shared
+        if dtype is not DeviceType.GPU and hint.allocate_strategy is not None:
+            resource = _PERCENT_RESOURCE[dtype]
+            if hint.allocate_strategy is AllocateStrategy.APPLY_FOR_ALL:
+                count = sum(
+                    1
+                    for s in devices.states(dtype)
+                    if s.healthy and (hint.selector is None or hint.selector.matches(s.info.labels))
+                )
+                if count == 0:
+                    return Rejection(
+                        Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons.INSUFFICIENT_DEVICES.format(type=dtype.value)
+                    )
+            else:  # RequestsAsCount: the amount is a number of devices
+                count = req.count * req.per_device.get(resource, 0)
+                exclusive = hint.exclusive_policy is ExclusivePolicy.DEVICE_LEVEL
+                per_device = {resource: 100 if exclusive else 1}
+                whole = exclusive
+        return _Need(
+            type=dtype,
+            request=req,
+            count=count,
+            per_device=per_device,
+            whole=whole,
+            selector=hint.selector,
+            vf_selector=hint.vf_selector,
+            scope=hint.required_topology_scope,
+            device_exclusive=hint.exclusive_policy is ExclusivePolicy.DEVICE_LEVEL,
+            pcie_exclusive=hint.exclusive_policy is ExclusivePolicy.PCIE_LEVEL,
+        )
+
+    def _candidates(self, devices: NodeDevices, states: Sequence[DeviceState], need: _Need) -> list[_Cand]:
+        blocked = devices.exclusive_pcies(need.type) if devices.has_exclusive_holdings() else set()
+        busy: set[object] = set()
+        if need.pcie_exclusive:
+            busy = {_scope_key(_PCIE, s) for s in states if s.holders}
+        selector = need.selector
+        out = []
+        for s in states:
+            total = s.total
+            if not total:
+                continue  # unhealthy
+            if selector is not None and not selector.matches(s.info.labels):
+                continue
+            if blocked and s.pcie in blocked:
+                continue
+            if need.device_exclusive and s.holders:
+                continue
+            if busy and _scope_key(_PCIE, s) in busy:
+                continue
+            used = s.used
+            if need.whole and used and any(used.values()):
+                continue
+            amounts = need.amounts(s)
+            fits = True
+            for n, a in amounts.items():
+                if total.get(n, 0) - used.get(n, 0) < a:
+                    fits = False
+                    break
+            if not fits:
+                continue
+            vf = None
+            if need.needs_vf(s):
+                vf = _free_vf(s, need.vf_selector)
+                if vf is None:
+                    continue
+            out.append(_Cand(s, amounts, vf))
+        if not need.whole:
+            for c in out:
+                c.score = self._device_score(c)
+        return out
+
+    def _device_score(self, cand: _Cand) -> int:
+        total, used, amounts = cand.state.total, cand.state.used, cand.amounts
+        requested = []
+        capacity = []
+        for n in self._names:
+            requested.append(used.get(n, 0) + amounts.get(n, 0))
+            capacity.append(total.get(n, 0))
+        return self.scoring.score(requested, capacity)
+
+    def _select(
+        self, cands: list[_Cand], need: _Need, states: Sequence[DeviceState], prefer: _Prefer | None
+    ) -> list[_Cand] | None:
+        count = need.count
+        if len(cands) < count or (need.scope is TopologyScope.DEVICE and count > 1):
+            return None
+        used_pcies, used_numas = _used_scopes(states)
+        node_used = 1 if any(s.holders for s in states) else 0
+        for level in _LEVELS[need.scope]:
+            if level is _NODE:
+                return self._choose(cands, count, used_pcies, prefer)
+            groups: dict[object, list[_Cand]] = {}
+            for c in cands:
+                groups.setdefault(_scope_key(level, c.state), []).append(c)
+            best: list[_Cand] | None = None
+            best_rank: tuple[int, int, int] | None = None
+            for key, group in groups.items():
+                if len(group) < count:
+                    continue
+                first = group[0].state
+                not_empty = node_used + (_scope_key(_NUMA, first) in used_numas)
+                if level is _PCIE:
+                    not_empty += key in used_pcies
+                rank = (
+                    _preference(level, first, prefer),
+                    not_empty,
+                    max(c.score for c in group) if not need.whole else 0,
+                )
+                if best_rank is None or rank > best_rank:
+                    best, best_rank = group, rank
+            if best is not None:
+                return self._choose(best, count, used_pcies, prefer)
+        return None
+
+    @staticmethod
+    def _choose(group: list[_Cand], count: int, used_pcies: set[object], prefer: _Prefer | None) -> list[_Cand]:
+        """`count` devices of the group, best first by preference; returned in minor order."""
+        if len(group) == count:
+            return group
+
+        def order(c: _Cand) -> tuple[int, int, int, int]:
+            return (
+                -_preference(_PCIE, c.state, prefer),
+                -(_scope_key(_PCIE, c.state) in used_pcies),
+                -c.score,
+                c.state.minor,
+            )
+
+        return sorted(sorted(group, key=order)[:count], key=lambda c: c.state.minor)
+
+    def _per_pcie(
+        self, cands: list[_Cand], pcies: Sequence[str], need: _Need, states: Sequence[DeviceState]
+    ) -> list[_Cand] | None:
+        """One device on each of `pcies` (joint SamePCIe), then more from them if asked."""
+        used_pcies, _ = _used_scopes(states)
+        pool = [c for c in cands if c.state.pcie in pcies]
+        picked: list[_Cand] = []
+        for pcie in pcies:
+            group = [c for c in pool if c.state.pcie == pcie]
+            if not group:
+                return None
+            best = self._choose(group, 1, used_pcies, None)[0]
+            picked.append(best)
+            pool.remove(best)
+        extra = need.count - len(picked)
+        if extra > 0:
+            if len(pool) < extra:
+                return None
+            picked += self._choose(pool, extra, used_pcies, None)
+        return sorted(picked, key=lambda c: c.state.minor)
+
+    def _joint_pcies(
+        self, devices: NodeDevices, joint: JointAllocate, needs: Mapping[DeviceType, _Need]
+    ) -> frozenset[str] | Rejection:
+        """Switches where every requested secondary type has a candidate (joint SamePCIe); a
+        secondary type with no candidate anywhere is rejected as such."""
+        allowed: set[str] | None = None
+        for dtype in joint.device_types[1:]:
+            need = needs.get(dtype)
+            if need is None:
+                continue
+            states = devices.states(dtype)
+            cands = self._candidates(devices, states, need)
+            if not cands:
+                return self._reject(states, need, 0)
+            pcies = {c.state.pcie for c in cands if c.state.pcie is not None}
+            allowed = pcies if allowed is None else allowed & pcies
+        return frozenset(allowed or ())
+
+    def _reject(self, states: Sequence[DeviceState], need: _Need, candidates: int) -> Rejection:
+        """Why the type cannot be served here, and whether an empty node could serve it."""
+        label = need.type.value
+        if need.vf_selector is not None and not any(s.has_vfs() for s in states if s.healthy):
+            return Rejection(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons.INSUFFICIENT_VFS.format(type=label))
+        scoped = candidates >= need.count and need.scope is not None
+        reason = (
+            reasons.INSUFFICIENT_TOPOLOGY_SCOPED.format(type=label.upper())
+            if scoped
+            else reasons.INSUFFICIENT_DEVICES.format(type=label)
+        )
+        code = Code.UNSCHEDULABLE if self._fits_empty(states, need) else Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        return Rejection(code, reason, _shortfalls(states, need, candidates))
+
+    def _fits_empty(self, states: Sequence[DeviceState], need: _Need) -> bool:
+        """Could the node serve `need` if no pod held anything on it?"""
+        cands = []
+        for s in states:
+            if not s.total or (need.selector is not None and not need.selector.matches(s.info.labels)):
+                continue
+            if any(s.total.get(n, 0) < a for n, a in need.amounts(s).items()):
+                continue
+            if need.needs_vf(s) and not any(
+                g.vfs and (need.vf_selector is None or need.vf_selector.matches(g.labels)) for g in s.info.vf_groups
+            ):
+                continue
+            cands.append(_Cand(s, need.amounts(s), None))
+        return self._select(cands, need, (), None) is not None
+
+    # --- score ------------------------------------------------------------------------------------
+    def score(self, devices: NodeDevices, request: PodDeviceRequest, allocation: Allocation) -> int:
+        names_ = self._names
+        width = len(names_)
+        total_score = 0
+        for dtype in request.requests:
+            capacity = [0] * width
+            requested = [0] * width  # total − free + what the pod gets
+            for s in devices.states(dtype):
+                total, used = s.total, s.used
+                for i, n in enumerate(names_):
+                    cap = total.get(n, 0)
+                    if cap:
+                        capacity[i] += cap
+                        requested[i] += min(used.get(n, 0), cap)
+            for a in allocation.devices.get(dtype, ()):
+                for i, n in enumerate(names_):
+                    requested[i] += a.resources.get(n, 0)
+            total_score += self.scoring.score(requested, capacity)
+        return total_score
+
+
+def _used_scopes(states: Sequence[DeviceState]) -> tuple[set[object], set[object]]:
+    """PCIe switches and NUMA nodes where some device is held. A device without topology is no
+    scope to pack into, so it counts for neither (its placement is left to the device score)."""
+    used = [s for s in states if s.holders]
+    return {s.pcie for s in used if s.pcie is not None}, {s.numa for s in used if s.numa is not None}
+
+
+def _preference(level: TopologyScope, state: DeviceState, prefer: _Prefer | None) -> int:
+    if prefer is None:
+        return 0
+    if level is _PCIE and state.pcie is not None and state.pcie in prefer.pcies:
+        return 2
+    if level is not _NODE and state.numa is not None and state.numa in prefer.numas:
+        return 1
+    return 0
+
+
+def _free_vf(state: DeviceState, selector: LabelSelector | None) -> VirtualFunction | None:
+    """The free VF with the lowest bus ID among groups matching the selector."""
+    best: VirtualFunction | None = None
+    for group in state.info.vf_groups:
+        if selector is not None and not selector.matches(group.labels):
+            continue
+        for vf in group.vfs:
+            if vf_key(vf.bus_id, vf.minor) in state.used_vfs:
+                continue
+            if best is None or (vf.bus_id, vf.minor) < (best.bus_id, best.minor):
+                best = vf
+    return best
+
+
+def _allocation(cand: _Cand) -> DeviceAllocation:
+    vfs = (VFAllocation(cand.vf.minor, cand.vf.bus_id),) if cand.vf is not None else ()
+    return DeviceAllocation(minor=cand.state.minor, resources=dict(cand.amounts), id=cand.state.info.id, vfs=vfs)
+
+
+def _shortfalls(states: Sequence[DeviceState], need: _Need, candidates: int) -> tuple[Shortfall, ...]:
+    """The nearest miss: the device closest to fitting, or the node short of whole devices."""
+    if candidates >= need.count:
+        return ()  # enough devices, but not within the required scope
+    if candidates > 0:
+        return (Shortfall("node", f"{need.type.value} devices", candidates, need.count),)
+    best: tuple[tuple[int, float], tuple[Shortfall, ...]] | None = None
+    subject = need.type.value.upper()
+    for s in states:
+        if not s.total or (need.selector is not None and not need.selector.matches(s.info.labels)):
+            continue
+        missing = tuple(
+            Shortfall(f"{subject} {s.minor}", n, s.free(n), a) for n, a in need.amounts(s).items() if s.free(n) < a
+        )
+        if not missing:
+            continue
+        rank = (len(missing), sum((m.needed - m.free) / m.needed for m in missing if m.needed))
+        if best is None or rank < best[0]:
+            best = (rank, missing)
+    return best[1] if best is not None else ()
+
+
+#: Placement policies by name (DeviceShare's `allocationPolicy` argument).
+POLICIES: Mapping[str, Callable[[ScoringStrategy], AllocationPolicy]] = {
+    TopologyAwarePolicy.name: TopologyAwarePolicy,
+}

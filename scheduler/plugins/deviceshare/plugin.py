@@ -1,0 +1,176 @@
+"""DeviceShare: gives a pod exactly the GPUs (or GPU shares), RDMA and FPGA devices it asks for.
+
+The bookkeeping half of device scheduling (the placement half is `allocator.AllocationPolicy`):
+
+- PreFilter parses the request once (`apis.devicerequest` rules; an invalid request or a
+  malformed hint rejects the pod as UnschedulableAndUnresolvable with a reason naming the
+  problem) and asks `GPUFreeIndex` which nodes might fit.
+- Filter asks the policy for an allocation on the node, memoised per request shape and node
+  device generation (`FitMemo`), so Score and Reserve reuse it and so do the next pods of the
+  same shape.
+- Score is the policy's node score, normalized (kube's DefaultNormalizeScore).
+- Reserve records the chosen devices in the cluster cache (shared by every profile); Unreserve
+  releases them (idempotent). PreBind writes the `device-allocated` annotation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+
+from apis import allocation as allocation_codec
+from apis import devicerequest, hints, names
+from apis.errors import AnnotationError, InvalidRequestError
+from scheduler.cache import NodeInfo, PodInfo
+from scheduler.framework import scoring
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import (
+    ClusterEvent,
+    EnqueueExtension,
+    EventAction,
+    EventResource,
+    FilterPlugin,
+    Handle,
+    PodPatch,
+    PreBindPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    ReservePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.status import SKIP, SUCCESS, Status
+from scheduler.plugins.deviceshare import reasons
+from scheduler.plugins.deviceshare.allocator import POLICIES, Allocation, AllocationPolicy, PodDeviceRequest
+from scheduler.plugins.deviceshare.args import DeviceShareArgs
+from scheduler.plugins.deviceshare.cache import FitMemo, GPUFreeIndex, NodeFit, SharedFit, SharedFits, Signatures
+from scheduler.plugins.deviceshare.state import RequestState, ReservedState
+
+NAME = "DeviceShare"
+_RESERVED = f"{NAME}/reserved"
+_MAX_SHAPES = 4096
+
+
+class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtension):
+    name = NAME
+    normalizes = True
+
+    def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:
+        self.args = args
+        self.policy: AllocationPolicy = POLICIES[args.allocation_policy](args.scoring)
+        self._cache = handle.cache
+        self._memo = FitMemo()
+        self._signatures = Signatures()
+        self._shared = SharedFits()
+        self._index = GPUFreeIndex(handle.cache)
+        #: Request shape -> small id (never reused), so per-node lookups hash an int.
+        self._shape_ids: dict[Hashable, int] = {}
+        self._next_shape_id = 1
+
+    # --- PreFilter --------------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        try:
+            requests = devicerequest.device_requests(pod.requests, obj=pod.key)
+        except InvalidRequestError as e:
+            return None, Status.unresolvable(reasons.INVALID_REQUEST.format(reason=e.reason), plugin=NAME)
+        if not requests:
+            return None, SKIP
+        annotations = pod.pod.annotations
+        try:
+            pod_hints = hints.hints_from_annotations(annotations, obj=pod.key)
+            joint = hints.joint_allocate_from_annotations(annotations, obj=pod.key)
+        except AnnotationError as e:
+            return None, Status.unresolvable(str(e), plugin=NAME)
+        request = PodDeviceRequest(requests, pod_hints, joint)
+        shape = (
+            tuple(
+                sorted((t.value, r.count, tuple(sorted(r.per_device.items())), r.shared) for t, r in requests.items())
+            ),
+            annotations.get(names.ANNOTATION_DEVICE_ALLOCATE_HINT),
+            annotations.get(names.ANNOTATION_DEVICE_JOINT_ALLOCATE),
+        )
+        shape_id = self._shape_ids.get(shape)
+        if shape_id is None:
+            if len(self._shape_ids) >= _MAX_SHAPES:
+                self._shape_ids.clear()
+            shape_id = self._shape_ids[shape] = self._next_shape_id
+            self._next_shape_id += 1
+        state.write(NAME, RequestState(request, shape_id))
+        self._index.sync()
+        candidates = self._index.candidates(request)
+        return (PreFilterResult(candidates) if candidates is not None else None), SUCCESS
+
+    # --- Filter and Score ---------------------------------------------------------------------------
+    def _fit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> NodeFit | None:
+        found = state.read(NAME, RequestState)
+        if found is None:
+            return None
+        fit = self._memo.get(node, found.shape)
+        if fit is None:
+            signature = self._signatures.of(node)
+            shared = self._shared.get(signature, found.shape)
+            if shared is None:
+                result = self.policy.allocate(node.devices, found.request)
+                if isinstance(result, Allocation):
+                    shared = SharedFit(SUCCESS, self._signatures.relative(node, result))
+                else:
+                    shared = SharedFit(Status(result.code, (result.reason,), NAME, result.shortfalls), None)
+                self._shared.put(signature, found.shape, shared)
+            allocation = self._signatures.materialize(node, shared.relative) if shared.relative is not None else None
+            fit = NodeFit(shared.status, allocation, shared)
+            self._memo.put(node, found.shape, fit)
+        return fit
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        fit = self._fit(state, pod, node)
+        return fit.status if fit is not None else SUCCESS
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        fit = self._fit(state, pod, node)
+        if fit is None or fit.allocation is None or fit.shared is None:
+            return 0
+        if fit.shared.score is None:
+            found = state.read(NAME, RequestState)
+            assert found is not None
+            fit.shared.score = self.policy.score(node.devices, found.request, fit.allocation)
+        return fit.shared.score
+
+    def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable:
+        found = state.read(NAME, RequestState)
+        return found.shape if found is not None else 0
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        scoring.default_normalize(scores)
+
+    # --- Reserve, Unreserve, PreBind ------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        found = state.read(NAME, RequestState)
+        info = self._cache.node(node)
+        if found is None or info is None:
+            return SUCCESS
+        fit = self._fit(state, pod, info)
+        if fit is None or fit.allocation is None:
+            return fit.status if fit is not None else SUCCESS
+        self._cache.reserve_devices(pod, node, fit.allocation.devices, pcie_exclusive=found.request.pcie_exclusive)
+        state.write(_RESERVED, ReservedState(node, fit.allocation))
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        self._cache.release_devices(pod.ident, node)
+        state.delete(_RESERVED)
+
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
+        reserved = state.read(_RESERVED, ReservedState)
+        if reserved is not None and reserved.node == node:
+            patch.annotations[names.ANNOTATION_DEVICE_ALLOCATED] = allocation_codec.encode(reserved.allocation.devices)
+        return SUCCESS
+
+    def events_to_register(self) -> tuple[ClusterEvent, ...]:
+        return (
+            ClusterEvent(EventResource.DEVICE, EventAction.ALL),
+            ClusterEvent(EventResource.POD, EventAction.DELETE),
+            ClusterEvent(EventResource.NODE, EventAction.ADD),
+        )
+
+
+def new(args: Mapping[str, object] | None, handle: Handle) -> DeviceShare:
+    """Raises ConfigError for bad arguments."""
+    return DeviceShare(DeviceShareArgs.from_dict(args), handle)

@@ -1,0 +1,25 @@
+"""Per-cycle state of DeviceShare: the parsed request, and the devices Reserve chose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.framework.cycle_state import StateData
+from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest
+
+
+@dataclass(frozen=True, slots=True)
+class RequestState(StateData):
+    """Written by PreFilter: what the pod asks for, and a key equal for pods asking the same."""
+
+    request: PodDeviceRequest
+    #: Equal for pods whose device requests and hints are equal (an id, cheap to hash).
+    shape: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReservedState(StateData):
+    """Written by Reserve, read by PreBind: the node and the devices taken there."""
+
+    node: str
+    allocation: Allocation

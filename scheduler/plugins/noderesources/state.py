@@ -1,0 +1,15 @@
+"""Per-cycle state of NodeResourcesFit: what to check and what to score, computed once per pod."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.framework.cycle_state import StateData
+
+
+@dataclass(frozen=True, slots=True)
+class FitState(StateData):
+    #: (resource, requested amount) for every non-zero, non-ignored resource of the pod.
+    checks: tuple[tuple[str, int], ...]
+    #: The pod's request per scoring resource (CPU and memory with kube's non-zero defaults).
+    score_request: tuple[int, ...]

@@ -1,0 +1,124 @@
+"""Factories for scheduler tests: pods, GPU nodes, clusters, and a Scheduler over them.
+
+`make_node("n")` is an 8-GPU server: GPUs 0,1 on switch pci0000:10 and 2,3 on pci0000:30
+(NUMA 0), 4,5 on pci0000:50 and 6,7 on pci0000:70 (NUMA 1); RDMA NIC minor k on the k-th
+switch with 4 VFs (bus IDs 0000:1f:00.1 … for the first).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from apis import allocation, names
+from apis.allocation import DeviceAllocation
+from apis.core import Container, Node, NodeAffinity, Pod, Taint, Toleration
+from apis.device import Device, DeviceType
+from apis.meta import ObjectMeta
+from scheduler.cache import ClusterCache
+from scheduler.core import Scheduler
+from scheduler.framework.config import SchedulerConfig
+from scheduler.simulation.cluster import GIB, NodeShape, gpu_node
+
+GPU_MEMORY = 80 * GIB
+_RESOURCE_ARGS = {
+    "cpu": names.CPU,
+    "memory": names.MEMORY,
+    "gpu_core": names.GPU_CORE,
+    "gpu_ratio": names.GPU_MEMORY_RATIO,
+    "gpu_memory": names.GPU_MEMORY,
+    "gpu_shared": names.GPU_SHARED,
+    "koord_gpu": names.KOORD_GPU,
+    "nvidia_gpu": names.NVIDIA_GPU,
+    "rdma": names.RDMA,
+    "fpga": names.FPGA,
+}
+
+
+def make_pod(
+    name: str = "p",
+    *,
+    namespace: str = "default",
+    node: str = "",
+    annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    tolerations: Iterable[Toleration] = (),
+    node_selector: Mapping[str, str] | None = None,
+    affinity: NodeAffinity | None = None,
+    scheduler_name: str = names.SCHEDULER_NAME,
+    extra: Mapping[str, int] | None = None,
+    **amounts: int,
+) -> Pod:
+    """A pod whose one container asks for `amounts` (cpu=milli, memory=bytes, gpu_core=50, ...)."""
+    requests = {_RESOURCE_ARGS[k]: v for k, v in amounts.items()}
+    requests.update(extra or {})
+    return Pod(
+        meta=ObjectMeta(
+            name=name,
+            namespace=namespace,
+            uid=f"uid-{namespace}-{name}",
+            annotations=dict(annotations or {}),
+            labels=dict(labels or {}),
+        ),
+        scheduler_name=scheduler_name,
+        node_name=node,
+        containers=(Container("main", requests=requests, limits=dict(requests)),),
+        tolerations=tuple(tolerations),
+        node_selector=dict(node_selector or {}),
+        node_affinity=affinity,
+        phase="Running" if node else "Pending",
+    )
+
+
+def make_node(
+    name: str = "node-a",
+    *,
+    taints: Iterable[Taint] = (),
+    unschedulable: bool = False,
+    **shape: Any,  # NodeShape fields
+) -> tuple[Node, Device]:
+    node, device = gpu_node(name, NodeShape(**shape))
+    node = dataclasses.replace(node, taints=tuple(taints), unschedulable=unschedulable)
+    return node, device
+
+
+def make_cache(*nodes: tuple[Node, Device]) -> ClusterCache:
+    cache = ClusterCache()
+    for node, device in nodes:
+        cache.add_node(node)
+        cache.add_device(device)
+    return cache
+
+
+def make_scheduler(*nodes: tuple[Node, Device], config: SchedulerConfig | None = None, seed: int = 0) -> Scheduler:
+    scheduler = Scheduler(config, seed=seed)
+    for node, device in nodes:
+        scheduler.cache.add_node(node)
+        scheduler.cache.add_device(device)
+    return scheduler
+
+
+def gpu_alloc(minor: int, percent: int = 100, *, memory: int = GPU_MEMORY) -> DeviceAllocation:
+    return DeviceAllocation(
+        minor=minor,
+        resources={
+            names.GPU_CORE: percent,
+            names.GPU_MEMORY_RATIO: percent,
+            names.GPU_MEMORY: memory * percent // 100,
+        },
+    )
+
+
+def bound_pod(
+    name: str, node: str, *allocs: DeviceAllocation, dtype: DeviceType = DeviceType.GPU, **amounts: int
+) -> Pod:
+    """A running pod on `node` holding `allocs` (through its device-allocated annotation)."""
+    annotations = {names.ANNOTATION_DEVICE_ALLOCATED: allocation.encode({dtype: allocs})} if allocs else {}
+    return make_pod(name, node=node, annotations=annotations, **amounts)
+
+
+def allocated(annotations: Mapping[str, str]) -> dict[str, list[int]]:
+    """device type -> minors, from a device-allocated annotation."""
+    decoded = allocation.from_pod_annotations(annotations)
+    return {t.value: [a.minor for a in allocs] for t, allocs in decoded.items()}

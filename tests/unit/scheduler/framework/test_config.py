@@ -1,0 +1,104 @@
+"""Scheduler configuration: defaults, profiles, plugin sets, weights, and errors found at start-up."""
+
+from __future__ import annotations
+
+import pytest
+
+from apis.errors import ConfigError
+from scheduler.core import Scheduler
+from scheduler.framework.config import SchedulerConfig, load_config
+from scheduler.framework.interfaces import ExtensionPoint
+
+
+def test_empty_config_is_one_default_profile() -> None:
+    config = load_config("")
+    assert [p.scheduler_name for p in config.profiles] == ["tessera-scheduler"]
+    framework = Scheduler(config).frameworks["tessera-scheduler"]
+    assert framework.plugin_names(ExtensionPoint.FILTER) == [
+        "NodeUnschedulable",
+        "NodeName",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "DeviceShare",
+    ]
+    assert framework.plugin_names(ExtensionPoint.RESERVE) == ["DeviceShare"]
+    assert [framework.weight(n) for n in ("TaintToleration", "NodeAffinity", "DeviceShare")] == [3, 2, 1]
+
+
+def test_profiles_enable_disable_and_weigh_plugins() -> None:
+    config = load_config(
+        """
+        percentageOfNodesToScore: 30
+        profiles:
+          - schedulerName: gpu
+            plugins:
+              multiPoint:
+                enabled: [{name: DeviceShare, weight: 5}]
+                disabled: [{name: NodeAffinity}]
+              score:
+                disabled: [{name: NodeResourcesFit}]
+            pluginConfig:
+              - name: DeviceShare
+                args: {scoringStrategy: {type: MostAllocated}}
+          - schedulerName: plain
+            percentageOfNodesToScore: 100
+            plugins:
+              multiPoint: {disabled: [{name: "*"}], enabled: [{name: NodeResourcesFit}]}
+        """
+    )
+    scheduler = Scheduler(config)
+    gpu = scheduler.frameworks["gpu"]
+    assert "NodeAffinity" not in gpu.plugin_names(ExtensionPoint.FILTER)
+    assert gpu.plugin_names(ExtensionPoint.SCORE) == ["TaintToleration", "DeviceShare"]
+    assert gpu.weight("DeviceShare") == 5
+    assert scheduler.frameworks["plain"].plugin_names(ExtensionPoint.FILTER) == ["NodeResourcesFit"]
+    assert config.percentage_for(config.profiles[0]) == 30
+    assert config.percentage_for(config.profiles[1]) == 100
+
+
+def test_every_shape_problem_is_reported_at_once() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config(
+            """
+            percentageOfNodesToScore: 150
+            profiles:
+              - schedulerName: ""
+                plugins: {multiPoint: {enabled: [{name: X, weight: 0}]}, sideways: {}}
+                bogus: 1
+            """
+        )
+    message = str(err.value)
+    for part in ("percentageOfNodesToScore", "schedulerName", "weight", "sideways", "bogus"):
+        assert part in message
+
+
+def test_plugin_problems_are_found_when_building() -> None:
+    config = load_config(
+        """
+        profiles:
+          - plugins: {multiPoint: {enabled: [{name: NoSuchPlugin}]}}
+            pluginConfig:
+              - {name: DeviceShare, args: {scoringStrategy: {type: Sideways}, allocationPolicy: Magic}}
+              - {name: NodeName, args: {unexpected: true}}
+        """
+    )
+    with pytest.raises(ConfigError) as err:
+        Scheduler(config)
+    message = str(err.value)
+    for part in ("NoSuchPlugin", "Sideways", "Magic", "NodeName takes no arguments"):
+        assert part in message
+
+
+def test_duplicate_profiles_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="appears twice"):
+        load_config("profiles: [{schedulerName: a}, {schedulerName: a}]")
+
+
+def test_invalid_yaml_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config("profiles: [")
+
+
+def test_default_config_equals_parsed_empty() -> None:
+    assert load_config("{}") == SchedulerConfig()

@@ -1,0 +1,336 @@
+"""TopologyAwarePolicy on the reference server: 8 GPUs on 2 NUMA nodes × 2 PCIe switches, one
+RDMA NIC with 4 VFs per switch (see tests/unit/scheduler/conftest.py for the layout)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from apis import hints, labels, names
+from apis.allocation import DeviceAllocation
+from apis.core import Pod
+from apis.device import DeviceInfo, DeviceType
+from apis.devicerequest import pod_device_requests
+from scheduler.cache import ClusterCache, PodInfo
+from scheduler.framework.scoring import ScoringStrategyType
+from scheduler.framework.status import Code
+from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest, Rejection, TopologyAwarePolicy
+from scheduler.plugins.deviceshare.args import DEFAULT_SCORING
+
+from ...conftest import bound_pod, gpu_alloc, make_cache, make_node, make_pod
+
+LEAST = TopologyAwarePolicy(DEFAULT_SCORING)
+MOST = TopologyAwarePolicy(dataclasses.replace(DEFAULT_SCORING, type=ScoringStrategyType.MOST_ALLOCATED))
+
+
+def request_of(pod: Pod) -> PodDeviceRequest:
+    info = PodInfo.of(pod)
+    return PodDeviceRequest(
+        pod_device_requests(pod),
+        hints.hints_from_annotations(info.pod.annotations),
+        hints.joint_allocate_from_annotations(info.pod.annotations),
+    )
+
+
+def allocate(cache: ClusterCache, pod: Pod, policy: TopologyAwarePolicy = LEAST) -> Allocation | Rejection:
+    node = cache.node("n1")
+    assert node is not None
+    return policy.allocate(node.devices, request_of(pod))
+
+
+def minors(result: Allocation | Rejection, dtype: DeviceType = DeviceType.GPU) -> list[int]:
+    assert isinstance(result, Allocation), result
+    return [a.minor for a in result.devices[dtype]]
+
+
+def reject(result: Allocation | Rejection) -> tuple[Code, str]:
+    assert isinstance(result, Rejection), result
+    return result.code, result.reason
+
+
+@pytest.fixture
+def cache() -> ClusterCache:
+    return make_cache(make_node("n1"))
+
+
+# --- whole GPUs on an empty node -----------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("count", "expected"),
+    [(1, [0]), (2, [0, 1]), (3, [0, 1, 2]), (4, [0, 1, 2, 3]), (8, list(range(8)))],
+    ids=["1-gpu", "2-same-switch", "3-same-numa", "4-one-numa", "8-whole-node"],
+)
+def test_whole_gpus_on_empty_node_take_the_narrowest_scope(
+    cache: ClusterCache, count: int, expected: list[int]
+) -> None:
+    result = allocate(cache, make_pod(nvidia_gpu=count))
+    assert minors(result) == expected
+    assert isinstance(result, Allocation)
+    first = result.devices[DeviceType.GPU][0]
+    assert first.resources == {names.GPU_CORE: 100, names.GPU_MEMORY_RATIO: 100, names.GPU_MEMORY: 80 << 30}
+    assert first.id == "GPU-n1-00"
+
+
+def test_more_gpus_than_the_node_has_is_unresolvable(cache: ClusterCache) -> None:
+    assert reject(allocate(cache, make_pod(nvidia_gpu=9))) == (
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        "Insufficient gpu devices",
+    )
+
+
+# --- with some GPUs used -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("count", "expected"),
+    [(1, [1]), (2, [2, 3]), (3, [1, 2, 3]), (4, [4, 5, 6, 7])],
+    ids=["1-beside-used", "2-same-numa-as-used", "3-fill-used-numa", "4-other-numa"],
+)
+def test_partly_used_scopes_are_preferred(cache: ClusterCache, count: int, expected: list[int]) -> None:
+    cache.add_pod(bound_pod("share", "n1", gpu_alloc(0, 50)))
+    assert minors(allocate(cache, make_pod(nvidia_gpu=count))) == expected
+
+
+def test_used_gpus_are_never_given_whole(cache: ClusterCache) -> None:
+    for minor in (0, 2, 4, 6):
+        cache.add_pod(bound_pod(f"s{minor}", "n1", gpu_alloc(minor, 10)))
+    assert minors(allocate(cache, make_pod(nvidia_gpu=4))) == [1, 3, 5, 7]
+    code, reason = reject(allocate(cache, make_pod(nvidia_gpu=5)))
+    assert (code, reason) == (Code.UNSCHEDULABLE, "Insufficient gpu devices")
+
+
+def test_shortfall_names_the_nearest_gpu(cache: ClusterCache) -> None:
+    for minor in range(8):
+        cache.add_pod(bound_pod(f"s{minor}", "n1", gpu_alloc(minor, 70 if minor == 3 else 90)))
+    result = allocate(cache, make_pod(gpu_core=50, gpu_ratio=50))
+    assert isinstance(result, Rejection)
+    assert [str(s) for s in result.shortfalls] == [
+        "GPU 3 has 30 gpu-core free, needs 50",
+        "GPU 3 has 30 gpu-memory-ratio free, needs 50",
+        "GPU 3 has 24Gi gpu-memory free, needs 40Gi",
+    ]
+
+
+# --- required topology scopes --------------------------------------------------------------------
+def scoped(scope: hints.TopologyScope, **amounts: int) -> Pod:
+    hint = hints.encode_hints({DeviceType.GPU: hints.DeviceHint(required_topology_scope=scope)})
+    return make_pod(annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint}, **amounts)
+
+
+def test_required_pcie_scope_never_spreads(cache: ClusterCache) -> None:
+    assert minors(allocate(cache, scoped(hints.TopologyScope.PCIE, nvidia_gpu=2))) == [0, 1]
+    assert reject(allocate(cache, scoped(hints.TopologyScope.PCIE, nvidia_gpu=3))) == (
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        "Insufficient Topology Scoped GPU Devices",
+    )
+    for minor in (0, 2, 4, 6):
+        cache.add_pod(bound_pod(f"s{minor}", "n1", gpu_alloc(minor, 10)))
+    assert reject(allocate(cache, scoped(hints.TopologyScope.PCIE, nvidia_gpu=2))) == (
+        Code.UNSCHEDULABLE,
+        "Insufficient Topology Scoped GPU Devices",
+    )
+
+
+def test_required_numa_scope(cache: ClusterCache) -> None:
+    assert minors(allocate(cache, scoped(hints.TopologyScope.NUMA_NODE, nvidia_gpu=4))) == [0, 1, 2, 3]
+    cache.add_pod(bound_pod("a", "n1", gpu_alloc(0, 10)))
+    cache.add_pod(bound_pod("b", "n1", gpu_alloc(4, 10)))
+    assert reject(allocate(cache, scoped(hints.TopologyScope.NUMA_NODE, nvidia_gpu=4))) == (
+        Code.UNSCHEDULABLE,
+        "Insufficient Topology Scoped GPU Devices",
+    )
+    assert minors(allocate(cache, make_pod(nvidia_gpu=4))) == [1, 2, 3, 5]  # without the hint: spread
+
+
+def test_device_scope_takes_one_device_only(cache: ClusterCache) -> None:
+    assert minors(allocate(cache, scoped(hints.TopologyScope.DEVICE, gpu_core=50, gpu_ratio=50))) == [0]
+    assert reject(allocate(cache, scoped(hints.TopologyScope.DEVICE, nvidia_gpu=2)))[1] == (
+        "Insufficient Topology Scoped GPU Devices"
+    )
+
+
+# --- shared GPUs under both scorings ---------------------------------------------------------------
+def test_least_allocated_spreads_and_most_allocated_packs(cache: ClusterCache) -> None:
+    cache.add_pod(bound_pod("a", "n1", gpu_alloc(0, 30)))
+    half = make_pod(gpu_core=50, gpu_ratio=50)
+    assert minors(allocate(cache, half, LEAST)) == [1]  # the emptier GPU on the partly used switch
+    assert minors(allocate(cache, half, MOST)) == [0]  # the fullest GPU that fits
+    big = make_pod(gpu_core=80, gpu_ratio=80)
+    assert minors(allocate(cache, big, MOST)) == [1]  # GPU 0 has only 70 left
+
+
+def test_shared_allocation_fills_both_memory_forms(cache: ClusterCache) -> None:
+    result = allocate(cache, make_pod(gpu_memory=20 << 30))
+    assert isinstance(result, Allocation)
+    assert result.devices[DeviceType.GPU][0].resources == {names.GPU_MEMORY: 20 << 30, names.GPU_MEMORY_RATIO: 25}
+
+
+def test_gpu_shared_spreads_a_share_over_several_gpus(cache: ClusterCache) -> None:
+    result = allocate(cache, make_pod(gpu_core=50, gpu_ratio=50, gpu_shared=2))
+    assert minors(result) == [0, 1]
+    assert isinstance(result, Allocation)
+    assert {a.resources[names.GPU_CORE] for a in result.devices[DeviceType.GPU]} == {25}
+
+
+# --- unhealthy devices ----------------------------------------------------------------------------
+def test_unhealthy_gpus_are_never_used() -> None:
+    cache = make_cache(make_node("n1", unhealthy_gpus=frozenset({0, 1, 2, 3})))
+    assert minors(allocate(cache, make_pod(nvidia_gpu=1))) == [4]
+    assert minors(allocate(cache, make_pod(gpu_core=10, gpu_ratio=10))) == [4]
+    assert reject(allocate(cache, make_pod(nvidia_gpu=5))) == (
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        "Insufficient gpu devices",
+    )
+
+
+# --- exclusivity ----------------------------------------------------------------------------------
+def exclusive(policy: hints.ExclusivePolicy, name: str = "p", node: str = "", **amounts: int) -> Pod:
+    hint = hints.encode_hints({DeviceType.GPU: hints.DeviceHint(exclusive_policy=policy)})
+    return make_pod(name, node=node, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint}, **amounts)
+
+
+def test_pcie_level_exclusive_keeps_others_off_its_switch(cache: ClusterCache) -> None:
+    owner = bound_pod("owner", "n1", gpu_alloc(0, 50))
+    hint = hints.encode_hints({DeviceType.GPU: hints.DeviceHint(exclusive_policy=hints.ExclusivePolicy.PCIE_LEVEL)})
+    cache.add_pod(
+        dataclasses.replace(
+            owner,
+            meta=dataclasses.replace(
+                owner.meta, annotations={**owner.annotations, names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint}
+            ),
+        )
+    )
+    assert minors(allocate(cache, make_pod(nvidia_gpu=1))) == [2]  # not GPU 1, beside the owner
+    assert minors(allocate(cache, make_pod(gpu_core=10, gpu_ratio=10))) == [2]
+
+
+def test_pcie_level_request_avoids_switches_with_other_pods(cache: ClusterCache) -> None:
+    cache.add_pod(bound_pod("a", "n1", gpu_alloc(0, 10)))
+    cache.add_pod(bound_pod("b", "n1", gpu_alloc(2, 10)))
+    assert minors(allocate(cache, exclusive(hints.ExclusivePolicy.PCIE_LEVEL, nvidia_gpu=1))) == [4]
+
+
+def test_device_level_exclusive_share_avoids_shared_gpus(cache: ClusterCache) -> None:
+    cache.add_pod(bound_pod("a", "n1", gpu_alloc(0, 10)))
+    pod = exclusive(hints.ExclusivePolicy.DEVICE_LEVEL, gpu_core=50, gpu_ratio=50)
+    assert minors(allocate(cache, pod, MOST)) == [1]
+
+
+# --- RDMA, virtual functions and joint allocation ------------------------------------------------
+def test_rdma_share_is_a_virtual_function(cache: ClusterCache) -> None:
+    result = allocate(cache, make_pod(rdma=1))
+    assert isinstance(result, Allocation)
+    (nic,) = result.devices[DeviceType.RDMA]
+    assert (nic.minor, nic.resources, nic.id) == (0, {names.RDMA: 1}, "0000:1f:00.0")
+    assert [(vf.minor, vf.bus_id) for vf in nic.vfs] == [(0, "0000:1f:00.1")]
+
+
+def test_whole_rdma_device_takes_no_vf(cache: ClusterCache) -> None:
+    result = allocate(cache, make_pod(rdma=100))
+    assert isinstance(result, Allocation)
+    assert result.devices[DeviceType.RDMA][0].vfs == ()
+
+
+def vf_hint() -> str:
+    selector = labels.LabelSelector({"type": "general"})
+    return hints.encode_hints({DeviceType.RDMA: hints.DeviceHint(vf_selector=selector)})
+
+
+def test_vf_selector_without_matching_vfs_is_unresolvable(cache: ClusterCache) -> None:
+    hint = hints.encode_hints(
+        {DeviceType.RDMA: hints.DeviceHint(vf_selector=labels.LabelSelector({"type": "storage"}))}
+    )
+    result = allocate(cache, make_pod(rdma=1, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint}))
+    assert reject(result) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "Insufficient rdma devices")
+    cache_no_vfs = make_cache(make_node("n1", vfs_per_nic=0))
+    pod = make_pod(rdma=1, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: vf_hint()})
+    assert reject(allocate(cache_no_vfs, pod)) == (
+        Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
+        "Insufficient rdma VirtualFunctions",
+    )
+
+
+def joint(**amounts: int) -> Pod:
+    rule = hints.encode_joint_allocate(
+        hints.JointAllocate((DeviceType.GPU, DeviceType.RDMA), hints.JointScope.SAME_PCIE)
+    )
+    return make_pod(annotations={names.ANNOTATION_DEVICE_JOINT_ALLOCATE: rule}, **amounts)
+
+
+def test_joint_allocation_takes_a_nic_on_each_gpu_switch(cache: ClusterCache) -> None:
+    result = allocate(cache, joint(nvidia_gpu=4, rdma=1))
+    assert minors(result) == [0, 1, 2, 3]
+    assert minors(result, DeviceType.RDMA) == [0, 1]  # the NICs of pci0000:10 and pci0000:30
+
+
+def test_joint_allocation_moves_gpus_to_switches_with_a_free_nic(cache: ClusterCache) -> None:
+    cache.add_pod(bound_pod("nic", "n1", *_whole_nic(0), dtype=DeviceType.RDMA))
+    result = allocate(cache, joint(nvidia_gpu=2, rdma=1))
+    assert minors(result) == [2, 3]
+    assert minors(result, DeviceType.RDMA) == [1]
+
+
+def test_joint_allocation_violation_reason(cache: ClusterCache) -> None:
+    for minor in range(4):
+        cache.add_pod(bound_pod(f"nic{minor}", "n1", *_whole_nic(minor), dtype=DeviceType.RDMA))
+    assert reject(allocate(cache, joint(nvidia_gpu=2, rdma=1))) == (Code.UNSCHEDULABLE, "Insufficient rdma devices")
+    cache2 = make_cache(make_node("n1"))
+    for minor in (0, 1, 2):
+        cache2.add_pod(bound_pod(f"nic{minor}", "n1", *_whole_nic(minor), dtype=DeviceType.RDMA))
+    cache2.add_pod(bound_pod("g", "n1", gpu_alloc(6, 10), gpu_alloc(7, 10)))
+    assert reject(allocate(cache2, joint(nvidia_gpu=2, rdma=1))) == (
+        Code.UNSCHEDULABLE,
+        "node(s) Device Joint-Allocate rules violation",
+    )
+
+
+def test_without_joint_rule_nics_still_follow_the_gpus(cache: ClusterCache) -> None:
+    cache.add_pod(bound_pod("share", "n1", gpu_alloc(4, 50)))
+    result = allocate(cache, make_pod(nvidia_gpu=1, rdma=1))
+    assert minors(result) == [5]
+    assert minors(result, DeviceType.RDMA) == [2]  # pci0000:50, beside GPU 5
+
+
+def test_apply_for_all_and_requests_as_count(cache: ClusterCache) -> None:
+    hint = hints.encode_hints(
+        {DeviceType.RDMA: hints.DeviceHint(allocate_strategy=hints.AllocateStrategy.APPLY_FOR_ALL)}
+    )
+    result = allocate(cache, make_pod(rdma=1, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint}))
+    assert minors(result, DeviceType.RDMA) == [0, 1, 2, 3]
+    hint = hints.encode_hints(
+        {DeviceType.RDMA: hints.DeviceHint(allocate_strategy=hints.AllocateStrategy.REQUESTS_AS_COUNT)}
+    )
+    result = allocate(cache, make_pod(rdma=2, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint}))
+    assert minors(result, DeviceType.RDMA) == [0, 1]
+    assert isinstance(result, Allocation)
+    assert all(a.resources == {names.RDMA: 1} and len(a.vfs) == 1 for a in result.devices[DeviceType.RDMA])
+
+
+def _whole_nic(minor: int) -> tuple[DeviceAllocation, ...]:
+    return (DeviceAllocation(minor=minor, resources={names.RDMA: 100}),)
+
+
+def test_selector_hint_restricts_devices() -> None:
+    node, device = make_node("n1")
+    labelled = tuple(
+        dataclasses.replace(d, labels={"tier": "fast"}) if d.type is DeviceType.GPU and d.minor >= 6 else d
+        for d in device.devices
+    )
+    cache = make_cache((node, dataclasses.replace(device, devices=labelled)))
+    selector = labels.LabelSelector({"tier": "fast"})
+    hint = hints.encode_hints({DeviceType.GPU: hints.DeviceHint(selector=selector)})
+    pod = make_pod(nvidia_gpu=2, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint})
+    assert minors(allocate(cache, pod)) == [6, 7]
+    pod = make_pod(nvidia_gpu=3, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: hint})
+    assert reject(allocate(cache, pod)) == (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "Insufficient gpu devices")
+
+
+def test_fpga_shares_by_amount() -> None:
+    node, device = make_node("n1", gpus=0)
+    fpgas = tuple(
+        DeviceInfo(type=DeviceType.FPGA, minor=m, id=f"fpga-{m}", health=True, resources={names.FPGA: 100})
+        for m in range(2)
+    )
+    cache = make_cache((node, dataclasses.replace(device, devices=fpgas)))
+    cache.add_pod(bound_pod("a", "n1", DeviceAllocation(minor=0, resources={names.FPGA: 30}), dtype=DeviceType.FPGA))
+    assert minors(allocate(cache, make_pod(fpga=50), MOST), DeviceType.FPGA) == [0]
+    assert minors(allocate(cache, make_pod(fpga=50), LEAST), DeviceType.FPGA) == [1]
+    assert reject(allocate(cache, make_pod(fpga=200))) == (Code.UNSCHEDULABLE, "Insufficient fpga devices")

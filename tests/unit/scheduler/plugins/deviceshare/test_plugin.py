@@ -1,0 +1,125 @@
+"""DeviceShare through the whole cycle: reasons, the annotation it writes, Reserve/Unreserve."""
+
+from __future__ import annotations
+
+import json
+
+from apis import names
+from scheduler.cache import PodInfo
+from scheduler.core import with_scoring
+from scheduler.framework.config import SchedulerConfig
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.scoring import ScoringStrategyType
+from scheduler.framework.status import Code
+
+from ...conftest import allocated, bound_pod, gpu_alloc, make_node, make_pod, make_scheduler
+
+
+def test_annotation_is_the_exact_protocol_format() -> None:
+    scheduler = make_scheduler(make_node("n1", nics_per_switch=0))
+    outcome = scheduler.schedule_one(make_pod("half", gpu_core=50, gpu_ratio=50))
+    assert outcome.node == "n1"
+    assert outcome.annotations[names.ANNOTATION_DEVICE_ALLOCATED] == (
+        '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"50",'
+        '"koordinator.sh/gpu-memory":"40Gi","koordinator.sh/gpu-memory-ratio":"50"},"id":"GPU-n1-00"}]}'
+    )
+
+
+def test_rdma_vf_annotation_carries_the_vf() -> None:
+    scheduler = make_scheduler(make_node("n1"))
+    outcome = scheduler.schedule_one(make_pod("nic", rdma=1))
+    doc = json.loads(outcome.annotations[names.ANNOTATION_DEVICE_ALLOCATED])
+    assert doc == {
+        "rdma": [
+            {
+                "minor": 0,
+                "resources": {"koordinator.sh/rdma": "1"},
+                "id": "0000:1f:00.0",
+                "extension": {"vfs": [{"minor": 0, "busID": "0000:1f:00.1"}]},
+            }
+        ]
+    }
+
+
+def test_invalid_request_is_unresolvable_with_the_rule() -> None:
+    scheduler = make_scheduler(make_node("n1"))
+    outcome = scheduler.schedule_one(make_pod("bad", gpu_core=150, gpu_ratio=150))
+    assert outcome.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert outcome.status.plugin == "DeviceShare"
+    assert outcome.status.message == (
+        "0/1 nodes are available: invalid device request: "
+        "koordinator.sh/gpu-core=150 must be <= 100 or a multiple of 100."
+    )
+
+
+def test_malformed_hint_is_unresolvable_with_the_annotation_named() -> None:
+    scheduler = make_scheduler(make_node("n1"))
+    pod = make_pod("bad", nvidia_gpu=1, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: "{oops"})
+    outcome = scheduler.schedule_one(pod)
+    assert outcome.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert "annotation scheduling.koordinator.sh/device-allocate-hint: not valid JSON" in outcome.status.message
+
+
+def test_node_without_device_cr_cannot_give_gpus() -> None:
+    node, _ = make_node("bare")
+    scheduler = make_scheduler()
+    scheduler.cache.add_node(node)
+    outcome = scheduler.schedule_one(make_pod("p", nvidia_gpu=1))
+    assert outcome.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert outcome.diagnosis.reasons_by_node() == {"bare": ["Insufficient gpu devices"]}
+
+
+def test_pods_without_devices_skip_deviceshare() -> None:
+    scheduler = make_scheduler(make_node("n1"))
+    outcome = scheduler.schedule_one(make_pod("cpu-only", cpu=1000))
+    assert outcome.scheduled and outcome.annotations == {}
+
+
+def test_reserve_then_unreserve_restores_usage_exactly() -> None:
+    scheduler = make_scheduler(make_node("n1"), make_node("n2"))
+    scheduler.cache.add_pod(bound_pod("running", "n1", gpu_alloc(0, 50)))
+    before = {n: scheduler.cache.device_usage(n) for n in ("n1", "n2")}
+    framework = scheduler.frameworks[names.SCHEDULER_NAME]
+    pod = PodInfo.of(make_pod("p", nvidia_gpu=2, rdma=1))
+    state = CycleState()
+    result = framework.schedule(state, pod)
+    assert result.node is not None
+    scheduler.cache.assume(pod, result.node)
+    assert framework.run_reserve(state, pod, result.node).is_success
+    assert scheduler.cache.device_usage(result.node) != before[result.node]
+    framework.run_unreserve(state, pod, result.node)
+    framework.run_unreserve(state, pod, result.node)  # idempotent
+    scheduler.cache.forget(pod.ident)
+    assert {n: scheduler.cache.device_usage(n) for n in ("n1", "n2")} == before
+
+
+def test_committed_pods_are_never_given_the_same_whole_gpu() -> None:
+    scheduler = make_scheduler(make_node("n1", gpus=2, nics_per_switch=0))
+    first = scheduler.schedule_one(make_pod("a", nvidia_gpu=1))
+    second = scheduler.schedule_one(make_pod("b", nvidia_gpu=1))
+    third = scheduler.schedule_one(make_pod("c", nvidia_gpu=1))
+    assert allocated(first.annotations)["gpu"] != allocated(second.annotations)["gpu"]
+    assert third.status.code is Code.UNSCHEDULABLE
+    assert third.status.message == "0/1 nodes are available: 1 Insufficient gpu devices."
+
+
+def test_nodes_alike_get_their_own_device_ids() -> None:
+    scheduler = make_scheduler(make_node("n1"), make_node("n2"))
+    scheduler.cache.add_pod(bound_pod("hog", "n1", *(gpu_alloc(m) for m in range(8))))
+    outcome = scheduler.schedule_one(make_pod("p", nvidia_gpu=1, rdma=1))
+    doc = json.loads(outcome.annotations[names.ANNOTATION_DEVICE_ALLOCATED])
+    assert outcome.node == "n2"
+    assert doc["gpu"][0]["id"] == "GPU-n2-00"
+    scheduler2 = make_scheduler(make_node("n1"), make_node("n2"))
+    first = scheduler2.schedule_one(make_pod("a", nvidia_gpu=8))
+    second = scheduler2.schedule_one(make_pod("b", nvidia_gpu=1))
+    assert {first.node, second.node} == {"n1", "n2"}
+    ids = json.loads(second.annotations[names.ANNOTATION_DEVICE_ALLOCATED])["gpu"][0]["id"]
+    assert ids.startswith(f"GPU-{second.node}-")
+
+
+def test_scoring_prefers_emptier_or_fuller_nodes() -> None:
+    for strategy, expected in ((ScoringStrategyType.LEAST_ALLOCATED, "n2"), (ScoringStrategyType.MOST_ALLOCATED, "n1")):
+        scheduler = make_scheduler(make_node("n1"), make_node("n2"), config=with_scoring(SchedulerConfig(), strategy))
+        scheduler.cache.add_pod(bound_pod("a", "n1", gpu_alloc(0, 50), cpu=1000))
+        assert scheduler.schedule_one(make_pod("p", gpu_core=20, gpu_ratio=20, cpu=1000)).node == expected

@@ -1,0 +1,110 @@
+"""The trace replay protocol and `tessera simulate` on a tiny trace; the benchmark on a tiny cluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from apis import names
+from apis.errors import ValidationError
+from cli.main import main
+from scheduler.core import with_percentage_of_nodes_to_score
+from scheduler.framework.config import SchedulerConfig
+from scheduler.simulation import replay, trace
+from scheduler.simulation.bench import run_bench, synthetic_pods
+
+NODES = """sn,cpu_milli,memory_mib,gpu,model
+n0,64000,262144,8,V100M32
+n1,64000,262144,4,T4
+n2,32000,131072,2,P100
+n3,96000,393216,8,V100M32
+"""
+
+
+def pods_csv(count: int) -> str:
+    rows = ["name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec"]
+    shapes = [
+        (4000, 8192, 1, 500, ""),
+        (8000, 16384, 1, 1000, ""),
+        (2000, 4096, 0, 0, ""),
+        (16000, 32768, 2, 1000, "T4|V100M32"),
+    ]
+    for i in range(count):
+        cpu, mem, gpus, milli, spec = shapes[i % len(shapes)]
+        rows.append(f"p{i},{cpu},{mem},{gpus},{milli},{spec}")
+    return "\n".join(rows) + "\n"
+
+
+def test_trace_rows_become_protocol_pods() -> None:
+    share, whole, cpu, multi = trace.parse_pods(pods_csv(4).splitlines())
+    assert share.to_pod().containers[0].requests == {
+        names.CPU: 4000,
+        names.MEMORY: 8192 << 20,
+        names.GPU_CORE: 50,
+        names.GPU_MEMORY_RATIO: 50,
+    }
+    assert whole.to_pod().containers[0].requests[names.NVIDIA_GPU] == 1
+    assert names.NVIDIA_GPU not in cpu.to_pod().containers[0].requests
+    affinity = multi.to_pod().node_affinity
+    assert affinity is not None and affinity.required is not None
+    assert affinity.required[0].match_expressions[0].values == ("T4", "V100M32")
+    assert multi.gpu_milli_total == 2000
+
+
+def test_bad_rows_name_the_line() -> None:
+    with pytest.raises(ValidationError, match=r"pods:3.*num_gpu='x'"):
+        trace.parse_pods(["name,cpu_milli,memory_mib,num_gpu,gpu_milli", "a,1,1,0,0", "b,1,1,x,0"])
+    with pytest.raises(ValidationError, match="missing columns model"):
+        trace.parse_nodes(["sn,cpu_milli,memory_mib,gpu"])
+
+
+def test_workload_tops_up_to_130_percent_deterministically() -> None:
+    pods = trace.parse_pods(pods_csv(20).splitlines())
+    capacity = 22_000
+    order = replay.workload(pods, capacity, seed=3)
+    assert sorted(p.name for p in order[:20]) == sorted(p.name for p in pods)
+    demand = sum(p.gpu_milli_total for p in order)
+    assert demand >= 1.3 * capacity
+    assert demand - order[-1].gpu_milli_total < 1.3 * capacity
+    assert [p.name for p in replay.workload(pods, capacity, seed=3)] == [p.name for p in order]
+    assert [p.name for p in replay.workload(pods, capacity, seed=4)] != [p.name for p in order]
+
+
+def test_replay_measures_by_the_protocol() -> None:
+    nodes = trace.parse_nodes(NODES.splitlines())
+    pods = trace.parse_pods(pods_csv(40).splitlines())
+    config = with_percentage_of_nodes_to_score(SchedulerConfig(), 100)
+    result = replay.replay(nodes, pods, seed=1, config=config)
+    assert result.pods_tried >= 40 and 0 < result.pods_scheduled < result.pods_tried
+    assert min(result.alloc) <= 50 and max(result.alloc) >= 130
+    assert all(0 <= v <= min(x, 100) + 1 for x, v in result.alloc.items())
+    again = replay.replay(nodes, pods, seed=1, config=config)
+    assert again == result
+    summary = replay.summarize([result, replay.replay(nodes, pods, seed=2, config=config)])
+    assert summary.unallocated_at_100[1] >= 0 and set(summary.curve) <= set(replay.CURVE_RANGE)
+
+
+def test_simulate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)
+    (tmp_path / "openb_pod_list_tiny.csv").write_text(pods_csv(60))
+    args = ["simulate", "--data", str(tmp_path), "--trace", "tiny", "--seeds", "1-2", "--jobs", "1", "-o", "json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["seeds"] == [1, 2] and doc["gpus"] == 22
+    assert set(doc["unallocated_gpu_pct_at_100"]) == {"mean", "sd"}
+    assert 0 <= doc["unallocated_gpu_pct_at_100"]["mean"] <= 100
+    assert "100" in doc["curve"] and doc["wall_seconds"] >= 0
+    assert main(["simulate", "--data", str(tmp_path / "missing")]) == 1
+    assert "No such file" in capsys.readouterr().err
+
+
+def test_bench_runs_the_whole_cycle(capsys: pytest.CaptureFixture[str]) -> None:
+    result = run_bench(nodes=4, gpus_per_node=8, pods=30, seed=2)
+    assert result.pods == 30 and 0 < result.scheduled <= 30 and result.p50_ms <= result.p99_ms
+    multi = [p for p in synthetic_pods(400, seed=2) if p.containers[0].requests.get(names.NVIDIA_GPU, 0) > 1]
+    assert multi and all(names.ANNOTATION_DEVICE_JOINT_ALLOCATE in p.annotations for p in multi)
+    assert main(["bench", "scheduler", "--nodes", "3", "--pods", "20", "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["nodes"] == 3 and doc["pods"] == 20 and doc["pods_per_second"] > 0
