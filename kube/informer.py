@@ -141,6 +141,8 @@ class Informer(Generic[T]):
         self.resource_version = ""
         #: Objects skipped because they did not parse (a count; the log says which and why).
         self.malformed = 0
+        #: Full lists done: 1 after the first sync, one more for each relist (410 Gone).
+        self.lists = 0
 
     # --- public ------------------------------------------------------------------------------------
     def add_handlers(
@@ -266,6 +268,7 @@ class Informer(Generic[T]):
             else:
                 self._queue.put(("add" if change.old is None else "update", change.key, change.old, change.new))
         self.resource_version = list_rv
+        self.lists += 1
         if not self._synced.is_set():
             self._queue.put(("synced", "", None, None))
         log.log(V(4), "Listed", extra={"resource": self._name, "objects": len(items), "changes": len(changes)})

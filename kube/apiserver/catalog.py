@@ -124,6 +124,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         ("ns",),
         subresources=frozenset({"status"}),
         fields=_fields("status.phase"),
+        verbs=tuple(v for v in ALL_VERBS if v != "deletecollection"),
         columns=(Column("Status", "string", ".status.phase"), _AGE),
     ),
     ResourceType(

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 PATCH_TYPES = frozenset({MERGE_PATCH, JSON_PATCH, STRATEGIC_MERGE_PATCH})
 _JSON = "application/json"
-_PROTOBUF_OPENAPI_V2 = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+_PROTOBUF = "application/octet-stream"  # what kube-openapi answers for the protobuf document
 _HEALTH = ("/healthz", "/livez", "/readyz")
 
 
@@ -57,6 +57,23 @@ def status_response(error: StatusError) -> web.Response:
     if error.retry_after is not None:
         response.headers["Retry-After"] = str(error.retry_after)
     return response
+
+
+def _content_type(request: web.Request) -> str:
+    """The body's media type; none given means JSON, as kube-apiserver assumes."""
+    return request.content_type if "Content-Type" in request.headers else ""
+
+
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def _verb(method: str, item: bool, watch: bool) -> str:
+    """The Kubernetes verb of a request (what discovery lists per resource)."""
+    if watch:
+        return "watch"
+    if not item and method in ("GET", "DELETE"):
+        return "list" if method == "GET" else "deletecollection"
+    return _VERBS.get(method, method.lower())
 
 
 def _flag(query: Mapping[str, str], name: str) -> bool:
@@ -157,7 +174,7 @@ class Handlers:
             return self._discovery.version()
         if path == "/openapi/v2":
             # An empty protobuf document: kubectl finds no schemas and leaves validation to the server.
-            return web.Response(body=b"", content_type=_PROTOBUF_OPENAPI_V2)
+            return web.Response(body=b"", content_type=_PROTOBUF)
         if path == "/openapi/v3":
             return self._discovery.openapi_v3_root()
         if path.startswith("/openapi/v3/"):
@@ -186,6 +203,9 @@ class Handlers:
         query = request.query
         if info.subresource:
             return await self._subresource(request, rt, namespace, info)
+        verb = _verb(method, bool(info.name), _flag(query, "watch"))
+        if verb not in rt.verbs:
+            raise StatusError.method_not_allowed(method, info.path)
         if rt.verbs == ("create",):  # the `bindings` collection
             if method != "POST" or info.name:
                 raise StatusError.method_not_allowed(method, info.path)
@@ -285,7 +305,7 @@ class Handlers:
     async def _patch(
         self, request: web.Request, rt: ResourceType, namespace: str, name: str, subresource: str
     ) -> Entry:
-        content_type = request.content_type
+        content_type = _content_type(request)
         if content_type not in PATCH_TYPES:
             raise StatusError.unsupported_media_type(content_type)
         patch = await self._body(request, content_type)
@@ -295,13 +315,13 @@ class Handlers:
 
     async def _body(self, request: web.Request, content_type: str | None = None) -> Any:
         data = await request.read()
-        return bodies.decode(data, content_type or request.content_type, patch_types=PATCH_TYPES)
+        return bodies.decode(data, content_type or _content_type(request), patch_types=PATCH_TYPES)
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
         data = await request.read()
         if not data.strip():
             return {}
-        options = bodies.decode(data, request.content_type)
+        options = bodies.decode(data, _content_type(request))
         if not isinstance(options, dict):
             raise StatusError.bad_request("the body of a DELETE must be a DeleteOptions object")
         pre = options.get("preconditions")

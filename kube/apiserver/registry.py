@@ -49,6 +49,8 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 NAMESPACES = "namespaces"
 CRDS = "customresourcedefinitions.apiextensions.k8s.io"
 DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+#: Namespaces that cannot be deleted (kube-apiserver's NamespaceLifecycle admission).
+IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 #: Fields of metadata that only the server sets; a client's values are ignored on update.
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
@@ -520,6 +522,10 @@ class Registry:
 
     def _stage_namespace_delete(self, ns: Entry) -> list[_Staged]:
         name = ns.obj["metadata"]["name"]
+        if name in IMMORTAL_NAMESPACES:
+            raise StatusError.forbidden(
+                f'namespaces "{name}" is forbidden: this namespace may not be deleted', kind=NAMESPACES, name=name
+            )
         marked = _marked_deleted(ns)
         marked.setdefault("status", {})["phase"] = "Terminating"
         staged = [self._stage(NAMESPACES, name, marked, ns)]
