@@ -2,8 +2,8 @@
 
 Limits enforced here: no NaN/Infinity (they cannot be re-encoded as JSON), no YAML anchors or
 aliases (an alias bomb expands exponentially when re-encoded), only JSON's types (YAML timestamps
-stay strings, as Kubernetes' YAML-to-JSON conversion keeps them), nesting at most `MAX_DEPTH`
-levels, and errors that say what is wrong as a 400 instead of a stack trace.
+stay strings, as Kubernetes' YAML-to-JSON conversion keeps them), YAML nested at most
+`MAX_DEPTH` levels, and errors that say what is wrong as a 400 instead of a stack trace.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from kube.apiserver.errors import StatusError
 __all__ = ["MAX_DEPTH", "decode"]
 
 MAX_DEPTH = 100
+TOO_DEEP = "the object is nested too deeply"
 JSON_TYPES = frozenset({"", "application/json", "*/*"})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml"})
 
@@ -48,7 +49,7 @@ def _check(doc: Any) -> None:
     while stack:
         node, depth = stack.pop()
         if depth > MAX_DEPTH:
-            raise StatusError.bad_request(f"the object is nested deeper than {MAX_DEPTH} levels")
+            raise StatusError.bad_request(TOO_DEEP)
         if isinstance(node, dict):
             if not all(isinstance(k, str) for k in node):
                 raise StatusError.bad_request("object keys must be strings")
@@ -67,15 +68,16 @@ def decode(data: bytes, content_type: str, *, patch_types: frozenset[str] = froz
         raise StatusError.bad_request("the request body is empty")
     try:
         if content_type in JSON_TYPES or content_type in patch_types:
-            doc = json.loads(data, parse_constant=_reject_constant)
-        elif content_type in YAML_TYPES:
-            doc = yaml.load(data, Loader=_NoAliasLoader)  # a SafeLoader subclass
-        else:
+            # JSON yields only JSON types, nested as deep as the decoder's recursion limit allows
+            # (code that recurses deeper later raises RecursionError: the handlers answer 400).
+            return json.loads(data, parse_constant=_reject_constant)
+        if content_type not in YAML_TYPES:
             raise StatusError.unsupported_media_type(content_type)
+        doc = yaml.load(data, Loader=_NoAliasLoader)  # a SafeLoader subclass: no arbitrary objects
     except (ValueError, yaml.YAMLError) as e:
         raise StatusError.bad_request(f"the body is not valid {_format(content_type)}: {e}") from None
     except RecursionError:
-        raise StatusError.bad_request(f"the object is nested deeper than {MAX_DEPTH} levels") from None
+        raise StatusError.bad_request(TOO_DEEP) from None
     _check(doc)
     return doc
 

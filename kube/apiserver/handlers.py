@@ -132,6 +132,8 @@ class Handlers:
             response = status_response(e)
         except web.HTTPRequestEntityTooLarge as e:
             response = status_response(StatusError.too_large(e.text or "the request body is too large"))
+        except RecursionError:
+            response = status_response(StatusError.bad_request(bodies.TOO_DEEP))
         except (ConnectionResetError, asyncio.CancelledError):
             raise
         except Exception:

@@ -7,7 +7,6 @@ class computed, its spec is immutable but for images, tolerations (additions) an
 
 from __future__ import annotations
 
-import contextlib
 import copy
 from collections.abc import Callable
 from typing import Any
@@ -77,8 +76,6 @@ class PodStrategy(Strategy):
     def prepare_create(self, obj: dict[str, Any]) -> None:
         _default_spec(obj)
         obj["status"] = {"phase": "Pending"}
-        with contextlib.suppress(TesseraError):  # validate() reports a malformed field
-            obj["status"]["qosClass"] = qos.kube_qos_class(Pod.from_dict(obj)).value
 
     def prepare_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
         _default_spec(new)
@@ -112,14 +109,20 @@ class PodStrategy(Strategy):
         node = spec.get("nodeName")
         if node is not None and (not isinstance(node, str) or (node and dns_subdomain(node))):
             causes.append(Cause("spec.nodeName", f"Invalid value: {node!r}"))
-        if not causes:
+        unchanged = old is not None and spec == old.get("spec")
+        if not causes and not unchanged:
+            # The most expensive check the server makes (quantities), so once per create or spec
+            # change; on create the same parse gives the QoS class kube-apiserver records.
             try:
-                Pod.from_dict(obj)
+                parsed = Pod.from_dict(obj)
             except ValidationError as e:
                 causes.append(Cause(e.field, f"Invalid value: {e.reason}"))
             except TesseraError as e:
                 causes.append(Cause("spec", f"Invalid value: {e}"))
-        if old is not None and _mutable_view(spec) != _mutable_view(old.get("spec")):
+            else:
+                if old is None:
+                    obj["status"]["qosClass"] = qos.kube_qos_class(parsed).value
+        if old is not None and not unchanged and _mutable_view(spec) != _mutable_view(old.get("spec")):
             causes.append(Cause("spec", _IMMUTABLE_MESSAGE, "FieldValueForbidden"))
         if old is not None and isinstance(spec.get("tolerations"), list):
             kept = spec["tolerations"]

@@ -29,6 +29,8 @@ class Strategy:
         """Adjust an update of the main resource (status is already reset to the old one)."""
 
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+        """Problems with `obj` (old: the stored version, None on create). May fill fields derived
+        from what it parsed (a pod's QoS class), so the expensive parse happens once."""
         return validate_metadata(obj.get("metadata") or {}, name_rule=self.name_rule)
 
     def on_stored(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
