@@ -109,8 +109,9 @@ def test_malformed_objects_are_skipped_not_fatal(client: Client) -> None:
     devices.create(good)
     devices.create(bad)
     added: list[str] = []
-    with Informer(client, DEVICES, parse=Device.from_dict) as informer:
-        informer.add_handlers(on_add=lambda d: added.append(d.node_name))
+    informer = Informer(client, DEVICES, parse=Device.from_dict)
+    informer.add_handlers(on_add=lambda d: added.append(d.node_name))
+    with informer:
         assert informer.wait_for_sync(10)
         assert "good-node" in added and "bad-node" not in added and informer.malformed >= 1
         devices.patch("bad-node", {"spec": {"devices": [{"type": "gpu", "minor": 1, "health": True}]}})
