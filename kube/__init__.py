@@ -35,7 +35,7 @@ if TYPE_CHECKING:
         Unreachable,
     )
     from kube.events import EventRecorder, ObjectReference
-    from kube.informer import Handlers, Informer, InformerFactory
+    from kube.informer import Handlers, Informer, InformerFactory, raw
     from kube.leaderelection import LeaderElectionSettings, LeaderElector
     from kube.patch import annotations_patch, labels_patch, retry_on_conflict
     from kube.resources import ResourceAPI, WatchEvent
@@ -73,6 +73,7 @@ _EXPORTS = {
     "install_crds": "kube.crds",
     "labels_patch": "kube.patch",
     "pod_groups": "kube.crds",
+    "raw": "kube.informer",
     "retry_on_conflict": "kube.patch",
 }
 
@@ -109,6 +110,7 @@ __all__ = [
     "install_crds",
     "labels_patch",
     "pod_groups",
+    "raw",
     "retry_on_conflict",
 ]
 

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar
 
 from apis.errors import TesseraError
 from apis.names import GroupVersionResource
@@ -64,23 +64,6 @@ _BACKOFF = Backoff()
 
 
 class Informer(Generic[T]):
-    @overload
-    def __init__(
-        self: Informer[Obj],
-        client: Client,
-        gvr: GroupVersionResource,
-        *,
-        namespace: str = "",
-        label_selector: str = "",
-        field_selector: str = "",
-        indexers: Mapping[str, Indexer[Obj]] | None = None,
-        resync_period: float = 0.0,
-        backoff: Backoff = ...,
-        page_size: int = 500,
-        watch_timeout: tuple[int, int] = (300, 600),
-    ) -> None: ...
-
-    @overload
     def __init__(
         self,
         client: Client,
@@ -92,27 +75,14 @@ class Informer(Generic[T]):
         field_selector: str = "",
         indexers: Mapping[str, Indexer[T]] | None = None,
         resync_period: float = 0.0,
-        backoff: Backoff = ...,
-        page_size: int = 500,
-        watch_timeout: tuple[int, int] = (300, 600),
-    ) -> None: ...
-
-    def __init__(
-        self,
-        client: Client,
-        gvr: GroupVersionResource,
-        *,
-        parse: Callable[[Obj], Any] = raw,
-        namespace: str = "",
-        label_selector: str = "",
-        field_selector: str = "",
-        indexers: Mapping[str, Indexer[Any]] | None = None,
-        resync_period: float = 0.0,
         backoff: Backoff = _BACKOFF,
         page_size: int = 500,
         watch_timeout: tuple[int, int] = (300, 600),
     ) -> None:
         """Watch `gvr` (in `namespace`, or all; filtered by the selectors). Call `start()` to begin.
+
+        `parse` turns each object into what the cache holds and handlers get (`Pod.from_dict`, or
+        `raw` for the JSON dicts themselves).
 
         `watch_timeout` is the range (seconds) each watch request asks the server to keep it
         open, randomized so many informers do not reconnect at once.

@@ -196,9 +196,12 @@ class ResourceAPI:
             raise ValueError("the object has no metadata.name")
         return name
 
-    def get(self, name: str, *, namespace: str = "") -> Obj:
-        result: Obj = self.client.request("GET", self.path(namespace, name))
+    def _call(self, method: str, path: str, **options: Any) -> Obj:
+        result: Obj = self.client.request(method, path, **options)
         return result
+
+    def get(self, name: str, *, namespace: str = "") -> Obj:
+        return self._call("GET", self.path(namespace, name))
 
     def list(
         self,
@@ -213,7 +216,7 @@ class ResourceAPI:
         """One page (all items when limit is 0); `namespace=""` lists every namespace."""
         query = [("labelSelector", label_selector), ("fieldSelector", field_selector)]
         query += [("limit", str(limit)), ("continue", continue_token), ("resourceVersion", resource_version)]
-        doc = self.client.request("GET", self.path(namespace), query=[(k, v) for k, v in query if v and v != "0"])
+        doc = self._call("GET", self.path(namespace), query=[(k, v) for k, v in query if v and v != "0"])
         meta = doc.get("metadata") or {}
         return ObjectList(
             list(doc.get("items") or []), str(meta.get("resourceVersion", "")), meta.get("continue") or ""
@@ -242,14 +245,12 @@ class ResourceAPI:
 
     def create(self, obj: Obj, *, namespace: str = "", dry_run: bool = False) -> Obj:
         query = [("dryRun", "All")] if dry_run else []
-        result: Obj = self.client.request("POST", self.path(self._namespace_of(obj, namespace)), query=query, body=obj)
-        return result
+        return self._call("POST", self.path(self._namespace_of(obj, namespace)), query=query, body=obj)
 
     def update(self, obj: Obj, *, namespace: str = "", subresource: str = "") -> Obj:
         """PUT the whole object; its metadata.resourceVersion makes it conditional (409 if stale)."""
         path = self.path(self._namespace_of(obj, namespace), self._name_of(obj), subresource)
-        result: Obj = self.client.request("PUT", path, body=obj)
-        return result
+        return self._call("PUT", path, body=obj)
 
     def update_status(self, obj: Obj, *, namespace: str = "") -> Obj:
         return self.update(obj, namespace=namespace, subresource="status")
@@ -257,10 +258,7 @@ class ResourceAPI:
     def patch(
         self, name: str, patch: Any, *, namespace: str = "", patch_type: str = MERGE_PATCH, subresource: str = ""
     ) -> Obj:
-        result: Obj = self.client.request(
-            "PATCH", self.path(namespace, name, subresource), body=patch, content_type=patch_type
-        )
-        return result
+        return self._call("PATCH", self.path(namespace, name, subresource), body=patch, content_type=patch_type)
 
     def delete(
         self, name: str, *, namespace: str = "", uid: str = "", resource_version: str = "", dry_run: bool = False
@@ -272,13 +270,11 @@ class ResourceAPI:
             options["preconditions"] = preconditions
         if dry_run:
             options["dryRun"] = ["All"]
-        result: Obj = self.client.request("DELETE", self.path(namespace, name), body=options)
-        return result
+        return self._call("DELETE", self.path(namespace, name), body=options)
 
     def post(self, name: str, subresource: str, body: Obj, *, namespace: str = "") -> Obj:
         """POST to a subresource (`pods/NAME/binding`, `pods/NAME/eviction`)."""
-        result: Obj = self.client.request("POST", self.path(namespace, name, subresource), body=body)
-        return result
+        return self._call("POST", self.path(namespace, name, subresource), body=body)
 
     def watch(
         self,

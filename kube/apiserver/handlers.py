@@ -356,12 +356,7 @@ class Handlers:
         query = request.query
         rv_text = query.get("resourceVersion", "")
         if rv_text and rv_text != "0":
-            try:
-                wanted = int(rv_text)
-            except ValueError:
-                raise StatusError.bad_request(f"resourceVersion: invalid value {rv_text!r}") from None
-            if wanted > self._registry.rv:
-                raise StatusError(504, "Timeout", f"Too large resource version: {wanted}, current: {self._registry.rv}")
+            wanted = self._requested_rv(rv_text)
             if query.get("resourceVersionMatch") == "Exact" and wanted != self._registry.rv:
                 raise StatusError.gone(f"too old resource version: {wanted} ({self._registry.rv})")
         result = self._registry.list_objects(
@@ -370,6 +365,16 @@ class Handlers:
         return self._list_response(
             request, rt, result.entries, result.rv, continue_token=result.continue_token, remaining=result.remaining
         )
+
+    def _requested_rv(self, text: str) -> int:
+        """A client's resourceVersion: 400 when not a number, 504 when newer than the server's."""
+        try:
+            rv = int(text)
+        except ValueError:
+            raise StatusError.bad_request(f"resourceVersion: invalid value {text!r}") from None
+        if rv > self._registry.rv:
+            raise StatusError(504, "Timeout", f"Too large resource version: {rv}, current: {self._registry.rv}")
+        return rv
 
     def _list_response(
         self,
@@ -418,12 +423,7 @@ class Handlers:
                 for e in self._registry.snapshot(rt, flt)
             ]
         else:
-            try:
-                cursor = int(rv_text)
-            except ValueError:
-                raise StatusError.bad_request(f"resourceVersion: invalid value {rv_text!r}") from None
-            if cursor > self._registry.rv:
-                raise StatusError(504, "Timeout", f"Too large resource version: {cursor}, current: {self._registry.rv}")
+            cursor = self._requested_rv(rv_text)
         response = web.StreamResponse(headers={"Content-Type": _JSON, "Cache-Control": "no-cache, private"})
         response.enable_chunked_encoding()
         await response.prepare(request)

@@ -13,7 +13,7 @@ from apis.names import DEVICES
 from kube import Backoff
 from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
 from kube.client import Client
-from kube.informer import Informer, InformerFactory
+from kube.informer import Informer, InformerFactory, raw
 from kube.resources import CONFIG_MAPS, PODS
 
 pytestmark = pytest.mark.integration
@@ -87,7 +87,7 @@ def test_handlers_added_late_see_existing_objects_and_failures_are_contained(cli
     maps = client.resource(CONFIG_MAPS)
     for name in ("a", "b"):
         maps.create({"metadata": {"name": name}}, namespace=namespace)
-    with Informer(client, CONFIG_MAPS, namespace=namespace, resync_period=0.2) as informer:
+    with Informer(client, CONFIG_MAPS, parse=raw, namespace=namespace, resync_period=0.2) as informer:
         assert informer.wait_for_sync(10)
 
         def broken(obj: dict[str, Any]) -> None:
@@ -161,7 +161,9 @@ def test_cache_converges_after_the_server_is_killed(own_server: EmbeddedAPIServe
             maps.create({"metadata": {"name": f"keep{i}"}}, namespace="default")
         # The first reconnect comes after the restart and all the writes, so with 250 writes the
         # informer's resourceVersion has left the 100-event window by then: 410, relist.
-        informer = Informer(c, CONFIG_MAPS, namespace="default", backoff=Backoff(initial=2.5, maximum=2.5, jitter=0))
+        informer = Informer(
+            c, CONFIG_MAPS, parse=raw, namespace="default", backoff=Backoff(initial=2.5, maximum=2.5, jitter=0)
+        )
         recorder = Recorder()
         recorder.attach(informer)
         with informer:
