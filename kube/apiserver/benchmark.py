@@ -85,9 +85,7 @@ class _Load:
     def __init__(self, server: EmbeddedAPIServer, concurrency: int) -> None:
         self.url = server.url
         self.headers = {"Authorization": f"Bearer {server.token}"} if server.token else {}
-        self.ssl: ssl.SSLContext | bool = False
-        if self.url.startswith("https"):
-            self.ssl = ssl.create_default_context(cafile=str(server.data_dir / "db" / "pki" / "ca.crt"))
+        self.ssl: ssl.SSLContext | bool = server.ssl_context() or False
         self.concurrency = concurrency
 
     def session(self, limit: int) -> aiohttp.ClientSession:

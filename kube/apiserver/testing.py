@@ -14,6 +14,7 @@ given), writes a kubeconfig there and is ready (`/readyz`) when `start()` return
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
 import shutil
@@ -73,6 +74,8 @@ class EmbeddedAPIServer:
         self.port = 0
         self.url = ""
         self.token: str | None = None
+        #: The server's CA certificate (PEM) when it serves HTTPS.
+        self.ca_pem: bytes | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -113,16 +116,22 @@ class EmbeddedAPIServer:
 
     def _read_kubeconfig(self) -> None:
         doc = yaml.safe_load(self.kubeconfig.read_text())
-        self.url = doc["clusters"][0]["cluster"]["server"]
+        cluster = doc["clusters"][0]["cluster"]
+        self.url = cluster["server"]
         self.port = int(self.url.rsplit(":", 1)[1])
         self.token = doc["users"][0]["user"].get("token")
+        ca = cluster.get("certificate-authority-data")
+        self.ca_pem = base64.b64decode(ca) if ca else None
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """A client TLS context trusting the server's CA (None for plain HTTP)."""
+        if self.ca_pem is None:
+            return None
+        return ssl.create_default_context(cadata=self.ca_pem.decode())
 
     def _ready(self) -> bool:
-        context = None
-        if self.url.startswith("https"):
-            context = ssl.create_default_context(cafile=str(self.data_dir / "db" / "pki" / "ca.crt"))
         try:
-            with urllib.request.urlopen(f"{self.url}/readyz", timeout=1, context=context) as response:
+            with urllib.request.urlopen(f"{self.url}/readyz", timeout=1, context=self.ssl_context()) as response:
                 return bool(response.status == 200)
         except (urllib.error.URLError, OSError):
             return False

@@ -1,6 +1,5 @@
 """A server with a token speaks HTTPS and refuses requests without the token."""
 
-import ssl
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ def secure() -> Iterator[EmbeddedAPIServer]:
 
 
 def get(server: EmbeddedAPIServer, path: str, token: str | None) -> int:
-    context = ssl.create_default_context(cafile=str(server.data_dir / "db" / "pki" / "ca.crt"))
+    context = server.ssl_context()
     request = urllib.request.Request(f"{server.url}{path}")
     if token:
         request.add_header("Authorization", f"Bearer {token}")
@@ -47,8 +46,7 @@ def test_kubeconfig_client_works_and_a_wrong_token_is_unauthorized(secure: Embed
     with secure.client() as c:
         assert "default" in [n["metadata"]["name"] for n in c.resource(NAMESPACES).list().items]
     wrong = tmp_path / "wrong-token"
-    ca = (secure.data_dir / "db" / "pki" / "ca.crt").read_bytes()
-    write_kubeconfig(wrong, secure.url, token="nope", ca_pem=ca)
+    write_kubeconfig(wrong, secure.url, token="nope", ca_pem=secure.ca_pem)
     with Client.from_kubeconfig(wrong) as c, pytest.raises(errors.Unauthorized):
         c.resource(NAMESPACES).list()
 
