@@ -10,12 +10,15 @@ read-only. An index maps each object to zero or more string values (`"node": lam
 from __future__ import annotations
 
 import builtins
+import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 __all__ = ["Change", "Indexer", "Store"]
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 Indexer = Callable[[T], Iterable[str]]
@@ -83,7 +86,7 @@ class Store(Generic[T]):
             self._indexers[name] = indexer
             self._indices[name] = {}
             for key, (_, obj) in self._items.items():
-                for value in indexer(obj):
+                for value in self._values(name, indexer, key, obj):
                     self._indices[name].setdefault(value, set()).add(key)
 
     # --- writing (the informer's thread) -----------------------------------------------------------
@@ -119,16 +122,24 @@ class Store(Generic[T]):
                 changes.append(Change(key, self.upsert(key, rv, obj), obj))
         return changes
 
+    def _values(self, name: str, indexer: Indexer[T], key: str, obj: T) -> Iterable[str]:
+        """What `indexer` yields for `obj`; nothing (logged) if it raises, so the store stays consistent."""
+        try:
+            return list(indexer(obj))
+        except Exception:
+            log.exception("Indexer failed", extra={"index": name, "object": key})
+            return ()
+
     def _index(self, key: str, obj: T) -> None:
         for name, indexer in self._indexers.items():
             index = self._indices[name]
-            for value in indexer(obj):
+            for value in self._values(name, indexer, key, obj):
                 index.setdefault(value, set()).add(key)
 
     def _unindex(self, key: str, obj: T) -> None:
         for name, indexer in self._indexers.items():
             index = self._indices[name]
-            for value in indexer(obj):
+            for value in self._values(name, indexer, key, obj):
                 keys = index.get(value)
                 if keys is not None:
                     keys.discard(key)

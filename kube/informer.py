@@ -202,23 +202,35 @@ class Informer(Generic[T]):
         obj.setdefault("kind", self.gvr.kind)
         try:
             parsed: T = self._parse(obj)
-        except (TesseraError, ValueError, TypeError, KeyError) as e:
+        except TesseraError as e:
             self.malformed += 1
             log.warning("Skipping malformed object", extra={"resource": self._name, "object": key, "error": str(e)})
+            return None
+        except Exception:  # a bug in the parser must not stop the informer either
+            self.malformed += 1
+            log.exception("Parser failed; skipping object", extra={"resource": self._name, "object": key})
             return None
         return parsed
 
     def _list(self) -> None:
         items: dict[str, tuple[str, T]] = {}
-        token, list_rv = "", ""
+        token, list_rv, limit = "", "", self._page_size
         while True:
-            page = self._api.list(
-                namespace=self._namespace,
-                label_selector=self._label_selector,
-                field_selector=self._field_selector,
-                limit=self._page_size,
-                continue_token=token,
-            )
+            try:
+                page = self._api.list(
+                    namespace=self._namespace,
+                    label_selector=self._label_selector,
+                    field_selector=self._field_selector,
+                    limit=limit,
+                    continue_token=token,
+                )
+            except errors.Gone:
+                if not token:
+                    raise
+                # The continue token expired between pages: list everything in one go instead.
+                items.clear()
+                token, list_rv, limit = "", "", 0
+                continue
             list_rv = list_rv or page.resource_version
             for obj in page.items:
                 key = object_key(obj)

@@ -1,5 +1,7 @@
 """The informer's store: indexes kept in step, and replace() reporting only real changes."""
 
+import pytest
+
 from kube.cache import Store
 
 
@@ -35,3 +37,17 @@ def test_add_indexer_indexes_what_is_there() -> None:
     store.upsert("a", "1", {"node": "n1"})
     store.add_indexer("node", by_node)
     assert store.by_index("node", "n1") == [{"node": "n1"}]
+
+
+def test_a_failing_indexer_leaves_the_store_consistent(caplog: pytest.LogCaptureFixture) -> None:
+    def picky(obj: dict[str, str]) -> list[str]:
+        if obj.get("bad"):
+            raise KeyError("bad")
+        return [obj["node"]]
+
+    store: Store[dict[str, str]] = Store({"node": picky})
+    store.upsert("a", "1", {"node": "n1", "bad": "yes"})
+    store.upsert("b", "1", {"node": "n1"})
+    store.delete("a")
+    assert store.by_index("node", "n1") == [{"node": "n1"}] and len(store) == 1
+    assert "Indexer failed" in caplog.text
