@@ -7,6 +7,7 @@ semantics, with `strategy`/`pods`/`crds`) → `watch` (event log) → `handlers`
 `routing`, `bodies`, `selectors`, `patch`, `tables`, `discovery`) → `server` (assembly).
 """
 
+from kube.apiserver.handlers import WatchSettings
 from kube.apiserver.server import APIServerSettings, run, serve
 
-__all__ = ["APIServerSettings", "run", "serve"]
+__all__ = ["APIServerSettings", "WatchSettings", "run", "serve"]
