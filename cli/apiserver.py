@@ -7,9 +7,8 @@ import os
 from pathlib import Path
 
 from apis.errors import ConfigError
-from kube.apiserver import APIServerSettings
+from kube.apiserver import APIServerSettings, WatchSettings
 from kube.apiserver import run as run_server
-from kube.apiserver.handlers import WatchSettings
 from kube.apiserver.server import new_token
 
 
