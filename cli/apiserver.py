@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cert-dir", type=Path, metavar="DIR", help="TLS CA and serving certificate (default DATA_DIR/pki)"
     )
     parser.add_argument(
-        "--watch-window", type=int, default=50_000, metavar="N", help="events kept per resource for watch resume"
+        "--watch-window", type=int, default=10_000, metavar="N", help="events kept per resource for watch resume"
     )
     parser.add_argument(
         "--bookmark-interval", type=float, default=10.0, metavar="SECONDS", help="watch bookmark period"

@@ -58,7 +58,7 @@ class APIServerSettings:
     #: Where the TLS CA and serving certificate live (default: DATA_DIR/pki, or a temporary directory).
     cert_dir: Path | None = None
     #: Events retained per resource for watches to resume from (older resume → 410 Gone).
-    watch_window: int = 50_000
+    watch_window: int = 10_000
     watch: WatchSettings = field(default_factory=WatchSettings)
     max_body_bytes: int = 3 * 1024 * 1024
     max_object_bytes: int = 1536 * 1024

@@ -50,7 +50,7 @@ class EmbeddedAPIServer:
         *,
         secure: bool = False,
         bookmark_interval: float = 1.0,
-        watch_window: int = 50_000,
+        watch_window: int = 10_000,
         verbosity: int = 2,
         extra_args: Sequence[str] = (),
     ) -> None:
@@ -186,7 +186,7 @@ def run_apiserver(
     *,
     secure: bool = False,
     bookmark_interval: float = 1.0,
-    watch_window: int = 50_000,
+    watch_window: int = 10_000,
     verbosity: int = 2,
     extra_args: Sequence[str] = (),
 ) -> Iterator[EmbeddedAPIServer]:
