@@ -23,7 +23,7 @@ from apis.podgroup import PodGroup
 from kube import errors
 from kube.client import Client
 from kube.patch import retry_on_conflict
-from kube.resources import CUSTOM_RESOURCE_DEFINITIONS, MERGE_PATCH, ResourceAPI
+from kube.resources import CUSTOM_RESOURCE_DEFINITIONS, MERGE_PATCH, Patch, ResourceAPI
 
 __all__ = ["TypedResource", "devices", "elastic_quotas", "install_crds", "pod_groups"]
 
@@ -105,10 +105,10 @@ class TypedResource(Generic[T]):
         """Replace status only (the status subresource); conditional like `update`."""
         return self._parse(self.api.update_status(obj.to_dict(), namespace=obj.meta.namespace))
 
-    def patch(self, name: str, patch: Any, *, namespace: str = "", patch_type: str = MERGE_PATCH) -> T:
+    def patch(self, name: str, patch: Patch, *, namespace: str = "", patch_type: str = MERGE_PATCH) -> T:
         return self._parse(self.api.patch(name, patch, namespace=namespace, patch_type=patch_type))
 
-    def patch_status(self, name: str, patch: Any, *, namespace: str = "", patch_type: str = MERGE_PATCH) -> T:
+    def patch_status(self, name: str, patch: Patch, *, namespace: str = "", patch_type: str = MERGE_PATCH) -> T:
         return self._parse(
             self.api.patch(name, patch, namespace=namespace, patch_type=patch_type, subresource="status")
         )

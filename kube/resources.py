@@ -41,6 +41,7 @@ __all__ = [
     "SECRETS",
     "STRATEGIC_MERGE_PATCH",
     "ObjectList",
+    "Patch",
     "ResourceAPI",
     "WatchEvent",
     "WatchStream",
@@ -65,9 +66,11 @@ JSON_PATCH: Final = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH: Final = "application/strategic-merge-patch+json"
 
 Obj = dict[str, Any]
+#: A patch body: an object (merge and strategic merge patches) or a list of operations (JSON patch).
+Patch = dict[str, Any] | list[dict[str, Any]]
 
 
-def object_key(obj: Any) -> str:
+def object_key(obj: object) -> str:
     """`namespace/name` (or `name`) of a raw object; "" when it has no name."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
@@ -256,7 +259,7 @@ class ResourceAPI:
         return self.update(obj, namespace=namespace, subresource="status")
 
     def patch(
-        self, name: str, patch: Any, *, namespace: str = "", patch_type: str = MERGE_PATCH, subresource: str = ""
+        self, name: str, patch: Patch, *, namespace: str = "", patch_type: str = MERGE_PATCH, subresource: str = ""
     ) -> Obj:
         return self._call("PATCH", self.path(namespace, name, subresource), body=patch, content_type=patch_type)
 
