@@ -1,5 +1,124 @@
 """Talking to Kubernetes: the only package that uses the `kubernetes` client library.
 
-Holds client construction, informers, patch helpers, leader election, events, logging set-up and
-the embedded API server (`kube.apiserver`). Imports `apis` only.
+Holds client construction (`Client`), informers (`Informer`, `InformerFactory`), typed access to
+Tessera's CRDs (`crds.devices(client)`, ...), patch helpers (`retry_on_conflict`), leader election
+(`LeaderElector`), events (`EventRecorder`), the error tree (`APIError`, ...), logging set-up
+(`kube.logs`) and the embedded API server (`kube.apiserver`). Imports `apis` only.
+See docs/dev/kube.md for how to use them.
+
+Names are loaded on first use, so `import kube` (and `tessera --help`, via `kube.logs`) does
+not pay for importing the `kubernetes` library.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kube.backoff import Backoff
+    from kube.cache import Store
+    from kube.client import Client, ClientSettings
+    from kube.crds import TypedResource, devices, elastic_quotas, install_crds, pod_groups
+    from kube.errors import (
+        AlreadyExists,
+        APIError,
+        BadRequest,
+        Conflict,
+        Forbidden,
+        Gone,
+        Invalid,
+        NotFound,
+        ServerError,
+        TooManyRequests,
+        Unauthorized,
+        Unreachable,
+    )
+    from kube.events import EventRecorder, ObjectReference
+    from kube.informer import Handlers, Informer, InformerFactory, raw
+    from kube.leaderelection import LeaderElectionSettings, LeaderElector
+    from kube.patch import annotations_patch, labels_patch, retry_on_conflict
+    from kube.resources import ResourceAPI, WatchEvent
+
+_EXPORTS = {
+    "APIError": "kube.errors",
+    "AlreadyExists": "kube.errors",
+    "Backoff": "kube.backoff",
+    "BadRequest": "kube.errors",
+    "Client": "kube.client",
+    "ClientSettings": "kube.client",
+    "Conflict": "kube.errors",
+    "EventRecorder": "kube.events",
+    "Forbidden": "kube.errors",
+    "Gone": "kube.errors",
+    "Handlers": "kube.informer",
+    "Informer": "kube.informer",
+    "InformerFactory": "kube.informer",
+    "Invalid": "kube.errors",
+    "LeaderElectionSettings": "kube.leaderelection",
+    "LeaderElector": "kube.leaderelection",
+    "NotFound": "kube.errors",
+    "ObjectReference": "kube.events",
+    "ResourceAPI": "kube.resources",
+    "ServerError": "kube.errors",
+    "Store": "kube.cache",
+    "TooManyRequests": "kube.errors",
+    "TypedResource": "kube.crds",
+    "Unauthorized": "kube.errors",
+    "Unreachable": "kube.errors",
+    "WatchEvent": "kube.resources",
+    "annotations_patch": "kube.patch",
+    "devices": "kube.crds",
+    "elastic_quotas": "kube.crds",
+    "install_crds": "kube.crds",
+    "labels_patch": "kube.patch",
+    "pod_groups": "kube.crds",
+    "raw": "kube.informer",
+    "retry_on_conflict": "kube.patch",
+}
+
+__all__ = [
+    "APIError",
+    "AlreadyExists",
+    "Backoff",
+    "BadRequest",
+    "Client",
+    "ClientSettings",
+    "Conflict",
+    "EventRecorder",
+    "Forbidden",
+    "Gone",
+    "Handlers",
+    "Informer",
+    "InformerFactory",
+    "Invalid",
+    "LeaderElectionSettings",
+    "LeaderElector",
+    "NotFound",
+    "ObjectReference",
+    "ResourceAPI",
+    "ServerError",
+    "Store",
+    "TooManyRequests",
+    "TypedResource",
+    "Unauthorized",
+    "Unreachable",
+    "WatchEvent",
+    "annotations_patch",
+    "devices",
+    "elastic_quotas",
+    "install_crds",
+    "labels_patch",
+    "pod_groups",
+    "raw",
+    "retry_on_conflict",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kube' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

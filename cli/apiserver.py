@@ -1,0 +1,83 @@
+"""`tessera apiserver`: run the embedded Kubernetes API server (see docs/user/apiserver.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from apis.errors import ConfigError
+from kube.apiserver import APIServerSettings, WatchSettings
+from kube.apiserver import run as run_server
+from kube.apiserver.server import new_token
+
+
+def _default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "tessera" / "apiserver"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--listen", default="127.0.0.1:6443", metavar="HOST:PORT", help="address to serve on (port 0 picks a free one)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"SQLite data directory (default {_default_data_dir()})",
+    )
+    parser.add_argument(
+        "--in-memory", action="store_true", help="keep objects in memory only (nothing survives a restart)"
+    )
+    parser.add_argument("--kubeconfig-out", type=Path, metavar="PATH", help="write a kubeconfig for clients here")
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="PATH",
+        help="require this bearer token (created with a random token if the file does not exist)",
+    )
+    parser.add_argument(
+        "--cert-dir", type=Path, metavar="DIR", help="TLS CA and serving certificate (default DATA_DIR/pki)"
+    )
+    parser.add_argument(
+        "--watch-window", type=int, default=10_000, metavar="N", help="events kept per resource for watch resume"
+    )
+    parser.add_argument(
+        "--bookmark-interval", type=float, default=10.0, metavar="SECONDS", help="watch bookmark period"
+    )
+
+
+def _token(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(new_token() + "\n")
+    token = path.read_text().strip()
+    if not token:
+        raise ConfigError(f"token file {path} is empty")
+    return token
+
+
+def settings_from(args: argparse.Namespace) -> APIServerSettings:
+    host, sep, port = args.listen.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"--listen {args.listen!r}: expected HOST:PORT")
+    return APIServerSettings(
+        host=host.strip("[]"),
+        port=int(port),
+        data_dir=None if args.in_memory else (args.data_dir or _default_data_dir()),
+        kubeconfig_out=args.kubeconfig_out,
+        token=_token(args.token_file),
+        cert_dir=args.cert_dir,
+        watch_window=args.watch_window,
+        watch=WatchSettings(bookmark_interval=args.bookmark_interval),
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    return run_server(settings_from(args))

@@ -1,0 +1,305 @@
+"""Which resources the server serves: built-in types plus those registered by CRDs.
+
+The catalog answers "what is `/apis/G/V/R`?" for routing, discovery and OpenAPI, and tells the
+registry how to treat a type (scope, subresources, field selectors, strategic-merge support).
+Objects are stored per `ResourceType.storage_id` (`pods`, `devices.scheduling.koordinator.sh`),
+independent of version: a CRD that serves several versions serves the same objects under each,
+as a CRD with conversion strategy `None` does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Catalog", "Column", "GroupInfo", "ResourceType", "sort_versions"]
+
+#: Selectable on every type, as in Kubernetes.
+META_FIELDS: Mapping[str, str] = {"metadata.name": "metadata.name", "metadata.namespace": "metadata.namespace"}
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column of `kubectl get` output (CRD additionalPrinterColumns, or built in)."""
+
+    name: str
+    type: str
+    json_path: str
+    priority: int = 0
+    description: str = ""
+    format: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    singular: str
+    kind: str
+    namespaced: bool
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    #: Subresources served (`status`, `binding`, `eviction`).
+    subresources: frozenset[str] = frozenset()
+    #: Field-selector label -> dotted path into the object.
+    fields: Mapping[str, str] = field(default_factory=lambda: dict(META_FIELDS))
+    #: Built-in types accept strategic merge patches; custom resources do not (as Kubernetes).
+    strategic_merge: bool = True
+    verbs: tuple[str, ...] = ALL_VERBS
+    columns: tuple[Column, ...] = ()
+    #: The CRD that registered this type ("" for built-ins).
+    crd_name: str = ""
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def storage_id(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    name: str
+    versions: tuple[str, ...]  # highest priority first
+
+    @property
+    def preferred(self) -> str:
+        return self.versions[0]
+
+
+_VERSION_RE = re.compile(r"v(\d+)(?:(alpha|beta)(\d+))?")
+
+
+def _version_key(version: str) -> tuple[int, int, int, str]:
+    """Kubernetes' version priority: GA > beta > alpha, higher numbers first, others last."""
+    m = _VERSION_RE.fullmatch(version)
+    if not m:
+        return (3, 0, 0, version)
+    stability = {None: 0, "beta": 1, "alpha": 2}[m.group(2)]
+    return (stability, -int(m.group(1)), -int(m.group(3) or 0), version)
+
+
+def sort_versions(versions: Iterable[str]) -> tuple[str, ...]:
+    return tuple(sorted(set(versions), key=_version_key))
+
+
+def _fields(*extra: str, **renamed: str) -> dict[str, str]:
+    out = dict(META_FIELDS)
+    out.update({f: f for f in extra})
+    out.update(renamed)
+    return out
+
+
+_AGE = Column("Age", "date", ".metadata.creationTimestamp")
+
+_INVOLVED = tuple(
+    f"involvedObject.{f}" for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+)
+_REGARDING = tuple(
+    f"regarding.{f}" for f in ("kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath")
+)
+
+BUILTINS: tuple[ResourceType, ...] = (
+    ResourceType(
+        "",
+        "v1",
+        "namespaces",
+        "namespace",
+        "Namespace",
+        False,
+        ("ns",),
+        subresources=frozenset({"status"}),
+        fields=_fields("status.phase"),
+        verbs=tuple(v for v in ALL_VERBS if v != "deletecollection"),
+        columns=(Column("Status", "string", ".status.phase"), _AGE),
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "nodes",
+        "node",
+        "Node",
+        False,
+        ("no",),
+        subresources=frozenset({"status"}),
+        fields=_fields("spec.unschedulable"),
+    ),
+    ResourceType(
+        "",
+        "v1",
+        "pods",
+        "pod",
+        "Pod",
+        True,
+        ("po",),
+        ("all",),
+        subresources=frozenset({"status", "binding", "eviction"}),
+        fields=_fields(
+            "spec.nodeName",
+            "spec.schedulerName",
+            "spec.restartPolicy",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ),
+    ),
+    ResourceType("", "v1", "bindings", "binding", "Binding", True, verbs=("create",), fields=dict(META_FIELDS)),
+    ResourceType(
+        "",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        True,
+        ("ev",),
+        fields=_fields(*_INVOLVED, "reason", "reportingComponent", "type", source="source.component"),
+    ),
+    ResourceType("", "v1", "configmaps", "configmap", "ConfigMap", True, ("cm",), columns=(_AGE,)),
+    ResourceType("", "v1", "secrets", "secret", "Secret", True, fields=_fields("type"), columns=(_AGE,)),
+    ResourceType(
+        "", "v1", "services", "service", "Service", True, ("svc",), ("all",), subresources=frozenset({"status"})
+    ),
+    ResourceType(
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "lease",
+        "Lease",
+        True,
+        columns=(Column("Holder", "string", ".spec.holderIdentity"), _AGE),
+    ),
+    ResourceType(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "event",
+        "Event",
+        True,
+        ("ev",),
+        fields=_fields(*_REGARDING, "reason", "reportingController", "type"),
+    ),
+    ResourceType(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "customresourcedefinition",
+        "CustomResourceDefinition",
+        False,
+        ("crd", "crds"),
+        ("api-extensions",),
+        subresources=frozenset({"status"}),
+        columns=(Column("Created At", "date", ".metadata.creationTimestamp"),),
+    ),
+)
+
+
+class Catalog:
+    """The served types. Mutated only on the event loop (CRD create/update/delete)."""
+
+    def __init__(self, builtins: Iterable[ResourceType] = BUILTINS) -> None:
+        self._builtin = {(r.group, r.version, r.plural): r for r in builtins}
+        self._custom: dict[str, tuple[ResourceType, ...]] = {}  # CRD name -> its served versions
+        self._index: dict[tuple[str, str, str], ResourceType] = {}
+        #: Bumped on every change, so discovery and OpenAPI documents can be cached per generation.
+        self.generation = 0
+        self._rebuild()
+
+    def _rebuild(self) -> None:
+        index = dict(self._builtin)
+        for types in self._custom.values():
+            for rt in types:
+                index[(rt.group, rt.version, rt.plural)] = rt
+        self._index = index
+        self.generation += 1
+
+    def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self._index.get((group, version, plural))
+
+    def all(self) -> list[ResourceType]:
+        return list(self._index.values())
+
+    def groups(self) -> list[GroupInfo]:
+        """API groups (without the legacy core group), in discovery order: built-ins first."""
+        versions: dict[str, list[str]] = {}
+        for group, version, _ in self._index:
+            if group:
+                versions.setdefault(group, []).append(version)
+        return [GroupInfo(g, sort_versions(v)) for g, v in versions.items()]
+
+    def resources(self, group: str, version: str) -> list[ResourceType]:
+        return [rt for (g, v, _), rt in self._index.items() if g == group and v == version]
+
+    def storage_ids(self) -> set[str]:
+        return {rt.storage_id for rt in self._index.values()}
+
+    def is_builtin(self, group: str, plural: str) -> bool:
+        return any(g == group and p == plural for g, _, p in self._builtin)
+
+    def register_crd(self, name: str, types: tuple[ResourceType, ...]) -> None:
+        """(Re)register the versions a CRD serves; replaces what the same CRD registered before."""
+        self._custom[name] = types
+        self._rebuild()
+
+    def unregister_crd(self, name: str) -> tuple[ResourceType, ...]:
+        types = self._custom.pop(name, ())
+        self._rebuild()
+        return types
+
+    def crd_types(self, name: str) -> tuple[ResourceType, ...]:
+        return self._custom.get(name, ())
+
+
+def types_from_crd(crd: Mapping[str, Any]) -> tuple[ResourceType, ...]:
+    """The ResourceTypes a (validated) CustomResourceDefinition serves, one per served version."""
+    spec = crd["spec"]
+    names = spec["names"]
+    name = crd["metadata"]["name"]
+    out = []
+    for v in spec["versions"]:
+        if not isinstance(v, dict) or not v.get("served", True):
+            continue
+        columns = tuple(
+            Column(
+                c["name"],
+                str(c.get("type", "string")),
+                c["jsonPath"],
+                c.get("priority", 0) if isinstance(c.get("priority"), int) else 0,
+                str(c.get("description", "")),
+                str(c.get("format", "")),
+            )
+            for c in v.get("additionalPrinterColumns") or ()
+            if isinstance(c, dict) and isinstance(c.get("name"), str) and isinstance(c.get("jsonPath"), str)
+        ) or (_AGE,)
+        out.append(
+            ResourceType(
+                group=spec["group"],
+                version=v["name"],
+                plural=names["plural"],
+                singular=names.get("singular") or names["kind"].lower(),
+                kind=names["kind"],
+                namespaced=spec["scope"] == "Namespaced",
+                short_names=tuple(names.get("shortNames") or ()),
+                categories=tuple(names.get("categories") or ()),
+                subresources=frozenset({"status"}) if "status" in (v.get("subresources") or {}) else frozenset(),
+                strategic_merge=False,
+                columns=columns,
+                crd_name=name,
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,159 @@
+"""Failures of a request, as the Kubernetes `Status` objects a client expects.
+
+Every handler raises `StatusError` (never returns an error by hand), and one place in
+`handlers.py` turns it into a response, so every 4xx/5xx body has the same shape as
+kube-apiserver's: `kind: Status`, `reason`, `message`, `details`, `code`. The constructors below
+word messages as kube-apiserver does (`pods "x" not found`), because clients and people read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Cause", "StatusError", "status_body", "success_body"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """One field-level problem in an Invalid (422) response."""
+
+    field: str
+    message: str
+    reason: str = "FieldValueInvalid"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"reason": self.reason, "message": self.message, "field": self.field}
+
+
+class StatusError(Exception):
+    """A request failed; `code` is the HTTP status, `reason` Kubernetes' StatusReason."""
+
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        *,
+        group: str = "",
+        kind: str = "",
+        name: str = "",
+        causes: Sequence[Cause] = (),
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.group = group
+        self.kind = kind
+        self.name = name
+        self.causes = tuple(causes)
+        self.retry_after = retry_after
+
+    def to_status(self) -> dict[str, Any]:
+        details: dict[str, Any] = {}
+        if self.name:
+            details["name"] = self.name
+        if self.group:
+            details["group"] = self.group
+        if self.kind:
+            details["kind"] = self.kind
+        if self.causes:
+            details["causes"] = [c.to_dict() for c in self.causes]
+        if self.retry_after is not None:
+            details["retryAfterSeconds"] = self.retry_after
+        return status_body("Failure", self.code, self.message, reason=self.reason, details=details)
+
+    # --- the kinds of failure, worded as kube-apiserver words them --------------------------------
+    @classmethod
+    def bad_request(cls, message: str) -> StatusError:
+        return cls(400, "BadRequest", message)
+
+    @classmethod
+    def unauthorized(cls) -> StatusError:
+        return cls(401, "Unauthorized", "Unauthorized")
+
+    @classmethod
+    def forbidden(cls, message: str, *, group: str = "", kind: str = "", name: str = "") -> StatusError:
+        return cls(403, "Forbidden", message, group=group, kind=kind, name=name)
+
+    @classmethod
+    def not_found(cls, resource: str, name: str, *, group: str = "") -> StatusError:
+        qualified = f"{resource}.{group}" if group else resource
+        return cls(404, "NotFound", f'{qualified} "{name}" not found', group=group, kind=resource, name=name)
+
+    @classmethod
+    def no_route(cls, path: str) -> StatusError:
+        return cls(404, "NotFound", f"the server could not find the requested resource ({path})")
+
+    @classmethod
+    def method_not_allowed(cls, method: str, what: str) -> StatusError:
+        return cls(405, "MethodNotAllowed", f"{method} is not supported on {what}")
+
+    @classmethod
+    def not_acceptable(cls, message: str) -> StatusError:
+        return cls(406, "NotAcceptable", message)
+
+    @classmethod
+    def already_exists(cls, resource: str, name: str, *, group: str = "") -> StatusError:
+        qualified = f"{resource}.{group}" if group else resource
+        return cls(409, "AlreadyExists", f'{qualified} "{name}" already exists', group=group, kind=resource, name=name)
+
+    @classmethod
+    def conflict(cls, resource: str, name: str, why: str, *, group: str = "") -> StatusError:
+        qualified = f"{resource}.{group}" if group else resource
+        message = f'Operation cannot be fulfilled on {qualified} "{name}": {why}'
+        return cls(409, "Conflict", message, group=group, kind=resource, name=name)
+
+    @classmethod
+    def gone(cls, message: str) -> StatusError:
+        return cls(410, "Expired", message)
+
+    @classmethod
+    def too_large(cls, message: str) -> StatusError:
+        return cls(413, "RequestEntityTooLarge", f"Request entity too large: {message}")
+
+    @classmethod
+    def unsupported_media_type(cls, content_type: str) -> StatusError:
+        return cls(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - {content_type}")
+
+    @classmethod
+    def invalid(cls, kind: str, name: str, causes: Sequence[Cause], *, group: str = "") -> StatusError:
+        summary = ", ".join(f"{c.field}: {c.message}" for c in causes)
+        message = f'{kind} "{name}" is invalid: {summary}' if name else f"{kind} is invalid: {summary}"
+        return cls(422, "Invalid", message, group=group, kind=kind, name=name, causes=causes)
+
+    @classmethod
+    def too_many_requests(cls, message: str, retry_after: int = 1) -> StatusError:
+        return cls(429, "TooManyRequests", message, retry_after=retry_after)
+
+    @classmethod
+    def internal(cls, message: str = "an error on the server has prevented the request from succeeding") -> StatusError:
+        return cls(500, "InternalError", f"Internal error occurred: {message}")
+
+    @classmethod
+    def unavailable(cls, message: str) -> StatusError:
+        return cls(503, "ServiceUnavailable", message)
+
+
+def status_body(
+    status: str, code: int, message: str = "", *, reason: str = "", details: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A `meta/v1 Status` object."""
+    body: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": status}
+    if message:
+        body["message"] = message
+    if reason:
+        body["reason"] = reason
+    if details:
+        body["details"] = details
+    body["code"] = code
+    return body
+
+
+def success_body(code: int = 200, *, name: str = "", kind: str = "", group: str = "") -> dict[str, Any]:
+    """The Status a successful binding, eviction or collection delete returns."""
+    details = {k: v for k, v in (("name", name), ("group", group), ("kind", kind)) if v}
+    return status_body("Success", code, details=details or None)
