@@ -43,7 +43,8 @@ class TextFormatter(logging.Formatter):
     """`I1121 02:54:00.123456 1234 scheduler.py:42] "Bound pod" pod="default/a" node="n1"`."""
 
     def format(self, record: logging.LogRecord) -> str:
-        ts = time.strftime("%m%d %H:%M:%S", time.localtime(record.created)) + f".{int(record.msecs * 1000):06d}"
+        micros = int(record.created % 1 * 1_000_000)
+        ts = time.strftime("%m%d %H:%M:%S", time.localtime(record.created)) + f".{micros:06d}"
         head = f"{_severity(record.levelno)}{ts} {record.process:>7} {record.filename}:{record.lineno}]"
         parts = [head, json.dumps(record.getMessage(), ensure_ascii=False)]
         parts += [f"{k}={_render(v)}" for k, v in _fields(record).items()]
