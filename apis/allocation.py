@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apis import names, resources
+from apis._annotation import load_json
 from apis.device import DeviceType
 from apis.errors import AnnotationError, QuantityError
 
 __all__ = ["DeviceAllocation", "DeviceAllocations", "VFAllocation", "decode", "encode", "from_pod_annotations"]
 
 _KEY = names.ANNOTATION_DEVICE_ALLOCATED
-_MAX_ANNOTATION = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,16 +69,7 @@ def from_pod_annotations(
 
 def decode(text: str, *, obj: str = "") -> dict[DeviceType, tuple[DeviceAllocation, ...]]:
     """Parse an annotation value. Raises AnnotationError (and nothing else) on malformed input."""
-    if not isinstance(text, str):
-        raise AnnotationError(_KEY, f"expected a string, got {type(text).__name__}", obj=obj)
-    if len(text) > _MAX_ANNOTATION:
-        raise AnnotationError(_KEY, f"longer than {_MAX_ANNOTATION} bytes", obj=obj)
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise AnnotationError(_KEY, f"not valid JSON: {e}", obj=obj) from None
-    if not isinstance(doc, dict):
-        raise AnnotationError(_KEY, "expected a JSON object of device type to list of allocations", obj=obj)
+    doc = load_json(_KEY, text, obj, expect=dict, shape="a JSON object of device type to list of allocations")
     out: dict[DeviceType, tuple[DeviceAllocation, ...]] = {}
     for type_text, entries in doc.items():
         try:

@@ -8,12 +8,12 @@ total-number, mode, waiting time and the groups that must be satisfied together;
 from __future__ import annotations
 
 import enum
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apis import names
+from apis._annotation import load_json
 from apis.core import Pod
 from apis.errors import AnnotationError
 
@@ -110,14 +110,8 @@ def _groups(ann: Mapping[str, str], own: str, obj: str) -> tuple[str, ...]:
     raw = ann.get(names.ANNOTATION_GANG_GROUPS)
     if not raw:
         return (own,)
-    key = names.ANNOTATION_GANG_GROUPS
-    try:
-        doc = json.loads(raw)
-    except (ValueError, RecursionError) as e:
-        raise AnnotationError(key, f"not valid JSON: {e}", obj=obj) from None
-    if not isinstance(doc, list) or not all(
-        isinstance(g, str) and g.count("/") == 1 and "" not in g.split("/") for g in doc
-    ):
-        raise AnnotationError(key, 'expected a JSON list of "namespace/name" strings', obj=obj)
-    groups = tuple(sorted(set(doc) | {own}))
-    return groups
+    key, shape = names.ANNOTATION_GANG_GROUPS, 'a JSON list of "namespace/name" strings'
+    doc = load_json(key, raw, obj, expect=list, shape=shape)
+    if not all(isinstance(g, str) and g.count("/") == 1 and "" not in g.split("/") for g in doc):
+        raise AnnotationError(key, f"expected {shape}", obj=obj)
+    return tuple(sorted(set(doc) | {own}))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from apis import labels, names
+from apis._annotation import load_json
 from apis.device import DeviceType
 from apis.errors import AnnotationError, ValidationError
 
@@ -88,14 +89,7 @@ class JointAllocate:
 
 
 def _load_object(key: str, text: object, obj: str) -> dict[str, Any]:
-    if not isinstance(text, str):
-        raise AnnotationError(key, f"expected a string, got {type(text).__name__}", obj=obj)
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise AnnotationError(key, f"not valid JSON: {e}", obj=obj) from None
-    if not isinstance(doc, dict):
-        raise AnnotationError(key, "expected a JSON object", obj=obj)
+    doc: dict[str, Any] = load_json(key, text, obj, expect=dict, shape="a JSON object")
     return doc
 
 

@@ -8,11 +8,11 @@ the controller writes back (`runtime`, `request`, `guaranteed`, `allocated`).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
 from apis import names, resources
+from apis._annotation import load_json
 from apis.core import Pod
 from apis.elasticquota import ElasticQuota
 from apis.errors import AnnotationError, ValidationError
@@ -73,12 +73,7 @@ def encode_resource_annotation(res: resources.ResourceList) -> str:
 
 
 def decode_resource_annotation(key: str, text: str, *, obj: str = "") -> dict[str, int]:
-    try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError) as e:
-        raise AnnotationError(key, f"not valid JSON: {e}", obj=obj) from None
-    if not isinstance(doc, Mapping):
-        raise AnnotationError(key, "expected a JSON object of resource name to quantity", obj=obj)
+    doc = load_json(key, text, obj, expect=dict, shape="a JSON object of resource name to quantity")
     try:
         return resources.parse_list(doc, field=key)
     except ValidationError as e:
