@@ -9,6 +9,7 @@ compare. These helpers are plain functions over such mappings; they never mutate
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
@@ -34,10 +35,24 @@ __all__ = [
 ResourceList = Mapping[str, int]
 
 
+# Whole numbers with an exact integer suffix ("8", "16Gi", "2k") are most of what objects carry;
+# they skip the general (exact rational) parser, which costs ten times more.
+_WHOLE = re.compile(r"([0-9]{1,18})(|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)")
+_WHOLE_SCALE = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18} | {
+    suffix: 1 << (10 * (i + 1)) for i, suffix in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))
+}
+
+
 def to_int(name: str, value: object) -> int:
     """Parse one quantity into the base unit of `name` (milli for CPU). Raises QuantityError."""
+    milli = name in names.MILLI_RESOURCES
+    if isinstance(value, str) and (m := _WHOLE.fullmatch(value)):
+        whole = int(m.group(1)) * _WHOLE_SCALE[m.group(2)]
+        return whole * 1000 if milli else whole
+    if milli and isinstance(value, str) and value.endswith("m") and value[:-1].isascii() and value[:-1].isdigit():
+        return int(value[:-1])
     parsed = quantity.parse(value)
-    return parsed.milli_value() if name in names.MILLI_RESOURCES else parsed.value()
+    return parsed.milli_value() if milli else parsed.value()
 
 
 def parse_list(raw: object, *, field: str = "resources", obj: str = "") -> dict[str, int]:

@@ -1,6 +1,8 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from apis import names, resources
+from apis import names, quantity, resources
 from apis.errors import ValidationError
 
 
@@ -37,3 +39,14 @@ def test_insufficient_lists_names() -> None:
     assert resources.insufficient({"cpu": 0, "gpu": 1}, {}) == ["gpu"]
     assert resources.insufficient({}, {}) == []
     assert resources.is_zero({"a": 0}) and not resources.is_zero({"a": 1})
+
+
+@given(
+    name=st.sampled_from(["cpu", "memory", names.GPU_CORE]),
+    number=st.integers(min_value=0, max_value=10**18).map(str),
+    suffix=st.sampled_from(["", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei", "e3", "u"]),
+)
+def test_fast_path_agrees_with_the_exact_parser(name: str, number: str, suffix: str) -> None:
+    text = number + suffix
+    exact = quantity.parse(text)
+    assert resources.to_int(name, text) == (exact.milli_value() if name == "cpu" else exact.value())
