@@ -62,6 +62,7 @@ class SimulatedKubelet:
             "Starting a SIMULATED kubelet: this agent registers its Node and reports pods Running without running them",
             extra={"node": self.node.node_name, "ip": self.node.node_ip},
         )
+        self.node.step()  # register now, so the Device CR's first write can name its owner
         self.node.start()
         self.pods.start()
 
