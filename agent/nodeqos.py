@@ -71,15 +71,15 @@ class NodeQoS:
         settings: QoSSettings,
         *,
         cgroups: qos.KubeCgroups,
-        config: QoSConfig | None,
         pods: qos.PodSource,
         lookup: qos.PodLookup,
         registry: CollectorRegistry,
         node_labels: Callable[[], Mapping[str, str]],
     ) -> None:
+        """Reads the NodeSLO file now; nothing runs before `start()`."""
         self._settings = settings
         self._cgroups = cgroups
-        self._config = config
+        self._config = config = _load(settings.config_path, node_labels)
         self._pods = pods
         self._registry = registry
         self._node_labels = node_labels
@@ -121,11 +121,9 @@ class NodeQoS:
         except qos.CgroupError as e:
             log.warning("Node QoS off: no kubepods cgroup on this machine", extra={"error": str(e)})
             return None
-        config = _load(settings.config_path, node_labels)
         return cls(
             settings,
             cgroups=cgroups,
-            config=config,
             pods=pods,
             lookup=lookup,
             registry=registry,
