@@ -123,6 +123,7 @@ class Agent:
             pods=self._pod_by_uid,
         )
         self.devices = devices
+        self._stops.append(devices.stop)  # also frees what it opened (NVML event sets), started or not
         reporter = DeviceReporter(
             client,
             node_name=node,
@@ -166,7 +167,7 @@ class Agent:
             self._stops.append(self.hooks.stop)
 
         self._run(pods.start, pods.stop)
-        self._run(devices.start, devices.stop)
+        devices.start()
         if s.kubelet.enabled:
             self.kubelet = SimulatedKubelet(
                 client,

@@ -11,7 +11,8 @@ starts it. Everything about writing the CR is here:
   full pass re-reads the CR and the Node, so edits by others, a deleted CR or a re-created Node
   (new uid) are corrected. A write happens only when the object on the server differs from the
   wanted one: a pass with nothing to change sends no write, so the CR's resourceVersion and every
-  watcher stay quiet. Between full passes a wake that changes nothing sends no request at all.
+  watcher stay quiet. Between full passes a wake that changes nothing sends no request at all, and
+  a change is one PUT, conditional on the resourceVersion last seen.
 - **Failures**: a 409 Conflict (someone wrote in between) re-reads and retries; an unreachable or
   failing API server is logged once and retried with backoff until it answers, each time with
   the newest state, so what changed during an outage is written late but never lost. A CR on the

@@ -30,7 +30,7 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 NODE = "sim-agent-1"
-RESYNC_S = "0.5"  # full passes often, so "no write" is tested over many passes
+RESYNC_S = "0.25"  # full passes often, so "no write" is tested over many passes
 
 
 @pytest.fixture(scope="module")
