@@ -9,7 +9,6 @@ from pathlib import Path
 
 from agent.app import run as run_agent
 from agent.discovery.settings import DiscoverySettings
-from agent.hooks.server import DEFAULT_SOCKET
 from agent.settings import (
     AgentSettings,
     HealthSettings,
@@ -37,6 +36,9 @@ def _seconds(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags; their defaults are the settings' defaults (one place says what they are)."""
+    discovery, health, metrics = DiscoverySettings(node_name=""), HealthSettings(), MetricsSettings()
+    report, hooks, qos_defaults, kubelet_defaults = ReportSettings(), HookSettings(), QoSSettings(), KubeletSettings()
     node = parser.add_argument_group("node")
     node.add_argument(
         "--node-name",
@@ -53,24 +55,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="PROFILE|FILE",
         help="simulated GPUs and NICs instead of real ones: a100-8x, h100-8x, t4-2x or a profile YAML file",
     )
-    devices.add_argument("--sysfs-root", type=Path, default=Path("/sys"), metavar="DIR", help="where sysfs is")
+    devices.add_argument("--sysfs-root", type=Path, default=discovery.sysfs_root, metavar="DIR", help="where sysfs is")
     devices.add_argument("--no-nvml", action="store_true", help="do not use NVML (report no GPUs)")
     devices.add_argument("--no-netlink", action="store_true", help="do not look up RDMA netdevs over netlink")
     devices.add_argument(
-        "--discovery-interval", type=_seconds, default=60.0, metavar="S", help="seconds between discovery passes"
+        "--discovery-interval",
+        type=_seconds,
+        default=report.discovery_interval_s,
+        metavar="S",
+        help="seconds between discovery passes",
     )
     devices.add_argument(
         "--device-resync-interval",
         type=_seconds,
-        default=60.0,
+        default=report.resync_interval_s,
         metavar="S",
         help="seconds between full re-reads of the Device CR and the Node (changes are pushed at once)",
     )
-    devices.add_argument("--health-interval", type=_seconds, default=1.0, metavar="S", help="health probe period")
+    devices.add_argument(
+        "--health-interval", type=_seconds, default=health.interval_s, metavar="S", help="health probe period"
+    )
     devices.add_argument(
         "--health-quiet-period",
         type=_seconds,
-        default=300.0,
+        default=health.quiet_period_s,
         metavar="S",
         help="seconds without errors before an unhealthy device is healthy again",
     )
@@ -78,32 +86,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     http = parser.add_argument_group("metrics and HTTP")
     http.add_argument(
         "--metrics-address",
-        default="0.0.0.0:9316",
+        default=f"{metrics.host}:{metrics.port}",
         metavar="HOST:PORT",
         help="serve /metrics, /healthz (and /debug/simulate/ with simulated devices) here; port 0 picks one",
     )
     http.add_argument("--metrics-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here")
-    http.add_argument("--metrics-interval", type=_seconds, default=10.0, metavar="S", help="GPU reading period")
-    http.add_argument("--proc-root", type=Path, default=Path("/proc"), metavar="DIR", help="the host's /proc")
-
-    hooks = parser.add_argument_group("runtime hooks")
-    hooks.add_argument(
-        "--hook-socket", type=Path, default=DEFAULT_SOCKET, metavar="PATH", help="the hook server's unix socket"
+    http.add_argument(
+        "--metrics-interval", type=_seconds, default=metrics.interval_s, metavar="S", help="GPU reading period"
     )
-    hooks.add_argument("--no-hook-server", action="store_true", help="do not serve runtime hooks")
-    hooks.add_argument("--dev-root", type=Path, default=Path("/dev"), metavar="DIR", help="where device nodes are")
+    http.add_argument("--proc-root", type=Path, default=metrics.proc_root, metavar="DIR", help="the host's /proc")
+
+    hook_flags = parser.add_argument_group("runtime hooks")
+    hook_flags.add_argument(
+        "--hook-socket", type=Path, default=hooks.socket_path, metavar="PATH", help="the hook server's unix socket"
+    )
+    hook_flags.add_argument("--no-hook-server", action="store_true", help="do not serve runtime hooks")
+    hook_flags.add_argument(
+        "--dev-root", type=Path, default=hooks.dev_root, metavar="DIR", help="where device nodes are"
+    )
 
     qos = parser.add_argument_group("node QoS")
     qos.add_argument(
         "--qos",
-        choices=("auto", "on", "off"),
-        default="auto",
+        choices=[mode.value for mode in QoSMode],
+        default=qos_defaults.mode.value,
         help="auto: what the NodeSLO enables, with real devices only; on: also with simulated devices, "
         "and cgroup QoS even when the NodeSLO enables no class; off: none",
     )
     qos.add_argument("--qos-config", type=Path, metavar="PATH", help="NodeSLO or slo-controller ConfigMap YAML")
-    qos.add_argument("--cgroup-root", default="", metavar="PATH", help="kubelet's --cgroup-root")
-    qos.add_argument("--qos-reconcile-interval", type=_seconds, default=10.0, metavar="S", help="reconcile period")
+    qos.add_argument("--cgroup-root", default=qos_defaults.cgroup_root, metavar="PATH", help="kubelet's --cgroup-root")
+    qos.add_argument(
+        "--qos-reconcile-interval",
+        type=_seconds,
+        default=qos_defaults.reconcile_interval_s,
+        metavar="S",
+        help="reconcile period",
+    )
     qos.add_argument("--network-qos-interface", default="", metavar="IFNAME", help="egress interface for network QoS")
 
     kubelet = parser.add_argument_group("simulated kubelet")
@@ -113,8 +131,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="act as this node's kubelet: register the Node, keep it Ready, mark its pods Running (no containers)",
     )
     kubelet.add_argument("--node-ip", default="", metavar="IP", help="the Node's InternalIP (default: a made-up one)")
-    kubelet.add_argument("--node-lease-interval", type=_seconds, default=10.0, metavar="S", help="Lease renewal")
-    kubelet.add_argument("--node-status-interval", type=_seconds, default=60.0, metavar="S", help="status reports")
+    kubelet.add_argument(
+        "--node-lease-interval",
+        type=_seconds,
+        default=kubelet_defaults.lease_renew_s,
+        metavar="S",
+        help="Lease renewal",
+    )
+    kubelet.add_argument(
+        "--node-status-interval",
+        type=_seconds,
+        default=kubelet_defaults.status_report_s,
+        metavar="S",
+        help="status reports",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> AgentSettings:

@@ -13,18 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import psutil
 
+from agent.testing import AgentProcess
 from apis import names
 from apis.device import Device, DeviceType
+from kube import errors
 from kube.apiserver.testing import run_apiserver
 from kube.client import Client
 
@@ -37,39 +35,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with tempfile.TemporaryDirectory(prefix="tessera-bench-agent-", dir="/tmp") as tmp, run_apiserver() as server:
+    node = "bench-node"
+    with run_apiserver() as server:
         server.install_crds()
-        directory = Path(tmp)
-        node = "bench-node"
-        command = [
-            sys.executable,
-            "-m",
-            "cli",
-            "agent",
-            "--node-name",
-            node,
-            "--kubeconfig",
-            str(server.kubeconfig),
-            "--simulate-devices",
-            args.profile,
-            "--simulate-kubelet",
-            "--metrics-address",
-            "127.0.0.1:0",
-            "--metrics-address-file",
-            str(directory / "address"),
-            "--hook-socket",
-            str(directory / "agent.sock"),
-        ]
-        with (directory / "agent.log").open("wb") as log:
-            agent = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            with server.client() as client:
-                url = _wait_ready(agent, directory, client, node)
-                usage = _measure(agent.pid, url, args.seconds, args.scrape_interval)
-                latencies = _health_latencies(client, url, node, args.xid)
-        finally:
-            agent.terminate()
-            agent.wait(30)
+        flags = ["--simulate-devices", args.profile, "--simulate-kubelet"]
+        with AgentProcess.start(server.kubeconfig, node_name=node, args=flags) as agent, server.client() as client:
+            wait_for_cr = time.monotonic() + 60
+            while not _has_cr(client, node):
+                if time.monotonic() > wait_for_cr:
+                    raise RuntimeError(f"the agent wrote no Device CR within 60 s:\n{agent.log_tail()}")
+                time.sleep(0.1)
+            usage = _measure(agent.process.pid, agent.url, args.seconds, args.scrape_interval)
+            latencies = _health_latencies(client, agent, node, args.xid)
     print(
         json.dumps(
             {
@@ -86,20 +63,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _wait_ready(agent: subprocess.Popen[bytes], directory: Path, client: Client, node: str) -> str:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if agent.poll() is not None:
-            raise RuntimeError(f"the agent exited: {(directory / 'agent.log').read_text()[-4000:]}")
-        address = directory / "address"
-        if address.exists():
-            try:
-                Device.from_dict(client.resource(names.DEVICES).get(node))
-                return f"http://{address.read_text().strip()}"
-            except Exception:
-                pass
-        time.sleep(0.1)
-    raise RuntimeError("the agent did not write its Device CR within 120 s")
+def _has_cr(client: Client, node: str) -> bool:
+    try:
+        client.resource(names.DEVICES).get(node)
+    except errors.NotFound:
+        return False
+    return True
 
 
 def _measure(pid: int, url: str, seconds: float, scrape_interval: float) -> dict[str, object]:
@@ -130,7 +99,7 @@ def _measure(pid: int, url: str, seconds: float, scrape_interval: float) -> dict
     }
 
 
-def _health_latencies(client: Client, url: str, node: str, xid: int) -> list[float]:
+def _health_latencies(client: Client, agent: AgentProcess, node: str, xid: int) -> list[float]:
     """For each GPU: POST an XID, time until a watch event shows it unhealthy in the Device CR."""
     devices = client.resource(names.DEVICES)
     current = devices.get(node)
@@ -155,10 +124,8 @@ def _health_latencies(client: Client, url: str, node: str, xid: int) -> list[flo
     watcher.start()
     latencies = []
     for gpu in Device.from_dict(current).of_type(DeviceType.GPU):
-        request = urllib.request.Request(f"{url}/debug/simulate/xid?minor={gpu.minor}&xid={xid}", method="POST")
         sent = time.monotonic()
-        with urllib.request.urlopen(request, timeout=10) as response:
-            response.read()
+        agent.inject("xid", minor=gpu.minor, xid=xid)
         with seen:
             if not seen.wait_for(lambda m=gpu.minor: m in unhealthy, timeout=30):
                 raise RuntimeError(f"GPU {gpu.minor} not reported unhealthy within 30 s")

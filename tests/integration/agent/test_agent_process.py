@@ -17,27 +17,20 @@ import grpc
 import pytest
 
 from agent.hooks.gpu import ENV_VISIBLE_DEVICES
+from agent.testing import AgentProcess
 from apis import names
 from apis.core import Node
 from apis.device import Device, DeviceType
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
+from kube.apiserver.testing import EmbeddedAPIServer
 from kube.client import Client
 from kube.resources import LEASES, NAMESPACES, NODES, PODS, WatchEvent
 from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc
-from tests.support.agent import AgentProcess
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 NODE = "sim-agent-1"
 RESYNC_S = "0.25"  # full passes often, so "no write" is tested over many passes
-
-
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +49,6 @@ def agent(apiserver: EmbeddedAPIServer) -> Iterator[AgentProcess]:
         ],
     ) as agent:
         yield agent
-
-
-@pytest.fixture
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
 
 
 def device(client: Client) -> Device | None:

@@ -14,7 +14,7 @@ from agent.kubeletsim.node import KUBELET_VERSION, NodeHeartbeat
 from agent.kubeletsim.pods import fake_container_id
 from apis import names
 from apis.core import Node, Pod
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
+from kube.apiserver.testing import EmbeddedAPIServer
 from kube.client import Client
 from kube.informer import Informer
 from kube.resources import LEASES, NAMESPACES, NODES, PODS, STRATEGIC_MERGE_PATCH
@@ -23,18 +23,6 @@ from tests.support.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 CAPACITY = NodeCapacity(cpus=16, memory_bytes=64 * 2**30, pods=110)
-
-
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        yield server
-
-
-@pytest.fixture
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
 
 
 @pytest.fixture

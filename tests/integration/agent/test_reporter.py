@@ -17,26 +17,13 @@ from agent.health.tracker import HealthTracker
 from agent.reporter import DeviceReporter, SyncResult
 from apis import names
 from apis.device import Device
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
+from kube.apiserver.testing import EmbeddedAPIServer
 from kube.backoff import Backoff
 from kube.client import Client
 from kube.resources import NODES
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
-
-
-@pytest.fixture
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
 
 
 class Node:

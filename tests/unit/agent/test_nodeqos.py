@@ -6,6 +6,7 @@ import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -46,15 +47,12 @@ def made() -> Iterator[list[NodeQoS]]:
         node_qos.stop()
 
 
+#: What the agent would pass for its pod informer and Node: no pods, no labels.
+SEAMS: dict[str, Any] = {"pods": no_pods, "lookup": no_pod, "node_labels": no_labels}
+
+
 def node_qos(made: list[NodeQoS], kube: KubeCgroups, settings: QoSSettings) -> NodeQoS:
-    result = NodeQoS(
-        settings,
-        cgroups=kube,
-        pods=no_pods,
-        lookup=no_pod,
-        registry=CollectorRegistry(),
-        node_labels=no_labels,
-    )
+    result = NodeQoS(settings, cgroups=kube, registry=CollectorRegistry(), **SEAMS)
     made.append(result)
     return result
 
@@ -67,14 +65,7 @@ def write(path: Path, text: str) -> None:
 
 
 def open_qos(settings: QoSSettings, *, simulated: bool) -> NodeQoS | None:
-    return NodeQoS.open(
-        settings,
-        simulated=simulated,
-        pods=no_pods,
-        lookup=no_pod,
-        registry=CollectorRegistry(),
-        node_labels=no_labels,
-    )
+    return NodeQoS.open(settings, simulated=simulated, registry=CollectorRegistry(), **SEAMS)
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,15 @@
-"""`tessera agent` as a child process, for integration and end-to-end tests.
+"""Run `tessera agent` as a child process: for tests, benchmarks and `tessera up`.
 
     with AgentProcess.start(kubeconfig, node_name="sim-1", args=["--simulate-devices", "a100-8x"]) as agent:
         agent.get("/healthz")
         agent.metric("tessera_agent_device_cr_syncs_total", result="unchanged")
         agent.inject("xid", minor=3, xid=79)       # POST /debug/simulate/xid (simulated devices only)
 
-The agent serves HTTP on a free loopback port (written to an address file, so no port is guessed)
-and its hook server on a socket in a short temporary directory; `start` returns once /healthz
-answers. `stop()` sends SIGTERM and returns the exit code.
+Each agent gets its own directory (a short one under /tmp unless given: socket paths must stay
+under 108 bytes) holding its log, its hook server's socket and the file where it writes the
+address it serves HTTP on (a free loopback port, so no port is guessed). `start` returns once
+/healthz answers; `stop()` sends SIGTERM and returns the exit code; `cleanup()` also removes a
+directory `start` made.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
@@ -29,28 +32,42 @@ from typing import Self
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support import sockets
-
 __all__ = ["AgentProcess"]
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 class AgentProcess:
-    def __init__(self, process: subprocess.Popen[bytes], directory: Path, node_name: str) -> None:
+    """One `tessera agent` process. Not thread-safe: drive it from one thread."""
+
+    def __init__(self, process: subprocess.Popen[bytes], directory: Path, node_name: str, *, own: bool) -> None:
         self.process = process
         self.directory = directory
         self.node_name = node_name
+        self._own_directory = own
         self.log_path = directory / "agent.log"
         self.hook_socket = directory / "agent.sock"
         self.url = ""
 
     @classmethod
     def start(
-        cls, kubeconfig: Path, *, node_name: str, args: Sequence[str] = (), timeout_s: float = 60.0
+        cls,
+        kubeconfig: Path,
+        *,
+        node_name: str,
+        args: Sequence[str] = (),
+        directory: Path | None = None,
+        timeout_s: float = 60.0,
     ) -> AgentProcess:
-        """Start the agent and wait until it serves /healthz; RuntimeError (with its log) if it exits."""
-        directory = sockets.short_tempdir("tessera-agent-")
+        """Start the agent and wait until it serves /healthz.
+
+        `args` are further flags (`--simulate-devices`, ...); they come last, so they may override
+        the HTTP address and hook socket this sets. Raises RuntimeError, with the end of the
+        agent's log, when it exits first or is not ready within `timeout_s`.
+        """
+        own = directory is None
+        if directory is None:
+            directory = Path(tempfile.mkdtemp(prefix="tessera-agent-", dir="/tmp"))
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "address").unlink(missing_ok=True)
         command = [
             sys.executable,
             "-m",
@@ -69,8 +86,8 @@ class AgentProcess:
             *args,
         ]
         with (directory / "agent.log").open("ab") as log:
-            process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        agent = cls(process, directory, node_name)
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        agent = cls(process, directory, node_name, own=own)
         try:
             agent._wait_ready(directory / "address", timeout_s)
         except BaseException:
@@ -145,8 +162,9 @@ class AgentProcess:
         return self.process.returncode
 
     def cleanup(self) -> None:
+        """Stop, and remove the directory `start` made (kept with TESSERA_KEEP_AGENT_DIR=1)."""
         self.stop()
-        if not os.environ.get("TESSERA_KEEP_AGENT_DIR"):
+        if self._own_directory and not os.environ.get("TESSERA_KEEP_AGENT_DIR"):
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def __enter__(self) -> Self:
