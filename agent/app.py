@@ -35,7 +35,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.devices import NodeDevices
 from agent.discovery.nvmllib import NVMLLibrary
-from agent.discovery.settings import open_discovery
+from agent.discovery.settings import DiscoveryStack, open_discovery
 from agent.discovery.simulated import NodeCapacity
 from agent.faults import SimulatedFaults
 from agent.hooks import GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
@@ -143,28 +143,9 @@ class Agent:
         )
 
         # What another process may hold (a port, a socket) is bound first, before any thread runs.
-        routes: dict[str, WSGIApp] = {"/healthz": self._healthz}
-        if stack.fake is not None:
-            routes.update(SimulatedFaults(stack.fake, node_name=node).routes())
-        self.http = MetricsExporter(self.registry, host=s.metrics.host, port=s.metrics.port, routes=routes)
-        try:
-            self.http.start()
-        except OSError as e:
-            raise ConfigError(f"metrics address {s.metrics.host}:{s.metrics.port}: cannot listen: {e}") from e
-        self._stops.append(self.http.stop)
+        http = self._serve_http(stack)
         if s.hooks.enabled:
-            plugins: list[HookPlugin] = [
-                GPUEnvPlugin(),
-                RDMADevicesPlugin(sysfs_root=s.discovery.sysfs_root, dev_root=s.hooks.dev_root),
-            ]
-            if self.qos is not None and self.qos.plugin is not None:
-                plugins.append(self.qos.plugin)
-            self.hooks = HookServer(plugins, socket_path=s.hooks.socket_path)
-            try:
-                self.hooks.start()
-            except OSError as e:
-                raise ConfigError(f"hook server socket {s.hooks.socket_path}: {e}") from e
-            self._stops.append(self.hooks.stop)
+            self._serve_hooks()
 
         self._run(pods.start, pods.stop)
         devices.start()
@@ -184,7 +165,7 @@ class Agent:
         if self.qos is not None:
             self._run(self.qos.start, self.qos.stop)
         if s.metrics.address_file is not None:
-            _write_atomically(s.metrics.address_file, f"{s.metrics.host}:{self.http.port}\n")
+            _write_atomically(s.metrics.address_file, f"{s.metrics.host}:{http.port}\n")  # ready
         log.info(
             "Agent started",
             extra={
@@ -193,11 +174,41 @@ class Agent:
                 "simulatedKubelet": s.kubelet.enabled,
                 "gpus": len(devices.inventory.gpus),
                 "rdma": len(devices.inventory.rdma),
-                "metrics": f"{s.metrics.host}:{self.http.port}",
+                "metrics": f"{s.metrics.host}:{http.port}",
                 "hookSocket": str(s.hooks.socket_path) if s.hooks.enabled else "off",
                 "qos": "off" if self.qos is None else ",".join(self.qos.running) or "no part enabled",
             },
         )
+
+    def _serve_http(self, stack: DiscoveryStack) -> MetricsExporter:
+        """/metrics and /healthz, and the fault injection routes for simulated devices."""
+        s = self.settings.metrics
+        routes: dict[str, WSGIApp] = {"/healthz": self._healthz}
+        if stack.fake is not None:
+            routes.update(SimulatedFaults(stack.fake, node_name=self.settings.node_name).routes())
+        self.http = MetricsExporter(self.registry, host=s.host, port=s.port, routes=routes)
+        try:
+            self.http.start()
+        except OSError as e:
+            raise ConfigError(f"metrics address {s.host}:{s.port}: cannot listen: {e}") from e
+        self._stops.append(self.http.stop)
+        return self.http
+
+    def _serve_hooks(self) -> None:
+        """The hook server with the GPU env, RDMA devices and (when QoS runs cgroup QoS) QoS plugins."""
+        s = self.settings
+        plugins: list[HookPlugin] = [
+            GPUEnvPlugin(),
+            RDMADevicesPlugin(sysfs_root=s.discovery.sysfs_root, dev_root=s.hooks.dev_root),
+        ]
+        if self.qos is not None and self.qos.plugin is not None:
+            plugins.append(self.qos.plugin)
+        self.hooks = HookServer(plugins, socket_path=s.hooks.socket_path)
+        try:
+            self.hooks.start()
+        except OSError as e:
+            raise ConfigError(f"hook server socket {s.hooks.socket_path}: {e}") from e
+        self._stops.append(self.hooks.stop)
 
     def _run(self, start: Callable[[], None], stop: Callable[[], None]) -> None:
         start()

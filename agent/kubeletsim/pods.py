@@ -108,7 +108,7 @@ class PodLifecycle:
     ) -> None:
         self.node_name = node_name
         self._pods = client.resource(PODS)
-        self._informer = informer
+        self.informer = informer
         self._host_ip = host_ip
         self._pod_ip = pod_ip
         self._backoff = backoff
@@ -121,7 +121,7 @@ class PodLifecycle:
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError("pod lifecycle already started")
-        self._informer.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+        self.informer.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
         self._thread = threading.Thread(target=self._run, name="simulated-kubelet-pods", daemon=True)
         self._thread.start()
 
@@ -166,7 +166,7 @@ class PodLifecycle:
                 log.warning("Pod status write failed; retrying", extra={"pod": key, "error": str(e), "retryIn": delay})
                 with self._cond:
                     self._cond.wait_for(lambda: self._stopping, timeout=delay)
-                pod = self._informer.store.get(key)
+                pod = self.informer.store.get(key)
                 if pod is not None:
                     self._enqueue(pod)
             except Exception:  # the loop boundary: one pod's bug must not stop the others
@@ -175,7 +175,7 @@ class PodLifecycle:
     # --- one pod -----------------------------------------------------------------------------------
     def handle(self, key: str) -> None:
         """Do what the pod `key` (namespace/name) needs now, if anything. Raises APIError."""
-        pod = self._informer.store.get(key)
+        pod = self.informer.store.get(key)
         if pod is None or not self._needs_action(pod):
             return
         if pod.is_deleting:

@@ -214,3 +214,13 @@ def test_a_bad_profile_stops_start_up_with_a_clear_error(apiserver: EmbeddedAPIS
     with pytest.raises(RuntimeError, match="not a built-in profile") as raised:
         AgentProcess.start(apiserver.kubeconfig, node_name="bad", args=["--simulate-devices", "v100-3x"])
     assert "exited with 1" in str(raised.value)
+
+
+def test_a_second_agent_on_the_same_socket_is_refused(agent: AgentProcess, apiserver: EmbeddedAPIServer) -> None:
+    with pytest.raises(RuntimeError, match="another process is already serving on this socket"):
+        AgentProcess.start(
+            apiserver.kubeconfig,
+            node_name="second",
+            args=["--simulate-devices", "t4-2x", "--hook-socket", str(agent.hook_socket)],
+        )
+    assert agent.hook_socket.exists() and agent.get("/healthz")[0] == 200  # the first one is unharmed

@@ -203,3 +203,22 @@ def test_pods_of_other_nodes_and_host_network_pods(
     )
     assert host["status"]["podIP"] == kubelet.node.node_ip
     assert pods.get("elsewhere", namespace=namespace)["status"]["phase"] == "Pending"
+
+
+def test_a_pod_being_deleted_is_removed_with_grace_period_zero(
+    client: Client, namespace: str, node_name: str, kubelet: SimulatedKubelet
+) -> None:
+    pods = client.resource(PODS)
+    pods.create({**pod("held"), "metadata": {"name": "held", "finalizers": ["test/hold"]}}, namespace=namespace)
+    pods.post("held", "binding", {"target": {"kind": "Node", "name": node_name}}, namespace=namespace)
+    wait_for(lambda: pods.get("held", namespace=namespace)["status"].get("phase") == "Running", what="Running")
+    pods.delete("held", namespace=namespace)  # a finalizer holds it: only marked
+    key = f"{namespace}/held"
+    deleting = wait_for(
+        lambda: (p := kubelet.pods.informer.store.get(key)) is not None and p.is_deleting,
+        what="the kubelet to see the deletion",
+    )
+    assert deleting
+    kubelet.pods.handle(key)  # the kubelet's own delete (grace period 0) is accepted ...
+    pods.patch("held", {"metadata": {"finalizers": None}}, namespace=namespace)
+    wait_for(lambda: kubelet.pods.informer.store.get(key) is None, what="the pod to go")  # ... and it is gone
