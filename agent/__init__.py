@@ -1,1 +1,61 @@
-"""Tessera agent (imports apis, kube and proto only; never another component)."""
+"""Tessera agent (imports apis, kube and proto only; never another component).
+
+The node side: discovery, health, metrics, the Device CR reporter, the hook server, node QoS and
+the simulated kubelet, hosted by one process (`agent.run(settings)`, `tessera agent`).
+
+`run` and the settings load on first use, so `import agent.discovery` (and the runtime proxy,
+which lives in `agent.runtimeproxy`) does not import the whole agent process.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.app import Agent, run
+    from agent.settings import (
+        AgentSettings,
+        HealthSettings,
+        HookSettings,
+        KubeletSettings,
+        MetricsSettings,
+        QoSMode,
+        QoSSettings,
+        ReportSettings,
+    )
+
+_EXPORTS = {
+    "Agent": "agent.app",
+    "AgentSettings": "agent.settings",
+    "HealthSettings": "agent.settings",
+    "HookSettings": "agent.settings",
+    "KubeletSettings": "agent.settings",
+    "MetricsSettings": "agent.settings",
+    "QoSMode": "agent.settings",
+    "QoSSettings": "agent.settings",
+    "ReportSettings": "agent.settings",
+    "run": "agent.app",
+}
+
+__all__ = [
+    "Agent",
+    "AgentSettings",
+    "HealthSettings",
+    "HookSettings",
+    "KubeletSettings",
+    "MetricsSettings",
+    "QoSMode",
+    "QoSSettings",
+    "ReportSettings",
+    "run",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agent' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -90,6 +90,15 @@ LABEL_GPU_DRIVER_VERSION: Final = f"{NODE_DOMAIN}/gpu-driver-version"
 #: Marks objects whose devices are simulated (no real hardware behind them).
 LABEL_SIMULATED: Final = f"{TESSERA_DOMAIN}/simulated"
 
+# --- well-known Kubernetes labels and namespaces (kubelet sets them on its Node) -----------------
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+LABEL_OS: Final = "kubernetes.io/os"
+LABEL_ARCH: Final = "kubernetes.io/arch"
+#: Where kubelets keep their heartbeat Leases (one per node, named after it).
+NAMESPACE_NODE_LEASE: Final = "kube-node-lease"
+#: Marks Nodes whose kubelet is simulated by the agent (`tessera agent --simulate-kubelet`).
+LABEL_SIMULATED_KUBELET: Final = f"{TESSERA_DOMAIN}/simulated-kubelet"
+
 # --- Kubernetes taints the scheduler honours -----------------------------------------------------
 TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
 TAINT_EFFECT_NO_SCHEDULE: Final = "NoSchedule"

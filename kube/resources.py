@@ -264,13 +264,25 @@ class ResourceAPI:
         return self._call("PATCH", self.path(namespace, name, subresource), body=patch, content_type=patch_type)
 
     def delete(
-        self, name: str, *, namespace: str = "", uid: str = "", resource_version: str = "", dry_run: bool = False
+        self,
+        name: str,
+        *,
+        namespace: str = "",
+        uid: str = "",
+        resource_version: str = "",
+        dry_run: bool = False,
+        grace_period_seconds: int | None = None,
     ) -> Obj:
-        """Delete (preconditions: uid/resourceVersion). Returns the object's last state."""
+        """Delete (preconditions: uid/resourceVersion). Returns the object's last state.
+
+        `grace_period_seconds=0` removes a pod at once, as kubelet does once its containers are gone.
+        """
         options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
         preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
         if preconditions:
             options["preconditions"] = preconditions
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
         if dry_run:
             options["dryRun"] = ["All"]
         return self._call("DELETE", self.path(namespace, name), body=options)

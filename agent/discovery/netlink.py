@@ -4,6 +4,9 @@ The RDMA source asks it about each RDMA NIC's netdev, so the inventory knows the
 and whether its link is up. Name, MAC and state come from rtnetlink (RTM_GETLINK); speed from
 ethtool (its generic-netlink family, pyroute2 falling back to the ioctl on old kernels).
 pyroute2's errors are wrapped in DiscoveryError here and nowhere else.
+
+pyroute2 is imported on first use: it adds about 8 MiB to the agent's memory, which nodes without
+RDMA NICs (and simulated nodes) need not pay.
 """
 
 from __future__ import annotations
@@ -11,10 +14,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-from pyroute2 import Ethtool, IPRoute, netns
-from pyroute2.ethtool.ioctl import EthtoolError
-from pyroute2.netlink.exceptions import NetlinkError
 
 from agent.discovery.model import LinkInfo
 from apis.errors import DiscoveryError
@@ -37,6 +36,9 @@ class LinkReader:
 
     def read(self, ifname: str) -> LinkInfo | None:
         """The interface's facts, or None when there is no such interface. Raises DiscoveryError."""
+        from pyroute2 import IPRoute
+        from pyroute2.netlink.exceptions import NetlinkError
+
         with self._namespace():
             try:
                 with IPRoute() as ipr:
@@ -58,6 +60,8 @@ class LinkReader:
         if self._netns is None:
             yield
             return
+        from pyroute2 import netns
+
         try:
             netns.pushns(self._netns)
         except OSError as e:
@@ -70,6 +74,10 @@ class LinkReader:
 
 def _speed(ifname: str) -> int | None:
     """Link speed in Mb/s, or None when the driver reports none (no carrier, loopback, some VMs)."""
+    from pyroute2 import Ethtool
+    from pyroute2.ethtool.ioctl import EthtoolError
+    from pyroute2.netlink.exceptions import NetlinkError
+
     try:
         with Ethtool() as ethtool:
             speed = ethtool.get_link_mode(ifname).speed

@@ -19,6 +19,7 @@ from pathlib import Path
 import pynvml
 
 from agent.discovery.combined import Discovery
+from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.netlink import LinkReader
 from agent.discovery.nvml import NVMLSource
 from agent.discovery.nvmllib import NVML, NVMLCallError, NVMLLibrary
@@ -45,12 +46,18 @@ class DiscoverySettings:
 
 @dataclass
 class DiscoveryStack:
-    """What `open_discovery` built. `nvml` is initialised, or None when there is none to use."""
+    """What `open_discovery` built. `nvml` is initialised, or None when there is none to use.
+
+    For a simulated profile, `fake` is the FakeNVML behind `nvml`: its control surface
+    (`inject_xid`, `vanish`, `reset`) is how the agent's fault-injection endpoint breaks a
+    simulated GPU. It is None with real devices, so nothing can inject faults there.
+    """
 
     discovery: Discovery
     bus: PCIBus
     nvml: NVML | None = None
     profile: Profile | None = None
+    fake: FakeNVML | None = None
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
@@ -88,8 +95,8 @@ def open_discovery(settings: DiscoverySettings, *, nvml_library: NVMLLibrary | N
     if settings.simulate:
         profile = load_profile(settings.simulate)
         sources.append(SimulatedSource(profile, settings.node_name))
-        nvml = open_nvml(profile.fake_nvml(settings.node_name))
-        return DiscoveryStack(Discovery(sources), bus, nvml, profile)
+        fake = profile.fake_nvml(settings.node_name)
+        return DiscoveryStack(Discovery(sources), bus, open_nvml(fake), profile, fake)
     nvml = open_nvml(nvml_library if nvml_library is not None else pynvml) if settings.nvml else None
     sources.append(NVMLSource(nvml, bus))
     sources.append(RDMASource(bus, LinkReader() if settings.netlink else None))

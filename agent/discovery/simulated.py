@@ -8,6 +8,10 @@ Device CR then carries the `tessera.dev/simulated` label), and `Profile.fake_nvm
 and MACs derive from the node name and bus id: stable across restarts, distinct across nodes.
 
 Minors follow bus order, as NVIDIA and mlx5 number devices: GPUs 0..n-1, NICs `mlx5_0`...
+
+A profile also sizes the node itself (`NodeCapacity`: CPUs from the NUMA nodes' cpulists, memory
+and pods from its `node:` section), which the agent's simulated kubelet registers as the Node's
+capacity.
 """
 
 from __future__ import annotations
@@ -30,12 +34,23 @@ from apis import quantity
 from apis.device import DeviceTopology, VirtualFunction
 from apis.errors import ConfigError, QuantityError
 
-__all__ = ["BUILTIN_PROFILES", "Profile", "SimulatedNIC", "SimulatedSource", "load_profile"]
+__all__ = ["BUILTIN_PROFILES", "NodeCapacity", "Profile", "SimulatedNIC", "SimulatedSource", "load_profile"]
 
 log = logging.getLogger(__name__)
 
 BUILTIN_PROFILES = ("a100-8x", "h100-8x", "t4-2x")
 _UUID_NAMESPACE = uuid.UUID("6f1c2a9e-3b57-4c1e-9d0a-7e5b8f2d4c13")
+_DEFAULT_NODE_MEMORY = "256Gi"
+_DEFAULT_MAX_PODS = 110  # kubelet's --max-pods default
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCapacity:
+    """What the simulated node offers besides devices (the Node's `status.capacity`)."""
+
+    cpus: int
+    memory_bytes: int
+    pods: int = _DEFAULT_MAX_PODS
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +91,7 @@ class Profile:
     gpus: tuple[Slot, ...]
     nics: tuple[SimulatedNIC, ...]
     numa_cpus: Mapping[int, str]  # NUMA node -> cpulist (`0-63`), for sysfs-shaped views
+    node: NodeCapacity
     nic_vendor_id: int = 0x15B3
     nic_device_id: int = 0x101B
     nic_vf_device_id: int = 0x101C
@@ -216,25 +232,50 @@ def parse_profile(raw: object, *, name: str) -> Profile:
     duplicates = sorted({b for b in bus_ids if bus_ids.count(b) > 1})
     if duplicates:
         raise ConfigError(f"simulated profile {name}: bus ids used twice: {', '.join(duplicates)}")
-    try:
-        memory = quantity.parse(gpu.get("memory", "16Gi")).value()
-    except QuantityError as e:
-        raise ConfigError(f"simulated profile {name}: gpu.memory: {e.reason}") from e
     return Profile(
         name=name,
         driver_version=str(doc.get("driverVersion", "535.161.08")),
         gpu_name=str(gpu.get("name", "NVIDIA A100-SXM4-80GB")),
-        gpu_memory_bytes=memory,
+        gpu_memory_bytes=_bytes(gpu.get("memory", "16Gi"), name, "gpu.memory"),
         nvlink=bool(gpu.get("nvlink", False)),
         sxm=bool(gpu.get("sxm", False)),
         gpus=tuple(sorted(gpus, key=lambda s: s.bus_id)),
         nics=tuple(sorted(nics, key=lambda n: n.slot.bus_id)),
         numa_cpus=numa_cpus,
+        node=_node_capacity(_mapping(doc.get("node"), name, "node"), numa_cpus, name),
         nic_vendor_id=_int(nic.get("vendorID", 0x15B3), name, "nic.vendorID"),
         nic_device_id=_int(nic.get("deviceID", 0x101B), name, "nic.deviceID"),
         nic_vf_device_id=_int(nic.get("vfDeviceID", 0x101C), name, "nic.vfDeviceID"),
         nic_speed_mbps=_int(nic.get("speedMbps", 100_000), name, "nic.speedMbps"),
     )
+
+
+def _node_capacity(node: Mapping[str, Any], numa_cpus: Mapping[int, str], name: str) -> NodeCapacity:
+    """`node: {memory: 1Ti, pods: 110}`; CPUs are counted from the NUMA nodes' cpulists."""
+    cpus = sum(_cpulist_size(cpus, name, f"numaNodes[node={numa}].cpus") for numa, cpus in numa_cpus.items())
+    return NodeCapacity(
+        cpus=max(cpus, 1),
+        memory_bytes=_bytes(node.get("memory", _DEFAULT_NODE_MEMORY), name, "node.memory"),
+        pods=_int(node.get("pods", _DEFAULT_MAX_PODS), name, "node.pods"),
+    )
+
+
+def _cpulist_size(text: str, name: str, where: str) -> int:
+    """How many CPUs a kernel cpulist (`0-63`, `0-3,8-11`) names."""
+    count = 0
+    for part in text.split(","):
+        first, _, last = part.strip().partition("-")
+        if not first.isdigit() or not (last or first).isdigit() or int(last or first) < int(first):
+            raise ConfigError(f"simulated profile {name}: {where} must be a cpulist like 0-63, got {text!r}")
+        count += int(last or first) - int(first) + 1
+    return count
+
+
+def _bytes(raw: object, name: str, where: str) -> int:
+    try:
+        return quantity.parse(raw).value()
+    except QuantityError as e:
+        raise ConfigError(f"simulated profile {name}: {where}: {e.reason}") from e
 
 
 def _mapping(raw: object, name: str, where: str) -> Mapping[str, Any]:

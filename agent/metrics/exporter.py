@@ -1,6 +1,8 @@
 """Serves a Prometheus registry on `/metrics` over HTTP, with a start and a stop.
 
-The agent process hosts one; tests start one on port 0 and read `port`. Other paths answer 404.
+The agent process hosts one; tests start one on port 0 and read `port`. The agent adds its other
+small endpoints (`/healthz`, and the fault injection of simulated devices) as extra WSGI routes,
+so one port serves them all; other paths answer 404.
 Requests are served on short-lived threads (prometheus_client renders the registry per request);
 access lines go to the debug log, not to stderr.
 """
@@ -9,18 +11,20 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
-__all__ = ["MetricsExporter"]
+__all__ = ["MetricsExporter", "WSGIApp"]
 
 log = logging.getLogger(__name__)
 
 _StartResponse = Callable[..., Any]
+#: A WSGI application, the shape of an extra route.
+WSGIApp = Callable[[dict[str, Any], _StartResponse], Iterable[bytes]]
 
 
 class _Server(ThreadingMixIn, WSGIServer):
@@ -33,8 +37,16 @@ class _QuietHandler(WSGIRequestHandler):
 
 
 class MetricsExporter:
-    def __init__(self, registry: CollectorRegistry, *, host: str = "0.0.0.0", port: int = 9316) -> None:
-        self._app = make_wsgi_app(registry)
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        *,
+        host: str = "0.0.0.0",
+        port: int = 9316,
+        routes: Mapping[str, WSGIApp] | None = None,
+    ) -> None:
+        """`routes` maps further exact paths (`/healthz`) to WSGI applications."""
+        self._routes: dict[str, WSGIApp] = {"/metrics": make_wsgi_app(registry), **(routes or {})}
         self._host = host
         self._port = port
         self._server: _Server | None = None
@@ -67,8 +79,8 @@ class MetricsExporter:
             self._thread.join(5)
 
     def _route(self, environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
-        if environ.get("PATH_INFO") != "/metrics":
+        app = self._routes.get(environ.get("PATH_INFO", ""))
+        if app is None:
             start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b"not found; metrics are on /metrics\n"]
-        result: Iterable[bytes] = self._app(environ, start_response)
-        return result
+            return [f"not found; served here: {', '.join(sorted(self._routes))}\n".encode()]
+        return app(environ, start_response)

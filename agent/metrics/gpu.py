@@ -5,6 +5,10 @@ immutable snapshot; `collect` (called by prometheus_client at scrape time) rende
 the tracker's health and the XID counts. A container's series disappear with it, without stale
 label sets. `start` runs `refresh` every `interval_s` on a background thread.
 
+A container's series name its pod and container when the agent knows the pod (`pods`, a lookup
+by UID that the agent backs with its informer of the node's pods); until then, or without a
+lookup, `namespace`, `pod` and `container` are empty and `pod_uid`/`container_id` identify it.
+
     tessera_gpu_utilization_ratio            {node, minor, uuid, model}           0..1
     tessera_gpu_memory_used_bytes            {node, minor, uuid, model}
     tessera_gpu_memory_total_bytes           {node, minor, uuid, model}
@@ -12,8 +16,9 @@ label sets. `start` runs `refresh` every `interval_s` on a background thread.
     tessera_gpu_power_watts                  {node, minor, uuid, model}
     tessera_gpu_healthy                      {node, minor, uuid, model}           1 or 0
     tessera_gpu_xid_errors_total             {node, minor, uuid, model, xid}
-    tessera_container_gpu_memory_used_bytes  {node, minor, uuid, model, pod_uid, container_id}
-    tessera_container_gpu_utilization_ratio  {node, minor, uuid, model, pod_uid, container_id}
+    tessera_container_gpu_memory_used_bytes  {node, minor, uuid, model, pod_uid, container_id,
+                                              namespace, pod, container}
+    tessera_container_gpu_utilization_ratio  {... as above}
     tessera_agent_collection_duration_seconds  histogram {collector}
     tessera_agent_collection_errors_total      {collector}
 """
@@ -23,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -35,14 +40,18 @@ from agent.discovery.nvmllib import NVML, Handle, HandleCache, NVMLCallError, if
 from agent.health.tracker import HealthTracker
 from agent.metrics.containers import ContainerResolver
 from agent.periodic import Periodic
+from apis.core import Pod
 
-__all__ = ["ContainerReading", "GPUMetrics", "GPUReading"]
+__all__ = ["ContainerReading", "GPUMetrics", "GPUReading", "PodByUID"]
 
 log = logging.getLogger(__name__)
 
 _GPU_LABELS = ("node", "minor", "uuid", "model")
-_CONTAINER_LABELS = (*_GPU_LABELS, "pod_uid", "container_id")
+_CONTAINER_LABELS = (*_GPU_LABELS, "pod_uid", "container_id", "namespace", "pod", "container")
 _COLLECTOR = "gpu"
+
+#: One pod of this node by metadata.uid, from memory (called at scrape time); None when unknown.
+PodByUID = Callable[[str], Pod | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +88,7 @@ class GPUMetrics(Collector):
         tracker: HealthTracker,
         containers: ContainerResolver,
         interval_s: float = 10.0,
+        pods: PodByUID | None = None,
     ) -> None:
         self.node_name = node_name
         self._nvml = nvml
@@ -86,6 +96,7 @@ class GPUMetrics(Collector):
         self._gpus = tuple(gpus)
         self._tracker = tracker
         self._containers = containers
+        self._pods = pods
         self.interval_s = interval_s
         self._readings: tuple[GPUReading, ...] = ()
         self._container_readings: tuple[ContainerReading, ...] = ()
@@ -113,6 +124,10 @@ class GPUMetrics(Collector):
 
     def stop(self) -> None:
         self._loop.stop()
+
+    def set_gpus(self, gpus: Sequence[GPU]) -> None:
+        """Read these GPUs from the next pass on (a discovery pass found new ones). Thread-safe."""
+        self._gpus = tuple(gpus)
 
     def count_xid(self, gpu: GPU, xid: int) -> None:
         """Count one XID event (subscribed to the NVML watcher's `on_xid`). Thread-safe."""
@@ -219,11 +234,20 @@ class GPUMetrics(Collector):
             labels=_CONTAINER_LABELS,
         )
         for c in self._container_readings:
-            labels = [*_gpu_labels(node, c.gpu), c.pod_uid, c.container_id]
+            labels = [*_gpu_labels(node, c.gpu), c.pod_uid, c.container_id, *self._pod_labels(c)]
             memory.add_metric(labels, c.memory_used_bytes)
             utilization.add_metric(labels, c.utilization_percent / 100)
         yield memory
         yield utilization
+
+    def _pod_labels(self, reading: ContainerReading) -> tuple[str, str, str]:
+        """namespace, pod and container name of a reading; empty where the pod is not known."""
+        pod = self._pods(reading.pod_uid) if self._pods is not None and reading.pod_uid else None
+        if pod is None:
+            return "", "", ""
+        suffix = f"://{reading.container_id}"
+        container = next((name for name, cid in pod.container_ids.items() if cid.endswith(suffix)), "")
+        return pod.namespace, pod.name, container
 
 
 def _gpu_labels(node: str, gpu: GPU) -> list[str]:

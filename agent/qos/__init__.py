@@ -10,6 +10,8 @@ settings), `enforce` (write order the kernel accepts), `reconciler`, `hook`, `us
 `suppress` (BE CPU suppression), `netqos` (tc HTB), `pods` (the PodSource / PodLookup seams).
 """
 
+from typing import TYPE_CHECKING, Any
+
 from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, CgroupUnsupported, Hierarchy
 from agent.qos.config import QoSConfig
 from agent.qos.config import load as load_config_text
@@ -17,11 +19,13 @@ from agent.qos.config import load_file as load_config
 from agent.qos.hook import QoSHookPlugin
 from agent.qos.knobs import CgroupVersion, CPUMax
 from agent.qos.layout import Driver, KubeCgroups
-from agent.qos.netqos import NetworkQoS, NetworkQoSError
 from agent.qos.pods import PodLookup, PodSource
 from agent.qos.reconciler import Reconciler, ReconcileReport
 from agent.qos.suppress import BESuppressor
 from agent.qos.usage import CgroupUsageSampler, Sampler, UsageSample
+
+if TYPE_CHECKING:
+    from agent.qos.netqos import NetworkQoS, NetworkQoSError
 
 __all__ = [
     "BESuppressor",
@@ -48,3 +52,14 @@ __all__ = [
     "load_config",
     "load_config_text",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Network QoS loads on first use: pyroute2 costs the agent about 8 MiB it rarely needs."""
+    if name in ("NetworkQoS", "NetworkQoSError"):
+        from agent.qos import netqos
+
+        value = getattr(netqos, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'agent.qos' has no attribute {name!r}")

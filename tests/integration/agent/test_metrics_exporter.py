@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -58,7 +58,24 @@ def test_metrics_are_served_on_slash_metrics(exporter: MetricsExporter) -> None:
 
 
 def test_other_paths_are_not_found(exporter: MetricsExporter) -> None:
-    assert get(exporter, "/")[0] == 404
+    status, text = get(exporter, "/")
+    assert status == 404 and "/metrics" in text
+
+
+def test_extra_routes_are_served_beside_metrics() -> None:
+    def hello(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"ok\n"]
+
+    exporter = MetricsExporter(CollectorRegistry(), host="127.0.0.1", port=0, routes={"/healthz": hello})
+    exporter.start()
+    try:
+        assert get(exporter, "/healthz") == (200, "ok\n")
+        assert get(exporter, "/metrics")[0] == 200
+        status, text = get(exporter, "/nope")
+        assert status == 404 and "/healthz, /metrics" in text
+    finally:
+        exporter.stop()
 
 
 def test_stop_closes_the_port(exporter: MetricsExporter) -> None:

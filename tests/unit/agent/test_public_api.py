@@ -7,7 +7,9 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("package", ["agent.discovery", "agent.health", "agent.metrics", "agent.qos"])
+@pytest.mark.parametrize(
+    "package", ["agent", "agent.discovery", "agent.health", "agent.kubeletsim", "agent.metrics", "agent.qos"]
+)
 def test_all_is_complete(package: str) -> None:
     module = importlib.import_module(package)
     assert len(set(module.__all__)) == len(module.__all__)

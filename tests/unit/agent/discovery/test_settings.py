@@ -21,6 +21,7 @@ def test_real_hardware_uses_pci_nvml_and_rdma_sources(sysfs: SysfsTree, fake_nvm
         inventory = stack.discovery.run()
         assert (len(inventory.gpus), len(inventory.rdma), inventory.simulated) == (8, 2, False)
         assert stack.nvml is not None and stack.nvml.count() == 8
+        assert stack.fake is None  # real devices: nothing to inject faults into
     finally:
         stack.close()
         stack.close()  # idempotent
@@ -35,6 +36,7 @@ def test_simulation_replaces_nvml_and_rdma_and_brings_its_own_nvml(sysfs: SysfsT
         assert len(inventory.pci) == 14  # PCI enumeration stays real
         assert stack.nvml is not None
         assert [stack.nvml.uuid(stack.nvml.handle_by_index(i)) for i in range(8)] == [g.uuid for g in inventory.gpus]
+        assert stack.fake is not None and [g.uuid for g in stack.fake.gpus] == [g.uuid for g in inventory.gpus]
     finally:
         stack.close()
 

@@ -12,7 +12,7 @@ from agent.discovery.nvml import NVMLSource
 from agent.discovery.nvmllib import NVML
 from agent.discovery.pci import PCIBus
 from agent.discovery.rdma import RDMASource
-from agent.discovery.simulated import BUILTIN_PROFILES, SimulatedSource, load_profile
+from agent.discovery.simulated import BUILTIN_PROFILES, NodeCapacity, SimulatedSource, load_profile
 from apis.errors import ConfigError
 from tests.unit.agent.sysfs_tree import SysfsTree
 
@@ -92,6 +92,26 @@ def test_profile_from_a_file(tmp_path: Path) -> None:
     assert profile.name == "mine"
     assert [g.model for g in inventory.gpus] == ["L4"]
     assert [(r.ib_device, r.ports_active) for r in inventory.rdma] == [("mlx5_0", False)]
+    assert profile.node == NodeCapacity(cpus=1, memory_bytes=256 * 2**30, pods=110)  # defaults
+
+
+@pytest.mark.parametrize(
+    ("name", "node"),
+    [
+        ("a100-8x", NodeCapacity(cpus=128, memory_bytes=2**40, pods=110)),
+        ("h100-8x", NodeCapacity(cpus=112, memory_bytes=2 * 2**40, pods=110)),
+        ("t4-2x", NodeCapacity(cpus=16, memory_bytes=60 * 2**30, pods=110)),
+    ],
+    ids=BUILTIN_PROFILES,
+)
+def test_profiles_size_the_node_the_simulated_kubelet_registers(name: str, node: NodeCapacity) -> None:
+    assert load_profile(name).node == node
+
+
+def test_node_cpus_are_counted_from_every_cpulist(tmp_path: Path) -> None:
+    path = tmp_path / "cpus.yaml"
+    path.write_text("node: {memory: 8Gi, pods: 20}\nnumaNodes: [{node: 0, cpus: '0-3,8-11'}, {node: 1, cpus: '16'}]\n")
+    assert load_profile(str(path)).node == NodeCapacity(cpus=9, memory_bytes=8 * 2**30, pods=20)
 
 
 @pytest.mark.parametrize(
@@ -108,6 +128,9 @@ def test_profile_from_a_file(tmp_path: Path) -> None:
         ("gpu: {memory: lots}", "gpu.memory"),
         ("numaNodes: [{node: -1}]", r"numaNodes\[0\].node must be a non-negative integer"),
         ("a: [", "not valid YAML"),
+        ("numaNodes: [{cpus: 3-1}]", r"numaNodes\[node=0\].cpus must be a cpulist like 0-63, got '3-1'"),
+        ("node: {memory: lots}", "node.memory"),
+        ("node: {pods: many}", "node.pods must be a non-negative integer"),
     ],
     ids=[
         "gpu-not-mapping",
@@ -118,6 +141,9 @@ def test_profile_from_a_file(tmp_path: Path) -> None:
         "bad-memory",
         "bad-node",
         "yaml",
+        "bad-cpulist",
+        "bad-node-memory",
+        "bad-pods",
     ],
 )
 def test_bad_profiles_are_config_errors_naming_the_field(tmp_path: Path, text: str, message: str) -> None:

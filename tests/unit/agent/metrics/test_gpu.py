@@ -16,6 +16,7 @@ from agent.health.clock import ManualClock
 from agent.health.tracker import HealthTracker
 from agent.metrics.containers import ContainerResolver
 from agent.metrics.gpu import GPUMetrics
+from apis.core import Pod
 from tests.unit.agent.conftest import NVMLEnv
 
 CID = "a" * 64
@@ -89,7 +90,7 @@ def test_processes_of_one_container_add_up_and_host_processes_are_left_out(
     )
     collector, registry = metrics
     collector.refresh()
-    container = labels(gpus[2], pod_uid=POD, container_id=CID)
+    container = labels(gpus[2], pod_uid=POD, container_id=CID, namespace="", pod="", container="")
     assert registry.get_sample_value("tessera_container_gpu_memory_used_bytes", container) == 3 * 2**30
     assert registry.get_sample_value("tessera_container_gpu_utilization_ratio", container) == 0.45
     text = generate_latest(registry).decode()
@@ -97,6 +98,44 @@ def test_processes_of_one_container_add_up_and_host_processes_are_left_out(
     fake.set_processes(gpus[2].uuid, [])
     collector.refresh()
     assert "tessera_container_gpu_memory_used_bytes{" not in generate_latest(registry).decode()
+
+
+def test_container_series_name_the_pod_and_container_the_agent_knows(
+    nvml_env: NVMLEnv, nvml: NVML, gpus: tuple[GPU, ...], tracker: HealthTracker, proc: Path
+) -> None:
+    fake = nvml_env.require_fake()
+    fake.set_processes(gpus[0].uuid, [FakeProcess(100, 2**30, 10)])
+    pod = Pod.from_dict(
+        {
+            "metadata": {"name": "train-0", "namespace": "ml", "uid": POD},
+            "status": {"containerStatuses": [{"name": "main", "containerID": f"containerd://{CID}"}]},
+        }
+    )
+    registry = CollectorRegistry()
+    collector = GPUMetrics(
+        registry,
+        node_name="n1",
+        nvml=nvml,
+        gpus=gpus,
+        tracker=tracker,
+        containers=ContainerResolver(proc),
+        pods={POD: pod}.get,
+    )
+    collector.refresh()
+    container = labels(gpus[0], pod_uid=POD, container_id=CID, namespace="ml", pod="train-0", container="main")
+    assert registry.get_sample_value("tessera_container_gpu_memory_used_bytes", container) == 2**30
+
+
+def test_gpus_found_later_are_read_from_the_next_pass(
+    metrics: tuple[GPUMetrics, CollectorRegistry], gpus: tuple[GPU, ...]
+) -> None:
+    collector, registry = metrics
+    collector.set_gpus(gpus[:2])
+    collector.refresh()
+    assert generate_latest(registry).decode().count("tessera_gpu_memory_total_bytes{") == len(gpus[:2])
+    collector.set_gpus(gpus)
+    collector.refresh()
+    assert generate_latest(registry).decode().count("tessera_gpu_memory_total_bytes{") == len(gpus)
 
 
 def test_a_lost_gpu_is_left_out_counted_and_shown_unhealthy(

@@ -1,0 +1,280 @@
+"""The agent process: every node-side part, wired together, started and stopped as one.
+
+`tessera agent` (cli/agent.py) turns flags into `AgentSettings` and calls `run(settings)`; tests
+drive `Agent` directly. What it hosts:
+
+    discovery + health + GPU metrics   NodeDevices (agent/devices.py)
+    Device CR                          DeviceReporter (agent/reporter.py), woken on every change
+    pods bound to this node            one Informer (fieldSelector spec.nodeName), feeding QoS,
+                                       the metrics' pod names and the simulated kubelet
+    hook server                        GPU env, RDMA devices, QoS plugins on a unix socket
+    node QoS                           NodeQoS (agent/nodeqos.py): what the NodeSLO enables
+    simulated kubelet (optional)       SimulatedKubelet (agent/kubeletsim/)
+    HTTP                               /metrics, /healthz, and for simulated devices the fault
+                                       injection routes (agent/faults.py)
+
+Start-up fails (ConfigError, with a message saying what to fix) only for what the agent cannot
+run without: a bad flag or profile, a kubeconfig that does not load, a socket or port another
+process holds. Everything that can recover does so while the agent runs: an API server that is
+down (the reporter, the informer and the kubelet retry), a bad QoS config (logged; QoS waits for
+a good one), a malformed object on the server (logged and skipped or replaced).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import psutil
+from prometheus_client import CollectorRegistry
+
+from agent.devices import NodeDevices
+from agent.discovery.nvmllib import NVMLLibrary
+from agent.discovery.settings import DiscoveryStack, open_discovery
+from agent.discovery.simulated import NodeCapacity
+from agent.faults import SimulatedFaults
+from agent.hooks import GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
+from agent.kubeletsim import SimulatedKubelet
+from agent.metrics.exporter import MetricsExporter, WSGIApp
+from agent.nodeqos import NodeQoS
+from agent.reporter import DeviceReporter
+from agent.settings import AgentSettings
+from apis.core import Pod
+from apis.errors import ConfigError
+from kube import errors
+from kube.client import Client
+from kube.informer import Informer
+from kube.resources import NODES, PODS
+
+__all__ = ["Agent", "run"]
+
+log = logging.getLogger(__name__)
+
+_UID_INDEX = "uid"
+_StartResponse = Callable[..., Any]
+
+
+class Agent:
+    """One node's agent. `start()` raises ConfigError for what cannot run; `stop()` is idempotent."""
+
+    def __init__(
+        self, settings: AgentSettings, *, client: Client | None = None, nvml_library: NVMLLibrary | None = None
+    ) -> None:
+        self.settings = settings
+        self._client = client
+        self._nvml_library = nvml_library
+        self._stops: list[Callable[[], None]] = []
+        self.registry = CollectorRegistry()
+        self.devices: NodeDevices | None = None
+        self.reporter: DeviceReporter | None = None
+        self.pods: Informer[Pod] | None = None
+        self.qos: NodeQoS | None = None
+        self.hooks: HookServer | None = None
+        self.kubelet: SimulatedKubelet | None = None
+        self.http: MetricsExporter | None = None
+
+    def start(self) -> None:
+        """Build and start every part. On failure, what was started is stopped again."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Stop the parts in reverse order of starting."""
+        while self._stops:
+            stop = self._stops.pop()
+            try:
+                stop()
+            except Exception:  # the shutdown boundary: the other parts still get stopped
+                log.exception("Stopping a part of the agent failed")
+
+    # --- wiring ------------------------------------------------------------------------------------
+    def _start(self) -> None:
+        s = self.settings
+        node = s.node_name
+        client = self._client or Client.from_settings(s.client)
+        if self._client is None:
+            self._stops.append(client.close)
+        stack = open_discovery(s.discovery, nvml_library=self._nvml_library)
+        self._stops.append(stack.close)
+
+        pods: Informer[Pod] = Informer(
+            client,
+            PODS,
+            parse=Pod.from_dict,
+            field_selector=f"spec.nodeName={node}",
+            indexers={_UID_INDEX: lambda p: [p.uid] if p.uid else []},
+        )
+        self.pods = pods
+        devices = NodeDevices(
+            stack,
+            node_name=node,
+            registry=self.registry,
+            health=s.health,
+            metrics=s.metrics,
+            discovery_interval_s=s.report.discovery_interval_s,
+            pods=self._pod_by_uid,
+        )
+        self.devices = devices
+        self._stops.append(devices.stop)  # also frees what it opened (NVML event sets), started or not
+        reporter = DeviceReporter(
+            client,
+            node_name=node,
+            build=devices.build,
+            resync_interval_s=s.report.resync_interval_s,
+            registry=self.registry,
+        )
+        self.reporter = reporter
+        devices.on_change(reporter.wake)
+        self.qos = NodeQoS.open(
+            s.qos,
+            simulated=s.simulated,
+            pods=pods.store.list,
+            lookup=self._pod_by_uid,
+            registry=self.registry,
+            node_labels=self._node_labels(client),
+        )
+
+        # What another process may hold (a port, a socket) is bound first, before any thread runs.
+        http = self._serve_http(stack)
+        if s.hooks.enabled:
+            self._serve_hooks()
+
+        self._run(pods.start, pods.stop)
+        devices.start()
+        if s.kubelet.enabled:
+            self.kubelet = SimulatedKubelet(
+                client,
+                pods,
+                node_name=node,
+                capacity=stack.profile.node if stack.profile is not None else _this_machine(),
+                node_ip=s.kubelet.node_ip,
+                lease_renew_s=s.kubelet.lease_renew_s,
+                status_report_s=s.kubelet.status_report_s,
+                on_registered=reporter.wake,
+            )
+            self._run(self.kubelet.start, self.kubelet.stop)
+        self._run(reporter.start, reporter.stop)
+        if self.qos is not None:
+            self._run(self.qos.start, self.qos.stop)
+        if s.metrics.address_file is not None:
+            _write_atomically(s.metrics.address_file, f"{s.metrics.host}:{http.port}\n")  # ready
+        log.info(
+            "Agent started",
+            extra={
+                "node": node,
+                "simulatedDevices": s.simulated,
+                "simulatedKubelet": s.kubelet.enabled,
+                "gpus": len(devices.inventory.gpus),
+                "rdma": len(devices.inventory.rdma),
+                "metrics": f"{s.metrics.host}:{http.port}",
+                "hookSocket": str(s.hooks.socket_path) if s.hooks.enabled else "off",
+                "qos": "off" if self.qos is None else ",".join(self.qos.running) or "no part enabled",
+            },
+        )
+
+    def _serve_http(self, stack: DiscoveryStack) -> MetricsExporter:
+        """/metrics and /healthz, and the fault injection routes for simulated devices."""
+        s = self.settings.metrics
+        routes: dict[str, WSGIApp] = {"/healthz": self._healthz}
+        if stack.fake is not None:
+            routes.update(SimulatedFaults(stack.fake, node_name=self.settings.node_name).routes())
+        self.http = MetricsExporter(self.registry, host=s.host, port=s.port, routes=routes)
+        try:
+            self.http.start()
+        except OSError as e:
+            raise ConfigError(f"metrics address {s.host}:{s.port}: cannot listen: {e}") from e
+        self._stops.append(self.http.stop)
+        return self.http
+
+    def _serve_hooks(self) -> None:
+        """The hook server with the GPU env, RDMA devices and (when QoS runs cgroup QoS) QoS plugins."""
+        s = self.settings
+        plugins: list[HookPlugin] = [
+            GPUEnvPlugin(),
+            RDMADevicesPlugin(sysfs_root=s.discovery.sysfs_root, dev_root=s.hooks.dev_root),
+        ]
+        if self.qos is not None and self.qos.plugin is not None:
+            plugins.append(self.qos.plugin)
+        self.hooks = HookServer(plugins, socket_path=s.hooks.socket_path)
+        try:
+            self.hooks.start()
+        except OSError as e:
+            raise ConfigError(f"hook server socket {s.hooks.socket_path}: {e}") from e
+        self._stops.append(self.hooks.stop)
+
+    def _run(self, start: Callable[[], None], stop: Callable[[], None]) -> None:
+        start()
+        self._stops.append(stop)
+
+    def _pod_by_uid(self, uid: str) -> Pod | None:
+        """One pod of this node from the informer's cache (never the network)."""
+        found = self.pods.store.by_index(_UID_INDEX, uid) if self.pods is not None else []
+        return found[0] if found else None
+
+    def _node_labels(self, client: Client) -> Callable[[], Mapping[str, str]]:
+        """The Node's labels when QoS asks (a ConfigMap's nodeStrategies select by them); {} without a Node."""
+
+        def read() -> Mapping[str, str]:
+            try:
+                metadata = client.resource(NODES).get(self.settings.node_name).get("metadata") or {}
+            except errors.APIError as e:
+                log.warning("Cannot read the Node's labels for the QoS config", extra={"error": str(e)})
+                return {}
+            labels = metadata.get("labels") or {}
+            return {str(k): str(v) for k, v in labels.items()}
+
+        return read
+
+    def _healthz(self, environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
+        """200 while the reporter loop runs (the API server being down is not the agent's fault)."""
+        if self.reporter is not None and self.reporter.alive:
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [b"ok\n"]
+        start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
+        return [b"device reporter not running\n"]
+
+
+def _this_machine() -> NodeCapacity:
+    """This machine's CPUs and memory, for a simulated kubelet over real devices."""
+    return NodeCapacity(cpus=psutil.cpu_count(logical=True) or 1, memory_bytes=psutil.virtual_memory().total)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def run(settings: AgentSettings) -> int:
+    """Run the agent until SIGTERM or SIGINT; 0 after a clean stop, 1 when it cannot start."""
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        if not stopping.is_set():
+            log.info("Stopping agent", extra={"signal": signal.Signals(signum).name})
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    agent = Agent(settings)
+    try:
+        agent.start()
+    except ConfigError as e:
+        log.error("Cannot start the agent", extra={"node": settings.node_name, "error": str(e)})
+        return 1
+    try:
+        stopping.wait()
+    finally:
+        agent.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    log.info("Agent stopped", extra={"node": settings.node_name})
+    return 0

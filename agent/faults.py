@@ -1,0 +1,116 @@
+"""Fault injection for simulated GPUs, over the agent's HTTP port: break a GPU of a running agent.
+
+Tests and `tessera up` run agents as separate processes; to see a node react to a failing GPU they
+ask the agent itself to fail one. The routes act on the simulated profile's FakeNVML — the same
+place real NVML errors enter — so the health monitor, the metrics and the Device CR reporter react
+exactly as they would to real hardware. An agent with real devices has no FakeNVML and does not
+serve these routes (404): nothing can fake a fault on a real node.
+
+    POST /debug/simulate/xid?minor=3&xid=79     an XID event on GPU 3 (critical XIDs make it unhealthy;
+                                                79 and other `reset` XIDs keep it so until a reset)
+    POST /debug/simulate/gpu-lost?minor=3       GPU 3 stops answering, as one that fell off the bus
+    POST /debug/simulate/gpu-reset?minor=3      GPU 3 answers again, as after `nvidia-smi -r`
+
+Answers are JSON: 200 `{"minor": 3, "uuid": "GPU-…", "fault": "xid", "xid": 79}`; 400 for a
+missing or malformed parameter, 404 for a GPU the profile does not have, 405 for a method other
+than POST. After a reset a GPU is healthy again once the quiet period (`--health-quiet-period`)
+has passed without errors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any, Final
+from urllib.parse import parse_qs
+
+from agent.discovery.fake_nvml import FakeGPU, FakeNVML
+from agent.metrics.exporter import WSGIApp
+
+__all__ = ["PREFIX", "SimulatedFaults"]
+
+log = logging.getLogger(__name__)
+
+PREFIX: Final = "/debug/simulate/"
+
+_StartResponse = Callable[..., Any]
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class SimulatedFaults:
+    """The fault-injection routes over one FakeNVML; `routes()` for the agent's HTTP server."""
+
+    def __init__(self, fake: FakeNVML, *, node_name: str) -> None:
+        self._fake = fake
+        self._node_name = node_name
+
+    def routes(self) -> dict[str, WSGIApp]:
+        return {
+            f"{PREFIX}xid": self._endpoint("xid", self._xid),
+            f"{PREFIX}gpu-lost": self._endpoint("gpu-lost", self._lost),
+            f"{PREFIX}gpu-reset": self._endpoint("gpu-reset", self._reset),
+        }
+
+    # --- the faults --------------------------------------------------------------------------------
+    def _xid(self, gpu: FakeGPU, query: dict[str, list[str]]) -> dict[str, object]:
+        xid = _int(query, "xid")
+        self._fake.inject_xid(gpu.uuid, xid)
+        return {"xid": xid}
+
+    def _lost(self, gpu: FakeGPU, query: dict[str, list[str]]) -> dict[str, object]:
+        self._fake.vanish(gpu.uuid)
+        return {}
+
+    def _reset(self, gpu: FakeGPU, query: dict[str, list[str]]) -> dict[str, object]:
+        self._fake.reset(gpu.uuid)
+        return {}
+
+    # --- HTTP --------------------------------------------------------------------------------------
+    def _endpoint(self, fault: str, act: Callable[[FakeGPU, dict[str, list[str]]], dict[str, object]]) -> WSGIApp:
+        def app(environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
+            try:
+                if environ.get("REQUEST_METHOD") != "POST":
+                    raise _BadRequest("405 Method Not Allowed", "use POST")
+                query = parse_qs(environ.get("QUERY_STRING", ""))
+                gpu = self._gpu(_int(query, "minor"))
+                detail = act(gpu, query)
+            except _BadRequest as e:
+                return _json(start_response, e.status, {"error": str(e)})
+            log.warning(
+                "Injected a SIMULATED GPU fault",
+                extra={"node": self._node_name, "fault": fault, "minor": gpu.minor, "uuid": gpu.uuid, **detail},
+            )
+            return _json(start_response, "200 OK", {"minor": gpu.minor, "uuid": gpu.uuid, "fault": fault, **detail})
+
+        return app
+
+    def _gpu(self, minor: int) -> FakeGPU:
+        gpu = next((g for g in self._fake.gpus if g.minor == minor), None)
+        if gpu is None:
+            known = ", ".join(str(g.minor) for g in self._fake.gpus)
+            raise _BadRequest("404 Not Found", f"no simulated GPU with minor {minor} (minors: {known})")
+        return gpu
+
+
+def _int(query: dict[str, list[str]], name: str) -> int:
+    values = query.get(name)
+    if not values:
+        raise _BadRequest("400 Bad Request", f"missing query parameter {name}")
+    try:
+        value = int(values[-1])
+    except ValueError:
+        raise _BadRequest("400 Bad Request", f"{name} must be an integer, got {values[-1]!r}") from None
+    if value < 0:
+        raise _BadRequest("400 Bad Request", f"{name} must not be negative, got {value}")
+    return value
+
+
+def _json(start_response: _StartResponse, status: str, body: dict[str, object]) -> list[bytes]:
+    start_response(status, [("Content-Type", "application/json")])
+    return [json.dumps(body).encode() + b"\n"]

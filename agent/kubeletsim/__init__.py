@@ -1,0 +1,71 @@
+"""A simulated kubelet, for nodes that have no real one (`tessera agent --simulate-kubelet`).
+
+`tessera up` runs several agents with simulated devices on one machine; no kubelet runs for their
+nodes, so the agent plays the part a kubelet plays for the control plane, and nothing more: it
+registers the Node and keeps it Ready (`node.py`), marks pods bound to it Running and removes
+pods being deleted (`pods.py`). No container is started. Everything it writes is marked as
+simulated (a Node label, the kubelet version, the Ready message) and its logs say SIMULATED.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from agent.discovery.simulated import NodeCapacity
+from agent.kubeletsim.node import NodeHeartbeat, fake_ip
+from agent.kubeletsim.pods import PodLifecycle
+from apis.core import Pod
+from kube.client import Client
+from kube.informer import Informer
+
+__all__ = ["NodeHeartbeat", "PodLifecycle", "SimulatedKubelet"]
+
+log = logging.getLogger(__name__)
+
+#: Made-up address ranges: node InternalIPs and pod IPs (stable, derived from names and uids).
+NODE_IP_PREFIX = "10.250"
+POD_IP_PREFIX = "10.244"
+
+
+class SimulatedKubelet:
+    """The Node heartbeat and the pod lifecycle of one simulated node, started and stopped together."""
+
+    def __init__(
+        self,
+        client: Client,
+        pods: Informer[Pod],
+        *,
+        node_name: str,
+        capacity: NodeCapacity,
+        node_ip: str = "",
+        lease_renew_s: float = 10.0,
+        status_report_s: float = 60.0,
+        on_registered: Callable[[], None] | None = None,
+    ) -> None:
+        ip = node_ip or fake_ip(NODE_IP_PREFIX, node_name)
+        self.node = NodeHeartbeat(
+            client,
+            node_name=node_name,
+            capacity=capacity,
+            node_ip=ip,
+            lease_renew_s=lease_renew_s,
+            status_report_s=status_report_s,
+            on_registered=on_registered,
+        )
+        self.pods = PodLifecycle(
+            client, pods, node_name=node_name, host_ip=ip, pod_ip=lambda uid: fake_ip(POD_IP_PREFIX, uid)
+        )
+
+    def start(self) -> None:
+        log.warning(
+            "Starting a SIMULATED kubelet: this agent registers its Node and reports pods Running without running them",
+            extra={"node": self.node.node_name, "ip": self.node.node_ip},
+        )
+        self.node.step()  # register now, so the Device CR's first write can name its owner
+        self.node.start()
+        self.pods.start()
+
+    def stop(self) -> None:
+        self.pods.stop()
+        self.node.stop()

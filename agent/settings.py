@@ -1,0 +1,128 @@
+"""What `tessera agent` is told to do, as dataclasses grouped by topic: `AgentSettings`.
+
+`cli/agent.py` turns flags into these; `agent.run(settings)` reads nothing else. Each group
+carries its defaults, so tests build `AgentSettings(DiscoverySettings(node_name=...), client=...)`
+and override only what they exercise. Settings are plain values: validation that needs the
+machine (a readable profile, a free socket) happens when the agent starts.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.discovery.settings import DiscoverySettings
+from agent.hooks.server import DEFAULT_SOCKET
+from kube.client import ClientSettings
+
+__all__ = [
+    "AgentSettings",
+    "HealthSettings",
+    "HookSettings",
+    "KubeletSettings",
+    "MetricsSettings",
+    "QoSMode",
+    "QoSSettings",
+    "ReportSettings",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSettings:
+    #: Seconds between health probes (GPU liveness, RDMA ports); XIDs are seen as they come.
+    interval_s: float = 1.0
+    #: Seconds without an error before an unhealthy device counts as healthy again.
+    quiet_period_s: float = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsSettings:
+    """The agent's HTTP endpoint: /metrics, /healthz and (simulated devices only) /debug/simulate/."""
+
+    host: str = "0.0.0.0"
+    #: 9316 is koordlet's metrics port; 0 picks a free one (see `address_file`).
+    port: int = 9316
+    #: Seconds between GPU readings.
+    interval_s: float = 10.0
+    #: Where to write `host:port` once serving (for `tessera up` and tests that start on port 0).
+    address_file: Path | None = None
+    #: The host's /proc, to map GPU processes to containers (the host's /proc in a DaemonSet pod).
+    proc_root: Path = Path("/proc")
+
+
+@dataclass(frozen=True, slots=True)
+class ReportSettings:
+    #: Seconds between discovery passes (new or vanished devices).
+    discovery_interval_s: float = 60.0
+    #: Seconds between full re-reads of the Device CR and the Node (someone else's edits, a
+    #: deleted CR, a re-created Node); health changes are pushed at once regardless.
+    resync_interval_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class HookSettings:
+    """The RuntimeHookService the runtime proxy calls (GPU env, RDMA devices, QoS)."""
+
+    enabled: bool = True
+    socket_path: Path = DEFAULT_SOCKET
+    #: Where the RDMA device nodes are (`<dev_root>/infiniband/uverbsN`).
+    dev_root: Path = Path("/dev")
+
+
+class QoSMode(enum.Enum):
+    #: On with real devices, off with simulated ones (simulated nodes share this machine's cgroups).
+    AUTO = "auto"
+    ON = "on"
+    OFF = "off"
+
+
+@dataclass(frozen=True, slots=True)
+class QoSSettings:
+    """Node QoS. What runs is decided by the NodeSLO: everything is off until it enables it."""
+
+    mode: QoSMode = QoSMode.AUTO
+    #: A NodeSLO / slo-controller ConfigMap YAML file; None: Koordinator's defaults (all off).
+    config_path: Path | None = None
+    #: kubelet's --cgroup-root, relative to the cgroup mounts.
+    cgroup_root: str = ""
+    reconcile_interval_s: float = 10.0
+    #: Egress interface for network QoS; without it network QoS stays off.
+    network_interface: str = ""
+    #: Seconds between checks of `config_path` for changes.
+    config_poll_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class KubeletSettings:
+    """The simulated kubelet (`--simulate-kubelet`), for nodes without a real one (`tessera up`)."""
+
+    enabled: bool = False
+    #: Seconds between renewals of the node's Lease in kube-node-lease (kubelet: 10 s).
+    lease_renew_s: float = 10.0
+    #: Seconds between Node status reports (Ready condition heartbeat, capacity).
+    status_report_s: float = 60.0
+    #: The node's InternalIP; "" derives a stable fake one from the node name.
+    node_ip: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSettings:
+    #: Which node this agent is (its `node_name`) and how it finds devices.
+    discovery: DiscoverySettings
+    client: ClientSettings = field(default_factory=ClientSettings)
+    health: HealthSettings = field(default_factory=HealthSettings)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
+    hooks: HookSettings = field(default_factory=HookSettings)
+    qos: QoSSettings = field(default_factory=QoSSettings)
+    kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+
+    @property
+    def node_name(self) -> str:
+        return self.discovery.node_name
+
+    @property
+    def simulated(self) -> bool:
+        """Devices come from a simulated profile."""
+        return bool(self.discovery.simulate)
