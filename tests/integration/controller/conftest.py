@@ -1,0 +1,261 @@
+"""Real parts for the controller: an embedded API server process, `tessera controller` processes
+talking to it over HTTP, Nodes as kubelet reports them and Device CRs as the agent builds them.
+
+The API server is shared by the tests of a module; each test uses its own node names. A
+`ControllerProcess` reads the controller's own /metrics, so tests wait for conditions ("the
+controller processed every key it was given") instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.device_cr import build_device
+from agent.discovery.simulated import load_profile
+from agent.health.tracker import Health
+from apis.device import Device
+from kube import crds
+from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
+from kube.client import Client
+from kube.errors import NotFound
+from kube.resources import EVENTS, NODES
+
+ROOT = Path(__file__).resolve().parents[3]
+#: Generous: a loaded 2-core machine runs other test suites at the same time.
+TIMEOUT = 60.0
+
+KUBELET_RESOURCES = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
+
+
+def wait_for(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
+    """Poll `check` until it holds; fail naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ControllerProcess:
+    """One `tessera controller` process (`python -m cli controller`), its log and its endpoints."""
+
+    def __init__(self, kubeconfig: Path, log_dir: Path, args: tuple[str, ...] = ()) -> None:
+        self.kubeconfig = kubeconfig
+        self.args = args
+        self.port = 0
+        self.log_path = log_dir / f"controller-{uuid.uuid4().hex[:6]}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> ControllerProcess:
+        self.port = free_port()
+        command = [
+            sys.executable,
+            "-m",
+            "cli",
+            "controller",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--v=4",
+            *self.args,
+        ]
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        wait_for(self.ready, "the controller to be ready")
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def get(self, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
+                return response.status, response.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"the controller exited with {self.process.returncode}:\n{self.log_tail()}")
+        try:
+            return self.get("/readyz")[0] == 200
+        except OSError:
+            return False
+
+    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        """Every sample of /metrics: (name, sorted labels) -> value."""
+        _, text = self.get("/metrics")
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of `name` over the series matching `labels` (0 when there is none)."""
+        wanted = set(labels.items())
+        return sum(v for (n, ls), v in self.metrics().items() if n == name and wanted <= set(ls))
+
+    def reconciles(self) -> float:
+        return self.metric("tessera_controller_reconcile_total")
+
+    def adds(self) -> float:
+        return self.metric("tessera_controller_workqueue_adds_total")
+
+    def writes(self) -> float:
+        return self.metric("tessera_controller_node_writes_total")
+
+    def idle(self) -> bool:
+        """Every key ever queued has been reconciled (each add leads to exactly one reconcile)."""
+        samples = self.metrics()
+
+        def total(name: str) -> float:
+            return sum(v for (n, _), v in samples.items() if n == name)
+
+        return total("tessera_controller_reconcile_total") == total("tessera_controller_workqueue_adds_total")
+
+    def wait_processed(self, adds_before: float) -> None:
+        """Wait until something was queued after `adds_before` was read and all of it is done."""
+        wait_for(lambda: self.adds() > adds_before and self.idle(), "the controller to process the change")
+
+    def terminate(self, timeout: float = TIMEOUT) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up at all (what a crash or an OOM kill looks like)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(TIMEOUT)
+
+    def log_tail(self, lines: int = 60) -> str:
+        with contextlib.suppress(OSError):
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        return "(no log)"
+
+
+@pytest.fixture(scope="module")
+def apiserver() -> Iterator[EmbeddedAPIServer]:
+    with run_apiserver() as server:
+        server.install_crds()
+        yield server
+
+
+@pytest.fixture(scope="module")
+def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
+    with apiserver.client() as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def log_dir() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="tessera-controller-") as directory:
+        yield Path(directory)
+
+
+@pytest.fixture(scope="module")
+def start_controller(apiserver: EmbeddedAPIServer, log_dir: Path) -> Iterator[Callable[..., ControllerProcess]]:
+    """Start controllers (`start_controller("--leader-elect", ...)`); all are killed at the end."""
+    started: list[ControllerProcess] = []
+
+    def start(*args: str) -> ControllerProcess:
+        process = ControllerProcess(apiserver.kubeconfig, log_dir, args)
+        started.append(process)
+        return process.start()
+
+    yield start
+    for process in started:
+        process.kill()
+    if os.environ.get("TESSERA_SHOW_CONTROLLER_LOGS"):
+        for process in started:
+            print(process.log_tail(400))
+
+
+# --- objects as kubelet and the agent write them ------------------------------------------------------
+def create_node(client: Client, name: str) -> dict[str, Any]:
+    status = {
+        "capacity": dict(KUBELET_RESOURCES),
+        "allocatable": dict(KUBELET_RESOURCES),
+        "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+    }
+    return client.resource(NODES).create(
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": status}
+    )
+
+
+def build(
+    node: str, profile: str = "a100-8x", *, unhealthy: tuple[int, ...] = (), unhealthy_rdma: tuple[int, ...] = ()
+) -> Device:
+    """The Device CR the agent writes for `node` with the simulated `profile`, GPUs/NICs by minor unhealthy."""
+    inventory = load_profile(profile).inventory(node)
+    health = {
+        g.uuid: Health(False, "Xid79", "GPU has fallen off the bus") for g in inventory.gpus if g.minor in unhealthy
+    }
+    health |= {
+        r.bus_id: Health(False, "PortNotActive", "port 1 is DOWN") for r in inventory.rdma if r.minor in unhealthy_rdma
+    }
+    return build_device(inventory, health, node_name=node)
+
+
+def put_device(client: Client, device: Device) -> Device:
+    """Create the Device or replace what is there (as the agent's reporter does)."""
+    api = crds.devices(client)
+    try:
+        current = api.api.get(device.node_name)  # as JSON: what is there may not parse
+    except NotFound:
+        return api.create(device)
+    version = current["metadata"]["resourceVersion"]
+    return api.update(replace(device, meta=replace(device.meta, resource_version=version)))
+
+
+def node_resources(client: Client, name: str, field: str = "allocatable") -> dict[str, str]:
+    node = client.resource(NODES).get(name)
+    return dict((node.get("status") or {}).get(field) or {})
+
+
+def node_labels(client: Client, name: str) -> dict[str, str]:
+    return dict(client.resource(NODES).get(name)["metadata"].get("labels") or {})
+
+
+def events_about(client: Client, name: str, kind: str) -> list[dict[str, Any]]:
+    items = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={name}").items
+    return [e for e in items if e["involvedObject"]["kind"] == kind]
+
+
+def managed(resources: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in resources.items() if k.startswith("koordinator.sh/")}
