@@ -2,22 +2,15 @@
 talking to it over HTTP, Nodes as kubelet reports them and Device CRs as the agent builds them.
 
 The API server is shared by the tests of a module; each test uses its own node names. A
-`ControllerProcess` reads the controller's own /metrics, so tests wait for conditions ("the
+`controller.testing.ControllerProcess` reads the controller's own /metrics, so tests wait for conditions ("the
 controller processed every key it was given") instead of sleeping.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
@@ -25,19 +18,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from agent.device_cr import build_device
 from agent.discovery.simulated import load_profile
 from agent.health.tracker import Health
 from apis.device import Device
+from controller.testing import ControllerProcess
 from kube import crds
 from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
 from kube.client import Client
 from kube.errors import NotFound
 from kube.resources import EVENTS, NODES
 
-ROOT = Path(__file__).resolve().parents[3]
 #: Generous: a loaded 2-core machine runs other test suites at the same time.
 TIMEOUT = 60.0
 
@@ -57,116 +49,27 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def idle(process: ControllerProcess) -> bool:
+    """Every key ever queued has been reconciled (each add leads to exactly one reconcile)."""
+    samples = process.metrics()
+
+    def total(name: str) -> float:
+        return sum(v for (n, _), v in samples.items() if n == name)
+
+    return total("tessera_controller_reconcile_total") == total("tessera_controller_workqueue_adds_total")
 
 
-class ControllerProcess:
-    """One `tessera controller` process (`python -m cli controller`), its log and its endpoints."""
+def adds(process: ControllerProcess) -> float:
+    return process.metric("tessera_controller_workqueue_adds_total")
 
-    def __init__(self, kubeconfig: Path, log_dir: Path, args: tuple[str, ...] = ()) -> None:
-        self.kubeconfig = kubeconfig
-        self.args = args
-        self.port = 0
-        self.log_path = log_dir / f"controller-{uuid.uuid4().hex[:6]}.log"
-        self.process: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> ControllerProcess:
-        self.port = free_port()
-        command = [
-            sys.executable,
-            "-m",
-            "cli",
-            "controller",
-            "--kubeconfig",
-            str(self.kubeconfig),
-            "--listen",
-            f"127.0.0.1:{self.port}",
-            "--v=4",
-            *self.args,
-        ]
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-            )
-        wait_for(self.ready, "the controller to be ready")
-        return self
+def writes(process: ControllerProcess) -> float:
+    return process.metric("tessera_controller_node_writes_total")
 
-    @property
-    def pid(self) -> int:
-        assert self.process is not None
-        return self.process.pid
 
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
-                return response.status, response.read().decode()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
-
-    def ready(self) -> bool:
-        assert self.process is not None
-        if self.process.poll() is not None:
-            raise AssertionError(f"the controller exited with {self.process.returncode}:\n{self.log_tail()}")
-        try:
-            return self.get("/readyz")[0] == 200
-        except OSError:
-            return False
-
-    def metrics(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        """Every sample of /metrics: (name, sorted labels) -> value."""
-        _, text = self.get("/metrics")
-        return {
-            (s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text)
-            for s in family.samples
-        }
-
-    def metric(self, name: str, **labels: str) -> float:
-        """The sum of `name` over the series matching `labels` (0 when there is none)."""
-        wanted = set(labels.items())
-        return sum(v for (n, ls), v in self.metrics().items() if n == name and wanted <= set(ls))
-
-    def reconciles(self) -> float:
-        return self.metric("tessera_controller_reconcile_total")
-
-    def adds(self) -> float:
-        return self.metric("tessera_controller_workqueue_adds_total")
-
-    def writes(self) -> float:
-        return self.metric("tessera_controller_node_writes_total")
-
-    def idle(self) -> bool:
-        """Every key ever queued has been reconciled (each add leads to exactly one reconcile)."""
-        samples = self.metrics()
-
-        def total(name: str) -> float:
-            return sum(v for (n, _), v in samples.items() if n == name)
-
-        return total("tessera_controller_reconcile_total") == total("tessera_controller_workqueue_adds_total")
-
-    def wait_processed(self, adds_before: float) -> None:
-        """Wait until something was queued after `adds_before` was read and all of it is done."""
-        wait_for(lambda: self.adds() > adds_before and self.idle(), "the controller to process the change")
-
-    def terminate(self, timeout: float = TIMEOUT) -> int:
-        """SIGTERM and wait; returns the exit code."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout)
-
-    def kill(self) -> None:
-        """SIGKILL: no clean-up at all (what a crash or an OOM kill looks like)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(TIMEOUT)
-
-    def log_tail(self, lines: int = 60) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return "(no log)"
+def wait_processed(process: ControllerProcess, adds_before: float) -> None:
+    """Wait until something was queued after `adds_before` was read and all of it is done."""
+    wait_for(lambda: adds(process) > adds_before and idle(process), "the controller to process the change")
 
 
 @pytest.fixture(scope="module")
@@ -194,9 +97,10 @@ def start_controller(apiserver: EmbeddedAPIServer, log_dir: Path) -> Iterator[Ca
     started: list[ControllerProcess] = []
 
     def start(*args: str) -> ControllerProcess:
-        process = ControllerProcess(apiserver.kubeconfig, log_dir, args)
+        log_path = log_dir / f"controller-{uuid.uuid4().hex[:6]}.log"
+        process = ControllerProcess(apiserver.kubeconfig, log_path=log_path, args=args, verbosity=4)
         started.append(process)
-        return process.start()
+        return process.start(timeout=TIMEOUT)
 
     yield start
     for process in started:

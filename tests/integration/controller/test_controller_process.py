@@ -6,9 +6,9 @@ from collections.abc import Callable
 import pytest
 
 from apis import names
+from controller.testing import ControllerProcess
 from kube.client import Client
 from tests.integration.controller.conftest import (
-    ControllerProcess,
     build,
     create_node,
     managed,

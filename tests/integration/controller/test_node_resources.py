@@ -12,21 +12,25 @@ from typing import Any
 import pytest
 
 from apis import names
+from controller.testing import ControllerProcess
 from kube import crds
 from kube.client import Client
 from kube.resources import NODES
 from tests.integration.controller.conftest import (
     KUBELET_RESOURCES,
-    ControllerProcess,
+    adds,
     build,
     create_node,
     events_about,
+    idle,
     managed,
     node_labels,
     node_resources,
     put_device,
     unique,
     wait_for,
+    wait_processed,
+    writes,
 )
 
 pytestmark = pytest.mark.integration
@@ -123,16 +127,16 @@ def test_a_deleted_device_takes_resources_and_labels_with_it(client: Client, con
 def test_nothing_is_written_when_nothing_changed(client: Client, controller: ControllerProcess) -> None:
     node = converged_node(client)
     wait_for(lambda: bool(gpu_labels(client, node)), "the labels")
-    wait_for(controller.idle, "the controller to settle")
+    wait_for(lambda: idle(controller), "the controller to settle")
     before_rv = client.resource(NODES).get(node)["metadata"]["resourceVersion"]
-    writes = controller.writes()
-    adds = controller.adds()
+    before_writes = writes(controller)
+    before_adds = adds(controller)
     # A Device change that does not change what the node offers: a GPU gets another id.
     device = build(node)
     renamed = replace(device.devices[0], id="GPU-renamed")
     put_device(client, replace(device, devices=(renamed, *device.devices[1:])))
-    controller.wait_processed(adds)
-    assert controller.writes() == writes
+    wait_processed(controller, before_adds)
+    assert writes(controller) == before_writes
     assert client.resource(NODES).get(node)["metadata"]["resourceVersion"] == before_rv
 
 
