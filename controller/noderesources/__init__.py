@@ -13,4 +13,4 @@ from controller.noderesources.reconciler import (
     add_to_manager,
 )
 
-__all__ = ["NAME", "REASON_MALFORMED_DEVICE", "NodeResourcesReconciler", "NodeResourcesSettings", "add_to_manager"]
+__all__ = ["NAME", "NodeResourcesReconciler", "NodeResourcesSettings", "REASON_MALFORMED_DEVICE", "add_to_manager"]
