@@ -15,58 +15,64 @@ from controller.runtime import ManagerSettings
 from kube.client import ClientSettings
 from kube.leaderelection import LeaderElectionSettings, identity_from_env
 
-_LEASE = LeaderElectionSettings(lease_name="tessera-controller", identity="")
-_MANAGER = ManagerSettings()
-_NODES = NodeResourcesSettings()
+#: The Lease replicas campaign on (in --leader-elect-resource-namespace).
+LEASE_NAME = "tessera-controller"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    manager = ManagerSettings()
+    lease = LeaderElectionSettings(lease_name=LEASE_NAME, identity="")
+    node_defaults = NodeResourcesSettings()
     ClientSettings.add_arguments(parser)
     parser.add_argument(
         "--listen",
-        default=f"{_MANAGER.host}:{_MANAGER.port}",
+        default=f"{manager.host}:{manager.port}",
         metavar="HOST:PORT",
-        help=f"address of /healthz, /readyz and /metrics (default {_MANAGER.host}:{_MANAGER.port}; port 0: any)",
+        help=f"address of /healthz, /readyz and /metrics (default {manager.host}:{manager.port}; port 0: any)",
     )
     parser.add_argument(
         "--resync-period",
         type=float,
-        default=_MANAGER.resync_period,
+        default=manager.resync_period,
         metavar="SECONDS",
-        help=f"re-check every object this often even without events (default {_MANAGER.resync_period:g}; 0: never)",
+        help=f"re-check every object this often even without events (default {manager.resync_period:g}; 0: never)",
     )
     election = parser.add_argument_group("leader election")
     election.add_argument(
         "--leader-elect", action="store_true", help="run controllers only while holding the Lease (for replicas > 1)"
     )
-    election.add_argument("--leader-elect-resource-name", default=_LEASE.lease_name, metavar="NAME")
-    election.add_argument("--leader-elect-resource-namespace", default=_LEASE.namespace, metavar="NAMESPACE")
+    election.add_argument("--leader-elect-resource-name", default=lease.lease_name, metavar="NAME")
+    election.add_argument("--leader-elect-resource-namespace", default=lease.namespace, metavar="NAMESPACE")
     election.add_argument(
         "--leader-elect-identity",
         default="",
         metavar="ID",
         help="this replica's name (default: $POD_NAME or host_random)",
     )
-    election.add_argument("--leader-elect-lease-duration", type=float, default=_LEASE.lease_duration, metavar="SECONDS")
-    election.add_argument("--leader-elect-renew-deadline", type=float, default=_LEASE.renew_deadline, metavar="SECONDS")
-    election.add_argument("--leader-elect-retry-period", type=float, default=_LEASE.retry_period, metavar="SECONDS")
-    nodes = parser.add_argument_group("node device resources")
-    nodes.add_argument(
-        "--node-resources-workers", type=int, default=_NODES.workers, metavar="N", help="nodes reconciled in parallel"
+    election.add_argument("--leader-elect-lease-duration", type=float, default=lease.lease_duration, metavar="SECONDS")
+    election.add_argument("--leader-elect-renew-deadline", type=float, default=lease.renew_deadline, metavar="SECONDS")
+    election.add_argument("--leader-elect-retry-period", type=float, default=lease.retry_period, metavar="SECONDS")
+    node_flags = parser.add_argument_group("node device resources")
+    node_flags.add_argument(
+        "--node-resources-workers",
+        type=int,
+        default=node_defaults.workers,
+        metavar="N",
+        help="nodes reconciled in parallel",
     )
-    nodes.add_argument(
+    node_flags.add_argument(
         "--resource-diff-threshold",
         type=float,
-        default=_NODES.diff_threshold,
+        default=node_defaults.diff_threshold,
         metavar="FRACTION",
-        help=f"an increase below this fraction of the current amount may wait (default {_NODES.diff_threshold:g})",
+        help=f"an increase below this share of the current amount may wait (default {node_defaults.diff_threshold:g})",
     )
-    nodes.add_argument(
+    node_flags.add_argument(
         "--resource-max-delay",
         type=float,
-        default=_NODES.max_delay,
+        default=node_defaults.max_delay,
         metavar="SECONDS",
-        help=f"the longest such an increase waits (default {_NODES.max_delay:g})",
+        help=f"the longest such an increase waits (default {node_defaults.max_delay:g})",
     )
 
 

@@ -5,12 +5,6 @@ Device CR (the Koordinator slo-controller's GPU and RDMA device resource plugins
 can wait, `reconciler` reads caches and writes the difference. See docs/user/controller.md.
 """
 
-from controller.noderesources.reconciler import (
-    NAME,
-    REASON_MALFORMED_DEVICE,
-    NodeResourcesReconciler,
-    NodeResourcesSettings,
-    add_to_manager,
-)
+from controller.noderesources.reconciler import NAME, NodeResourcesReconciler, NodeResourcesSettings, add_to_manager
 
-__all__ = ["NAME", "NodeResourcesReconciler", "NodeResourcesSettings", "REASON_MALFORMED_DEVICE", "add_to_manager"]
+__all__ = ["NAME", "NodeResourcesReconciler", "NodeResourcesSettings", "add_to_manager"]

@@ -40,7 +40,7 @@ from kube.logs import V
 from kube.patch import labels_patch
 from kube.resources import NODES, Patch
 
-__all__ = ["NAME", "NodeResourcesReconciler", "NodeResourcesSettings", "REASON_MALFORMED_DEVICE", "add_to_manager"]
+__all__ = ["NAME", "REASON_MALFORMED_DEVICE", "NodeResourcesReconciler", "NodeResourcesSettings", "add_to_manager"]
 
 log = logging.getLogger(__name__)
 

@@ -151,7 +151,7 @@ class Controller:
             ]
             for worker in self._workers:
                 worker.start()
-        log.log(V(2), "Controller started", extra={"controller": self.name, "workers": self.options.workers})
+        log.log(V(1), "Controller started", extra={"controller": self.name, "workers": self.options.workers})
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop taking keys and wait for reconciles in flight to finish. Idempotent."""
@@ -161,12 +161,13 @@ class Controller:
         if queue is None:
             return
         queue.shutdown()
+        self._metrics.depth(0)
         deadline = time.monotonic() + timeout
         for worker in workers:
             worker.join(max(0.0, deadline - time.monotonic()))
             if worker.is_alive():
                 log.warning("Worker did not stop in time", extra={"controller": self.name, "worker": worker.name})
-        log.log(V(2), "Controller stopped", extra={"controller": self.name})
+        log.log(V(1), "Controller stopped", extra={"controller": self.name})
 
     # --- the workers ------------------------------------------------------------------------------
     def _work(self, queue: WorkQueue[str]) -> None:
