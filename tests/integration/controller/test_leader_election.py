@@ -23,7 +23,8 @@ from tests.integration.controller.conftest import (
 pytestmark = pytest.mark.integration
 
 
-def replicas(start: Callable[..., ControllerProcess], count: int = 2) -> list[ControllerProcess]:
+def two_replicas(start: Callable[..., ControllerProcess]) -> tuple[ControllerProcess, ControllerProcess]:
+    """Two replicas on a fresh Lease, once one of them leads: (leader, follower)."""
     lease = unique("tessera-controller")
     args = (
         "--leader-elect",
@@ -39,7 +40,9 @@ def replicas(start: Callable[..., ControllerProcess], count: int = 2) -> list[Co
         "--leader-elect-retry-period",
         "0.5",
     )
-    return [start(*args, "--leader-elect-identity", f"replica-{i}") for i in range(count)]
+    pair = [start(*args, "--leader-elect-identity", f"replica-{i}") for i in range(2)]
+    leader = leader_of(pair)
+    return leader, next(p for p in pair if p is not leader)
 
 
 def leader_of(processes: list[ControllerProcess]) -> ControllerProcess:
@@ -61,9 +64,7 @@ def converged(client: Client, node: str, gpu_core: str) -> Callable[[], bool]:
 def test_only_the_leader_writes_and_a_crash_hands_over(
     client: Client, start_controller: Callable[..., ControllerProcess]
 ) -> None:
-    pair = replicas(start_controller)
-    leader = leader_of(pair)
-    follower = next(p for p in pair if p is not leader)
+    leader, follower = two_replicas(start_controller)
     nodes = [unique("le") for _ in range(5)]
     for node in nodes:
         create_node(client, node)
@@ -85,9 +86,7 @@ def test_only_the_leader_writes_and_a_crash_hands_over(
 def test_a_clean_stop_releases_the_lease_to_the_follower(
     client: Client, start_controller: Callable[..., ControllerProcess]
 ) -> None:
-    pair = replicas(start_controller)
-    leader = leader_of(pair)
-    follower = next(p for p in pair if p is not leader)
+    leader, follower = two_replicas(start_controller)
     assert leader.terminate() == 0
     assert leader_of([follower]) is follower
     node = unique("le")
