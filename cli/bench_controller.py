@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
             convergence.expect(carries(full))
             controller = ControllerProcess(
                 server.kubeconfig,
-                log_path=Path(tmp) / "controller.log",
+                directory=Path(tmp),
                 args=("--node-resources-workers", str(args.workers)),
                 verbosity=1,
             )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import controller
 from apis.errors import ConfigError
@@ -29,6 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=f"{manager.host}:{manager.port}",
         metavar="HOST:PORT",
         help=f"address of /healthz, /readyz and /metrics (default {manager.host}:{manager.port}; port 0: any)",
+    )
+    parser.add_argument(
+        "--listen-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here once serving"
     )
     parser.add_argument(
         "--resync-period",
@@ -96,6 +100,7 @@ def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
             host=host.strip("[]") or "0.0.0.0",
             port=int(port),
             leader_election=election,
+            address_file=args.listen_address_file,
             resync_period=args.resync_period,
         ),
         node_resources=NodeResourcesSettings(

@@ -1,13 +1,14 @@
 """Run `tessera controller` as a separate process, for tests, benchmarks and `tessera up`.
 
-    process = ControllerProcess(kubeconfig, log_path=Path("controller.log"), args=("--leader-elect",))
+    process = ControllerProcess(kubeconfig, directory=Path("run/controller"), args=("--leader-elect",))
     process.start()                         # returns once /readyz answers 200
     process.metric("tessera_controller_node_writes_total")
     process.terminate()                     # SIGTERM: a clean stop (0)
     process.kill()                          # SIGKILL: a crash
 
-The process serves its endpoints on a free loopback port (`process.port`) and writes its log to
-`log_path`. It runs `python -m cli controller` with this interpreter, so it is the code of this
+The process serves its endpoints on a loopback port it picks itself (port 0) and writes that
+address to `directory/address`, so no port is guessed; its log is `directory/controller.log`. It
+runs `python -m cli controller` with this interpreter, so it is the code of this
 checkout or installation.
 """
 
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,21 +34,18 @@ __all__ = ["ControllerProcess", "Samples"]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class ControllerProcess:
     """One controller process. Not thread-safe: drive it from one thread."""
 
-    def __init__(self, kubeconfig: Path, *, log_path: Path, args: Sequence[str] = (), verbosity: int = 2) -> None:
+    def __init__(self, kubeconfig: Path, *, directory: Path, args: Sequence[str] = (), verbosity: int = 2) -> None:
+        """`args` come last, so they may override what this sets; `directory` is created if missing."""
         self.kubeconfig = kubeconfig
-        self.log_path = log_path
+        self.directory = directory
+        self.log_path = directory / "controller.log"
         self.args = tuple(args)
         self.verbosity = verbosity
-        self.port = 0
+        #: `http://HOST:PORT` of its endpoints, once started.
+        self.url = ""
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -64,7 +61,10 @@ class ControllerProcess:
         is not ready within `timeout` (with the end of its log)."""
         if self.running:
             raise RuntimeError("the controller is already running")
-        self.port = _free_port()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        address_file = self.directory / "address"
+        address_file.unlink(missing_ok=True)
+        self.url = ""
         command = [
             sys.executable,
             "-m",
@@ -73,7 +73,9 @@ class ControllerProcess:
             "--kubeconfig",
             str(self.kubeconfig),
             "--listen",
-            f"127.0.0.1:{self.port}",
+            "127.0.0.1:0",
+            "--listen-address-file",
+            str(address_file),
             f"--v={self.verbosity}",
             *self.args,
         ]
@@ -81,6 +83,8 @@ class ControllerProcess:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while not self.ready():
+            if not self.url and address_file.exists():
+                self.url = f"http://{address_file.read_text().strip()}"
             if not self.running:
                 raise ConfigError(f"the controller exited with {self._exit_code()}:\n{self.log_tail()}")
             if time.monotonic() > deadline:
@@ -94,8 +98,10 @@ class ControllerProcess:
 
     def get(self, path: str) -> tuple[int, str]:
         """GET one of its endpoints: (status, body). Raises OSError when it does not answer."""
+        if not self.url:
+            raise OSError("the controller has not said where it serves yet")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as response:
+            with urllib.request.urlopen(f"{self.url}{path}", timeout=5) as response:
                 return int(response.status), response.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()

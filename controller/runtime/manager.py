@@ -21,8 +21,10 @@ the HTTP endpoints — and their lifecycle:
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 from controller.runtime.controller import Controller, ControllerOptions
 from controller.runtime.endpoints import Endpoints
@@ -46,6 +48,8 @@ class ManagerSettings:
     #: Address of /healthz, /readyz and /metrics (port 0: any free port; see `Manager.port`).
     host: str = "0.0.0.0"
     port: int = 9318
+    #: Write the bound HOST:PORT here once serving (how a parent process finds a port 0 choice).
+    address_file: Path | None = None
     #: None: no election, this replica always runs its controllers.
     leader_election: LeaderElectionSettings | None = None
     #: Informers replay every object to the handlers this often (seconds; 0: never), so a missed
@@ -96,6 +100,10 @@ class Manager:
         """Serve until `stop` is set, then shut down cleanly. Raises OSError if the port is taken."""
         self._endpoints.start()
         try:
+            if self.settings.address_file is not None:
+                host = self.settings.host
+                address = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+                _write_atomically(self.settings.address_file, address + "\n")
             self.informers.start()
             log.log(V(2), "Waiting for informer caches to sync")
             while not self.informers.wait_for_sync(timeout=0.5):
@@ -152,3 +160,11 @@ class Manager:
 
     def _not_stopping(self) -> bool:
         return not self._stopping.is_set()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers see the whole content or no file at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
@@ -29,20 +28,12 @@ from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
 from kube.client import Client
 from kube.errors import NotFound
 from kube.resources import EVENTS, NODES
+from tests.support.waiting import wait_for
 
 #: Generous: a loaded 2-core machine runs other test suites at the same time.
 TIMEOUT = 60.0
 
 KUBELET_RESOURCES = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
-
-
-def wait_for(check: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
-    """Poll `check` until it holds; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def unique(prefix: str) -> str:
@@ -69,7 +60,7 @@ def writes(process: ControllerProcess) -> float:
 
 def wait_processed(process: ControllerProcess, adds_before: float) -> None:
     """Wait until something was queued after `adds_before` was read and all of it is done."""
-    wait_for(lambda: adds(process) > adds_before and idle(process), "the controller to process the change")
+    wait_for(lambda: adds(process) > adds_before and idle(process), what="the controller to process the change")
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +88,8 @@ def start_controller(apiserver: EmbeddedAPIServer, log_dir: Path) -> Iterator[Ca
     started: list[ControllerProcess] = []
 
     def start(*args: str) -> ControllerProcess:
-        log_path = log_dir / f"controller-{uuid.uuid4().hex[:6]}.log"
-        process = ControllerProcess(apiserver.kubeconfig, log_path=log_path, args=args, verbosity=4)
+        directory = log_dir / f"controller-{uuid.uuid4().hex[:6]}"
+        process = ControllerProcess(apiserver.kubeconfig, directory=directory, args=args, verbosity=4)
         started.append(process)
         return process.start(timeout=TIMEOUT)
 

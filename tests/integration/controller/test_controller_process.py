@@ -15,8 +15,8 @@ from tests.integration.controller.conftest import (
     node_resources,
     put_device,
     unique,
-    wait_for,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +59,7 @@ def test_killed_mid_way_a_restarted_controller_converges(
     first = start_controller()
     for node in nodes[:20]:
         put_device(client, build(node))
-    wait_for(lambda: names.GPU_CORE in node_resources(client, nodes[0]), "the first node to converge")
+    wait_for(lambda: names.GPU_CORE in node_resources(client, nodes[0]), what="the first node to converge")
     first.kill()  # wherever it was in its queue
     # While no controller runs, the world changes: new Devices, a GPU dies, a node loses everything.
     for node in nodes[20:]:
@@ -71,7 +71,7 @@ def test_killed_mid_way_a_restarted_controller_converges(
     def gpu_core(node: str) -> str | None:
         return managed(node_resources(client, node)).get(names.GPU_CORE)
 
-    wait_for(lambda: gpu_core(nodes[1]) == "600", "the dead GPUs to be taken off")
-    wait_for(lambda: managed(node_resources(client, nodes[2])) == {}, "the all-unhealthy node to lose everything")
-    wait_for(lambda: all(gpu_core(n) == "800" for n in [nodes[0], *nodes[3:]]), "every other node to converge")
+    wait_for(lambda: gpu_core(nodes[1]) == "600", what="the dead GPUs to be taken off")
+    wait_for(lambda: managed(node_resources(client, nodes[2])) == {}, what="the all-unhealthy node to lose everything")
+    wait_for(lambda: all(gpu_core(n) == "800" for n in [nodes[0], *nodes[3:]]), what="every other node to converge")
     assert second.get("/healthz")[0] == 200

@@ -16,9 +16,9 @@ from tests.integration.controller.conftest import (
     node_resources,
     put_device,
     unique,
-    wait_for,
     writes,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +53,7 @@ def leader_of(processes: list[ControllerProcess]) -> ControllerProcess:
         leading[:] = [p for p in processes if p.metric("tessera_controller_leader") == 1]
         return len(leading) == 1
 
-    wait_for(one, "exactly one leader")
+    wait_for(one, what="exactly one leader")
     return leading[0]
 
 
@@ -70,7 +70,7 @@ def test_only_the_leader_writes_and_a_crash_hands_over(
         create_node(client, node)
         put_device(client, build(node))
     for node in nodes:
-        wait_for(converged(client, node, "800"), f"{node} to converge")
+        wait_for(converged(client, node, "800"), what=f"{node} to converge")
     assert writes(leader) > 0
     assert follower.metric("tessera_controller_reconcile_total") == 0, follower.log_tail()  # it never ran a reconcile
     assert writes(follower) == 0
@@ -79,7 +79,7 @@ def test_only_the_leader_writes_and_a_crash_hands_over(
     leader.kill()  # no chance to release the Lease: the follower waits for it to expire
     assert leader_of([follower]) is follower
     put_device(client, build(nodes[0], unhealthy=(5,)))
-    wait_for(converged(client, nodes[0], "700"), "the new leader to apply a change")
+    wait_for(converged(client, nodes[0], "700"), what="the new leader to apply a change")
     assert writes(follower) > 0
 
 
@@ -92,4 +92,4 @@ def test_a_clean_stop_releases_the_lease_to_the_follower(
     node = unique("le")
     create_node(client, node)
     put_device(client, build(node, "t4-2x"))
-    wait_for(converged(client, node, "200"), "the new leader to reconcile")
+    wait_for(converged(client, node, "200"), what="the new leader to reconcile")

@@ -28,10 +28,10 @@ from tests.integration.controller.conftest import (
     node_resources,
     put_device,
     unique,
-    wait_for,
     wait_processed,
     writes,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +66,7 @@ def controller(start_controller: Callable[..., ControllerProcess]) -> Controller
 
 
 def wait_resources(client: Client, node: str, want: dict[str, str], field: str = "allocatable") -> None:
-    wait_for(lambda: managed(node_resources(client, node, field)) == want, f"{field} of {node} to be {want}")
+    wait_for(lambda: managed(node_resources(client, node, field)) == want, what=f"{field} of {node} to be {want}")
 
 
 def gpu_labels(client: Client, node: str) -> dict[str, str]:
@@ -92,7 +92,7 @@ def test_device_crs_become_allocatable_capacity_and_labels(client: Client, contr
         status = node_resources(client, node)
         assert {k: status[k] for k in KUBELET_RESOURCES} == KUBELET_RESOURCES  # kubelet's own: untouched
     t4 = next(n for n in want if n.startswith("t4"))
-    wait_for(lambda: gpu_labels(client, t4).get(names.LABEL_GPU_MODEL) == "Tesla-T4", "the T4 node's labels")
+    wait_for(lambda: gpu_labels(client, t4).get(names.LABEL_GPU_MODEL) == "Tesla-T4", what="the T4 node's labels")
     assert gpu_labels(client, t4) == {
         names.LABEL_GPU_VENDOR: "nvidia",
         names.LABEL_GPU_MODEL: "Tesla-T4",
@@ -117,17 +117,17 @@ def test_health_changes_follow_promptly(client: Client, controller: ControllerPr
 
 def test_a_deleted_device_takes_resources_and_labels_with_it(client: Client, controller: ControllerProcess) -> None:
     node = converged_node(client)
-    wait_for(lambda: bool(gpu_labels(client, node)), "the labels")
+    wait_for(lambda: bool(gpu_labels(client, node)), what="the labels")
     crds.devices(client).delete(node)
     wait_resources(client, node, {})
-    wait_for(lambda: gpu_labels(client, node) == {}, "the labels to go")
+    wait_for(lambda: gpu_labels(client, node) == {}, what="the labels to go")
     assert node_resources(client, node)["cpu"] == KUBELET_RESOURCES["cpu"]
 
 
 def test_nothing_is_written_when_nothing_changed(client: Client, controller: ControllerProcess) -> None:
     node = converged_node(client)
-    wait_for(lambda: bool(gpu_labels(client, node)), "the labels")
-    wait_for(lambda: idle(controller), "the controller to settle")
+    wait_for(lambda: bool(gpu_labels(client, node)), what="the labels")
+    wait_for(lambda: idle(controller), what="the controller to settle")
     before_rv = client.resource(NODES).get(node)["metadata"]["resourceVersion"]
     before_writes = writes(controller)
     before_adds = adds(controller)
@@ -192,8 +192,8 @@ def test_a_malformed_device_is_reported_and_the_controller_keeps_serving(
     node = converged_node(client)
     api = crds.devices(client).api
     api.update(break_it(api.get(node)))
-    wait_for(lambda: has_event(client, node, "Node", "MalformedDevice"), "a MalformedDevice event on the Node")
-    wait_for(lambda: has_event(client, node, "Device", "MalformedDevice"), "a MalformedDevice event on the Device")
+    wait_for(lambda: has_event(client, node, "Node", "MalformedDevice"), what="a MalformedDevice event on the Node")
+    wait_for(lambda: has_event(client, node, "Device", "MalformedDevice"), what="a MalformedDevice event on the Device")
     event = next(e for e in events_about(client, node, "Node") if e["reason"] == "MalformedDevice")
     assert reason_text in event["message"], event["message"]
     assert event["type"] == "Warning"

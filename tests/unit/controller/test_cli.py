@@ -31,6 +31,7 @@ def test_every_flag_reaches_its_setting(monkeypatch: pytest.MonkeyPatch) -> None
         parse(
             "--kubeconfig", "/tmp/kc",
             "--listen", "127.0.0.1:0",
+            "--listen-address-file", "/run/ctl/address",
             "--resync-period", "60",
             "--leader-elect",
             "--leader-elect-resource-name", "ctl",
@@ -45,6 +46,7 @@ def test_every_flag_reaches_its_setting(monkeypatch: pytest.MonkeyPatch) -> None
     )  # fmt: skip
     assert settings.client.kubeconfig == Path("/tmp/kc")
     assert (settings.manager.host, settings.manager.port, settings.manager.resync_period) == ("127.0.0.1", 0, 60)
+    assert settings.manager.address_file == Path("/run/ctl/address")
     election = settings.manager.leader_election
     assert election is not None
     assert (election.lease_name, election.namespace, election.identity) == (
