@@ -91,11 +91,6 @@ class Manager:
     def port(self) -> int:
         return self._endpoints.port
 
-    @property
-    def leading(self) -> bool:
-        """True while the controllers run (always, once synced, without leader election)."""
-        return any(c.running for c in self.controllers)
-
     def run(self, stop: threading.Event) -> None:
         """Serve until `stop` is set, then shut down cleanly. Raises OSError if the port is taken."""
         self._endpoints.start()
