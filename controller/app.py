@@ -1,0 +1,68 @@
+"""`controller.run(settings)`: the controller manager process, from settings to clean exit.
+
+Connects to the API server, builds the manager with every controller Tessera has (today: node
+device resources), and runs until SIGTERM or SIGINT, then shuts down cleanly (see
+`controller.runtime.manager`). `tessera controller` and `tessera up` call it.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from controller import noderesources
+from controller.runtime import Manager
+from controller.settings import ControllerSettings
+from kube.client import Client
+
+__all__ = ["run"]
+
+log = logging.getLogger(__name__)
+
+
+def run(settings: ControllerSettings, *, stop: threading.Event | None = None) -> int:
+    """Run until `stop` is set (None: until SIGTERM/SIGINT, in the main thread). Returns 0.
+
+    Raises ConfigError for bad settings or a client that cannot be configured, OSError when the
+    HTTP port is taken.
+    """
+    settings.validate()
+    with Client.from_settings(settings.client) as client:
+        manager = Manager(client, settings.manager)
+        noderesources.add_to_manager(manager, settings.node_resources)
+        election = settings.manager.leader_election
+        log.info(
+            "Starting the controller manager",
+            extra={
+                "server": client.host,
+                "controllers": ",".join(c.name for c in manager.controllers),
+                "leaderElection": f"{election.namespace}/{election.lease_name}" if election else "off",
+                "identity": election.identity if election else "",
+            },
+        )
+        if stop is not None:
+            manager.run(stop)
+        else:
+            with _stop_on_signals() as signalled:
+                manager.run(signalled)
+    return 0
+
+
+@contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT while inside; the previous handlers come back after."""
+    stop = threading.Event()
+
+    def handle(signum: int, _frame: object) -> None:
+        log.info("Signal received; stopping", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,165 @@
+"""The controller manager: one process hosting several controllers over shared caches.
+
+The manager owns what its controllers share — the API client, an `InformerFactory` (one watch
+per resource, however many controllers read it), the `EventRecorder`, the metrics registry and
+the HTTP endpoints — and their lifecycle:
+
+1. serve `/healthz`, `/readyz`, `/metrics`; start the informers and wait until they have synced;
+2. with leader election, campaign on a Lease and run the controllers only while leading: a
+   follower keeps its caches warm so that it can take over at once, and a leader that loses its
+   Lease stops its controllers (waiting for reconciles in flight) and campaigns again; without
+   leader election, run them at once;
+3. on `stop`, shut down in the order that keeps writes single-writer: controllers first (drain),
+   then step down and release the Lease (a successor takes over at once), then informers, Events
+   and the endpoints.
+
+    manager = Manager(client, ManagerSettings(port=9318, leader_election=...))
+    manager.add(MyReconciler(...), ControllerOptions(workers=4))  # watches wired by the caller
+    manager.run(stop_event)  # blocks until stop_event is set
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from controller.runtime.controller import Controller, ControllerOptions
+from controller.runtime.endpoints import Endpoints
+from controller.runtime.metrics import Metrics
+from controller.runtime.reconciler import Reconciler
+from kube.client import Client
+from kube.events import EventRecorder
+from kube.informer import InformerFactory
+from kube.leaderelection import LeaderElectionSettings, LeaderElector
+from kube.logs import V
+
+__all__ = ["Manager", "ManagerSettings"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ManagerSettings:
+    #: The source of Events (`kubectl describe` shows it) and the User-Agent.
+    component: str = "tessera-controller"
+    #: Address of /healthz, /readyz and /metrics (port 0: any free port; see `Manager.port`).
+    host: str = "0.0.0.0"
+    port: int = 9318
+    #: Write the bound HOST:PORT here once serving (how a parent process finds a port 0 choice).
+    address_file: Path | None = None
+    #: None: no election, this replica always runs its controllers.
+    leader_election: LeaderElectionSettings | None = None
+    #: Informers replay every object to the handlers this often (seconds; 0: never), so a missed
+    #: change is reconciled eventually even without another event.
+    resync_period: float = 600.0
+    #: How long stopping waits for reconciles in flight.
+    drain_timeout: float = 30.0
+
+
+class Manager:
+    def __init__(self, client: Client, settings: ManagerSettings, *, metrics: Metrics | None = None) -> None:
+        self.client = client
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.informers = InformerFactory(client, resync_period=settings.resync_period)
+        self.events = EventRecorder(client, settings.component)
+        self.controllers: list[Controller] = []
+        self.elector: LeaderElector | None = None
+        self._endpoints = Endpoints(
+            host=settings.host,
+            port=settings.port,
+            registry=self.metrics.registry,
+            liveness={"workers": self._workers_alive},
+            readiness={"informer-sync": self._synced_check, "shutdown": self._not_stopping},
+        )
+        self._synced = threading.Event()
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()  # start/stop of the controllers (elector thread vs. shutdown)
+
+    def add(self, reconciler: Reconciler, options: ControllerOptions | None = None) -> Controller:
+        """A controller for `reconciler`, run by this manager; wire its watches on the result."""
+        controller = Controller(
+            reconciler, options=options or ControllerOptions(), metrics=self.metrics, events=self.events
+        )
+        self.controllers.append(controller)
+        return controller
+
+    @property
+    def port(self) -> int:
+        return self._endpoints.port
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve until `stop` is set, then shut down cleanly. Raises OSError if the port is taken."""
+        self._endpoints.start()
+        try:
+            if self.settings.address_file is not None:
+                host = self.settings.host
+                address = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+                _write_atomically(self.settings.address_file, address + "\n")
+            self.informers.start()
+            log.log(V(2), "Waiting for informer caches to sync")
+            while not self.informers.wait_for_sync(timeout=0.5):
+                if stop.is_set():
+                    return
+            self._synced.set()
+            log.info("Informer caches synced", extra={"controllers": ",".join(c.name for c in self.controllers)})
+            election = self.settings.leader_election
+            if election is None:
+                self._start_controllers()
+            else:
+                self.elector = LeaderElector(
+                    self.client,
+                    election,
+                    on_started_leading=self._start_controllers,
+                    on_stopped_leading=self._stop_controllers,
+                )
+                self.elector.start()
+            stop.wait()
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        self._stopping.set()
+        log.info("Shutting down")
+        self._stop_controllers()  # before the Lease is released: no writes after a successor starts
+        if self.elector is not None:
+            self.elector.stop()
+        self.informers.stop()
+        self.events.close()
+        self._endpoints.stop()
+        log.info("Stopped")
+
+    def _start_controllers(self) -> None:
+        with self._lock:
+            if self._stopping.is_set():
+                return
+            for controller in self.controllers:
+                controller.start()
+            self.metrics.leader.set(1)
+
+    def _stop_controllers(self) -> None:
+        with self._lock:
+            for controller in self.controllers:
+                controller.stop(self.settings.drain_timeout)
+            self.metrics.leader.set(0)
+
+    # --- checks -----------------------------------------------------------------------------------
+    def _workers_alive(self) -> bool:
+        return all(c.workers_alive() for c in self.controllers)
+
+    def _synced_check(self) -> bool:
+        return self._synced.is_set()
+
+    def _not_stopping(self) -> bool:
+        return not self._stopping.is_set()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers see the whole content or no file at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)

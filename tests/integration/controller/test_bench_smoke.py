@@ -1,0 +1,24 @@
+"""`tessera bench controller --smoke`: the benchmark runs end to end (numbers are not checked)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_benchmark_smoke_run(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "bench", "--v=1", "controller", "--smoke", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    names = {r["name"] for r in json.loads(out.read_text())}
+    assert {"cold start: all nodes converged", "idle: CPU", "idle: resident memory"} <= names
