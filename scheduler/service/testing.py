@@ -1,0 +1,278 @@
+"""Run `tessera scheduler` as a separate process, for tests, the end-to-end benchmark and `tessera up`.
+
+    with run_scheduler(server.kubeconfig, work_dir) as scheduler:   # ready (/readyz) on return
+        scheduler.get("/apis/v1/__services__")                      # the diagnostics HTTP API
+        scheduler.grpc_address                                      # unix:///…/scheduler.sock
+        scheduler.kill(); scheduler.start()                         # a crash, then a restart
+
+Plus the manifests tests and the benchmark create: a Node as the controller would publish it,
+and a pod asking for devices.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from apis import names, resources
+from apis.core import Node
+from apis.errors import ConfigError
+
+__all__ = ["SchedulerProcess", "free_port", "node_manifest", "pod_manifest", "run_scheduler"]
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on right now (another process may take it before we do)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class SchedulerProcess:
+    """One `tessera scheduler` process. Not thread-safe: drive it from one thread."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        work_dir: Path,
+        *,
+        name: str = "scheduler",
+        leader_elect: bool = False,
+        lease: tuple[float, float, float] = (4.0, 3.0, 0.5),
+        verbosity: int = 2,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        """`lease` is (duration, renew deadline, retry period) in seconds, short for tests."""
+        self.name = name
+        self.socket = work_dir / f"{name}.sock"
+        self.log_path = work_dir / f"{name}.log"
+        self.http_port = free_port()
+        self._work_dir = work_dir
+        self._args = [
+            "--kubeconfig",
+            str(kubeconfig),
+            "--grpc-address",
+            f"unix://{self.socket}",
+            "--http-address",
+            f"127.0.0.1:{self.http_port}",
+            f"--v={verbosity}",
+            *extra_args,
+        ]
+        if leader_elect:
+            duration, renew, retry = lease
+            self._args += [
+                "--leader-elect",
+                f"--leader-elect-lease-duration={duration}",
+                f"--leader-elect-renew-deadline={renew}",
+                f"--leader-elect-retry-period={retry}",
+            ]
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def grpc_address(self) -> str:
+        return f"unix://{self.socket}"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start and wait until `/readyz` answers (informers synced; it may still be a follower)."""
+        if self.running:
+            raise RuntimeError(f"{self.name} is already running")
+        self._work_dir.mkdir(parents=True, exist_ok=True)
+        command = [sys.executable, "-m", "cli", "scheduler", *self._args]
+        with self.log_path.open("ab") as log:
+            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.running:
+                raise ConfigError(f"{self.name} exited with {self.returncode}:\n{self.log_tail()}")
+            if self._ready():
+                return
+            time.sleep(0.05)
+        self.kill()
+        raise ConfigError(f"{self.name} was not ready within {timeout}s:\n{self.log_tail()}")
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.poll() if self._process is not None else None
+
+    def _ready(self) -> bool:
+        try:
+            with urllib.request.urlopen(f"{self.url}/readyz", timeout=1) as response:
+                return bool(response.status == 200)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        """GET a diagnostics path: (status, body)."""
+        return self.request("GET", path)
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(f"{self.url}{path}", data=body, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return int(response.status), response.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def get_json(self, path: str) -> Any:
+        status, body = self.get(path)
+        if status != 200:
+            raise AssertionError(f"GET {path}: {status} {body[:200]!r}")
+        return json.loads(body)
+
+    def metric(self, name: str, labels: Mapping[str, str] | None = None) -> float:
+        """The value of one sample on /metrics (0 when absent)."""
+        _, body = self.get("/metrics")
+        wanted = {f'{k}="{v}"' for k, v in (labels or {}).items()}
+        total = 0.0
+        for line in body.decode().splitlines():
+            if line.startswith("#"):
+                continue
+            sample, _, value = line.rpartition(" ")
+            metric, _, label_text = sample.partition("{")
+            if metric == name and wanted <= set(label_text.rstrip("}").split(",")) - {""}:
+                total += float(value)
+        return total
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM and wait (SIGKILL after `timeout`); returns the exit code. Idempotent."""
+        if self._process is None:
+            return None
+        process, self._process = self._process, None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        return process.returncode
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up at all (a crash)."""
+        if self._process is None:
+            return
+        process, self._process = self._process, None
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Wait for the process to exit by itself; its exit code, or None if it is still running."""
+        if self._process is None:
+            return None
+        try:
+            return self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+@contextlib.contextmanager
+def run_scheduler(
+    kubeconfig: Path,
+    work_dir: Path,
+    *,
+    name: str = "scheduler",
+    leader_elect: bool = False,
+    lease: tuple[float, float, float] = (4.0, 3.0, 0.5),
+    verbosity: int = 2,
+    extra_args: Sequence[str] = (),
+) -> Iterator[SchedulerProcess]:
+    """A started scheduler process, stopped on exit."""
+    process = SchedulerProcess(
+        kubeconfig,
+        work_dir,
+        name=name,
+        leader_elect=leader_elect,
+        lease=lease,
+        verbosity=verbosity,
+        extra_args=extra_args,
+    )
+    try:
+        process.start()
+        yield process
+    finally:
+        process.stop()
+
+
+def node_manifest(node: Node) -> dict[str, Any]:
+    """A Node object as the API expects it (labels, taints, allocatable = capacity)."""
+    spec: dict[str, Any] = {}
+    if node.taints:
+        spec["taints"] = [{"key": t.key, "value": t.value, "effect": t.effect} for t in node.taints]
+    if node.unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node.name, "labels": dict(node.labels)},
+        "spec": spec,
+        "status": {
+            "allocatable": resources.format_list(node.allocatable),
+            "capacity": resources.format_list(node.capacity),
+            "conditions": [{"type": "Ready", "status": "True"}],
+        },
+    }
+
+
+def pod_manifest(
+    name: str,
+    requests: Mapping[str, str | int],
+    *,
+    namespace: str = "default",
+    scheduler_name: str = names.SCHEDULER_NAME,
+    annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
+    priority: int | None = None,
+    node_name: str = "",
+) -> dict[str, Any]:
+    """A one-container pod asking for `requests` (limits equal, as device resources require)."""
+    quantities = {k: str(v) for k, v in requests.items()}
+    spec: dict[str, Any] = {
+        "schedulerName": scheduler_name,
+        "containers": [
+            {"name": "main", "image": "busybox", "resources": {"requests": quantities, "limits": dict(quantities)}}
+        ],
+    }
+    if priority is not None:
+        spec["priority"] = priority
+    if node_name:
+        spec["nodeName"] = node_name
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "annotations": dict(annotations or {}),
+            "labels": dict(labels or {}),
+        },
+        "spec": spec,
+    }
