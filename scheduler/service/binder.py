@@ -39,7 +39,7 @@ from scheduler.framework.runtime import PointObserver
 from scheduler.framework.status import Code
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.podapi import PodAPI
-from scheduler.service.queue import QueueName, SchedulingQueue
+from scheduler.service.queue import POD_DELETED, QueueName, SchedulingQueue
 from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
 
 __all__ = ["Binder", "Placement", "annotations_for"]
@@ -240,8 +240,7 @@ class Binder:
         log.log(V(2), "Bound pod", extra={"pod": placement.pod.key, "node": placement.node})
 
     def _fail(self, placement: Placement, reason: str, message: str) -> None:
-        with self._lock:
-            placement.undo(self._cache)
+        self._release(placement)
         self._metrics.bind_failed(reason)
         log.warning(
             "Binding failed; pod requeued", extra={"pod": placement.pod.key, "node": placement.node, "error": message}
@@ -250,17 +249,14 @@ class Binder:
         self._reporter.unschedulable(placement.pod.pod, message, reason=REASON_SCHEDULER_ERROR)
 
     def _gone(self, placement: Placement) -> None:
-        with self._lock:
-            placement.undo(self._cache)
+        self._release(placement)
         self._metrics.bind_failed("NotFound")
         self._queue.delete(placement.uid)
         self._reporter.forget(placement.uid)
         log.log(V(2), "Pod deleted before it was bound", extra={"pod": placement.pod.key})
 
     def _adopt(self, placement: Placement, current: Pod) -> None:
-        with self._lock:
-            placement.undo(self._cache)
-            self._cache.add_pod(current)
+        self._release(placement, current)
         self._metrics.bind_failed("BoundElsewhere")
         self._queue.done(placement.uid)
         self._reporter.forget(placement.uid)
@@ -268,6 +264,15 @@ class Binder:
             "Pod was bound by someone else; keeping the API's placement",
             extra={"pod": placement.pod.key, "node": current.node_name, "ours": placement.node},
         )
+
+    def _release(self, placement: Placement, current: Pod | None = None) -> None:
+        """Undo the placement (taking the API's `current` version of the pod into the cache when
+        given), then let pods that waited for the room it held try again (kube does the same)."""
+        with self._lock:
+            placement.undo(self._cache)
+            if current is not None:
+                self._cache.add_pod(current)
+        self._queue.move(POD_DELETED)
 
     def _observe(self, placement: Placement, point: ExtensionPoint, code: Code, start: float) -> float:
         now = time.perf_counter()

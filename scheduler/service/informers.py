@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,10 +33,10 @@ from apis import names
 from apis.core import Node, Pod
 from apis.device import Device
 from apis.errors import TesseraError
-from kube import Client, EventRecorder, Informer, InformerFactory, ObjectReference, resources
+from kube import Client, EventRecorder, Informer, ObjectReference, resources
 from scheduler.cache import ClusterCache
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
-from scheduler.service.queue import SchedulingQueue
+from scheduler.service.queue import POD_DELETED, SchedulingQueue
 from scheduler.service.reporter import FailureReporter
 
 __all__ = ["ClusterFeed"]
@@ -51,11 +52,10 @@ _NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
 _NODE_UPDATE = ClusterEvent(EventResource.NODE, EventAction.UPDATE)
 _DEVICE_ADD = ClusterEvent(EventResource.DEVICE, EventAction.ADD)
 _DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
-_POD_DELETE = ClusterEvent(EventResource.POD, EventAction.DELETE)
 
 
 class ClusterFeed:
-    """Owns the informers; `start()`, `wait_for_sync()`, `stop()`."""
+    """Owns the three informers (one list and one watch each); `start()`, `wait_for_sync()`, `stop()`."""
 
     def __init__(
         self,
@@ -74,28 +74,39 @@ class ClusterFeed:
         self._profiles = profiles
         self._recorder = recorder
         self._reporter = reporter
-        self._factory = InformerFactory(client)
-        self.pods: Informer[Pod] = self._factory.informer(
-            resources.PODS, parse=self._parse_pod, field_selector=NON_TERMINAL_PODS
+        self.pods: Informer[Pod] = Informer(
+            client, resources.PODS, parse=self._parse_pod, field_selector=NON_TERMINAL_PODS
         )
-        self.nodes: Informer[Node] = self._factory.informer(resources.NODES, parse=Node.from_dict)
-        self.devices: Informer[Device] = self._factory.informer(names.DEVICES, parse=self._parse_device)
+        self.nodes: Informer[Node] = Informer(client, resources.NODES, parse=Node.from_dict)
+        self.devices: Informer[Device] = Informer(client, names.DEVICES, parse=self._parse_device)
         self.nodes.add_handlers(self._node_added, self._node_updated, self._node_deleted)
         self.devices.add_handlers(self._device_added, self._device_updated, self._device_deleted)
         self.pods.add_handlers(self._pod_added, self._pod_updated, self._pod_deleted)
 
     def start(self) -> None:
-        self._factory.start()
+        """Start the node and Device informers; pods follow once those have synced (`wait_for_sync`),
+        so bound pods are accounted against the devices they name from the first moment."""
+        self.nodes.start()
+        self.devices.start()
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
-        return self._factory.wait_for_sync(timeout)
+        """Wait for nodes and Devices, start the pod informer, wait for it. False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for informer in (self.nodes, self.devices, self.pods):
+            if not informer.started:
+                informer.start()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not informer.wait_for_sync(remaining):
+                return False
+        return True
 
     @property
     def synced(self) -> bool:
         return self.pods.has_synced and self.nodes.has_synced and self.devices.has_synced
 
     def stop(self) -> None:
-        self._factory.stop()
+        for informer in (self.pods, self.devices, self.nodes):
+            informer.stop()
 
     def pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.store.get(f"{namespace}/{name}")
@@ -193,11 +204,12 @@ class ClusterFeed:
     def _pod_deleted(self, pod: Pod) -> None:
         uid = pod.uid or pod.key
         with self._lock:
+            held = self._cache.pod_node(uid) is not None  # bound, or assumed by us and being bound
             self._cache.remove_pod(pod)
         self._queue.delete(uid)
         self._reporter.forget(uid)
-        if pod.node_name:
-            self._queue.move(_POD_DELETE)
+        if held:
+            self._queue.move(POD_DELETED)
 
 
 def _node_schedulable_view(node: Node) -> tuple[object, ...]:

@@ -25,7 +25,7 @@ from scheduler.framework import CycleState, Framework
 from scheduler.framework.status import Code, Status
 from scheduler.service.binder import Binder, Placement, annotations_for
 from scheduler.service.metrics import SchedulerMetrics
-from scheduler.service.queue import QueuedPod, QueueName, SchedulingQueue
+from scheduler.service.queue import POD_DELETED, QueuedPod, QueueName, SchedulingQueue
 from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
 from scheduler.service.scoretable import DebugFlags, score_table
 
@@ -208,6 +208,8 @@ class SchedulingLoop:
                 if not decision.is_success:
                     placement.undo(self._cache)
                 decided.append((waiting, decision))
+        if any(not decision.is_success for _, decision in decided):
+            self._queue.move(POD_DELETED)  # the room rejected pods held is free again
         for waiting, decision in decided:
             if decision.is_success:
                 self._binder.submit(waiting.placement)

@@ -30,13 +30,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from apis.core import Pod
-from scheduler.framework.interfaces import ClusterEvent
+from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
 
-__all__ = ["Interest", "PendingPod", "QueueName", "QueuedPod", "SchedulingQueue"]
+__all__ = ["POD_DELETED", "Interest", "PendingPod", "QueueName", "QueuedPod", "SchedulingQueue"]
 
 #: Whether a pod rejected by these plugins may fit after this event. An empty set (the pod
 #: failed for another reason) is always interested.
 Interest = Callable[[frozenset[str], ClusterEvent], bool]
+
+#: What frees room held by a pod: an assigned pod deleted, or an assumed pod's binding undone.
+POD_DELETED = ClusterEvent(EventResource.POD, EventAction.DELETE)
 
 #: How often pods that stayed unschedulable too long are looked for (kube: every 30 s).
 _FLUSH_PERIOD = 30.0

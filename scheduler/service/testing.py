@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -52,7 +53,8 @@ class SchedulerProcess:
         verbosity: int = 2,
         extra_args: Sequence[str] = (),
     ) -> None:
-        """`lease` is (duration, renew deadline, retry period) in seconds, short for tests."""
+        """`lease` is (duration, renew deadline, retry period) in seconds, short for tests. The
+        process's leader election identity is `name` (through POD_NAME, as in a Deployment)."""
         self.name = name
         self.socket = work_dir / f"{name}.sock"
         self.log_path = work_dir / f"{name}.log"
@@ -100,8 +102,11 @@ class SchedulerProcess:
             raise RuntimeError(f"{self.name} is already running")
         self._work_dir.mkdir(parents=True, exist_ok=True)
         command = [sys.executable, "-m", "cli", "scheduler", *self._args]
+        env = {**os.environ, "POD_NAME": self.name}
         with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self._process = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.running:

@@ -78,6 +78,7 @@ def create_pod(
     requests: Mapping[str, str],
     *,
     annotations: Mapping[str, str] | None = None,
+    labels: Mapping[str, str] | None = None,
     node_name: str = "",
 ) -> None:
     """A pod asking for 1 CPU, 1Gi and `requests`, for the tessera scheduler."""
@@ -86,6 +87,7 @@ def create_pod(
         {names.CPU: "1", names.MEMORY: "1Gi", **requests},
         namespace=namespace,
         annotations=annotations,
+        labels=labels,
         node_name=node_name,
     )
     client.resource(resources.PODS).create(manifest, namespace=namespace)
@@ -147,30 +149,21 @@ class PodWatch(Watch[Pod]):
         return self.wait_for(lambda pods: sum(1 for p in pods if p.node_name) >= count, f"{count} bound pods", timeout)
 
 
-def wait_for_event(client: Client, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
-    """Events of `reason` about object `name`, once there is at least one."""
+def wait_for_event(
+    client: Client, namespace: str, name: str, reason: str, message: str | None = None
+) -> list[dict[str, Any]]:
+    """Events of `reason` about object `name` (with `message`, when given), once there is one."""
     watch: Watch[dict[str, Any]] = Watch(client, resources.EVENTS, namespace, raw)
     try:
 
         def about(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return [e for e in events if e["involvedObject"].get("name") == name and e.get("reason") == reason]
 
-        return about(watch.wait_for(lambda events: bool(about(events)), f"a {reason} event about {name}"))
+        def found(events: list[dict[str, Any]]) -> bool:
+            return any(message is None or e.get("message") == message for e in about(events))
+
+        return about(watch.wait_for(found, f"a {reason} event about {name}"))
     finally:
-        watch.stop()
-
-
-@pytest.fixture
-def watch_factory(client: Client) -> Iterator[Callable[[str], PodWatch]]:
-    watches: list[PodWatch] = []
-
-    def make(namespace: str) -> PodWatch:
-        watch = PodWatch(client, namespace)
-        watches.append(watch)
-        return watch
-
-    yield make
-    for watch in watches:
         watch.stop()
 
 
@@ -190,3 +183,16 @@ def condition(pod: Pod, kind: str = "PodScheduled") -> tuple[str, str, str] | No
 def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # unix socket paths are limited to ~107 bytes: keep them short
     return Path(tmp_path_factory.mktemp("s", numbered=True))
+
+
+def eventually(check: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    """For state only another process holds (its metrics): re-check every 50 ms until true.
+
+    Pod and event state is waited for through watches (`Watch.wait_for`); this is for the rest.
+    """
+    deadline = time.monotonic() + timeout
+    pause = threading.Event()
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        pause.wait(0.05)
