@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
     parser.add_argument("--pods", type=int, default=5000, help="pods to create (default 5000)")
     parser.add_argument("--creators", type=int, default=4, help="threads creating pods (default 4)")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, metavar="PODS_PER_S", help="pace the creates (default: as fast as possible)"
+    )
     parser.add_argument("--seed", type=int, default=1, help="seed of the pod shapes")
     parser.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS", help="give up after this long")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
@@ -42,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         gpus_per_node=args.gpus_per_node,
         pods=args.pods,
         creators=args.creators,
+        rate=args.rate,
         seed=args.seed,
         timeout=args.timeout,
         progress=progress,
@@ -52,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"{result.bound}/{result.pods} pods bound on {result.nodes} nodes × {result.gpus_per_node} GPUs in "
             f"{result.seconds:.1f} s: {result.pods_per_second:.0f} pods/s; create→bound p50 {result.p50_ms:.0f} ms, "
-            f"p99 {result.p99_ms:.0f} ms, max {result.max_ms:.0f} ms (created in {result.create_seconds:.1f} s; "
+            f"p99 {result.p99_ms:.0f} ms, max {result.max_ms:.0f} ms (created in {result.create_seconds:.1f} s"
+            f"{f' at {result.rate:.0f}/s' if result.rate else ''}; "
             f"{result.over_committed} over-committed devices)"
         )
     return 0 if result.over_committed == 0 else 1

@@ -59,8 +59,9 @@ class E2EResult:
     p50_ms: float
     p99_ms: float
     max_ms: float
-    #: How long creating the pods took (the offered load).
+    #: How long creating the pods took (the offered load), and the rate asked for (0: unpaced).
     create_seconds: float
+    rate: float
     #: GPUs whose gpu-core or memory ratio holders add up to more than the device has.
     over_committed: int
     setup_seconds: float
@@ -75,14 +76,16 @@ def run_e2e(
     gpus_per_node: int = 8,
     pods: int = 5000,
     creators: int = 4,
+    rate: float = 0.0,
     seed: int = 1,
     timeout: float = 600.0,
     idle: float = 15.0,
     work_dir: Path | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> E2EResult:
-    """Waits until every pod is bound, or no pod was bound for `idle` seconds (some fit nowhere),
-    or `timeout` passed; the result says how many were bound."""
+    """Creates pods as fast as `creators` threads can (or at `rate` pods/s when > 0), then waits
+    until every pod is bound, or no pod was bound for `idle` seconds (some fit nowhere), or
+    `timeout` passed; the result says how many were bound."""
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="tessera-bench-") as scratch,
@@ -94,13 +97,13 @@ def run_e2e(
             client.resource(resources.NAMESPACES).create({"metadata": {"name": _NAMESPACE}})
             _create_nodes(client, nodes, gpus_per_node)
             progress(f"{nodes} nodes with {gpus_per_node} GPUs each created")
-            with run_scheduler(server.kubeconfig, directory, verbosity=1):
+            with run_scheduler(server.kubeconfig, directory):
                 setup = time.monotonic() - started
                 progress(f"scheduler ready after {setup:.1f}s; creating {pods} pods")
                 watch = _BoundWatch(client, pods)
                 manifests = _manifests(pods, seed)
                 t0 = time.monotonic()
-                _create(client, manifests, watch, creators)
+                _create(client, manifests, watch, creators, rate)
                 create_seconds = time.monotonic() - t0
                 progress(f"created in {create_seconds:.1f}s; waiting for bindings")
                 if not watch.wait(timeout, idle=idle):
@@ -123,6 +126,7 @@ def run_e2e(
         p99_ms=round(cuts[98] * 1e3, 1),
         max_ms=round(max(latencies) * 1e3, 1),
         create_seconds=round(create_seconds, 3),
+        rate=rate,
         over_committed=over,
         setup_seconds=round(setup, 3),
     )
@@ -174,17 +178,21 @@ def _manifests(count: int, seed: int) -> list[dict[str, Any]]:
     return [pod_manifest(f"pod-{i:05d}", {**base, **shape}, namespace=_NAMESPACE) for i, shape in enumerate(shapes)]
 
 
-def _create(client: Client, manifests: list[dict[str, Any]], watch: _BoundWatch, creators: int) -> None:
+def _create(client: Client, manifests: list[dict[str, Any]], watch: _BoundWatch, creators: int, rate: float) -> None:
     pods = client.resource(resources.PODS)
+    interval = creators / rate if rate > 0 else 0.0
+    start = time.monotonic()
 
-    def create(chunk: list[dict[str, Any]]) -> None:
-        for manifest in chunk:
+    def create(index: int) -> None:
+        pause = threading.Event()
+        for n, manifest in enumerate(manifests[index::creators]):
+            if interval:
+                pause.wait(max(0.0, start + (n + index / creators) * interval - time.monotonic()))
             watch.created[manifest["metadata"]["name"]] = time.monotonic()
             pods.create(manifest, namespace=_NAMESPACE)
 
-    chunks = [manifests[i::creators] for i in range(creators)]
     with ThreadPoolExecutor(creators) as pool:
-        list(pool.map(create, chunks))
+        list(pool.map(create, range(creators)))
 
 
 class _BoundWatch:
@@ -203,7 +211,11 @@ class _BoundWatch:
 
     def _events(self, rv: str) -> Iterator[tuple[str, dict[str, Any]]]:
         while not self._stopped.is_set():
-            stream = self._api.watch(namespace=_NAMESPACE, resource_version=rv, timeout_seconds=600)
+            try:
+                stream = self._api.watch(namespace=_NAMESPACE, resource_version=rv, timeout_seconds=600)
+            except errors.APIError:
+                self._stopped.wait(0.1)  # the server is going away (or restarting): try again
+                continue
             try:
                 for event in stream:
                     meta = event.object.get("metadata") or {}

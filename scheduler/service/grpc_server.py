@@ -206,9 +206,16 @@ def _credentials(settings: GRPCSettings) -> grpc.ServerCredentials:
 
 
 def _claim_socket(path: Path) -> None:
-    """Ready `path` for binding: make its directory (0700 when new), replace a dead socket."""
+    """Ready `path` for binding: make its directory (0700 when new), replace a dead socket.
+
+    Refuses a directory others may write to without the sticky bit: anyone could swap the
+    socket for their own there.
+    """
     if not path.parent.exists():
         path.parent.mkdir(mode=0o700, parents=True)
+    mode = path.parent.stat().st_mode
+    if mode & 0o022 and not mode & stat.S_ISVTX:
+        raise ConfigError(f"{path.parent} is writable by others; refusing to serve a socket in it")
     try:
         mode = path.lstat().st_mode
     except FileNotFoundError:

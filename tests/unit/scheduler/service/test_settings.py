@@ -19,6 +19,7 @@ from scheduler.service import (
     SchedulerSettings,
     default_address,
 )
+from scheduler.service.process import load_scheduler_config
 
 
 @pytest.mark.parametrize(
@@ -115,3 +116,20 @@ def test_grpc_flag_wins_over_the_environment_and_tls_flags_go_together(monkeypat
         cli_scheduler.settings_from(parse("--grpc-tls-cert", "/c"))
     tls = cli_scheduler.settings_from(parse("--grpc-tls-cert", "/c", "--grpc-tls-key", "/k")).grpc.tls
     assert tls is not None and tls.client_ca is None
+
+
+def test_the_config_file_is_read_and_its_problems_named(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(
+        "profiles:\n  - schedulerName: gpu-pack\n    pluginConfig:\n      - name: DeviceShare\n"
+        "        args: {scoringStrategy: {type: MostAllocated}}\n"
+    )
+    config = load_scheduler_config(SchedulerSettings(config_file=good))
+    assert [p.scheduler_name for p in config.profiles] == ["gpu-pack"]
+    assert load_scheduler_config(SchedulerSettings()).profiles[0].scheduler_name == "tessera-scheduler"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profiles: [{schedulerName: x, plugins: {nope: {}}}]\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: .*nope: unknown extension point"):
+        load_scheduler_config(SchedulerSettings(config_file=bad))
+    with pytest.raises(ConfigError, match="cannot read the scheduler config"):
+        load_scheduler_config(SchedulerSettings(config_file=tmp_path / "missing.yaml"))
