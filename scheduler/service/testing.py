@@ -13,12 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,7 +22,7 @@ from typing import Any
 
 from apis import names, resources
 from apis.core import Node
-from apis.errors import ConfigError
+from kube.process import ComponentProcess
 
 __all__ = ["SchedulerProcess", "free_port", "node_manifest", "pod_manifest", "run_scheduler"]
 
@@ -39,7 +34,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class SchedulerProcess:
+class SchedulerProcess(ComponentProcess):
     """One `tessera scheduler` process. Not thread-safe: drive it from one thread."""
 
     def __init__(
@@ -55,12 +50,11 @@ class SchedulerProcess:
     ) -> None:
         """`lease` is (duration, renew deadline, retry period) in seconds, short for tests. The
         process's leader election identity is `name` (through POD_NAME, as in a Deployment)."""
-        self.name = name
+        super().__init__(name, work_dir / f"{name}.log")
         self.socket = work_dir / f"{name}.sock"
-        self.log_path = work_dir / f"{name}.log"
         self.http_port = free_port()
-        self._work_dir = work_dir
         self._args = [
+            "scheduler",
             "--kubeconfig",
             str(kubeconfig),
             "--grpc-address",
@@ -78,7 +72,6 @@ class SchedulerProcess:
                 f"--leader-elect-renew-deadline={renew}",
                 f"--leader-elect-retry-period={retry}",
             ]
-        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def grpc_address(self) -> str:
@@ -88,38 +81,14 @@ class SchedulerProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
 
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
-
     def start(self, timeout: float = 60.0) -> None:
         """Start and wait until `/readyz` answers (informers synced; it may still be a follower)."""
-        if self.running:
-            raise RuntimeError(f"{self.name} is already running")
-        self._work_dir.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "cli", "scheduler", *self._args]
-        env = {**os.environ, "POD_NAME": self.name}
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.running:
-                raise ConfigError(f"{self.name} exited with {self.returncode}:\n{self.log_tail()}")
-            if self._ready():
-                return
-            time.sleep(0.05)
-        self.kill()
-        raise ConfigError(f"{self.name} was not ready within {timeout}s:\n{self.log_tail()}")
+        self._spawn(self._args, env={"POD_NAME": self.name})
+        self._wait_ready(self._ready, timeout)
 
-    @property
-    def returncode(self) -> int | None:
-        return self._process.poll() if self._process is not None else None
+    def stop(self, timeout: float = 60.0) -> int | None:
+        """SIGTERM and wait; bindings in flight may take a while to finish on a loaded machine."""
+        return super().stop(timeout)
 
     def _ready(self) -> bool:
         try:
@@ -159,44 +128,6 @@ class SchedulerProcess:
             if metric == name and wanted <= set(label_text.rstrip("}").split(",")) - {""}:
                 total += float(value)
         return total
-
-    def stop(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM and wait (SIGKILL after `timeout`); returns the exit code. Idempotent."""
-        if self._process is None:
-            return None
-        process, self._process = self._process, None
-        if process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        return process.returncode
-
-    def kill(self) -> None:
-        """SIGKILL: no clean-up at all (a crash)."""
-        if self._process is None:
-            return
-        process, self._process = self._process, None
-        if process.poll() is None:
-            process.kill()
-        process.wait()
-
-    def wait_exit(self, timeout: float) -> int | None:
-        """Wait for the process to exit by itself; its exit code, or None if it is still running."""
-        if self._process is None:
-            return None
-        try:
-            return self._process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def log_tail(self, lines: int = 60) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 @contextlib.contextmanager
