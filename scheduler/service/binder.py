@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from apis import names
 from apis.core import Pod
+from apis.errors import TesseraError
 from kube import Backoff, errors
 from kube.logs import V
 from scheduler.cache import ClusterCache, PodInfo
@@ -207,7 +208,12 @@ class Binder:
             try:
                 current = self._api.get(namespace, name)
                 break
-            except errors.APIError as e:
+            except TesseraError as e:
+                if not isinstance(e, errors.APIError):  # the pod no longer parses: asking again will not help
+                    log.error(
+                        "Cannot tell whether the pod was bound; it stays assumed", extra={"pod": key, "error": str(e)}
+                    )
+                    return
                 if self._stop.is_set():
                     log.warning("Binding outcome unknown at shutdown; the pod stays assumed", extra={"pod": key})
                     return

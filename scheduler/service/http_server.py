@@ -127,7 +127,9 @@ class DiagnosticsServer:
             raise ConfigError(f"diagnostics HTTP: cannot listen on {self._host}:{self._port}: {e}") from e
         server.daemon_threads = True
         self._server = server
-        self._thread = threading.Thread(target=server.serve_forever, name="scheduler-http", daemon=True)
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="scheduler-http", daemon=True
+        )
         self._thread.start()
         log.info("Serving diagnostics", extra={"address": f"{self._host}:{self.port}"})
 

@@ -78,15 +78,16 @@ class SchedulingLoop:
         return self._thread is not None and self._thread.is_alive()
 
     def start(self) -> None:
-        if self._thread is not None:
+        """Start the loop thread; does nothing once stopped (a replica that stopped scheduling
+        exits rather than schedules again: see `leader`)."""
+        if self._thread is not None or self._stop.is_set():
             return
-        self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="scheduling-loop", daemon=True)
         self._thread.start()
         log.info("Scheduling started", extra={"profiles": ",".join(sorted(self._frameworks))})
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Finish the current cycle and stop. Idempotent."""
+        """Finish the current cycle and stop for good. Idempotent."""
         self._stop.set()
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
@@ -98,15 +99,24 @@ class SchedulingLoop:
                 self._resolve_waiting()
                 entry = self._queue.pop(timeout=_PERMIT_POLL if self._waiting else 1.0)
                 if entry is not None and not self._stop.is_set():
-                    self.schedule_one(entry)
+                    self._cycle(entry)
         except Exception:
             self.crashed = True
             log.exception("The scheduling loop failed")
             raise
 
+    def _cycle(self, entry: QueuedPod) -> None:
+        """One cycle, as a loop boundary: a bug is logged with its stack, the pod backs off and
+        the loop goes on (the framework already turns plugin exceptions into ERROR statuses)."""
+        try:
+            self.schedule_one(entry)
+        except Exception as e:
+            log.exception("Scheduling cycle failed", extra={"pod": entry.pod.key})
+            self._queue.requeue(entry.uid, unschedulable=False, message=f"internal error: {type(e).__name__}: {e}")
+
     # --- one cycle ----------------------------------------------------------------------------------
     def schedule_one(self, entry: QueuedPod) -> None:
-        """Run one pod's cycle; never raises for the pod's sake (a bug in it is logged, the pod retried)."""
+        """Run one pod's cycle: bind it, hold it at Permit, or requeue it and report why not."""
         pod = entry.pod
         framework = self._frameworks.get(pod.scheduler_name)
         if framework is None:  # its schedulerName changed? it is not ours any more

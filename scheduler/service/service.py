@@ -186,11 +186,16 @@ class SchedulerService:
         self.leadership.start()
 
     def stop(self) -> None:
-        """Stop scheduling, let bindings in flight finish, then stop everything. Idempotent."""
-        self.leadership.stop()
+        """Stop scheduling, let bindings in flight finish, then step down and stop everything.
+
+        The Lease is released only after the last binding, so a successor never schedules while
+        this replica still binds. Idempotent.
+        """
+        started = time.monotonic()
+        self.queue.close()  # wakes the loop at once
         self.loop.stop()
         self.binder.stop()
-        self.queue.close()
+        self.leadership.stop()
         self.reporter.stop()
         self.feed.stop()
         self.recorder.close()
@@ -198,6 +203,7 @@ class SchedulerService:
             self.grpc.stop()
         if self.http is not None:
             self.http.stop()
+        log.info("Stopped", extra={"seconds": f"{time.monotonic() - started:.2f}"})
 
     def __enter__(self) -> SchedulerService:
         self.start()

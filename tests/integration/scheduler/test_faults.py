@@ -178,10 +178,16 @@ def test_a_pod_bound_by_someone_else_is_adopted(
         watch.stop()
     uid = pod.uid
     chosen = "f-a" if pod.node_name == "f-b" else "f-b"
-    with service.lock:
-        assert service.cache.pod_node(uid) == pod.node_name and not service.cache.is_assumed(uid)
-    assert not any(holders(service, chosen).values()), "the reservation on the node we chose is released"
-    assert bind_failures(service, "BoundElsewhere") == 1
+
+    def adopted() -> bool:
+        with service.lock:
+            on_its_node = service.cache.pod_node(uid) == pod.node_name and not service.cache.is_assumed(uid)
+        # ... and the reservation on the node we chose is released.
+        return on_its_node and not any(holders(service, chosen).values())
+
+    # This process's informer and binder learn it a moment after the test's own watch did.
+    eventually(adopted, "the pod in the cache where the API server has it")
+    eventually(lambda: bind_failures(service, "BoundElsewhere") == 1, "the binder to adopt the pod")
 
 
 def test_a_rejected_annotation_is_retried(
