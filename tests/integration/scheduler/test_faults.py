@@ -318,3 +318,34 @@ def test_pods_held_at_permit_are_bound_when_allowed_and_released_when_timed_out(
         watch.stop()
         service.stop()
     assert_no_device_shared_beyond_capacity(client, pods)
+
+
+def test_retries_write_neither_the_condition_nor_the_event_again(
+    client: Client, ns: str, service: SchedulerService
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    watch = PodWatch(client, ns)
+    try:
+        create_pod(client, ns, "nine", {names.NVIDIA_GPU: "9"})
+        pods = watch.wait_for(lambda pods: bool(pods) and condition(pods[0]) is not None, "the first report")
+        wait_for_event(client, ns, "nine", "FailedScheduling")
+        reported = pods[0].meta.resource_version
+        uid = pods[0].uid
+
+        def attempts() -> int:
+            queued = service.queue.get(uid)
+            return queued.attempts if queued is not None else 0
+
+        for i in range(3):  # Device changes that concern DeviceShare: each one retries the pod
+            before = attempts()
+            changed = crds.devices(client).get("f-a").to_dict()
+            changed["spec"]["devices"][0]["labels"] = {"round": str(i)}
+            client.resource(names.DEVICES).update(changed)
+            eventually(lambda before=before: attempts() > before, f"retry {i + 1}")
+        assert service.reporter.wait_idle(30)
+        service.recorder.flush(30)
+    finally:
+        watch.stop()
+    assert watch.pod("nine").meta.resource_version == reported  # the same condition is not written again
+    events = client.resource(resources.EVENTS).list(namespace=ns).items
+    assert [e["count"] for e in events if e["reason"] == "FailedScheduling"] == [1]
