@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tessera explain: {e}", file=sys.stderr)
         return 1
     with channel:
-        stub = scheduler_pb2_grpc.SchedulerStub(channel)
+        stub = scheduler_pb2_grpc.SchedulerStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
         try:
             response = stub.Explain(pb.ExplainRequest(namespace=namespace, name=name), timeout=args.timeout)
         except grpc.RpcError as e:

@@ -56,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="diagnostics, /metrics, /healthz, /readyz ('' turns it off; default 127.0.0.1:10251)",
     )
+    serving.add_argument(
+        "--http-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here once serving"
+    )
     serving.add_argument("--debug-scores", type=int, default=0, metavar="N", help="log the top-N score table per pod")
     tuning = parser.add_argument_group("tuning")
     tuning.add_argument("--pod-initial-backoff", type=float, default=1.0, metavar="SECONDS")
@@ -90,7 +93,9 @@ def settings_from(args: argparse.Namespace) -> SchedulerSettings:
         config_file=args.config,
         leader_election=election,
         grpc=GRPCSettings(address=address, tls=tls),
-        http=HTTPSettings(address=args.http_address, debug_top_n_scores=args.debug_scores),
+        http=HTTPSettings(
+            address=args.http_address, debug_top_n_scores=args.debug_scores, address_file=args.http_address_file
+        ),
         queue=QueueSettings(
             initial_backoff=args.pod_initial_backoff,
             max_backoff=args.pod_max_backoff,

@@ -117,6 +117,11 @@ class DiagnosticsServer:
         """The bound port (the real one when started with port 0)."""
         return self._server.server_port if self._server is not None else self._port
 
+    @property
+    def address(self) -> str:
+        """The bound `HOST:PORT`."""
+        return f"[{self._host}]:{self.port}" if ":" in self._host else f"{self._host}:{self.port}"
+
     def start(self) -> None:
         """Bind and serve in a thread. Raises ConfigError when the address cannot be bound."""
         if self._server is not None:
@@ -131,7 +136,7 @@ class DiagnosticsServer:
             target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="scheduler-http", daemon=True
         )
         self._thread.start()
-        log.info("Serving diagnostics", extra={"address": f"{self._host}:{self.port}"})
+        log.info("Serving diagnostics", extra={"address": self.address})
 
     def stop(self) -> None:
         """Idempotent."""

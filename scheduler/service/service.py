@@ -15,10 +15,12 @@ tests and the benchmark use the service directly.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -165,6 +167,8 @@ class SchedulerService:
         cannot bind or the informers do not sync within `settings.sync_timeout`."""
         if self.http is not None:
             self.http.start()
+            if self.settings.http.address_file is not None:
+                _write_atomically(self.settings.http.address_file, self.http.address + "\n")
         if self.grpc is not None:
             self.grpc.start()
         self.reporter.start()
@@ -217,6 +221,14 @@ class SchedulerService:
 
     def _readiness(self) -> str:
         return "" if self.feed.synced else "the informers have not synced yet"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers see the whole content or no file at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
 
 
 def _interest(frameworks: Mapping[str, Framework]) -> Interest:

@@ -56,6 +56,8 @@ class HTTPSettings:
     address: str = "127.0.0.1:10251"
     #: Initial top-N of the score table logged per pod (`PUT /debug/flags/s` changes it at run time).
     debug_top_n_scores: int = 0
+    #: Where to write the bound `HOST:PORT` once serving (so nobody guesses a port given as 0).
+    address_file: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,14 +23,7 @@ from apis import names, resources
 from apis.core import Node
 from kube.process import ComponentProcess
 
-__all__ = ["SchedulerProcess", "free_port", "node_manifest", "pod_manifest", "run_scheduler"]
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on right now (another process may take it before we do)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+__all__ = ["SchedulerProcess", "node_manifest", "pod_manifest", "run_scheduler"]
 
 
 class SchedulerProcess(ComponentProcess):
@@ -52,7 +44,9 @@ class SchedulerProcess(ComponentProcess):
         process's leader election identity is `name` (through POD_NAME, as in a Deployment)."""
         super().__init__(name, work_dir / f"{name}.log")
         self.socket = work_dir / f"{name}.sock"
-        self.http_port = free_port()
+        self._address_file = work_dir / f"{name}.address"
+        #: `http://HOST:PORT` of the diagnostics server, once started.
+        self.url = ""
         self._args = [
             "scheduler",
             "--kubeconfig",
@@ -60,7 +54,9 @@ class SchedulerProcess(ComponentProcess):
             "--grpc-address",
             f"unix://{self.socket}",
             "--http-address",
-            f"127.0.0.1:{self.http_port}",
+            "127.0.0.1:0",
+            "--http-address-file",
+            str(self._address_file),
             f"--v={verbosity}",
             *extra_args,
         ]
@@ -77,12 +73,10 @@ class SchedulerProcess(ComponentProcess):
     def grpc_address(self) -> str:
         return f"unix://{self.socket}"
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
     def start(self, timeout: float = 60.0) -> None:
         """Start and wait until `/readyz` answers (informers synced; it may still be a follower)."""
+        self._address_file.unlink(missing_ok=True)
+        self.url = ""
         self._spawn(self._args, env={"POD_NAME": self.name})
         self._wait_ready(self._ready, timeout)
 
@@ -91,6 +85,10 @@ class SchedulerProcess(ComponentProcess):
         return super().stop(timeout)
 
     def _ready(self) -> bool:
+        if not self.url and self._address_file.exists():
+            self.url = f"http://{self._address_file.read_text().strip()}"
+        if not self.url:
+            return False
         try:
             with urllib.request.urlopen(f"{self.url}/readyz", timeout=1) as response:
                 return bool(response.status == 200)

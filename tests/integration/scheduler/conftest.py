@@ -183,16 +183,3 @@ def condition(pod: Pod, kind: str = "PodScheduled") -> tuple[str, str, str] | No
 def work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # unix socket paths are limited to ~107 bytes: keep them short
     return Path(tmp_path_factory.mktemp("s", numbered=True))
-
-
-def eventually(check: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
-    """For state only another process holds (its metrics): re-check every 50 ms until true.
-
-    Pod and event state is waited for through watches (`Watch.wait_for`); this is for the rest.
-    """
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        pause.wait(0.05)

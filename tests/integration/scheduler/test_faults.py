@@ -23,6 +23,7 @@ from scheduler.framework.interfaces import PermitPlugin
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service import GRPCSettings, HTTPSettings, QueueSettings, SchedulerService, SchedulerSettings
 from scheduler.service.podapi import KubePodAPI
+from tests.support.waiting import wait_for
 
 from .conftest import (
     GPU_HALF,
@@ -32,7 +33,6 @@ from .conftest import (
     create_gpu_nodes,
     create_namespace,
     create_pod,
-    eventually,
     wait_for_event,
 )
 
@@ -186,8 +186,8 @@ def test_a_pod_bound_by_someone_else_is_adopted(
         return on_its_node and not any(holders(service, chosen).values())
 
     # This process's informer and binder learn it a moment after the test's own watch did.
-    eventually(adopted, "the pod in the cache where the API server has it")
-    eventually(lambda: bind_failures(service, "BoundElsewhere") == 1, "the binder to adopt the pod")
+    wait_for(adopted, what="the pod in the cache where the API server has it", timeout_s=90)
+    wait_for(lambda: bind_failures(service, "BoundElsewhere") == 1, what="the binder to adopt the pod", timeout_s=90)
 
 
 def test_a_rejected_annotation_is_retried(
@@ -303,7 +303,7 @@ def test_pods_held_at_permit_are_bound_when_allowed_and_released_when_timed_out(
         create_pod(client, ns, "later", {names.NVIDIA_GPU: "4"})
         watch.wait_for(lambda pods: len(pods) == 3, "three pods")
         uid = watch.pod("allowed").uid
-        eventually(lambda: framework.waiting_pod(uid) is not None, "allowed to wait at Permit")
+        wait_for(lambda: framework.waiting_pod(uid) is not None, what="allowed to wait at Permit", timeout_s=90)
         with service.lock:
             waiting = framework.waiting_pod(uid)
             assert waiting is not None
@@ -341,7 +341,7 @@ def test_retries_write_neither_the_condition_nor_the_event_again(
             changed = crds.devices(client).get("f-a").to_dict()
             changed["spec"]["devices"][0]["labels"] = {"round": str(i)}
             client.resource(names.DEVICES).update(changed)
-            eventually(lambda before=before: attempts() > before, f"retry {i + 1}")
+            wait_for(lambda before=before: attempts() > before, what=f"retry {i + 1}", timeout_s=90)
         assert service.reporter.wait_idle(30)
         service.recorder.flush(30)
     finally:

@@ -15,6 +15,7 @@ from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
 from scheduler.service.testing import SchedulerProcess
+from tests.support.waiting import wait_for
 
 from .conftest import (
     GPU_QUARTER,
@@ -24,13 +25,14 @@ from .conftest import (
     create_gpu_nodes,
     create_namespace,
     create_pod,
-    eventually,
 )
 
 pytestmark = pytest.mark.integration
 
 LEASE = "tessera-scheduler"
 BOUND = "tessera_scheduler_bindings_total"
+BINDS = {"result": "bound"}
+LEADER = "tessera_scheduler_leader"
 
 
 @pytest.fixture
@@ -69,18 +71,19 @@ def test_only_the_leader_binds_and_killing_it_hands_over(
             replica.start()
         leader = replicas[holder(client)]
         follower = next(r for r in replicas.values() if r is not leader)
-        eventually(lambda: leader.metric("tessera_scheduler_leader") == 1, "the leader to start scheduling")
+        wait_for(lambda: leader.metric(LEADER) == 1, what="the leader to start scheduling", timeout_s=90)
         for i in range(8):
             create_pod(client, ns, f"first-{i}", GPU_QUARTER)
         watch.wait_bound(8)
-        eventually(lambda: leader.metric(BOUND, {"result": "bound"}) == 8, "the leader's 8 bindings")
-        assert follower.metric(BOUND) == 0 and follower.metric("tessera_scheduler_leader") == 0
+        wait_for(lambda: leader.metric(BOUND, BINDS) == 8, what="the leader's 8 bindings", timeout_s=90)
+        assert follower.metric(BOUND) == 0 and follower.metric(LEADER) == 0
         # The follower's cache is warm: it explains a pod the leader bound.
         with grpc.insecure_channel(follower.grpc_address) as channel:
             stub = scheduler_pb2_grpc.SchedulerStub(channel)
-            eventually(
+            wait_for(
                 lambda: stub.Explain(pb.ExplainRequest(namespace=ns, name="first-0"), timeout=10).state == "bound",
-                "the follower to know first-0 is bound",
+                what="the follower to know first-0 is bound",
+                timeout_s=90,
             )
             assert not stub.ListPending(pb.ListPendingRequest(namespace=ns), timeout=10).leader
 
@@ -89,7 +92,7 @@ def test_only_the_leader_binds_and_killing_it_hands_over(
             create_pod(client, ns, f"second-{i}", GPU_QUARTER)
         pods = watch.wait_bound(16)
         assert holder(client) == follower.name
-        eventually(lambda: follower.metric(BOUND, {"result": "bound"}) == 8, "the new leader's 8 bindings")
+        wait_for(lambda: follower.metric(BOUND, BINDS) == 8, what="the new leader's 8 bindings", timeout_s=90)
         assert_no_device_shared_beyond_capacity(client, pods)
     finally:
         watch.stop()
