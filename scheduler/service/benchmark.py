@@ -30,7 +30,7 @@ from apis import allocation, names
 from apis.core import Pod
 from kube import Client, crds, errors, resources
 from kube.apiserver.testing import run_apiserver
-from scheduler.service.testing import node_manifest, pod_manifest, run_scheduler
+from scheduler.service.testing import SchedulerProcess, node_manifest, pod_manifest
 from scheduler.simulation.cluster import NodeShape, gpu_node
 
 __all__ = ["SHAPES", "E2EResult", "check_allocations", "run_e2e"]
@@ -97,7 +97,7 @@ def run_e2e(
             client.resource(resources.NAMESPACES).create({"metadata": {"name": _NAMESPACE}})
             _create_nodes(client, nodes, gpus_per_node)
             progress(f"{nodes} nodes with {gpus_per_node} GPUs each created")
-            with run_scheduler(server.kubeconfig, directory):
+            with SchedulerProcess(server.kubeconfig, directory):
                 setup = time.monotonic() - started
                 progress(f"scheduler ready after {setup:.1f}s; creating {pods} pods")
                 watch = _BoundWatch(client, pods)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,7 +26,8 @@ from prometheus_client import CollectorRegistry
 from apis.errors import ConfigError
 from kube import Client, EventRecorder
 from scheduler.cache import ClusterCache
-from scheduler.framework import Framework, Handle, PluginRef, SchedulerConfig
+from scheduler.core import build_frameworks
+from scheduler.framework import Framework, PluginRef, SchedulerConfig
 from scheduler.framework.interfaces import ClusterEvent, EnqueueExtension, ExtensionPoint
 from scheduler.framework.runtime import Registry
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
@@ -78,19 +78,14 @@ class SchedulerService:
             cache_sizes=lambda: self.inspector.cache_sizes(),  # noqa: PLW0108
             is_leader=lambda: self.leadership.is_leader,
         )
-        rng = random.Random(settings.seed)
-        self.frameworks: Mapping[str, Framework] = {
-            profile.scheduler_name: Framework.build(
-                profile,
-                registry=registry,
-                default_plugins=default_plugins,
-                handle=Handle(self.cache, profile.scheduler_name),
-                percentage_of_nodes_to_score=config.percentage_for(profile),
-                rng=rng,
-                observer=self.metrics.observer(profile.scheduler_name),
-            )
-            for profile in config.profiles
-        }
+        self.frameworks: Mapping[str, Framework] = build_frameworks(
+            config,
+            self.cache,
+            registry=registry,
+            default_plugins=default_plugins,
+            seed=settings.seed,
+            observer=self.metrics.observer,
+        )
         q = settings.queue
         self.queue = SchedulingQueue(
             interest=_interest(self.frameworks),

@@ -1,6 +1,6 @@
 """Run `tessera scheduler` as a separate process, for tests, the end-to-end benchmark and `tessera up`.
 
-    with run_scheduler(server.kubeconfig, work_dir) as scheduler:   # ready (/readyz) on return
+    with SchedulerProcess(server.kubeconfig, work_dir) as scheduler:  # ready (/readyz) on entry
         scheduler.get("/apis/v1/__services__")                      # the diagnostics HTTP API
         scheduler.grpc_address                                      # unix:///…/scheduler.sock
         scheduler.kill(); scheduler.start()                         # a crash, then a restart
@@ -11,11 +11,10 @@ and a pod asking for devices.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from apis import names, resources
 from apis.core import Node
 from kube.process import ComponentProcess
 
-__all__ = ["SchedulerProcess", "node_manifest", "pod_manifest", "run_scheduler"]
+__all__ = ["SchedulerProcess", "node_manifest", "pod_manifest"]
 
 
 class SchedulerProcess(ComponentProcess):
@@ -84,6 +83,13 @@ class SchedulerProcess(ComponentProcess):
         """SIGTERM and wait; bindings in flight may take a while to finish on a loaded machine."""
         return super().stop(timeout)
 
+    def __enter__(self) -> SchedulerProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def _ready(self) -> bool:
         if not self.url and self._address_file.exists():
             self.url = f"http://{self._address_file.read_text().strip()}"
@@ -126,34 +132,6 @@ class SchedulerProcess(ComponentProcess):
             if metric == name and wanted <= set(label_text.rstrip("}").split(",")) - {""}:
                 total += float(value)
         return total
-
-
-@contextlib.contextmanager
-def run_scheduler(
-    kubeconfig: Path,
-    work_dir: Path,
-    *,
-    name: str = "scheduler",
-    leader_elect: bool = False,
-    lease: tuple[float, float, float] = (4.0, 3.0, 0.5),
-    verbosity: int = 2,
-    extra_args: Sequence[str] = (),
-) -> Iterator[SchedulerProcess]:
-    """A started scheduler process, stopped on exit."""
-    process = SchedulerProcess(
-        kubeconfig,
-        work_dir,
-        name=name,
-        leader_elect=leader_elect,
-        lease=lease,
-        verbosity=verbosity,
-        extra_args=extra_args,
-    )
-    try:
-        process.start()
-        yield process
-    finally:
-        process.stop()
 
 
 def node_manifest(node: Node) -> dict[str, Any]:
