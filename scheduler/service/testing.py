@@ -37,12 +37,18 @@ class SchedulerProcess(ComponentProcess):
         leader_elect: bool = False,
         lease: tuple[float, float, float] = (4.0, 3.0, 0.5),
         verbosity: int = 2,
+        grpc_address: str = "",
         extra_args: Sequence[str] = (),
     ) -> None:
         """`lease` is (duration, renew deadline, retry period) in seconds, short for tests. The
-        process's leader election identity is `name` (through POD_NAME, as in a Deployment)."""
+        process's leader election identity is `name` (through POD_NAME, as in a Deployment).
+
+        The gRPC API listens on `grpc_address`, by default a socket in `work_dir` (tests keep
+        apart that way); `tessera up` passes `scheduler.service.default_address()`, where
+        `tessera explain` looks without being told.
+        """
         super().__init__(name, work_dir / f"{name}.log")
-        self.socket = work_dir / f"{name}.sock"
+        self.grpc_address = grpc_address or f"unix://{work_dir / f'{name}.sock'}"
         self._address_file = work_dir / f"{name}.address"
         #: `http://HOST:PORT` of the diagnostics server, once started.
         self.url = ""
@@ -51,7 +57,7 @@ class SchedulerProcess(ComponentProcess):
             "--kubeconfig",
             str(kubeconfig),
             "--grpc-address",
-            f"unix://{self.socket}",
+            self.grpc_address,
             "--http-address",
             "127.0.0.1:0",
             "--http-address-file",
@@ -67,10 +73,6 @@ class SchedulerProcess(ComponentProcess):
                 f"--leader-elect-renew-deadline={renew}",
                 f"--leader-elect-retry-period={retry}",
             ]
-
-    @property
-    def grpc_address(self) -> str:
-        return f"unix://{self.socket}"
 
     def start(self, timeout: float = 60.0) -> None:
         """Start and wait until `/readyz` answers (informers synced; it may still be a follower)."""
