@@ -115,10 +115,10 @@ class Inspector:
             # Not in the informer's cache: finished, not there yet, gone, or unparseable. Ask.
             try:
                 pod = self._fetch(namespace, name)
+            except errors.APIError as e:  # before its base class, TesseraError
+                return Explanation(key, PodState.NOT_FOUND, detail=f"cannot read the pod from the API server: {e}")
             except TesseraError as e:
                 return Explanation(key, PodState.INVALID, detail=f"the scheduler cannot read this pod: {e}")
-            except errors.APIError as e:
-                return Explanation(key, PodState.NOT_FOUND, detail=f"cannot read the pod from the API server: {e}")
             if pod is None:
                 return Explanation(key, PodState.NOT_FOUND, detail=f"pod {key} does not exist")
         if pod.is_terminal:

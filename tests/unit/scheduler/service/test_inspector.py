@@ -9,6 +9,7 @@ from apis import allocation, names
 from apis.core import Pod, Taint, Toleration
 from apis.device import DeviceType
 from apis.errors import ValidationError
+from kube import errors
 from scheduler.cache import PodInfo
 from scheduler.core import Scheduler
 from scheduler.framework import CycleState, Framework, ScoreTable
@@ -68,7 +69,9 @@ def test_an_invalid_request_is_rejected_before_any_node() -> None:
     assert evaluation.message.startswith("0/3 nodes are available: invalid device request")
 
 
-def inspector(scheduler: Scheduler, *, known: dict[str, Pod] | None = None, fetch_error: bool = False) -> Inspector:
+def inspector(
+    scheduler: Scheduler, *, known: dict[str, Pod] | None = None, fetch_error: Exception | None = None
+) -> Inspector:
     queue = SchedulingQueue(interest=lambda plugins, event: True)
     pods = dict(known or {})
 
@@ -76,8 +79,8 @@ def inspector(scheduler: Scheduler, *, known: dict[str, Pod] | None = None, fetc
         return pods.get(f"{namespace}/{name}")
 
     def fetch(namespace: str, name: str) -> Pod | None:
-        if fetch_error:
-            raise ValidationError("spec.containers[0].resources.requests.cpu", "bad quantity 'lots'", obj="pod x")
+        if fetch_error is not None:
+            raise fetch_error
         return None
 
     for pod in pods.values():
@@ -127,8 +130,11 @@ def test_explain_states() -> None:
     assert waiting.evaluation is not None and [n for n, _ in waiting.evaluation.nearest] == ["n1", "n3"]
     assert view.explain("default", "other").state == PodState.NOT_OURS
     assert view.explain("default", "missing").state == PodState.NOT_FOUND
-    broken = inspector(scheduler, fetch_error=True).explain("default", "broken")
+    unreadable = ValidationError("spec.containers[0].resources.requests.cpu", "bad quantity 'lots'", obj="pod x")
+    broken = inspector(scheduler, fetch_error=unreadable).explain("default", "broken")
     assert broken.state == PodState.INVALID and "bad quantity 'lots'" in broken.detail
+    down = inspector(scheduler, fetch_error=errors.Unreachable("connection refused")).explain("default", "x")
+    assert down.state == PodState.NOT_FOUND and "cannot read the pod from the API server" in down.detail
 
 
 def test_explain_notes_a_stale_allocation_on_a_pending_pod() -> None:
