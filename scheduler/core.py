@@ -26,12 +26,12 @@ from scheduler.framework.config import PluginRef, SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.interfaces import Handle
-from scheduler.framework.runtime import Framework, Registry
+from scheduler.framework.runtime import Framework, PointObserver, Registry
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY, SCORING_STRATEGY_PLUGINS
 
-__all__ = ["Outcome", "Scheduler", "with_percentage_of_nodes_to_score", "with_scoring"]
+__all__ = ["Outcome", "Scheduler", "build_frameworks", "with_percentage_of_nodes_to_score", "with_scoring"]
 
 log = logging.getLogger(__name__)
 
@@ -77,18 +77,9 @@ class Scheduler:
         self.config = config if config is not None else SchedulerConfig()
         self.cache = cache if cache is not None else ClusterCache()
         self._clock = clock
-        rng = random.Random(seed)
-        self.frameworks: dict[str, Framework] = {
-            profile.scheduler_name: Framework.build(
-                profile,
-                registry=registry,
-                default_plugins=default_plugins,
-                handle=Handle(self.cache, profile.scheduler_name),
-                percentage_of_nodes_to_score=self.config.percentage_for(profile),
-                rng=rng,
-            )
-            for profile in self.config.profiles
-        }
+        self.frameworks = build_frameworks(
+            self.config, self.cache, registry=registry, default_plugins=default_plugins, seed=seed
+        )
         self._default = self.frameworks[self.config.profiles[0].scheduler_name]
         self._waiting: dict[str, _Waiting] = {}
 
@@ -160,6 +151,32 @@ class Scheduler:
     def _undo(self, framework: Framework, state: CycleState, info: PodInfo, node: str) -> None:
         framework.run_unreserve(state, info, node)
         self.cache.forget(info.ident)
+
+
+def build_frameworks(
+    config: SchedulerConfig,
+    cache: ClusterCache,
+    *,
+    registry: Registry = REGISTRY,
+    default_plugins: tuple[PluginRef, ...] = DEFAULT_PLUGINS,
+    seed: int = 0,
+    observer: Callable[[str], PointObserver | None] = lambda profile: None,
+) -> dict[str, Framework]:
+    """One Framework per profile over `cache`, sharing one seeded RNG for score ties;
+    `observer(profile)` gives each its extension point observer. Raises ConfigError."""
+    rng = random.Random(seed)
+    return {
+        profile.scheduler_name: Framework.build(
+            profile,
+            registry=registry,
+            default_plugins=default_plugins,
+            handle=Handle(cache, profile.scheduler_name),
+            percentage_of_nodes_to_score=config.percentage_for(profile),
+            rng=rng,
+            observer=observer(profile.scheduler_name),
+        )
+        for profile in config.profiles
+    }
 
 
 def _bound(pod: Pod, node: str, annotations: Mapping[str, str]) -> Pod:

@@ -18,12 +18,8 @@ import base64
 import contextlib
 import os
 import shutil
-import signal
 import ssl
-import subprocess
-import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
@@ -31,9 +27,9 @@ from pathlib import Path
 
 import yaml
 
-from apis.errors import ConfigError
 from kube.client import Client
 from kube.crds import install_crds
+from kube.process import ComponentProcess
 
 __all__ = ["EmbeddedAPIServer", "run_apiserver"]
 
@@ -41,7 +37,7 @@ __all__ = ["EmbeddedAPIServer", "run_apiserver"]
 DEFAULT_CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
 
 
-class EmbeddedAPIServer:
+class EmbeddedAPIServer(ComponentProcess):
     """One `tessera apiserver` process. Not thread-safe: drive it from one thread."""
 
     def __init__(
@@ -54,9 +50,9 @@ class EmbeddedAPIServer:
         verbosity: int = 2,
         extra_args: Sequence[str] = (),
     ) -> None:
+        super().__init__("the API server", data_dir / "apiserver.log")
         self.data_dir = data_dir
         self.kubeconfig = data_dir / "kubeconfig"
-        self.log_path = data_dir / "apiserver.log"
         self.secure = secure
         self._args = [
             "--data-dir",
@@ -76,15 +72,6 @@ class EmbeddedAPIServer:
         self.token: str | None = None
         #: The server's CA certificate (PEM) when it serves HTTPS.
         self.ca_pem: bytes | None = None
-        self._process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._process is not None else None
 
     def start(self, timeout: float = 30.0) -> None:
         """Start the process (on the port it had before, if any) and wait until it is ready."""
@@ -93,26 +80,8 @@ class EmbeddedAPIServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.port == 0:
             self.kubeconfig.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "cli", "apiserver", "--listen", f"127.0.0.1:{self.port}", *self._args]
-        with self.log_path.open("ab") as log:
-            self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_ready(timeout)
-
-    def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.running:
-                raise ConfigError(f"the API server exited with {self._exit_code()}:\n{self.log_tail()}")
-            if self.port == 0 and self.kubeconfig.exists():
-                self._read_kubeconfig()
-            if self.url and self._ready():
-                return
-            time.sleep(0.02)
-        self.kill()
-        raise ConfigError(f"the API server was not ready within {timeout}s:\n{self.log_tail()}")
-
-    def _exit_code(self) -> int | None:
-        return self._process.poll() if self._process is not None else None
+        self._spawn(["apiserver", "--listen", f"127.0.0.1:{self.port}", *self._args])
+        self._wait_ready(self._ready, timeout)
 
     def _read_kubeconfig(self) -> None:
         doc = yaml.safe_load(self.kubeconfig.read_text())
@@ -130,33 +99,15 @@ class EmbeddedAPIServer:
         return ssl.create_default_context(cadata=self.ca_pem.decode())
 
     def _ready(self) -> bool:
+        if self.port == 0 and self.kubeconfig.exists():
+            self._read_kubeconfig()
+        if not self.url:
+            return False
         try:
             with urllib.request.urlopen(f"{self.url}/readyz", timeout=1, context=self.ssl_context()) as response:
                 return bool(response.status == 200)
         except (urllib.error.URLError, OSError):
             return False
-
-    def stop(self, timeout: float = 15.0) -> None:
-        """SIGTERM and wait (SIGKILL after `timeout`). Idempotent."""
-        if self._process is None:
-            return
-        if self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-            try:
-                self._process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
-        self._process = None
-
-    def kill(self) -> None:
-        """SIGKILL: the server gets no chance to clean up (what a crash looks like)."""
-        if self._process is None:
-            return
-        if self._process.poll() is None:
-            self._process.kill()
-        self._process.wait()
-        self._process = None
 
     def restart(self, timeout: float = 30.0) -> None:
         self.stop()
@@ -172,12 +123,6 @@ class EmbeddedAPIServer:
         """Create or update every CRD under `directory`; returns their names."""
         with self.client() as client:
             return install_crds(client, directory)
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 @contextlib.contextmanager

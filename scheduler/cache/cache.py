@@ -87,6 +87,11 @@ class ClusterCache:
         entry = self._pods.get(ident)
         return entry.node if entry is not None else None
 
+    def pod_info(self, ident: str) -> PodInfo | None:
+        """The PodInfo of a bound or assumed pod (its parsed allocation, or why it did not parse)."""
+        entry = self._pods.get(ident)
+        return entry.info if entry is not None else None
+
     def is_assumed(self, ident: str) -> bool:
         entry = self._pods.get(ident)
         return entry is not None and entry.assumed

@@ -9,7 +9,7 @@ from scheduler.framework.config import PluginRef, PluginSet, ProfileConfig, Sche
 from scheduler.framework.cycle_state import CycleState, StateData
 from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.interfaces import ExtensionPoint, Handle, PodPatch, PreFilterResult
-from scheduler.framework.runtime import Framework, Registry, ScheduleResult
+from scheduler.framework.runtime import Framework, PointObserver, Registry, ScheduleResult, ScoreTable
 from scheduler.framework.status import SKIP, SUCCESS, Code, Shortfall, Status
 from scheduler.framework.waiting import WaitingPod
 
@@ -25,11 +25,13 @@ __all__ = [
     "PluginRef",
     "PluginSet",
     "PodPatch",
+    "PointObserver",
     "PreFilterResult",
     "ProfileConfig",
     "Registry",
     "ScheduleResult",
     "SchedulerConfig",
+    "ScoreTable",
     "Shortfall",
     "StateData",
     "Status",

@@ -15,6 +15,11 @@ this layer never imports plugins). `schedule` is kube-scheduler's scheduling alg
 The rest of the cycle (Reserve, Permit, PreBind, Bind, PostBind, Unreserve) are separate calls
 so a caller can assume the pod in the cache in between and bind asynchronously.
 
+Two optional outputs serve the live scheduler's diagnostics without touching decisions: an
+`observer` gets the duration of every extension point (its latency histograms), and
+`schedule(..., record_scores=True)` returns each plugin's weighted score per scored node (the
+top-N score table).
+
 Pure and deterministic given the cache, the pod and the RNG seed. A plugin exception becomes an
 ERROR status naming the plugin, with the stack logged; it never escapes a cycle.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import time
 import types
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -60,8 +66,10 @@ __all__ = [
     "MIN_FEASIBLE_NODES_TO_FIND",
     "Framework",
     "PluginFactory",
+    "PointObserver",
     "Registry",
     "ScheduleResult",
+    "ScoreTable",
     "num_feasible_nodes_to_find",
 ]
 
@@ -71,6 +79,9 @@ log = logging.getLogger(__name__)
 #: Raises ConfigError for bad arguments.
 PluginFactory = Callable[[Mapping[str, object] | None, Handle], Plugin]
 Registry = Mapping[str, PluginFactory]
+#: Told how long each extension point took for one pod: (point, resulting code, seconds).
+#: Called on the scheduling thread; it must be cheap and must not raise.
+PointObserver = Callable[[ExtensionPoint, Code, float], None]
 
 #: kube-scheduler's floor on the number of feasible nodes to look for before scoring.
 MIN_FEASIBLE_NODES_TO_FIND = 100
@@ -89,6 +100,20 @@ def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class ScoreTable:
+    """Each plugin's weighted, normalized score on each scored node (`record_scores=True`).
+
+    `scores[i][j]` is plugin `plugins[j]` on node `nodes[i]`; `totals[i]` is their sum, the value
+    the node was picked by. A single feasible node is not scored: it appears with no scores.
+    """
+
+    nodes: tuple[str, ...] = ()
+    plugins: tuple[str, ...] = ()
+    scores: tuple[tuple[int, ...], ...] = ()
+    totals: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ScheduleResult:
     """Where the pod should go (`node`), or why not (`status`, `diagnosis`)."""
 
@@ -100,6 +125,8 @@ class ScheduleResult:
     feasible_nodes: int = 0
     #: Node PostFilter (preemption) nominated, if any.
     nominated_node: str | None = None
+    #: Per-plugin scores, when asked for with `record_scores=True`.
+    scores: ScoreTable | None = None
 
 
 class Framework:
@@ -113,8 +140,10 @@ class Framework:
         weights: Mapping[str, int],
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
+        observer: PointObserver | None = None,
     ) -> None:
         self.handle = handle
+        self._observer = observer
         self.profile = handle.profile
 
         def at(point: ExtensionPoint) -> Sequence[Plugin]:
@@ -159,6 +188,7 @@ class Framework:
         handle: Handle,
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
+        observer: PointObserver | None = None,
     ) -> Framework:
         """Instantiate the profile's plugins. Raises ConfigError listing every problem."""
         problems: list[str] = []
@@ -209,6 +239,7 @@ class Framework:
             weights=weights,
             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
             rng=rng,
+            observer=observer,
         )
 
     # --- introspection ----------------------------------------------------------------------------
@@ -234,23 +265,28 @@ class Framework:
         return self._weights.get(name, 1)
 
     # --- the scheduling algorithm -----------------------------------------------------------------
-    def schedule(self, state: CycleState, pod: PodInfo, *, diagnose: bool = True) -> ScheduleResult:
+    def schedule(
+        self, state: CycleState, pod: PodInfo, *, diagnose: bool = True, record_scores: bool = False
+    ) -> ScheduleResult:
         """Pick a node for the pod (nothing is reserved). Never raises.
 
         `diagnose=False` skips the work that only explains a failure (filtering nodes PreFilter
         already ruled out); the simulator and benchmarks use it, a live scheduler should not.
+        `record_scores=True` keeps every plugin's score per node in `ScheduleResult.scores`.
         """
         try:
-            return self._schedule(state, pod, diagnose)
+            return self._schedule(state, pod, diagnose, record_scores)
         except Exception as e:
             return ScheduleResult(None, self._crash(e, "schedule", pod))
 
-    def _schedule(self, state: CycleState, pod: PodInfo, diagnose: bool) -> ScheduleResult:
+    def _schedule(self, state: CycleState, pod: PodInfo, diagnose: bool, record_scores: bool) -> ScheduleResult:
         nodes = self.handle.cache.nodes()
         diagnosis = Diagnosis()
         if not nodes:
             return ScheduleResult(None, Status.unschedulable("no nodes available to schedule pods"), diagnosis)
+        start = time.perf_counter()
         result, status = self.run_pre_filter(state, pod)
+        start = self._observe(ExtensionPoint.PRE_FILTER, status.code, start)
         if not status.is_success:
             diagnosis.pre_filter_status = status
             summary = Status(status.code, (diagnosis.summary(len(nodes)),), status.plugin, status.shortfalls)
@@ -263,10 +299,12 @@ class Framework:
                 for info in nodes:
                     if info.name not in allowed:
                         diagnosis.node_statuses[info.name] = self.run_filters(state, pod, info)
+            start = self._observe(ExtensionPoint.FILTER, Code.UNSCHEDULABLE, start)
             nominated = None
             if self._post_filter:
                 nominated, post = self.run_post_filter(state, pod, diagnosis.node_statuses)
                 diagnosis.post_filter_status = post
+                self._observe(ExtensionPoint.POST_FILTER, post.code, start)
             codes = {s.code for s in diagnosis.node_statuses.values()}
             if Code.ERROR in codes:
                 error = next(s for s in diagnosis.node_statuses.values() if s.code is Code.ERROR)
@@ -276,16 +314,36 @@ class Framework:
             code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
             fail = Status(code, (diagnosis.summary(len(nodes)),))
             return ScheduleResult(None, fail, diagnosis, evaluated, 0, nominated)
+        start = self._observe(ExtensionPoint.FILTER, Code.SUCCESS, start)
         if len(feasible) == 1:
-            return ScheduleResult(feasible[0].name, SUCCESS, diagnosis, evaluated, 1)
+            table = ScoreTable(nodes=(feasible[0].name,)) if record_scores else None
+            return ScheduleResult(feasible[0].name, SUCCESS, diagnosis, evaluated, 1, scores=table)
         status = self.run_pre_score(state, pod, feasible)
+        start = self._observe(ExtensionPoint.PRE_SCORE, status.code, start)
         if not status.is_success:
             return ScheduleResult(None, status, diagnosis, evaluated, len(feasible))
-        totals = self.run_score(state, pod, feasible, entries)
+        columns: list[tuple[str, list[int]]] | None = [] if record_scores else None
+        totals = self.run_score(state, pod, feasible, entries, breakdown=columns)
+        self._observe(ExtensionPoint.SCORE, Code.SUCCESS, start)
         best = max(totals)
         ties = [i for i, t in enumerate(totals) if t == best]
         pick = ties[0] if len(ties) == 1 else ties[self._rng.randrange(len(ties))]
-        return ScheduleResult(feasible[pick].name, SUCCESS, diagnosis, evaluated, len(feasible))
+        table = None
+        if columns is not None:
+            table = ScoreTable(
+                nodes=tuple(info.name for info in feasible),
+                plugins=tuple(name for name, _ in columns),
+                scores=tuple(zip(*(scores for _, scores in columns), strict=True)) if columns else ((),) * len(totals),
+                totals=tuple(totals),
+            )
+        return ScheduleResult(feasible[pick].name, SUCCESS, diagnosis, evaluated, len(feasible), scores=table)
+
+    def _observe(self, point: ExtensionPoint, code: Code, start: float) -> float:
+        """Report how long `point` took since `start`; returns now (the next point's start)."""
+        now = time.perf_counter()
+        if self._observer is not None:
+            self._observer(point, code, now - start)
+        return now
 
     def run_pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         """Run every PreFilter; intersect their node sets. A rejection carries its plugin."""
@@ -420,11 +478,14 @@ class Framework:
         pod: PodInfo,
         nodes: Sequence[NodeInfo],
         entries: Sequence[list[Any]] | None = None,
+        *,
+        breakdown: list[tuple[str, list[int]]] | None = None,
     ) -> list[int]:
         """Weighted sum of normalized scores per node, aligned with `nodes`.
 
         `entries` (from the memo, aligned with `nodes`) hold raw scores already computed for
-        unchanged nodes; missing ones are computed and stored there.
+        unchanged nodes; missing ones are computed and stored there. When `breakdown` is given,
+        each plugin's weighted scores (aligned with `nodes`) are appended to it.
         """
         skip = state.skip_score
         active = [plugin for plugin in self._score if plugin.name not in skip]
@@ -447,15 +508,21 @@ class Framework:
             if plugin.normalizes:
                 plugin.normalize_scores(state, pod, scores)
             weight = self._weights.get(plugin.name, 1)
-            if weight == 1:
-                totals = [t + s for t, s in zip(totals, scores, strict=True)]
-            else:
-                totals = [t + s * weight for t, s in zip(totals, scores, strict=True)]
+            weighted = scores if weight == 1 else [s * weight for s in scores]
+            totals = [t + s for t, s in zip(totals, weighted, strict=True)]
+            if breakdown is not None:
+                breakdown.append((plugin.name, weighted))
         return totals
 
     # --- after a node is chosen ---------------------------------------------------------------------
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """Reserve in order; on failure the caller runs `run_unreserve` (all plugins, reversed)."""
+        start = time.perf_counter()
+        status = self._reserve_all(state, pod, node)
+        self._observe(ExtensionPoint.RESERVE, status.code, start)
+        return status
+
+    def _reserve_all(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         try:
             for plugin in self._reserve:
                 status = plugin.reserve(state, pod, node)
@@ -475,6 +542,12 @@ class Framework:
 
     def run_permit(self, state: CycleState, pod: PodInfo, node: str, *, now: float) -> Status:
         """SUCCESS, a rejection, or WAIT — then the pod is in `waiting_pod(ident)` until decided."""
+        start = time.perf_counter()
+        status = self._permit_all(state, pod, node, now)
+        self._observe(ExtensionPoint.PERMIT, status.code, start)
+        return status
+
+    def _permit_all(self, state: CycleState, pod: PodInfo, node: str, now: float) -> Status:
         pending: dict[str, float] = {}
         try:
             for plugin in self._permit:
@@ -507,7 +580,11 @@ class Framework:
         return [w for w in self._waiting.values() if w.expire(now)]
 
     def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, PodPatch]:
-        """Collect the annotations PreBind plugins ask for; apply them before binding."""
+        """Collect the annotations PreBind plugins ask for; apply them before binding.
+
+        PreBind and Bind are not reported to the observer: their cost is in the API calls the
+        caller makes, so the caller times them.
+        """
         patch = PodPatch()
         try:
             for plugin in self._pre_bind:
@@ -530,11 +607,13 @@ class Framework:
         return Status(Code.SKIP)
 
     def run_post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        start = time.perf_counter()
         for plugin in self._post_bind:
             try:
                 plugin.post_bind(state, pod, node)
             except Exception as e:
                 self._crash(e, "post_bind", pod)
+        self._observe(ExtensionPoint.POST_BIND, Code.SUCCESS, start)
 
     def _crash(self, error: Exception, point: str, pod: PodInfo) -> Status:
         plugin = _plugin_in_traceback(error.__traceback__)

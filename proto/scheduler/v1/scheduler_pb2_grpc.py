@@ -49,6 +49,11 @@ class SchedulerStub:
                 request_serializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.GetNodeDevicesRequest.SerializeToString,
                 response_deserializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.GetNodeDevicesResponse.FromString,
                 _registered_method=True)
+        self.ListPending = channel.unary_unary(
+                '/tessera.scheduler.v1.Scheduler/ListPending',
+                request_serializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingRequest.SerializeToString,
+                response_deserializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -75,6 +80,13 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPending(self, request, context):
+        """Pods waiting to be scheduled or bound, with where they wait and why.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -92,6 +104,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.GetNodeDevices,
                     request_deserializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.GetNodeDevicesRequest.FromString,
                     response_serializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.GetNodeDevicesResponse.SerializeToString,
+            ),
+            'ListPending': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPending,
+                    request_deserializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingRequest.FromString,
+                    response_serializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -175,6 +192,33 @@ class Scheduler:
             '/tessera.scheduler.v1.Scheduler/GetNodeDevices',
             proto_dot_scheduler_dot_v1_dot_scheduler__pb2.GetNodeDevicesRequest.SerializeToString,
             proto_dot_scheduler_dot_v1_dot_scheduler__pb2.GetNodeDevicesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPending(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tessera.scheduler.v1.Scheduler/ListPending',
+            proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingRequest.SerializeToString,
+            proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingResponse.FromString,
             options,
             channel_credentials,
             insecure,

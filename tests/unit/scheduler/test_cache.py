@@ -73,8 +73,9 @@ def test_malformed_annotation_is_recorded_not_fatal(caplog: pytest.LogCaptureFix
     pod = make_pod("broken", node="n1", annotations={names.ANNOTATION_DEVICE_ALLOCATED: "{not json"}, cpu=1000)
     with caplog.at_level(logging.WARNING):
         cache.add_pod(pod)
-    info = PodInfo.of(pod)
-    assert "not valid JSON" in info.allocation_error
+    info = cache.pod_info(pod.uid)
+    assert info is not None and "not valid JSON" in info.allocation_error
+    assert cache.pod_info("uid-of-no-pod") is None
     assert node_of(cache).requested[names.CPU] == 1000
     assert gpu_used(cache, "n1") == {}
     assert any(r.getMessage() == "Ignoring malformed device allocation" for r in caplog.records)

@@ -1,0 +1,115 @@
+"""`tessera scheduler`: the device-aware scheduler (see docs/user/scheduler.md).
+
+Flags become a `SchedulerSettings`; `scheduler.service.run` does the rest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from apis import names
+from apis.errors import ConfigError
+from kube import ClientSettings, LeaderElectionSettings
+from kube.leaderelection import identity_from_env
+from scheduler.service import (
+    ADDRESS_ENV,
+    BinderSettings,
+    GRPCSettings,
+    HTTPSettings,
+    QueueSettings,
+    SchedulerSettings,
+    TLSSettings,
+    default_address,
+)
+from scheduler.service import (
+    run as run_service,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    ClientSettings.add_arguments(parser)
+    parser.add_argument("--config", type=Path, metavar="FILE", help="scheduler configuration: profiles, plugins, args")
+    election = parser.add_argument_group("leader election (run several replicas; only the leader schedules)")
+    election.add_argument("--leader-elect", action="store_true", help="campaign for a Lease before scheduling")
+    election.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
+    election.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
+    election.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
+    election.add_argument("--leader-elect-resource-name", default=names.SCHEDULER_NAME, metavar="NAME")
+    election.add_argument("--leader-elect-resource-namespace", default="kube-system", metavar="NAMESPACE")
+    serving = parser.add_argument_group("serving")
+    serving.add_argument(
+        "--grpc-address",
+        default=None,
+        metavar="ADDRESS",
+        help=f"gRPC API: unix:///path, /path or HOST:PORT; '' turns it off (default ${ADDRESS_ENV}, "
+        f"else {default_address({})} for this user)",
+    )
+    serving.add_argument("--grpc-tls-cert", type=Path, metavar="FILE", help="serve gRPC over TLS with this certificate")
+    serving.add_argument("--grpc-tls-key", type=Path, metavar="FILE", help="the certificate's private key")
+    serving.add_argument("--grpc-tls-client-ca", type=Path, metavar="FILE", help="require client certificates")
+    serving.add_argument(
+        "--http-address",
+        default="127.0.0.1:10251",
+        metavar="HOST:PORT",
+        help="diagnostics, /metrics, /healthz, /readyz ('' turns it off; default 127.0.0.1:10251)",
+    )
+    serving.add_argument(
+        "--http-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here once serving"
+    )
+    serving.add_argument("--debug-scores", type=int, default=0, metavar="N", help="log the top-N score table per pod")
+    tuning = parser.add_argument_group("tuning")
+    tuning.add_argument("--pod-initial-backoff", type=float, default=1.0, metavar="SECONDS")
+    tuning.add_argument("--pod-max-backoff", type=float, default=10.0, metavar="SECONDS")
+    tuning.add_argument("--pod-max-unschedulable", type=float, default=300.0, metavar="SECONDS")
+    tuning.add_argument("--bind-workers", type=int, default=16, metavar="N", help="bindings in flight at once")
+    tuning.add_argument("--seed", type=int, default=0, help="seed of score tie-breaking")
+
+
+def settings_from(args: argparse.Namespace) -> SchedulerSettings:
+    """Raises ConfigError for flags that do not go together."""
+    tls = None
+    if args.grpc_tls_cert or args.grpc_tls_key:
+        if not (args.grpc_tls_cert and args.grpc_tls_key):
+            raise ConfigError("--grpc-tls-cert and --grpc-tls-key go together")
+        tls = TLSSettings(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_tls_client_ca)
+    elif args.grpc_tls_client_ca:
+        raise ConfigError("--grpc-tls-client-ca needs --grpc-tls-cert and --grpc-tls-key")
+    election = None
+    if args.leader_elect:
+        election = LeaderElectionSettings(
+            lease_name=args.leader_elect_resource_name,
+            namespace=args.leader_elect_resource_namespace,
+            identity=identity_from_env(),
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        )
+    address = args.grpc_address if args.grpc_address is not None else default_address(dict(os.environ))
+    return SchedulerSettings(
+        client=ClientSettings.from_args(args, user_agent=names.SCHEDULER_NAME),
+        config_file=args.config,
+        leader_election=election,
+        grpc=GRPCSettings(address=address, tls=tls),
+        http=HTTPSettings(
+            address=args.http_address, debug_top_n_scores=args.debug_scores, address_file=args.http_address_file
+        ),
+        queue=QueueSettings(
+            initial_backoff=args.pod_initial_backoff,
+            max_backoff=args.pod_max_backoff,
+            max_unschedulable=args.pod_max_unschedulable,
+        ),
+        binder=BinderSettings(workers=args.bind_workers),
+        seed=args.seed,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from(args)
+    except ConfigError as e:
+        print(f"tessera scheduler: {e}", file=sys.stderr)
+        return 1
+    return run_service(settings)

@@ -1,0 +1,297 @@
+"""Asynchronous binding: PreBind's annotation patch and the Binding, off the scheduling thread.
+
+The scheduling loop decides, reserves in the cache and hands a `Placement` to the `Binder`;
+worker threads do the two API calls, so a slow API server delays bindings, never the next
+cycle. Each binding ends in exactly one of:
+
+- **bound**: the assumed pod stays in the cache (the informer's update confirms it) and leaves
+  the queue;
+- **undone**: the devices reserved for it are released, the assumption forgotten, and the pod
+  goes back to the queue with backoff (or is dropped when it was deleted);
+- **adopted**: the API server says the pod is bound somewhere else (someone else bound it): the
+  cache takes the API's version instead of ours.
+
+Before binding, the `device-allocated` annotation is made exactly what this cycle decided (set,
+or removed when the pod gets no devices), so a bound pod's annotation always matches the
+devices the cache reserved for it. When the Binding's outcome is unknown (the connection broke,
+a 5xx, a 409) the binder asks the API server what happened and acts on the answer; until it
+knows, the pod stays assumed — its devices held — because releasing them for a pod that is in
+fact bound could hand a GPU to two pods. Assumed pods never expire by time here either.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from apis import names
+from apis.core import Pod
+from apis.errors import TesseraError
+from kube import Backoff, errors
+from kube.logs import V
+from scheduler.cache import ClusterCache, PodInfo
+from scheduler.framework import CycleState, Framework
+from scheduler.framework.interfaces import ExtensionPoint
+from scheduler.framework.runtime import PointObserver
+from scheduler.framework.status import Code
+from scheduler.service.metrics import SchedulerMetrics
+from scheduler.service.podapi import PodAPI
+from scheduler.service.queue import POD_DELETED, QueueName, SchedulingQueue
+from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
+
+__all__ = ["Binder", "Placement", "annotations_for"]
+
+log = logging.getLogger(__name__)
+
+_VERIFY_BACKOFF = Backoff(initial=0.2, maximum=10.0)
+
+
+@dataclass(slots=True)
+class Placement:
+    """A pod reserved on a node by one scheduling cycle, on its way to being bound."""
+
+    pod: PodInfo
+    node: str
+    framework: Framework
+    state: CycleState
+    #: What PreBind asked for; the device-allocated key is always set or removed (None).
+    annotations: Mapping[str, str | None]
+    attempts: int
+    first_seen: float
+    observe: PointObserver | None = None
+
+    @property
+    def uid(self) -> str:
+        return self.pod.ident
+
+    def undo(self, cache: ClusterCache) -> None:
+        """Release what Reserve took and forget the assumption (cache lock held). Idempotent."""
+        self.framework.run_unreserve(self.state, self.pod, self.node)
+        self.framework.remove_waiting(self.uid)
+        cache.forget(self.uid)
+
+
+def annotations_for(pod: Pod, requested: Mapping[str, str]) -> dict[str, str | None]:
+    """PreBind's annotations, plus the removal of a device-allocated annotation the pod carries
+    but this cycle did not ask for (a stale one, or one someone else wrote)."""
+    out: dict[str, str | None] = dict(requested)
+    if names.ANNOTATION_DEVICE_ALLOCATED not in out and names.ANNOTATION_DEVICE_ALLOCATED in pod.annotations:
+        out[names.ANNOTATION_DEVICE_ALLOCATED] = None
+    return out
+
+
+class Binder:
+    def __init__(
+        self,
+        api: PodAPI,
+        *,
+        lock: threading.RLock,
+        cache: ClusterCache,
+        queue: SchedulingQueue,
+        reporter: FailureReporter,
+        metrics: SchedulerMetrics,
+        workers: int = 16,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._api = api
+        self._lock = lock
+        self._cache = cache
+        self._queue = queue
+        self._reporter = reporter
+        self._metrics = metrics
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scheduler-binder")
+        self._stop = threading.Event()
+        self._idle = threading.Condition()
+        self._in_flight = 0
+
+    @property
+    def in_flight(self) -> int:
+        return self._in_flight
+
+    def submit(self, placement: Placement) -> None:
+        """Bind in the background. The pod must be assumed and reserved in the cache."""
+        with self._idle:
+            self._in_flight += 1
+        self._queue.mark(placement.uid, QueueName.BINDING)
+        self._executor.submit(self._run, placement)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True once no binding is in flight."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._in_flight:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        return True
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Let started bindings finish (up to `timeout`), drop those not started. Idempotent.
+
+        A dropped binding leaves its pod assumed; that is only safe because the process exits
+        next (a restart rebuilds everything from the API).
+        """
+        self.wait_idle(timeout)
+        self._stop.set()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # --- one binding --------------------------------------------------------------------------------
+    def _run(self, placement: Placement) -> None:
+        try:
+            self._bind(placement)
+        except Exception:
+            # A bug on our side: we cannot tell whether the Binding went through, so ask.
+            log.exception("Binding failed unexpectedly", extra={"pod": placement.pod.key, "node": placement.node})
+            self._resolve(placement, "unexpected error")
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
+
+    def _bind(self, placement: Placement) -> None:
+        pod = placement.pod.pod
+        start = time.perf_counter()
+        try:
+            if placement.annotations:
+                self._api.annotate(pod, placement.annotations)
+        except errors.NotFound:
+            self._gone(placement)
+            return
+        except errors.Conflict:
+            self._gone(placement)  # the UID no longer matches: the pod was deleted and re-created
+            return
+        except errors.APIError as e:
+            # Not bound (we never posted the Binding); an annotation that did get written is
+            # overwritten or removed by the next attempt before that one binds.
+            self._observe(placement, ExtensionPoint.PRE_BIND, Code.ERROR, start)
+            self._fail(placement, _reason(e), f"Binding rejected: {e}")
+            return
+        start = self._observe(placement, ExtensionPoint.PRE_BIND, Code.SUCCESS, start)
+        with self._lock:
+            status = placement.framework.run_bind(placement.state, placement.pod, placement.node)
+        if status.code is not Code.SKIP:
+            self._observe(placement, ExtensionPoint.BIND, status.code, start)
+            if status.is_success:
+                self._bound(placement, None)
+            else:
+                self._fail(placement, f"plugin {status.plugin}", f"Binding rejected: {status.message}")
+            return
+        try:
+            self._api.bind(pod, placement.node)
+        except errors.NotFound:
+            self._gone(placement)
+            return
+        except (errors.Conflict, errors.ServerError, errors.TooManyRequests) as e:
+            # 409: bound already (by whom?) or replaced; 5xx / no answer: maybe bound. Ask.
+            self._observe(placement, ExtensionPoint.BIND, Code.ERROR, start)
+            self._resolve(placement, _reason(e))
+            return
+        except errors.APIError as e:
+            self._observe(placement, ExtensionPoint.BIND, Code.ERROR, start)
+            self._fail(placement, _reason(e), f"Binding rejected: {e}")
+            return
+        self._observe(placement, ExtensionPoint.BIND, Code.SUCCESS, start)
+        self._bound(placement, None)
+
+    def _resolve(self, placement: Placement, reason: str) -> None:
+        """The Binding's outcome is unknown: read the pod until the API server answers."""
+        key = placement.pod.key
+        delays = _VERIFY_BACKOFF.delays()
+        namespace, name = placement.pod.pod.namespace, placement.pod.pod.name
+        while True:
+            try:
+                current = self._api.get(namespace, name)
+                break
+            except TesseraError as e:
+                if not isinstance(e, errors.APIError):  # the pod no longer parses: asking again will not help
+                    log.error(
+                        "Cannot tell whether the pod was bound; it stays assumed", extra={"pod": key, "error": str(e)}
+                    )
+                    return
+                if self._stop.is_set():
+                    log.warning("Binding outcome unknown at shutdown; the pod stays assumed", extra={"pod": key})
+                    return
+                delay = next(delays)
+                log.warning(
+                    "Cannot read the pod to learn whether it was bound; retrying",
+                    extra={"pod": key, "error": str(e), "retryIn": f"{delay:.2f}s"},
+                )
+                self._stop.wait(delay)
+        if current is None or current.uid != placement.uid:
+            self._gone(placement)
+        elif not current.node_name:
+            self._fail(placement, reason, f"Binding failed ({reason}); will retry")
+        elif current.node_name == placement.node and _same_allocation(current, placement):
+            log.log(V(2), "The Binding went through after all", extra={"pod": key, "node": placement.node})
+            self._bound(placement, current)
+        else:
+            self._adopt(placement, current)
+
+    # --- outcomes -----------------------------------------------------------------------------------
+    def _bound(self, placement: Placement, current: Pod | None) -> None:
+        with self._lock:
+            self._cache.finish_binding(placement.uid, now=self._clock())
+            if current is not None:
+                self._cache.add_pod(current)  # what the API has; the informer's copy will agree
+            placement.framework.run_post_bind(placement.state, placement.pod, placement.node)
+        self._queue.done(placement.uid)
+        self._reporter.forget(placement.uid)
+        self._metrics.bound(attempts=placement.attempts, e2e_seconds=self._clock() - placement.first_seen)
+        log.log(V(2), "Bound pod", extra={"pod": placement.pod.key, "node": placement.node})
+
+    def _fail(self, placement: Placement, reason: str, message: str) -> None:
+        self._release(placement)
+        self._metrics.bind_failed(reason)
+        log.warning(
+            "Binding failed; pod requeued", extra={"pod": placement.pod.key, "node": placement.node, "error": message}
+        )
+        self._queue.requeue(placement.uid, unschedulable=False, message=message)
+        self._reporter.unschedulable(placement.pod.pod, message, reason=REASON_SCHEDULER_ERROR)
+
+    def _gone(self, placement: Placement) -> None:
+        self._release(placement)
+        self._metrics.bind_failed("NotFound")
+        self._queue.delete(placement.uid)
+        self._reporter.forget(placement.uid)
+        log.log(V(2), "Pod deleted before it was bound", extra={"pod": placement.pod.key})
+
+    def _adopt(self, placement: Placement, current: Pod) -> None:
+        self._release(placement, current)
+        self._metrics.bind_failed("BoundElsewhere")
+        self._queue.done(placement.uid)
+        self._reporter.forget(placement.uid)
+        log.warning(
+            "Pod was bound by someone else; keeping the API's placement",
+            extra={"pod": placement.pod.key, "node": current.node_name, "ours": placement.node},
+        )
+
+    def _release(self, placement: Placement, current: Pod | None = None) -> None:
+        """Undo the placement (taking the API's `current` version of the pod into the cache when
+        given), then let pods that waited for the room it held try again (kube does the same)."""
+        with self._lock:
+            placement.undo(self._cache)
+            if current is not None:
+                self._cache.add_pod(current)
+        self._queue.move(POD_DELETED)
+
+    def _observe(self, placement: Placement, point: ExtensionPoint, code: Code, start: float) -> float:
+        now = time.perf_counter()
+        if placement.observe is not None:
+            placement.observe(point, code, now - start)
+        return now
+
+
+def _reason(error: errors.APIError) -> str:
+    """A short, bounded label for metrics: the error class (NotFound, Conflict, Unreachable, ...)."""
+    return type(error).__name__
+
+
+def _same_allocation(current: Pod, placement: Placement) -> bool:
+    wanted = placement.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED)
+    return current.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED) == wanted

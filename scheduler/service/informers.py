@@ -1,0 +1,226 @@
+"""Informers for nodes, pods and Device CRs, wired into the cache and the scheduling queue.
+
+What each change means to the scheduler, in one place:
+
+- **assigned pods** (any scheduler's, and ours after binding) go into the cache, which accounts
+  their devices from their `device-allocated` annotation — so pods bound before a restart or by
+  another scheduler hold their GPUs. A pod this scheduler assumed is confirmed by the same call.
+- **pending pods** with one of our profiles' `schedulerName` go into the queue. They never touch
+  the cache: the only pending pods it holds are the ones we assumed ourselves, and a pending
+  pod's annotation (say, left by a binding that failed) accounts for nothing.
+- **deletions** (and pods reaching Succeeded/Failed, which the field selector turns into
+  deletions) leave the cache and the queue; an assigned pod leaving frees room, so pods it may
+  help are moved out of the unschedulable queue, as are those a node or Device change may help.
+
+Bad input never stops anything and is said where users look: a pod or Device CR that does not
+parse gets a Warning Event naming the field (the informer keeps the last good version); an
+assigned pod whose `device-allocated` annotation cannot be read gets one too, since the devices
+it uses are then unknown to the scheduler.
+
+Handlers run on the informers' dispatcher threads and take the cache lock only for the cache
+call itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from apis import names
+from apis.core import Node, Pod
+from apis.device import Device
+from apis.errors import TesseraError
+from kube import Client, EventRecorder, Informer, ObjectReference, resources
+from scheduler.cache import ClusterCache
+from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
+from scheduler.service.queue import POD_DELETED, SchedulingQueue
+from scheduler.service.reporter import FailureReporter
+
+__all__ = ["ClusterFeed"]
+
+log = logging.getLogger(__name__)
+
+#: Terminal pods hold nothing; the server turns a pod that stops matching into a DELETED event.
+NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+REASON_INVALID_OBJECT = "FailedParsing"
+REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
+
+_NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
+_NODE_UPDATE = ClusterEvent(EventResource.NODE, EventAction.UPDATE)
+_DEVICE_ADD = ClusterEvent(EventResource.DEVICE, EventAction.ADD)
+_DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
+
+
+class ClusterFeed:
+    """Owns the three informers (one list and one watch each); `start()`, `wait_for_sync()`, `stop()`."""
+
+    def __init__(
+        self,
+        client: Client,
+        *,
+        lock: threading.RLock,
+        cache: ClusterCache,
+        queue: SchedulingQueue,
+        profiles: frozenset[str],
+        recorder: EventRecorder,
+        reporter: FailureReporter,
+    ) -> None:
+        self._lock = lock
+        self._cache = cache
+        self._queue = queue
+        self._profiles = profiles
+        self._recorder = recorder
+        self._reporter = reporter
+        self.pods: Informer[Pod] = Informer(
+            client, resources.PODS, parse=self._parse_pod, field_selector=NON_TERMINAL_PODS
+        )
+        self.nodes: Informer[Node] = Informer(client, resources.NODES, parse=Node.from_dict)
+        self.devices: Informer[Device] = Informer(client, names.DEVICES, parse=self._parse_device)
+        self.nodes.add_handlers(self._node_added, self._node_updated, self._node_deleted)
+        self.devices.add_handlers(self._device_added, self._device_updated, self._device_deleted)
+        self.pods.add_handlers(self._pod_added, self._pod_updated, self._pod_deleted)
+
+    def start(self) -> None:
+        """Start the node and Device informers; pods follow once those have synced (`wait_for_sync`),
+        so bound pods are accounted against the devices they name from the first moment."""
+        self.nodes.start()
+        self.devices.start()
+
+    def wait_for_sync(self, timeout: float | None = None) -> bool:
+        """Wait for nodes and Devices, start the pod informer, wait for it. False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for informer in (self.nodes, self.devices, self.pods):
+            if not informer.started:
+                informer.start()
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not informer.wait_for_sync(remaining):
+                return False
+        return True
+
+    @property
+    def synced(self) -> bool:
+        return self.pods.has_synced and self.nodes.has_synced and self.devices.has_synced
+
+    def stop(self) -> None:
+        for informer in (self.pods, self.devices, self.nodes):
+            informer.stop()
+
+    def pod(self, namespace: str, name: str) -> Pod | None:
+        return self.pods.store.get(f"{namespace}/{name}")
+
+    # --- parsing: bad objects are skipped by the informer, and said on the object ---------------------
+    def _parse_pod(self, raw: dict[str, Any]) -> Pod:
+        try:
+            return Pod.from_dict(raw)
+        except TesseraError as e:
+            spec = _mapping(raw, "spec")
+            if spec.get("nodeName") or spec.get("schedulerName") in self._profiles:
+                self._warn_raw(raw, "Pod", "v1", f"the scheduler cannot read this pod: {e}")
+            raise
+
+    def _parse_device(self, raw: dict[str, Any]) -> Device:
+        try:
+            return Device.from_dict(raw)
+        except TesseraError as e:
+            self._warn_raw(
+                raw,
+                names.DEVICES.kind,
+                names.DEVICES.api_version,
+                f"the scheduler cannot read this Device; it keeps using the last valid version: {e}",
+            )
+            raise
+
+    def _warn_raw(self, raw: Mapping[str, Any], kind: str, api_version: str, message: str) -> None:
+        meta = _mapping(raw, "metadata")
+        ref = ObjectReference(
+            kind,
+            str(meta.get("name", "")),
+            str(meta.get("namespace", "")),
+            str(meta.get("uid", "")),
+            api_version,
+        )
+        self._recorder.warning(ref, REASON_INVALID_OBJECT, message)
+
+    # --- nodes and devices ------------------------------------------------------------------------------
+    def _node_added(self, node: Node) -> None:
+        with self._lock:
+            self._cache.add_node(node)
+        self._queue.move(_NODE_ADD)
+
+    def _node_updated(self, old: Node, new: Node) -> None:
+        with self._lock:
+            self._cache.update_node(new)
+        if _node_schedulable_view(old) != _node_schedulable_view(new):
+            self._queue.move(_NODE_UPDATE)
+
+    def _node_deleted(self, node: Node) -> None:
+        with self._lock:
+            self._cache.remove_node(node.name)
+
+    def _device_added(self, device: Device) -> None:
+        with self._lock:
+            self._cache.add_device(device)
+        self._queue.move(_DEVICE_ADD)
+
+    def _device_updated(self, old: Device, new: Device) -> None:
+        with self._lock:
+            self._cache.update_device(new)
+        if old.devices != new.devices:
+            self._queue.move(_DEVICE_UPDATE)
+
+    def _device_deleted(self, device: Device) -> None:
+        with self._lock:
+            self._cache.remove_device(device.node_name)
+
+    # --- pods ---------------------------------------------------------------------------------------
+    def _pod_added(self, pod: Pod) -> None:
+        self._pod_changed(None, pod)
+
+    def _pod_updated(self, old: Pod, new: Pod) -> None:
+        self._pod_changed(old, new)
+
+    def _pod_changed(self, old: Pod | None, pod: Pod) -> None:
+        uid = pod.uid or pod.key
+        if pod.node_name:
+            with self._lock:
+                self._cache.add_pod(pod)
+                info = self._cache.pod_info(uid)
+            if self._queue.done(uid) is not None:
+                self._reporter.forget(uid)
+            if info is not None and info.allocation_error and (old is None or _allocation(old) != _allocation(pod)):
+                self._recorder.warning(
+                    ObjectReference.of(pod),
+                    REASON_INVALID_ALLOCATION,
+                    f"{info.allocation_error}; the scheduler does not know which devices this pod uses",
+                )
+        elif pod.is_deleting:
+            self._queue.delete(uid)
+        elif pod.scheduler_name in self._profiles:
+            self._queue.add(pod)
+
+    def _pod_deleted(self, pod: Pod) -> None:
+        uid = pod.uid or pod.key
+        with self._lock:
+            held = self._cache.pod_node(uid) is not None  # bound, or assumed by us and being bound
+            self._cache.remove_pod(pod)
+        self._queue.delete(uid)
+        self._reporter.forget(uid)
+        if held:
+            self._queue.move(POD_DELETED)
+
+
+def _node_schedulable_view(node: Node) -> tuple[object, ...]:
+    """What of a Node can change whether pods fit (not its heartbeat or resourceVersion)."""
+    return (node.allocatable, node.labels, node.taints, node.unschedulable, node.ready)
+
+
+def _mapping(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = raw.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def _allocation(pod: Pod) -> str | None:
+    return pod.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED)

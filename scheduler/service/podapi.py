@@ -1,0 +1,82 @@
+"""The scheduler's writes to pods: annotate, bind, read back, report unschedulable.
+
+One seam (`PodAPI`) between the scheduling service and the API server, so the binder and the
+failure reporter say *what* they write and `KubePodAPI` says *how* (paths, patch types,
+preconditions). Every write names the pod's UID, so a pod deleted and re-created under the same
+name is never annotated or bound by mistake (409 Conflict instead). Tests wrap a `KubePodAPI` to
+inject faults such as a binding whose response is lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol
+
+from apis.core import Pod
+from apis.meta import now_rfc3339
+from kube import Client, errors, resources
+
+__all__ = ["POD_SCHEDULED", "KubePodAPI", "PodAPI"]
+
+#: The pod condition kube-scheduler owns.
+POD_SCHEDULED = "PodScheduled"
+
+
+class PodAPI(Protocol):
+    def annotate(self, pod: Pod, changes: Mapping[str, str | None], *, resource_version: str = "") -> None:
+        """Set (or, for None, remove) annotations. With `resource_version`, only if the pod is still
+        at that version (else kube.Conflict). Raises kube.APIError."""
+
+    def bind(self, pod: Pod, node: str) -> None:
+        """Post the Binding. Raises kube.Conflict when the pod is already bound (or was replaced)."""
+
+    def get(self, namespace: str, name: str) -> Pod | None:
+        """The pod as the API server has it now; None when it does not exist."""
+
+    def set_condition(self, pod: Pod, *, status: str, reason: str, message: str) -> None:
+        """Write the pod's PodScheduled condition (the status subresource)."""
+
+
+class KubePodAPI:
+    """`PodAPI` over `kube` (merge patches carry the UID as a precondition)."""
+
+    def __init__(self, client: Client) -> None:
+        self._pods = client.resource(resources.PODS)
+
+    def annotate(self, pod: Pod, changes: Mapping[str, str | None], *, resource_version: str = "") -> None:
+        meta: dict[str, object] = {"uid": pod.uid, "annotations": dict(changes)}
+        if resource_version:
+            meta["resourceVersion"] = resource_version
+        self._pods.patch(pod.name, {"metadata": meta}, namespace=pod.namespace)
+
+    def bind(self, pod: Pod, node: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        self._pods.post(pod.name, "binding", body, namespace=pod.namespace)
+
+    def get(self, namespace: str, name: str) -> Pod | None:
+        try:
+            return Pod.from_dict(self._pods.get(name, namespace=namespace))
+        except errors.NotFound:
+            return None
+
+    def set_condition(self, pod: Pod, *, status: str, reason: str, message: str) -> None:
+        condition = {
+            "type": POD_SCHEDULED,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": now_rfc3339(),
+        }
+        self._pods.patch(
+            pod.name,
+            {"metadata": {"uid": pod.uid}, "status": {"conditions": [condition]}},
+            namespace=pod.namespace,
+            patch_type=resources.STRATEGIC_MERGE_PATCH,
+            subresource="status",
+        )

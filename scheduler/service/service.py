@@ -1,0 +1,248 @@
+"""The scheduler service: the scheduling core connected to a cluster, assembled in one place.
+
+    informers ──► cache ◄── scheduling loop ──► binder ──► API server
+        │           ▲             ▲    │
+        └──► queue ─┘─────────────┘    └──► failure reporter (condition, Event)
+    inspector (reads cache, queue) ◄── gRPC API, diagnostics HTTP
+
+One `threading.RLock` guards the cache and the frameworks (the core is not thread-safe): the
+informers' handlers, the scheduling cycle, the binder's bookkeeping and the inspector take it;
+API calls never happen under it. `SchedulerService` only wires parts together and orders their
+start and stop; `scheduler.service.run` adds signals and exit codes for the command line, and
+tests and the benchmark use the service directly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
+
+from apis.errors import ConfigError
+from kube import Client, EventRecorder
+from scheduler.cache import ClusterCache
+from scheduler.core import build_frameworks
+from scheduler.framework import Framework, PluginRef, SchedulerConfig
+from scheduler.framework.interfaces import ClusterEvent, EnqueueExtension, ExtensionPoint
+from scheduler.framework.runtime import Registry
+from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
+from scheduler.service.binder import Binder
+from scheduler.service.grpc_server import GRPCServer
+from scheduler.service.http_server import DiagnosticsServer, Health
+from scheduler.service.informers import ClusterFeed
+from scheduler.service.inspector import Inspector
+from scheduler.service.leader import Leadership
+from scheduler.service.loop import SchedulingLoop
+from scheduler.service.metrics import SchedulerMetrics
+from scheduler.service.podapi import KubePodAPI, PodAPI
+from scheduler.service.queue import Interest, SchedulingQueue
+from scheduler.service.reporter import FailureReporter
+from scheduler.service.scoretable import DebugFlags
+from scheduler.service.settings import SchedulerSettings
+
+__all__ = ["SchedulerService"]
+
+log = logging.getLogger(__name__)
+
+
+class SchedulerService:
+    def __init__(
+        self,
+        settings: SchedulerSettings,
+        client: Client,
+        *,
+        config: SchedulerConfig | None = None,
+        registry: Registry = REGISTRY,
+        default_plugins: tuple[PluginRef, ...] = DEFAULT_PLUGINS,
+        pod_api: PodAPI | None = None,
+        on_lost_leadership: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Build every part (nothing starts). Raises ConfigError for a bad profile or setting."""
+        settings.validate()
+        config = config if config is not None else SchedulerConfig()
+        self.settings = settings
+        self.lock = threading.RLock()
+        self.cache = ClusterCache()
+        self.registry = CollectorRegistry()
+        self.debug = DebugFlags(settings.http.debug_top_n_scores)
+        self.metrics = SchedulerMetrics(
+            self.registry,
+            # Read at scrape time, when every part exists.
+            queue_lengths=lambda: self.queue.lengths(),  # noqa: PLW0108
+            cache_sizes=lambda: self.inspector.cache_sizes(),  # noqa: PLW0108
+            is_leader=lambda: self.leadership.is_leader,
+        )
+        self.frameworks: Mapping[str, Framework] = build_frameworks(
+            config,
+            self.cache,
+            registry=registry,
+            default_plugins=default_plugins,
+            seed=settings.seed,
+            observer=self.metrics.observer,
+        )
+        q = settings.queue
+        self.queue = SchedulingQueue(
+            interest=_interest(self.frameworks),
+            clock=clock,
+            initial_backoff=q.initial_backoff,
+            max_backoff=q.max_backoff,
+            max_unschedulable=q.max_unschedulable,
+        )
+        self.recorder = EventRecorder(client, settings.component)
+        self.pod_api = pod_api if pod_api is not None else KubePodAPI(client)
+        self.reporter = FailureReporter(
+            self.pod_api, self.recorder, event_interval=settings.binder.event_interval, clock=clock
+        )
+        self.binder = Binder(
+            self.pod_api,
+            lock=self.lock,
+            cache=self.cache,
+            queue=self.queue,
+            reporter=self.reporter,
+            metrics=self.metrics,
+            workers=settings.binder.workers,
+            clock=clock,
+        )
+        self.loop = SchedulingLoop(
+            lock=self.lock,
+            cache=self.cache,
+            frameworks=self.frameworks,
+            queue=self.queue,
+            binder=self.binder,
+            reporter=self.reporter,
+            metrics=self.metrics,
+            debug=self.debug,
+            clock=clock,
+        )
+        self.feed = ClusterFeed(
+            client,
+            lock=self.lock,
+            cache=self.cache,
+            queue=self.queue,
+            profiles=frozenset(self.frameworks),
+            recorder=self.recorder,
+            reporter=self.reporter,
+        )
+        self.leadership = Leadership(
+            client,
+            settings.leader_election,
+            on_started=self.loop.start,
+            on_lost=on_lost_leadership or self.loop.stop,
+        )
+        self.inspector = Inspector(
+            lock=self.lock,
+            cache=self.cache,
+            frameworks=self.frameworks,
+            queue=self.queue,
+            lookup=self.feed.pod,
+            fetch=self.pod_api.get,
+            is_leader=lambda: self.leadership.is_leader,
+        )
+        self.grpc = GRPCServer(settings.grpc, self.inspector) if settings.grpc.address else None
+        self.http = (
+            DiagnosticsServer(
+                settings.http.address,
+                inspector=self.inspector,
+                debug=self.debug,
+                registry=self.registry,
+                health=Health(live=self._liveness, ready=self._readiness),
+            )
+            if settings.http.address
+            else None
+        )
+
+    def start(self) -> None:
+        """Serve, sync the informers, then lead or follow. Raises ConfigError when a server
+        cannot bind or the informers do not sync within `settings.sync_timeout`."""
+        if self.http is not None:
+            self.http.start()
+            if self.settings.http.address_file is not None:
+                _write_atomically(self.settings.http.address_file, self.http.address + "\n")
+        if self.grpc is not None:
+            self.grpc.start()
+        self.reporter.start()
+        self.feed.start()
+        started = time.monotonic()
+        if not self.feed.wait_for_sync(self.settings.sync_timeout):
+            raise ConfigError(f"the informers did not sync within {self.settings.sync_timeout:.0f}s")
+        log.info(
+            "Caches synced",
+            extra={
+                "nodes": len(self.feed.nodes.store),
+                "pods": len(self.feed.pods.store),
+                "devices": len(self.feed.devices.store),
+                "seconds": f"{time.monotonic() - started:.2f}",
+            },
+        )
+        if self.grpc is not None:
+            self.grpc.set_serving(True)
+        self.leadership.start()
+
+    def stop(self) -> None:
+        """Stop scheduling, let bindings in flight finish, then step down and stop everything.
+
+        The Lease is released only after the last binding, so a successor never schedules while
+        this replica still binds. Idempotent.
+        """
+        started = time.monotonic()
+        self.queue.close()  # wakes the loop at once
+        self.loop.stop()
+        self.binder.stop()
+        self.leadership.stop()
+        self.reporter.stop()
+        self.feed.stop()
+        self.recorder.close()
+        if self.grpc is not None:
+            self.grpc.stop()
+        if self.http is not None:
+            self.http.stop()
+        log.info("Stopped", extra={"seconds": f"{time.monotonic() - started:.2f}"})
+
+    def __enter__(self) -> SchedulerService:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _liveness(self) -> str:
+        return "the scheduling loop crashed" if self.loop.crashed else ""
+
+    def _readiness(self) -> str:
+        return "" if self.feed.synced else "the informers have not synced yet"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Readers see the whole content or no file at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+def _interest(frameworks: Mapping[str, Framework]) -> Interest:
+    """Which cluster events concern which plugins, from their EnqueueExtension (kube's rule: a
+    plugin that registers none is interested in everything)."""
+    registered: dict[str, tuple[ClusterEvent, ...] | None] = {}
+    for framework in frameworks.values():
+        for point in ExtensionPoint:
+            for name in framework.plugin_names(point):
+                plugin = framework.plugin(name)
+                registered[name] = plugin.events_to_register() if isinstance(plugin, EnqueueExtension) else None
+
+    def interested(plugins: frozenset[str], event: ClusterEvent) -> bool:
+        for name in plugins:
+            events = registered.get(name)
+            if events is None:
+                return True
+            if any(e.resource is event.resource and event.action & e.action for e in events):
+                return True
+        return False
+
+    return interested

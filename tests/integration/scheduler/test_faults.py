@@ -1,0 +1,351 @@
+"""Bindings that go wrong, and bad input, against a real API server.
+
+The scheduler runs in this process here so that its writes can fail on purpose: `FaultyPodAPI`
+wraps the real `KubePodAPI` and, once per pod, loses a response after the API server applied the
+Binding, refuses a request, binds the pod elsewhere first, or deletes the pod first. Whatever
+happens, no GPU may end up held twice and every pod that can be bound is bound.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+import pytest
+
+from apis import names
+from apis.core import Pod
+from apis.device import Device
+from kube import Client, crds, errors, resources
+from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
+from scheduler.cache import PodInfo
+from scheduler.framework import SUCCESS, CycleState, PluginRef, Status
+from scheduler.framework.interfaces import PermitPlugin
+from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
+from scheduler.service import GRPCSettings, HTTPSettings, QueueSettings, SchedulerService, SchedulerSettings
+from scheduler.service.podapi import KubePodAPI
+from tests.support.waiting import wait_for
+
+from .conftest import (
+    GPU_HALF,
+    PodWatch,
+    assert_no_device_shared_beyond_capacity,
+    condition,
+    create_gpu_nodes,
+    create_namespace,
+    create_pod,
+    wait_for_event,
+)
+
+pytestmark = pytest.mark.integration
+
+Fault = Callable[[Pod], None]
+
+
+class FaultyPodAPI:
+    """The real pod API, with one-shot faults per pod name and call."""
+
+    def __init__(self, real: KubePodAPI) -> None:
+        self.real = real
+        self.before_annotate: dict[str, Fault] = {}
+        self.instead_of_bind: dict[str, Callable[[Pod, str], None]] = {}
+
+    def annotate(self, pod: Pod, changes: Mapping[str, str | None], *, resource_version: str = "") -> None:
+        fault = self.before_annotate.pop(pod.name, None)
+        if fault is not None:
+            fault(pod)
+        self.real.annotate(pod, changes, resource_version=resource_version)
+
+    def bind(self, pod: Pod, node: str) -> None:
+        fault = self.instead_of_bind.pop(pod.name, None)
+        if fault is not None:
+            fault(pod, node)
+        else:
+            self.real.bind(pod, node)
+
+    def get(self, namespace: str, name: str) -> Pod | None:
+        return self.real.get(namespace, name)
+
+    def set_condition(self, pod: Pod, *, status: str, reason: str, message: str) -> None:
+        self.real.set_condition(pod, status=status, reason=reason, message=message)
+
+
+@pytest.fixture
+def apiserver() -> Iterator[EmbeddedAPIServer]:
+    with run_apiserver() as server:
+        server.install_crds()
+        yield server
+
+
+@pytest.fixture
+def faulty(client: Client) -> FaultyPodAPI:
+    return FaultyPodAPI(KubePodAPI(client))
+
+
+@pytest.fixture
+def service(client: Client, faulty: FaultyPodAPI) -> Iterator[SchedulerService]:
+    settings = SchedulerSettings(
+        grpc=GRPCSettings(address=""),
+        http=HTTPSettings(address=""),
+        queue=QueueSettings(initial_backoff=0.05, max_backoff=0.2),
+    )
+    with SchedulerService(settings, client, pod_api=faulty) as svc:
+        yield svc
+
+
+@pytest.fixture
+def ns(client: Client) -> str:
+    return create_namespace(client)
+
+
+def holders(svc: SchedulerService, node: str) -> dict[int, set[str]]:
+    with svc.lock:
+        return {u.minor: {h.pod for h in u.holders} for u in svc.cache.device_usage(node) if u.type.value == "gpu"}
+
+
+def bind_failures(svc: SchedulerService, reason: str) -> float:
+    value = svc.registry.get_sample_value("tessera_scheduler_bind_failures_total", {"reason": reason})
+    return value or 0.0
+
+
+def test_a_binding_whose_answer_was_lost_counts_as_bound(
+    client: Client, ns: str, faulty: FaultyPodAPI, service: SchedulerService
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    watch = PodWatch(client, ns)
+
+    def bind_then_drop_the_answer(pod: Pod, node: str) -> None:
+        faulty.real.bind(pod, node)
+        raise errors.Unreachable("connection reset by peer")
+
+    faulty.instead_of_bind["seven"] = bind_then_drop_the_answer
+    try:
+        create_pod(client, ns, "seven", {names.NVIDIA_GPU: "7"})
+        watch.wait_bound(1)
+        create_pod(client, ns, "one", {names.NVIDIA_GPU: "1"})
+        create_pod(client, ns, "one-too-many", {names.NVIDIA_GPU: "1"})
+        pods = watch.wait_for(
+            lambda pods: (
+                sum(1 for p in pods if p.node_name) == 2
+                and any(p.name == "one-too-many" and condition(p) is not None for p in pods)
+            ),
+            "one more pod bound and one reported unschedulable",
+        )
+    finally:
+        watch.stop()
+    assert_no_device_shared_beyond_capacity(client, pods)
+    assert {p.name for p in pods if p.node_name} == {"seven", "one"}
+    assert sum(len(h) for h in holders(service, "f-a").values()) == 8
+    assert bind_failures(service, "Unreachable") == 0  # resolved by reading the pod back: it was bound
+
+
+def test_a_refused_binding_is_undone_and_retried(
+    client: Client, ns: str, faulty: FaultyPodAPI, service: SchedulerService
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    watch = PodWatch(client, ns)
+
+    def refuse(pod: Pod, node: str) -> None:
+        raise errors.ServerError("etcdserver: request timed out", status=503)
+
+    faulty.instead_of_bind["p"] = refuse
+    try:
+        create_pod(client, ns, "p", GPU_HALF)
+        (pod,) = watch.wait_bound(1)
+    finally:
+        watch.stop()
+    assert bind_failures(service, "ServerError") == 1
+    assert_no_device_shared_beyond_capacity(client, [pod])
+    held = {minor: pods for minor, pods in holders(service, "f-a").items() if pods}
+    assert list(held.values()) == [{f"{ns}/p"}]
+
+
+def test_a_pod_bound_by_someone_else_is_adopted(
+    client: Client, ns: str, faulty: FaultyPodAPI, service: SchedulerService
+) -> None:
+    create_gpu_nodes(client, "f-a", "f-b")
+    watch = PodWatch(client, ns)
+
+    def someone_else_was_faster(pod: Pod, node: str) -> None:
+        other = "f-b" if node == "f-a" else "f-a"
+        faulty.real.bind(pod, other)
+        faulty.real.bind(pod, node)  # 409: already assigned
+
+    faulty.instead_of_bind["p"] = someone_else_was_faster
+    try:
+        create_pod(client, ns, "p", GPU_HALF)
+        (pod,) = watch.wait_bound(1)
+    finally:
+        watch.stop()
+    uid = pod.uid
+    chosen = "f-a" if pod.node_name == "f-b" else "f-b"
+
+    def adopted() -> bool:
+        with service.lock:
+            on_its_node = service.cache.pod_node(uid) == pod.node_name and not service.cache.is_assumed(uid)
+        # ... and the reservation on the node we chose is released.
+        return on_its_node and not any(holders(service, chosen).values())
+
+    # This process's informer and binder learn it a moment after the test's own watch did.
+    wait_for(adopted, what="the pod in the cache where the API server has it", timeout_s=90)
+    wait_for(lambda: bind_failures(service, "BoundElsewhere") == 1, what="the binder to adopt the pod", timeout_s=90)
+
+
+def test_a_rejected_annotation_is_retried(
+    client: Client, ns: str, faulty: FaultyPodAPI, service: SchedulerService
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    watch = PodWatch(client, ns)
+
+    def reject(pod: Pod) -> None:
+        raise errors.Invalid("admission webhook denied the request", status=422)
+
+    faulty.before_annotate["p"] = reject
+    try:
+        create_pod(client, ns, "p", GPU_HALF)
+        watch.wait_bound(1)
+    finally:
+        watch.stop()
+    assert bind_failures(service, "Invalid") == 1
+
+
+def test_a_pod_deleted_while_being_bound_releases_its_devices(
+    client: Client, ns: str, faulty: FaultyPodAPI, service: SchedulerService
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    watch = PodWatch(client, ns)
+    deleted: list[str] = []
+
+    def delete_first(pod: Pod) -> None:
+        client.resource(resources.PODS).delete(pod.name, namespace=pod.namespace)
+        deleted.append(pod.uid)
+
+    faulty.before_annotate["gone"] = delete_first
+    try:
+        create_pod(client, ns, "gone", {names.NVIDIA_GPU: "8"})
+        create_pod(client, ns, "next", {names.NVIDIA_GPU: "8"})
+        (pod,) = watch.wait_for(
+            lambda pods: len(pods) == 1 and all(p.node_name for p in pods), "the next pod bound in its place"
+        )
+    finally:
+        watch.stop()
+    assert pod.name == "next" and deleted
+    with service.lock:
+        assert service.cache.pod_node(deleted[0]) is None
+    assert all(h == {f"{ns}/next"} for h in holders(service, "f-a").values())
+
+
+def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, service: SchedulerService) -> None:
+    (device,) = create_gpu_nodes(client, "f-a")
+    watch = PodWatch(client, ns)
+    try:
+        # A bound pod whose device-allocated annotation cannot be read.
+        create_pod(
+            client,
+            ns,
+            "garbled",
+            {names.NVIDIA_GPU: "1"},
+            annotations={names.ANNOTATION_DEVICE_ALLOCATED: "{not json"},
+            node_name="f-a",
+        )
+        (event,) = wait_for_event(client, ns, "garbled", "InvalidDeviceAllocation")
+        assert "not valid JSON" in str(event["message"]) and event["type"] == "Warning"
+        # An invalid request: the reason names the rule it breaks.
+        create_pod(client, ns, "invalid", {names.GPU_CORE: "150", names.GPU_MEMORY_RATIO: "150"})
+        pods = watch.wait_for(
+            lambda pods: any(p.name == "invalid" and condition(p) is not None for p in pods), "invalid reported"
+        )
+        _, reason, message = condition(next(p for p in pods if p.name == "invalid")) or ("", "", "")
+        assert reason == "Unschedulable"
+        assert message == (
+            "0/1 nodes are available: invalid device request: koordinator.sh/gpu-core=150 "
+            "must be <= 100 or a multiple of 100."
+        )
+        # A Device CR broken by its writer: said on the object, the last valid version stays in use.
+        broken = device.to_dict()
+        broken["spec"]["devices"][0]["minor"] = "zero"
+        client.resource(names.DEVICES).update(broken)
+        (event,) = wait_for_event(client, "default", device.meta.name, "FailedParsing")
+        assert "minor" in str(event["message"]) and "last valid version" in str(event["message"])
+        create_pod(client, ns, "still-works", GPU_HALF)
+        watch.wait_for(lambda pods: any(p.name == "still-works" and p.node_name for p in pods), "still-works bound")
+    finally:
+        watch.stop()
+    assert service.loop.running
+    current: Device = service.feed.devices.store.get("f-a")  # type: ignore[assignment]
+    assert current.devices == device.devices
+    assert crds.devices(client).api.get("f-a")["spec"]["devices"][0]["minor"] == "zero"
+
+
+class Gate(PermitPlugin):
+    """Holds pods labelled `gate` at Permit (as gang scheduling holds members) for up to 1.5 s."""
+
+    name = "Gate"
+
+    def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        return Status.wait(1.5) if "gate" in pod.pod.labels else SUCCESS
+
+
+def test_pods_held_at_permit_are_bound_when_allowed_and_released_when_timed_out(
+    client: Client, ns: str, faulty: FaultyPodAPI
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    settings = SchedulerSettings(grpc=GRPCSettings(address=""), http=HTTPSettings(address=""))
+    registry = {**REGISTRY, Gate.name: lambda args, handle: Gate()}
+    service = SchedulerService(
+        settings, client, registry=registry, default_plugins=(*DEFAULT_PLUGINS, PluginRef(Gate.name)), pod_api=faulty
+    )
+    watch = PodWatch(client, ns)
+    try:
+        service.start()
+        framework = service.frameworks[names.SCHEDULER_NAME]
+        create_pod(client, ns, "allowed", {names.NVIDIA_GPU: "4"}, labels={"gate": "1"})
+        create_pod(client, ns, "timed-out", {names.NVIDIA_GPU: "4"}, labels={"gate": "1"})
+        create_pod(client, ns, "later", {names.NVIDIA_GPU: "4"})
+        watch.wait_for(lambda pods: len(pods) == 3, "three pods")
+        uid = watch.pod("allowed").uid
+        wait_for(lambda: framework.waiting_pod(uid) is not None, what="allowed to wait at Permit", timeout_s=90)
+        with service.lock:
+            waiting = framework.waiting_pod(uid)
+            assert waiting is not None
+            waiting.allow(Gate.name)
+        pods = watch.wait_for(
+            lambda pods: {p.name for p in pods if p.node_name} == {"allowed", "later"}, "allowed and later bound"
+        )
+        # timed-out held 4 GPUs at Permit until its time was up; then later got them.
+        timeout = "rejected due to timeout after waiting at permit by Gate"
+        wait_for_event(client, ns, "timed-out", "FailedScheduling", timeout)
+    finally:
+        watch.stop()
+        service.stop()
+    assert_no_device_shared_beyond_capacity(client, pods)
+
+
+def test_retries_write_neither_the_condition_nor_the_event_again(
+    client: Client, ns: str, service: SchedulerService
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    watch = PodWatch(client, ns)
+    try:
+        create_pod(client, ns, "nine", {names.NVIDIA_GPU: "9"})
+        pods = watch.wait_for(lambda pods: bool(pods) and condition(pods[0]) is not None, "the first report")
+        wait_for_event(client, ns, "nine", "FailedScheduling")
+        reported = pods[0].meta.resource_version
+        uid = pods[0].uid
+
+        def attempts() -> int:
+            queued = service.queue.get(uid)
+            return queued.attempts if queued is not None else 0
+
+        for i in range(3):  # Device changes that concern DeviceShare: each one retries the pod
+            before = attempts()
+            changed = crds.devices(client).get("f-a").to_dict()
+            changed["spec"]["devices"][0]["labels"] = {"round": str(i)}
+            client.resource(names.DEVICES).update(changed)
+            wait_for(lambda before=before: attempts() > before, what=f"retry {i + 1}", timeout_s=90)
+        assert service.reporter.wait_idle(30)
+        service.recorder.flush(30)
+    finally:
+        watch.stop()
+    assert watch.pod("nine").meta.resource_version == reported  # the same condition is not written again
+    events = client.resource(resources.EVENTS).list(namespace=ns).items
+    assert [e["count"] for e in events if e["reason"] == "FailedScheduling"] == [1]
