@@ -30,6 +30,8 @@ Obj = dict[str, Any]
 #: Kinds that are not namespaced.
 CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding"})
 WORKLOAD_KINDS = frozenset({"Deployment", "DaemonSet"})
+#: The workload each component runs in.
+WORKLOADS = {"scheduler": "tessera-scheduler", "controller": "tessera-controller", "agent": "tessera-agent"}
 
 
 @dataclass(frozen=True)
@@ -189,3 +191,11 @@ def mounted_file(m: Manifest, container: Obj, path: str) -> tuple[Obj, str]:
     assert best is not None, f"{m}: {path} is on no volume of container {container['name']}"
     volume, mount_path = best
     return volume, str(target.relative_to(mount_path))
+
+
+def host_path(m: Manifest, container: Obj, path: str | PurePosixPath | Path) -> str:
+    """Where `path` inside a container is on the node (it must be on a hostPath volume)."""
+    volume, rest = mounted_file(m, container, str(path))
+    assert "hostPath" in volume, f"{path} should be on a hostPath volume"
+    base = str(volume["hostPath"]["path"])
+    return base if rest == "." else f"{base}/{rest}"

@@ -31,8 +31,6 @@ SERVED_PATHS = {
     "controller": {"/healthz", "/readyz", "/metrics"},
     "agent": {"/healthz", "/metrics"},
 }
-#: The workload each component runs in.
-WORKLOADS = {"scheduler": "tessera-scheduler", "controller": "tessera-controller", "agent": "tessera-agent"}
 
 
 def served(sub: str, settings: Any) -> dict[str, tuple[str, int]]:
@@ -62,8 +60,8 @@ def probe_port(container: Obj, probe: Obj) -> int:
 
 def test_every_component_runs_in_exactly_one_workload() -> None:
     subs = sorted(manifests.subcommand(c) for _, c in manifests.all_containers())
-    assert subs == sorted(WORKLOADS)
-    for sub, name in WORKLOADS.items():
+    assert subs == sorted(manifests.WORKLOADS)
+    for sub, name in manifests.WORKLOADS.items():
         assert [manifests.subcommand(c) for c in manifests.containers(manifests.workload(name))] == [sub]
 
 
@@ -151,7 +149,7 @@ def test_the_controller_serves_the_paths_the_manifests_use() -> None:
 
 @pytest.mark.parametrize("sub", ["scheduler", "controller"])
 def test_replicas_elect_a_leader_in_tessera_system(sub: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    m = manifests.workload(WORKLOADS[sub])
+    m = manifests.workload(manifests.WORKLOADS[sub])
     (container,) = manifests.containers(m)
     settings = manifests.settings(container, monkeypatch)
     election = settings.leader_election if sub == "scheduler" else settings.manager.leader_election
@@ -175,7 +173,7 @@ def config_map_file(m: Manifest, container: Obj, path: Path) -> str:
 
 
 def test_the_scheduler_config_loads_and_builds(monkeypatch: pytest.MonkeyPatch) -> None:
-    m = manifests.workload(WORKLOADS["scheduler"])
+    m = manifests.workload(manifests.WORKLOADS["scheduler"])
     (container,) = manifests.containers(m)
     settings = manifests.settings(container, monkeypatch)
     assert settings.config_file is not None
@@ -185,7 +183,7 @@ def test_the_scheduler_config_loads_and_builds(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_agent_qos_config_parses_and_enables_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    m = manifests.workload(WORKLOADS["agent"])
+    m = manifests.workload(manifests.WORKLOADS["agent"])
     (container,) = manifests.containers(m)
     settings = manifests.settings(container, monkeypatch)
     assert settings.qos.config_path is not None
@@ -198,30 +196,22 @@ def test_the_agent_qos_config_parses_and_enables_nothing(monkeypatch: pytest.Mon
 # --- the agent sees the host ---------------------------------------------------------------------------
 
 
-def host_path(m: Manifest, container: Obj, path: Path) -> str:
-    """Where `path` inside the agent's container is on the node."""
-    volume, rest = manifests.mounted_file(m, container, str(path))
-    assert "hostPath" in volume, f"{path} should be on a hostPath volume"
-    base = volume["hostPath"]["path"]
-    return base if rest == "." else f"{base}/{rest}"
-
-
 def test_the_agent_is_the_node_it_runs_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    (container,) = manifests.containers(manifests.workload(WORKLOADS["agent"]))
+    (container,) = manifests.containers(manifests.workload(manifests.WORKLOADS["agent"]))
     assert manifests.field_env(container)["NODE_NAME"] == "spec.nodeName"
     assert manifests.settings(container, monkeypatch).node_name == manifests.DOWNWARD_EXAMPLES["spec.nodeName"]
 
 
 def test_the_agent_reads_the_hosts_proc_dev_and_cgroups(monkeypatch: pytest.MonkeyPatch) -> None:
-    m = manifests.workload(WORKLOADS["agent"])
+    m = manifests.workload(manifests.WORKLOADS["agent"])
     (container,) = manifests.containers(m)
     spec = manifests.pod_spec(m)
     settings = manifests.settings(container, monkeypatch)
-    assert host_path(m, container, settings.metrics.proc_root) == "/proc"
+    assert manifests.host_path(m, container, settings.metrics.proc_root) == "/proc"
     # RDMA device nodes are answered to the runtime proxy as host paths: same path in both.
-    assert host_path(m, container, settings.hooks.dev_root) == str(settings.hooks.dev_root) == "/dev"
+    assert manifests.host_path(m, container, settings.hooks.dev_root) == str(settings.hooks.dev_root) == "/dev"
     # Node QoS finds the cgroup mounts in /proc/self/mounts: the host's tree must be there.
-    assert host_path(m, container, Path("/sys/fs/cgroup")) == "/sys/fs/cgroup"
+    assert manifests.host_path(m, container, Path("/sys/fs/cgroup")) == "/sys/fs/cgroup"
     # sysfs: the container's own, which is the host's for a privileged pod in the host network
     # namespace (PCI devices, and the host's interfaces under /sys/class/net).
     assert settings.discovery.sysfs_root == Path("/sys")
@@ -233,7 +223,7 @@ def test_the_agent_reads_the_hosts_proc_dev_and_cgroups(monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize("sub", ["scheduler", "controller"])
 def test_control_plane_pods_run_unprivileged(sub: str) -> None:
-    m = manifests.workload(WORKLOADS[sub])
+    m = manifests.workload(manifests.WORKLOADS[sub])
     pod = manifests.pod_spec(m)
     (container,) = manifests.containers(m)
     assert pod["securityContext"]["runAsNonRoot"] is True

@@ -14,7 +14,6 @@ from agent.runtimeproxy import hookconfig
 from agent.runtimeproxy.settings import DEFAULT_RUNTIME_ENDPOINT
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import DEPLOY
-from tests.unit.deploy.test_commands import WORKLOADS, host_path
 
 NODE = DEPLOY / "node"
 HOOK_CONFIG = NODE / "hookserver.d" / "tessera-agent.json"
@@ -68,11 +67,11 @@ def test_the_hook_config_loads_with_the_proxys_loader() -> None:
 
 
 def test_the_hook_config_points_at_the_agents_socket_on_the_host(monkeypatch: pytest.MonkeyPatch) -> None:
-    m = manifests.workload(WORKLOADS["agent"])
+    m = manifests.workload(manifests.WORKLOADS["agent"])
     (container,) = manifests.containers(m)
     socket = manifests.settings(container, monkeypatch).hooks.socket_path
     config = hookconfig.parse(HOOK_CONFIG.read_text(), source=str(HOOK_CONFIG))
-    assert str(unixsocket.path_of(config.endpoint)) == host_path(m, container, socket)
+    assert str(unixsocket.path_of(config.endpoint)) == manifests.host_path(m, container, socket)
 
 
 def test_the_unit_runs_a_runtime_proxy_the_cli_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -106,3 +105,7 @@ def test_kubelet_is_told_the_socket_the_proxy_listens_on(monkeypatch: pytest.Mon
 
 def test_the_proxy_forwards_to_containerds_default_socket(monkeypatch: pytest.MonkeyPatch) -> None:
     assert proxy_settings(monkeypatch).runtime_endpoint == DEFAULT_RUNTIME_ENDPOINT
+
+
+def test_the_doc_shows_the_units_command_line() -> None:
+    assert f"`{' '.join(proxy_command())}`" in DEPLOY_DOC.read_text()
