@@ -1,0 +1,206 @@
+"""RBAC: each component's ServiceAccount may make exactly the calls its code makes, no more.
+
+`NEEDED` lists every (verb, API group, resource, namespace, name) a component calls, each with
+the code that calls it. The test evaluates the shipped Roles and bindings the way the API
+server's RBAC authorizer does and checks both directions: every needed call is allowed, and
+every grant is one that is needed. A component that starts calling something new fails here
+until its row and its Role are added together.
+"""
+
+from dataclasses import dataclass
+
+import pytest
+
+from apis import names
+from tests.unit.deploy import manifests
+from tests.unit.deploy.manifests import NAMESPACE, Manifest
+
+#: namespace None: every namespace (a ClusterRole bound cluster-wide), or a cluster-scoped resource.
+ALL = None
+#: name None: any object of the resource.
+ANY = None
+CORE = ""
+DEVICES = (names.DEVICES.group, names.DEVICES.plural)
+LEASES = ("coordination.k8s.io", "leases")
+
+
+@dataclass(frozen=True)
+class Call:
+    verb: str
+    group: str
+    resource: str  # "pods", or "pods/binding" for a subresource
+    namespace: str | None = ALL
+    name: str | None = ANY
+
+
+def calls(verbs: str, group: str, resource: str, namespace: str | None = ALL, name: str | None = ANY) -> set[Call]:
+    return {Call(verb, group, resource, namespace, name) for verb in verbs.split()}
+
+
+def leader_election(lease: str) -> set[Call]:
+    # kube/leaderelection.py LeaderElector: get the Lease, create it when missing, update it to
+    # acquire, renew and release. RBAC cannot limit create by name.
+    return calls("create", *LEASES, NAMESPACE) | calls("get update", *LEASES, NAMESPACE, lease)
+
+
+NEEDED: dict[str, set[Call]] = {
+    "tessera-scheduler": (
+        # scheduler/service/informers.py ClusterFeed: Informers (list + watch) of pods, nodes, Devices.
+        calls("list watch", CORE, "pods")
+        | calls("list watch", CORE, "nodes")
+        | calls("list watch", *DEVICES)
+        # scheduler/service/podapi.py KubePodAPI: get (read back), annotate (patch),
+        # set_condition (patch pods/status), bind (create pods/binding).
+        | calls("get patch", CORE, "pods")
+        | calls("patch", CORE, "pods/status")
+        | calls("create", CORE, "pods/binding")
+        # kube/events.py EventRecorder: create, then patch the count of a repeat. FailedScheduling
+        # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
+        | calls("create patch", CORE, "events")
+        | leader_election(names.SCHEDULER_NAME)
+    ),
+    "tessera-controller": (
+        # controller/noderesources/reconciler.py add_to_manager: Informers of Nodes and Devices;
+        # NodeResourcesReconciler._write: patch nodes/status (resources) and nodes (labels).
+        calls("list watch patch", CORE, "nodes")
+        | calls("patch", CORE, "nodes/status")
+        | calls("list watch", *DEVICES)
+        # controller/runtime/manager.py EventRecorder: its Events are about Nodes and Devices,
+        # cluster-scoped objects, whose Events kube/events.py puts in `default`.
+        | calls("create patch", CORE, "events", "default")
+        | leader_election("tessera-controller")
+    ),
+    "tessera-agent": (
+        # agent/app.py: the Informer of the node's pods (list + watch, all namespaces: RBAC has
+        # no field selectors); the Node's labels for the QoS config (get nodes).
+        calls("list watch", CORE, "pods")
+        | calls("get", CORE, "nodes")
+        # agent/reporter.py DeviceReporter: get, create or update (PUT) the node's Device CR, and
+        # get the Node for its uid (the owner reference).
+        | calls("get create update", *DEVICES)
+        # The owner reference sets blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
+        # admission plugin allows only with update on the owner's finalizers.
+        | calls("update", CORE, "nodes/finalizers")
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Grant:
+    verbs: frozenset[str]
+    groups: frozenset[str]
+    resources: frozenset[str]
+    names: frozenset[str]  # empty: any name
+    namespace: str | None  # None: every namespace (ClusterRoleBinding)
+    source: str
+
+    def allows(self, call: Call) -> bool:
+        scope_ok = self.namespace is None or self.namespace == call.namespace
+        name_ok = not self.names or (call.name is not None and call.name in self.names)
+        return (
+            scope_ok
+            and name_ok
+            and (call.verb in self.verbs or "*" in self.verbs)
+            and (call.group in self.groups or "*" in self.groups)
+            and (call.resource in self.resources or "*" in self.resources)
+        )
+
+    def calls(self) -> set[Call]:
+        """Every call this grant allows, spelled as NEEDED spells them."""
+        return {
+            Call(verb, group, resource, self.namespace, name)
+            for verb in self.verbs
+            for group in self.groups
+            for resource in self.resources
+            for name in (sorted(self.names) or [ANY])
+        }
+
+
+def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
+    """The rules bound to a ServiceAccount, with where they apply, as the RBAC authorizer sees them."""
+    found = []
+    for binding in manifests.of_kind("ClusterRoleBinding", "RoleBinding"):
+        subjects = binding.obj.get("subjects") or []
+        if not any(
+            s["kind"] == "ServiceAccount" and s["name"] == service_account and s["namespace"] == namespace
+            for s in subjects
+        ):
+            continue
+        ref = binding.obj["roleRef"]
+        role = manifests.find(ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
+        assert role is not None, f"{binding}: role {ref['name']} not found"
+        for rule in role.obj.get("rules") or []:
+            assert "nonResourceURLs" not in rule, f"{role}: no component calls non-resource URLs"
+            found.append(
+                Grant(
+                    frozenset(rule["verbs"]),
+                    frozenset(rule["apiGroups"]),
+                    frozenset(rule["resources"]),
+                    frozenset(rule.get("resourceNames") or ()),
+                    binding.namespace if binding.kind == "RoleBinding" else None,
+                    f"{role} via {binding}",
+                )
+            )
+    return found
+
+
+def allowed(service_account: str, call: Call) -> bool:
+    return any(g.allows(call) for g in grants_of(service_account))
+
+
+@pytest.mark.parametrize("service_account", sorted(NEEDED))
+def test_every_call_the_component_makes_is_allowed(service_account: str) -> None:
+    refused = sorted((call for call in NEEDED[service_account] if not allowed(service_account, call)), key=str)
+    assert refused == []
+
+
+@pytest.mark.parametrize("service_account", sorted(NEEDED))
+def test_nothing_else_is_granted(service_account: str) -> None:
+    extra = sorted(
+        (
+            (call, g.source)
+            for g in grants_of(service_account)
+            for call in g.calls()
+            if call not in NEEDED[service_account]
+        ),
+        key=str,
+    )
+    assert extra == []
+
+
+@pytest.mark.parametrize("m", manifests.of_kind("Role", "ClusterRole"), ids=str)
+def test_no_wildcards(m: Manifest) -> None:
+    for rule in m.obj["rules"]:
+        assert "*" not in rule["verbs"] + rule["apiGroups"] + rule["resources"], rule
+
+
+def test_each_workload_runs_as_a_service_account_with_a_table() -> None:
+    accounts = sorted(manifests.pod_spec(w)["serviceAccountName"] for w in manifests.workloads())
+    assert accounts == sorted(NEEDED)
+    assert sorted(m.name for m in manifests.of_kind("ServiceAccount")) == sorted(NEEDED)
+
+
+@pytest.mark.parametrize(
+    ("workload", "lease"), [("tessera-scheduler", names.SCHEDULER_NAME), ("tessera-controller", "tessera-controller")]
+)
+def test_the_lease_in_the_table_is_the_one_the_component_uses(
+    workload: str, lease: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (container,) = manifests.containers(manifests.workload(workload))
+    settings = manifests.settings(container, monkeypatch)
+    election = getattr(settings, "leader_election", None) or settings.manager.leader_election
+    assert (election.namespace, election.lease_name) == (NAMESPACE, lease)
+    assert Call("update", *LEASES, NAMESPACE, lease) in NEEDED[workload]
+
+
+def test_the_evaluator_can_refuse() -> None:
+    # Examples of what must stay refused, so the evaluator is seen to say no.
+    assert not allowed("tessera-agent", Call("patch", CORE, "nodes"))
+    assert not allowed("tessera-agent", Call("create", CORE, "events", "default"))
+    assert not allowed("tessera-scheduler", Call("update", *DEVICES))
+    assert not allowed("tessera-scheduler", Call("update", *LEASES, NAMESPACE, "tessera-controller"))
+    assert not allowed("tessera-scheduler", Call("update", *LEASES, "kube-system", names.SCHEDULER_NAME))
+    assert not allowed("tessera-controller", Call("create", CORE, "events", "ml"))
+    assert not allowed("tessera-controller", Call("create", CORE, "pods/binding", "ml"))
+    for account in NEEDED:
+        assert not allowed(account, Call("get", CORE, "secrets", "ml"))
