@@ -54,6 +54,11 @@ class ComponentProcess:
     def returncode(self) -> int | None:
         return self._process.poll() if self._process is not None else None
 
+    def start(self, timeout: float = 60.0) -> object:
+        """Start it and return once it is ready; raise ConfigError (with the end of its log) when
+        it exits first or is not ready within `timeout`. Each component says how."""
+        raise NotImplementedError
+
     def _spawn(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
         """Start `python -m cli ARGS` in its own session, output appended to the log file."""
         if self.running:
@@ -111,11 +116,13 @@ class ComponentProcess:
 
     def wait_exit(self, timeout: float | None) -> int | None:
         """Wait for the process to exit by itself (`timeout` None: however long it takes): its exit
-        code, or None while it still runs or when none was started."""
-        if self._process is None:
+        code, or None while it still runs or when none was started. May wait in another thread
+        than the one driving the process (a supervisor), so `stop()` may end the wait."""
+        process = self._process
+        if process is None:
             return None
         try:
-            return self._process.wait(timeout)
+            return process.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
 
