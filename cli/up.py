@@ -156,13 +156,12 @@ def _run(settings: UpSettings, console: _Console) -> int:
         on_notice=lambda text: console.say(f"  {text}"),
     )
     signal.signal(signal.SIGTERM, _interrupt)  # stopped like Ctrl-C: everything shut down
-    simulated = f"{settings.nodes} simulated {settings.profile} node{'s' if settings.nodes != 1 else ''}"
-    console.say(f"tessera up: starting in {console.path(cluster.data_dir)} (this machine and {simulated})")
+    console.say(f"tessera up: starting in {console.path(cluster.data_dir)} ({_nodes_in_words(settings)})")
     try:
         try:
             cluster.start()
         except TesseraError as e:
-            console.say(f"tessera up: could not start: {e}")
+            print(f"tessera up: could not start: {e}", file=sys.stderr)
             return 1
         _print_components(console, cluster)
         console.say(f"Everything is up in {time.time() - started:.1f} s.")
@@ -173,12 +172,25 @@ def _run(settings: UpSettings, console: _Console) -> int:
     except KeyboardInterrupt:
         console.say()
     finally:
-        signal.signal(signal.SIGINT, _still_stopping(console))
-        signal.signal(signal.SIGTERM, _still_stopping(console))
+        _stop(console, cluster)
+    return 0
+
+
+def _nodes_in_words(settings: UpSettings) -> str:
+    parts = ["this machine"] if settings.local_agent else []
+    if settings.nodes:
+        parts.append(f"{settings.nodes} simulated {settings.profile} node{'s' if settings.nodes != 1 else ''}")
+    return " and ".join(parts)
+
+
+def _stop(console: _Console, cluster: LocalCluster) -> None:
+    """Stop what was started; a second Ctrl-C does not cut the shutdown short."""
+    signal.signal(signal.SIGINT, _still_stopping(console))
+    signal.signal(signal.SIGTERM, _still_stopping(console))
+    if cluster.owns_data_dir:
         console.say("Stopping …")
         cluster.stop()
         console.say("Stopped. Objects are kept in the data directory; tessera up there again resumes.")
-    return 0
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:

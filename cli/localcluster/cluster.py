@@ -64,6 +64,8 @@ class LocalCluster:
         self._supervised: dict[str, Supervised] = {}
         self._state_lock = threading.Lock()
         self._phase = "starting"
+        #: Set once no other `tessera up` runs on the data directory: from then on it is ours.
+        self.owns_data_dir = False
         self._created = state.process_created(os.getpid())
 
     @property
@@ -83,6 +85,7 @@ class LocalCluster:
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_over()
+        self.owns_data_dir = True
         self._write_state()
         self._start([components.apiserver(self.data_dir, port=self.settings.port)])
         server = self._components["apiserver"].process
@@ -94,7 +97,10 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Stop every component: first the others, all at once, then the API server they talk to
-        while they stop (releasing Leases, finishing bindings). Idempotent."""
+        while they stop (releasing Leases, finishing bindings). Idempotent; does nothing when
+        another `tessera up` owns the data directory."""
+        if not self.owns_data_dir:
+            return
         self._phase = "stopping"
         self._write_state()
         others = [s for name, s in self._supervised.items() if name != "apiserver"]
