@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from apis import allocation, names, resources
 from apis.core import Node, Pod
@@ -47,7 +47,7 @@ class DemoPod:
     #: No node can hold it: the demo is done when it has its reason, not a node.
     unschedulable: bool = False
 
-    def manifest(self) -> dict[str, object]:
+    def manifest(self) -> dict[str, Any]:
         return pod_manifest(
             self.name, self.requests, namespace=NAMESPACE, annotations=self.annotations, labels=_PART_OF
         )
