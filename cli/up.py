@@ -155,7 +155,9 @@ def _run(settings: UpSettings, console: _Console) -> int:
         on_event=lambda event: console.event(event, cluster.supervised(event.name).process.log_path),
         on_notice=lambda text: console.say(f"  {text}"),
     )
-    signal.signal(signal.SIGTERM, _interrupt)  # stopped like Ctrl-C: everything shut down
+    # Stopped like Ctrl-C, also where SIGINT came ignored (a background job of a script).
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     console.say(f"tessera up: starting in {console.path(cluster.data_dir)} ({_nodes_in_words(settings)})")
     try:
         try:

@@ -104,10 +104,12 @@ class LocalCluster:
         self._phase = "stopping"
         self._write_state()
         others = [s for name, s in self._supervised.items() if name != "apiserver"]
-        with futures.ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
-            list(pool.map(Supervised.stop, others))
-        if "apiserver" in self._supervised:
-            self._supervised["apiserver"].stop()
+        try:
+            with futures.ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
+                list(pool.map(Supervised.stop, others))
+        finally:
+            if "apiserver" in self._supervised:
+                self._supervised["apiserver"].stop()
         self._phase = "stopped"
         self._write_state()
 
@@ -194,5 +196,9 @@ class LocalCluster:
                     for name, c in self._components.items()
                 },
             )
-            state.write(self.data_dir, snapshot)
+            try:
+                state.write(self.data_dir, snapshot)
+            except OSError as e:  # the directory was removed under us: stopping must still stop everything
+                log.warning("Cannot write the state file", extra={"dataDir": str(self.data_dir), "error": str(e)})
+                return
         log.debug("Wrote the state file", extra={"phase": self._phase, "at": str(self.data_dir / state.FILE_NAME)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +73,23 @@ def up(workdir: Path) -> Iterator[Up]:
         yield running
         code = running.interrupt()
         assert code == 0, running.output()
+
+
+@pytest.fixture
+def start_up() -> Iterator[Callable[..., Up]]:
+    """Start `tessera up`s (`start_up(data_dir, "--demo")`); whatever a test leaves running of
+    them is stopped at its end."""
+    started: list[Up] = []
+
+    def start(data_dir: Path, *args: str) -> Up:
+        up = Up(data_dir, args)
+        started.append(up)
+        up.start()
+        return up
+
+    yield start
+    for up in started:
+        up.cleanup()
 
 
 @pytest.fixture(scope="module")

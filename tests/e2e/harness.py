@@ -5,7 +5,8 @@ official `kubernetes` client (a different client than the components use).
         cluster = up.cluster()                            # kubernetes.client APIs, parsed into apis types
         up.kubectl("get", "pods", "-A")                   # the real kubectl, with up's kubeconfig
         up.tessera("explain", "too-big", "-n", "x")       # the tessera CLI, finding this scheduler
-    # leaving the block sends SIGINT (Ctrl-C) and waits for a clean exit
+        assert up.interrupt() == 0                        # Ctrl-C: a clean stop
+    # leaving the block cleans up whatever the test left running
 
 The scheduler's gRPC API listens in the data directory (`TESSERA_SCHEDULER_ADDRESS`, which
 `tessera explain` reads too), so tests never touch the per-user default socket.
@@ -13,6 +14,7 @@ The scheduler's gRPC API listens in the data directory (`TESSERA_SCHEDULER_ADDRE
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -24,6 +26,7 @@ from types import TracebackType
 from typing import Any, Final
 
 import kubernetes
+import psutil
 
 from apis import names
 from apis.core import Node, Pod
@@ -59,8 +62,13 @@ class Up:
 
     @classmethod
     def started(cls, data_dir: Path, *args: str) -> Up:
+        """A started `tessera up`; cleaned up again when it does not get ready."""
         up = cls(data_dir, args)
-        up.start()
+        try:
+            up.start()
+        except BaseException:
+            up.cleanup()
+            raise
         return up
 
     def __enter__(self) -> Up:
@@ -69,8 +77,18 @@ class Up:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        """Whatever a test did: stop this `tessera up`, and kill what it left running (after it
+        was killed itself, or failed to stop), so no test leaves processes behind."""
         if self.running:
-            self.interrupt()
+            with contextlib.suppress(AssertionError):
+                self.interrupt()
+        current = state.read(self.data_dir)
+        for process in state.leftovers(current) if current is not None else []:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
 
     # --- the process ---------------------------------------------------------------------------------
     @property

@@ -4,6 +4,7 @@ directory, and cleaning up after a `tessera up` that was itself killed."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -66,9 +67,9 @@ def component_pids(current: UpState) -> list[int]:
     return [c.pid for c in current.components.values() if c.pid is not None]
 
 
-def test_demo_ctrl_c_and_resuming_on_the_same_data_directory(workdir: Path) -> None:
+def test_demo_ctrl_c_and_resuming_on_the_same_data_directory(workdir: Path, start_up: Callable[..., Up]) -> None:
     data_dir = workdir / "resume"
-    first = Up.started(data_dir, "--demo", "--nodes", "1")
+    first = start_up(data_dir, "--demo", "--nodes", "1")
     wait_for(lambda: demo_ready(first), timeout_s=TIMEOUT_S, what="the demo's table")
     assert f"Demo workload in namespace {demo.NAMESPACE} ({len(demo.DEMO_PODS)} pods submitted)" in first.output()
     assert "pending: 0/2 nodes are available: 2 Insufficient gpu devices." in first.output()
@@ -103,7 +104,7 @@ def test_demo_ctrl_c_and_resuming_on_the_same_data_directory(workdir: Path) -> N
     assert first.state().phase == "stopped"
 
     # Again on the same directory: the same objects, no second copy of the nodes or the demo.
-    again = Up.started(data_dir, "--demo", "--nodes", "1")
+    again = start_up(data_dir, "--demo", "--nodes", "1")
     wait_for(lambda: demo_ready(again), timeout_s=TIMEOUT_S, what="the demo's table again")
     assert f"(0 pods submitted; {len(demo.DEMO_PODS)} kept from an earlier run)" in again.output()
     resumed = objects(again)
@@ -116,8 +117,8 @@ def test_demo_ctrl_c_and_resuming_on_the_same_data_directory(workdir: Path) -> N
     orphans = component_pids(again.state())
     again.kill()
     assert all(running(pid) for pid in orphans)
-    with Up.started(data_dir, "--nodes", "1") as last:
-        assert f"stopped {len(orphans)} processes an earlier tessera up left running" in last.output()
-        assert [pid for pid in orphans if running(pid)] == []
-        assert objects(last).keys() >= kept.keys()
-        assert last.interrupt() == 0
+    last = start_up(data_dir, "--nodes", "1")
+    assert f"stopped {len(orphans)} processes an earlier tessera up left running" in last.output()
+    assert [pid for pid in orphans if running(pid)] == []
+    assert objects(last).keys() >= kept.keys()
+    assert last.interrupt() == 0
