@@ -34,7 +34,6 @@ __all__ = ["DEMO_PODS", "NAMESPACE", "DemoPod", "Placement", "placements", "rend
 
 NAMESPACE: Final = "tessera-demo"
 _PART_OF: Final = {"app.kubernetes.io/part-of": "tessera-demo"}
-_CONDITION_SCHEDULED: Final = "PodScheduled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +129,7 @@ def wait_placed(client: Client, timeout: float, pods: Sequence[DemoPod] = DEMO_P
     def done(current: list[Pod]) -> bool:
         by_name = {p.name: p for p in current}
         return all(
-            name in by_name and (by_name[name].node_name or (demo.unschedulable and _pending_reason(by_name[name])))
+            name in by_name and (by_name[name].node_name or (demo.unschedulable and by_name[name].pending_message))
             for name, demo in expected.items()
         )
 
@@ -146,13 +145,6 @@ class Placement:
     gpus: str = ""
     rdma: str = ""
     reason: str = ""
-
-
-def _pending_reason(pod: Pod) -> str:
-    for condition in pod.conditions:
-        if condition.type == _CONDITION_SCHEDULED and condition.status == "False":
-            return condition.message or condition.reason
-    return ""
 
 
 def _gpus(allocated: Sequence[allocation.DeviceAllocation]) -> str:
@@ -187,7 +179,7 @@ def placements(client: Client, pods: Sequence[DemoPod] = DEMO_PODS) -> list[Plac
             rows.append(Placement(demo.name, demo.asks, reason="not found (deleted?)"))
             continue
         if not pod.node_name:
-            rows.append(Placement(demo.name, demo.asks, reason=_pending_reason(pod) or "waiting for the scheduler"))
+            rows.append(Placement(demo.name, demo.asks, reason=pod.pending_message or "waiting for the scheduler"))
             continue
         try:
             devices = allocation.from_pod_annotations(pod.annotations, obj=pod.key)

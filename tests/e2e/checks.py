@@ -17,7 +17,7 @@ from apis.device import Device, DeviceInfo, DeviceType
 from apis.devicerequest import pod_device_requests
 from scheduler.service.benchmark import check_allocations
 
-__all__ = ["allocatable_problems", "allocation_problems", "gpus_of", "pending_reason"]
+__all__ = ["allocatable_problems", "allocation_problems", "gpus_of"]
 
 _MANAGED = (names.GPU_CORE, names.GPU_MEMORY, names.GPU_MEMORY_RATIO, names.KOORD_GPU, names.RDMA)
 
@@ -25,14 +25,6 @@ _MANAGED = (names.GPU_CORE, names.GPU_MEMORY, names.GPU_MEMORY_RATIO, names.KOOR
 def gpus_of(pod: Pod) -> list[int]:
     """The GPU minors a bound pod was given (its `device-allocated` annotation)."""
     return [a.minor for a in allocation.from_pod_annotations(pod.annotations).get(DeviceType.GPU, ())]
-
-
-def pending_reason(pod: Pod) -> str:
-    """The message of a `PodScheduled=False` condition, or ''."""
-    for condition in pod.conditions:
-        if condition.type == "PodScheduled" and condition.status == "False":
-            return condition.message
-    return ""
 
 
 def allocation_problems(pods: Iterable[Pod], devices: Mapping[str, Device]) -> list[str]:

@@ -20,7 +20,7 @@ from agent.testing import AgentProcess
 from apis import names
 from apis.core import Pod
 from apis.device import DeviceType
-from tests.e2e.checks import allocatable_problems, allocation_problems, gpus_of, pending_reason
+from tests.e2e.checks import allocatable_problems, allocation_problems, gpus_of
 from tests.e2e.conftest import MIXED, UNSCHEDULABLE, manifests, unique
 from tests.e2e.harness import Cluster, Up
 from tests.support import containerd, sockets
@@ -69,7 +69,7 @@ def test_thirty_mixed_pods_are_placed_on_devices_without_overcommit(up: Up, clus
     def settled() -> list[Pod] | None:
         pods = {p.name: p for p in cluster.pods(namespace)}
         others = [p for name, p in pods.items() if name != UNSCHEDULABLE]
-        if len(others) == 29 and all(p.phase == "Running" for p in others) and pending_reason(pods[UNSCHEDULABLE]):
+        if len(others) == 29 and all(p.phase == "Running" for p in others) and pods[UNSCHEDULABLE].pending_message:
             return list(pods.values())
         return None
 
@@ -78,8 +78,8 @@ def test_thirty_mixed_pods_are_placed_on_devices_without_overcommit(up: Up, clus
     assert converged(cluster)
     too_big = next(p for p in pods if p.name == UNSCHEDULABLE)
     assert not too_big.node_name
-    assert "0/4 nodes are available" in pending_reason(too_big)
-    assert "Insufficient gpu devices" in pending_reason(too_big)
+    assert "0/4 nodes are available" in too_big.pending_message
+    assert "Insufficient gpu devices" in too_big.pending_message
     explanation = up.tessera("explain", UNSCHEDULABLE, "-n", namespace)
     assert f"Pod {namespace}/{UNSCHEDULABLE}: pending" in explanation
     assert "Insufficient gpu devices" in explanation
@@ -131,7 +131,7 @@ def test_an_unhealthy_gpu_leaves_allocatable_and_new_pods_avoid_it(up: Up, clust
     def settled() -> list[Pod] | None:
         pods = cluster.pods(namespace)
         bound = [p for p in pods if p.node_name]
-        waiting = [p for p in pods if not p.node_name and pending_reason(p)]
+        waiting = [p for p in pods if not p.node_name and p.pending_message]
         return pods if len(bound) == len(healthy_free) and len(waiting) == 1 else None
 
     pods = wait_for(settled, timeout_s=TIMEOUT_S, what=f"{len(healthy_free)} pods bound on {node}, one pending")
@@ -141,15 +141,6 @@ def test_an_unhealthy_gpu_leaves_allocatable_and_new_pods_avoid_it(up: Up, clust
 
 
 # --- containerd: the runtime proxy injects what the scheduler decided -------------------------------------
-@pytest.fixture
-def ctrd() -> Iterator[containerd.Containerd]:
-    reason = containerd.unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"containerd end-to-end run skipped: {reason}")
-    with containerd.Containerd.start() as instance:
-        yield instance
-
-
 @pytest.fixture
 def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]]:
     """A node joined to the cluster the way a GPU node runs: an agent (simulated T4s, since this

@@ -1,8 +1,8 @@
 """Real containerd + runc, real hook servers, the real proxy: fixtures for the proxy's integration tests.
 
-One private containerd serves the whole session (`ctrd`); each test gets a `rig` with its own
-hook config directory and sockets, starts the hook servers and the proxy it needs, and talks to
-the proxy with a CRI client that plays kubelet. At teardown every pod the test made is removed
+One private containerd serves the whole session (`ctrd`, in tests/conftest.py); each test gets
+a `rig` with its own hook config directory and sockets, starts the hook servers and the proxy it
+needs, and talks to the proxy with a CRI client that plays kubelet. At teardown every pod the test made is removed
 and every server stopped, whether the test passed or not.
 """
 
@@ -34,15 +34,6 @@ MARK_ENV: Final = "TESSERA_TEST_MARK"
 
 def gpu_annotation(*minors: int) -> dict[str, str]:
     return {names.ANNOTATION_DEVICE_ALLOCATED: json.dumps({"gpu": [{"minor": m} for m in minors]})}
-
-
-@pytest.fixture(scope="session")
-def ctrd() -> Iterator[containerd.Containerd]:
-    reason = containerd.unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"real containerd tests skipped: {reason}")
-    with containerd.Containerd.start() as instance:
-        yield instance
 
 
 class Recorder(HookPlugin):
