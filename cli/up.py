@@ -111,8 +111,8 @@ class _Console:
         except ValueError:
             return str(absolute)
 
-    def event(self, event: SupervisorEvent, log_path: Path) -> None:
-        log = self.path(log_path)
+    def event(self, event: SupervisorEvent) -> None:
+        log = self.path(event.log) if event.log is not None else "none"
         if event.kind is EventKind.EXITED:
             self.say(f"! {event.name} {_how_it_ended(event.exit_code)}; restarting in {event.delay:.1f} s (log: {log})")
         elif event.kind is EventKind.START_FAILED:
@@ -151,8 +151,7 @@ def _run(settings: UpSettings, console: _Console) -> int:
     started = state.process_created(os.getpid())  # wall clock, so the interpreter's start counts too
     cluster = LocalCluster(
         settings,
-        scheduler_address=settings.scheduler_address,
-        on_event=lambda event: console.event(event, cluster.supervised(event.name).process.log_path),
+        on_event=console.event,
         on_notice=lambda text: console.say(f"  {text}"),
     )
     # Stopped like Ctrl-C, also where SIGINT came ignored (a background job of a script).
@@ -168,7 +167,10 @@ def _run(settings: UpSettings, console: _Console) -> int:
         _print_components(console, cluster)
         console.say(f"Everything is up in {time.time() - started:.1f} s.")
         if settings.demo:
-            _run_demo(console, cluster)
+            try:
+                _run_demo(console, cluster)
+            except TesseraError as e:  # the system is up: say what went wrong and stay up
+                console.say(f"! The demo failed: {e}")
         _print_try(console, cluster)
         threading.Event().wait()  # until Ctrl-C or SIGTERM
     except KeyboardInterrupt:
@@ -211,9 +213,9 @@ def _print_components(console: _Console, cluster: LocalCluster) -> None:
     for component in cluster.components:
         process = component.process
         where = process.url
-        state = component.state(0)
-        if state.grpc:
-            where += f"  gRPC {state.grpc}"
+        grpc = component.state(0).grpc
+        if grpc:
+            where += f"  gRPC {grpc}"
         rows.append((component.title, where, console.path(process.log_path)))
     width = [max(len(r[i]) for r in rows) for i in range(2)]
     for title, where, log in rows:
@@ -249,7 +251,10 @@ def _print_try(console: _Console, cluster: LocalCluster) -> None:
     console.say("  kubectl get nodes                 # Ready, with koordinator.sh/gpu-* in allocatable")
     console.say("  kubectl get devices -o yaml       # the Device CRs: each node's GPUs and NICs")
     console.say("  kubectl get pods -A -o wide")
-    console.say(f"  tessera explain too-big -n {demo.NAMESPACE}   # why a pod is pending")
+    if cluster.settings.demo:
+        console.say(f"  tessera explain too-big -n {demo.NAMESPACE}   # why a pod is pending")
+    else:
+        console.say("  tessera explain POD -n NAMESPACE  # why a pod is pending")
     console.say("  kubectl get nodes,devices,pods -A -o yaml > cluster.yaml")
     console.say("  tessera what-if -f cluster.yaml   # schedule pending pods (add -f your-pod.yaml) offline")
     if faulty is not None:

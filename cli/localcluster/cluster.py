@@ -26,8 +26,9 @@ from cli.localcluster import components, state
 from cli.localcluster.components import Component
 from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
 from cli.localcluster.supervisor import EventKind, Stopped, Supervised, SupervisorEvent
-from kube.apiserver.testing import EmbeddedAPIServer
+from kube.apiserver.testing import DEFAULT_CRDS
 from kube.client import Client
+from kube.crds import install_crds
 
 __all__ = ["LocalCluster"]
 
@@ -48,14 +49,12 @@ class LocalCluster:
         self,
         settings: UpSettings,
         *,
-        scheduler_address: str,
         on_event: Callable[[SupervisorEvent], None],
         on_notice: Callable[[str], None],
     ) -> None:
         self.settings = settings
         self.data_dir = settings.data_dir.resolve()
         self.kubeconfig = self.data_dir / "kubeconfig"
-        self.scheduler_address = scheduler_address
         self.local_node = local_node_name() if settings.local_agent else ""
         self.simulated_nodes = simulated_node_names(settings.nodes)
         self._on_event = on_event
@@ -69,11 +68,6 @@ class LocalCluster:
         self._created = state.process_created(os.getpid())
 
     @property
-    def nodes(self) -> list[str]:
-        """Every node this cluster runs an agent for."""
-        return [*([self.local_node] if self.local_node else []), *self.simulated_nodes]
-
-    @property
     def components(self) -> list[Component]:
         return list(self._components.values())
 
@@ -81,16 +75,16 @@ class LocalCluster:
         """Start everything and return once every component is ready.
 
         Raises ConfigError when another `tessera up` runs on the data directory, or naming each
-        component that did not start (with the end of its log); what did start is stopped then.
+        component that did not start (with the end of its log), APIError when the API server
+        refuses the CRDs. `stop()` then stops what did start.
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_over()
         self.owns_data_dir = True
         self._write_state()
         self._start([components.apiserver(self.data_dir, port=self.settings.port)])
-        server = self._components["apiserver"].process
-        assert isinstance(server, EmbeddedAPIServer)
-        server.install_crds()
+        with self.client() as client:
+            install_crds(client, DEFAULT_CRDS)
         self._start(self._node_and_control_plane())
         self._phase = "ready"
         self._write_state()
@@ -117,15 +111,12 @@ class LocalCluster:
         """A client of the API server (close it when done)."""
         return Client.from_kubeconfig(self.kubeconfig, user_agent=user_agent)
 
-    def supervised(self, name: str) -> Supervised:
-        return self._supervised[name]
-
     # --- start-up ----------------------------------------------------------------------------------
     def _node_and_control_plane(self) -> list[Component]:
         data, kubeconfig = self.data_dir, self.kubeconfig
         wanted = [
             components.controller(data, kubeconfig),
-            components.scheduler(data, kubeconfig, grpc_address=self.scheduler_address),
+            components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address),
         ]
         if self.local_node:
             wanted.append(components.local_agent(data, kubeconfig, node=self.local_node))

@@ -84,6 +84,8 @@ class SupervisorEvent:
     delay: float = 0.0
     #: Why a start failed (START_FAILED).
     message: str = ""
+    #: The process's log, where the details are.
+    log: Path | None = None
 
 
 class Supervised:
@@ -144,7 +146,11 @@ class Supervised:
                 self.process.stop(self._stop_timeout)
                 raise Stopped(self.name)
             self._started_at = time.monotonic()
-        self._on_event(SupervisorEvent(EventKind.STARTED, self.name, pid=self.process.pid, restarts=self.restarts))
+        self._on_event(
+            SupervisorEvent(
+                EventKind.STARTED, self.name, pid=self.process.pid, restarts=self.restarts, log=self.process.log_path
+            )
+        )
 
     def _watch(self) -> None:
         """Wait for the process to exit; start it again after a backoff; until `stop()`."""
@@ -158,7 +164,14 @@ class Supervised:
             delay = next(delays)
             log.warning("Component exited; restarting", extra={"component": self.name, "exitCode": code})
             self._on_event(
-                SupervisorEvent(EventKind.EXITED, self.name, exit_code=code, restarts=self.restarts, delay=delay)
+                SupervisorEvent(
+                    EventKind.EXITED,
+                    self.name,
+                    exit_code=code,
+                    restarts=self.restarts,
+                    delay=delay,
+                    log=self.process.log_path,
+                )
             )
             if not self._restart(delay, delays):
                 return
@@ -176,7 +189,12 @@ class Supervised:
                 log.warning("Component did not start; retrying", extra={"component": self.name})
                 self._on_event(
                     SupervisorEvent(
-                        EventKind.START_FAILED, self.name, restarts=self.restarts, delay=delay, message=str(e)
+                        EventKind.START_FAILED,
+                        self.name,
+                        restarts=self.restarts,
+                        delay=delay,
+                        message=str(e),
+                        log=self.process.log_path,
                     )
                 )
                 continue
