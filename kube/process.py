@@ -152,15 +152,15 @@ class ServingProcess(ComponentProcess):
         self._spawn(args, env=env)
 
     def ready(self) -> bool:
-        """It has written its address and `ready_path` answers 200."""
-        if not self.url:
-            try:
-                address = self.address_file.read_text().strip()
-            except OSError:
-                return False
-            if not address:
-                return False
-            self.url = f"http://{address}"
+        """It has written its address and `ready_path` answers 200. The file is read each time:
+        a writer that is not atomic may have been caught half-way."""
+        try:
+            address = self.address_file.read_text().strip()
+        except OSError:
+            return False
+        if not address:
+            return False
+        self.url = f"http://{address}"
         try:
             return self.request("GET", self._ready_path, timeout=1)[0] == 200
         except OSError:
