@@ -146,7 +146,7 @@ def leftovers(state: UpState) -> list[psutil.Process]:
     found = []
     for component in state.components.values():
         command = _command_line(component.pid)
-        if component.pid is not None and any(state.data_dir in arg for arg in command):
+        if component.pid is not None and any(f"{state.data_dir}/" in arg for arg in command):
             with contextlib.suppress(psutil.Error):
                 found.append(psutil.Process(component.pid))
     return found

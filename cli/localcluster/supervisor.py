@@ -184,9 +184,13 @@ class Supervised:
                 self._start_once()
             except Stopped:
                 return False
-            except ConfigError as e:
+            except Exception as e:  # the loop boundary: ConfigError says why; anything else is a bug, logged
                 delay = next(delays)
-                log.warning("Component did not start; retrying", extra={"component": self.name})
+                log.warning(
+                    "Component did not start; retrying",
+                    extra={"component": self.name},
+                    exc_info=not isinstance(e, ConfigError),
+                )
                 self._on_event(
                     SupervisorEvent(
                         EventKind.START_FAILED,
