@@ -28,7 +28,6 @@ from typing import Any, Final
 import kubernetes
 import psutil
 
-from apis import names
 from apis.core import Node, Pod
 from apis.device import Device
 from cli.localcluster import state
@@ -233,7 +232,3 @@ class Cluster:
         out |= {f"Device//{name}": d.meta.uid for name, d in self.devices().items()}
         out |= {f"Namespace//{ns.metadata.name}": ns.metadata.uid for ns in self.core.list_namespace().items}
         return out
-
-
-def hostname_selector(node: str) -> dict[str, str]:
-    return {names.LABEL_HOSTNAME: node}
