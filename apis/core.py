@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+#: The condition the scheduler sets on a pod it could not place (status False, reason Unschedulable).
+CONDITION_POD_SCHEDULED = "PodScheduled"
 _NODE_NAME_FIELD = "metadata.name"
 
 
@@ -230,6 +232,15 @@ class Pod:
     @property
     def is_deleting(self) -> bool:
         return bool(self.meta.deletion_timestamp)
+
+    @property
+    def pending_message(self) -> str:
+        """Why the scheduler has not placed it: the message of its `PodScheduled=False` condition
+        (`0/3 nodes are available: …`); '' when it has none."""
+        for condition in self.conditions:
+            if condition.type == CONDITION_POD_SCHEDULED and condition.status == "False":
+                return condition.message
+        return ""
 
     def requests(self) -> dict[str, int]:
         """The pod's effective request, as kube-scheduler computes it.

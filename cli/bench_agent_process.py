@@ -39,13 +39,13 @@ def run(args: argparse.Namespace) -> int:
     with run_apiserver() as server:
         server.install_crds()
         flags = ["--simulate-devices", args.profile, "--simulate-kubelet"]
-        with AgentProcess.start(server.kubeconfig, node_name=node, args=flags) as agent, server.client() as client:
+        with AgentProcess(server.kubeconfig, node_name=node, args=flags) as agent, server.client() as client:
             wait_for_cr = time.monotonic() + 60
             while not _has_cr(client, node):
                 if time.monotonic() > wait_for_cr:
                     raise RuntimeError(f"the agent wrote no Device CR within 60 s:\n{agent.log_tail()}")
                 time.sleep(0.1)
-            usage = _measure(agent.process.pid, agent.url, args.seconds, args.scrape_interval)
+            usage = _measure(agent.pid, agent.url, args.seconds, args.scrape_interval)
             latencies = _health_latencies(client, agent, node, args.xid)
     print(
         json.dumps(

@@ -1,8 +1,13 @@
 """One `tessera <command>` running as a child process: what tests, benchmarks and `tessera up` need.
 
-`kube.apiserver.testing.EmbeddedAPIServer` and the scheduler's harness build on it: start with
-the output going to a log file, wait until the component says it is ready, stop it (SIGTERM,
-then SIGKILL), kill it (a crash), read the end of its log when something went wrong.
+`ComponentProcess` starts a component with its output going to a log file, waits until it says
+it is ready, stops it (SIGTERM, then SIGKILL), kills it (a crash) and reads the end of its log
+when something went wrong. `ServingProcess` adds what the components that serve HTTP on a port
+they pick themselves have in common: the `HOST:PORT` file they write once serving (so no port
+is guessed), readiness on an HTTP path, requests and their Prometheus `/metrics`.
+
+`kube.apiserver.testing.EmbeddedAPIServer`, the scheduler's, controller's and agent's `testing`
+harnesses build on them, and `tessera up` supervises exactly these objects.
 """
 
 from __future__ import annotations
@@ -12,12 +17,19 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from apis.errors import ConfigError
 
-__all__ = ["ComponentProcess"]
+__all__ = ["ComponentProcess", "Samples", "ServingProcess"]
+
+#: /metrics as (name, sorted (label, value) pairs) -> value.
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 _POLL = 0.02
 
@@ -41,6 +53,11 @@ class ComponentProcess:
     @property
     def returncode(self) -> int | None:
         return self._process.poll() if self._process is not None else None
+
+    def start(self, timeout: float = 60.0) -> object:
+        """Start it and return once it is ready; raise ConfigError (with the end of its log) when
+        it exits first or is not ready within `timeout`. Each component says how."""
+        raise NotImplementedError
 
     def _spawn(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
         """Start `python -m cli ARGS` in its own session, output appended to the log file."""
@@ -90,12 +107,22 @@ class ComponentProcess:
             process.kill()
         process.wait()
 
-    def wait_exit(self, timeout: float) -> int | None:
-        """Wait for the process to exit by itself: its exit code, or None while it still runs."""
-        if self._process is None:
+    def signal(self, signum: int) -> None:
+        """Send `signum` and return at once. Unlike the other methods, safe to call from another
+        thread than the one driving the process (a supervisor asking it to stop)."""
+        process = self._process
+        if process is not None:
+            process.send_signal(signum)  # does nothing once the process has been reaped
+
+    def wait_exit(self, timeout: float | None) -> int | None:
+        """Wait for the process to exit by itself (`timeout` None: however long it takes): its exit
+        code, or None while it still runs or when none was started. May wait in another thread
+        than the one driving the process (a supervisor), so `stop()` may end the wait."""
+        process = self._process
+        if process is None:
             return None
         try:
-            return self._process.wait(timeout)
+            return process.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
 
@@ -104,3 +131,66 @@ class ComponentProcess:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+class ServingProcess(ComponentProcess):
+    """A component serving HTTP on a port it picks itself, which it writes as `HOST:PORT` to
+    `address_file` once it serves; ready when `ready_path` answers 200."""
+
+    def __init__(self, name: str, log_path: Path, *, address_file: Path, ready_path: str) -> None:
+        super().__init__(name, log_path)
+        self.address_file = address_file
+        self._ready_path = ready_path
+        #: `http://HOST:PORT` of its HTTP server, once it has said where it serves.
+        self.url = ""
+
+    def _spawn_serving(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+        """Spawn with a fresh address file: the one of an earlier run says nothing about this one."""
+        self.address_file.parent.mkdir(parents=True, exist_ok=True)
+        self.address_file.unlink(missing_ok=True)
+        self.url = ""
+        self._spawn(args, env=env)
+
+    def ready(self) -> bool:
+        """It has written its address and `ready_path` answers 200. The file is read each time:
+        a writer that is not atomic may have been caught half-way."""
+        try:
+            address = self.address_file.read_text().strip()
+        except OSError:
+            return False
+        if not address:
+            return False
+        self.url = f"http://{address}"
+        try:
+            return self.request("GET", self._ready_path, timeout=1)[0] == 200
+        except OSError:
+            return False
+
+    def request(self, method: str, path: str, body: bytes | None = None, *, timeout: float = 10) -> tuple[int, bytes]:
+        """One HTTP request: (status, body); an error status is an answer too. Raises OSError
+        (URLError is one) when nothing answers or it has not said where it serves yet."""
+        if not self.url:
+            raise OSError(f"{self.name} has not said where it serves yet")
+        request = urllib.request.Request(f"{self.url}{path}", data=body, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return int(response.status), response.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read()
+
+    def samples(self) -> Samples:
+        """Every sample its `/metrics` shows now. Raises OSError when it does not answer 200."""
+        status, body = self.request("GET", "/metrics")
+        if status != 200:
+            raise OSError(f"{self.name}: GET /metrics answered {status}")
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(body.decode())
+            for s in family.samples
+        }
+
+    def metric_sum(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+        """The sum of `name` over its series that carry `labels`; None when there is none."""
+        wanted = set((labels or {}).items())
+        values = [v for (n, series), v in self.samples().items() if n == name and wanted <= set(series)]
+        return sum(values) if values else None

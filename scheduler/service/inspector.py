@@ -28,7 +28,6 @@ from kube import errors
 from scheduler.cache import ClusterCache, DeviceUsage, PodInfo
 from scheduler.framework import CycleState, Framework, Status
 from scheduler.service.explain import Evaluation, evaluate
-from scheduler.service.podapi import POD_SCHEDULED
 from scheduler.service.queue import PendingPod, SchedulingQueue
 
 __all__ = ["DryRun", "Explanation", "Inspector", "PodState", "device_summary", "parse_pod_json", "usage_json"]
@@ -140,7 +139,7 @@ class Inspector:
                 repr(p) for p in self._frameworks
             )
             return Explanation(key, PodState.NOT_OURS, pod.scheduler_name, detail=detail)
-        last = queued.message if queued is not None and queued.message else _condition_message(pod)
+        last = queued.message if queued is not None and queued.message else pod.pending_message
         waiting_for = tuple(sorted(queued.plugins)) if queued is not None else ()
         return Explanation(
             key,
@@ -311,13 +310,6 @@ def _allocations_json(allocs: Mapping[DeviceType, tuple[DeviceAllocation, ...]])
         t.value: [{"minor": a.minor, "resources": resources.format_list(a.resources)} for a in entries]
         for t, entries in allocs.items()
     }
-
-
-def _condition_message(pod: Pod) -> str:
-    for c in pod.conditions:
-        if c.type == POD_SCHEDULED and c.status == "False":
-            return c.message
-    return ""
 
 
 def _stale_allocation(pod: Pod) -> str:

@@ -12,20 +12,18 @@ and a pod asking for devices.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from apis import names, resources
 from apis.core import Node
-from kube.process import ComponentProcess
+from kube.process import ServingProcess
 
 __all__ = ["SchedulerProcess", "node_manifest", "pod_manifest"]
 
 
-class SchedulerProcess(ComponentProcess):
+class SchedulerProcess(ServingProcess):
     """One `tessera scheduler` process. Not thread-safe: drive it from one thread."""
 
     def __init__(
@@ -47,11 +45,10 @@ class SchedulerProcess(ComponentProcess):
         apart that way); `tessera up` passes `scheduler.service.default_address()`, where
         `tessera explain` looks without being told.
         """
-        super().__init__(name, work_dir / f"{name}.log")
+        super().__init__(
+            name, work_dir / f"{name}.log", address_file=work_dir / f"{name}.address", ready_path="/readyz"
+        )
         self.grpc_address = grpc_address or f"unix://{work_dir / f'{name}.sock'}"
-        self._address_file = work_dir / f"{name}.address"
-        #: `http://HOST:PORT` of the diagnostics server, once started.
-        self.url = ""
         self._args = [
             "scheduler",
             "--kubeconfig",
@@ -61,7 +58,7 @@ class SchedulerProcess(ComponentProcess):
             "--http-address",
             "127.0.0.1:0",
             "--http-address-file",
-            str(self._address_file),
+            str(self.address_file),
             f"--v={verbosity}",
             *extra_args,
         ]
@@ -76,10 +73,8 @@ class SchedulerProcess(ComponentProcess):
 
     def start(self, timeout: float = 60.0) -> None:
         """Start and wait until `/readyz` answers (informers synced; it may still be a follower)."""
-        self._address_file.unlink(missing_ok=True)
-        self.url = ""
-        self._spawn(self._args, env={"POD_NAME": self.name})
-        self._wait_ready(self._ready, timeout)
+        self._spawn_serving(self._args, env={"POD_NAME": self.name})
+        self._wait_ready(self.ready, timeout)
 
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM and wait; bindings in flight may take a while to finish on a loaded machine."""
@@ -92,28 +87,9 @@ class SchedulerProcess(ComponentProcess):
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _ready(self) -> bool:
-        if not self.url and self._address_file.exists():
-            self.url = f"http://{self._address_file.read_text().strip()}"
-        if not self.url:
-            return False
-        try:
-            with urllib.request.urlopen(f"{self.url}/readyz", timeout=1) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
-
     def get(self, path: str) -> tuple[int, bytes]:
         """GET a diagnostics path: (status, body)."""
         return self.request("GET", path)
-
-    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes]:
-        request = urllib.request.Request(f"{self.url}{path}", data=body, method=method)
-        try:
-            with urllib.request.urlopen(request, timeout=10) as response:
-                return int(response.status), response.read()
-        except urllib.error.HTTPError as e:
-            return e.code, e.read()
 
     def get_json(self, path: str) -> Any:
         status, body = self.get(path)
@@ -122,18 +98,8 @@ class SchedulerProcess(ComponentProcess):
         return json.loads(body)
 
     def metric(self, name: str, labels: Mapping[str, str] | None = None) -> float:
-        """The value of one sample on /metrics (0 when absent)."""
-        _, body = self.get("/metrics")
-        wanted = {f'{k}="{v}"' for k, v in (labels or {}).items()}
-        total = 0.0
-        for line in body.decode().splitlines():
-            if line.startswith("#"):
-                continue
-            sample, _, value = line.rpartition(" ")
-            metric, _, label_text = sample.partition("{")
-            if metric == name and wanted <= set(label_text.rstrip("}").split(",")) - {""}:
-                total += float(value)
-        return total
+        """The sum of `name` over its series that carry `labels` (0 when absent)."""
+        return self.metric_sum(name, labels) or 0.0
 
 
 def node_manifest(node: Node) -> dict[str, Any]:

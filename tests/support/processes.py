@@ -1,4 +1,4 @@
-"""Child processes that serve CRI (containerd, `tessera runtime-proxy`): wait until they answer, stop them."""
+"""Child processes that serve CRI (containerd): wait until they answer, stop them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import grpc
-from cri_api.v1 import api_pb2 as cri
-from cri_api.v1 import api_pb2_grpc as cri_grpc
+from agent.runtimeproxy.testing import answers_cri
 
 __all__ = ["terminate", "wait_for_cri"]
 
@@ -26,14 +24,8 @@ def wait_for_cri(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"{what} exited with {process.returncode}: {log()}")
-        if socket.exists():
-            # A fresh channel per attempt: one channel retrying during start-up backs off for seconds.
-            with grpc.insecure_channel(f"unix://{socket}") as channel:
-                try:
-                    cri_grpc.RuntimeServiceStub(channel).Version(cri.VersionRequest(), timeout=1)
-                    return
-                except grpc.RpcError:
-                    pass
+        if answers_cri(socket):
+            return
         time.sleep(0.02)
     raise RuntimeError(f"{what} not ready after {timeout_s}s: {log()}")
 

@@ -21,6 +21,7 @@ from agent.testing import AgentProcess
 from apis import names
 from apis.core import Node
 from apis.device import Device, DeviceType
+from apis.errors import ConfigError
 from kube.apiserver.testing import EmbeddedAPIServer
 from kube.client import Client
 from kube.resources import LEASES, NAMESPACES, NODES, PODS, WatchEvent
@@ -35,7 +36,7 @@ RESYNC_S = "0.25"  # full passes often, so "no write" is tested over many passes
 
 @pytest.fixture(scope="module")
 def agent(apiserver: EmbeddedAPIServer) -> Iterator[AgentProcess]:
-    with AgentProcess.start(
+    with AgentProcess(
         apiserver.kubeconfig,
         node_name=NODE,
         args=[
@@ -194,14 +195,14 @@ def test_the_agent_survives_an_api_server_outage_and_catches_up(
     finally:
         apiserver.start()
     wait_for(lambda: gpu_health(client, 5) is False, what="GPU 5 unhealthy once the API server is back")
-    assert agent.process.poll() is None
+    assert agent.running
 
 
 # --- own processes -------------------------------------------------------------------------------
 
 
 def test_sigterm_stops_the_agent_cleanly(apiserver: EmbeddedAPIServer) -> None:
-    with AgentProcess.start(
+    with AgentProcess(
         apiserver.kubeconfig, node_name=f"sim-{uuid.uuid4().hex[:6]}", args=["--simulate-devices", "t4-2x"]
     ) as agent:
         assert agent.hook_socket.exists()
@@ -211,16 +212,20 @@ def test_sigterm_stops_the_agent_cleanly(apiserver: EmbeddedAPIServer) -> None:
 
 
 def test_a_bad_profile_stops_start_up_with_a_clear_error(apiserver: EmbeddedAPIServer) -> None:
-    with pytest.raises(RuntimeError, match="not a built-in profile") as raised:
-        AgentProcess.start(apiserver.kubeconfig, node_name="bad", args=["--simulate-devices", "v100-3x"])
+    with (
+        pytest.raises(ConfigError, match="not a built-in profile") as raised,
+        AgentProcess(apiserver.kubeconfig, node_name="bad", args=["--simulate-devices", "v100-3x"]),
+    ):
+        pass
     assert "exited with 1" in str(raised.value)
 
 
 def test_a_second_agent_on_the_same_socket_is_refused(agent: AgentProcess, apiserver: EmbeddedAPIServer) -> None:
-    with pytest.raises(RuntimeError, match="another process is already serving on this socket"):
-        AgentProcess.start(
-            apiserver.kubeconfig,
-            node_name="second",
-            args=["--simulate-devices", "t4-2x", "--hook-socket", str(agent.hook_socket)],
-        )
+    second = AgentProcess(
+        apiserver.kubeconfig,
+        node_name="second",
+        args=["--simulate-devices", "t4-2x", "--hook-socket", str(agent.hook_socket)],
+    )
+    with pytest.raises(ConfigError, match="another process is already serving on this socket"), second:
+        pass
     assert agent.hook_socket.exists() and agent.get("/healthz")[0] == 200  # the first one is unharmed

@@ -74,10 +74,14 @@ def gpu_labels(client: Client, node: str) -> dict[str, str]:
 
 
 def converged_node(client: Client, profile: str = "a100-8x", want: dict[str, str] = A100_8X) -> str:
+    """A new node the controller is done with: it writes the resources first and the labels second,
+    so only once both are there will it not write the Node again (a test's read-then-write of the
+    Node would otherwise race with the label patch and get a 409)."""
     node = unique(profile.split("-", maxsplit=1)[0])
     create_node(client, node)
     put_device(client, build(node, profile))
     wait_resources(client, node, want)
+    wait_for(lambda: gpu_labels(client, node), what=f"the GPU labels of {node}")
     return node
 
 

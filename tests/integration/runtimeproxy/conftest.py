@@ -1,16 +1,14 @@
 """Real containerd + runc, real hook servers, the real proxy: fixtures for the proxy's integration tests.
 
-One private containerd serves the whole session (`ctrd`); each test gets a `rig` with its own
-hook config directory and sockets, starts the hook servers and the proxy it needs, and talks to
-the proxy with a CRI client that plays kubelet. At teardown every pod the test made is removed
+One private containerd serves the whole session (`ctrd`, in tests/conftest.py); each test gets
+a `rig` with its own hook config directory and sockets, starts the hook servers and the proxy it
+needs, and talks to the proxy with a CRI client that plays kubelet. At teardown every pod the test made is removed
 and every server stopped, whether the test passed or not.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -22,9 +20,10 @@ from cri_api.v1 import api_pb2 as cri
 from agent.hooks import GPUEnvPlugin, HookPlugin, HookServer
 from agent.runtimeproxy import ProxySettings, RuntimeProxy
 from agent.runtimeproxy.hookconfig import HookType
+from agent.runtimeproxy.testing import RuntimeProxyProcess
 from apis import names
 from proto.runtime.v1alpha1 import api_pb2 as hook
-from tests.support import containerd, processes, sockets
+from tests.support import containerd, sockets
 
 ROOT: Final = Path(__file__).resolve().parents[3]
 ALL_HOOKS: Final = tuple(h.value for h in HookType)
@@ -35,15 +34,6 @@ MARK_ENV: Final = "TESSERA_TEST_MARK"
 
 def gpu_annotation(*minors: int) -> dict[str, str]:
     return {names.ANNOTATION_DEVICE_ALLOCATED: json.dumps({"gpu": [{"minor": m} for m in minors]})}
-
-
-@pytest.fixture(scope="session")
-def ctrd() -> Iterator[containerd.Containerd]:
-    reason = containerd.unavailable_reason()
-    if reason is not None:
-        pytest.skip(f"real containerd tests skipped: {reason}")
-    with containerd.Containerd.start() as instance:
-        yield instance
 
 
 class Recorder(HookPlugin):
@@ -110,36 +100,6 @@ class Marker(HookPlugin):
             response.container_envs[MARK_ENV] = request.pod_annotations[MARK_ANNOTATION]
 
 
-class ProxyProcess:
-    """`tessera runtime-proxy` in a child process; `stop()` sends SIGTERM and checks a clean exit."""
-
-    def __init__(self, settings: ProxySettings, *, log_path: Path) -> None:
-        self.settings = settings
-        self.log_path = log_path
-        self._process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        s = self.settings
-        command = [
-            *(sys.executable, "-m", "cli", "runtime-proxy"),
-            *("--listen", str(s.listen), "--runtime-endpoint", s.runtime_endpoint),
-            *("--hook-config-dir", str(s.hook_config_dir)),
-        ]
-        with self.log_path.open("wb") as log:
-            self._process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-        processes.wait_for_cri(s.listen, self._process, what="runtime-proxy", log=self.log, timeout_s=30)
-
-    def stop(self) -> int:
-        """SIGTERM, then wait; returns the exit code (killed after 10 s)."""
-        if self._process is None:
-            return 0
-        process, self._process = self._process, None
-        return processes.terminate(process)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-
 class Rig:
     """One test's hook servers, hook config directory and proxy, in front of the session's containerd."""
 
@@ -152,7 +112,7 @@ class Rig:
         self.direct = containerd.CRIClient(ctrd.address, cgroup_parent=ctrd.cgroup_parent)
         self._servers: list[HookServer] = []
         self._proxies: list[RuntimeProxy] = []
-        self._processes: list[ProxyProcess] = []
+        self._processes: list[RuntimeProxyProcess] = []
         self._clients: list[containerd.CRIClient] = [self.direct]
         self._registered = 0
 
@@ -184,9 +144,9 @@ class Rig:
         self._proxies.append(proxy)
         return proxy
 
-    def proxy_process(self) -> ProxyProcess:
+    def proxy_process(self) -> RuntimeProxyProcess:
         """Start `tessera runtime-proxy` as its own process, as a node runs it."""
-        process = ProxyProcess(self.settings(), log_path=self.workdir / f"proxy-{len(self._processes)}.log")
+        process = RuntimeProxyProcess(self.settings(), log_path=self.workdir / f"proxy-{len(self._processes)}.log")
         self._processes.append(process)
         process.start()
         return process

@@ -23,7 +23,7 @@ def test_restart_between_run_pod_sandbox_and_create_container(rig: Rig) -> None:
     kubelet = rig.kubelet()
     pod, config = rig.run_pod(kubelet, "survivor", annotations=gpu_annotation(2, 3))
     before = kubelet.run_container(pod, config, "before")
-    assert first.stop() == 0, first.log()
+    assert first.stop() == 0, first.log_tail()
 
     rig.proxy_process()
     assert MARK_ANNOTATION not in config.annotations  # what kubelet sends does not know the mark

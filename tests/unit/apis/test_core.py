@@ -48,6 +48,21 @@ def test_sidecars_add_to_app_and_to_later_init_containers() -> None:
     assert pod.requests() == {"cpu": 3500}
 
 
+@pytest.mark.parametrize(
+    ("conditions", "message"),
+    [
+        ([], ""),
+        ([{"type": "PodScheduled", "status": "True"}], ""),
+        ([{"type": "Ready", "status": "False", "message": "not ready"}], ""),
+        ([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/2 nodes"}], "0/2 nodes"),
+    ],
+    ids=["none", "scheduled", "other-condition", "unschedulable"],
+)
+def test_pending_message_is_why_the_scheduler_has_not_placed_it(conditions: list[dict[str, str]], message: str) -> None:
+    pod = Pod.from_dict({"metadata": {"name": "p"}, "spec": {"containers": []}, "status": {"conditions": conditions}})
+    assert pod.pending_message == message
+
+
 def test_pod_fields() -> None:
     pod = Pod.from_dict(
         {

@@ -1,0 +1,195 @@
+"""The whole system on one machine: every component its own supervised process.
+
+`tessera up` (cli/up.py) builds a `LocalCluster` from its flags, starts it, and stops it on
+Ctrl-C. Start-up is as parallel as the dependencies allow — the API server first (everything
+needs it), the CRDs, then the controller, the scheduler and every agent at once — and waits on
+readiness, never on a clock: each component says when it is ready (`/readyz`, `/healthz`).
+
+Restart safety comes from the components, which rebuild their state from the API server; this
+module only keeps them running (cli/localcluster/supervisor.py), keeps the state file current
+(cli/localcluster/state.py) and cleans up after an earlier `tessera up` that was killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from typing import Final
+
+import psutil
+
+from apis.errors import ConfigError
+from cli.localcluster import components, state
+from cli.localcluster.components import Component
+from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
+from cli.localcluster.supervisor import EventKind, Stopped, Supervised, SupervisorEvent
+from kube.apiserver.testing import DEFAULT_CRDS
+from kube.client import Client
+from kube.crds import install_crds
+
+__all__ = ["LocalCluster"]
+
+log = logging.getLogger(__name__)
+
+#: How long leftovers of a killed `tessera up` get to stop after SIGTERM before SIGKILL.
+_LEFTOVER_GRACE_S: Final = 10.0
+
+
+class LocalCluster:
+    """Start, supervise and stop the components; see the module docstring.
+
+    `on_event` hears each start, exit and failed restart (from supervisor threads); `on_notice`
+    gets sentences for people (leftovers stopped). Drive `start()`/`stop()` from one thread.
+    """
+
+    def __init__(
+        self,
+        settings: UpSettings,
+        *,
+        on_event: Callable[[SupervisorEvent], None],
+        on_notice: Callable[[str], None],
+    ) -> None:
+        self.settings = settings
+        self.data_dir = settings.data_dir.resolve()
+        self.kubeconfig = self.data_dir / "kubeconfig"
+        self.local_node = local_node_name() if settings.local_agent else ""
+        self.simulated_nodes = simulated_node_names(settings.nodes)
+        self._on_event = on_event
+        self._on_notice = on_notice
+        self._components: dict[str, Component] = {}
+        self._supervised: dict[str, Supervised] = {}
+        self._state_lock = threading.Lock()
+        self._phase = "starting"
+        #: Set once no other `tessera up` runs on the data directory: from then on it is ours.
+        self.owns_data_dir = False
+        self._created = state.process_created(os.getpid())
+
+    @property
+    def components(self) -> list[Component]:
+        return list(self._components.values())
+
+    def start(self) -> None:
+        """Start everything and return once every component is ready.
+
+        Raises ConfigError when another `tessera up` runs on the data directory, or naming each
+        component that did not start (with the end of its log), APIError when the API server
+        refuses the CRDs. `stop()` then stops what did start.
+        """
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._take_over()
+        self.owns_data_dir = True
+        self._write_state()
+        self._start([components.apiserver(self.data_dir, port=self.settings.port)])
+        with self.client() as client:
+            install_crds(client, DEFAULT_CRDS)
+        self._start(self._node_and_control_plane())
+        self._phase = "ready"
+        self._write_state()
+
+    def stop(self) -> None:
+        """Stop every component: first the others, all at once, then the API server they talk to
+        while they stop (releasing Leases, finishing bindings). Idempotent; does nothing when
+        another `tessera up` owns the data directory."""
+        if not self.owns_data_dir:
+            return
+        self._phase = "stopping"
+        self._write_state()
+        others = [s for name, s in self._supervised.items() if name != "apiserver"]
+        try:
+            with futures.ThreadPoolExecutor(max_workers=max(1, len(others))) as pool:
+                list(pool.map(Supervised.stop, others))
+        finally:
+            if "apiserver" in self._supervised:
+                self._supervised["apiserver"].stop()
+        self._phase = "stopped"
+        self._write_state()
+
+    def client(self, *, user_agent: str = "tessera-up") -> Client:
+        """A client of the API server (close it when done)."""
+        return Client.from_kubeconfig(self.kubeconfig, user_agent=user_agent)
+
+    # --- start-up ----------------------------------------------------------------------------------
+    def _node_and_control_plane(self) -> list[Component]:
+        data, kubeconfig = self.data_dir, self.kubeconfig
+        wanted = [
+            components.controller(data, kubeconfig),
+            components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address),
+        ]
+        if self.local_node:
+            wanted.append(components.local_agent(data, kubeconfig, node=self.local_node))
+        wanted += [
+            components.simulated_agent(data, kubeconfig, node=node, profile=self.settings.profile)
+            for node in self.simulated_nodes
+        ]
+        return wanted
+
+    def _start(self, wanted: Sequence[Component]) -> None:
+        """Start `wanted` in parallel; raise ConfigError naming every one that did not start."""
+        for component in wanted:
+            self._components[component.name] = component
+            self._supervised[component.name] = Supervised(component.name, component.process, on_event=self._event)
+        pool = futures.ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="start")
+        try:
+            started = {c.name: pool.submit(self._supervised[c.name].start) for c in wanted}
+            failures = []
+            for name, future in started.items():
+                error = future.exception()
+                if isinstance(error, ConfigError | Stopped):
+                    failures.append(f"{name} did not start (log: {self._components[name].process.log_path}):\n{error}")
+                elif error is not None:
+                    raise error
+        finally:
+            pool.shutdown(wait=False)
+        if failures:
+            raise ConfigError("\n\n".join(failures))
+
+    def _take_over(self) -> None:
+        """Refuse to run beside another `tessera up` on this directory; stop what a killed one left."""
+        previous = state.read(self.data_dir)
+        if previous is None:
+            return
+        pid = state.running_up(previous)
+        if pid is not None:
+            raise ConfigError(
+                f"tessera up already runs on {self.data_dir} (pid {pid}); stop it first (Ctrl-C there, or kill {pid})"
+            )
+        leftovers = state.leftovers(previous)
+        if not leftovers:
+            return
+        for process in leftovers:
+            process.terminate()
+        _, alive = psutil.wait_procs(leftovers, timeout=_LEFTOVER_GRACE_S)
+        for process in alive:
+            process.kill()
+        psutil.wait_procs(alive, timeout=_LEFTOVER_GRACE_S)
+        pids = ", ".join(str(p.pid) for p in leftovers)
+        self._on_notice(f"stopped {len(leftovers)} processes an earlier tessera up left running (pids {pids})")
+
+    # --- state ---------------------------------------------------------------------------------------
+    def _event(self, event: SupervisorEvent) -> None:
+        if event.kind is EventKind.STARTED:
+            self._write_state()
+        self._on_event(event)
+
+    def _write_state(self) -> None:
+        with self._state_lock:
+            snapshot = state.UpState(
+                pid=os.getpid(),
+                created=self._created,
+                phase=self._phase,
+                data_dir=str(self.data_dir),
+                kubeconfig=str(self.kubeconfig),
+                components={
+                    name: c.state(self._supervised[name].restarts if name in self._supervised else 0)
+                    for name, c in self._components.items()
+                },
+            )
+            try:
+                state.write(self.data_dir, snapshot)
+            except OSError as e:  # the directory was removed under us: stopping must still stop everything
+                log.warning("Cannot write the state file", extra={"dataDir": str(self.data_dir), "error": str(e)})
+                return
+        log.debug("Wrote the state file", extra={"phase": self._phase, "at": str(self.data_dir / state.FILE_NAME)})

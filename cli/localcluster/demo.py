@@ -1,0 +1,221 @@
+"""`tessera up --demo`: a sample workload a person recognises, and where it went.
+
+Pods in the namespace `tessera-demo` asking for whole GPUs, shares of one GPU, a GPU with an
+RDMA NIC on the same PCIe switch (`device-joint-allocate`), and one pod no node can hold. They
+are submitted through the API server like any user's pods; the scheduler places them; the table
+shows each pod's node, its GPUs and RDMA devices from the `device-allocated` annotation the
+scheduler wrote, or the reason it is pending from its `PodScheduled` condition.
+
+Submitting is idempotent (fixed names; a pod that exists is kept), so `tessera up --demo` on a
+data directory that has them shows the same pods again rather than duplicates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Generic, TypeVar
+
+from apis import allocation, names, resources
+from apis.core import Node, Pod
+from apis.device import DeviceType
+from apis.errors import AnnotationError
+from kube import errors
+from kube.client import Client
+from kube.informer import Informer
+from kube.resources import NAMESPACES, NODES, PODS
+from scheduler.service.testing import pod_manifest
+
+__all__ = ["DEMO_PODS", "NAMESPACE", "DemoPod", "Placement", "placements", "render", "submit", "wait_placed"]
+
+NAMESPACE: Final = "tessera-demo"
+_PART_OF: Final = {"app.kubernetes.io/part-of": "tessera-demo"}
+
+
+@dataclass(frozen=True, slots=True)
+class DemoPod:
+    name: str
+    #: What it asks for, in words, for the table.
+    asks: str
+    requests: Mapping[str, str]
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    #: No node can hold it: the demo is done when it has its reason, not a node.
+    unschedulable: bool = False
+
+    def manifest(self) -> dict[str, Any]:
+        return pod_manifest(
+            self.name, self.requests, namespace=NAMESPACE, annotations=self.annotations, labels=_PART_OF
+        )
+
+
+_JOINT_GPU_RDMA: Final = json.dumps({"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"})
+
+DEMO_PODS: Final = (
+    DemoPod("train-2gpu", "2 whole GPUs", {names.NVIDIA_GPU: "2"}),
+    DemoPod("infer-half-a", "half a GPU", {names.GPU_CORE: "50", names.GPU_MEMORY_RATIO: "50"}),
+    DemoPod("infer-half-b", "half a GPU", {names.GPU_CORE: "50", names.GPU_MEMORY_RATIO: "50"}),
+    DemoPod("notebook-10g", "10 GiB of GPU memory", {names.GPU_MEMORY: "10Gi"}),
+    DemoPod(
+        "mpi-worker",
+        "1 GPU + an RDMA VF on its PCIe switch",
+        {names.NVIDIA_GPU: "1", names.RDMA: "1"},
+        {names.ANNOTATION_DEVICE_JOINT_ALLOCATE: _JOINT_GPU_RDMA},
+    ),
+    DemoPod("too-big", "16 whole GPUs", {names.NVIDIA_GPU: "16"}, unschedulable=True),
+)
+
+
+def submit(client: Client, pods: Sequence[DemoPod] = DEMO_PODS) -> int:
+    """Create the namespace and the pods that do not exist yet; the number created."""
+    with contextlib.suppress(errors.AlreadyExists):
+        client.resource(NAMESPACES).create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    created = 0
+    for pod in pods:
+        try:
+            client.resource(PODS).create(pod.manifest(), namespace=NAMESPACE)
+            created += 1
+        except errors.AlreadyExists:
+            pass
+    return created
+
+
+# --- waiting ------------------------------------------------------------------------------------------
+T = TypeVar("T")
+
+
+class _Watched(Generic[T]):
+    """An informer whose every change wakes those waiting on a condition over its objects."""
+
+    def __init__(self, informer: Informer[T]) -> None:
+        self._informer = informer
+        self._changed = threading.Condition()
+        informer.add_handlers(on_add=self._notify, on_update=lambda _old, new: self._notify(new))
+
+    def _notify(self, _obj: T) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_until(self, done: Callable[[list[T]], bool], timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        self._informer.start()
+        try:
+            with self._changed:
+                return self._changed.wait_for(lambda: done(self._informer.store.list()), deadline - time.monotonic())
+        finally:
+            self._informer.stop()
+
+
+def wait_nodes_ready(client: Client, gpu_nodes: Iterable[str], other_nodes: Iterable[str], timeout: float) -> bool:
+    """Until the nodes are registered and Ready, and each of `gpu_nodes` offers GPUs (the agent
+    wrote its Device CR and the controller turned it into allocatable)."""
+    gpu, other = set(gpu_nodes), set(other_nodes)
+
+    def done(nodes: list[Node]) -> bool:
+        ready = {n.name for n in nodes if n.ready}
+        offering = {n.name for n in nodes if n.allocatable.get(names.GPU_CORE)}
+        return (gpu | other) <= ready and gpu <= offering
+
+    return _Watched(Informer(client, NODES, parse=Node.from_dict)).wait_until(done, timeout)
+
+
+def wait_placed(client: Client, timeout: float, pods: Sequence[DemoPod] = DEMO_PODS) -> bool:
+    """Until every pod is bound, or (the one meant not to fit) has its `PodScheduled=False` reason."""
+    expected = {p.name: p for p in pods}
+
+    def done(current: list[Pod]) -> bool:
+        by_name = {p.name: p for p in current}
+        return all(
+            name in by_name and (by_name[name].node_name or (demo.unschedulable and by_name[name].pending_message))
+            for name, demo in expected.items()
+        )
+
+    return _Watched(Informer(client, PODS, parse=Pod.from_dict, namespace=NAMESPACE)).wait_until(done, timeout)
+
+
+# --- the table ----------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Placement:
+    pod: str
+    asks: str
+    node: str = ""
+    gpus: str = ""
+    rdma: str = ""
+    reason: str = ""
+
+
+def _gpus(allocated: Sequence[allocation.DeviceAllocation]) -> str:
+    parts = []
+    for gpu in allocated:
+        core = gpu.resources.get(names.GPU_CORE, 0)
+        ratio = gpu.resources.get(names.GPU_MEMORY_RATIO, 0)
+        if core >= 100 and ratio >= 100:
+            parts.append(str(gpu.minor))
+            continue
+        memory = resources.format_list({names.GPU_MEMORY: gpu.resources.get(names.GPU_MEMORY, 0)})[names.GPU_MEMORY]
+        share = f"{core}% core, {memory}" if core else memory  # a memory-only request shares the cores
+        parts.append(f"{gpu.minor} ({share})")
+    return ", ".join(parts)
+
+
+def _rdma(allocated: Sequence[allocation.DeviceAllocation]) -> str:
+    parts = []
+    for nic in allocated:
+        vfs = "".join(f" VF {vf.minor}" for vf in nic.vfs)
+        parts.append(f"mlx5_{nic.minor}{vfs}")
+    return ", ".join(parts)
+
+
+def placements(client: Client, pods: Sequence[DemoPod] = DEMO_PODS) -> list[Placement]:
+    """Where each demo pod is now (read from the API server)."""
+    current = {p["metadata"]["name"]: Pod.from_dict(p) for p in client.resource(PODS).list(namespace=NAMESPACE).items}
+    rows = []
+    for demo in pods:
+        pod = current.get(demo.name)
+        if pod is None:
+            rows.append(Placement(demo.name, demo.asks, reason="not found (deleted?)"))
+            continue
+        if not pod.node_name:
+            rows.append(Placement(demo.name, demo.asks, reason=pod.pending_message or "waiting for the scheduler"))
+            continue
+        try:
+            devices = allocation.from_pod_annotations(pod.annotations, obj=pod.key)
+        except AnnotationError as e:
+            rows.append(Placement(demo.name, demo.asks, node=pod.node_name, reason=str(e)))
+            continue
+        rows.append(
+            Placement(
+                demo.name,
+                demo.asks,
+                node=pod.node_name,
+                gpus=_gpus(devices.get(DeviceType.GPU, ())),
+                rdma=_rdma(devices.get(DeviceType.RDMA, ())),
+            )
+        )
+    return rows
+
+
+def render(rows: Sequence[Placement]) -> str:
+    """A table for people: a placed pod's node, GPUs and RDMA devices; otherwise why it waits."""
+    header = ("POD", "ASKS FOR", "NODE", "GPU (minor)", "RDMA")
+    placed = [(r.pod, r.asks, r.node, r.gpus or "-", r.rdma or "-") for r in rows if r.node and not r.reason]
+    widths = [
+        max(len(cells[i]) for cells in [header, *placed, *((r.pod, r.asks, "-") for r in rows)]) for i in range(3)
+    ]
+    widths.append(max(len(cells[3]) for cells in [header, *placed]))
+
+    def line(*cells: str) -> str:
+        """Every cell but the last padded to its column's width."""
+        *padded, last = cells
+        return ("  ".join(c.ljust(w) for c, w in zip(padded, widths, strict=False)) + "  " + last).rstrip()
+
+    lines = [line(*header)]
+    for r in rows:
+        if r.node and not r.reason:
+            lines.append(line(r.pod, r.asks, r.node, r.gpus or "-", r.rdma or "-"))
+        else:
+            lines.append(line(r.pod, r.asks, r.node or "-", ("pending: " if not r.node else "") + r.reason))
+    return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""What `tessera up` is asked to run: its flags as one value, checked before anything starts."""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from apis.errors import ConfigError
+
+__all__ = ["DEFAULT_DATA_DIR", "MAX_NODES", "UpSettings", "local_node_name", "simulated_node_names"]
+
+#: Relative to where `tessera up` runs (a checkout's `.gitignore` lists it).
+DEFAULT_DATA_DIR: Final = Path("tessera-data")
+#: Each simulated node is a process of its own (about 60 MiB); more is a benchmark, not a demo.
+MAX_NODES: Final = 50
+_NOT_IN_A_NODE_NAME = re.compile(r"[^a-z0-9.-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class UpSettings:
+    #: Where the API server keeps its objects, and where logs, sockets and the state file go.
+    data_dir: Path = DEFAULT_DATA_DIR
+    #: Simulated nodes, each an agent process with `--simulate-devices profile`.
+    nodes: int = 2
+    profile: str = "a100-8x"
+    #: The API server's port; 0 picks a free one.
+    port: int = 0
+    #: Also run an agent with real discovery for this machine.
+    local_agent: bool = True
+    #: Submit the demo workload and print where it went.
+    demo: bool = False
+    #: The scheduler's gRPC API (`tessera explain` finds the per-user default without being told).
+    scheduler_address: str = ""
+
+    def validate(self) -> None:
+        """Raise ConfigError naming every problem at once."""
+        problems = []
+        if not 0 <= self.nodes <= MAX_NODES:
+            problems.append(f"--nodes {self.nodes}: must be between 0 and {MAX_NODES}")
+        if not 0 <= self.port <= 65535:
+            problems.append(f"--port {self.port}: must be between 0 and 65535")
+        if self.nodes == 0 and not self.local_agent:
+            problems.append("no node to run: --nodes 0 together with --no-local-agent")
+        if self.data_dir.exists() and not self.data_dir.is_dir():
+            problems.append(f"--data-dir {self.data_dir}: exists and is not a directory")
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+
+def simulated_node_names(count: int) -> list[str]:
+    """`sim-1` ... `sim-N`: the same names on every start, so a restart finds its nodes again."""
+    return [f"sim-{i}" for i in range(1, count + 1)]
+
+
+def local_node_name(hostname: str | None = None) -> str:
+    """This machine's host name as a valid Node name (lower case, DNS-1123), as kubelet derives it."""
+    raw = (hostname if hostname is not None else socket.gethostname()).lower()
+    name = _NOT_IN_A_NODE_NAME.sub("-", raw).strip("-.")[:63].strip("-.")
+    return name or "localhost"

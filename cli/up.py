@@ -1,0 +1,264 @@
+"""`tessera up`: the whole system on this machine, each component its own process (`make run`).
+
+Flags become `UpSettings`; `cli.localcluster.LocalCluster` starts and supervises the processes;
+this module talks to the person at the terminal: where everything is, what to try, what went
+wrong, and the demo's placement table. It stays up until Ctrl-C (or SIGTERM) and then stops
+every component. See docs/user/up.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Final
+
+from agent.discovery.simulated import BUILTIN_PROFILES, load_profile
+from apis.errors import ConfigError, TesseraError
+from cli.localcluster import demo, state
+from cli.localcluster.cluster import LocalCluster
+from cli.localcluster.settings import DEFAULT_DATA_DIR, MAX_NODES, UpSettings
+from cli.localcluster.supervisor import EventKind, SupervisorEvent
+from kube import logs
+from scheduler.service import ADDRESS_ENV, default_address
+
+#: Generous for a loaded 2-core machine; the wait ends as soon as the condition holds.
+_DEMO_TIMEOUT_S: Final = 120.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    defaults = UpSettings()
+    parser.add_argument(
+        "--nodes",
+        type=int,
+        default=defaults.nodes,
+        metavar="N",
+        help=f"simulated GPU nodes, each an agent process (default {defaults.nodes}, at most {MAX_NODES})",
+    )
+    parser.add_argument(
+        "--profile",
+        default=defaults.profile,
+        metavar="PROFILE|FILE",
+        help=f"their devices: {', '.join(BUILTIN_PROFILES)} or a profile YAML file (default {defaults.profile})",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=DEFAULT_DATA_DIR,
+        metavar="DIR",
+        help=f"objects, logs, sockets and the state file; kept between runs (default ./{DEFAULT_DATA_DIR})",
+    )
+    parser.add_argument(
+        "--port", type=int, default=defaults.port, metavar="P", help="the API server's port (default: a free one)"
+    )
+    parser.add_argument(
+        "--demo", action="store_true", help="submit a sample workload and print where each pod went, or why not"
+    )
+    parser.add_argument(
+        "--no-local-agent",
+        dest="local_agent",
+        action="store_false",
+        help="run no agent for this machine (only the simulated nodes)",
+    )
+    parser.add_argument(
+        "--scheduler-address",
+        default=None,
+        metavar="ADDRESS",
+        help=f"the scheduler's gRPC API (default ${ADDRESS_ENV}, else {default_address({})}, "
+        "where tessera explain looks)",
+    )
+
+
+def settings_from(args: argparse.Namespace) -> UpSettings:
+    """Raises ConfigError naming what is wrong with the flags (a profile that does not load too)."""
+    settings = UpSettings(
+        data_dir=args.data_dir,
+        nodes=args.nodes,
+        profile=args.profile,
+        port=args.port,
+        local_agent=args.local_agent,
+        demo=args.demo,
+        scheduler_address=args.scheduler_address or default_address(dict(os.environ)),
+    )
+    settings.validate()
+    if settings.nodes:
+        load_profile(settings.profile)
+    return settings
+
+
+class _Console:
+    """What `tessera up` prints: for people, concise, safe to call from supervisor threads."""
+
+    def __init__(self) -> None:
+        self._base = Path.cwd()
+        self._lock = threading.Lock()
+
+    def say(self, text: str = "") -> None:
+        with self._lock:
+            print(text, flush=True)
+
+    def path(self, path: Path | str) -> str:
+        """Relative to where `tessera up` runs when it is below it: shorter, still usable."""
+        absolute = Path(path).resolve()
+        try:
+            return str(absolute.relative_to(self._base))
+        except ValueError:
+            return str(absolute)
+
+    def event(self, event: SupervisorEvent) -> None:
+        log = self.path(event.log) if event.log is not None else "none"
+        if event.kind is EventKind.EXITED:
+            self.say(f"! {event.name} {_how_it_ended(event.exit_code)}; restarting in {event.delay:.1f} s (log: {log})")
+        elif event.kind is EventKind.START_FAILED:
+            first_line = event.message.splitlines()[0] if event.message else "no reason given"
+            self.say(f"! {event.name} did not start again: {first_line}; next try in {event.delay:.1f} s (log: {log})")
+        elif event.restarts:
+            self.say(f"  {event.name} is back (pid {event.pid}, restart {event.restarts})")
+
+
+def _how_it_ended(code: int | None) -> str:
+    if code is None:
+        return "ended"
+    if code < 0:
+        try:
+            return f"was killed ({signal.Signals(-code).name})"
+        except ValueError:
+            return f"was killed (signal {-code})"
+    return f"exited with code {code}"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from(args)
+    except ConfigError as e:
+        print(f"tessera up: {e}", file=sys.stderr)
+        return 2
+    console = _Console()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    with (settings.data_dir / "up.log").open("a", buffering=1) as log_file:
+        # This process's own log (supervision, the demo's informers) goes to a file: the console is for people.
+        logs.setup(args.v, args.logging_format, stream=log_file)
+        return _run(settings, console)
+
+
+def _run(settings: UpSettings, console: _Console) -> int:
+    started = state.process_created(os.getpid())  # wall clock, so the interpreter's start counts too
+    cluster = LocalCluster(
+        settings,
+        on_event=console.event,
+        on_notice=lambda text: console.say(f"  {text}"),
+    )
+    # Stopped like Ctrl-C, also where SIGINT came ignored (a background job of a script).
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
+    console.say(f"tessera up: starting in {console.path(cluster.data_dir)} ({_nodes_in_words(settings)})")
+    try:
+        try:
+            cluster.start()
+        except TesseraError as e:
+            print(f"tessera up: could not start: {e}", file=sys.stderr)
+            return 1
+        _print_components(console, cluster)
+        console.say(f"Everything is up in {time.time() - started:.1f} s.")
+        if settings.demo:
+            try:
+                _run_demo(console, cluster)
+            except TesseraError as e:  # the system is up: say what went wrong and stay up
+                console.say(f"! The demo failed: {e}")
+        _print_try(console, cluster)
+        threading.Event().wait()  # until Ctrl-C or SIGTERM
+    except KeyboardInterrupt:
+        console.say()
+    finally:
+        _stop(console, cluster)
+    return 0
+
+
+def _nodes_in_words(settings: UpSettings) -> str:
+    parts = ["this machine"] if settings.local_agent else []
+    if settings.nodes:
+        parts.append(f"{settings.nodes} simulated {settings.profile} node{'s' if settings.nodes != 1 else ''}")
+    return " and ".join(parts)
+
+
+def _stop(console: _Console, cluster: LocalCluster) -> None:
+    """Stop what was started; a second Ctrl-C does not cut the shutdown short."""
+    signal.signal(signal.SIGINT, _still_stopping(console))
+    signal.signal(signal.SIGTERM, _still_stopping(console))
+    if cluster.owns_data_dir:
+        console.say("Stopping …")
+        cluster.stop()
+        console.say("Stopped. Objects are kept in the data directory; tessera up there again resumes.")
+
+
+def _interrupt(_signum: int, _frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _still_stopping(console: _Console) -> Callable[[int, FrameType | None], None]:
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        console.say("Still stopping; every component is being shut down …")
+
+    return handler
+
+
+def _print_components(console: _Console, cluster: LocalCluster) -> None:
+    rows = []
+    for component in cluster.components:
+        process = component.process
+        where = process.url
+        grpc = component.state(0).grpc
+        if grpc:
+            where += f"  gRPC {grpc}"
+        rows.append((component.title, where, console.path(process.log_path)))
+    width = [max(len(r[i]) for r in rows) for i in range(2)]
+    for title, where, log in rows:
+        console.say(f"  {title.ljust(width[0])}  {where.ljust(width[1])}  log: {log}")
+
+
+def _run_demo(console: _Console, cluster: LocalCluster) -> None:
+    started = time.monotonic()
+    with cluster.client() as client:
+        if not demo.wait_nodes_ready(
+            client, cluster.simulated_nodes, [cluster.local_node] if cluster.local_node else [], _DEMO_TIMEOUT_S
+        ):
+            console.say("! The nodes did not all get ready; submitting the demo anyway (see the agents' logs).")
+        created = demo.submit(client)
+        placed = demo.wait_placed(client, _DEMO_TIMEOUT_S)
+        rows = demo.placements(client)
+    kept = len(demo.DEMO_PODS) - created
+    note = f"; {kept} kept from an earlier run" if kept else ""
+    console.say()
+    console.say(f"Demo workload in namespace {demo.NAMESPACE} ({created} pods submitted{note}):")
+    console.say(demo.render(rows))
+    if not placed:
+        console.say("! Not every pod was placed yet; `kubectl get pods -n tessera-demo -w` shows what happens next.")
+    console.say(f"(placed in {time.monotonic() - started:.1f} s)")
+
+
+def _print_try(console: _Console, cluster: LocalCluster) -> None:
+    kubeconfig = cluster.kubeconfig
+    faulty = next((c for c in cluster.components if c.node in cluster.simulated_nodes), None)
+    console.say()
+    console.say("Try:")
+    console.say(f"  export KUBECONFIG={kubeconfig}")
+    console.say("  kubectl get nodes                 # Ready, with koordinator.sh/gpu-* in allocatable")
+    console.say("  kubectl get devices -o yaml       # the Device CRs: each node's GPUs and NICs")
+    console.say("  kubectl get pods -A -o wide")
+    if cluster.settings.demo:
+        console.say(f"  tessera explain too-big -n {demo.NAMESPACE}   # why a pod is pending")
+    else:
+        console.say("  tessera explain POD -n NAMESPACE  # why a pod is pending")
+    console.say("  kubectl get nodes,devices,pods -A -o yaml > cluster.yaml")
+    console.say("  tessera what-if -f cluster.yaml   # schedule pending pods (add -f your-pod.yaml) offline")
+    if faulty is not None:
+        console.say(
+            f"  curl -X POST '{faulty.process.url}/debug/simulate/xid?minor=3&xid=79'   # GPU 3 of {faulty.node} fails"
+        )
+    console.say(f"State: {console.path(cluster.data_dir / state.FILE_NAME)}. Ctrl-C stops everything.")

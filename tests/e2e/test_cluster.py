@@ -1,0 +1,205 @@
+"""The system end to end, as a user meets it: `tessera up` with three simulated 8-GPU nodes (and
+this machine), 30 pods with mixed requests through the official client, `kubectl`, `tessera
+explain`, a GPU failing, and — where containerd can run — a container that sees its GPUs.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agent.runtimeproxy import ProxySettings
+from agent.runtimeproxy.hookconfig import HookType
+from agent.runtimeproxy.testing import RuntimeProxyProcess
+from agent.testing import AgentProcess
+from apis import names
+from apis.core import Pod
+from apis.device import DeviceType
+from tests.e2e.checks import allocatable_problems, allocation_problems, gpus_of
+from tests.e2e.conftest import MIXED, UNSCHEDULABLE, manifests, unique
+from tests.e2e.harness import Cluster, Up
+from tests.support import containerd, sockets
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT_S = 180.0  # a loaded 2-core machine; the waits end as soon as their condition holds
+
+
+def simulated_nodes(up: Up) -> list[str]:
+    return sorted(c.node for c in up.state().components.values() if c.node.startswith("sim-"))
+
+
+def converged(cluster: Cluster) -> bool:
+    return not allocatable_problems(cluster.nodes(), cluster.devices())
+
+
+def test_every_node_is_ready_and_offers_its_healthy_devices(up: Up, cluster: Cluster) -> None:
+    expected = {c.node for c in up.state().components.values() if c.node}
+    assert len(expected) == 4  # three simulated nodes and this machine
+    wait_for(
+        lambda: (
+            {n.name for n in cluster.nodes().values() if n.ready} == expected
+            and set(simulated_nodes(up)) <= set(cluster.devices())
+            and converged(cluster)
+        ),
+        timeout_s=TIMEOUT_S,
+        what="every node Ready with its Device CR turned into allocatable",
+    )
+    listed = json.loads(up.kubectl("get", "nodes", "-o", "json"))
+    assert {n["metadata"]["name"] for n in listed["items"]} == expected
+    devices = json.loads(up.kubectl("get", "devices", "-o", "json"))["items"]
+    simulated = [d for d in devices if d["metadata"]["name"].startswith("sim-")]
+    assert [sum(1 for x in d["spec"]["devices"] if x["type"] == "gpu") for d in simulated] == [8, 8, 8]
+    for node in simulated_nodes(up):
+        assert cluster.nodes()[node].allocatable[names.GPU_CORE] == 800
+
+
+def test_thirty_mixed_pods_are_placed_on_devices_without_overcommit(up: Up, cluster: Cluster) -> None:
+    namespace = unique("mixed")
+    cluster.create_namespace(namespace)
+    cluster.create_pods(namespace, manifests(MIXED))
+    assert len(MIXED) == 30
+
+    def settled() -> list[Pod] | None:
+        pods = {p.name: p for p in cluster.pods(namespace)}
+        others = [p for name, p in pods.items() if name != UNSCHEDULABLE]
+        if len(others) == 29 and all(p.phase == "Running" for p in others) and pods[UNSCHEDULABLE].pending_message:
+            return list(pods.values())
+        return None
+
+    pods = wait_for(settled, timeout_s=TIMEOUT_S, what="29 pods Running and the 30th unschedulable")
+    assert allocation_problems(cluster.pods(), cluster.devices()) == []
+    assert converged(cluster)
+    too_big = next(p for p in pods if p.name == UNSCHEDULABLE)
+    assert not too_big.node_name
+    assert "0/4 nodes are available" in too_big.pending_message
+    assert "Insufficient gpu devices" in too_big.pending_message
+    explanation = up.tessera("explain", UNSCHEDULABLE, "-n", namespace)
+    assert f"Pod {namespace}/{UNSCHEDULABLE}: pending" in explanation
+    assert "Insufficient gpu devices" in explanation
+    assert "needs 16" in explanation  # what the nearest node lacks
+    running = json.loads(up.kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]
+    assert sorted(p["status"]["phase"] for p in running).count("Running") == 29
+
+
+def _holders(cluster: Cluster, node: str) -> set[int]:
+    return {minor for p in cluster.pods() if p.node_name == node for minor in gpus_of(p)}
+
+
+def _inject_xid(up: Up, node: str, minor: int, xid: int) -> None:
+    url = up.state().components[f"agent/{node}"].url
+    query = urllib.parse.urlencode({"minor": minor, "xid": xid})
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/debug/simulate/xid?{query}", method="POST")) as answer:
+        assert answer.status == 200
+
+
+def test_an_unhealthy_gpu_leaves_allocatable_and_new_pods_avoid_it(up: Up, cluster: Cluster) -> None:
+    wait_for(lambda: converged(cluster), timeout_s=TIMEOUT_S, what="allocatable to match the Device CRs")
+    # A GPU nobody holds, on the node with the most such GPUs: without the fault it could be chosen.
+    free = {node: sorted(set(range(8)) - _holders(cluster, node)) for node in simulated_nodes(up)}
+    node = max(free, key=lambda n: len(free[n]))
+    broken = free[node][0]
+    assert len(free[node]) >= 2, f"too few free GPUs to test with: {free}"
+    before = cluster.nodes()[node].allocatable[names.GPU_CORE]
+
+    _inject_xid(up, node, broken, xid=79)
+
+    def unhealthy() -> bool:
+        gpu = next(d for d in cluster.devices()[node].of_type(DeviceType.GPU) if d.minor == broken)
+        return not gpu.health
+
+    wait_for(unhealthy, timeout_s=TIMEOUT_S, what=f"GPU {broken} of {node} unhealthy in its Device CR")
+    wait_for(
+        lambda: cluster.nodes()[node].allocatable[names.GPU_CORE] == before - 100 and converged(cluster),
+        timeout_s=TIMEOUT_S,
+        what=f"allocatable of {node} to drop by one GPU",
+    )
+
+    # Fill the node with whole-GPU pods: every healthy free GPU is taken, the broken one is not.
+    healthy_free = [m for m in free[node] if m != broken]
+    namespace = unique("after-fault")
+    cluster.create_namespace(namespace)
+    workload = tuple((f"gpu-{i}", {names.NVIDIA_GPU: "1"}, {}) for i in range(len(healthy_free) + 1))
+    cluster.create_pods(namespace, manifests(workload, node_selector={names.LABEL_HOSTNAME: node}))
+
+    def settled() -> list[Pod] | None:
+        pods = cluster.pods(namespace)
+        bound = [p for p in pods if p.node_name]
+        waiting = [p for p in pods if not p.node_name and p.pending_message]
+        return pods if len(bound) == len(healthy_free) and len(waiting) == 1 else None
+
+    pods = wait_for(settled, timeout_s=TIMEOUT_S, what=f"{len(healthy_free)} pods bound on {node}, one pending")
+    taken = sorted(m for p in pods for m in gpus_of(p))
+    assert taken == healthy_free, f"GPU {broken} is unhealthy; pods got {taken}"
+    assert allocation_problems(cluster.pods(), cluster.devices()) == []
+
+
+# --- containerd: the runtime proxy injects what the scheduler decided -------------------------------------
+@pytest.fixture
+def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]]:
+    """A node joined to the cluster the way a GPU node runs: an agent (simulated T4s, since this
+    machine has no GPU) whose hook server a real `tessera runtime-proxy` calls, in front of a
+    private containerd. Yields (node name, the proxy's socket), where kubelet would connect."""
+    node = unique("proxy-node")
+    with sockets.temporary("tessera-e2e-node-") as workdir:
+        agent = AgentProcess(
+            up.kubeconfig,
+            node_name=node,
+            directory=workdir / "agent",
+            args=["--simulate-devices", "t4-2x", "--simulate-kubelet", "--qos", "off"],
+        )
+        hooks = workdir / "hooks"
+        hooks.mkdir()
+        registration = {
+            "remote-endpoint": str(agent.hook_socket),
+            "failure-policy": "Fail",
+            "runtime-hooks": [h.value for h in HookType],
+        }
+        (hooks / "agent.json").write_text(json.dumps(registration))
+        settings = ProxySettings(listen=workdir / "proxy.sock", runtime_endpoint=ctrd.address, hook_config_dir=hooks)
+        proxy = RuntimeProxyProcess(settings, log_path=workdir / "proxy.log")
+        with agent:
+            proxy.start()
+            try:
+                yield node, settings.listen
+            finally:
+                assert proxy.stop() == 0, proxy.log_tail()
+
+
+@pytest.mark.root
+def test_the_runtime_proxy_gives_the_container_the_gpus_the_scheduler_chose(
+    up: Up, cluster: Cluster, ctrd: containerd.Containerd, proxy_node: tuple[str, Path]
+) -> None:
+    node, proxy_socket = proxy_node
+    namespace = unique("containerd")
+    cluster.create_namespace(namespace)
+    cluster.create_pods(
+        namespace,
+        manifests((("cuda", {names.NVIDIA_GPU: "1"}, {}),), node_selector={names.LABEL_HOSTNAME: node}),
+    )
+    pod = wait_for(
+        lambda: next((p for p in cluster.pods(namespace) if p.node_name == node), None),
+        timeout_s=TIMEOUT_S,
+        what=f"the pod bound to {node}",
+    )
+    minors = gpus_of(pod)
+    assert len(minors) == 1
+
+    # Play kubelet through the proxy, with the pod as the API server has it.
+    with containerd.CRIClient(f"unix://{proxy_socket}", cgroup_parent=ctrd.cgroup_parent) as kubelet:
+        config = kubelet.pod_config(
+            pod.name, namespace=pod.namespace, uid=pod.uid, annotations=pod.annotations, labels=pod.labels
+        )
+        sandbox = kubelet.run_pod(config)
+        try:
+            container = kubelet.run_container(sandbox, config, "main")
+            env = kubelet.env(container)
+        finally:
+            kubelet.remove_pod(sandbox)
+    assert env["NVIDIA_VISIBLE_DEVICES"] == ",".join(str(m) for m in minors)

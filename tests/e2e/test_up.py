@@ -1,0 +1,124 @@
+"""`tessera up` itself: bad flags, `--demo`, Ctrl-C, running twice, resuming on the same data
+directory, and cleaning up after a `tessera up` that was itself killed."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from cli.localcluster import demo
+from cli.localcluster.state import UpState
+from tests.e2e.checks import allocation_problems
+from tests.e2e.harness import Up, tessera_command
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.e2e
+
+TIMEOUT_S = 180.0
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--nodes", "-1"], "--nodes -1: must be between 0 and 50"),
+        (["--profile", "v100-3x"], "not a built-in profile"),
+        (["--nodes", "0", "--no-local-agent"], "no node to run"),
+    ],
+    ids=["negative-nodes", "unknown-profile", "no-node"],
+)
+def test_bad_flags_are_refused_before_anything_starts(workdir: Path, flags: list[str], message: str) -> None:
+    data_dir = workdir / "never"
+    result = subprocess.run(
+        [*tessera_command(), "up", "--data-dir", str(data_dir), *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (2, "")
+    assert message in result.stderr
+    assert not data_dir.exists()
+
+
+def running(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def demo_ready(up: Up) -> bool:
+    """The demo table and the commands to try are printed."""
+    return "Ctrl-C stops everything" in up.output()
+
+
+def objects(up: Up) -> dict[str, str]:
+    with up.cluster() as cluster:
+        return cluster.uids()
+
+
+def component_pids(current: UpState) -> list[int]:
+    return [c.pid for c in current.components.values() if c.pid is not None]
+
+
+def test_demo_ctrl_c_and_resuming_on_the_same_data_directory(workdir: Path, start_up: Callable[..., Up]) -> None:
+    data_dir = workdir / "resume"
+    first = start_up(data_dir, "--demo", "--nodes", "1")
+    wait_for(lambda: demo_ready(first), timeout_s=TIMEOUT_S, what="the demo's table")
+    assert f"Demo workload in namespace {demo.NAMESPACE} ({len(demo.DEMO_PODS)} pods submitted)" in first.output()
+    assert "pending: 0/2 nodes are available: 2 Insufficient gpu devices." in first.output()
+    with first.cluster() as cluster:
+        pods = cluster.pods(demo.NAMESPACE)
+        assert sorted(p.name for p in pods if not p.node_name) == ["too-big"]
+        assert allocation_problems(pods, cluster.devices()) == []
+    kept = objects(first)
+    state = first.state()
+    sockets = [Path(state.components["scheduler"].grpc.removeprefix("unix://"))]
+    sockets += [Path(c.hook_socket) for c in state.components.values() if c.hook_socket]
+    assert all(s.exists() for s in sockets)
+
+    # A second tessera up on the same directory is refused; the first one is unharmed.
+    second = subprocess.run(
+        [*tessera_command(), "up", "--data-dir", str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=first.env,
+        check=False,
+    )
+    assert second.returncode == 1
+    assert f"tessera up already runs on {data_dir} (pid {first.pid})" in second.stderr
+    assert first.state().phase == "ready"
+
+    # Ctrl-C: every component stops, their sockets are gone, nothing is left running.
+    assert first.interrupt() == 0
+    assert "Stopped." in first.output()
+    assert [pid for pid in component_pids(state) if running(pid)] == []
+    assert [s for s in sockets if s.exists()] == []
+    assert first.state().phase == "stopped"
+
+    # Again on the same directory: the same objects, no second copy of the nodes or the demo.
+    again = start_up(data_dir, "--demo", "--nodes", "1")
+    wait_for(lambda: demo_ready(again), timeout_s=TIMEOUT_S, what="the demo's table again")
+    assert f"(0 pods submitted; {len(demo.DEMO_PODS)} kept from an earlier run)" in again.output()
+    resumed = objects(again)
+    assert {key: uid for key, uid in kept.items() if resumed.get(key) != uid} == {}
+    assert sorted(k for k in resumed if k.startswith(("Node/", "Pod/"))) == sorted(
+        k for k in kept if k.startswith(("Node/", "Pod/"))
+    )
+
+    # tessera up killed itself: its components are orphans; the next one stops them first.
+    orphans = component_pids(again.state())
+    again.kill()
+    assert all(running(pid) for pid in orphans)
+    last = start_up(data_dir, "--nodes", "1")
+    assert f"stopped {len(orphans)} processes an earlier tessera up left running" in last.output()
+    assert [pid for pid in orphans if running(pid)] == []
+    assert objects(last).keys() >= kept.keys()
+    assert last.interrupt() == 0
