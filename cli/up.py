@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -248,6 +249,8 @@ def _print_try(console: _Console, cluster: LocalCluster) -> None:
     console.say()
     console.say("Try:")
     console.say(f"  export KUBECONFIG={kubeconfig}")
+    if shutil.which("tessera") is None:  # run as .venv/bin/tessera (make run): put it on PATH for the commands below
+        console.say(f"  export PATH={Path(sys.executable).parent}:$PATH")
     console.say("  kubectl get nodes                 # Ready, with koordinator.sh/gpu-* in allocatable")
     console.say("  kubectl get devices -o yaml       # the Device CRs: each node's GPUs and NICs")
     console.say("  kubectl get pods -A -o wide")
