@@ -22,6 +22,7 @@ from typing import Any
 
 import aiohttp
 
+from apis import names
 from kube.apiserver.testing import EmbeddedAPIServer
 from kube.resources import PODS
 
@@ -62,12 +63,12 @@ def _pod(name: str, i: int) -> dict[str, Any]:
         "kind": "Pod",
         "metadata": {"name": name, "labels": {"app": "bench", "shard": str(i % 10)}},
         "spec": {
-            "schedulerName": "tessera-scheduler",
+            "schedulerName": names.SCHEDULER_NAME,
             "containers": [
                 {
                     "name": "main",
                     "image": "registry.example/bench:1",
-                    "resources": {"limits": {"cpu": "1", "memory": "1Gi", "koordinator.sh/gpu-core": "50"}},
+                    "resources": {"limits": {"cpu": "1", "memory": "1Gi", names.GPU_CORE: "50"}},
                 }
             ],
         },
@@ -266,7 +267,7 @@ async def _pipeline_phase(load: _Load, settings: BenchSettings) -> Result:
                 session,
                 "PATCH",
                 f"{path}/{name}",
-                {"metadata": {"annotations": {"scheduling.koordinator.sh/device-allocated": '{"gpu":[]}'}}},
+                {"metadata": {"annotations": {names.ANNOTATION_DEVICE_ALLOCATED: '{"gpu":[]}'}}},
                 "application/merge-patch+json",
             )
             await load.request(
