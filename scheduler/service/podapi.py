@@ -12,14 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from apis.core import Pod
+from apis.core import CONDITION_POD_SCHEDULED, Pod
 from apis.meta import now_rfc3339
 from kube import Client, errors, resources
 
-__all__ = ["POD_SCHEDULED", "KubePodAPI", "PodAPI"]
+__all__ = ["KubePodAPI", "PodAPI"]
 
 #: The pod condition kube-scheduler owns.
-POD_SCHEDULED = "PodScheduled"
 
 
 class PodAPI(Protocol):
@@ -66,7 +65,7 @@ class KubePodAPI:
 
     def set_condition(self, pod: Pod, *, status: str, reason: str, message: str) -> None:
         condition = {
-            "type": POD_SCHEDULED,
+            "type": CONDITION_POD_SCHEDULED,
             "status": status,
             "reason": reason,
             "message": message,

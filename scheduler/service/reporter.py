@@ -24,10 +24,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from apis import names
-from apis.core import Pod
+from apis.core import CONDITION_POD_SCHEDULED, Pod
 from kube import EventRecorder, ObjectReference, errors
 from kube.logs import V
-from scheduler.service.podapi import POD_SCHEDULED, PodAPI
+from scheduler.service.podapi import PodAPI
 
 __all__ = ["REASON_SCHEDULER_ERROR", "REASON_UNSCHEDULABLE", "FailureReporter"]
 
@@ -164,6 +164,6 @@ class FailureReporter:
 
 def _has_condition(pod: Pod, reason: str, message: str) -> bool:
     return any(
-        c.type == POD_SCHEDULED and c.status == "False" and c.reason == reason and c.message == message
+        c.type == CONDITION_POD_SCHEDULED and c.status == "False" and c.reason == reason and c.message == message
         for c in pod.conditions
     )
