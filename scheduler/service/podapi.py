@@ -18,8 +18,6 @@ from kube import Client, errors, resources
 
 __all__ = ["KubePodAPI", "PodAPI"]
 
-#: The pod condition kube-scheduler owns.
-
 
 class PodAPI(Protocol):
     def annotate(self, pod: Pod, changes: Mapping[str, str | None], *, resource_version: str = "") -> None:
