@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from agent.qos import config as qos_config
 from apis import names
-from controller.runtime.endpoints import Endpoints
+from kube import serving
 from scheduler.cache import ClusterCache
 from scheduler.core import build_frameworks
 from scheduler.framework import load_config
@@ -132,8 +132,8 @@ def test_the_scheduler_serves_the_paths_the_manifests_use() -> None:
 
 
 def test_the_controller_serves_the_paths_the_manifests_use() -> None:
-    endpoints = Endpoints(
-        host="127.0.0.1", port=0, registry=CollectorRegistry(), liveness={"x": lambda: True}, readiness={}
+    endpoints = serving.Server(
+        "controller HTTP", host="127.0.0.1", port=0, registry=CollectorRegistry(), liveness={"x": lambda: ""}
     )
     endpoints.start()
     try:
