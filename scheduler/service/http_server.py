@@ -46,7 +46,7 @@ def new_server(
     host, _, port = address.rpartition(":")
     diagnostics = _Diagnostics(inspector, debug)
 
-    def services(_request: serving.Request) -> serving.Response:
+    def services(_request: serving.Request) -> serving.Response:  # every route of `server`, built below
         by_method: dict[str, list[str]] = {}
         for route in server.routes:
             by_method.setdefault(route.method, []).append(route.path)
