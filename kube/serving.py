@@ -3,28 +3,14 @@
 Every Tessera process answers Prometheus and the kubelet's probes on one port, and some add paths
 of their own (the scheduler's Koordinator diagnostics, the agent's fault injection of simulated
 GPUs). They all bind, route, bound request bodies, survive a handler's bug and stop the same way,
-so that code lives here once; the agent, the controller and the scheduler each build a `Server`.
+so that code lives here once: the agent, the controller and the scheduler each build a `Server`
+(docs/dev/kube.md shows how).
 
-    server = serving.Server(
-        "controller HTTP",
-        host="0.0.0.0",
-        port=9318,  # 0: any free port; `server.port` / `server.address` say which
-        registry=registry,  # served on /metrics
-        liveness={"workers": workers_check},  # /livez and /healthz
-        readiness={"informer-sync": synced_check},  # /readyz, after the liveness checks
-        routes=[serving.Route("GET", "/apis/v1/nodes/:nodeName", node_info)],
-    )
-    server.start()  # binds now: ConfigError when the address cannot be bound
-    server.stop()  # idempotent
-
-Health follows kube-apiserver's `/livez` and `/readyz`: a check is a callable returning "" when
-fine, else the reason; the answer is `200 ok`, or `500` listing each failed check and its reason
-and `<path> check failed`; `?verbose` lists every check. `/readyz` runs the liveness checks too (a
-process that is not alive is not ready, as in kube-apiserver), and `/healthz` is `/livez`'s older
-name. A route's handler takes a `Request` (path parameters, query, body) and returns a `Response`.
-Errors the server answers itself (404, 405, 413, a handler's bug as 500) are spelled by the
-component's `error` function, so the scheduler keeps Koordinator's `{"message": ...}`.
-
+Health follows kube-apiserver's `/livez` and `/readyz`: a check returns "" when fine, else the
+reason; the answer is `200 ok`, or `500` listing each failed check and `<path> check failed`;
+`?verbose` lists every check. `/readyz` runs the liveness checks too, and `/healthz` is `/livez`'s
+older name. Errors the server answers itself (404, 405, 413, a handler's bug as 500) are spelled
+by the component's `error` function, so the scheduler keeps Koordinator's `{"message": ...}`.
 Requests are served on short-lived daemon threads (a slow or silent client holds only its own,
 for at most `TIMEOUT` seconds, never the component); access lines go to the V(5) log.
 """
