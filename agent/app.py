@@ -10,8 +10,8 @@ drive `Agent` directly. What it hosts:
     hook server                        GPU env, RDMA devices, QoS plugins on a unix socket
     node QoS                           NodeQoS (agent/nodeqos.py): what the NodeSLO enables
     simulated kubelet (optional)       SimulatedKubelet (agent/kubeletsim/)
-    HTTP                               /metrics, /healthz, and for simulated devices the fault
-                                       injection routes (agent/faults.py)
+    HTTP                               /metrics, /healthz (/livez, /readyz), and for simulated
+                                       devices the fault injection routes (agent/faults.py)
 
 Start-up fails (ConfigError, with a message saying what to fix) only for what the agent cannot
 run without: a bad flag or profile, a kubeconfig that does not load, a socket or port another
@@ -26,9 +26,8 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import psutil
 from prometheus_client import CollectorRegistry
@@ -37,16 +36,15 @@ from agent.devices import NodeDevices
 from agent.discovery.nvmllib import NVMLLibrary
 from agent.discovery.settings import DiscoveryStack, open_discovery
 from agent.discovery.simulated import NodeCapacity
-from agent.faults import SimulatedFaults
+from agent.faults import SimulatedFaults, json_error
 from agent.hooks import GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
 from agent.kubeletsim import SimulatedKubelet
-from agent.metrics.exporter import MetricsExporter, WSGIApp
 from agent.nodeqos import NodeQoS
 from agent.reporter import DeviceReporter
 from agent.settings import AgentSettings
 from apis.core import Pod
 from apis.errors import ConfigError
-from kube import errors
+from kube import errors, serving
 from kube.client import Client
 from kube.informer import Informer
 from kube.resources import NODES, PODS
@@ -56,7 +54,6 @@ __all__ = ["Agent", "run"]
 log = logging.getLogger(__name__)
 
 _UID_INDEX = "uid"
-_StartResponse = Callable[..., Any]
 
 
 class Agent:
@@ -76,7 +73,7 @@ class Agent:
         self.qos: NodeQoS | None = None
         self.hooks: HookServer | None = None
         self.kubelet: SimulatedKubelet | None = None
-        self.http: MetricsExporter | None = None
+        self.http: serving.Server | None = None
 
     def start(self) -> None:
         """Build and start every part. On failure, what was started is stopped again."""
@@ -165,7 +162,7 @@ class Agent:
         if self.qos is not None:
             self._run(self.qos.start, self.qos.stop)
         if s.metrics.address_file is not None:
-            _write_atomically(s.metrics.address_file, f"{s.metrics.host}:{http.port}\n")  # ready
+            _write_atomically(s.metrics.address_file, http.address + "\n")  # ready
         log.info(
             "Agent started",
             extra={
@@ -174,23 +171,27 @@ class Agent:
                 "simulatedKubelet": s.kubelet.enabled,
                 "gpus": len(devices.inventory.gpus),
                 "rdma": len(devices.inventory.rdma),
-                "metrics": f"{s.metrics.host}:{http.port}",
+                "metrics": http.address,
                 "hookSocket": str(s.hooks.socket_path) if s.hooks.enabled else "off",
                 "qos": "off" if self.qos is None else ",".join(self.qos.running) or "no part enabled",
             },
         )
 
-    def _serve_http(self, stack: DiscoveryStack) -> MetricsExporter:
-        """/metrics and /healthz, and the fault injection routes for simulated devices."""
+    def _serve_http(self, stack: DiscoveryStack) -> serving.Server:
+        """/metrics, health, and the fault injection routes for simulated devices. Errors are JSON
+        `{"error": ...}`, as the fault routes answer theirs."""
         s = self.settings.metrics
-        routes: dict[str, WSGIApp] = {"/healthz": self._healthz}
-        if stack.fake is not None:
-            routes.update(SimulatedFaults(stack.fake, node_name=self.settings.node_name).routes())
-        self.http = MetricsExporter(self.registry, host=s.host, port=s.port, routes=routes)
-        try:
-            self.http.start()
-        except OSError as e:
-            raise ConfigError(f"metrics address {s.host}:{s.port}: cannot listen: {e}") from e
+        faults = SimulatedFaults(stack.fake, node_name=self.settings.node_name) if stack.fake is not None else None
+        self.http = serving.Server(
+            "agent HTTP",
+            host=s.host,
+            port=s.port,
+            registry=self.registry,
+            liveness={"device-reporter": self._reporter_running},
+            routes=faults.routes() if faults is not None else (),
+            error=json_error,
+        )
+        self.http.start()  # ConfigError when the port is taken
         self._stops.append(self.http.stop)
         return self.http
 
@@ -233,13 +234,9 @@ class Agent:
 
         return read
 
-    def _healthz(self, environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
-        """200 while the reporter loop runs (the API server being down is not the agent's fault)."""
-        if self.reporter is not None and self.reporter.alive:
-            start_response("200 OK", [("Content-Type", "text/plain")])
-            return [b"ok\n"]
-        start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
-        return [b"device reporter not running\n"]
+    def _reporter_running(self) -> str:
+        """The health check: the reporter loop runs (the API server being down is not the agent's fault)."""
+        return "" if self.reporter is not None and self.reporter.alive else "device reporter not running"
 
 
 def _this_machine() -> NodeCapacity:

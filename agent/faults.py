@@ -19,98 +19,94 @@ has passed without errors.
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable, Iterable
-from typing import Any, Final
-from urllib.parse import parse_qs
+from collections.abc import Callable, Mapping, Sequence
+from typing import Final
 
 from agent.discovery.fake_nvml import FakeGPU, FakeNVML
-from agent.metrics.exporter import WSGIApp
+from kube import serving
 
-__all__ = ["PREFIX", "SimulatedFaults"]
+__all__ = ["PREFIX", "SimulatedFaults", "json_error"]
 
 log = logging.getLogger(__name__)
 
 PREFIX: Final = "/debug/simulate/"
 
-_StartResponse = Callable[..., Any]
+_Query = Mapping[str, Sequence[str]]
 
 
 class _BadRequest(Exception):
-    def __init__(self, status: str, message: str) -> None:
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
 class SimulatedFaults:
-    """The fault-injection routes over one FakeNVML; `routes()` for the agent's HTTP server."""
+    """The fault-injection routes over one FakeNVML; `routes()` for the agent's HTTP server, which
+    answers other methods than POST with 405."""
 
     def __init__(self, fake: FakeNVML, *, node_name: str) -> None:
         self._fake = fake
         self._node_name = node_name
 
-    def routes(self) -> dict[str, WSGIApp]:
-        return {
-            f"{PREFIX}xid": self._endpoint("xid", self._xid),
-            f"{PREFIX}gpu-lost": self._endpoint("gpu-lost", self._lost),
-            f"{PREFIX}gpu-reset": self._endpoint("gpu-reset", self._reset),
-        }
+    def routes(self) -> list[serving.Route]:
+        return [
+            serving.Route("POST", f"{PREFIX}xid", self._endpoint("xid", self._xid)),
+            serving.Route("POST", f"{PREFIX}gpu-lost", self._endpoint("gpu-lost", self._lost)),
+            serving.Route("POST", f"{PREFIX}gpu-reset", self._endpoint("gpu-reset", self._reset)),
+        ]
 
     # --- the faults --------------------------------------------------------------------------------
-    def _xid(self, gpu: FakeGPU, query: dict[str, list[str]]) -> dict[str, object]:
+    def _xid(self, gpu: FakeGPU, query: _Query) -> dict[str, object]:
         xid = _int(query, "xid")
         self._fake.inject_xid(gpu.uuid, xid)
         return {"xid": xid}
 
-    def _lost(self, gpu: FakeGPU, query: dict[str, list[str]]) -> dict[str, object]:
+    def _lost(self, gpu: FakeGPU, query: _Query) -> dict[str, object]:
         self._fake.vanish(gpu.uuid)
         return {}
 
-    def _reset(self, gpu: FakeGPU, query: dict[str, list[str]]) -> dict[str, object]:
+    def _reset(self, gpu: FakeGPU, query: _Query) -> dict[str, object]:
         self._fake.reset(gpu.uuid)
         return {}
 
     # --- HTTP --------------------------------------------------------------------------------------
-    def _endpoint(self, fault: str, act: Callable[[FakeGPU, dict[str, list[str]]], dict[str, object]]) -> WSGIApp:
-        def app(environ: dict[str, Any], start_response: _StartResponse) -> Iterable[bytes]:
+    def _endpoint(self, fault: str, act: Callable[[FakeGPU, _Query], dict[str, object]]) -> serving.Handler:
+        def handle(request: serving.Request) -> serving.Response:
             try:
-                if environ.get("REQUEST_METHOD") != "POST":
-                    raise _BadRequest("405 Method Not Allowed", "use POST")
-                query = parse_qs(environ.get("QUERY_STRING", ""))
-                gpu = self._gpu(_int(query, "minor"))
-                detail = act(gpu, query)
+                gpu = self._gpu(_int(request.query, "minor"))
+                detail = act(gpu, request.query)
             except _BadRequest as e:
-                return _json(start_response, e.status, {"error": str(e)})
+                return json_error(e.status, str(e))
             log.warning(
                 "Injected a SIMULATED GPU fault",
                 extra={"node": self._node_name, "fault": fault, "minor": gpu.minor, "uuid": gpu.uuid, **detail},
             )
-            return _json(start_response, "200 OK", {"minor": gpu.minor, "uuid": gpu.uuid, "fault": fault, **detail})
+            return serving.Response.json({"minor": gpu.minor, "uuid": gpu.uuid, "fault": fault, **detail})
 
-        return app
+        return handle
 
     def _gpu(self, minor: int) -> FakeGPU:
         gpu = next((g for g in self._fake.gpus if g.minor == minor), None)
         if gpu is None:
             known = ", ".join(str(g.minor) for g in self._fake.gpus)
-            raise _BadRequest("404 Not Found", f"no simulated GPU with minor {minor} (minors: {known})")
+            raise _BadRequest(404, f"no simulated GPU with minor {minor} (minors: {known})")
         return gpu
 
 
-def _int(query: dict[str, list[str]], name: str) -> int:
+def _int(query: _Query, name: str) -> int:
     values = query.get(name)
     if not values:
-        raise _BadRequest("400 Bad Request", f"missing query parameter {name}")
+        raise _BadRequest(400, f"missing query parameter {name}")
     try:
         value = int(values[-1])
     except ValueError:
-        raise _BadRequest("400 Bad Request", f"{name} must be an integer, got {values[-1]!r}") from None
+        raise _BadRequest(400, f"{name} must be an integer, got {values[-1]!r}") from None
     if value < 0:
-        raise _BadRequest("400 Bad Request", f"{name} must not be negative, got {value}")
+        raise _BadRequest(400, f"{name} must not be negative, got {value}")
     return value
 
 
-def _json(start_response: _StartResponse, status: str, body: dict[str, object]) -> list[bytes]:
-    start_response(status, [("Content-Type", "application/json")])
-    return [json.dumps(body).encode() + b"\n"]
+def json_error(status: int, message: str) -> serving.Response:
+    """How the agent's HTTP server answers an error, its own (404, 405, ...) and these routes' alike."""
+    return serving.Response.json({"error": message}, status)

@@ -19,8 +19,9 @@ from prometheus_client import CollectorRegistry
 from agent.device_cr import build_device
 from agent.discovery import DiscoverySettings, open_discovery
 from agent.health import HealthMonitor, HealthTracker, SystemClock
-from agent.metrics import ContainerResolver, GPUMetrics, MetricsExporter
+from agent.metrics import ContainerResolver, GPUMetrics
 from agent.periodic import Periodic
+from kube import serving
 
 NODE = "bench-node"
 
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if monitor.watcher is not None:
         monitor.watcher.on_xid(metrics.count_xid)
-    exporter = MetricsExporter(registry, host="127.0.0.1", port=0)
+    exporter = serving.Server("agent HTTP", host="127.0.0.1", port=0, registry=registry)
 
     def discover_and_build() -> None:
         build_device(stack.discovery.run(), tracker.snapshot(), node_name=NODE, node_uid="bench")

@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 def run(settings: ControllerSettings, *, stop: threading.Event | None = None) -> int:
     """Run until `stop` is set (None: until SIGTERM/SIGINT, in the main thread). Returns 0.
 
-    Raises ConfigError for bad settings or a client that cannot be configured, OSError when the
-    HTTP port is taken.
+    Raises ConfigError for bad settings, a client that cannot be configured or an HTTP port that
+    is taken.
     """
     settings.validate()
     with Client.from_settings(settings.client) as client:

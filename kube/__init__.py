@@ -3,7 +3,8 @@
 Holds client construction (`Client`), informers (`Informer`, `InformerFactory`), typed access to
 Tessera's CRDs (`crds.devices(client)`, ...), patch helpers (`retry_on_conflict`), leader election
 (`LeaderElector`), events (`EventRecorder`), the error tree (`APIError`, ...), logging set-up
-(`kube.logs`) and the embedded API server (`kube.apiserver`). Imports `apis` only.
+(`kube.logs`), the components' operational HTTP (`kube.serving`) and the embedded API server
+(`kube.apiserver`). Imports `apis` only.
 See docs/dev/kube.md for how to use them.
 
 Names are loaded on first use, so `import kube` (and `tessera --help`, via `kube.logs`) does

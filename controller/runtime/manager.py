@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from controller.runtime.controller import Controller, ControllerOptions
-from controller.runtime.endpoints import Endpoints
 from controller.runtime.metrics import Metrics
 from controller.runtime.reconciler import Reconciler
+from kube import serving
 from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import InformerFactory
@@ -68,7 +68,8 @@ class Manager:
         self.events = EventRecorder(client, settings.component)
         self.controllers: list[Controller] = []
         self.elector: LeaderElector | None = None
-        self._endpoints = Endpoints(
+        self._http = serving.Server(
+            "controller HTTP",
             host=settings.host,
             port=settings.port,
             registry=self.metrics.registry,
@@ -89,16 +90,14 @@ class Manager:
 
     @property
     def port(self) -> int:
-        return self._endpoints.port
+        return self._http.port
 
     def run(self, stop: threading.Event) -> None:
-        """Serve until `stop` is set, then shut down cleanly. Raises OSError if the port is taken."""
-        self._endpoints.start()
+        """Serve until `stop` is set, then shut down cleanly. Raises ConfigError if the port is taken."""
+        self._http.start()
         try:
             if self.settings.address_file is not None:
-                host = self.settings.host
-                address = f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
-                _write_atomically(self.settings.address_file, address + "\n")
+                _write_atomically(self.settings.address_file, self._http.address + "\n")
             self.informers.start()
             log.log(V(2), "Waiting for informer caches to sync")
             while not self.informers.wait_for_sync(timeout=0.5):
@@ -129,7 +128,7 @@ class Manager:
             self.elector.stop()
         self.informers.stop()
         self.events.close()
-        self._endpoints.stop()
+        self._http.stop()
         log.info("Stopped")
 
     def _start_controllers(self) -> None:
@@ -146,15 +145,16 @@ class Manager:
                 controller.stop(self.settings.drain_timeout)
             self.metrics.leader.set(0)
 
-    # --- checks -----------------------------------------------------------------------------------
-    def _workers_alive(self) -> bool:
-        return all(c.workers_alive() for c in self.controllers)
+    # --- checks: "" when fine, else why not ----------------------------------------------------------
+    def _workers_alive(self) -> str:
+        dead = [c.name for c in self.controllers if not c.workers_alive()]
+        return f"a worker thread died in {', '.join(dead)}" if dead else ""
 
-    def _synced_check(self) -> bool:
-        return self._synced.is_set()
+    def _synced_check(self) -> str:
+        return "" if self._synced.is_set() else "the informer caches have not synced yet"
 
-    def _not_stopping(self) -> bool:
-        return not self._stopping.is_set()
+    def _not_stopping(self) -> str:
+        return "shutting down" if self._stopping.is_set() else ""
 
 
 def _write_atomically(path: Path, text: str) -> None:

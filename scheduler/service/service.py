@@ -31,9 +31,9 @@ from scheduler.framework import Framework, PluginRef, SchedulerConfig
 from scheduler.framework.interfaces import ClusterEvent, EnqueueExtension, ExtensionPoint
 from scheduler.framework.runtime import Registry
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
+from scheduler.service import http_server
 from scheduler.service.binder import Binder
 from scheduler.service.grpc_server import GRPCServer
-from scheduler.service.http_server import DiagnosticsServer, Health
 from scheduler.service.informers import ClusterFeed
 from scheduler.service.inspector import Inspector
 from scheduler.service.leader import Leadership
@@ -146,12 +146,13 @@ class SchedulerService:
         )
         self.grpc = GRPCServer(settings.grpc, self.inspector) if settings.grpc.address else None
         self.http = (
-            DiagnosticsServer(
+            http_server.new_server(
                 settings.http.address,
                 inspector=self.inspector,
                 debug=self.debug,
                 registry=self.registry,
-                health=Health(live=self._liveness, ready=self._readiness),
+                liveness={"scheduling-loop": self._liveness},
+                readiness={"informer-sync": self._readiness},
             )
             if settings.http.address
             else None

@@ -1,10 +1,10 @@
-"""/metrics over real HTTP on loopback, from simulated GPUs."""
+"""The agent's /metrics over real HTTP on loopback, from simulated GPUs."""
 
 from __future__ import annotations
 
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -14,14 +14,14 @@ from agent.discovery.simulated import load_profile
 from agent.health.clock import SystemClock
 from agent.health.tracker import HealthTracker
 from agent.metrics.containers import ContainerResolver
-from agent.metrics.exporter import MetricsExporter
 from agent.metrics.gpu import GPUMetrics
+from kube import serving
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def exporter() -> Iterator[MetricsExporter]:
+def exporter() -> Iterator[serving.Server]:
     profile = load_profile("a100-8x")
     nvml = NVML(profile.fake_nvml("n1"))
     nvml.init()
@@ -35,13 +35,13 @@ def exporter() -> Iterator[MetricsExporter]:
         containers=ContainerResolver(),
     )
     metrics.refresh()
-    exporter = MetricsExporter(registry, host="127.0.0.1", port=0)
+    exporter = serving.Server("agent HTTP", host="127.0.0.1", port=0, registry=registry)
     exporter.start()
     yield exporter
     exporter.stop()
 
 
-def get(exporter: MetricsExporter, path: str) -> tuple[int, str]:
+def get(exporter: serving.Server, path: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}{path}", timeout=5) as response:
             return response.status, response.read().decode()
@@ -49,7 +49,7 @@ def get(exporter: MetricsExporter, path: str) -> tuple[int, str]:
         return e.code, e.read().decode()
 
 
-def test_metrics_are_served_on_slash_metrics(exporter: MetricsExporter) -> None:
+def test_metrics_are_served_on_slash_metrics(exporter: serving.Server) -> None:
     status, text = get(exporter, "/metrics")
     assert status == 200
     assert text.count("tessera_gpu_memory_total_bytes{") == 8
@@ -57,28 +57,28 @@ def test_metrics_are_served_on_slash_metrics(exporter: MetricsExporter) -> None:
     assert "tessera_agent_collection_duration_seconds_bucket" in text
 
 
-def test_other_paths_are_not_found(exporter: MetricsExporter) -> None:
+def test_other_paths_are_not_found(exporter: serving.Server) -> None:
     status, text = get(exporter, "/")
     assert status == 404 and "/metrics" in text
 
 
 def test_extra_routes_are_served_beside_metrics() -> None:
-    def hello(environ: dict[str, object], start_response: Callable[..., object]) -> list[bytes]:
-        start_response("200 OK", [("Content-Type", "text/plain")])
-        return [b"ok\n"]
+    def hello(request: serving.Request) -> serving.Response:
+        return serving.Response.text("ok")
 
-    exporter = MetricsExporter(CollectorRegistry(), host="127.0.0.1", port=0, routes={"/healthz": hello})
+    routes = [serving.Route("GET", "/hello", hello)]
+    exporter = serving.Server("agent HTTP", host="127.0.0.1", port=0, registry=CollectorRegistry(), routes=routes)
     exporter.start()
     try:
-        assert get(exporter, "/healthz") == (200, "ok\n")
+        assert get(exporter, "/hello") == (200, "ok\n")
         assert get(exporter, "/metrics")[0] == 200
         status, text = get(exporter, "/nope")
-        assert status == 404 and "/healthz, /metrics" in text
+        assert status == 404 and "/hello, /livez, /metrics" in text
     finally:
         exporter.stop()
 
 
-def test_stop_closes_the_port(exporter: MetricsExporter) -> None:
+def test_stop_closes_the_port(exporter: serving.Server) -> None:
     port = exporter.port
     exporter.stop()
     exporter.stop()  # idempotent

@@ -1,18 +1,20 @@
-"""Fault injection routes over a simulated profile's FakeNVML, called as WSGI applications."""
+"""Fault injection routes over a simulated profile's FakeNVML, dispatched as the agent's HTTP server does."""
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
+from http import HTTPStatus
 from typing import NamedTuple
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.nvmllib import NVML
 from agent.discovery.simulated import load_profile
-from agent.faults import PREFIX, SimulatedFaults
+from agent.faults import PREFIX, SimulatedFaults, json_error
+from kube import serving
 
 NODE = "sim-1"
 
@@ -31,13 +33,12 @@ def nvml(fake: FakeNVML) -> Iterator[NVML]:
 
 
 def call(fake: FakeNVML, route: str, query: str, method: str = "POST") -> tuple[str, dict[str, object]]:
-    app = SimulatedFaults(fake, node_name=NODE).routes()[PREFIX + route]
-    statuses: list[str] = []
-    body = app(
-        {"REQUEST_METHOD": method, "QUERY_STRING": query, "wsgi.input": io.BytesIO()},
-        lambda status, headers: statuses.append(status),
+    routes = SimulatedFaults(fake, node_name=NODE).routes()
+    server = serving.Server(
+        "agent HTTP", host="", port=0, registry=CollectorRegistry(), routes=routes, error=json_error
     )
-    return statuses[0], json.loads(b"".join(body))
+    response = server.dispatch(method, f"{PREFIX}{route}?{query}")
+    return f"{response.status} {HTTPStatus(response.status).phrase}", json.loads(response.body)
 
 
 def test_an_xid_reaches_nvml_event_sets(fake: FakeNVML, nvml: NVML) -> None:

@@ -12,11 +12,11 @@ from prometheus_client import CollectorRegistry
 
 from agent.qos import config as qos_config
 from apis import names
-from controller.runtime.endpoints import Endpoints
+from kube import serving
 from scheduler.cache import ClusterCache
 from scheduler.core import build_frameworks
 from scheduler.framework import load_config
-from scheduler.service.http_server import DiagnosticsServer, Health
+from scheduler.service import http_server
 from scheduler.service.scoretable import DebugFlags
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import NAMESPACE, Manifest, Obj
@@ -119,21 +119,22 @@ def test_prometheus_scrapes_the_metrics_port(m: Manifest, container: Obj, monkey
 
 
 def test_the_scheduler_serves_the_paths_the_manifests_use() -> None:
-    server = DiagnosticsServer(
+    server = http_server.new_server(
         "127.0.0.1:0",
         inspector=cast(Any, None),  # only the diagnostics routes need it
         debug=DebugFlags(),
         registry=CollectorRegistry(),
-        health=Health(live=lambda: "", ready=lambda: ""),
+        liveness={"x": lambda: ""},
+        readiness={"y": lambda: ""},
     )
     for path in SERVED_PATHS["scheduler"]:
         assert server.dispatch("GET", path, b"").status == 200, path
-    assert server.dispatch("GET", "/livez", b"").status == 404  # the check can fail
+    assert server.dispatch("GET", "/nope", b"").status == 404  # the check can fail
 
 
 def test_the_controller_serves_the_paths_the_manifests_use() -> None:
-    endpoints = Endpoints(
-        host="127.0.0.1", port=0, registry=CollectorRegistry(), liveness={"x": lambda: True}, readiness={}
+    endpoints = serving.Server(
+        "controller HTTP", host="127.0.0.1", port=0, registry=CollectorRegistry(), liveness={"x": lambda: ""}
     )
     endpoints.start()
     try:
