@@ -7,7 +7,8 @@ readiness, never on a clock: each component says when it is ready (`/readyz`, `/
 
 Restart safety comes from the components, which rebuild their state from the API server; this
 module only keeps them running (cli/localcluster/supervisor.py), keeps the state file current
-(cli/localcluster/state.py) and cleans up after an earlier `tessera up` that was killed.
+(cli/localcluster/state.py) and cleans up after an earlier `tessera up`: processes it left when it
+was killed, nodes it ran that this one does not (cli/localcluster/retire.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import psutil
 from apis.errors import ConfigError
 from cli.localcluster import components, state
 from cli.localcluster.components import Component
+from cli.localcluster.retire import retire_nodes
 from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
 from cli.localcluster.supervisor import EventKind, Stopped, Supervised, SupervisorEvent
 from kube.apiserver.testing import DEFAULT_CRDS
@@ -65,6 +67,8 @@ class LocalCluster:
         self._phase = "starting"
         #: Set once no other `tessera up` runs on the data directory: from then on it is ours.
         self.owns_data_dir = False
+        #: Nodes the previous `tessera up` on the data directory ran and this one does not.
+        self._retiring: list[str] = []
         self._created = state.process_created(os.getpid())
 
     @property
@@ -85,6 +89,7 @@ class LocalCluster:
         self._start([components.apiserver(self.data_dir, port=self.settings.port)])
         with self.client() as client:
             install_crds(client, DEFAULT_CRDS)
+            self._retire_earlier_nodes(client)
         self._start(self._node_and_control_plane())
         self._phase = "ready"
         self._write_state()
@@ -151,6 +156,7 @@ class LocalCluster:
         previous = state.read(self.data_dir)
         if previous is None:
             return
+        self._retiring = sorted(previous.nodes() - {self.local_node, *self.simulated_nodes})
         pid = state.running_up(previous)
         if pid is not None:
             raise ConfigError(
@@ -167,6 +173,13 @@ class LocalCluster:
         psutil.wait_procs(alive, timeout=_LEFTOVER_GRACE_S)
         pids = ", ".join(str(p.pid) for p in leftovers)
         self._on_notice(f"stopped {len(leftovers)} processes an earlier tessera up left running (pids {pids})")
+
+    def _retire_earlier_nodes(self, client: Client) -> None:
+        """Remove the nodes the previous run had and this one does not (cli/localcluster/retire.py)."""
+        for node in retire_nodes(client, self._retiring):
+            pods = f" and the {len(node.pods)} pods bound to it" if node.pods else ""
+            self._on_notice(f"removed node {node.name}{pods}: an earlier tessera up ran it, this one does not")
+        self._retiring = []
 
     # --- state ---------------------------------------------------------------------------------------
     def _event(self, event: SupervisorEvent) -> None:
@@ -186,6 +199,7 @@ class LocalCluster:
                     name: c.state(self._supervised[name].restarts if name in self._supervised else 0)
                     for name, c in self._components.items()
                 },
+                retiring=tuple(self._retiring),
             )
             try:
                 state.write(self.data_dir, snapshot)

@@ -74,6 +74,9 @@ class UpState:
     #: When the `tessera up` process started (psutil's create time): with the pid, it names that
     #: process and no later one that got the same pid.
     created: float = 0.0
+    #: Nodes an earlier run had and this one removes once the API server answers: kept here until
+    #: they are gone, so a start that fails before then does not forget them.
+    retiring: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -83,7 +86,7 @@ class UpState:
             "dataDir": self.data_dir,
             "kubeconfig": self.kubeconfig,
             "components": {name: c.to_dict() for name, c in sorted(self.components.items())},
-        }
+        } | ({"retiring": list(self.retiring)} if self.retiring else {})
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> UpState:
@@ -94,7 +97,12 @@ class UpState:
             kubeconfig=str(raw["kubeconfig"]),
             components={name: ComponentState.from_dict(c) for name, c in raw.get("components", {}).items()},
             created=float(raw.get("created", 0.0)),
+            retiring=tuple(raw.get("retiring", ())),
         )
+
+    def nodes(self) -> set[str]:
+        """The nodes it ran or was about to remove."""
+        return {c.node for c in self.components.values() if c.node} | set(self.retiring)
 
 
 def write(data_dir: Path, state: UpState) -> None:

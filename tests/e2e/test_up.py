@@ -103,22 +103,25 @@ def test_demo_ctrl_c_and_resuming_on_the_same_data_directory(workdir: Path, star
     assert [s for s in sockets if s.exists()] == []
     assert first.state().phase == "stopped"
 
-    # Again on the same directory: the same objects, no second copy of the nodes or the demo.
-    again = start_up(data_dir, "--demo", "--nodes", "1")
+    # Again on the same directory, one node more: the same objects, no second copy of the nodes
+    # or the demo.
+    again = start_up(data_dir, "--demo", "--nodes", "2")
     wait_for(lambda: demo_ready(again), timeout_s=TIMEOUT_S, what="the demo's table again")
     assert f"(0 pods submitted; {len(demo.DEMO_PODS)} kept from an earlier run)" in again.output()
     resumed = objects(again)
     assert {key: uid for key, uid in kept.items() if resumed.get(key) != uid} == {}
-    assert sorted(k for k in resumed if k.startswith(("Node/", "Pod/"))) == sorted(
-        k for k in kept if k.startswith(("Node/", "Pod/"))
-    )
+    assert sorted(k for k in resumed.keys() - kept.keys() if k.startswith(("Node/", "Pod/"))) == ["Node//sim-2"]
 
     # tessera up killed itself: its components are orphans; the next one stops them first.
     orphans = component_pids(again.state())
     again.kill()
     assert all(running(pid) for pid in orphans)
+    # Back to one simulated node: sim-2 is removed rather than left Ready with nothing running it.
     last = start_up(data_dir, "--nodes", "1")
     assert f"stopped {len(orphans)} processes an earlier tessera up left running" in last.output()
+    assert "removed node sim-2: an earlier tessera up ran it, this one does not" in last.output()
     assert [pid for pid in orphans if running(pid)] == []
-    assert objects(last).keys() >= kept.keys()
+    remaining = objects(last)
+    assert remaining.keys() >= kept.keys()
+    assert [k for k in remaining if k.endswith("/sim-2")] == []
     assert last.interrupt() == 0

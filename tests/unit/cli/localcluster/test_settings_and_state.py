@@ -95,6 +95,21 @@ def test_the_state_file_round_trips(tmp_path: Path) -> None:
     assert raw["components"]["agent/sim-1"]["hookSocket"] == "/a.sock"
     assert "grpc" not in raw["components"]["agent/sim-1"]
     assert [p.name for p in tmp_path.iterdir()] == [state.FILE_NAME]  # no temporary file left
+    assert "retiring" not in raw
+
+
+def test_the_nodes_of_a_state_are_those_it_ran_and_those_it_was_about_to_remove(tmp_path: Path) -> None:
+    ran = state.UpState(
+        pid=1,
+        phase="starting",
+        data_dir=str(tmp_path),
+        kubeconfig="",
+        components={"agent/sim-1": state.ComponentState(node="sim-1"), "scheduler": state.ComponentState()},
+        retiring=("sim-3",),
+    )
+    state.write(tmp_path, ran)
+    assert state.read(tmp_path) == ran
+    assert ran.nodes() == {"sim-1", "sim-3"}
 
 
 def test_a_damaged_state_file_is_as_good_as_none(tmp_path: Path) -> None:
