@@ -206,21 +206,6 @@ class Demand:
             out += weight * (before - (total if count >= gpus else 0))
         return out
 
-    def best_gpu(self, free: Sequence[int], take: Mapping[int, int]) -> tuple[int, int] | None:
-        """(loss, GPU index) of the candidate — index -> percent it would take — losing least;
-        ties go to the GPU with least free (best fit), then the lowest index."""
-        best: tuple[int, int, int] | None = None
-        seen: set[tuple[int, int]] = set()
-        for index in sorted(take):
-            key = (free[index], take[index])
-            if key in seen:
-                continue  # the same loss as an earlier GPU with as much free
-            seen.add(key)
-            rank = (self.loss(free, ((index, take[index]),)), free[index], index)
-            if best is None or rank < best:
-                best = rank
-        return (best[0], best[2]) if best is not None else None
-
 
 @dataclass(frozen=True, slots=True)
 class _Fit:

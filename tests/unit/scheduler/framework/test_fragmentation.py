@@ -75,11 +75,6 @@ def test_loss_of_the_worked_example(changes: tuple[tuple[int, int], ...], expect
     assert fragmentation.Demand(WORKLOAD.gpu_shapes()).loss(NODE.gpu_free, changes) == expected
 
 
-def test_best_gpu_is_the_one_losing_least() -> None:
-    demand = fragmentation.Demand(WORKLOAD.gpu_shapes())
-    assert demand.best_gpu(NODE.gpu_free, {0: 40, 1: 40}) == (100, 1)
-
-
 def test_cpu_taken_makes_shapes_lose_everything_they_could_use() -> None:
     # A and B need 2 CPUs; a CPU-only pod leaving 1 CPU costs them all they could use:
     # A: 2 × 150, B: 1 × 100 (only GPU 0 has 60 free).
