@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 from apis.errors import ConfigError
-from scheduler.core import with_percentage_of_nodes_to_score, with_scoring
+from scheduler.core import FGD, SCORING_CHOICES, with_percentage_of_nodes_to_score, with_scoring_choice
 from scheduler.framework.config import SchedulerConfig, load_config
-from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.simulation.bench import run_bench
 
 
@@ -23,7 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
     parser.add_argument("--pods", type=int, default=5000, help="pods to schedule (default 5000)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the request mix and tie-breaking")
-    parser.add_argument("--scoring", choices=[t.value for t in ScoringStrategyType], help="scoring strategy")
+    parser.add_argument(
+        "--scoring",
+        choices=SCORING_CHOICES,
+        help=f"scoring strategy, or {FGD} (fragmentation gradient descent, workload learned from the pods)",
+    )
     parser.add_argument(
         "--percentage-of-nodes-to-score", type=int, help="as kube-scheduler (default: the config's; 0 = adaptive)"
     )
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"tessera bench scheduler: {e}", file=sys.stderr)
         return 1
     if args.scoring:
-        config = with_scoring(config, ScoringStrategyType(args.scoring))
+        config = with_scoring_choice(config, args.scoring)
     if args.percentage_of_nodes_to_score is not None:
         config = with_percentage_of_nodes_to_score(config, args.percentage_of_nodes_to_score)
     result = run_bench(

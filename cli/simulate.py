@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from apis.errors import ConfigError, ValidationError
-from scheduler.core import with_percentage_of_nodes_to_score, with_scoring
+from scheduler.core import FGD, SCORING_CHOICES, with_percentage_of_nodes_to_score, with_scoring_choice
 from scheduler.framework.config import SchedulerConfig, load_config
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.simulation import replay, trace
@@ -48,9 +48,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pods", type=Path, help="pod list CSV (overrides --trace)")
     parser.add_argument(
         "--scoring",
-        choices=[t.value for t in ScoringStrategyType],
+        choices=SCORING_CHOICES,
         default=ScoringStrategyType.LEAST_ALLOCATED.value,
-        help="scoring strategy of NodeResourcesFit and DeviceShare",
+        help=f"scoring strategy of NodeResourcesFit and DeviceShare, or {FGD}: fragmentation gradient descent "
+        "against the trace's own mix of task shapes",
     )
     parser.add_argument("--seeds", default="1-10", help="seeds: 1-10, or 1,3,5 (default 1-10)")
     parser.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
         with pods_path.open(encoding="utf-8") as f:
             pods = trace.parse_pods(f, source=str(pods_path))
         config = load_config(args.config.read_text(encoding="utf-8")) if args.config else SchedulerConfig()
-        config = with_scoring(config, ScoringStrategyType(args.scoring))
+        workload = trace.workload(pods) if args.scoring == FGD else ()
+        config = with_scoring_choice(config, args.scoring, workload)
         config = with_percentage_of_nodes_to_score(config, args.percentage_of_nodes_to_score)
     except (OSError, ValueError, ValidationError, ConfigError) as e:
         print(f"tessera simulate: {e}", file=sys.stderr)

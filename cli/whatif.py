@@ -19,9 +19,10 @@ import yaml
 from apis import allocation, resources
 from apis.errors import AnnotationError, ConfigError, ValidationError
 from scheduler import whatif
-from scheduler.core import Scheduler, with_scoring
+from scheduler.cache import PodInfo
+from scheduler.core import FGD, SCORING_CHOICES, Scheduler, with_scoring_choice
+from scheduler.framework import fragmentation
 from scheduler.framework.config import SchedulerConfig, load_config
-from scheduler.framework.scoring import ScoringStrategyType
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,8 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
     parser.add_argument(
         "--scoring",
-        choices=[t.value for t in ScoringStrategyType],
-        help="scoring strategy of NodeResourcesFit and DeviceShare (spread or pack)",
+        choices=SCORING_CHOICES,
+        help=f"scoring strategy of NodeResourcesFit and DeviceShare (spread or pack), or {FGD}: "
+        "fragmentation gradient descent against the snapshot's own mix of pod shapes",
     )
     parser.add_argument("--config", metavar="FILE", help="scheduler configuration (YAML)")
     parser.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
@@ -47,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
         snapshot = whatif.parse_objects(docs, source=",".join(args.filename))
         config = load_config(Path(args.config).read_text(encoding="utf-8")) if args.config else SchedulerConfig()
         if args.scoring:
-            config = with_scoring(config, ScoringStrategyType(args.scoring))
+            pods = (PodInfo.of(p) for p in snapshot.pods if not p.is_terminal)
+            workload = fragmentation.workload_of(pods) if args.scoring == FGD else ()
+            config = with_scoring_choice(config, args.scoring, workload)
         scheduler = Scheduler(config, seed=args.seed)
     except (OSError, yaml.YAMLError, ValidationError, ConfigError) as e:
         print(f"tessera what-if: {e}", file=sys.stderr)

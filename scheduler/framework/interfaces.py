@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.framework.cycle_state import CycleState
@@ -59,6 +59,8 @@ __all__ = [
     "ScorePlugin",
 ]
 
+_T = TypeVar("_T")
+
 #: Scores are integers in [0, MAX_NODE_SCORE] after normalization.
 MAX_NODE_SCORE = 100
 
@@ -69,6 +71,20 @@ class Handle:
 
     cache: ClusterCache
     profile: str
+    #: Objects the plugins of one profile share, created by the first that asks (`shared_object`):
+    #: plugins never import each other, so what two of them keep in common is named by a key
+    #: from the framework module that defines it (e.g. `fragmentation.shared_learner`).
+    shared: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+
+    def shared_object(self, key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
+        """The object under `key`, made by `factory()` on first use. Raises TypeError when
+        the object under `key` is not a `kind` (two modules using one key: a bug)."""
+        found = self.shared.get(key)
+        if found is None:
+            found = self.shared[key] = factory()
+        if not isinstance(found, kind):
+            raise TypeError(f"shared object {key!r} is a {type(found).__name__}, not a {kind.__name__}")
+        return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,9 +11,17 @@ from typing import Final
 
 from scheduler.framework.config import PluginRef
 from scheduler.framework.runtime import Registry
-from scheduler.plugins import deviceshare, nodeaffinity, nodename, noderesources, nodeunschedulable, tainttoleration
+from scheduler.plugins import (
+    deviceshare,
+    gpufragmentation,
+    nodeaffinity,
+    nodename,
+    noderesources,
+    nodeunschedulable,
+    tainttoleration,
+)
 
-__all__ = ["DEFAULT_PLUGINS", "REGISTRY", "SCORING_STRATEGY_PLUGINS"]
+__all__ = ["DEFAULT_PLUGINS", "FGD_PLUGIN", "OPT_IN_PLUGINS", "REGISTRY", "SCORING_STRATEGY_PLUGINS"]
 
 REGISTRY: Final[Registry] = {
     nodeunschedulable.NAME: nodeunschedulable.new,
@@ -22,6 +30,7 @@ REGISTRY: Final[Registry] = {
     nodeaffinity.NAME: nodeaffinity.new,
     noderesources.NAME: noderesources.new,
     deviceshare.NAME: deviceshare.new,
+    gpufragmentation.NAME: gpufragmentation.new,
 }
 
 #: Enabled in every profile unless disabled, in this order, with kube-scheduler's score weights.
@@ -33,6 +42,12 @@ DEFAULT_PLUGINS: Final = (
     PluginRef(noderesources.NAME, 1),
     PluginRef(deviceshare.NAME, 1),
 )
+
+#: Registered but enabled only when a profile asks for them (`multiPoint.enabled`).
+OPT_IN_PLUGINS: Final = (gpufragmentation.NAME,)
+
+#: The node-scoring plugin of FGD placement (`scheduler.core.with_fgd`).
+FGD_PLUGIN: Final = gpufragmentation.NAME
 
 #: Plugins whose `scoringStrategy` argument `--scoring` on the command line sets.
 SCORING_STRATEGY_PLUGINS: Final = (noderesources.NAME, deviceshare.NAME)

@@ -26,9 +26,11 @@ from apis.core import Node as CoreNode
 from apis.device import Device
 from apis.errors import ValidationError
 from apis.meta import ObjectMeta
+from scheduler.cache import PodInfo
+from scheduler.framework import fragmentation
 from scheduler.simulation.cluster import GIB, NodeShape, gpu_node
 
-__all__ = ["TraceNode", "TracePod", "parse_nodes", "parse_pods"]
+__all__ = ["TraceNode", "TracePod", "parse_nodes", "parse_pods", "workload"]
 
 _MIB = 1 << 20
 #: GPU memory per model (only the ratio form is requested, so this only fills the annotation).
@@ -145,3 +147,10 @@ def parse_pods(lines: Iterable[str], *, source: str = "pods") -> list[TracePod]:
             )
         )
     return out
+
+
+def workload(pods: Iterable[TracePod]) -> tuple[tuple[fragmentation.TaskShape, int], ...]:
+    """The trace's own mix of task shapes, each weighted by how many of its pods have it: the
+    target workload FGD's evaluation measures fragmentation against (shapes as the scheduler
+    reads them from the pods `to_pod` makes, so the units agree)."""
+    return fragmentation.workload_of(PodInfo.of(p.to_pod()) for p in pods)

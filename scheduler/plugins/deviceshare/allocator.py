@@ -48,6 +48,7 @@ from apis.devicerequest import DeviceRequest, gpu_allocation_resources
 from apis.hints import AllocateStrategy, DeviceHint, ExclusivePolicy, JointAllocate, JointScope, TopologyScope
 from apis.labels import LabelSelector
 from scheduler.cache.devices import DeviceState, NodeDevices, vf_key
+from scheduler.framework import fragmentation
 from scheduler.framework.scoring import ScoringStrategy
 from scheduler.framework.status import Code, Shortfall
 from scheduler.plugins.deviceshare import reasons
@@ -56,6 +57,7 @@ __all__ = [
     "POLICIES",
     "Allocation",
     "AllocationPolicy",
+    "FragmentationAwarePolicy",
     "PodDeviceRequest",
     "Rejection",
     "TopologyAwarePolicy",
@@ -80,6 +82,9 @@ class PodDeviceRequest:
     requests: Mapping[DeviceType, DeviceRequest]
     hints: Mapping[DeviceType, DeviceHint] = field(default_factory=dict)
     joint: JointAllocate | None = None
+    #: The GPU demand of the target workload, for a policy that measures fragmentation against
+    #: it (`AllocationPolicy.uses_workload`); DeviceShare attaches its current one.
+    demand: fragmentation.Demand | None = None
 
     def effective_joint(self) -> JointAllocate | None:
         """The joint rule when the pod asks for its primary and at least one secondary type."""
@@ -117,6 +122,8 @@ class AllocationPolicy(abc.ABC):
     """Placement policy: which devices of a node, and how good the node is. Pure."""
 
     name: ClassVar[str]
+    #: Whether the policy wants `PodDeviceRequest.demand` (DeviceShare then learns a workload).
+    uses_workload: ClassVar[bool] = False
 
     @abc.abstractmethod
     def allocate(self, devices: NodeDevices, request: PodDeviceRequest) -> Allocation | Rejection:
@@ -141,6 +148,8 @@ class _Need:
     scope: TopologyScope | None
     device_exclusive: bool
     pcie_exclusive: bool
+    #: The workload's GPU demand, for a share of one GPU (see FragmentationAwarePolicy).
+    demand: fragmentation.Demand | None = None
 
     def amounts(self, state: DeviceState) -> Mapping[str, int]:
         if self.type is DeviceType.GPU:
@@ -182,6 +191,8 @@ class TopologyAwarePolicy(AllocationPolicy):
     """Koordinator's topology-aware placement; see the module docstring."""
 
     name = "TopologyAware"
+    #: Whether the device score outranks a partly used scope when choosing where a share goes.
+    fit_before_topology: ClassVar[bool] = False
 
     def __init__(self, scoring: ScoringStrategy) -> None:
         self.scoring = scoring
@@ -266,6 +277,7 @@ class TopologyAwarePolicy(AllocationPolicy):
             scope=hint.required_topology_scope,
             device_exclusive=hint.exclusive_policy is ExclusivePolicy.DEVICE_LEVEL,
             pcie_exclusive=hint.exclusive_policy is ExclusivePolicy.PCIE_LEVEL,
+            demand=request.demand if dtype is DeviceType.GPU and not whole and count == 1 else None,
         )
 
     def _candidates(self, devices: NodeDevices, states: Sequence[DeviceState], need: _Need) -> list[_Cand]:
@@ -305,9 +317,13 @@ class TopologyAwarePolicy(AllocationPolicy):
                     continue
             out.append(_Cand(s, amounts, vf))
         if not need.whole:
-            for c in out:
-                c.score = self._device_score(c)
+            self._score_candidates(out, need, states)
         return out
+
+    def _score_candidates(self, cands: list[_Cand], need: _Need, states: Sequence[DeviceState]) -> None:
+        """Device scores of the candidates for a shared request (higher is better)."""
+        for c in cands:
+            c.score = self._device_score(c)
 
     def _device_score(self, cand: _Cand) -> int:
         total, used, amounts = cand.state.total, cand.state.used, cand.amounts
@@ -341,10 +357,11 @@ class TopologyAwarePolicy(AllocationPolicy):
                 not_empty = node_used + (_scope_key(_NUMA, first) in used_numas)
                 if level is _PCIE:
                     not_empty += key in used_pcies
+                fit = max(c.score for c in group) if not need.whole else 0
                 rank = (
-                    _preference(level, first, prefer),
-                    not_empty,
-                    max(c.score for c in group) if not need.whole else 0,
+                    (_preference(level, first, prefer), fit, not_empty)
+                    if self.fit_before_topology
+                    else (_preference(level, first, prefer), not_empty, fit)
                 )
                 if best_rank is None or rank > best_rank:
                     best, best_rank = group, rank
@@ -516,7 +533,31 @@ def _shortfalls(states: Sequence[DeviceState], need: _Need, candidates: int) -> 
     return best[1] if best is not None else ()
 
 
+class FragmentationAwarePolicy(TopologyAwarePolicy):
+    """TopologyAware, except that a share of one GPU goes to the GPU where it costs the target
+    workload least usable GPU (FGD's choice within a node, `fragmentation.Demand.loss`): the
+    device score is minus that loss and outranks the partly-used-switch preference, which
+    then only breaks ties. Whole GPUs are all alike to the measure, so they are placed as
+    TopologyAware places them. Without a demand it is TopologyAware."""
+
+    name = "FragmentationAware"
+    uses_workload = True
+    fit_before_topology = True
+
+    def _score_candidates(self, cands: list[_Cand], need: _Need, states: Sequence[DeviceState]) -> None:
+        demand = need.demand
+        if demand is None:
+            super()._score_candidates(cands, need, states)
+            return
+        free = fragmentation.gpu_free(states)
+        position = {s.minor: i for i, s in enumerate(states)}
+        for c in cands:
+            take = max(c.amounts.get(names.GPU_CORE, 0), c.amounts.get(names.GPU_MEMORY_RATIO, 0))
+            c.score = -demand.loss(free, ((position[c.state.minor], take),))
+
+
 #: Placement policies by name (DeviceShare's `allocationPolicy` argument).
 POLICIES: Mapping[str, Callable[[ScoringStrategy], AllocationPolicy]] = {
     TopologyAwarePolicy.name: TopologyAwarePolicy,
+    FragmentationAwarePolicy.name: FragmentationAwarePolicy,
 }

@@ -19,9 +19,10 @@ from collections.abc import Hashable, Mapping
 
 from apis import allocation as allocation_codec
 from apis import devicerequest, hints, names
+from apis.device import DeviceType
 from apis.errors import AnnotationError, InvalidRequestError
 from scheduler.cache import NodeInfo, PodInfo
-from scheduler.framework import scoring
+from scheduler.framework import fragmentation, scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -64,6 +65,9 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         #: Request shape -> small id (never reused), so per-node lookups hash an int.
         self._shape_ids: dict[Hashable, int] = {}
         self._next_shape_id = 1
+        #: The target workload, for a policy that measures fragmentation (else None): shared
+        #: with GPUFragmentation through the handle, so both measure against the same one.
+        self._learner = fragmentation.shared_learner(handle, args.workload) if self.policy.uses_workload else None
 
     # --- PreFilter --------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -71,6 +75,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             requests = devicerequest.device_requests(pod.requests, obj=pod.key)
         except InvalidRequestError as e:
             return None, Status.unresolvable(reasons.INVALID_REQUEST.format(reason=e.reason), plugin=NAME)
+        demand = self._observe(pod)
         if not requests:
             return None, SKIP
         annotations = pod.pod.annotations
@@ -79,13 +84,17 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             joint = hints.joint_allocate_from_annotations(annotations, obj=pod.key)
         except AnnotationError as e:
             return None, Status.unresolvable(str(e), plugin=NAME)
-        request = PodDeviceRequest(requests, pod_hints, joint)
+        gpu = requests.get(DeviceType.GPU)
+        if demand is not None and (gpu is None or not gpu.shared or gpu.count != 1):
+            demand = None  # only where a share of one GPU goes depends on the workload
+        request = PodDeviceRequest(requests, pod_hints, joint, demand[1] if demand is not None else None)
         shape = (
             tuple(
                 sorted((t.value, r.count, tuple(sorted(r.per_device.items())), r.shared) for t, r in requests.items())
             ),
             annotations.get(names.ANNOTATION_DEVICE_ALLOCATE_HINT),
             annotations.get(names.ANNOTATION_DEVICE_JOINT_ALLOCATE),
+            demand[0] if demand is not None else 0,
         )
         shape_id = self._shape_ids.get(shape)
         if shape_id is None:
@@ -97,6 +106,16 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         self._index.sync()
         candidates = self._index.candidates(request)
         return (PreFilterResult(candidates) if candidates is not None else None), SUCCESS
+
+    def _observe(self, pod: PodInfo) -> tuple[int, fragmentation.Demand] | None:
+        """Count the pod in the learned workload (a policy measuring fragmentation only); the
+        workload's version and GPU demand to place it with. Called for every pod that passes
+        the request rules, with or without devices (GPUFragmentation counts the others: the
+        learner counts each pod once)."""
+        if self._learner is None:
+            return None
+        workload = self._learner.observe(pod.ident, fragmentation.task_shape(pod))
+        return workload.version, self._learner.index().demand
 
     # --- Filter and Score ---------------------------------------------------------------------------
     def _fit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> NodeFit | None:

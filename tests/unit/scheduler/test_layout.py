@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
+from scheduler.plugins import DEFAULT_PLUGINS, OPT_IN_PLUGINS, REGISTRY
 
 PACKAGES = [
     "scheduler.cache",
@@ -19,6 +19,7 @@ PACKAGES = [
     "scheduler.plugins.tainttoleration",
     "scheduler.plugins.nodeunschedulable",
     "scheduler.plugins.nodename",
+    "scheduler.plugins.gpufragmentation",
 ]
 
 
@@ -33,4 +34,6 @@ def test_registry_names_match_plugins() -> None:
     for package in PACKAGES[3:]:
         mod = importlib.import_module(package)
         assert REGISTRY[mod.NAME] is mod.new
-    assert {ref.name for ref in DEFAULT_PLUGINS} == set(REGISTRY)
+    defaults = {ref.name for ref in DEFAULT_PLUGINS}
+    assert defaults | set(OPT_IN_PLUGINS) == set(REGISTRY)
+    assert not defaults & set(OPT_IN_PLUGINS)

@@ -19,8 +19,8 @@ from apis.core import Pod
 from apis.device import DeviceType
 from apis.devicerequest import pod_device_requests
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
-from scheduler.core import Outcome, Scheduler
-from scheduler.framework.config import PluginRef
+from scheduler.core import Outcome, Scheduler, with_fgd
+from scheduler.framework.config import PluginRef, SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin, Handle
 from scheduler.framework.status import SUCCESS, Status
@@ -91,12 +91,13 @@ class NoMemo(FilterPlugin):
         return SUCCESS
 
 
-def build(cluster: list[tuple[str, dict[str, object]]], *, memo: bool) -> Scheduler:
+def build(cluster: list[tuple[str, dict[str, object]]], *, memo: bool, fgd: bool = False) -> Scheduler:
     def new(args: Mapping[str, object] | None, handle: Handle) -> NoMemo:
         return NoMemo()
 
     defaults = DEFAULT_PLUGINS if memo else (*DEFAULT_PLUGINS, PluginRef(NoMemo.name))
-    scheduler = Scheduler(registry={**REGISTRY, NoMemo.name: new}, default_plugins=defaults, seed=7)
+    config = with_fgd(SchedulerConfig()) if fgd else None
+    scheduler = Scheduler(config, registry={**REGISTRY, NoMemo.name: new}, default_plugins=defaults, seed=7)
     for name, shape in cluster:
         node, device = make_node(name, **shape)
         scheduler.cache.add_node(node)
@@ -170,10 +171,27 @@ def test_usage_stays_within_totals_and_memo_is_exact(
 
 @settings(max_examples=40)
 @given(cluster=clusters(), data=st.data())
-def test_unreserve_restores_the_exact_prior_state(
+def test_fgd_never_overcommits_and_its_memo_is_exact(
     cluster: list[tuple[str, dict[str, object]]], data: st.DataObject
 ) -> None:
-    scheduler = build(cluster, memo=True)
+    """FGD placement (learned workload): within totals, and the same placements without the
+    framework's memo (GPUFragmentation's and DeviceShare's keys name the workload version)."""
+    with_memo = build(cluster, memo=True, fgd=True)
+    without = build(cluster, memo=False, fgd=True)
+    for i in range(data.draw(st.integers(1, 14))):
+        pod = data.draw(pods(i))
+        placed = with_memo.schedule_one(pod)
+        reference = without.schedule_one(pod)
+        assert (placed.node, dict(placed.annotations)) == (reference.node, dict(reference.annotations))
+        check_usage(with_memo.cache)
+
+
+@settings(max_examples=40)
+@given(cluster=clusters(), data=st.data(), fgd=st.booleans())
+def test_unreserve_restores_the_exact_prior_state(
+    cluster: list[tuple[str, dict[str, object]]], data: st.DataObject, fgd: bool
+) -> None:
+    scheduler = build(cluster, memo=True, fgd=fgd)
     for i in range(data.draw(st.integers(0, 8))):
         scheduler.schedule_one(data.draw(pods(i)))
     before = state_of(scheduler.cache)

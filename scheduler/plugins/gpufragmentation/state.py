@@ -1,0 +1,27 @@
+"""Per-cycle state of GPUFragmentation: the pod's request as the measure sees it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apis.devicerequest import DeviceRequest
+from scheduler.framework.cycle_state import StateData
+
+
+@dataclass(frozen=True, slots=True)
+class PodState(StateData):
+    """Written by PreFilter, read by Score."""
+
+    milli_cpu: int
+    memory: int
+    #: The pod's GPU request; None when it asks for no GPU.
+    gpu: DeviceRequest | None
+    #: Version of the target workload the pod is scored against.
+    version: int
+
+    @property
+    def key(self) -> tuple[object, ...]:
+        """Equal for pods this plugin scores alike on every node."""
+        gpu = self.gpu
+        gpu_key = (gpu.count, tuple(sorted(gpu.per_device.items())), gpu.shared) if gpu is not None else None
+        return (self.milli_cpu, self.memory, gpu_key, self.version)

@@ -1,0 +1,167 @@
+"""FGD placement: GPUFragmentation's node scores, FragmentationAware's GPU choice, and the
+FGD profile (`scheduler.core.with_fgd`) end to end."""
+
+from __future__ import annotations
+
+import pytest
+
+from apis import names
+from apis.devicerequest import pod_device_requests
+from apis.errors import ConfigError
+from scheduler.cache import PodInfo
+from scheduler.core import Scheduler, with_fgd
+from scheduler.framework import fragmentation
+from scheduler.framework.config import SchedulerConfig, load_config
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.fragmentation import TaskShape
+from scheduler.framework.interfaces import ExtensionPoint
+from scheduler.plugins.deviceshare import DeviceShareArgs, FragmentationAwarePolicy
+from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest
+from scheduler.plugins.deviceshare.args import DEFAULT_SCORING
+from scheduler.plugins.gpufragmentation import GPUFragmentation, GPUFragmentationArgs
+
+from ..conftest import allocated, bound_pod, gpu_alloc, make_cache, make_node, make_pod, make_scheduler
+
+#: The worked example of tests/unit/scheduler/framework/test_fragmentation.py.
+WORKLOAD = (
+    (TaskShape(gpus=1, gpu_percent=30), 2),
+    (TaskShape(gpus=1, gpu_percent=60), 1),
+    (TaskShape(gpus=2, gpu_percent=100), 1),
+    (TaskShape(milli_cpu=1000), 1),
+)
+
+
+def fgd_scheduler(*nodes: str, workload: tuple[tuple[TaskShape, int], ...] = WORKLOAD, gpus: int = 4) -> Scheduler:
+    return make_scheduler(*(make_node(n, gpus=gpus) for n in nodes), config=with_fgd(SchedulerConfig(), workload))
+
+
+def test_policy_puts_a_share_where_the_workload_loses_least() -> None:
+    # GPUs free 100/50/0/0: 40% on GPU 0 costs 120, on GPU 1 100 (the worked example).
+    cache = make_cache(make_node("n1", gpus=4))
+    for pod in [
+        bound_pod("half", "n1", gpu_alloc(1, 50), cpu=1000),
+        bound_pod("full", "n1", gpu_alloc(2), gpu_alloc(3), cpu=1000),
+    ]:
+        cache.add_pod(pod)
+    node = cache.node("n1")
+    assert node is not None
+    demand = fragmentation.Demand(WORKLOAD)
+    request = PodDeviceRequest(pod_device_requests(make_pod(gpu_core=40, gpu_ratio=40)), demand=demand)
+    result = FragmentationAwarePolicy(DEFAULT_SCORING).allocate(node.devices, request)
+    assert isinstance(result, Allocation)
+    assert [a.minor for a in result.devices[next(iter(result.devices))]] == [1]
+    # Without a demand it is TopologyAware: a share goes to the fullest GPU that fits (GPU 1, too),
+    # but a 60% share, which fits only GPU 0, still goes there.
+    big = PodDeviceRequest(pod_device_requests(make_pod(gpu_core=60, gpu_ratio=60)), demand=demand)
+    result = FragmentationAwarePolicy(DEFAULT_SCORING).allocate(node.devices, big)
+    assert isinstance(result, Allocation)
+    assert [a.minor for a in next(iter(result.devices.values()))] == [0]
+
+
+def test_policy_prefers_the_fragment_over_an_empty_gpu() -> None:
+    # Workload of 60% shares: a 50% share on the half-used GPU loses nothing (it was already
+    # useless to them), on an empty GPU it loses 100. TopologyAware (LeastAllocated) spreads.
+    scheduler = fgd_scheduler("n1", workload=((TaskShape(gpus=1, gpu_percent=60), 1),))
+    scheduler.cache.add_pod(bound_pod("half", "n1", gpu_alloc(2, 50)))
+    outcome = scheduler.schedule_one(make_pod("p", gpu_core=50, gpu_ratio=50))
+    assert outcome.scheduled
+    assert allocated(outcome.annotations) == {"gpu": [2]}
+
+
+def test_plugin_scores_nodes_by_loss_and_normalizes_the_best_to_100() -> None:
+    scheduler = fgd_scheduler("a", "b", workload=((TaskShape(gpus=1, gpu_percent=60), 1),))
+    scheduler.cache.add_pod(bound_pod("half", "a", gpu_alloc(0, 50)))
+    framework = scheduler.frameworks[names.SCHEDULER_NAME]
+    plugin = framework.plugin("GPUFragmentation")
+    assert isinstance(plugin, GPUFragmentation)
+    pod = PodInfo.of(make_pod("p", gpu_core=50, gpu_ratio=50))
+    state = CycleState()
+    plugin.pre_filter(state, pod)
+    nodes = [scheduler.cache.node(n) for n in ("a", "b")]
+    raw = [plugin.score(state, pod, n) for n in nodes if n is not None]
+    assert raw == [0, -100]
+    plugin.normalize_scores(state, pod, raw)
+    assert raw == [100, 0]
+    outcome = scheduler.schedule_one(pod.pod)
+    assert (outcome.node, allocated(outcome.annotations)) == ("a", {"gpu": [0]})
+
+
+@pytest.mark.parametrize(
+    ("scores", "expected"),
+    [([-5, -5], [100, 100]), ([0, -100, -50], [100, 0, 49]), ([-1, -2, -1000], [100, 98, 0]), ([], [])],
+    ids=["tie", "linear", "close-losses-stay-apart", "none"],
+)
+def test_normalize(scores: list[int], expected: list[int]) -> None:
+    plugin = fgd_scheduler("a").frameworks[names.SCHEDULER_NAME].plugin("GPUFragmentation")
+    assert isinstance(plugin, GPUFragmentation)
+    pod = PodInfo.of(make_pod())
+    plugin.normalize_scores(CycleState(), pod, scores)
+    assert scores == expected
+
+
+def test_cpu_only_pod_goes_where_it_strands_least_gpu() -> None:
+    # Shapes need 4 CPUs with their GPU share; node "small" has 6 CPUs left, "big" 64: a CPU-only
+    # pod of 4 CPUs would strand small's GPUs, so it goes to big.
+    workload = ((TaskShape(milli_cpu=4000, gpus=1, gpu_percent=50), 1),)
+    scheduler = make_scheduler(
+        make_node("small", gpus=2, milli_cpu=6000),
+        make_node("big", gpus=2, milli_cpu=64_000),
+        config=with_fgd(SchedulerConfig(), workload),
+    )
+    assert scheduler.schedule_one(make_pod("cpu", cpu=4000)).node == "big"
+
+
+def test_learned_workload_is_shared_by_both_plugins() -> None:
+    scheduler = make_scheduler(make_node("n1"), config=with_fgd(SchedulerConfig()))
+    for i in range(5):
+        assert scheduler.schedule_one(make_pod(f"p{i}", cpu=1000, gpu_core=30, gpu_ratio=30)).scheduled
+    framework = scheduler.frameworks[names.SCHEDULER_NAME]
+    plugin = framework.plugin("GPUFragmentation")
+    assert isinstance(plugin, GPUFragmentation)
+    assert dict(plugin.workload.shapes) == {TaskShape(1000, 0, 1, 30): fragmentation.WEIGHT_SCALE}
+
+
+def test_with_fgd_enables_the_plugin_and_turns_resource_scores_off() -> None:
+    config = with_fgd(SchedulerConfig(), WORKLOAD)
+    profile = config.profiles[0]
+    assert "GPUFragmentation" in {r.name for r in profile.multi_point.enabled}
+    assert profile.points[ExtensionPoint.SCORE].disabled == {"NodeResourcesFit", "DeviceShare"}
+    assert profile.plugin_args["DeviceShare"]["allocationPolicy"] == "FragmentationAware"
+    assert with_fgd(config, WORKLOAD) == config  # idempotent
+    framework = Scheduler(config).frameworks[names.SCHEDULER_NAME]
+    assert framework.plugin_names(ExtensionPoint.SCORE) == [
+        "TaintToleration",
+        "NodeAffinity",
+        "GPUFragmentation",
+    ]
+
+
+def test_the_same_profile_from_yaml() -> None:
+    config = load_config(
+        """
+profiles:
+  - schedulerName: tessera-scheduler
+    plugins:
+      multiPoint: {enabled: [{name: GPUFragmentation}]}
+      score: {disabled: [{name: NodeResourcesFit}, {name: DeviceShare}]}
+    pluginConfig:
+      - name: DeviceShare
+        args: {allocationPolicy: FragmentationAware}
+      - name: GPUFragmentation
+        args: {targetWorkload: {learn: {halfLife: 5000, maxShapes: 32}}}
+"""
+    )
+    scheduler = make_scheduler(make_node("n1"), config=config)
+    assert scheduler.schedule_one(make_pod("p", gpu_core=30, gpu_ratio=30)).scheduled
+
+
+def test_target_workload_only_with_a_policy_that_uses_it() -> None:
+    with pytest.raises(ConfigError, match="targetWorkload: only used by allocationPolicy FragmentationAware"):
+        DeviceShareArgs.from_dict({"targetWorkload": {"learn": {}}})
+
+
+def test_bad_arguments_fail_at_start_up() -> None:
+    with pytest.raises(ConfigError, match="targetWorkload.learn.halfLife: expected a positive integer"):
+        GPUFragmentationArgs.from_dict({"targetWorkload": {"learn": {"halfLife": -1}}})
+    with pytest.raises(ConfigError, match="colour: unknown field"):
+        GPUFragmentationArgs.from_dict({"colour": 1})
