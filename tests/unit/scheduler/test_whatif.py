@@ -121,6 +121,31 @@ def test_scoring_flag_packs(snapshot: Path, capsys: pytest.CaptureFixture[str]) 
     assert results[1]["node"] is None
 
 
+SLIVER = """
+apiVersion: v1
+kind: Pod
+metadata: {name: sliver, namespace: ml}
+spec:
+  containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "40", koordinator.sh/gpu-memory-ratio: "40"}}}]
+"""
+
+
+@pytest.mark.parametrize(("scoring", "minor"), [(None, 1), ("FGD", 0)], ids=["LeastAllocated", "FGD"])
+def test_fgd_fills_the_gap_no_other_pod_could_use(
+    tmp_path: Path, snapshot: Path, capsys: pytest.CaptureFixture[str], scoring: str | None, minor: int
+) -> None:
+    # After `half`, GPU 0 has 40 free and GPU 1 50. Spreading puts the 40 % sliver on GPU 1, where
+    # it leaves 10 that fits nothing; against the snapshot's own shapes (60, 50, 60, 40) FGD sees
+    # that GPU 0's 40 is usable by the sliver alone and takes it.
+    sliver = tmp_path / "sliver.yaml"
+    sliver.write_text(SLIVER)
+    flags = ["--scoring", scoring] if scoring else []
+    assert main(["what-if", "-f", str(snapshot), "-f", str(sliver), "-o", "json", *flags]) == 0
+    results = {r["pod"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    allocated = json.loads(results["ml/sliver"]["annotations"]["scheduling.koordinator.sh/device-allocated"])
+    assert [g["minor"] for g in allocated["gpu"]] == [minor]
+
+
 def test_config_file_and_bad_input(tmp_path: Path, snapshot: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("profiles: [{plugins: {multiPoint: {disabled: [{name: TaintToleration}]}}}]\n")
