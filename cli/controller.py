@@ -114,9 +114,6 @@ def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
 def run(args: argparse.Namespace) -> int:
     try:
         return controller.run(settings_from(args))
-    except ConfigError as e:
-        print(f"tessera controller: {e}", file=sys.stderr)
-        return 2
     except OSError as e:
         print(f"tessera controller: cannot serve on {args.listen}: {e.strerror or e}", file=sys.stderr)
         return 1

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
+from apis.errors import ConfigError
 from kube import logs
 
 # name -> (module, one-line help). A module that does not exist yet makes the command report
@@ -69,6 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logs.setup(args.v, args.logging_format)
     try:
         return int(run(args) or 0)
+    except ConfigError as e:  # flags or configuration that cannot work: say so in one line
+        print(f"tessera {args.command}: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

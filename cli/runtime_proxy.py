@@ -7,11 +7,9 @@ Thin: flags become `ProxySettings`; `agent.runtimeproxy.run` does the rest. Poin
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from agent import runtimeproxy
-from apis.errors import ConfigError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,8 +51,4 @@ def settings_from(args: argparse.Namespace) -> runtimeproxy.ProxySettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        return runtimeproxy.run(settings_from(args))
-    except ConfigError as e:
-        print(f"tessera runtime-proxy: {e}", file=sys.stderr)
-        return 2
+    return runtimeproxy.run(settings_from(args))

@@ -1,0 +1,26 @@
+"""The `tessera` entry point: flags that cannot work end in one line and exit code 2, for every
+command that serves, before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from cli.main import main
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["apiserver", "--listen", "bad"], "tessera apiserver: --listen 'bad': expected HOST:PORT"),
+        (["controller", "--listen", "bad"], "tessera controller: --listen 'bad': expected HOST:PORT"),
+        (["runtime-proxy", "--hook-timeout", "-1"], "tessera runtime-proxy: runtime proxy settings: hook_timeout_s"),
+    ],
+    ids=["apiserver", "controller", "runtime-proxy"],
+)
+def test_bad_flags_are_one_line_and_exit_code_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message)
+    assert "Traceback" not in err and len(err.splitlines()) == 1
