@@ -9,8 +9,9 @@ which lives in `agent.runtimeproxy`) does not import the whole agent process.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kube.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from agent.app import Agent, run
@@ -52,10 +53,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agent' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

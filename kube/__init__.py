@@ -7,14 +7,15 @@ Tessera's CRDs (`crds.devices(client)`, ...), patch helpers (`retry_on_conflict`
 (`kube.apiserver`). Imports `apis` only.
 See docs/dev/kube.md for how to use them.
 
-Names are loaded on first use, so `import kube` (and `tessera --help`, via `kube.logs`) does
-not pay for importing the `kubernetes` library.
+Names are loaded on first use (`kube.lazyexports`, which agent packages use too), so `import kube`
+(and `tessera --help`, via `kube.logs`) does not pay for importing the `kubernetes` library.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from kube.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from kube.backoff import Backoff
@@ -116,10 +117,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kube' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _EXPORTS)

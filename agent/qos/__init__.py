@@ -10,7 +10,7 @@ settings), `enforce` (write order the kernel accepts), `reconciler`, `hook`, `us
 `suppress` (BE CPU suppression), `netqos` (tc HTB), `pods` (the PodSource / PodLookup seams).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, CgroupUnsupported, Hierarchy
 from agent.qos.config import QoSConfig
@@ -23,6 +23,7 @@ from agent.qos.pods import PodLookup, PodSource
 from agent.qos.reconciler import Reconciler, ReconcileReport
 from agent.qos.suppress import BESuppressor
 from agent.qos.usage import CgroupUsageSampler, Sampler, UsageSample
+from kube.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from agent.qos.netqos import NetworkQoS, NetworkQoSError
@@ -54,12 +55,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Network QoS loads on first use: pyroute2 costs the agent about 8 MiB it rarely needs."""
-    if name in ("NetworkQoS", "NetworkQoSError"):
-        from agent.qos import netqos
-
-        value = getattr(netqos, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'agent.qos' has no attribute {name!r}")
+#: Network QoS loads on first use: pyroute2 costs the agent about 8 MiB it rarely needs.
+__getattr__ = lazy_exports(__name__, {"NetworkQoS": "agent.qos.netqos", "NetworkQoSError": "agent.qos.netqos"})
