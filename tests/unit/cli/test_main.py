@@ -12,10 +12,9 @@ from cli.main import main
     ("argv", "message"),
     [
         (["apiserver", "--listen", "bad"], "tessera apiserver: --listen 'bad': expected HOST:PORT"),
-        (["controller", "--listen", "bad"], "tessera controller: --listen 'bad': expected HOST:PORT"),
         (["runtime-proxy", "--hook-timeout", "-1"], "tessera runtime-proxy: runtime proxy settings: hook_timeout_s"),
     ],
-    ids=["apiserver", "controller", "runtime-proxy"],
+    ids=["apiserver", "runtime-proxy"],
 )
 def test_bad_flags_are_one_line_and_exit_code_2(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]

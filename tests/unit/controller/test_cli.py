@@ -7,6 +7,7 @@ import pytest
 
 from apis.errors import ConfigError
 from cli import controller as cli
+from cli.main import main
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -80,5 +81,5 @@ def test_bad_flags_are_config_errors(argv: tuple[str, ...], message: str) -> Non
 
 
 def test_run_reports_a_config_error_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.run(parse("--listen", "nowhere")) == 2
+    assert main(["controller", "--listen", "nowhere"]) == 2  # the entry point says it, for every command
     assert "tessera controller: --listen 'nowhere': expected HOST:PORT" in capsys.readouterr().err
