@@ -4,7 +4,7 @@ The node side: discovery, health, metrics, the Device CR reporter, the hook serv
 the simulated kubelet, hosted by one process (`agent.run(settings)`, `tessera agent`).
 
 `run` and the settings load on first use, so `import agent.discovery` (and the runtime proxy,
-which lives in `agent.runtimeproxy`) does not import the whole agent process.
+which lives in `runtimeproxy`) does not import the whole agent process.
 """
 
 from __future__ import annotations

@@ -3,15 +3,15 @@
 `tessera agent` (cli/agent.py) turns flags into `AgentSettings` and calls `run(settings)`; tests
 drive `Agent` directly. What it hosts:
 
-    discovery + health + GPU metrics   NodeDevices (agent/devices.py)
-    Device CR                          DeviceReporter (agent/reporter.py), woken on every change
+    discovery + health + GPU metrics   NodeDevices (agent/devices/node.py)
+    Device CR                          DeviceReporter (agent/devices/reporter.py), woken on every change
     pods bound to this node            one Informer (fieldSelector spec.nodeName), feeding QoS,
                                        the metrics' pod names and the simulated kubelet
     hook server                        GPU env, RDMA devices, QoS plugins on a unix socket
-    node QoS                           NodeQoS (agent/nodeqos.py): what the NodeSLO enables
+    node QoS                           NodeQoS (agent/qos/node.py): what the NodeSLO enables
     simulated kubelet (optional)       SimulatedKubelet (agent/kubeletsim/)
     HTTP                               /metrics, /healthz (/livez, /readyz), and for simulated
-                                       devices the fault injection routes (agent/faults.py)
+                                       devices the fault injection routes (agent/devices/faults.py)
 
 Start-up fails (ConfigError, with a message saying what to fix) only for what the agent cannot
 run without: a bad flag or profile, a kubeconfig that does not load, a socket or port another
@@ -32,18 +32,18 @@ from pathlib import Path
 import psutil
 from prometheus_client import CollectorRegistry
 
-from agent.devices import NodeDevices
+from agent.devices.faults import SimulatedFaults, json_error
+from agent.devices.node import NodeDevices
+from agent.devices.reporter import DeviceReporter
 from agent.discovery.nvmllib import NVMLLibrary
 from agent.discovery.settings import DiscoveryStack, open_discovery
 from agent.discovery.simulated import NodeCapacity
-from agent.faults import SimulatedFaults, json_error
 from agent.hooks import GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
 from agent.kubeletsim import SimulatedKubelet
-from agent.nodeqos import NodeQoS
-from agent.reporter import DeviceReporter
+from agent.qos.node import NodeQoS
 from agent.settings import AgentSettings
-from apis.core import Pod
 from apis.errors import ConfigError
+from apis.k8s.core import Pod
 from kube import errors, serving
 from kube.client import Client
 from kube.informer import Informer

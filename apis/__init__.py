@@ -1,16 +1,21 @@
-"""Tessera's protocol in Python: names, CRD types, codecs and request rules. Pure; no I/O.
+"""Tessera's protocol in Python, split by role as Koordinator splits its `apis/`. Pure; no I/O.
+
+    apis.k8s        Kubernetes' own shapes: Pod/Node views, ObjectMeta, label selectors,
+                    quantities, resource lists in base units
+    apis.crds       our custom resources: Device, ElasticQuota, PodGroup
+    apis.extension  the Koordinator protocol on top: resource, label and annotation names, the
+                    device-allocated / allocate-hint / gang / quota codecs, QoS classes and the
+                    device-request rules
+    apis.errors     the typed errors every layer raises
 
 Everything else imports this package; it imports nothing of ours (checked by `lint-imports`).
-Modules are imported and qualified (`from apis import quantity; quantity.parse("8Gi")`); the
+Modules are imported and qualified (`from apis.k8s import quantity; quantity.parse("8Gi")`); the
 names below are the types most callers need.
 """
 
-from apis import allocation, devicerequest, gang, hints, labels, names, qos, quantity, quota, resources
-from apis.allocation import DeviceAllocation, VFAllocation
-from apis.core import Container, Node, Pod, Taint, Toleration
-from apis.device import Device, DeviceInfo, DeviceTopology, DeviceType, VirtualFunction, VirtualFunctionGroup
-from apis.devicerequest import DeviceRequest
-from apis.elasticquota import ElasticQuota
+from apis.crds.device import Device, DeviceInfo, DeviceTopology, DeviceType, VirtualFunction, VirtualFunctionGroup
+from apis.crds.elasticquota import ElasticQuota
+from apis.crds.podgroup import PodGroup, PodGroupPhase
 from apis.errors import (
     AnnotationError,
     ConfigError,
@@ -20,10 +25,12 @@ from apis.errors import (
     TesseraError,
     ValidationError,
 )
-from apis.meta import Condition, ObjectMeta, OwnerReference
-from apis.podgroup import PodGroup, PodGroupPhase
-from apis.qos import QoSClass
-from apis.quantity import Quantity
+from apis.extension.allocation import DeviceAllocation, VFAllocation
+from apis.extension.devicerequest import DeviceRequest
+from apis.extension.qos import QoSClass
+from apis.k8s.core import Container, Node, Pod, Taint, Toleration
+from apis.k8s.meta import Condition, ObjectMeta, OwnerReference
+from apis.k8s.quantity import Quantity
 
 __all__ = [
     "AnnotationError",
@@ -55,14 +62,4 @@ __all__ = [
     "ValidationError",
     "VirtualFunction",
     "VirtualFunctionGroup",
-    "allocation",
-    "devicerequest",
-    "gang",
-    "hints",
-    "labels",
-    "names",
-    "qos",
-    "quantity",
-    "quota",
-    "resources",
 ]

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 from apis.errors import ConfigError
-from kube.apiserver import APIServerSettings, WatchSettings
-from kube.apiserver import run as run_server
-from kube.apiserver.server import new_token
+from apiserver import APIServerSettings, WatchSettings
+from apiserver import run as run_server
+from apiserver.server import new_token
 
 
 def _default_data_dir() -> Path:

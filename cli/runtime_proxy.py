@@ -1,6 +1,6 @@
 """`tessera runtime-proxy`: the CRI proxy between kubelet and the container runtime.
 
-Thin: flags become `ProxySettings`; `agent.runtimeproxy.run` does the rest. Point kubelet at
+Thin: flags become `ProxySettings`; `runtimeproxy.run` does the rest. Point kubelet at
 `--container-runtime-endpoint=unix://<listen>`; see docs/runtime-proxy.md.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from agent import runtimeproxy
+import runtimeproxy
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,8 +10,8 @@ import os
 import sys
 from pathlib import Path
 
-from apis import names
 from apis.errors import ConfigError
+from apis.extension import names
 from kube import ClientSettings, LeaderElectionSettings
 from kube.leaderelection import identity_from_env
 from scheduler.service import (

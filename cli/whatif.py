@@ -16,12 +16,12 @@ from pathlib import Path
 
 import yaml
 
-from apis import allocation, resources
 from apis.errors import AnnotationError, ConfigError, ValidationError
-from scheduler import whatif
+from apis.extension import allocation
+from apis.k8s import resources
+from scheduler import fragmentation, whatif
 from scheduler.cache import PodInfo
 from scheduler.core import FGD, SCORING_CHOICES, Scheduler, with_scoring_choice
-from scheduler.framework import fragmentation
 from scheduler.framework.config import SchedulerConfig, load_config
 
 

@@ -4,7 +4,7 @@ Holds client construction (`Client`), informers (`Informer`, `InformerFactory`),
 Tessera's CRDs (`crds.devices(client)`, ...), patch helpers (`retry_on_conflict`), leader election
 (`LeaderElector`), events (`EventRecorder`), the error tree (`APIError`, ...), logging set-up
 (`kube.logs`), the components' operational HTTP (`kube.serving`) and the embedded API server
-(`kube.apiserver`). Imports `apis` only.
+(`apiserver`). Imports `apis` only.
 See docs/dev/kube.md for how to use them.
 
 Names are loaded on first use (`kube.lazyexports`, which agent packages use too), so `import kube`

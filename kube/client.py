@@ -22,7 +22,7 @@ import kubernetes.config
 import urllib3
 
 from apis.errors import ConfigError
-from apis.names import GroupVersionResource
+from apis.extension.names import GroupVersionResource
 from kube import errors
 from kube.resources import ResourceAPI
 
@@ -94,7 +94,7 @@ class Client:
 
     # --- use -----------------------------------------------------------------------------------------
     def resource(self, gvr: GroupVersionResource) -> ResourceAPI:
-        """Dict-level access to one resource type (`kube.resources.PODS`, `apis.names.DEVICES`)."""
+        """Dict-level access to one resource type (`kube.resources.PODS`, `apis.extension.names.DEVICES`)."""
         return ResourceAPI(self, gvr)
 
     def request(

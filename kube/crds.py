@@ -14,12 +14,12 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import yaml
 
-from apis import names
-from apis.device import Device
-from apis.elasticquota import ElasticQuota
+from apis.crds.device import Device
+from apis.crds.elasticquota import ElasticQuota
+from apis.crds.podgroup import PodGroup
 from apis.errors import ConfigError
-from apis.meta import ObjectMeta
-from apis.podgroup import PodGroup
+from apis.extension import names
+from apis.k8s.meta import ObjectMeta
 from kube import errors
 from kube.client import Client
 from kube.patch import retry_on_conflict

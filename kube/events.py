@@ -21,12 +21,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from apis import names
-from apis.core import Node, Pod
-from apis.device import Device
-from apis.elasticquota import ElasticQuota
-from apis.meta import ObjectMeta
-from apis.podgroup import PodGroup
+from apis.crds.device import Device
+from apis.crds.elasticquota import ElasticQuota
+from apis.crds.podgroup import PodGroup
+from apis.extension import names
+from apis.k8s.core import Node, Pod
+from apis.k8s.meta import ObjectMeta
 from kube import errors
 from kube.client import Client
 from kube.resources import EVENTS, MERGE_PATCH

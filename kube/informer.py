@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from apis.errors import TesseraError
-from apis.names import GroupVersionResource
+from apis.extension.names import GroupVersionResource
 from kube import errors
 from kube.backoff import Backoff
 from kube.cache import Indexer, Store

@@ -6,7 +6,7 @@ when something went wrong. `ServingProcess` adds what the components that serve 
 they pick themselves have in common: the `HOST:PORT` file they write once serving (so no port
 is guessed), readiness on an HTTP path, requests and their Prometheus `/metrics`.
 
-`kube.apiserver.testing.EmbeddedAPIServer`, the scheduler's, controller's and agent's `testing`
+`cli.launchers.apiserver.EmbeddedAPIServer`, the scheduler's, controller's and agent's `testing`
 harnesses build on them, and `tessera up` supervises exactly these objects.
 """
 

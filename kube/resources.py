@@ -5,7 +5,7 @@ access build on.
 (`/api/v1/namespaces/NS/pods/NAME/status`, `/apis/G/V/PLURAL`) and sends them through
 `Client.request`. It works the same for core types and custom resources, so one code path serves
 pods, nodes, leases and Device CRs alike. The GroupVersionResources of the built-in types Tessera
-uses are defined here (those of its CRDs are in `apis.names`).
+uses are defined here (those of its CRDs are in `apis.extension.names`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import urllib3
 
-from apis.names import GroupVersionResource
+from apis.extension.names import GroupVersionResource
 from kube import errors
 from kube.patch import retry_on_conflict
 

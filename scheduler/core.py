@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from apis.core import Pod
-from apis.meta import ObjectMeta
+from apis.k8s.core import Pod
+from apis.k8s.meta import ObjectMeta
+from scheduler import fragmentation
 from scheduler.cache import ClusterCache, PodInfo
-from scheduler.framework import fragmentation
 from scheduler.framework.config import PluginRef, PluginSet, SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.diagnosis import Diagnosis

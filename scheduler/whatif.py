@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from apis import names
-from apis.core import Node, Pod
-from apis.device import Device
+from apis.crds.device import Device
 from apis.errors import ValidationError
+from apis.extension import names
+from apis.k8s.core import Node, Pod
 from scheduler.core import Outcome, Scheduler
 from scheduler.framework.status import Shortfall
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -12,6 +13,8 @@ from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from tests.support.containerd import Containerd
+
+from tests.support import sockets
 
 settings.register_profile(
     "ci", max_examples=200, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -35,3 +38,10 @@ def ctrd() -> Iterator[Containerd]:
         pytest.skip(f"real containerd tests skipped: {reason}")
     with containerd.Containerd.start() as instance:
         yield instance
+
+
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    """A short temporary directory: unix socket paths must stay under 108 bytes."""
+    with sockets.temporary() as path:
+        yield path

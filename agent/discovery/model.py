@@ -3,7 +3,7 @@
 Every discovery source (NVML, sysfs PCI, RDMA, simulated profiles) returns an `Inventory` of these
 values; the Device CR builder, the health monitor and the metrics collector read them. They hold
 no handles and do no I/O, so an inventory can be compared (`==`) to tell whether a node changed.
-Topology reuses `apis.device.DeviceTopology`, the shape the Device CR carries.
+Topology reuses `apis.crds.device.DeviceTopology`, the shape the Device CR carries.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from apis.device import DeviceTopology, VirtualFunction
+from apis.crds.device import DeviceTopology, VirtualFunction
 
 __all__ = ["GPU", "IBPort", "Inventory", "LinkInfo", "PCIFunction", "RDMADevice", "label_value"]
 

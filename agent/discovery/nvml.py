@@ -17,7 +17,7 @@ import logging
 from agent.discovery.model import GPU, PCI_CLASS_DISPLAY, Inventory, PCIFunction
 from agent.discovery.nvmllib import NVML, Handle, NVMLCallError, if_supported
 from agent.discovery.pci import PCIBus
-from apis.device import DeviceTopology
+from apis.crds.device import DeviceTopology
 
 __all__ = ["NVMLSource"]
 

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from agent.discovery.model import Inventory, PCIFunction
-from apis.device import DeviceTopology, VirtualFunction
+from apis.crds.device import DeviceTopology, VirtualFunction
 from apis.errors import DiscoveryError
 
 __all__ = ["PCIBus", "PCISource"]

@@ -30,9 +30,9 @@ import yaml
 from agent.discovery.fake_nvml import FakeGPU, FakeNVML
 from agent.discovery.model import GPU, IBPort, Inventory, LinkInfo, RDMADevice
 from agent.discovery.pci import BUS_ID
-from apis import quantity
-from apis.device import DeviceTopology, VirtualFunction
+from apis.crds.device import DeviceTopology, VirtualFunction
 from apis.errors import ConfigError, QuantityError
+from apis.k8s import quantity
 
 __all__ = ["BUILTIN_PROFILES", "NodeCapacity", "Profile", "SimulatedNIC", "SimulatedSource", "load_profile"]
 

@@ -7,10 +7,10 @@ every plugin reports a malformed annotation with the same message.
 from __future__ import annotations
 
 from agent.hooks.plugin import HookError
-from apis import allocation
-from apis.allocation import DeviceAllocation
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
+from apis.extension import allocation
+from apis.extension.allocation import DeviceAllocation
 from proto.runtime.v1alpha1 import api_pb2
 
 __all__ = ["device_allocations", "pod_ref"]

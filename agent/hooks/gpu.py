@@ -22,9 +22,9 @@ from typing import Final
 
 from agent.hooks import _requests
 from agent.hooks.plugin import HookError, HookPlugin
-from apis import names
-from apis.allocation import DeviceAllocation
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
+from apis.extension import names
+from apis.extension.allocation import DeviceAllocation
 from proto.runtime.v1alpha1 import api_pb2
 
 __all__ = ["ENV_MEMORY_LIMIT_PREFIX", "ENV_SM_LIMIT", "ENV_VISIBLE_DEVICES", "GPUEnvPlugin"]

@@ -21,7 +21,7 @@ from typing import Final
 
 from agent.hooks.plugin import HookPlugin
 from agent.hooks.service import RuntimeHookService
-from agent.unixsocket import UnixServer
+from kube.unixsocket import UnixServer
 
 __all__ = ["DEFAULT_SOCKET", "HookServer"]
 

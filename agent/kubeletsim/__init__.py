@@ -15,7 +15,7 @@ from collections.abc import Callable
 from agent.discovery.simulated import NodeCapacity
 from agent.kubeletsim.node import NodeHeartbeat, fake_ip
 from agent.kubeletsim.pods import PodLifecycle
-from apis.core import Pod
+from apis.k8s.core import Pod
 from kube.client import Client
 from kube.informer import Informer
 

@@ -25,9 +25,9 @@ from typing import Any, Final
 
 from agent.discovery.simulated import NodeCapacity
 from agent.periodic import Periodic
-from apis import names
-from apis.meta import now_rfc3339
-from apis.resources import format_quantity
+from apis.extension import names
+from apis.k8s.meta import now_rfc3339
+from apis.k8s.resources import format_quantity
 from kube import errors
 from kube.client import Client
 from kube.logs import V

@@ -21,8 +21,8 @@ from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
-from apis.core import Pod
-from apis.meta import now_rfc3339
+from apis.k8s.core import Pod
+from apis.k8s.meta import now_rfc3339
 from kube import errors
 from kube.backoff import Backoff
 from kube.client import Client

@@ -40,7 +40,7 @@ from agent.discovery.nvmllib import NVML, Handle, HandleCache, NVMLCallError, if
 from agent.health.tracker import HealthTracker
 from agent.metrics.containers import ContainerResolver
 from agent.periodic import Periodic
-from apis.core import Pod
+from apis.k8s.core import Pod
 
 __all__ = ["ContainerReading", "GPUMetrics", "GPUReading", "PodByUID"]
 

@@ -30,10 +30,10 @@ from typing import Final
 
 import yaml
 
-from apis import quantity
 from apis.errors import ConfigError, QuantityError, ValidationError
-from apis.labels import LabelSelector
-from apis.qos import QoSClass
+from apis.extension.qos import QoSClass
+from apis.k8s import quantity
+from apis.k8s.labels import LabelSelector
 
 __all__ = [
     "Bandwidth",

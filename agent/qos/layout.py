@@ -16,7 +16,7 @@ from typing import Final
 
 from agent.qos.cgroups import Cgroup, CgroupNotFound, Hierarchy
 from apis.errors import ValidationError
-from apis.qos import KubeQoSClass
+from apis.extension.qos import KubeQoSClass
 
 __all__ = ["ContainerID", "Driver", "KubeCgroups", "parse_container_id"]
 

@@ -41,9 +41,9 @@ from pyroute2.netlink.exceptions import NetlinkError
 from agent.periodic import Periodic
 from agent.qos.config import ClassQoS, QoSConfig
 from agent.qos.pods import PodSource
-from apis.core import Pod
 from apis.errors import ConfigError, TesseraError
-from apis.qos import QoSClass, qos_class
+from apis.extension.qos import QoSClass, qos_class
+from apis.k8s.core import Pod
 from kube.logs import V
 
 __all__ = ["HTBClass", "HTBPlan", "NetworkQoS", "NetworkQoSError", "htb_plan", "pod_classes"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from apis.core import Pod
+from apis.k8s.core import Pod
 
 __all__ = ["PodLookup", "PodSource"]
 

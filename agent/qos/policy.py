@@ -28,9 +28,9 @@ from dataclasses import dataclass, field
 from agent.qos import convert
 from agent.qos.config import ClassQoS, ResourceQoSConfig
 from agent.qos.knobs import CPUMax
-from apis import names
-from apis.core import Container, Pod
-from apis.qos import KubeQoSClass, QoSClass, kube_qos_class, qos_class
+from apis.extension import names
+from apis.extension.qos import KubeQoSClass, QoSClass, kube_qos_class, qos_class
+from apis.k8s.core import Container, Pod
 
 __all__ = ["CgroupSettings", "PodPlan", "plan"]
 

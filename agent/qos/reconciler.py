@@ -32,9 +32,9 @@ from agent.qos.config import QoSConfig
 from agent.qos.layout import KubeCgroups, parse_container_id
 from agent.qos.pods import PodSource
 from agent.qos.policy import CgroupSettings
-from apis.core import Pod
 from apis.errors import ValidationError
-from apis.qos import KubeQoSClass
+from apis.extension.qos import KubeQoSClass
+from apis.k8s.core import Pod
 from kube.logs import V
 
 __all__ = ["ReconcileReport", "Reconciler"]

@@ -17,8 +17,8 @@ from types import TracebackType
 from agent.qos import knobs
 from agent.qos.cgroups import Cgroup, CgroupError, Hierarchy
 from agent.qos.layout import KubeCgroups, parse_container_id
-from apis.core import Pod
-from apis.qos import KubeQoSClass, kube_qos_class
+from apis.extension.qos import KubeQoSClass, kube_qos_class
+from apis.k8s.core import Pod
 
 __all__ = ["ScratchTree"]
 

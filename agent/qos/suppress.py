@@ -37,7 +37,7 @@ from agent.qos.config import CPUSuppressConfig, QoSConfig, SuppressPolicy
 from agent.qos.knobs import CPUMax
 from agent.qos.layout import KubeCgroups
 from agent.qos.usage import Sampler, UsageSample
-from apis.qos import KubeQoSClass
+from apis.extension.qos import KubeQoSClass
 from kube.logs import V
 
 __all__ = ["BESuppressor", "Decision", "decide"]

@@ -19,7 +19,7 @@ import psutil
 from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound
 from agent.qos.layout import KubeCgroups
 from agent.qos.pods import PodSource
-from apis.qos import KubeQoSClass, QoSClass, kube_qos_class, qos_class
+from apis.extension.qos import KubeQoSClass, QoSClass, kube_qos_class, qos_class
 
 __all__ = ["CgroupUsageSampler", "Sampler", "UsageSample", "node_busy_ns"]
 

@@ -23,12 +23,12 @@ from typing import Final
 import psutil
 
 from apis.errors import ConfigError
+from cli.launchers.apiserver import DEFAULT_CRDS
 from cli.localcluster import components, state
 from cli.localcluster.components import Component
 from cli.localcluster.retire import retire_nodes
 from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
 from cli.localcluster.supervisor import EventKind, Stopped, Supervised, SupervisorEvent
-from kube.apiserver.testing import DEFAULT_CRDS
 from kube.client import Client
 from kube.crds import install_crds
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from agent.testing import AgentProcess
+from cli.launchers.agent import AgentProcess
+from cli.launchers.apiserver import EmbeddedAPIServer
+from cli.launchers.controller import ControllerProcess
+from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster.state import ComponentState
-from controller.testing import ControllerProcess
-from kube.apiserver.testing import EmbeddedAPIServer
 from kube.process import ServingProcess
-from scheduler.service.testing import SchedulerProcess
 
 __all__ = ["Component", "apiserver", "controller", "local_agent", "scheduler", "simulated_agent"]
 

@@ -20,15 +20,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
-from apis import allocation, names, resources
-from apis.core import Node, Pod
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
+from apis.extension import allocation, names
+from apis.k8s import resources
+from apis.k8s.core import Node, Pod
+from cli.launchers.scheduler import pod_manifest
 from kube import errors
 from kube.client import Client
 from kube.informer import Informer
 from kube.resources import NAMESPACES, NODES, PODS
-from scheduler.service.testing import pod_manifest
 
 __all__ = ["DEMO_PODS", "NAMESPACE", "DemoPod", "Placement", "placements", "render", "submit", "wait_placed"]
 

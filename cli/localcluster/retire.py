@@ -18,7 +18,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from apis import names
+from apis.extension import names
 from kube import errors
 from kube.client import Client
 from kube.resources import NODES, PODS, ResourceAPI

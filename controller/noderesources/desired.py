@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from apis import names
-from apis.device import Device, DeviceInfo, DeviceType
+from apis.crds.device import Device, DeviceInfo, DeviceType
 from apis.errors import ValidationError
+from apis.extension import names
 
 __all__ = ["GPU_RESOURCES", "MANAGED_LABELS", "MANAGED_RESOURCES", "RDMA_PER_PF", "DeviceResources", "from_device"]
 

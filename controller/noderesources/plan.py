@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from apis import resources
-from apis.core import Node
+from apis.k8s import resources
+from apis.k8s.core import Node
 from controller.noderesources.desired import MANAGED_LABELS, MANAGED_RESOURCES, DeviceResources
 
 __all__ = ["ALLOCATABLE", "CAPACITY", "Change", "ChangeKind", "Observed", "Plan", "plan"]

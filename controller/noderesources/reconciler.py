@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Protocol
 
-from apis import names
-from apis.core import Node
-from apis.device import Device
+from apis.crds.device import Device
 from apis.errors import ConfigError, ValidationError
+from apis.extension import names
+from apis.k8s.core import Node
 from controller.noderesources import desired, plan
 from controller.noderesources.metrics import NodeResourcesMetrics
 from controller.runtime import Controller, ControllerOptions, Malformed, Manager, PermanentError, Result, tolerant

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from apis.errors import TesseraError
-from apis.meta import ObjectMeta
-from apis.names import GroupVersionResource
+from apis.extension.names import GroupVersionResource
+from apis.k8s.meta import ObjectMeta
 from kube.events import ObjectReference
 
 __all__ = ["Malformed", "tolerant"]

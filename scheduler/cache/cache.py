@@ -21,9 +21,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from apis.allocation import DeviceAllocation
-from apis.core import Node, Pod
-from apis.device import Device, DeviceType
+from apis.crds.device import Device, DeviceType
+from apis.extension.allocation import DeviceAllocation
+from apis.k8s.core import Node, Pod
 from scheduler.cache.devices import DeviceUsage, Holding
 from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.podinfo import PodInfo

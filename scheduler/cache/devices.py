@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from apis.allocation import DeviceAllocation, VFAllocation
-from apis.device import Device, DeviceInfo, DeviceType
+from apis.crds.device import Device, DeviceInfo, DeviceType
+from apis.extension.allocation import DeviceAllocation, VFAllocation
 
 __all__ = ["DeviceHolder", "DeviceState", "DeviceUsage", "Holding", "NodeDevices", "vf_key"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from apis import names
-from apis.core import Node
+from apis.extension import names
+from apis.k8s.core import Node
 from scheduler.cache.devices import NodeDevices
 from scheduler.cache.podinfo import PodInfo
 

@@ -12,11 +12,11 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from apis import allocation, hints
-from apis.allocation import DeviceAllocation
-from apis.core import Pod
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
+from apis.extension import allocation, hints
+from apis.extension.allocation import DeviceAllocation
+from apis.k8s.core import Pod
 
 __all__ = ["PodInfo"]
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
-from apis import names
 from apis.errors import ConfigError
+from apis.extension import names
 from scheduler.framework.interfaces import ExtensionPoint
 
 __all__ = [

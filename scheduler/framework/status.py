@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from apis import resources
+from apis.k8s import resources
 
 __all__ = ["SKIP", "SUCCESS", "Code", "Shortfall", "Status"]
 

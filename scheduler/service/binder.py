@@ -28,9 +28,9 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from apis import names
-from apis.core import Pod
 from apis.errors import TesseraError
+from apis.extension import names
+from apis.k8s.core import Pod
 from kube import Backoff, errors
 from kube.logs import V
 from scheduler.cache import ClusterCache, PodInfo

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apis.core import Pod
+from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework import CycleState, Diagnosis, Framework, Shortfall, Status
 

@@ -26,8 +26,8 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from apis import resources
 from apis.errors import ConfigError, TesseraError
+from apis.k8s import resources
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from scheduler.cache import DeviceUsage
 from scheduler.framework import Status

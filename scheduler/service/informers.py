@@ -29,10 +29,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from apis import names
-from apis.core import Node, Pod
-from apis.device import Device
+from apis.crds.device import Device
 from apis.errors import TesseraError
+from apis.extension import names
+from apis.k8s.core import Node, Pod
 from kube import Client, EventRecorder, Informer, ObjectReference, resources
 from scheduler.cache import ClusterCache
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource

@@ -19,11 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from apis import allocation, names, resources
-from apis.allocation import DeviceAllocation
-from apis.core import Pod
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from apis.errors import AnnotationError, TesseraError, ValidationError
+from apis.extension import allocation, names
+from apis.extension.allocation import DeviceAllocation
+from apis.k8s import resources
+from apis.k8s.core import Pod
 from kube import errors
 from scheduler.cache import ClusterCache, DeviceUsage, PodInfo
 from scheduler.framework import CycleState, Framework, Status

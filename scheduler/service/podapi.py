@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
-from apis.core import CONDITION_POD_SCHEDULED, Pod
-from apis.meta import now_rfc3339
+from apis.k8s.core import CONDITION_POD_SCHEDULED, Pod
+from apis.k8s.meta import now_rfc3339
 from kube import Client, errors, resources
 
 __all__ = ["KubePodAPI", "PodAPI"]

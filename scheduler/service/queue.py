@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from apis.core import Pod
+from apis.k8s.core import Pod
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
 
 __all__ = ["POD_DELETED", "Interest", "PendingPod", "QueueName", "QueuedPod", "SchedulingQueue"]

@@ -23,8 +23,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from apis import names
-from apis.core import CONDITION_POD_SCHEDULED, Pod
+from apis.extension import names
+from apis.k8s.core import CONDITION_POD_SCHEDULED, Pod
 from kube import EventRecorder, ObjectReference, errors
 from kube.logs import V
 from scheduler.service.podapi import PodAPI

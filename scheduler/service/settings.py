@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from apis import names
 from apis.errors import ConfigError
+from apis.extension import names
 from kube import ClientSettings, LeaderElectionSettings
 from scheduler.service.endpoint import Endpoint, default_address
 

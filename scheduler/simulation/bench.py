@@ -16,10 +16,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from apis import hints, labels, names
-from apis.core import Container, Pod
-from apis.device import DeviceType
-from apis.meta import ObjectMeta
+from apis.crds.device import DeviceType
+from apis.extension import hints, names
+from apis.k8s import labels
+from apis.k8s.core import Container, Pod
+from apis.k8s.meta import ObjectMeta
 from scheduler.core import Scheduler
 from scheduler.framework.config import SchedulerConfig
 from scheduler.simulation.cluster import NodeShape, gpu_node

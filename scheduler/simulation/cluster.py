@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from apis import names
-from apis.core import Node
-from apis.device import Device, DeviceInfo, DeviceTopology, DeviceType, VirtualFunction, VirtualFunctionGroup
-from apis.meta import ObjectMeta
+from apis.crds.device import Device, DeviceInfo, DeviceTopology, DeviceType, VirtualFunction, VirtualFunctionGroup
+from apis.extension import names
+from apis.k8s.core import Node
+from apis.k8s.meta import ObjectMeta
 
 __all__ = ["GIB", "NodeShape", "gpu_node"]
 

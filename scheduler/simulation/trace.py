@@ -20,14 +20,15 @@ import csv
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from apis import labels, names
-from apis.core import Container, NodeAffinity, NodeSelectorTerm, Pod
-from apis.core import Node as CoreNode
-from apis.device import Device
+from apis.crds.device import Device
 from apis.errors import ValidationError
-from apis.meta import ObjectMeta
+from apis.extension import names
+from apis.k8s import labels
+from apis.k8s.core import Container, NodeAffinity, NodeSelectorTerm, Pod
+from apis.k8s.core import Node as CoreNode
+from apis.k8s.meta import ObjectMeta
+from scheduler import fragmentation
 from scheduler.cache import PodInfo
-from scheduler.framework import fragmentation
 from scheduler.simulation.cluster import GIB, NodeShape, gpu_node
 
 __all__ = ["TraceNode", "TracePod", "parse_nodes", "parse_pods", "workload"]

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from apis import names
-from scheduler.service.testing import pod_manifest
+from apis.extension import names
+from cli.launchers.scheduler import pod_manifest
 from tests.e2e.harness import Cluster, Up
 from tests.support import sockets
 

@@ -28,8 +28,8 @@ from typing import Any, Final
 import kubernetes
 import psutil
 
-from apis.core import Node, Pod
-from apis.device import Device
+from apis.crds.device import Device
+from apis.k8s.core import Node, Pod
 from cli.localcluster import state
 from tests.support.waiting import wait_for
 

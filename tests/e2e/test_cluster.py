@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.runtimeproxy import ProxySettings
-from agent.runtimeproxy.hookconfig import HookType
-from agent.runtimeproxy.testing import RuntimeProxyProcess
-from agent.testing import AgentProcess
-from apis import names
-from apis.core import Pod
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
+from apis.extension import names
+from apis.k8s.core import Pod
+from cli.launchers.agent import AgentProcess
+from cli.launchers.runtimeproxy import RuntimeProxyProcess
+from runtimeproxy import ProxySettings
+from runtimeproxy.hookconfig import HookType
 from tests.e2e.checks import allocatable_problems, allocation_problems, gpus_of
 from tests.e2e.conftest import MIXED, UNSCHEDULABLE, manifests, unique
 from tests.e2e.harness import Cluster, Up

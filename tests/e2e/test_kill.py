@@ -17,8 +17,8 @@ import kubernetes
 import pytest
 import urllib3
 
-from apis import names
-from apis.core import Pod
+from apis.extension import names
+from apis.k8s.core import Pod
 from tests.e2e.checks import allocatable_problems, allocation_problems
 from tests.e2e.conftest import manifests, unique
 from tests.e2e.harness import Cluster, Up

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from agent.runtimeproxy.testing import answers_cri
+from cli.launchers.runtimeproxy import answers_cri
 
 __all__ = ["terminate", "wait_for_cri"]
 

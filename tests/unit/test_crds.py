@@ -9,10 +9,10 @@ import pytest
 import yaml
 from hypothesis import given
 
-from apis import names
-from apis.device import Device
-from apis.elasticquota import ElasticQuota
-from apis.podgroup import PodGroup
+from apis.crds.device import Device
+from apis.crds.elasticquota import ElasticQuota
+from apis.crds.podgroup import PodGroup
+from apis.extension import names
 from tests.unit.apis.strategies import devices
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"

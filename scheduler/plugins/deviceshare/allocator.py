@@ -41,14 +41,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from apis import names
-from apis.allocation import DeviceAllocation, VFAllocation
-from apis.device import DeviceType, VirtualFunction
-from apis.devicerequest import DeviceRequest, gpu_allocation_resources
-from apis.hints import AllocateStrategy, DeviceHint, ExclusivePolicy, JointAllocate, JointScope, TopologyScope
-from apis.labels import LabelSelector
+from apis.crds.device import DeviceType, VirtualFunction
+from apis.extension import names
+from apis.extension.allocation import DeviceAllocation, VFAllocation
+from apis.extension.devicerequest import DeviceRequest, gpu_allocation_resources
+from apis.extension.hints import AllocateStrategy, DeviceHint, ExclusivePolicy, JointAllocate, JointScope, TopologyScope
+from apis.k8s.labels import LabelSelector
+from scheduler import fragmentation
 from scheduler.cache.devices import DeviceState, NodeDevices, vf_key
-from scheduler.framework import fragmentation
 from scheduler.framework.scoring import ScoringStrategy
 from scheduler.framework.status import Code, Shortfall
 from scheduler.plugins.deviceshare import reasons

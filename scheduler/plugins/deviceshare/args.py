@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from apis import names
 from apis.errors import ConfigError
-from scheduler.framework import fragmentation
+from apis.extension import names
+from scheduler import fragmentation
 from scheduler.framework.scoring import ScoringStrategy, ScoringStrategyType, parse_scoring_strategy
 from scheduler.plugins.deviceshare.allocator import POLICIES, TopologyAwarePolicy
 

@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 
-from apis import names
-from apis.allocation import DeviceAllocation, VFAllocation
-from apis.device import Device, DeviceType
+from apis.crds.device import Device, DeviceType
+from apis.extension import names
+from apis.extension.allocation import DeviceAllocation, VFAllocation
 from scheduler.cache import ClusterCache, NodeDevices, NodeInfo
 from scheduler.cache.devices import vf_key
 from scheduler.framework.status import Status

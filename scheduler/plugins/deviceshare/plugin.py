@@ -2,7 +2,7 @@
 
 The bookkeeping half of device scheduling (the placement half is `allocator.AllocationPolicy`):
 
-- PreFilter parses the request once (`apis.devicerequest` rules; an invalid request or a
+- PreFilter parses the request once (`apis.extension.devicerequest` rules; an invalid request or a
   malformed hint rejects the pod as UnschedulableAndUnresolvable with a reason naming the
   problem) and asks `GPUFreeIndex` which nodes might fit.
 - Filter asks the policy for an allocation on the node, memoised per request shape and node
@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 
-from apis import allocation as allocation_codec
-from apis import devicerequest, hints, names
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from apis.errors import AnnotationError, InvalidRequestError
+from apis.extension import allocation as allocation_codec
+from apis.extension import devicerequest, hints, names
+from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
-from scheduler.framework import fragmentation, scoring
+from scheduler.framework import scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
     ClusterEvent,

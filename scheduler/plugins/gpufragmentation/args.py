@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from apis.errors import ConfigError
-from scheduler.framework import fragmentation
+from scheduler import fragmentation
 
 _KEYS = frozenset({"targetWorkload"})
 

@@ -1,6 +1,6 @@
 """GPUFragmentation: prefers the node whose GPU fragmentation grows least (FGD, USENIX ATC'23).
 
-The measure and its arithmetic are `scheduler.framework.fragmentation`'s: for a pod, each
+The measure and its arithmetic are `scheduler.fragmentation`'s: for a pod, each
 feasible node is scored by the usable GPU the placement would cost the target workload — GPU
 shares that shapes of the workload could use before and no longer can, because the GPU is now
 too full for them or the node too short of CPU or memory for them to run at all. The GPU a
@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 
-from apis import devicerequest, names
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from apis.errors import InvalidRequestError
+from apis.extension import devicerequest, names
+from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
-from scheduler.framework import fragmentation
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import MAX_NODE_SCORE, Handle, PreFilterPlugin, PreFilterResult, ScorePlugin
 from scheduler.framework.status import SUCCESS, Status

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from apis.devicerequest import DeviceRequest
+from apis.extension.devicerequest import DeviceRequest
 from scheduler.framework.cycle_state import StateData
 
 

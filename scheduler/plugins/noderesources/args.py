@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from apis import names
 from apis.errors import ConfigError
+from apis.extension import names
 from scheduler.framework.scoring import ScoringStrategy, ScoringStrategyType, parse_scoring_strategy
 
 DEFAULT_SCORING = ScoringStrategy(ScoringStrategyType.LEAST_ALLOCATED, ((names.CPU, 1), (names.MEMORY, 1)))

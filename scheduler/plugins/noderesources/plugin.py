@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 
-from apis import names
+from apis.extension import names
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.cache.nodeinfo import non_zero_requests
 from scheduler.framework.cycle_state import CycleState

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 
-from apis import names
-from apis.core import Taint
+from apis.extension import names
+from apis.k8s.core import Taint
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.framework import config
 from scheduler.framework.cycle_state import CycleState

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 
-from apis import names
-from apis.core import Taint, Toleration
+from apis.extension import names
+from apis.k8s.core import Taint, Toleration
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.framework import config, scoring
 from scheduler.framework.cycle_state import CycleState

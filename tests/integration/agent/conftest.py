@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube.client import Client
 from tests.unit.agent.conftest import fake_nvml, nvml, nvml_env, profile, sysfs
 

@@ -17,12 +17,12 @@ import grpc
 import pytest
 
 from agent.hooks.gpu import ENV_VISIBLE_DEVICES
-from agent.testing import AgentProcess
-from apis import names
-from apis.core import Node
-from apis.device import Device, DeviceType
+from apis.crds.device import Device, DeviceType
 from apis.errors import ConfigError
-from kube.apiserver.testing import EmbeddedAPIServer
+from apis.extension import names
+from apis.k8s.core import Node
+from cli.launchers.agent import AgentProcess
+from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
 from kube.resources import LEASES, NAMESPACES, NODES, PODS, WatchEvent
 from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc

@@ -12,9 +12,9 @@ from agent.discovery.simulated import NodeCapacity
 from agent.kubeletsim import SimulatedKubelet
 from agent.kubeletsim.node import KUBELET_VERSION, NodeHeartbeat
 from agent.kubeletsim.pods import fake_container_id
-from apis import names
-from apis.core import Node, Pod
-from kube.apiserver.testing import EmbeddedAPIServer
+from apis.extension import names
+from apis.k8s.core import Node, Pod
+from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
 from kube.informer import Informer
 from kube.resources import LEASES, NAMESPACES, NODES, PODS, STRATEGIC_MERGE_PATCH

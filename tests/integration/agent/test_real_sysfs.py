@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.device_cr import build_device
+from agent.devices.cr import build_device
 from agent.discovery.pci import PCIBus, PCISource
 from agent.discovery.rdma import RDMASource
 from agent.discovery.settings import DiscoverySettings, open_discovery
@@ -21,7 +21,7 @@ from agent.health.clock import SystemClock
 from agent.health.monitor import HealthMonitor
 from agent.health.tracker import HealthTracker
 from agent.metrics.containers import ContainerResolver
-from apis.device import Device
+from apis.crds.device import Device
 
 pytestmark = pytest.mark.integration
 

@@ -9,15 +9,15 @@ from collections.abc import Callable, Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.device_cr import build_device
+from agent.devices.cr import build_device
+from agent.devices.reporter import DeviceReporter, SyncResult
 from agent.discovery.model import Inventory
 from agent.discovery.simulated import load_profile
 from agent.health.clock import ManualClock
 from agent.health.tracker import HealthTracker
-from agent.reporter import DeviceReporter, SyncResult
-from apis import names
-from apis.device import Device
-from kube.apiserver.testing import EmbeddedAPIServer
+from apis.crds.device import Device
+from apis.extension import names
+from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.backoff import Backoff
 from kube.client import Client
 from kube.resources import NODES
@@ -143,7 +143,7 @@ def test_a_malformed_cr_on_the_server_is_replaced(node: Node, client: Client, ca
         "spec": {"devices": [{"type": "tpu", "minor": "zero"}]},
     }
     client.resource(names.DEVICES).create(broken)
-    with caplog.at_level(logging.WARNING, logger="agent.reporter"):
+    with caplog.at_level(logging.WARNING, logger="agent.devices.reporter"):
         assert node.reporter.sync() is SyncResult.UPDATED
     assert "Device CR on the API server is malformed; replacing it" in caplog.messages
     device = node.device()

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from apis import names
+from apis.extension import names
+from cli.launchers.apiserver import run_apiserver
 from cli.localcluster.retire import RetiredNode, retire_nodes
 from kube import errors
-from kube.apiserver.testing import run_apiserver
 from kube.client import Client
 from kube.resources import NAMESPACES, NODES, PODS
 

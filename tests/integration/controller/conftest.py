@@ -2,7 +2,7 @@
 talking to it over HTTP, Nodes as kubelet reports them and Device CRs as the agent builds them.
 
 The API server is shared by the tests of a module; each test uses its own node names. A
-`controller.testing.ControllerProcess` reads the controller's own /metrics, so tests wait for conditions ("the
+`cli.launchers.controller.ControllerProcess` reads the controller's own /metrics, so tests wait for conditions ("the
 controller processed every key it was given") instead of sleeping.
 """
 
@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from agent.device_cr import build_device
+from agent.devices.cr import build_device
 from agent.discovery.simulated import load_profile
 from agent.health.tracker import Health
-from apis.device import Device
-from controller.testing import ControllerProcess
+from apis.crds.device import Device
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.controller import ControllerProcess
 from kube import crds
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
 from kube.client import Client
 from kube.errors import NotFound
 from kube.resources import EVENTS, NODES

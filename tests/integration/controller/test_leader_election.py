@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from apis import names
-from controller.testing import ControllerProcess
+from apis.extension import names
+from cli.launchers.controller import ControllerProcess
 from kube.client import Client
 from tests.integration.controller.conftest import (
     build,

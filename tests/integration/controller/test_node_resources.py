@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from apis import names
-from controller.testing import ControllerProcess
+from apis.extension import names
+from cli.launchers.controller import ControllerProcess
 from kube import crds
 from kube.client import Client
 from kube.resources import NODES

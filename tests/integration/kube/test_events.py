@@ -2,7 +2,7 @@
 
 import pytest
 
-from apis.core import Pod
+from apis.k8s.core import Pod
 from kube.client import Client
 from kube.events import WARNING, EventRecorder, ObjectReference
 from kube.resources import EVENTS, PODS

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from apis.core import Pod
-from apis.device import Device
-from apis.names import DEVICES
+from apis.crds.device import Device
+from apis.extension.names import DEVICES
+from apis.k8s.core import Pod
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube import Backoff
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
 from kube.client import Client
 from kube.informer import Informer, InformerFactory, raw
 from kube.resources import CONFIG_MAPS, PODS

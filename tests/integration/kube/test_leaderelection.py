@@ -7,10 +7,10 @@ from collections.abc import Callable
 import pytest
 
 from apis.errors import ConfigError
-from kube.apiserver.testing import EmbeddedAPIServer
+from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.leaderelection import LeaderElectionSettings, LeaderElector
 from kube.resources import LEASES
-from tests.integration.kube.conftest import unique
+from tests.integration.conftest import unique
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from agent.qos.hook import QoSHookPlugin
 from agent.qos.knobs import CPUMax
 from agent.qos.reconciler import Reconciler
 from agent.qos.scratch import ScratchTree
-from apis.core import Pod
-from apis.qos import KubeQoSClass
+from apis.extension.qos import KubeQoSClass
+from apis.k8s.core import Pod
 from proto.runtime.v1alpha1 import api_pb2
 from tests.unit.agent.qos.factories import batch_ctr, ctr, make_pod
 

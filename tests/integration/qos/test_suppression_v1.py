@@ -18,7 +18,7 @@ from agent.qos.config import CPUSuppressConfig, QoSConfig
 from agent.qos.scratch import ScratchTree
 from agent.qos.suppress import BESuppressor
 from agent.qos.usage import CgroupUsageSampler, UsageSample
-from apis.qos import KubeQoSClass
+from apis.extension.qos import KubeQoSClass
 from tests.unit.agent.qos.factories import ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]

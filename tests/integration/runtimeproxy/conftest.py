@@ -18,11 +18,11 @@ import pytest
 from cri_api.v1 import api_pb2 as cri
 
 from agent.hooks import GPUEnvPlugin, HookPlugin, HookServer
-from agent.runtimeproxy import ProxySettings, RuntimeProxy
-from agent.runtimeproxy.hookconfig import HookType
-from agent.runtimeproxy.testing import RuntimeProxyProcess
-from apis import names
+from apis.extension import names
+from cli.launchers.runtimeproxy import RuntimeProxyProcess
 from proto.runtime.v1alpha1 import api_pb2 as hook
+from runtimeproxy import ProxySettings, RuntimeProxy
+from runtimeproxy.hookconfig import HookType
 from tests.support import containerd, sockets
 
 ROOT: Final = Path(__file__).resolve().parents[3]

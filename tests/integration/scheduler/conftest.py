@@ -16,14 +16,14 @@ from typing import Any, Generic, TypeVar
 
 import pytest
 
-from apis import names
-from apis.core import Pod
-from apis.device import Device
-from apis.names import GroupVersionResource
+from apis.crds.device import Device
+from apis.extension import names
+from apis.extension.names import GroupVersionResource
+from apis.k8s.core import Pod
+from cli.bench._scheduler_e2e_load import check_allocations
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.scheduler import node_manifest, pod_manifest
 from kube import Client, Informer, crds, raw, resources
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
-from scheduler.service.benchmark import check_allocations
-from scheduler.service.testing import node_manifest, pod_manifest
 from scheduler.simulation.cluster import NodeShape, gpu_node
 
 T = TypeVar("T")

@@ -20,14 +20,14 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from apis import allocation, names
-from apis.core import Pod
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
+from apis.extension import allocation, names
+from apis.k8s.core import Pod
+from cli.launchers.apiserver import EmbeddedAPIServer
+from cli.launchers.scheduler import SchedulerProcess, pod_manifest
 from kube import Client
-from kube.apiserver.testing import EmbeddedAPIServer
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
-from scheduler.service.testing import SchedulerProcess, pod_manifest
 
 from .conftest import (
     GPU_HALF,

@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 
-from apis import names
-from apis.core import Pod
-from apis.device import Device
+from apis.crds.device import Device
+from apis.extension import names
+from apis.k8s.core import Pod
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube import Client, crds, errors, resources
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
 from scheduler.cache import PodInfo
 from scheduler.framework import SUCCESS, CycleState, PluginRef, Status
 from scheduler.framework.interfaces import PermitPlugin

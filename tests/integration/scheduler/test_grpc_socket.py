@@ -12,8 +12,8 @@ import grpc
 import pytest
 
 from apis.errors import ConfigError
+from apiserver.pki import ensure_serving_cert
 from cli import explain
-from kube.apiserver.pki import ensure_serving_cert
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
 from scheduler.core import Scheduler

@@ -10,11 +10,11 @@ from typing import Any
 import grpc
 import pytest
 
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, raw, resources
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
-from scheduler.service.testing import SchedulerProcess
 from tests.support.waiting import wait_for
 
 from .conftest import (

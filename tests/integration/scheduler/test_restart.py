@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from apis import allocation, names
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
+from apis.extension import allocation, names
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.scheduler import SchedulerProcess
 from kube import Client
-from kube.apiserver.testing import EmbeddedAPIServer, run_apiserver
-from scheduler.service.testing import SchedulerProcess
 
 from .conftest import (
     GPU_QUARTER,

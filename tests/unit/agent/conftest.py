@@ -22,9 +22,8 @@ from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.nvmllib import NVML, NVMLLibrary
 from agent.discovery.simulated import Profile, load_profile
 from agent.hooks import HookPlugin, HookServer
-from apis import names
+from apis.extension import names
 from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc
-from tests.support import sockets
 from tests.unit.agent.sysfs_tree import SysfsTree
 
 FIXTURE_PROFILE = Path(__file__).parent / "fixtures" / "gpu-node.yaml"
@@ -91,13 +90,6 @@ Stub = api_pb2_grpc.RuntimeHookServiceStub
 
 
 # --- hook servers ---------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    """A short temporary directory: unix socket paths must stay under 108 bytes."""
-    with sockets.temporary() as path:
-        yield path
 
 
 @pytest.fixture

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from agent.device_cr import build_device
+from agent.devices.cr import build_device
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.model import Inventory
 from agent.discovery.settings import DiscoverySettings, DiscoveryStack, open_discovery
 from agent.health.clock import ManualClock
 from agent.health.monitor import HealthMonitor
 from agent.health.tracker import HealthTracker
-from apis.device import Device
+from apis.crds.device import Device
 from tests.unit.agent.conftest import NODE
 from tests.unit.agent.sysfs_tree import SysfsTree
 

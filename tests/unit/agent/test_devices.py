@@ -7,11 +7,11 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.devices import NodeDevices
+from agent.devices.node import NodeDevices
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.settings import DiscoverySettings, open_discovery
 from agent.settings import HealthSettings, MetricsSettings
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from tests.unit.agent.conftest import NODE
 from tests.unit.agent.sysfs_tree import SysfsTree
 

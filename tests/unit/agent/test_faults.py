@@ -10,10 +10,10 @@ from typing import NamedTuple
 import pytest
 from prometheus_client import CollectorRegistry
 
+from agent.devices.faults import PREFIX, SimulatedFaults, json_error
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.nvmllib import NVML
 from agent.discovery.simulated import load_profile
-from agent.faults import PREFIX, SimulatedFaults, json_error
 from kube import serving
 
 NODE = "sim-1"

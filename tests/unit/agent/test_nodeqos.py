@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.nodeqos import NodeQoS
 from agent.qos import KubeCgroups
+from agent.qos.node import NodeQoS
 from agent.settings import QoSMode, QoSSettings
-from apis.core import Pod
+from apis.k8s.core import Pod
 from tests.unit.agent.qos.factories import V2Tree
 
 SUPPRESSION = "resourceUsedThresholdWithBE: {enable: true}\n"
@@ -79,14 +79,14 @@ def open_qos(settings: QoSSettings, *, simulated: bool) -> NodeQoS | None:
 def test_qos_does_not_run_when_told_not_to(
     mode: QoSMode, simulated: bool, message: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="agent.nodeqos"):
+    with caplog.at_level(logging.INFO, logger="agent.qos.node"):
         assert open_qos(QoSSettings(mode=mode), simulated=simulated) is None
     assert any(m.startswith(message) for m in caplog.messages)
 
 
 def test_qos_never_runs_without_a_kubepods_cgroup(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     settings = QoSSettings(mode=QoSMode.ON, cgroup_root=f"tessera-no-such-root-{os.getpid()}")
-    with caplog.at_level(logging.WARNING, logger="agent.nodeqos"):
+    with caplog.at_level(logging.WARNING, logger="agent.qos.node"):
         assert open_qos(settings, simulated=True) is None
     assert "Node QoS off: no kubepods cgroup on this machine" in caplog.messages
 
@@ -129,7 +129,7 @@ def test_a_bad_nodeslo_keeps_the_last_good_one_and_qos_waits_for_a_first_good_on
     write(path, SUPPRESSION)
     qos.check_config()
     assert qos.running == ("be-suppression",)
-    with caplog.at_level(logging.ERROR, logger="agent.nodeqos"):
+    with caplog.at_level(logging.ERROR, logger="agent.qos.node"):
         write(path, "resourceUsedThresholdWithBE: [\n")
         qos.check_config()
     assert any(m.startswith("Invalid QoS config") for m in caplog.messages)
@@ -141,7 +141,7 @@ def test_network_qos_needs_an_interface(
 ) -> None:
     path = tmp_path / "nodeslo.yaml"
     write(path, NETWORK_QOS)
-    with caplog.at_level(logging.WARNING, logger="agent.nodeqos"):
+    with caplog.at_level(logging.WARNING, logger="agent.qos.node"):
         qos = node_qos(made, kube, QoSSettings(config_path=path, config_poll_s=3600))
         qos.start()
     assert qos.running == ()

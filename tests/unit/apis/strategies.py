@@ -2,10 +2,10 @@
 
 from hypothesis import strategies as st
 
-from apis import names
-from apis.allocation import DeviceAllocation, VFAllocation
-from apis.device import Device, DeviceInfo, DeviceTopology, DeviceType, VirtualFunction, VirtualFunctionGroup
-from apis.meta import Condition, ObjectMeta
+from apis.crds.device import Device, DeviceInfo, DeviceTopology, DeviceType, VirtualFunction, VirtualFunctionGroup
+from apis.extension import names
+from apis.extension.allocation import DeviceAllocation, VFAllocation
+from apis.k8s.meta import Condition, ObjectMeta
 
 label_text = st.from_regex(r"[a-z0-9]([a-z0-9.-]{0,10}[a-z0-9])?", fullmatch=True)
 labels = st.dictionaries(label_text, label_text, max_size=3)

@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apis import allocation, names
-from apis.allocation import DeviceAllocation, VFAllocation
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
+from apis.extension import allocation, names
+from apis.extension.allocation import DeviceAllocation, VFAllocation
 from tests.unit.apis.strategies import allocations
 
 GI = 2**30

@@ -2,8 +2,8 @@ from typing import Any
 
 import pytest
 
-from apis.core import Node, NodeAffinity, Pod, Taint, Toleration
 from apis.errors import ValidationError
+from apis.k8s.core import Node, NodeAffinity, Pod, Taint, Toleration
 
 
 def container(

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apis import names
-from apis.device import Device, DeviceType
+from apis.crds.device import Device, DeviceType
 from apis.errors import ValidationError
+from apis.extension import names
 from tests.unit.apis.strategies import devices
 
 GI = 2**30

@@ -2,11 +2,11 @@
 
 import pytest
 
-from apis import names
-from apis.core import Pod
-from apis.device import DeviceType
-from apis.devicerequest import DeviceRequest, device_requests, gpu_allocation_resources, pod_device_requests
+from apis.crds.device import DeviceType
 from apis.errors import InvalidRequestError
+from apis.extension import names
+from apis.extension.devicerequest import DeviceRequest, device_requests, gpu_allocation_resources, pod_device_requests
+from apis.k8s.core import Pod
 
 CORE, MEM, RATIO, SHARED = names.GPU_CORE, names.GPU_MEMORY, names.GPU_MEMORY_RATIO, names.GPU_SHARED
 GI = 2**30

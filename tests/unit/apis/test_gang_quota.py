@@ -1,12 +1,11 @@
 import pytest
 
-from apis import names
-from apis.core import Pod
-from apis.elasticquota import ElasticQuota
+from apis.crds.elasticquota import ElasticQuota
+from apis.crds.podgroup import PodGroup, PodGroupPhase
 from apis.errors import AnnotationError, ValidationError
-from apis.gang import GangMode, gang_from_pod, parse_duration
-from apis.podgroup import PodGroup, PodGroupPhase
-from apis.quota import (
+from apis.extension import names
+from apis.extension.gang import GangMode, gang_from_pod, parse_duration
+from apis.extension.quota import (
     ROOT_QUOTA_NAME,
     decode_resource_annotation,
     encode_resource_annotation,
@@ -14,6 +13,7 @@ from apis.quota import (
     pod_quota_name,
     tree_info,
 )
+from apis.k8s.core import Pod
 
 
 def pod(annotations: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> Pod:

@@ -4,11 +4,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apis import hints, names
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
-from apis.hints import AllocateStrategy, DeviceHint, ExclusivePolicy, JointAllocate, JointScope, TopologyScope
-from apis.labels import LabelSelector
+from apis.extension import hints, names
+from apis.extension.hints import AllocateStrategy, DeviceHint, ExclusivePolicy, JointAllocate, JointScope, TopologyScope
+from apis.k8s.labels import LabelSelector
 
 
 def test_decode_full_hint() -> None:

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apis.errors import ValidationError
-from apis.labels import LabelSelector, Operator, Requirement, parse_selector
+from apis.k8s.labels import LabelSelector, Operator, Requirement, parse_selector
 
 LABELS = {"app": "web", "tier": "front", "gpus": "8"}
 

@@ -2,9 +2,9 @@ from typing import Any
 
 import pytest
 
-from apis import names
-from apis.core import Pod
-from apis.qos import KubeQoSClass, QoSClass, kube_qos_class, qos_class
+from apis.extension import names
+from apis.extension.qos import KubeQoSClass, QoSClass, kube_qos_class, qos_class
+from apis.k8s.core import Pod
 
 
 def pod(resources: list[dict[str, Any]], labels: dict[str, str] | None = None, status_qos: str = "") -> Pod:

@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apis import quantity
 from apis.errors import QuantityError
+from apis.k8s import quantity
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apis import names, quantity, resources
 from apis.errors import ValidationError
+from apis.extension import names
+from apis.k8s import quantity, resources
 
 
 def test_parse_list_uses_base_units() -> None:

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from agent.qos import config as qos_config
-from apis import names
+from apis.extension import names
 from kube import serving
 from scheduler.cache import ClusterCache
 from scheduler.core import build_frameworks

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from agent.runtimeproxy import hookconfig
+from runtimeproxy import hookconfig
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import DEPLOY
 

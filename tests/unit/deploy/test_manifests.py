@@ -12,7 +12,7 @@ import kubernetes.client
 import pytest
 import yaml
 
-from apis import names
+from apis.extension import names
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import DEPLOY, NAMESPACE, Manifest
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent import unixsocket
-from agent.runtimeproxy import hookconfig
-from agent.runtimeproxy.settings import DEFAULT_RUNTIME_ENDPOINT
+from kube import unixsocket
+from runtimeproxy import hookconfig
+from runtimeproxy.settings import DEFAULT_RUNTIME_ENDPOINT
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import DEPLOY
 

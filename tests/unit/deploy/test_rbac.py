@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from apis import names
+from apis.extension import names
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import NAMESPACE, Manifest
 
@@ -75,7 +75,7 @@ NEEDED: dict[str, set[Call]] = {
         # no field selectors); the Node's labels for the QoS config (get nodes).
         calls("list watch", CORE, "pods")
         | calls("get", CORE, "nodes")
-        # agent/reporter.py DeviceReporter: get, create or update (PUT) the node's Device CR, and
+        # agent/devices/reporter.py DeviceReporter: get, create or update (PUT) the node's Device CR, and
         # get the Node for its uid (the owner reference).
         | calls("get create update", *DEVICES)
         # The owner reference sets blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement

@@ -11,11 +11,11 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from apis import allocation, names
-from apis.allocation import DeviceAllocation
-from apis.core import Container, Node, NodeAffinity, Pod, Taint, Toleration
-from apis.device import Device, DeviceType
-from apis.meta import ObjectMeta
+from apis.crds.device import Device, DeviceType
+from apis.extension import allocation, names
+from apis.extension.allocation import DeviceAllocation
+from apis.k8s.core import Container, Node, NodeAffinity, Pod, Taint, Toleration
+from apis.k8s.meta import ObjectMeta
 from scheduler.cache import ClusterCache
 from scheduler.core import Scheduler
 from scheduler.framework.config import SchedulerConfig

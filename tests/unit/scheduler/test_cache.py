@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
-from apis import names
-from apis.core import Taint
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
+from apis.extension import names
+from apis.k8s.core import Taint
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.simulation.cluster import GIB
 

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apis import allocation, hints, names
-from apis.core import Pod
-from apis.device import DeviceType
-from apis.devicerequest import pod_device_requests
+from apis.crds.device import DeviceType
+from apis.extension import allocation, hints, names
+from apis.extension.devicerequest import pod_device_requests
+from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.core import Outcome, Scheduler, with_fgd
 from scheduler.framework.config import PluginRef, SchedulerConfig

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.discovery.pci import PCIBus, PCISource
-from apis.device import DeviceTopology, VirtualFunction
+from apis.crds.device import DeviceTopology, VirtualFunction
 from apis.errors import DiscoveryError
 from tests.unit.agent.sysfs_tree import SysfsTree
 

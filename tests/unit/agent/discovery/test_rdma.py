@@ -10,7 +10,7 @@ import pytest
 from agent.discovery.model import IBPort
 from agent.discovery.pci import PCIBus
 from agent.discovery.rdma import RDMASource, port_states
-from apis.device import DeviceTopology, VirtualFunction
+from apis.crds.device import DeviceTopology, VirtualFunction
 from apis.errors import DiscoveryError
 from tests.unit.agent.sysfs_tree import SysfsTree
 

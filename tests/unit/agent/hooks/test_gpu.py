@@ -9,7 +9,7 @@ import pytest
 
 from agent.hooks import GPUEnvPlugin
 from agent.hooks.gpu import ENV_SM_LIMIT, ENV_VISIBLE_DEVICES
-from apis import names
+from apis.extension import names
 from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc
 
 GI = 2**30

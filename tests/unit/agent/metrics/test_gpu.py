@@ -16,7 +16,7 @@ from agent.health.clock import ManualClock
 from agent.health.tracker import HealthTracker
 from agent.metrics.containers import ContainerResolver
 from agent.metrics.gpu import GPUMetrics
-from apis.core import Pod
+from apis.k8s.core import Pod
 from tests.unit.agent.conftest import NVMLEnv
 
 CID = "a" * 64

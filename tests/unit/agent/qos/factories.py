@@ -12,9 +12,9 @@ from typing import Any
 
 from agent.qos.cgroups import Hierarchy
 from agent.qos.layout import Driver, KubeCgroups, parse_container_id
-from apis import names
-from apis.core import Pod
-from apis.qos import kube_qos_class
+from apis.extension import names
+from apis.extension.qos import kube_qos_class
+from apis.k8s.core import Pod
 
 _counter = itertools.count(1)
 

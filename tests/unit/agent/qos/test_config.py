@@ -8,7 +8,7 @@ import pytest
 from agent.qos import config
 from agent.qos.config import Bandwidth, QoSConfig, SuppressPolicy
 from apis.errors import ConfigError
-from apis.qos import QoSClass
+from apis.extension.qos import QoSClass
 
 NODESLO = """
 apiVersion: slo.koordinator.sh/v1alpha1

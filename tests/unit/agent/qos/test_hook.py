@@ -4,7 +4,7 @@ from agent.hooks.plugin import HookPlugin
 from agent.qos import config
 from agent.qos.config import QoSConfig
 from agent.qos.hook import QoSHookPlugin
-from apis.core import Pod
+from apis.k8s.core import Pod
 from proto.runtime.v1alpha1 import api_pb2
 from tests.unit.agent.qos.factories import V2Tree, batch_ctr, ctr, make_pod
 

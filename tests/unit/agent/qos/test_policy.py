@@ -6,7 +6,7 @@ from agent.qos import config
 from agent.qos.config import ResourceQoSConfig
 from agent.qos.knobs import CPUMax
 from agent.qos.policy import CgroupSettings, plan
-from apis.qos import KubeQoSClass, QoSClass
+from apis.extension.qos import KubeQoSClass, QoSClass
 from tests.unit.agent.qos.factories import batch_ctr, ctr, make_pod
 
 GiB = 2**30

@@ -10,8 +10,8 @@ from agent.qos import config
 from agent.qos.config import QoSConfig
 from agent.qos.layout import KubeCgroups
 from agent.qos.reconciler import Reconciler
-from apis.core import Pod
-from apis.qos import KubeQoSClass, kube_qos_class
+from apis.extension.qos import KubeQoSClass, kube_qos_class
+from apis.k8s.core import Pod
 from tests.unit.agent.qos.factories import V2Tree, batch_ctr, ctr, make_pod
 
 

@@ -10,7 +10,7 @@ from agent.qos.config import CPUSuppressConfig, QoSConfig
 from agent.qos.knobs import CPUMax
 from agent.qos.suppress import BESuppressor, decide
 from agent.qos.usage import UsageSample
-from apis.qos import KubeQoSClass
+from apis.extension.qos import KubeQoSClass
 from tests.unit.agent.qos.factories import V2Tree
 
 ON = CPUSuppressConfig(enable=True)

@@ -3,8 +3,8 @@
 import shutil
 
 from agent.qos.usage import CgroupUsageSampler, node_busy_ns
-from apis.core import Pod
-from apis.qos import KubeQoSClass
+from apis.extension.qos import KubeQoSClass
+from apis.k8s.core import Pod
 from tests.unit.agent.qos.factories import V2Tree, ctr, make_pod
 
 

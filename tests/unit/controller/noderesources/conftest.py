@@ -2,10 +2,10 @@
 
 from collections.abc import Mapping
 
-from apis import names
-from apis.core import Node
-from apis.device import Device, DeviceInfo, DeviceType
-from apis.meta import ObjectMeta
+from apis.crds.device import Device, DeviceInfo, DeviceType
+from apis.extension import names
+from apis.k8s.core import Node
+from apis.k8s.meta import ObjectMeta
 
 GiB = 1 << 30
 NVIDIA_LABELS = {

@@ -4,10 +4,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apis import names
-from apis.device import Device, DeviceInfo, DeviceType
+from apis.crds.device import Device, DeviceInfo, DeviceType
 from apis.errors import ValidationError
-from apis.meta import ObjectMeta
+from apis.extension import names
+from apis.k8s.meta import ObjectMeta
 from controller.noderesources.desired import MANAGED_RESOURCES, DeviceResources, from_device
 from tests.unit.controller.noderesources.conftest import NVIDIA_LABELS, GiB, make_device, make_gpu
 

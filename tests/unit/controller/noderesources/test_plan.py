@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from apis import names
+from apis.extension import names
 from controller.noderesources.desired import DeviceResources, from_device
 from controller.noderesources.plan import ChangeKind, Observed, Plan, plan
 from tests.unit.controller.noderesources.conftest import NVIDIA_LABELS, GiB, make_device, make_node

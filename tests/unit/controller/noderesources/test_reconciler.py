@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from apis import names
-from apis.core import Node
-from apis.device import Device
+from apis.crds.device import Device
 from apis.errors import ConfigError, ValidationError
+from apis.extension import names
+from apis.k8s.core import Node
 from controller.noderesources.metrics import NodeResourcesMetrics
 from controller.noderesources.reconciler import (
     REASON_MALFORMED_DEVICE,

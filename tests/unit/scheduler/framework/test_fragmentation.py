@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler import fragmentation
 from scheduler.cache import ClusterCache, PodInfo
-from scheduler.framework import fragmentation
-from scheduler.framework.fragmentation import NodeResources, TargetWorkload, TaskShape
+from scheduler.fragmentation import NodeResources, TargetWorkload, TaskShape
 from scheduler.framework.interfaces import Handle
 
 from ..conftest import make_pod

@@ -3,7 +3,7 @@ and each plugin's score per node. Neither may change a decision."""
 
 from __future__ import annotations
 
-from apis import names
+from apis.extension import names
 from scheduler.cache import PodInfo
 from scheduler.framework import CycleState, Framework, Handle, ProfileConfig
 from scheduler.framework.interfaces import ExtensionPoint

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from apis import names
+from apis.extension import names
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.core import Scheduler
 from scheduler.framework.config import PluginRef, SchedulerConfig, load_config

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from apis import names
-from apis.devicerequest import pod_device_requests
 from apis.errors import ConfigError
+from apis.extension import names
+from apis.extension.devicerequest import pod_device_requests
+from scheduler import fragmentation
 from scheduler.cache import PodInfo
 from scheduler.core import Scheduler, with_fgd
-from scheduler.framework import fragmentation
+from scheduler.fragmentation import TaskShape
 from scheduler.framework.config import SchedulerConfig, load_config
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.fragmentation import TaskShape
 from scheduler.framework.interfaces import ExtensionPoint
 from scheduler.plugins.deviceshare import DeviceShareArgs, FragmentationAwarePolicy
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest

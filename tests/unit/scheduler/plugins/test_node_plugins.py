@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from apis import labels, names
-from apis.core import NodeAffinity, NodeSelectorTerm, Taint, Toleration
+from apis.extension import names
+from apis.k8s import labels
+from apis.k8s.core import NodeAffinity, NodeSelectorTerm, Taint, Toleration
 from scheduler.cache import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code

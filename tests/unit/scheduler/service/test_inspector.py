@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 
-from apis import allocation, names
-from apis.core import Pod, Taint, Toleration
-from apis.device import DeviceType
+from apis.crds.device import DeviceType
 from apis.errors import ValidationError
+from apis.extension import allocation, names
+from apis.k8s.core import Pod, Taint, Toleration
 from kube import errors
 from scheduler.cache import PodInfo
 from scheduler.core import Scheduler

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from apis.core import Pod
+from apis.k8s.core import Pod
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
 from scheduler.service.queue import QueueName, SchedulingQueue
 

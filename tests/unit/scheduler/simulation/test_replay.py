@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from apis import names
 from apis.errors import ValidationError
+from apis.extension import names
 from cli.main import main
 from scheduler.core import with_percentage_of_nodes_to_score
 from scheduler.framework.config import SchedulerConfig

@@ -7,11 +7,12 @@ import dataclasses
 
 import pytest
 
-from apis import hints, labels, names
-from apis.allocation import DeviceAllocation
-from apis.core import Pod
-from apis.device import DeviceInfo, DeviceType
-from apis.devicerequest import pod_device_requests
+from apis.crds.device import DeviceInfo, DeviceType
+from apis.extension import hints, names
+from apis.extension.allocation import DeviceAllocation
+from apis.extension.devicerequest import pod_device_requests
+from apis.k8s import labels
+from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.framework.status import Code

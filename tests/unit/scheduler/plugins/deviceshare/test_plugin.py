@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from apis import names
+from apis.extension import names
 from scheduler.cache import PodInfo
 from scheduler.core import with_scoring
 from scheduler.framework.config import SchedulerConfig

@@ -1,0 +1,58 @@
+"""The `ElasticQuota` CR (scheduling.sigs.k8s.io/v1alpha1): a namespaced min/max resource budget.
+
+Quotas form a tree through labels (`quota.scheduling.koordinator.sh/parent`, `is-parent`); the
+scheduler admits pods against each quota's runtime and the controller writes `status.used` and
+the runtime annotations back. Readers for those labels and annotations live in `apis.extension.quota`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from apis import _fields as f
+from apis.errors import ValidationError
+from apis.extension import names
+from apis.k8s import resources
+from apis.k8s.meta import ObjectMeta
+
+__all__ = ["ElasticQuota"]
+
+
+@dataclass(frozen=True, slots=True)
+class ElasticQuota:
+    meta: ObjectMeta
+    min: resources.ResourceList = field(default_factory=dict)
+    max: resources.ResourceList = field(default_factory=dict)
+    used: resources.ResourceList = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, raw: object) -> ElasticQuota:
+        d = f.mapping(raw, "elasticquota")
+        meta = ObjectMeta.from_dict(d.get("metadata"))
+        obj = f"elasticquota {meta.key}"
+        spec = f.mapping(d.get("spec"), "spec", obj)
+        status = f.mapping(d.get("status"), "status", obj)
+        quota = cls(
+            meta=meta,
+            min=resources.parse_list(spec.get("min"), field="spec.min", obj=obj),
+            max=resources.parse_list(spec.get("max"), field="spec.max", obj=obj),
+            used=resources.parse_list(status.get("used"), field="status.used", obj=obj),
+        )
+        for name, amount in quota.min.items():
+            if amount < 0:
+                raise ValidationError(f"spec.min[{name}]", f"must not be negative, got {amount}", obj=obj)
+            if name in quota.max and amount > quota.max[name]:
+                raise ValidationError(f"spec.min[{name}]", f"min {amount} exceeds max {quota.max[name]}", obj=obj)
+        return quota
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "apiVersion": names.ELASTIC_QUOTAS.api_version,
+            "kind": names.ELASTIC_QUOTAS.kind,
+            "metadata": self.meta.to_dict(),
+            "spec": f.drop_empty({"min": resources.format_list(self.min), "max": resources.format_list(self.max)}),
+        }
+        if self.used:
+            out["status"] = {"used": resources.format_list(self.used)}
+        return out

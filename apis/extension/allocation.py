@@ -1,0 +1,130 @@
+"""The `scheduling.koordinator.sh/device-allocated` annotation: which devices a pod was given.
+
+The scheduler writes it before binding; the agent's hooks read it to inject devices; every
+restarted component rebuilds device accounting from it. The JSON is byte-compatible with what
+Koordinator's Go code writes (`json.Marshal` of `map[DeviceType][]DeviceAllocation`): compact,
+device types and resource names sorted, quantities as canonical strings, fields in the order
+minor, resources, id, extension; empty `id` and `extension` omitted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from apis._annotation import load_json
+from apis.crds.device import DeviceType
+from apis.errors import AnnotationError, QuantityError
+from apis.extension import names
+from apis.k8s import resources
+
+__all__ = ["DeviceAllocation", "DeviceAllocations", "VFAllocation", "decode", "encode", "from_pod_annotations"]
+
+_KEY = names.ANNOTATION_DEVICE_ALLOCATED
+
+
+@dataclass(frozen=True, slots=True)
+class VFAllocation:
+    minor: int
+    bus_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAllocation:
+    minor: int
+    #: Base units (percent, bytes), as in `apis.k8s.resources`.
+    resources: resources.ResourceList = field(default_factory=dict)
+    id: str = ""
+    vfs: tuple[VFAllocation, ...] = ()
+
+
+#: Device type → the devices of that type the pod holds, in allocation order.
+DeviceAllocations = Mapping[DeviceType, tuple[DeviceAllocation, ...]]
+
+
+def encode(allocations: DeviceAllocations) -> str:
+    """Serialize to the annotation value (deterministic; equal inputs give equal strings)."""
+    doc: dict[str, list[dict[str, Any]]] = {}
+    for dtype in sorted(allocations, key=lambda t: t.value):
+        entries = []
+        for alloc in allocations[dtype]:
+            entry: dict[str, Any] = {"minor": alloc.minor, "resources": resources.format_list(alloc.resources)}
+            if alloc.id:
+                entry["id"] = alloc.id
+            if alloc.vfs:
+                entry["extension"] = {"vfs": [{"minor": vf.minor, "busID": vf.bus_id} for vf in alloc.vfs]}
+            entries.append(entry)
+        doc[dtype.value] = entries
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
+
+
+def from_pod_annotations(
+    annotations: Mapping[str, str], *, obj: str = ""
+) -> dict[DeviceType, tuple[DeviceAllocation, ...]]:
+    """Decode the annotation if present; an absent annotation means no devices."""
+    raw = annotations.get(_KEY)
+    return decode(raw, obj=obj) if raw else {}
+
+
+def decode(text: str, *, obj: str = "") -> dict[DeviceType, tuple[DeviceAllocation, ...]]:
+    """Parse an annotation value. Raises AnnotationError (and nothing else) on malformed input."""
+    doc = load_json(_KEY, text, obj, expect=dict, shape="a JSON object of device type to list of allocations")
+    out: dict[DeviceType, tuple[DeviceAllocation, ...]] = {}
+    for type_text, entries in doc.items():
+        try:
+            dtype = DeviceType(type_text)
+        except ValueError:
+            raise AnnotationError(_KEY, f"unknown device type {type_text!r}", obj=obj) from None
+        if not isinstance(entries, list):
+            raise AnnotationError(_KEY, f"{type_text}: expected a list of allocations", obj=obj)
+        decoded = tuple(_decode_entry(e, f"{type_text}[{i}]", obj) for i, e in enumerate(entries))
+        minors = [a.minor for a in decoded]
+        if len(set(minors)) != len(minors):
+            raise AnnotationError(_KEY, f"{type_text}: the same minor is listed twice", obj=obj)
+        out[dtype] = decoded
+    return out
+
+
+def _decode_entry(entry: object, where: str, obj: str) -> DeviceAllocation:
+    if not isinstance(entry, dict):
+        raise AnnotationError(_KEY, f"{where}: expected an object", obj=obj)
+    minor = entry.get("minor")
+    if isinstance(minor, bool) or not isinstance(minor, int) or minor < 0:
+        raise AnnotationError(_KEY, f"{where}.minor: expected a non-negative integer, got {minor!r}", obj=obj)
+    raw_resources = entry.get("resources") or {}
+    if not isinstance(raw_resources, dict):
+        raise AnnotationError(_KEY, f"{where}.resources: expected an object", obj=obj)
+    parsed: dict[str, int] = {}
+    for name, value in raw_resources.items():
+        try:
+            parsed[name] = resources.to_int(name, value)
+        except QuantityError as e:
+            raise AnnotationError(_KEY, f"{where}.resources[{name}]: {e.reason} (got {value!r})", obj=obj) from None
+        if parsed[name] < 0:
+            raise AnnotationError(_KEY, f"{where}.resources[{name}]: must not be negative", obj=obj)
+    dev_id = entry.get("id", "")
+    if not isinstance(dev_id, str):
+        raise AnnotationError(_KEY, f"{where}.id: expected a string", obj=obj)
+    return DeviceAllocation(
+        minor=minor, resources=parsed, id=dev_id, vfs=_decode_vfs(entry.get("extension"), where, obj)
+    )
+
+
+def _decode_vfs(extension: object, where: str, obj: str) -> tuple[VFAllocation, ...]:
+    if extension is None:
+        return ()
+    if not isinstance(extension, dict):
+        raise AnnotationError(_KEY, f"{where}.extension: expected an object", obj=obj)
+    vfs = extension.get("vfs") or []
+    if not isinstance(vfs, list):
+        raise AnnotationError(_KEY, f"{where}.extension.vfs: expected a list", obj=obj)
+    out = []
+    for i, vf in enumerate(vfs):
+        minor = vf.get("minor") if isinstance(vf, dict) else None
+        bus_id = vf.get("busID", "") if isinstance(vf, dict) else None
+        if isinstance(minor, bool) or not isinstance(minor, int) or minor < 0 or not isinstance(bus_id, str):
+            raise AnnotationError(_KEY, f"{where}.extension.vfs[{i}]: expected {{minor: int, busID: str}}", obj=obj)
+        out.append(VFAllocation(minor, bus_id))
+    return tuple(out)

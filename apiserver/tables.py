@@ -1,0 +1,229 @@
+"""Server-side printing (`meta.k8s.io/v1 Table`): the columns `kubectl get` shows.
+
+kubectl asks for `as=Table` and prints whatever columns the server sends; without them it can
+only print names. Built-in kinds get the columns kube-apiserver prints for them (pods: READY,
+STATUS, RESTARTS, AGE, and IP/NODE with `-o wide`); custom resources get their CRD's
+`additionalPrinterColumns` (simple JSONPaths: `.a.b`, `.a[0].b`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from apiserver.catalog import Column, ResourceType
+
+__all__ = ["human_duration", "table", "wants_table"]
+
+Obj = Mapping[str, Any]
+_NAME = Column("Name", "string", ".metadata.name", description="Name must be unique within a namespace.")
+_PATH_RE = re.compile(r"\.([^.\[\]]+)|\[(\d+)\]")
+
+
+def wants_table(accept: str) -> bool:
+    return "as=Table" in accept
+
+
+def human_duration(seconds: float) -> str:
+    """Kubernetes' duration.HumanDuration: `45s`, `5m30s`, `3h`, `2d4h`, `1y20d`."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 0:
+        return "0s"
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        return f"{minutes}m" if s % 60 == 0 else f"{minutes}m{s % 60}s"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        return f"{hours // 24}d" if hours % 24 == 0 else f"{hours // 24}d{hours % 24}h"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        days = (hours // 24) % 365
+        return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
+    return f"{hours // 24 // 365}y"
+
+
+def _age(timestamp: object) -> str:
+    if not isinstance(timestamp, str) or not timestamp:
+        return "<unknown>"
+    try:
+        then = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    return human_duration((datetime.datetime.now(datetime.UTC) - then).total_seconds())
+
+
+def _path(obj: Any, json_path: str) -> Any:
+    value = obj
+    for key, index in _PATH_RE.findall(json_path):
+        if key:
+            value = value.get(key) if isinstance(value, Mapping) else None
+        else:
+            value = value[int(index)] if isinstance(value, list) and int(index) < len(value) else None
+        if value is None:
+            return None
+    return value
+
+
+def _meta(obj: Obj) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _section(obj: Obj, name: str) -> Mapping[str, Any]:
+    value = obj.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _pod_row(obj: Obj) -> list[Any]:
+    spec, status = _section(obj, "spec"), _section(obj, "status")
+    statuses = [s for s in status.get("containerStatuses") or () if isinstance(s, Mapping)]
+    ready = sum(1 for s in statuses if s.get("ready"))
+    phase = status.get("reason") or status.get("phase") or "Pending"
+    if _meta(obj).get("deletionTimestamp"):
+        phase = "Terminating"
+    restarts = sum(s.get("restartCount", 0) for s in statuses if isinstance(s.get("restartCount"), int))
+    containers = spec.get("containers")
+    count = len(containers) if isinstance(containers, list) else 0
+    return [
+        f"{ready}/{count}",
+        phase,
+        restarts,
+        _age(_meta(obj).get("creationTimestamp")),
+        status.get("podIP") or "<none>",
+        spec.get("nodeName") or "<none>",
+        status.get("nominatedNodeName") or "<none>",
+    ]
+
+
+def _node_row(obj: Obj) -> list[Any]:
+    conditions = [c for c in _section(obj, "status").get("conditions") or () if isinstance(c, Mapping)]
+    ready = next((c.get("status") for c in conditions if c.get("type") == "Ready"), None)
+    state = {"True": "Ready", "False": "NotReady"}.get(str(ready), "Unknown")
+    if _section(obj, "spec").get("unschedulable"):
+        state += ",SchedulingDisabled"
+    labels = _meta(obj).get("labels") or {}
+    roles = sorted(
+        k.removeprefix("node-role.kubernetes.io/") for k in labels if k.startswith("node-role.kubernetes.io/")
+    )
+    info = _section(_section(obj, "status"), "nodeInfo")
+    return [
+        state,
+        ",".join(roles) or "<none>",
+        _age(_meta(obj).get("creationTimestamp")),
+        info.get("kubeletVersion", ""),
+    ]
+
+
+def _event_row(obj: Obj) -> list[Any]:
+    involved = _section(obj, "involvedObject")
+    last = obj.get("lastTimestamp") or obj.get("eventTime") or _meta(obj).get("creationTimestamp")
+    return [
+        _age(last),
+        obj.get("type", ""),
+        obj.get("reason", ""),
+        f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+        obj.get("message", ""),
+    ]
+
+
+_BUILTIN: Mapping[str, tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]] = {
+    "pods": (
+        (
+            Column("Ready", "string", ""),
+            Column("Status", "string", ""),
+            Column("Restarts", "integer", ""),
+            Column("Age", "string", ""),
+            Column("IP", "string", "", priority=1),
+            Column("Node", "string", "", priority=1),
+            Column("Nominated Node", "string", "", priority=1),
+        ),
+        _pod_row,
+    ),
+    "nodes": (
+        (
+            Column("Status", "string", ""),
+            Column("Roles", "string", ""),
+            Column("Age", "string", ""),
+            Column("Version", "string", ""),
+        ),
+        _node_row,
+    ),
+    "events": (
+        (
+            Column("Last Seen", "string", ""),
+            Column("Type", "string", ""),
+            Column("Reason", "string", ""),
+            Column("Object", "string", ""),
+            Column("Message", "string", ""),
+        ),
+        _event_row,
+    ),
+}
+
+
+def _columns_of(rt: ResourceType) -> tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]:
+    if not rt.group and rt.plural in _BUILTIN:
+        return _BUILTIN[rt.plural]
+    columns = rt.columns or (Column("Age", "date", ".metadata.creationTimestamp"),)
+
+    def row(obj: Obj) -> list[Any]:
+        cells = []
+        for c in columns:
+            value = _path(obj, c.json_path)
+            if c.type == "date":
+                value = _age(value)
+            elif isinstance(value, (dict, list)):
+                value = str(value)
+            cells.append(value)
+        return cells
+
+    return columns, row
+
+
+def table(
+    rt: ResourceType,
+    objects: Sequence[Obj],
+    *,
+    rv: str,
+    query: Mapping[str, str],
+    meta: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    columns, row = _columns_of(rt)
+    include = query.get("includeObject", "Metadata")
+    rows = []
+    for obj in objects:
+        entry: dict[str, Any] = {"cells": [_meta(obj).get("name", ""), *row(obj)]}
+        if include == "Object":
+            entry["object"] = obj
+        elif include != "None":
+            entry["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": _meta(obj)}
+        rows.append(entry)
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": dict(meta or {"resourceVersion": rv}),
+        "columnDefinitions": [
+            {
+                "name": c.name,
+                "type": "string" if c.type == "date" else c.type,
+                "format": "name" if c is _NAME else c.format,
+                "description": c.description,
+                "priority": c.priority,
+            }
+            for c in (_NAME, *columns)
+        ],
+        "rows": rows,
+    }

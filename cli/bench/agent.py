@@ -1,0 +1,102 @@
+"""The agent's background loops on simulated GPUs: CPU and RSS over a run at default intervals.
+
+Runs what `tessera agent` runs besides its API writes — discovery and a Device CR build (every
+`--discovery-interval`), the health loop (1 s), GPU metrics (10 s) and the /metrics exporter,
+scraped as Prometheus would (15 s) — against a simulated profile's FakeNVML, then prints the
+process's CPU use and resident memory. Real NVML calls cost more CPU than the fake's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import urllib.request
+
+import psutil
+from prometheus_client import CollectorRegistry
+
+from agent.devices.cr import build_device
+from agent.discovery import DiscoverySettings, open_discovery
+from agent.health import HealthMonitor, HealthTracker, SystemClock
+from agent.metrics import ContainerResolver, GPUMetrics
+from agent.periodic import Periodic
+from kube import serving
+
+NODE = "bench-node"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", default="a100-8x", help="simulated profile (default a100-8x: 8 GPUs)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long to run the loops (default 60)")
+    parser.add_argument("--metrics-interval", type=float, default=10.0, help="seconds between GPU readings")
+    parser.add_argument("--health-interval", type=float, default=1.0, help="seconds between health probes")
+    parser.add_argument("--discovery-interval", type=float, default=60.0, help="seconds between discovery passes")
+    parser.add_argument("--scrape-interval", type=float, default=15.0, help="seconds between GETs of /metrics")
+
+
+def run(args: argparse.Namespace) -> int:
+    process = psutil.Process()
+    rss_after_imports = process.memory_info().rss
+    stack = open_discovery(DiscoverySettings(node_name=NODE, simulate=args.profile))
+    inventory = stack.discovery.run()
+    tracker = HealthTracker(SystemClock())
+    monitor = HealthMonitor.for_inventory(
+        inventory, tracker, nvml=stack.nvml, bus=stack.bus, interval_s=args.health_interval
+    )
+    registry = CollectorRegistry()
+    assert stack.nvml is not None  # a simulated profile brings its FakeNVML
+    metrics = GPUMetrics(
+        registry,
+        node_name=NODE,
+        nvml=stack.nvml,
+        gpus=inventory.gpus,
+        tracker=tracker,
+        containers=ContainerResolver(),
+        interval_s=args.metrics_interval,
+    )
+    if monitor.watcher is not None:
+        monitor.watcher.on_xid(metrics.count_xid)
+    exporter = serving.Server("agent HTTP", host="127.0.0.1", port=0, registry=registry)
+
+    def discover_and_build() -> None:
+        build_device(stack.discovery.run(), tracker.snapshot(), node_name=NODE, node_uid="bench")
+
+    def scrape() -> None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=5) as response:
+            response.read()
+
+    discovery_loop = Periodic("discovery", discover_and_build, args.discovery_interval)
+    scraper = Periodic("scraper", scrape, args.scrape_interval)
+    cpu_before = process.cpu_times()
+    started = time.monotonic()
+    for part in (monitor, metrics, exporter, discovery_loop, scraper):
+        part.start()
+    time.sleep(args.seconds)
+    elapsed = time.monotonic() - started
+    cpu_after = process.cpu_times()
+    rss = process.memory_info().rss
+    for part in (scraper, discovery_loop, exporter, metrics, monitor):
+        part.stop()
+    stack.close()
+    cpu_s = (cpu_after.user - cpu_before.user) + (cpu_after.system - cpu_before.system)
+    duration = {"collector": "gpu"}
+    refreshes = registry.get_sample_value("tessera_agent_collection_duration_seconds_count", duration) or 0
+    refresh_s = registry.get_sample_value("tessera_agent_collection_duration_seconds_sum", duration) or 0
+    print(
+        json.dumps(
+            {
+                "profile": args.profile,
+                "gpus": len(inventory.gpus),
+                "rdma": len(inventory.rdma),
+                "seconds": round(elapsed, 1),
+                "cpu_seconds": round(cpu_s, 3),
+                "cpu_percent_of_one_core": round(100 * cpu_s / elapsed, 3),
+                "rss_mib": round(rss / 2**20, 1),
+                "rss_mib_after_imports": round(rss_after_imports / 2**20, 1),
+                "metrics_refreshes": int(refreshes),
+                "metrics_refresh_ms_avg": round(1000 * refresh_s / refreshes, 3) if refreshes else None,
+            }
+        )
+    )
+    return 0

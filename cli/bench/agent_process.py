@@ -1,0 +1,134 @@
+"""The whole `tessera agent` process on simulated GPUs: CPU, RSS, and health-change-to-CR latency.
+
+Starts an embedded API server and one agent process (`--simulate-devices PROFILE
+--simulate-kubelet`, every interval at its default), lets it run `--seconds` while /metrics is
+scraped every 15 s as Prometheus would, and samples the agent's CPU time and resident memory.
+Then it injects a critical XID into each GPU in turn (the fault-injection endpoint) and times,
+from the POST to a watch event showing the GPU unhealthy in the Device CR, how long the change
+takes to reach the API server. Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import threading
+import time
+import urllib.request
+
+import psutil
+
+from apis.crds.device import Device, DeviceType
+from apis.extension import names
+from cli.launchers.agent import AgentProcess
+from cli.launchers.apiserver import run_apiserver
+from kube import errors
+from kube.client import Client
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", default="a100-8x", help="simulated profile (default a100-8x: 8 GPUs)")
+    parser.add_argument("--seconds", type=float, default=60.0, help="how long to measure (default 60)")
+    parser.add_argument("--scrape-interval", type=float, default=15.0, help="seconds between GETs of /metrics")
+    parser.add_argument("--xid", type=int, default=79, help="the XID injected for the latency runs")
+
+
+def run(args: argparse.Namespace) -> int:
+    node = "bench-node"
+    with run_apiserver() as server:
+        server.install_crds()
+        flags = ["--simulate-devices", args.profile, "--simulate-kubelet"]
+        with AgentProcess(server.kubeconfig, node_name=node, args=flags) as agent, server.client() as client:
+            wait_for_cr = time.monotonic() + 60
+            while not _has_cr(client, node):
+                if time.monotonic() > wait_for_cr:
+                    raise RuntimeError(f"the agent wrote no Device CR within 60 s:\n{agent.log_tail()}")
+                time.sleep(0.1)
+            usage = _measure(agent.pid, agent.url, args.seconds, args.scrape_interval)
+            latencies = _health_latencies(client, agent, node, args.xid)
+    print(
+        json.dumps(
+            {
+                "profile": args.profile,
+                **usage,
+                "xid_to_cr_ms": {
+                    "samples": len(latencies),
+                    "p50": round(statistics.median(latencies), 1),
+                    "max": round(max(latencies), 1),
+                },
+            }
+        )
+    )
+    return 0
+
+
+def _has_cr(client: Client, node: str) -> bool:
+    try:
+        client.resource(names.DEVICES).get(node)
+    except errors.NotFound:
+        return False
+    return True
+
+
+def _measure(pid: int, url: str, seconds: float, scrape_interval: float) -> dict[str, object]:
+    process = psutil.Process(pid)
+    rss_start = process.memory_info().rss
+    before = process.cpu_times()
+    started = time.monotonic()
+    next_scrape = started
+    peak = rss_start
+    while (now := time.monotonic()) - started < seconds:
+        if now >= next_scrape:
+            with urllib.request.urlopen(f"{url}/metrics", timeout=10) as response:
+                response.read()
+            next_scrape += scrape_interval
+        peak = max(peak, process.memory_info().rss)
+        time.sleep(1.0)
+    elapsed = time.monotonic() - started
+    after = process.cpu_times()
+    cpu_s = (after.user - before.user) + (after.system - before.system)
+    return {
+        "seconds": round(elapsed, 1),
+        "threads": process.num_threads(),
+        "cpu_seconds": round(cpu_s, 3),
+        "cpu_percent_of_one_core": round(100 * cpu_s / elapsed, 3),
+        "rss_mib_at_start": round(rss_start / 2**20, 1),
+        "rss_mib_peak": round(peak / 2**20, 1),
+        "rss_mib_end": round(process.memory_info().rss / 2**20, 1),
+    }
+
+
+def _health_latencies(client: Client, agent: AgentProcess, node: str, xid: int) -> list[float]:
+    """For each GPU: POST an XID, time until a watch event shows it unhealthy in the Device CR."""
+    devices = client.resource(names.DEVICES)
+    current = devices.get(node)
+    stream = devices.watch(
+        resource_version=current["metadata"]["resourceVersion"], field_selector=f"metadata.name={node}"
+    )
+    unhealthy: dict[int, float] = {}
+    seen = threading.Condition()
+
+    def watch() -> None:
+        for event in stream:
+            if event.type != "MODIFIED":
+                continue
+            cr = Device.from_dict(event.object)
+            with seen:
+                for gpu in cr.of_type(DeviceType.GPU):
+                    if not gpu.health:
+                        unhealthy.setdefault(gpu.minor, time.monotonic())
+                seen.notify_all()
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    latencies = []
+    for gpu in Device.from_dict(current).of_type(DeviceType.GPU):
+        sent = time.monotonic()
+        agent.inject("xid", minor=gpu.minor, xid=xid)
+        with seen:
+            if not seen.wait_for(lambda m=gpu.minor: m in unhealthy, timeout=30):
+                raise RuntimeError(f"GPU {gpu.minor} not reported unhealthy within 30 s")
+            latencies.append(1000 * (unhealthy[gpu.minor] - sent))
+    stream.close()
+    return latencies

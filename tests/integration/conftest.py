@@ -1,0 +1,48 @@
+"""A real `tessera apiserver` process per session (CRDs installed), and clients for it.
+
+Tests isolate themselves with their own namespace (`namespace` fixture) or unique names, so they
+share one server; tests that restart or kill a server start their own with `run_apiserver`.
+"""
+
+import uuid
+from collections.abc import Iterator
+
+import kubernetes.client
+import kubernetes.config
+import pytest
+
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from kube.client import Client
+from kube.resources import NAMESPACES
+
+
+@pytest.fixture(scope="session")
+def apiserver() -> Iterator[EmbeddedAPIServer]:
+    with run_apiserver() as server:
+        server.install_crds()
+        yield server
+
+
+@pytest.fixture
+def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
+    with apiserver.client() as c:
+        yield c
+
+
+@pytest.fixture
+def api_client(apiserver: EmbeddedAPIServer) -> Iterator[kubernetes.client.ApiClient]:
+    """The official client, configured from the server's kubeconfig, with its typed APIs."""
+    api = kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    yield api
+    api.close()
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def namespace(client: Client) -> str:
+    name = unique("t")
+    client.resource(NAMESPACES).create({"metadata": {"name": name}})
+    return name

@@ -1,0 +1,57 @@
+"""Server-side printing: kubectl's columns and ages."""
+
+import pytest
+
+from apiserver.catalog import Catalog, Column, ResourceType
+from apiserver.tables import human_duration, table, wants_table
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (-5, "<invalid>"),
+        (-1, "0s"),
+        (59, "59s"),
+        (119, "119s"),
+        (300, "5m"),
+        (330, "5m30s"),
+        (3600, "60m"),
+        (4 * 3600 + 120, "4h2m"),
+        (30 * 3600, "30h"),
+        (3 * 86400 + 3600, "3d1h"),
+        (40 * 86400, "40d"),
+        (3 * 365 * 86400 + 86400, "3y1d"),
+        (9 * 365 * 86400, "9y"),
+    ],
+)
+def test_human_duration(seconds: int, text: str) -> None:
+    assert human_duration(seconds) == text
+
+
+def test_pod_table() -> None:
+    pods = Catalog().lookup("", "v1", "pods")
+    assert pods is not None
+    pod = {
+        "metadata": {"name": "p", "creationTimestamp": "2020-01-01T00:00:00Z"},
+        "spec": {"containers": [{}, {}], "nodeName": "n1"},
+        "status": {"phase": "Running", "containerStatuses": [{"ready": True, "restartCount": 2}]},
+    }
+    doc = table(pods, [pod], rv="7", query={})
+    assert [c["name"] for c in doc["columnDefinitions"]][:5] == ["Name", "Ready", "Status", "Restarts", "Age"]
+    cells = doc["rows"][0]["cells"]
+    assert cells[:4] == ["p", "1/2", "Running", 2] and cells[6] == "n1"
+    assert doc["rows"][0]["object"]["kind"] == "PartialObjectMetadata"
+    assert wants_table("application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
+
+
+def test_custom_columns_follow_json_paths() -> None:
+    rt = ResourceType(
+        "g.io", "v1", "things", "thing", "Thing", False, columns=(Column("Minor", "integer", ".spec.devices[1].minor"),)
+    )
+    doc = table(
+        rt,
+        [{"metadata": {"name": "t"}, "spec": {"devices": [{"minor": 0}, {"minor": 3}]}}],
+        rv="1",
+        query={"includeObject": "None"},
+    )
+    assert doc["rows"] == [{"cells": ["t", 3]}]
