@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import sys
 from collections.abc import Sequence
 from typing import Final
@@ -12,8 +11,7 @@ from typing import Final
 from apis.errors import ConfigError
 from kube import logs
 
-# name -> (module, one-line help). A module that does not exist yet makes the command report
-# "not yet available" instead of failing at import.
+# name -> (module, one-line help). Only the chosen command's module is imported.
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "apiserver": ("cli.apiserver", "run the embedded Kubernetes API server"),
     "agent": ("cli.agent", "run the node agent (device discovery, health, metrics, QoS, hooks)"),
@@ -25,12 +23,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "what-if": ("cli.whatif", "schedule pods from YAML snapshots without a cluster"),
     "simulate": ("cli.simulate", "replay the Alibaba GPU trace through the scheduling core"),
     "bench": ("cli.bench", "benchmark a component's hot path"),
-    "quota": ("cli.quota", "inspect elastic quotas"),
 }
-
-
-def _module_exists(name: str) -> bool:
-    return importlib.util.find_spec(name) is not None
 
 
 def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
@@ -44,14 +37,8 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     common.add_argument("--logging-format", choices=logs.FORMATS, default="text", help="log format")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module, help_text) in COMMANDS.items():
-        available = _module_exists(module)
-        p = sub.add_parser(
-            name,
-            parents=[common],
-            help=help_text if available else f"{help_text} (not yet available)",
-            description=help_text,
-        )
-        if name == selected and available:
+        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        if name == selected:
             mod = importlib.import_module(module)
             mod.add_arguments(p)
             p.set_defaults(run=mod.run)
@@ -63,10 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     selected = next((a for a in args_list if not a.startswith("-")), None)
     parser = build_parser(selected)
     args = parser.parse_args(args_list)
-    run = getattr(args, "run", None)
-    if run is None:
-        print(f"tessera {args.command}: not yet available in this version", file=sys.stderr)
-        return 2
+    run = args.run
     logs.setup(args.v, args.logging_format)
     try:
         return int(run(args) or 0)

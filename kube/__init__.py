@@ -1,10 +1,13 @@
-"""Talking to Kubernetes: the only package that uses the `kubernetes` client library.
+"""The components' shared library for living in Kubernetes; the only package that uses the
+`kubernetes` client library.
 
-Holds client construction (`Client`), informers (`Informer`, `InformerFactory`), typed access to
-Tessera's CRDs (`crds.devices(client)`, ...), patch helpers (`retry_on_conflict`), leader election
-(`LeaderElector`), events (`EventRecorder`), the error tree (`APIError`, ...), logging set-up
-(`kube.logs`), the components' operational HTTP (`kube.serving`) and the embedded API server
-(`apiserver`). Imports `apis` only.
+Talking to an API server: client construction (`Client`), informers (`Informer`,
+`InformerFactory`), typed access to Tessera's CRDs (`crds.devices(client)`, ...), patch helpers
+(`retry_on_conflict`), leader election (`LeaderElector`), events (`EventRecorder`) and the error
+tree (`APIError`, ...). Running as a Kubernetes component does: klog-style logging (`kube.logs`),
+the operational HTTP endpoints (`kube.serving`), child processes that serve (`kube.process`) and
+gRPC on unix sockets as kubelet spells its endpoints (`kube.unixsocket`). Imports `apis` only;
+the embedded API server is a component of its own (`apiserver/`).
 See docs/dev/kube.md for how to use them.
 
 Names are loaded on first use (`kube.lazyexports`, which agent packages use too), so `import kube`

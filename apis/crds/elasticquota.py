@@ -1,8 +1,10 @@
 """The `ElasticQuota` CR (scheduling.sigs.k8s.io/v1alpha1): a namespaced min/max resource budget.
 
-Quotas form a tree through labels (`quota.scheduling.koordinator.sh/parent`, `is-parent`); the
-scheduler admits pods against each quota's runtime and the controller writes `status.used` and
-the runtime annotations back. Readers for those labels and annotations live in `apis.extension.quota`.
+Quotas form a tree through labels (`quota.scheduling.koordinator.sh/parent`, `is-parent`). In
+Koordinator the scheduler admits pods against each quota's runtime and the controller writes
+`status.used` and the runtime annotations back; Tessera parses and validates the CR today, and its
+quota plugin and controller are not built yet. Readers for those labels and annotations live in
+`apis.extension.quota`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = ("apis", "kube", "scheduler", "controller", "agent", "proto", "cli")
+OURS = ("apis", "kube", "apiserver", "scheduler", "controller", "agent", "runtimeproxy", "proto", "cli")
 
 
 def imported_by(module: str) -> set[str]:
@@ -23,6 +23,19 @@ def test_apis_imports_nothing_of_ours() -> None:
 
 def test_proto_imports_nothing_of_ours() -> None:
     assert imported_by("proto.runtime.v1alpha1.api_pb2_grpc") & set(OURS) == {"proto"}
+
+
+def test_nothing_named_testing_ships() -> None:
+    """Test harnesses live in tests/ or, when tessera up and benchmarks need them too, in cli/launchers."""
+    shipped = [p for package in OURS for p in (ROOT / package).rglob("*.py")]
+    assert shipped
+    assert [str(p.relative_to(ROOT)) for p in shipped if "testing" in p.with_suffix("").parts] == []
+
+
+def test_every_package_is_in_the_distribution() -> None:
+    text = (ROOT / "pyproject.toml").read_text()
+    for package in OURS:
+        assert f'"{package}*"' in text, package
 
 
 def test_import_contracts_hold() -> None:
@@ -56,5 +69,4 @@ def test_help_lists_every_subcommand() -> None:
         "what-if",
         "simulate",
         "bench",
-        "quota",
     }
