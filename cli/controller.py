@@ -66,10 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
+    """The validated settings; raises ConfigError for flags that cannot work."""
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"--listen {args.listen!r}: expected HOST:PORT")
-    return controller.ControllerSettings(
+    settings = controller.ControllerSettings(
         client=ClientSettings.from_args(args, user_agent="tessera-controller"),
         manager=ManagerSettings(
             host=host.strip("[]") or "0.0.0.0",
@@ -84,9 +85,13 @@ def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
             workers=args.node_resources_workers,
         ),
     )
+    settings.validate()
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
+    """Flags that cannot work raise ConfigError: `tessera controller: reason`, exit code 2 (cli.main);
+    a port another process holds is exit code 1."""
     try:
         return controller.run(settings_from(args))
     except OSError as e:

@@ -1,6 +1,6 @@
 """`tessera scheduler`: the device-aware scheduler (see docs/user/scheduler.md).
 
-Flags become a `SchedulerSettings`; `scheduler.service.run` does the rest.
+Thin: flags become `SchedulerSettings`; `scheduler.service.run` does the rest.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 from apis.errors import ConfigError
 from apis.extension import names
 from kube import ClientSettings, leaderelectionflags
+from scheduler import service
 from scheduler.service import (
     ADDRESS_ENV,
     BinderSettings,
@@ -21,9 +22,6 @@ from scheduler.service import (
     SchedulerSettings,
     TLSSettings,
     default_address,
-)
-from scheduler.service import (
-    run as run_service,
 )
 
 
@@ -61,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> SchedulerSettings:
-    """Raises ConfigError for flags that do not go together."""
+    """The validated settings; raises ConfigError naming every problem of flags that cannot work."""
     tls = None
     if args.grpc_tls_cert or args.grpc_tls_key:
         if not (args.grpc_tls_cert and args.grpc_tls_key):
@@ -70,7 +68,7 @@ def settings_from(args: argparse.Namespace) -> SchedulerSettings:
     elif args.grpc_tls_client_ca:
         raise ConfigError("--grpc-tls-client-ca needs --grpc-tls-cert and --grpc-tls-key")
     address = args.grpc_address if args.grpc_address is not None else default_address(dict(os.environ))
-    return SchedulerSettings(
+    settings = SchedulerSettings(
         client=ClientSettings.from_args(args, user_agent=names.SCHEDULER_NAME),
         config_file=args.config,
         leader_election=leaderelectionflags.settings_from(args),
@@ -86,8 +84,10 @@ def settings_from(args: argparse.Namespace) -> SchedulerSettings:
         binder=BinderSettings(workers=args.bind_workers),
         seed=args.seed,
     )
+    settings.validate()
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
     """Flags that cannot work raise ConfigError: `tessera scheduler: reason`, exit code 2 (cli.main)."""
-    return run_service(settings_from(args))
+    return service.run(settings_from(args))
