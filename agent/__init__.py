@@ -15,6 +15,7 @@ from kube.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
     from agent.app import Agent, run
+    from agent.discovery.settings import DiscoverySettings
     from agent.settings import (
         AgentSettings,
         HealthSettings,
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 _EXPORTS = {
     "Agent": "agent.app",
     "AgentSettings": "agent.settings",
+    "DiscoverySettings": "agent.discovery.settings",
     "HealthSettings": "agent.settings",
     "HookSettings": "agent.settings",
     "KubeletSettings": "agent.settings",
@@ -42,6 +44,7 @@ _EXPORTS = {
 __all__ = [
     "Agent",
     "AgentSettings",
+    "DiscoverySettings",
     "HealthSettings",
     "HookSettings",
     "KubeletSettings",

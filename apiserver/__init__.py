@@ -8,6 +8,6 @@ semantics, with `strategy`/`pods`/`crds`) → `watch` (event log) → `handlers`
 """
 
 from apiserver.handlers import WatchSettings
-from apiserver.server import APIServerSettings, run, serve
+from apiserver.server import APIServerSettings, new_token, run, serve
 
-__all__ = ["APIServerSettings", "WatchSettings", "run", "serve"]
+__all__ = ["APIServerSettings", "WatchSettings", "new_token", "run", "serve"]

@@ -1,16 +1,18 @@
-"""`tessera agent`: the node agent (see docs/agent.md). Flags → `AgentSettings` → `agent.run`."""
+"""`tessera agent`: the node agent (see docs/agent.md).
+
+Thin: flags become `AgentSettings`; `agent.run` does the rest.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from pathlib import Path
 
-from agent.app import run as run_agent
-from agent.discovery.settings import DiscoverySettings
-from agent.settings import (
+import agent
+from agent import (
     AgentSettings,
+    DiscoverySettings,
     HealthSettings,
     HookSettings,
     KubeletSettings,
@@ -21,8 +23,6 @@ from agent.settings import (
 )
 from apis.errors import ConfigError
 from kube.client import ClientSettings
-
-log = logging.getLogger(__name__)
 
 
 def _seconds(text: str) -> float:
@@ -192,9 +192,5 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_from(args)
-    except ConfigError as e:
-        log.error("Invalid flags", extra={"error": str(e)})
-        return 2
-    return run_agent(settings)
+    """Flags that cannot work raise ConfigError: `tessera agent: reason`, exit code 2 (cli.main)."""
+    return agent.run(settings_from(args))

@@ -1,4 +1,7 @@
-"""`tessera apiserver`: run the embedded Kubernetes API server (see docs/user/apiserver.md)."""
+"""`tessera apiserver`: the embedded Kubernetes API server (see docs/user/apiserver.md).
+
+Thin: flags become `APIServerSettings`; `apiserver.run` does the rest.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +9,9 @@ import argparse
 import os
 from pathlib import Path
 
+import apiserver
 from apis.errors import ConfigError
 from apiserver import APIServerSettings, WatchSettings
-from apiserver import run as run_server
-from apiserver.server import new_token
 
 
 def _default_data_dir() -> Path:
@@ -56,7 +58,7 @@ def _token(path: Path | None) -> str | None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(new_token() + "\n")
+            f.write(apiserver.new_token() + "\n")
     token = path.read_text().strip()
     if not token:
         raise ConfigError(f"token file {path} is empty")
@@ -64,10 +66,11 @@ def _token(path: Path | None) -> str | None:
 
 
 def settings_from(args: argparse.Namespace) -> APIServerSettings:
+    """The validated settings; raises ConfigError for flags that cannot work."""
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"--listen {args.listen!r}: expected HOST:PORT")
-    return APIServerSettings(
+    settings = APIServerSettings(
         host=host.strip("[]"),
         port=int(port),
         data_dir=None if args.in_memory else (args.data_dir or _default_data_dir()),
@@ -77,7 +80,10 @@ def settings_from(args: argparse.Namespace) -> APIServerSettings:
         watch_window=args.watch_window,
         watch=WatchSettings(bookmark_interval=args.bookmark_interval),
     )
+    settings.validate()
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
-    return run_server(settings_from(args))
+    """Flags that cannot work raise ConfigError: `tessera apiserver: reason`, exit code 2 (cli.main)."""
+    return apiserver.run(settings_from(args))

@@ -13,8 +13,8 @@ import controller
 from apis.errors import ConfigError
 from controller.noderesources import NodeResourcesSettings
 from controller.runtime import ManagerSettings
+from kube import leaderelectionflags
 from kube.client import ClientSettings
-from kube.leaderelection import LeaderElectionSettings, identity_from_env
 
 #: The Lease replicas campaign on (in --leader-elect-resource-namespace).
 LEASE_NAME = "tessera-controller"
@@ -22,7 +22,6 @@ LEASE_NAME = "tessera-controller"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     manager = ManagerSettings()
-    lease = LeaderElectionSettings(lease_name=LEASE_NAME, identity="")
     node_defaults = NodeResourcesSettings()
     ClientSettings.add_arguments(parser)
     parser.add_argument(
@@ -41,21 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"re-check every object this often even without events (default {manager.resync_period:g}; 0: never)",
     )
-    election = parser.add_argument_group("leader election")
-    election.add_argument(
-        "--leader-elect", action="store_true", help="run controllers only while holding the Lease (for replicas > 1)"
-    )
-    election.add_argument("--leader-elect-resource-name", default=lease.lease_name, metavar="NAME")
-    election.add_argument("--leader-elect-resource-namespace", default=lease.namespace, metavar="NAMESPACE")
-    election.add_argument(
-        "--leader-elect-identity",
-        default="",
-        metavar="ID",
-        help="this replica's name (default: $POD_NAME or host_random)",
-    )
-    election.add_argument("--leader-elect-lease-duration", type=float, default=lease.lease_duration, metavar="SECONDS")
-    election.add_argument("--leader-elect-renew-deadline", type=float, default=lease.renew_deadline, metavar="SECONDS")
-    election.add_argument("--leader-elect-retry-period", type=float, default=lease.retry_period, metavar="SECONDS")
+    leaderelectionflags.add_arguments(parser, lease_name=LEASE_NAME)
     node_flags = parser.add_argument_group("node device resources")
     node_flags.add_argument(
         "--node-resources-workers",
@@ -81,25 +66,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
+    """The validated settings; raises ConfigError for flags that cannot work."""
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"--listen {args.listen!r}: expected HOST:PORT")
-    election = None
-    if args.leader_elect:
-        election = LeaderElectionSettings(
-            lease_name=args.leader_elect_resource_name,
-            namespace=args.leader_elect_resource_namespace,
-            identity=args.leader_elect_identity or identity_from_env(),
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-        )
-    return controller.ControllerSettings(
+    settings = controller.ControllerSettings(
         client=ClientSettings.from_args(args, user_agent="tessera-controller"),
         manager=ManagerSettings(
             host=host.strip("[]") or "0.0.0.0",
             port=int(port),
-            leader_election=election,
+            leader_election=leaderelectionflags.settings_from(args),
             address_file=args.listen_address_file,
             resync_period=args.resync_period,
         ),
@@ -109,9 +85,13 @@ def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
             workers=args.node_resources_workers,
         ),
     )
+    settings.validate()
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
+    """Flags that cannot work raise ConfigError: `tessera controller: reason`, exit code 2 (cli.main);
+    a port another process holds is exit code 1."""
     try:
         return controller.run(settings_from(args))
     except OSError as e:

@@ -41,14 +41,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> runtimeproxy.ProxySettings:
-    return runtimeproxy.ProxySettings(
+    """The validated settings; raises ConfigError for flags that cannot work."""
+    settings = runtimeproxy.ProxySettings(
         listen=args.listen,
         runtime_endpoint=args.runtime_endpoint,
         image_endpoint=args.image_endpoint,
         hook_config_dir=args.hook_config_dir,
         hook_timeout_s=args.hook_timeout,
     )
+    settings.validate()
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
+    """Flags that cannot work raise ConfigError: `tessera runtime-proxy: reason`, exit code 2 (cli.main)."""
     return runtimeproxy.run(settings_from(args))

@@ -1,19 +1,18 @@
 """`tessera scheduler`: the device-aware scheduler (see docs/user/scheduler.md).
 
-Flags become a `SchedulerSettings`; `scheduler.service.run` does the rest.
+Thin: flags become `SchedulerSettings`; `scheduler.service.run` does the rest.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
 from apis.errors import ConfigError
 from apis.extension import names
-from kube import ClientSettings, LeaderElectionSettings
-from kube.leaderelection import identity_from_env
+from kube import ClientSettings, leaderelectionflags
+from scheduler import service
 from scheduler.service import (
     ADDRESS_ENV,
     BinderSettings,
@@ -24,21 +23,12 @@ from scheduler.service import (
     TLSSettings,
     default_address,
 )
-from scheduler.service import (
-    run as run_service,
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     ClientSettings.add_arguments(parser)
     parser.add_argument("--config", type=Path, metavar="FILE", help="scheduler configuration: profiles, plugins, args")
-    election = parser.add_argument_group("leader election (run several replicas; only the leader schedules)")
-    election.add_argument("--leader-elect", action="store_true", help="campaign for a Lease before scheduling")
-    election.add_argument("--leader-elect-lease-duration", type=float, default=15.0, metavar="SECONDS")
-    election.add_argument("--leader-elect-renew-deadline", type=float, default=10.0, metavar="SECONDS")
-    election.add_argument("--leader-elect-retry-period", type=float, default=2.0, metavar="SECONDS")
-    election.add_argument("--leader-elect-resource-name", default=names.SCHEDULER_NAME, metavar="NAME")
-    election.add_argument("--leader-elect-resource-namespace", default="kube-system", metavar="NAMESPACE")
+    leaderelectionflags.add_arguments(parser, lease_name=names.SCHEDULER_NAME)
     serving = parser.add_argument_group("serving")
     serving.add_argument(
         "--grpc-address",
@@ -69,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace) -> SchedulerSettings:
-    """Raises ConfigError for flags that do not go together."""
+    """The validated settings; raises ConfigError naming every problem of flags that cannot work."""
     tls = None
     if args.grpc_tls_cert or args.grpc_tls_key:
         if not (args.grpc_tls_cert and args.grpc_tls_key):
@@ -77,21 +67,11 @@ def settings_from(args: argparse.Namespace) -> SchedulerSettings:
         tls = TLSSettings(args.grpc_tls_cert, args.grpc_tls_key, args.grpc_tls_client_ca)
     elif args.grpc_tls_client_ca:
         raise ConfigError("--grpc-tls-client-ca needs --grpc-tls-cert and --grpc-tls-key")
-    election = None
-    if args.leader_elect:
-        election = LeaderElectionSettings(
-            lease_name=args.leader_elect_resource_name,
-            namespace=args.leader_elect_resource_namespace,
-            identity=identity_from_env(),
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-        )
     address = args.grpc_address if args.grpc_address is not None else default_address(dict(os.environ))
-    return SchedulerSettings(
+    settings = SchedulerSettings(
         client=ClientSettings.from_args(args, user_agent=names.SCHEDULER_NAME),
         config_file=args.config,
-        leader_election=election,
+        leader_election=leaderelectionflags.settings_from(args),
         grpc=GRPCSettings(address=address, tls=tls),
         http=HTTPSettings(
             address=args.http_address, debug_top_n_scores=args.debug_scores, address_file=args.http_address_file
@@ -104,12 +84,10 @@ def settings_from(args: argparse.Namespace) -> SchedulerSettings:
         binder=BinderSettings(workers=args.bind_workers),
         seed=args.seed,
     )
+    settings.validate()
+    return settings
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        settings = settings_from(args)
-    except ConfigError as e:
-        print(f"tessera scheduler: {e}", file=sys.stderr)
-        return 1
-    return run_service(settings)
+    """Flags that cannot work raise ConfigError: `tessera scheduler: reason`, exit code 2 (cli.main)."""
+    return service.run(settings_from(args))

@@ -25,6 +25,7 @@ from apis.errors import ConfigError
 from apis.extension.names import GroupVersionResource
 from kube import errors
 from kube.resources import ResourceAPI
+from kube.transport import STREAM_ERRORS
 
 __all__ = ["Client", "ClientSettings"]
 
@@ -52,7 +53,8 @@ class ClientSettings:
 
 
 class Client:
-    """A connection to one API server. Thread-safe; close it (or use `with`) when done."""
+    """A connection to one API server (a `kube.transport.Transport`). Thread-safe; close it (or use
+    `with`) when done."""
 
     def __init__(
         self, configuration: kubernetes.client.Configuration, *, timeout: float = 30.0, user_agent: str = "tessera"
@@ -111,7 +113,7 @@ class Client:
         response = self.open(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
         try:
             data = response.data
-        except _STREAM_ERRORS as e:
+        except STREAM_ERRORS as e:
             raise errors.Unreachable(f"reading the response failed: {e}") from e
         finally:
             response.release_conn()
@@ -147,7 +149,7 @@ class Client:
         if not 200 <= response.status <= 299:
             try:
                 data = response.data
-            except _STREAM_ERRORS:
+            except STREAM_ERRORS:
                 data = b""
             finally:
                 response.release_conn()
@@ -162,6 +164,3 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_STREAM_ERRORS = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)

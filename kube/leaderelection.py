@@ -58,11 +58,22 @@ class LeaderElectionSettings:
     release_on_stop: bool = True
 
     def validate(self) -> None:
-        if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
-            raise ConfigError(
-                f"leader election {self.namespace}/{self.lease_name}: need 0 < retry_period ({self.retry_period}) "
-                f"< renew_deadline ({self.renew_deadline}) < lease_duration ({self.lease_duration})"
+        """Raises ConfigError naming every problem at once. Kubernetes' rules: lease_duration >
+        renew_deadline (a leader steps down before others may take over) > retry_period (it gets
+        at least one more try to renew) > 0; and a Lease name, namespace and identity."""
+        problems = [f"{what} is empty" for what in ("lease_name", "namespace", "identity") if not getattr(self, what)]
+        if self.retry_period <= 0:
+            problems.append(f"retry_period ({self.retry_period:g}s) must be more than 0")
+        if self.renew_deadline <= self.retry_period:
+            problems.append(
+                f"renew_deadline ({self.renew_deadline:g}s) must be more than retry_period ({self.retry_period:g}s)"
             )
+        if self.lease_duration <= self.renew_deadline:
+            problems.append(
+                f"lease_duration ({self.lease_duration:g}s) must be more than renew_deadline ({self.renew_deadline:g}s)"
+            )
+        if problems:
+            raise ConfigError(f"leader election {self.namespace}/{self.lease_name}: " + "; ".join(problems))
 
 
 class LeaderElector:

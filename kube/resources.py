@@ -2,10 +2,11 @@
 access build on.
 
 `ResourceAPI` turns get/list/create/update/patch/delete/watch into the URL shapes of Kubernetes
-(`/api/v1/namespaces/NS/pods/NAME/status`, `/apis/G/V/PLURAL`) and sends them through
-`Client.request`. It works the same for core types and custom resources, so one code path serves
-pods, nodes, leases and Device CRs alike. The GroupVersionResources of the built-in types Tessera
-uses are defined here (those of its CRDs are in `apis.extension.names`).
+(`/api/v1/namespaces/NS/pods/NAME/status`, `/apis/G/V/PLURAL`) and sends them through a
+`kube.transport.Transport` (the `Client` that made it). It works the same for core types and
+custom resources, so one code path serves pods, nodes, leases and Device CRs alike. The
+GroupVersionResources of the built-in types Tessera uses are defined here (those of its CRDs are
+in `apis.extension.names`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from urllib.parse import quote
 
 import urllib3
@@ -24,9 +25,7 @@ import urllib3
 from apis.extension.names import GroupVersionResource
 from kube import errors
 from kube.patch import retry_on_conflict
-
-if TYPE_CHECKING:
-    from kube.client import Client
+from kube.transport import STREAM_ERRORS, Transport
 
 __all__ = [
     "CONFIG_MAPS",
@@ -94,9 +93,6 @@ class WatchEvent:
     object: Obj
 
 
-_STREAM_ERRORS = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError, OSError)
-
-
 class WatchStream:
     """The events of one watch request, as they arrive.
 
@@ -124,7 +120,7 @@ class WatchStream:
                 for line in lines:
                     if line.strip():
                         yield self._decode(line)
-        except _STREAM_ERRORS as e:
+        except STREAM_ERRORS as e:
             if not self._closed:
                 raise errors.Unreachable(f"the watch stream broke: {e}") from e
         finally:
@@ -168,7 +164,7 @@ class WatchStream:
 class ResourceAPI:
     """Dict-level access to one resource type. Methods raise `kube.errors.APIError`."""
 
-    def __init__(self, client: Client, gvr: GroupVersionResource) -> None:
+    def __init__(self, client: Transport, gvr: GroupVersionResource) -> None:
         self.client = client
         self.gvr = gvr
 

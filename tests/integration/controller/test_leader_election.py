@@ -9,6 +9,7 @@ import pytest
 from apis.extension import names
 from cli.launchers.controller import ControllerProcess
 from kube.client import Client
+from kube.resources import LEASES
 from tests.integration.controller.conftest import (
     build,
     create_node,
@@ -94,3 +95,22 @@ def test_a_clean_stop_releases_the_lease_to_the_follower(
     create_node(client, node)
     put_device(client, build(node, "t4-2x"))
     wait_for(converged(client, node, "200"), what="the new leader to reconcile")
+
+
+def test_kube_controller_manager_flags_pick_the_lease_and_the_identity_holds_it(
+    client: Client, start_controller: Callable[..., ControllerProcess]
+) -> None:
+    """The whole flag set in kube-controller-manager's syntax, durations as Go writes them."""
+    lease = unique("tessera-controller")
+    process = start_controller(
+        "--leader-elect=true",
+        "--leader-elect-lease-duration=4s",
+        "--leader-elect-renew-deadline=3s",
+        "--leader-elect-retry-period=500ms",
+        f"--leader-elect-resource-name={lease}",
+        "--leader-elect-resource-namespace=default",
+        "--leader-elect-identity=controller-from-flag",
+    )
+    assert leader_of([process]) is process
+    spec = client.resource(LEASES).get(lease, namespace="default")["spec"]
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("controller-from-flag", 4)

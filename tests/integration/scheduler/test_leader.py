@@ -42,18 +42,23 @@ def apiserver() -> Iterator[EmbeddedAPIServer]:
         yield server
 
 
-def holder(client: Client) -> str:
-    """Wait for the scheduler Lease to be held; its holder's identity."""
-    watch: Watch[dict[str, Any]] = Watch(client, resources.LEASES, "kube-system", raw)
+def held_lease(client: Client, name: str = LEASE, namespace: str = "kube-system") -> dict[str, Any]:
+    """Wait for the Lease to be held; its spec."""
+    watch: Watch[dict[str, Any]] = Watch(client, resources.LEASES, namespace, raw)
 
     def held(leases: list[dict[str, Any]]) -> bool:
-        return any(x["metadata"]["name"] == LEASE and x["spec"].get("holderIdentity") for x in leases)
+        return any(x["metadata"]["name"] == name and x["spec"].get("holderIdentity") for x in leases)
 
     try:
         leases = watch.wait_for(held, "a leader")
     finally:
         watch.stop()
-    return str(next(x for x in leases if x["metadata"]["name"] == LEASE)["spec"]["holderIdentity"])
+    return dict(next(x for x in leases if x["metadata"]["name"] == name)["spec"])
+
+
+def holder(client: Client) -> str:
+    """Wait for the scheduler Lease to be held; its holder's identity."""
+    return str(held_lease(client)["holderIdentity"])
 
 
 def test_only_the_leader_binds_and_killing_it_hands_over(
@@ -111,3 +116,28 @@ def test_a_leader_that_cannot_renew_exits(apiserver: EmbeddedAPIServer, client: 
     finally:
         scheduler.stop()
         apiserver.start()
+
+
+def test_kube_scheduler_flags_pick_the_lease_and_the_identity_holds_it(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    """The whole flag set in kube-scheduler's syntax; the identity flag wins over POD_NAME (which
+    the launcher sets to the process's name)."""
+    flags = (
+        "--leader-elect=true",
+        "--leader-elect-lease-duration=6s",
+        "--leader-elect-renew-deadline=4s",
+        "--leader-elect-retry-period=500ms",
+        "--leader-elect-resource-name=flagged-lease",
+        "--leader-elect-resource-namespace=default",
+        "--leader-elect-identity=replica-from-flag",
+    )
+    scheduler = SchedulerProcess(apiserver.kubeconfig, work_dir, name="sched-pod", extra_args=flags)
+    scheduler.start()
+    try:
+        spec = held_lease(client, "flagged-lease", "default")
+        assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("replica-from-flag", 6)
+        wait_for(lambda: scheduler.metric(LEADER) == 1, what="the holder to start scheduling", timeout_s=90)
+        assert client.resource(resources.LEASES).list(namespace="kube-system").items == []  # no other Lease
+    finally:
+        scheduler.stop()
