@@ -16,7 +16,8 @@ Pure: `collisions(claim, held, node)` takes plain data and returns plain data, s
 - **Unknown devices**: a claim may not name a minor this node does not have.
 
 A pod never collides with itself: its own entry in `held` (an earlier container of the same pod,
-or the pod as the informer saw it) is left out of the sums. Collisions come in claim order.
+or the pod as the informer saw it) is left out of the sums. Collisions come in claim order,
+holders by name.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def collisions(claim: Claim, held: Mapping[str, Claim], node: NodeSlots) -> tupl
     """Every reason `claim` cannot be admitted beside `held` (pod key -> claim) on `node`; empty
     when it can. Never raises for odd input: a device the node lacks is a collision, not an error."""
     own = held.get(claim.key)
-    others = [c for key, c in sorted(held.items()) if key != claim.key]
+    others = sorted((c for key, c in held.items() if key != claim.key), key=lambda c: (c.pod, c.key))
     found: list[Collision] = []
     for alloc in claim.devices.get(DeviceType.GPU, ()):
         found.extend(_gpu(claim, alloc, others, own, node))

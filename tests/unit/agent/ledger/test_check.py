@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from agent.discovery.model import GPU, Inventory, RDMADevice
@@ -77,10 +79,8 @@ def test_the_same_pods_second_container_is_not_a_collision_with_itself() -> None
 
 
 def test_several_holders_are_named_and_several_gpus_reported() -> None:
-    holders = held(
-        claim("ns/b", share(0, core=25, memory=20 * GI)),
-        claim("ns/a", share(0, core=25, memory=20 * GI), share(1)),
-    )
+    b = replace(claim("ns/b", share(0, core=25, memory=20 * GI)), key="uid-0")  # names order holders, not keys
+    holders = held(b, claim("ns/a", share(0, core=25, memory=20 * GI), share(1)))
     found = collisions(claim("ns/x", share(0), share(1), share(2)), holders, NODE)
     assert [(c.minor, c.holders) for c in found] == [(0, ("ns/a", "ns/b")), (1, ("ns/a",))]
     assert "held by ns/a (25% core, 20Gi), ns/b (25% core, 20Gi)" in found[0].message
