@@ -6,11 +6,16 @@ drive `Agent` directly. What it hosts:
     discovery + health + GPU metrics   NodeDevices (agent/devices/node.py)
     Device CR                          DeviceReporter (agent/devices/reporter.py), woken on every change
     pods bound to this node            one Informer (fieldSelector spec.nodeName), feeding QoS,
-                                       the metrics' pod names and the simulated kubelet
-    hook server                        GPU env, RDMA devices, QoS plugins on a unix socket
+                                       the metrics' pod names, the device ledger and the
+                                       simulated kubelet
+    device ledger                      DeviceLedger (agent/ledger/): who holds which device share
+    hook server                        device collision, GPU env, RDMA devices, QoS plugins on a
+                                       unix socket
+    events                             an EventRecorder (DeviceCollision on refused pods)
     node QoS                           NodeQoS (agent/qos/node.py): what the NodeSLO enables
     simulated kubelet (optional)       SimulatedKubelet (agent/kubeletsim/)
-    HTTP                               /metrics, /healthz (/livez, /readyz), and for simulated
+    HTTP                               /metrics, /healthz (/livez), /readyz (also: the ledger is
+                                       rebuilt from the informer), and for simulated
                                        devices the fault injection routes (agent/devices/faults.py)
 
 Start-up fails (ConfigError, with a message saying what to fix) only for what the agent cannot
@@ -38,14 +43,16 @@ from agent.devices.reporter import DeviceReporter
 from agent.discovery.nvmllib import NVMLLibrary
 from agent.discovery.settings import DiscoveryStack, open_discovery
 from agent.discovery.simulated import NodeCapacity
-from agent.hooks import GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
+from agent.hooks import DeviceCollisionPlugin, GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
 from agent.kubeletsim import SimulatedKubelet
+from agent.ledger import DeviceLedger, NodeSlots
 from agent.qos.node import NodeQoS
 from agent.settings import AgentSettings
 from apis.errors import ConfigError
 from apis.k8s.core import Pod
 from kube import errors, serving
 from kube.client import Client
+from kube.events import EventRecorder
 from kube.informer import Informer
 from kube.resources import NODES, PODS
 
@@ -54,6 +61,7 @@ __all__ = ["Agent", "run"]
 log = logging.getLogger(__name__)
 
 _UID_INDEX = "uid"
+_COMPONENT = "tessera-agent"
 
 
 class Agent:
@@ -70,6 +78,8 @@ class Agent:
         self.devices: NodeDevices | None = None
         self.reporter: DeviceReporter | None = None
         self.pods: Informer[Pod] | None = None
+        self.ledger: DeviceLedger | None = None
+        self.events: EventRecorder | None = None
         self.qos: NodeQoS | None = None
         self.hooks: HookServer | None = None
         self.kubelet: SimulatedKubelet | None = None
@@ -110,6 +120,8 @@ class Agent:
             indexers={_UID_INDEX: lambda p: [p.uid] if p.uid else []},
         )
         self.pods = pods
+        self.ledger = DeviceLedger(synced=lambda: pods.has_synced)
+        pods.add_handlers(self.ledger.pod_changed, self.ledger.pod_updated, self.ledger.pod_deleted)
         devices = NodeDevices(
             stack,
             node_name=node,
@@ -142,7 +154,7 @@ class Agent:
         # What another process may hold (a port, a socket) is bound first, before any thread runs.
         http = self._serve_http(stack)
         if s.hooks.enabled:
-            self._serve_hooks()
+            self._serve_hooks(client, devices, self.ledger)
 
         self._run(pods.start, pods.stop)
         devices.start()
@@ -188,6 +200,7 @@ class Agent:
             port=s.port,
             registry=self.registry,
             liveness={"device-reporter": self._reporter_running},
+            readiness={"device-ledger": self._ledger_ready},
             routes=faults.routes() if faults is not None else (),
             error=json_error,
         )
@@ -195,10 +208,18 @@ class Agent:
         self._stops.append(self.http.stop)
         return self.http
 
-    def _serve_hooks(self) -> None:
-        """The hook server with the GPU env, RDMA devices and (when QoS runs cgroup QoS) QoS plugins."""
+    def _serve_hooks(self, client: Client, devices: NodeDevices, ledger: DeviceLedger) -> None:
+        """The hook server with the device collision, GPU env, RDMA devices and (when QoS runs
+        cgroup QoS) QoS plugins; the collision check first, so a refused container is refused for it."""
         s = self.settings
+        self.events = EventRecorder(client, _COMPONENT, host=s.node_name)
+        self._stops.append(self.events.close)
+
+        def node_slots() -> NodeSlots:
+            return NodeSlots.of(devices.inventory, devices.tracker.snapshot(), node=s.node_name)
+
         plugins: list[HookPlugin] = [
+            DeviceCollisionPlugin(ledger, node=node_slots, registry=self.registry, events=self.events),
             GPUEnvPlugin(),
             RDMADevicesPlugin(sysfs_root=s.discovery.sysfs_root, dev_root=s.hooks.dev_root),
         ]
@@ -233,6 +254,12 @@ class Agent:
             return {str(k): str(v) for k, v in labels.items()}
 
         return read
+
+    def _ledger_ready(self) -> str:
+        """Ready once the node's pods are listed; until then the hook server answers "retry" to pods with devices."""
+        if self.ledger is None or self.ledger.ready:
+            return ""
+        return "pods of this node not listed yet: device collisions cannot be checked"
 
     def _reporter_running(self) -> str:
         """The health check: the reporter loop runs (the API server being down is not the agent's fault)."""

@@ -9,7 +9,9 @@ Contract:
 - a plugin reads the request and writes into the response; it never does slow I/O (the hook
   path sits inside kubelet's CreateContainer call);
 - bad input (a malformed annotation) raises `HookError` with a message naming the pod and the
-  problem; the server answers the RPC with that error and keeps serving;
+  problem; the server answers the RPC with that error and keeps serving. Two kinds say more:
+  `HookRefused` (well-formed, but the node will not do it: the pod's devices collide) and
+  `HookNotReady` (the plugin cannot decide yet; the caller should retry);
 - any other exception is a bug: the server logs the stack and answers with an internal error.
 """
 
@@ -18,11 +20,19 @@ from __future__ import annotations
 from apis.errors import TesseraError
 from proto.runtime.v1alpha1 import api_pb2
 
-__all__ = ["HookError", "HookPlugin"]
+__all__ = ["HookError", "HookNotReady", "HookPlugin", "HookRefused"]
 
 
 class HookError(TesseraError):
     """The request cannot be served as asked (e.g. a malformed device-allocated annotation)."""
+
+
+class HookRefused(HookError):
+    """The request is well-formed, but this node refuses it (e.g. its devices are held by other pods)."""
+
+
+class HookNotReady(HookError):
+    """The plugin cannot decide yet (e.g. the agent has not read the node's pods); retrying may help."""
 
 
 class HookPlugin:

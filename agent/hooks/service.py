@@ -2,9 +2,10 @@
 
 Every RPC of the service maps to one `HookPlugin` method (`HOOKS`); a call runs each plugin in
 registration order on one shared response, so plugins compose (GPU env, RDMA devices, QoS).
-This is the loop boundary of the hook server: a `HookError` becomes an INVALID_ARGUMENT answer
-that names the plugin and the problem; any other exception is logged with its stack and becomes
-INTERNAL. Either way the server keeps serving.
+This is the loop boundary of the hook server: a `HookError` becomes an error answer that names
+the plugin and the problem — INVALID_ARGUMENT for bad input, FAILED_PRECONDITION for a refusal
+(`HookRefused`), UNAVAILABLE for "not ready, retry" (`HookNotReady`); any other exception is
+logged with its stack and becomes INTERNAL. Either way the server keeps serving.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import grpc
 from google.protobuf.message import Message
 
 from agent.hooks import _requests
-from agent.hooks.plugin import HookError, HookPlugin
+from agent.hooks.plugin import HookError, HookNotReady, HookPlugin, HookRefused
 from proto.runtime.v1alpha1 import api_pb2
 
 __all__ = ["HOOKS", "SERVICE", "HookRequest", "RuntimeHookService"]
@@ -37,6 +38,14 @@ HOOKS: Final[Mapping[str, str]] = {
     "PostStopContainerHook": "post_stop_container",
     "PreUpdateContainerResourcesHook": "pre_update_container_resources",
 }
+
+
+#: The answer to a HookError, most specific class first.
+_CODES: Final = (
+    (HookRefused, grpc.StatusCode.FAILED_PRECONDITION),
+    (HookNotReady, grpc.StatusCode.UNAVAILABLE),
+    (HookError, grpc.StatusCode.INVALID_ARGUMENT),
+)
 
 
 #: Either request type of the service; both carry the pod's metadata.
@@ -79,10 +88,14 @@ class RuntimeHookService:
                 log.warning(
                     "Hook rejected the request", extra={"hook": rpc, "plugin": plugin.name, "pod": pod, "err": str(e)}
                 )
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{plugin.name}: {e}")
+                context.abort(_code(e), f"{plugin.name}: {e}")
             except Exception:
                 log.exception("Hook plugin failed", extra={"hook": rpc, "plugin": plugin.name, "pod": pod})
                 context.abort(
                     grpc.StatusCode.INTERNAL, f"{plugin.name}: internal error in the hook plugin (see the agent's log)"
                 )
         return response
+
+
+def _code(error: HookError) -> grpc.StatusCode:
+    return next(code for kind, code in _CODES if isinstance(error, kind))

@@ -142,10 +142,11 @@ def test_a_pod_bound_to_the_node_becomes_running(agent: AgentProcess, client: Cl
 
 
 def test_the_hook_server_injects_allocated_gpus(agent: AgentProcess) -> None:
+    # GPUs no other test breaks: the hook server refuses new pods on an unhealthy GPU.
     allocated: dict[str, Any] = {
         "gpu": [
-            {"minor": 2, "resources": {names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100"}},
-            {"minor": 3, "resources": {names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100"}},
+            {"minor": 0, "resources": {names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100"}},
+            {"minor": 1, "resources": {names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100"}},
         ]
     }
     request = api_pb2.ContainerResourceHookRequest(
@@ -156,14 +157,14 @@ def test_the_hook_server_injects_allocated_gpus(agent: AgentProcess) -> None:
     with grpc.insecure_channel(f"unix://{agent.hook_socket}") as channel:
         stub = api_pb2_grpc.RuntimeHookServiceStub(channel)
         response = stub.PreCreateContainerHook(request, timeout=10)
-        assert response.container_envs[ENV_VISIBLE_DEVICES] == "2,3"
+        assert response.container_envs[ENV_VISIBLE_DEVICES] == "0,1"
         broken = api_pb2.ContainerResourceHookRequest(
             pod_meta=request.pod_meta, pod_annotations={names.ANNOTATION_DEVICE_ALLOCATED: "{not json"}
         )
         with pytest.raises(grpc.RpcError) as raised:
             stub.PreCreateContainerHook(broken, timeout=10)
         assert raised.value.code() is grpc.StatusCode.INVALID_ARGUMENT
-        assert stub.PreCreateContainerHook(request, timeout=10).container_envs[ENV_VISIBLE_DEVICES] == "2,3"
+        assert stub.PreCreateContainerHook(request, timeout=10).container_envs[ENV_VISIBLE_DEVICES] == "0,1"
 
 
 def test_qos_is_off_with_simulated_devices(agent: AgentProcess) -> None:

@@ -126,7 +126,7 @@ def serve(start_hook_server: Callable[[Sequence[HookPlugin]], HookServer]) -> It
 
 @pytest.fixture
 def container_request() -> Callable[..., api_pb2.ContainerResourceHookRequest]:
-    """Factory: a PreCreateContainer request for a pod with the given device allocation."""
+    """Factory: a PreCreateContainer request for a pod with the given device allocation (UID `uid-<name>`)."""
 
     def make(
         allocated: object | None = None,
@@ -134,6 +134,8 @@ def container_request() -> Callable[..., api_pb2.ContainerResourceHookRequest]:
         raw_annotation: str | None = None,
         name: str = "train-0",
         namespace: str = "default",
+        uid: str | None = None,
+        container: str = "main",
         labels: Mapping[str, str] | None = None,
     ) -> api_pb2.ContainerResourceHookRequest:
         annotations = {}
@@ -142,8 +144,8 @@ def container_request() -> Callable[..., api_pb2.ContainerResourceHookRequest]:
         elif allocated is not None:
             annotations[names.ANNOTATION_DEVICE_ALLOCATED] = json.dumps(allocated)
         return api_pb2.ContainerResourceHookRequest(
-            pod_meta=api_pb2.PodSandboxMetadata(name=name, namespace=namespace, uid="uid-1"),
-            container_meta=api_pb2.ContainerMetadata(name="main"),
+            pod_meta=api_pb2.PodSandboxMetadata(name=name, namespace=namespace, uid=uid or f"uid-{name}"),
+            container_meta=api_pb2.ContainerMetadata(name=container),
             pod_annotations=annotations,
             pod_labels=dict(labels or {}),
         )

@@ -81,6 +81,9 @@ NEEDED: dict[str, set[Call]] = {
         # The owner reference sets blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
         # admission plugin allows only with update on the owner's finalizers.
         | calls("update", CORE, "nodes/finalizers")
+        # agent/hooks/collision.py DeviceCollisionPlugin, through kube/events.py EventRecorder: a
+        # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count).
+        | calls("create patch", CORE, "events")
     ),
 }
 
@@ -196,7 +199,7 @@ def test_the_lease_in_the_table_is_the_one_the_component_uses(
 def test_the_evaluator_can_refuse() -> None:
     # Examples of what must stay refused, so the evaluator is seen to say no.
     assert not allowed("tessera-agent", Call("patch", CORE, "nodes"))
-    assert not allowed("tessera-agent", Call("create", CORE, "events", "default"))
+    assert not allowed("tessera-agent", Call("delete", CORE, "events", "default"))
     assert not allowed("tessera-scheduler", Call("update", *DEVICES))
     assert not allowed("tessera-scheduler", Call("update", *LEASES, NAMESPACE, "tessera-controller"))
     assert not allowed("tessera-scheduler", Call("update", *LEASES, "kube-system", names.SCHEDULER_NAME))
