@@ -164,3 +164,32 @@ def test_errors_read_like_kubernetes(kubectl: Kubectl) -> None:
         check=False,
     )
     assert "is invalid" in bad and "spec.containers" in bad
+
+
+def pod_yaml(name: str, limits: str, *, node: str = "") -> str:
+    """`POD` renamed, with other limits (a YAML flow map's content) and maybe a node."""
+    text = POD.replace("name: web", f"name: {name}").replace('cpu: "1", memory: 1Gi', limits)
+    return text.replace("spec:\n", f"spec:\n  nodeName: {node}\n") if node else text
+
+
+def test_apply_prints_kubes_error_for_resources_kube_refuses(kubectl: Kubectl) -> None:
+    integer = 'Invalid value: "500m": must be an integer'
+    assert kubectl("apply", "-f", "-", stdin=pod_yaml("half", "nvidia.com/gpu: 0.5"), check=False) == (
+        'The Pod "half" is invalid: \n'
+        f"* spec.containers[0].resources.limits[nvidia.com/gpu]: {integer}\n"
+        f"* spec.containers[0].resources.requests[nvidia.com/gpu]: {integer}\n"
+    )
+    percent = (
+        'Invalid value: "12500m": must be an integer '
+        "(koordinator.sh/gpu-core is a whole percent of one device: 100 = a whole device)"
+    )
+    assert kubectl("apply", "-f", "-", stdin=pod_yaml("share", 'koordinator.sh/gpu-core: "12.5"'), check=False) == (
+        'The Pod "share" is invalid: \n'
+        f"* spec.containers[0].resources.limits[koordinator.sh/gpu-core]: {percent}\n"
+        f"* spec.containers[0].resources.requests[koordinator.sh/gpu-core]: {percent}\n"
+    )
+    assert "pod/whole created" in kubectl("apply", "-f", "-", stdin=pod_yaml("whole", "nvidia.com/gpu: 1"))
+    assert "pod/notebook created" in kubectl(
+        "apply", "-f", "-", stdin=pod_yaml("notebook", "koordinator.sh/gpu-memory: 10Gi")
+    )
+    kubectl("delete", "pod", "whole", "notebook", "--wait=false")
