@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from apis.extension.names import LABEL_SIMULATED_KUBELET as SIMULATED
 from cli.launchers.apiserver import DEFAULT_CRDS, EmbeddedAPIServer, run_apiserver
 
 pytestmark = pytest.mark.integration
@@ -193,3 +194,24 @@ def test_apply_prints_kubes_error_for_resources_kube_refuses(kubectl: Kubectl) -
         "apply", "-f", "-", stdin=pod_yaml("notebook", "koordinator.sh/gpu-memory: 10Gi")
     )
     kubectl("delete", "pod", "whole", "notebook", "--wait=false")
+
+
+def test_logs_and_exec_on_a_simulated_node_say_so(kubectl: Kubectl) -> None:
+    kubectl("create", "-f", "-", stdin=pod_yaml("pending", "cpu: 1"))
+    assert kubectl("logs", "pending") == "", "an unscheduled pod has no logs yet, as in kube"
+    assert kubectl("exec", "pending", "--", "true", check=False).strip() == (
+        "Error from server (BadRequest): pod pending does not have a host assigned"
+    )
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-sim", "labels": {SIMULATED: "true"}}}
+    kubectl("create", "-f", "-", stdin=json.dumps(node))
+    kubectl("create", "-f", "-", stdin=pod_yaml("placed", "cpu: 1", node="gpu-sim"))
+    why = f'node "gpu-sim" is simulated by Tessera ({SIMULATED}=true): no containers run there'
+    assert kubectl("logs", "placed", check=False).strip() == (
+        f'Error from server: cannot get logs of container "main" of pod "default/placed": {why}, so there are no logs'
+    )
+    assert kubectl("exec", "placed", "--", "true", check=False).strip() == (
+        f'Error from server: cannot exec into container "main" of pod "default/placed": {why}, '
+        "so there is nothing to exec into"
+    )
+    kubectl("delete", "pod", "pending", "placed", "--wait=false")
+    kubectl("delete", "node", "gpu-sim")
