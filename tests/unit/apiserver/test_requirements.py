@@ -140,6 +140,11 @@ def test_a_quantity_that_does_not_parse_is_named() -> None:
     ]
 
 
+def test_checks_are_cached_by_type_so_true_is_not_one() -> None:
+    assert causes({names.CPU: 1}) == []
+    assert [c["field"] for c in causes({names.CPU: True})] == [f"{PATH}.limits[cpu]"]
+
+
 def test_pod_checks_every_container_init_container_and_the_overhead() -> None:
     gpu = {"limits": {names.NVIDIA_GPU: "0.5"}}
     spec = {
