@@ -147,7 +147,7 @@ BUILTINS: tuple[ResourceType, ...] = (
         True,
         ("po",),
         ("all",),
-        subresources=frozenset({"status", "binding", "eviction"}),
+        subresources=frozenset({"status", "binding", "eviction", "log", "exec", "attach", "portforward"}),
         fields=_fields(
             "spec.nodeName",
             "spec.schedulerName",

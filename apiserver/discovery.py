@@ -23,8 +23,22 @@ from apiserver.catalog import Catalog, ResourceType
 __all__ = ["KUBE_VERSION", "Discovery"]
 
 KUBE_VERSION = (1, 31, 0)
-_SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "binding": ["create"], "eviction": ["create"]}
-_SUBRESOURCE_KINDS = {"binding": ("", "", "Binding"), "eviction": ("policy", "v1", "Eviction")}
+_SUBRESOURCE_VERBS = {
+    "status": ["get", "patch", "update"],
+    "binding": ["create"],
+    "eviction": ["create"],
+    "log": ["get"],
+    "exec": ["create", "get"],
+    "attach": ["create", "get"],
+    "portforward": ["create", "get"],
+}
+_SUBRESOURCE_KINDS = {
+    "binding": ("", "", "Binding"),
+    "eviction": ("policy", "v1", "Eviction"),
+    "exec": ("", "", "PodExecOptions"),
+    "attach": ("", "", "PodAttachOptions"),
+    "portforward": ("", "", "PodPortForwardOptions"),
+}
 
 
 def _json(doc: Any) -> bytes:

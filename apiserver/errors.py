@@ -8,6 +8,7 @@ word messages as kube-apiserver does (`pods "x" not found`), because clients and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,20 @@ class Cause:
 
     def to_dict(self) -> dict[str, str]:
         return {"reason": self.reason, "message": self.message, "field": self.field}
+
+    # --- the kinds of field error, worded as apimachinery's field.Error.ErrorBody words them -------
+    @classmethod
+    def invalid(cls, field: str, value: str | int, detail: str) -> Cause:
+        """`Invalid value: "500m": must be an integer` (a string value is quoted, as Go's %q)."""
+        return cls(field, f"Invalid value: {json.dumps(value)}: {detail}")
+
+    @classmethod
+    def required(cls, field: str, detail: str) -> Cause:
+        return cls(field, f"Required value: {detail}", "FieldValueRequired")
+
+    @classmethod
+    def forbidden(cls, field: str, detail: str) -> Cause:
+        return cls(field, f"Forbidden: {detail}", "FieldValueForbidden")
 
 
 class StatusError(Exception):
@@ -121,8 +136,14 @@ class StatusError(Exception):
 
     @classmethod
     def invalid(cls, kind: str, name: str, causes: Sequence[Cause], *, group: str = "") -> StatusError:
-        summary = ", ".join(f"{c.field}: {c.message}" for c in causes)
-        message = f'{kind} "{name}" is invalid: {summary}' if name else f"{kind} is invalid: {summary}"
+        """422 with one cause per problem; the message lists them as apimachinery's aggregate
+        error does: the one problem alone, several (duplicates dropped) in `[a, b]`."""
+        problems = list(dict.fromkeys(f"{c.field}: {c.message}" for c in causes))
+        subject = f'{kind} "{name}" is invalid' if name else f"{kind} is invalid"
+        if len(problems) > 1:
+            message = f"{subject}: [{', '.join(problems)}]"
+        else:
+            message = f"{subject}: {problems[0]}" if problems else subject
         return cls(422, "Invalid", message, group=group, kind=kind, name=name, causes=causes)
 
     @classmethod

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from apiserver import bodies, tables
+from apiserver import bodies, kubelet, tables
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.discovery import Discovery
 from apiserver.errors import StatusError, status_body, success_body
@@ -261,6 +261,8 @@ class Handlers:
         sub, name, method = info.subresource, info.name, request.method
         if sub not in rt.subresources or not name:
             raise StatusError.no_route(info.path)
+        if sub in kubelet.METHODS:
+            return self._kubelet(request, rt, namespace, info)
         if sub == "status":
             if method == "GET":
                 return self._object(request, rt, self._registry.get(rt, namespace, name))
@@ -281,6 +283,19 @@ class Handlers:
         if sub == "eviction":
             return await self._evict(rt, namespace, name, body)
         raise StatusError.no_route(info.path)
+
+    def _kubelet(self, request: web.Request, pods: ResourceType, namespace: str, info: RequestInfo) -> web.Response:
+        """pods/log, exec, attach, portforward: checked as kube-apiserver checks them, then
+        answered as it answers when it cannot reach the node's kubelet (`kubelet.py`)."""
+        if request.method not in kubelet.METHODS[info.subresource]:
+            raise StatusError.method_not_allowed(request.method, info.path)
+        pod = self._registry.get(pods, namespace, info.name).obj
+        target = kubelet.target(info.subresource, pod, request.query.get("container", ""))
+        if not target.node:
+            return web.Response(body=b"", content_type="text/plain")  # the log of an unscheduled pod
+        node = self._registry.get(self._lookup("", "v1", "nodes"), "", target.node).obj
+        kubelet.check_upgrade(info.subresource, request.headers.get("Connection", ""))
+        raise kubelet.unreachable(target, node)
 
     def _lookup(self, group: str, version: str, plural: str) -> ResourceType:
         rt = self._catalog.lookup(group, version, plural)

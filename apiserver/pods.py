@@ -1,8 +1,10 @@
 """Pods: the defaults and update rules kube-apiserver applies, and the binding subresource.
 
 The scheduler's contract with the API server lives here: a pod is created Pending with its QoS
-class computed, its spec is immutable but for images, tolerations (additions) and deadlines, and
-`pods/binding` is the one way to set `spec.nodeName` — once (a second binding is a 409).
+class computed and its resources checked as kube-apiserver checks them (`requirements.py`, on
+create and on every spec change), its spec is immutable but for images, tolerations (additions)
+and deadlines, and `pods/binding` is the one way to set `spec.nodeName` — once (a second binding
+is a 409).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from apis.errors import TesseraError, ValidationError
 from apis.extension import qos
 from apis.k8s.core import Pod
 from apis.k8s.meta import now_rfc3339
+from apiserver import requirements
 from apiserver.errors import Cause, StatusError
 from apiserver.strategy import Strategy
 from apiserver.validation import dns_label, dns_subdomain
@@ -110,9 +113,12 @@ class PodStrategy(Strategy):
         if node is not None and (not isinstance(node, str) or (node and dns_subdomain(node))):
             causes.append(Cause("spec.nodeName", f"Invalid value: {node!r}"))
         unchanged = old is not None and spec == old.get("spec")
+        if not unchanged:
+            # Quantities are the most expensive check the server makes, so once per create or
+            # spec change (an unchanged spec passed them when it was stored).
+            causes += requirements.validate_pod(spec)
         if not causes and not unchanged:
-            # The most expensive check the server makes (quantities), so once per create or spec
-            # change; on create the same parse gives the QoS class kube-apiserver records.
+            # On create the same parse gives the QoS class kube-apiserver records.
             try:
                 parsed = Pod.from_dict(obj)
             except ValidationError as e:

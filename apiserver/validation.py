@@ -13,7 +13,7 @@ from typing import Any
 
 from apiserver.errors import Cause
 
-__all__ = ["dns_label", "dns_subdomain", "validate_metadata"]
+__all__ = ["dns_label", "dns_subdomain", "qualified_name", "validate_metadata"]
 
 _LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -43,10 +43,14 @@ def dns_subdomain(value: str) -> str:
     return ""
 
 
-def _qualified_key(key: str) -> str:
-    prefix, _, name = key.rpartition("/")
+def qualified_name(key: str) -> str:
+    """ "" when valid, else why not (an optional DNS subdomain prefix and '/', then a name: label
+    and annotation keys, resource names)."""
+    prefix, slash, name = key.rpartition("/")
     if "/" in prefix:
         return "a qualified name must have at most one '/'"
+    if slash and not prefix:
+        return "prefix part must be non-empty"
     if prefix and dns_subdomain(prefix):
         return f"prefix part {dns_subdomain(prefix)}"
     if not name or len(name) > 63 or not _QUALIFIED_NAME_RE.fullmatch(name):
@@ -72,7 +76,7 @@ def validate_metadata(meta: Mapping[str, Any], *, name_rule: str = "subdomain") 
     causes += _string_map(labels, "metadata.labels")
     if not causes and isinstance(labels, Mapping):
         for key, value in labels.items():
-            if why := _qualified_key(key):
+            if why := qualified_name(key):
                 causes.append(Cause("metadata.labels", f"Invalid value: {key!r}: {why}"))
             if len(value) > 63 or not _LABEL_VALUE_RE.fullmatch(value):
                 causes.append(
@@ -85,7 +89,7 @@ def validate_metadata(meta: Mapping[str, Any], *, name_rule: str = "subdomain") 
     causes += ann_causes
     if not ann_causes and isinstance(annotations, Mapping):
         for key in annotations:
-            if why := _qualified_key(key.lower()):
+            if why := qualified_name(key.lower()):
                 causes.append(Cause("metadata.annotations", f"Invalid value: {key!r}: {why}"))
         if len(json.dumps(annotations)) > MAX_ANNOTATIONS_BYTES:
             causes.append(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from apis.extension.names import LABEL_SIMULATED_KUBELET as SIMULATED
 from cli.launchers.apiserver import DEFAULT_CRDS, EmbeddedAPIServer, run_apiserver
 
 pytestmark = pytest.mark.integration
@@ -164,3 +165,53 @@ def test_errors_read_like_kubernetes(kubectl: Kubectl) -> None:
         check=False,
     )
     assert "is invalid" in bad and "spec.containers" in bad
+
+
+def pod_yaml(name: str, limits: str, *, node: str = "") -> str:
+    """`POD` renamed, with other limits (a YAML flow map's content) and maybe a node."""
+    text = POD.replace("name: web", f"name: {name}").replace('cpu: "1", memory: 1Gi', limits)
+    return text.replace("spec:\n", f"spec:\n  nodeName: {node}\n") if node else text
+
+
+def test_apply_prints_kubes_error_for_resources_kube_refuses(kubectl: Kubectl) -> None:
+    integer = 'Invalid value: "500m": must be an integer'
+    assert kubectl("apply", "-f", "-", stdin=pod_yaml("half", "nvidia.com/gpu: 0.5"), check=False) == (
+        'The Pod "half" is invalid: \n'
+        f"* spec.containers[0].resources.limits[nvidia.com/gpu]: {integer}\n"
+        f"* spec.containers[0].resources.requests[nvidia.com/gpu]: {integer}\n"
+    )
+    percent = (
+        'Invalid value: "12500m": must be an integer '
+        "(koordinator.sh/gpu-core is a whole percent of one device: 100 = a whole device)"
+    )
+    assert kubectl("apply", "-f", "-", stdin=pod_yaml("share", 'koordinator.sh/gpu-core: "12.5"'), check=False) == (
+        'The Pod "share" is invalid: \n'
+        f"* spec.containers[0].resources.limits[koordinator.sh/gpu-core]: {percent}\n"
+        f"* spec.containers[0].resources.requests[koordinator.sh/gpu-core]: {percent}\n"
+    )
+    assert "pod/whole created" in kubectl("apply", "-f", "-", stdin=pod_yaml("whole", "nvidia.com/gpu: 1"))
+    assert "pod/notebook created" in kubectl(
+        "apply", "-f", "-", stdin=pod_yaml("notebook", "koordinator.sh/gpu-memory: 10Gi")
+    )
+    kubectl("delete", "pod", "whole", "notebook", "--wait=false")
+
+
+def test_logs_and_exec_on_a_simulated_node_say_so(kubectl: Kubectl) -> None:
+    kubectl("create", "-f", "-", stdin=pod_yaml("pending", "cpu: 1"))
+    assert kubectl("logs", "pending") == "", "an unscheduled pod has no logs yet, as in kube"
+    assert kubectl("exec", "pending", "--", "true", check=False).strip() == (
+        "Error from server (BadRequest): pod pending does not have a host assigned"
+    )
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-sim", "labels": {SIMULATED: "true"}}}
+    kubectl("create", "-f", "-", stdin=json.dumps(node))
+    kubectl("create", "-f", "-", stdin=pod_yaml("placed", "cpu: 1", node="gpu-sim"))
+    why = f'node "gpu-sim" is simulated by Tessera ({SIMULATED}=true): no containers run there'
+    assert kubectl("logs", "placed", check=False).strip() == (
+        f'Error from server: cannot get logs of container "main" of pod "default/placed": {why}, so there are no logs'
+    )
+    assert kubectl("exec", "placed", "--", "true", check=False).strip() == (
+        f'Error from server: cannot exec into container "main" of pod "default/placed": {why}, '
+        "so there is nothing to exec into"
+    )
+    kubectl("delete", "pod", "pending", "placed", "--wait=false")
+    kubectl("delete", "node", "gpu-sim")

@@ -47,6 +47,8 @@ def test_core_discovery_lists_pod_subresources() -> None:
     assert by_name["pods"]["shortNames"] == ["po"] and "watch" in by_name["pods"]["verbs"]
     assert by_name["pods/eviction"]["group"] == "policy" and by_name["pods/binding"]["verbs"] == ["create"]
     assert by_name["bindings"]["verbs"] == ["create"]
+    assert by_name["pods/log"]["verbs"] == ["get"] and by_name["pods/exec"]["kind"] == "PodExecOptions"
+    assert by_name["pods/portforward"]["verbs"] == ["create", "get"]
 
 
 def test_openapi_v3_declares_field_validation_per_kind() -> None:
