@@ -45,6 +45,9 @@ class ComponentProcess:
         self.name = name
         self.log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
+        #: While `start()` waits for readiness: what it is waiting for, in words ("" otherwise).
+        #: Other threads may read it, to tell people why a start takes long.
+        self.waiting_for = ""
 
     @property
     def running(self) -> bool:
@@ -82,27 +85,30 @@ class ComponentProcess:
         of its log when the process exits first or `timeout` passes; then the process is killed.
         Never waits longer than `timeout` plus one poll of `pending`."""
         deadline = time.monotonic() + timeout
-        waiting_for = "its first sign of life"
-        while True:
-            if not self.running:
-                raise ConfigError(
-                    f"{self.name} exited with {self.returncode} before it was ready "
-                    f"(it was waiting for {waiting_for}){self._log_end()}"
-                )
-            still = pending()
-            if still is None:
-                return
-            waiting_for = still
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(_POLL)
-        self.kill()
-        raise ConfigError(
-            f"{self.name} was not ready within {timeout:g} s: still waiting for {waiting_for}{self._log_end()}"
-        )
+        self.waiting_for = "its first sign of life"
+        try:
+            while True:
+                if not self.running:
+                    raise ConfigError(
+                        f"{self.name} exited with {self.returncode} before it was ready "
+                        f"(it was waiting for {self.waiting_for}){self.log_end()}"
+                    )
+                still = pending()
+                if still is None:
+                    return
+                self.waiting_for = still
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(_POLL)
+            self.kill()
+            raise ConfigError(
+                f"{self.name} was not ready within {timeout:g} s: still waiting for {self.waiting_for}{self.log_end()}"
+            )
+        finally:
+            self.waiting_for = ""
 
-    def _log_end(self, lines: int = 40) -> str:
-        """The end of its log, as the last part of an error message."""
+    def log_end(self, lines: int = 40) -> str:
+        """The end of its log, as the last part of an error message (starts with a newline)."""
         return f"\nThe end of its log ({self.log_path}):\n{self.log_tail(lines) or '(empty)'}"
 
     def stop(self, timeout: float = 15.0) -> int | None:
