@@ -16,6 +16,7 @@ harnesses build on them, and `tessera up` supervises exactly these objects.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -36,6 +37,10 @@ __all__ = ["ComponentProcess", "Samples", "ServingProcess"]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 _POLL = 0.02
+#: How long a process sent SIGKILL gets to be gone.
+_REAP_S = 10.0
+
+log = logging.getLogger(__name__)
 
 
 class ComponentProcess:
@@ -112,7 +117,8 @@ class ComponentProcess:
         return f"\nThe end of its log ({self.log_path}):\n{self.log_tail(lines) or '(empty)'}"
 
     def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM and wait (SIGKILL after `timeout`); the exit code. Idempotent."""
+        """SIGTERM and wait (SIGKILL after `timeout`); the exit code (None when even SIGKILL did
+        not end it within `_REAP_S`, logged). Idempotent."""
         if self._process is None:
             return None
         process, self._process = self._process, None
@@ -122,7 +128,7 @@ class ComponentProcess:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait()
+                self._reap(process)
         return process.returncode
 
     def kill(self) -> None:
@@ -132,7 +138,17 @@ class ComponentProcess:
         process, self._process = self._process, None
         if process.poll() is None:
             process.kill()
-        process.wait()
+        self._reap(process)
+
+    def _reap(self, process: subprocess.Popen[bytes]) -> None:
+        """Wait for a process sent SIGKILL, but not forever: one stuck in the kernel (a hung
+        mount, a device) ignores even that, and stopping the rest must go on."""
+        try:
+            process.wait(_REAP_S)
+        except subprocess.TimeoutExpired:
+            log.error(
+                "Process did not exit after SIGKILL; leaving it", extra={"component": self.name, "pid": process.pid}
+            )
 
     def signal(self, signum: int) -> None:
         """Send `signum` and return at once. Unlike the other methods, safe to call from another

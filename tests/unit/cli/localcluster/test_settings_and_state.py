@@ -37,7 +37,7 @@ def test_flags_become_settings(tmp_path: Path) -> None:
     )
     assert (settings.local_agent, settings.start_timeout) == (False, 2.5)
     defaults = cli_up.settings_from(parse())
-    assert (defaults.local_agent, defaults.start_timeout) == (True, 120.0)
+    assert (defaults.data_dir, defaults.local_agent, defaults.start_timeout) == (Path("tessera-data"), True, 120.0)
 
 
 def test_the_scheduler_address_defaults_to_where_tessera_explain_looks(monkeypatch: pytest.MonkeyPatch) -> None:
