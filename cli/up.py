@@ -9,6 +9,7 @@ every component. See docs/user/up.md.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import signal
@@ -29,8 +30,10 @@ from cli.localcluster.supervisor import EventKind, SupervisorEvent
 from kube import logs
 from scheduler.service import ADDRESS_ENV, default_address
 
-#: Generous for a loaded 2-core machine; the wait ends as soon as the condition holds.
-_DEMO_TIMEOUT_S: Final = 120.0
+log = logging.getLogger(__name__)
+
+#: Lines of a log shown when a wait for its component ran out.
+_LOG_LINES: Final = 15
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,6 +77,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"the scheduler's gRPC API (default ${ADDRESS_ENV}, else {default_address({})}, "
         "where tessera explain looks)",
     )
+    parser.add_argument(
+        "--start-timeout",
+        type=float,
+        default=defaults.start_timeout,
+        metavar="SECONDS",
+        help="how long each start-up step may take (a component getting ready, the demo's nodes "
+        "getting Ready); past it, tessera up stops, says what it waited for and exits 1 "
+        f"(default {defaults.start_timeout:g})",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> UpSettings:
@@ -86,11 +98,16 @@ def settings_from(args: argparse.Namespace) -> UpSettings:
         local_agent=args.local_agent,
         demo=args.demo,
         scheduler_address=args.scheduler_address or default_address(dict(os.environ)),
+        start_timeout=args.start_timeout,
     )
     settings.validate()
     if settings.nodes:
         load_profile(settings.profile)
     return settings
+
+
+class _StartTimeout(TesseraError):
+    """A start-up step after the components' (the demo's nodes getting Ready) ran out of time."""
 
 
 class _Console:
@@ -101,8 +118,13 @@ class _Console:
         self._lock = threading.Lock()
 
     def say(self, text: str = "") -> None:
+        """Print a line. A console that is gone (`tessera up | head`, a closed terminal) must not
+        cut start-up or shutdown short: the line goes to the log instead."""
         with self._lock:
-            print(text, flush=True)
+            try:
+                print(text, flush=True)
+            except OSError as e:
+                log.warning("Cannot print to the console", extra={"line": text, "error": str(e)})
 
     def path(self, path: Path | str) -> str:
         """Relative to where `tessera up` runs when it is below it: shorter, still usable."""
@@ -170,6 +192,9 @@ def _run(settings: UpSettings, console: _Console) -> int:
         if settings.demo:
             try:
                 _run_demo(console, cluster)
+            except _StartTimeout as e:
+                print(f"tessera up: could not start: {e}", file=sys.stderr)
+                return 1
             except TesseraError as e:  # the system is up: say what went wrong and stay up
                 console.say(f"! The demo failed: {e}")
         _print_try(console, cluster)
@@ -224,23 +249,39 @@ def _print_components(console: _Console, cluster: LocalCluster) -> None:
 
 
 def _run_demo(console: _Console, cluster: LocalCluster) -> None:
+    """Submit the demo and print its table. Raises _StartTimeout when the nodes do not get Ready
+    (with GPUs) within the start timeout; pods not placed by then are shown as such."""
     started = time.monotonic()
+    timeout = cluster.settings.start_timeout
     with cluster.client() as client:
-        if not demo.wait_nodes_ready(
-            client, cluster.simulated_nodes, [cluster.local_node] if cluster.local_node else [], _DEMO_TIMEOUT_S
-        ):
-            console.say("! The nodes did not all get ready; submitting the demo anyway (see the agents' logs).")
+        local = [cluster.local_node] if cluster.local_node else []
+        if missing := demo.wait_nodes_ready(client, cluster.simulated_nodes, local, timeout):
+            raise _StartTimeout(_nodes_not_ready(cluster, missing, timeout))
         created = demo.submit(client)
-        placed = demo.wait_placed(client, _DEMO_TIMEOUT_S)
+        unplaced = demo.wait_placed(client, timeout)
         rows = demo.placements(client)
     kept = len(demo.DEMO_PODS) - created
     note = f"; {kept} kept from an earlier run" if kept else ""
     console.say()
     console.say(f"Demo workload in namespace {demo.NAMESPACE} ({created} pods submitted{note}):")
     console.say(demo.render(rows))
-    if not placed:
-        console.say("! Not every pod was placed yet; `kubectl get pods -n tessera-demo -w` shows what happens next.")
+    if unplaced:
+        scheduler = next(c for c in cluster.components if c.name == "scheduler").process.log_path
+        console.say(
+            f"! Not every pod was placed within {timeout:g} s (log: {console.path(scheduler)}); "
+            f"`kubectl get pods -n {demo.NAMESPACE} -w` shows what happens next."
+        )
     console.say(f"(placed in {time.monotonic() - started:.1f} s)")
+
+
+def _nodes_not_ready(cluster: LocalCluster, missing: dict[str, str], timeout: float) -> str:
+    """Which nodes were not ready, why, and how their agents' logs end."""
+    lines = [f"the demo's nodes were not ready within {timeout:g} s:"]
+    lines += [f"  {node}: {what}" for node, what in missing.items()]
+    for component in cluster.components:
+        if component.node in missing:
+            lines.append(f"{component.name}:{component.process.log_end(_LOG_LINES)}")
+    return "\n".join(lines)
 
 
 def _print_try(console: _Console, cluster: LocalCluster) -> None:

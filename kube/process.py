@@ -6,12 +6,17 @@ when something went wrong. `ServingProcess` adds what the components that serve 
 they pick themselves have in common: the `HOST:PORT` file they write once serving (so no port
 is guessed), readiness on an HTTP path, requests and their Prometheus `/metrics`.
 
+Waiting for readiness always has a deadline, and a start that fails says which process, what
+it was still waiting for (its address file, `/readyz` answering 500 and why, ...) and how its
+log ends: `tessera up` shows exactly that to a person, so a start never hangs silently.
+
 `cli.launchers.apiserver.EmbeddedAPIServer`, the scheduler's, controller's and agent's `testing`
 harnesses build on them, and `tessera up` supervises exactly these objects.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -32,6 +37,10 @@ __all__ = ["ComponentProcess", "Samples", "ServingProcess"]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 _POLL = 0.02
+#: How long a process sent SIGKILL gets to be gone.
+_REAP_S = 10.0
+
+log = logging.getLogger(__name__)
 
 
 class ComponentProcess:
@@ -41,6 +50,9 @@ class ComponentProcess:
         self.name = name
         self.log_path = log_path
         self._process: subprocess.Popen[bytes] | None = None
+        #: While `start()` waits for readiness: what it is waiting for, in words ("" otherwise).
+        #: Other threads may read it, to tell people why a start takes long.
+        self.waiting_for = ""
 
     @property
     def running(self) -> bool:
@@ -71,21 +83,42 @@ class ComponentProcess:
                 command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=environ
             )
 
-    def _wait_ready(self, ready: Callable[[], bool], timeout: float) -> None:
-        """Poll `ready` until true. Raises ConfigError (with the log's end) when the process exits
-        or is not ready within `timeout`; then it is killed."""
+    def _wait_ready(self, pending: Callable[[], str | None], timeout: float) -> None:
+        """Poll `pending` until it returns None. It says, in words, what the process has yet to
+        do before it is ready ("its address file …", "GET …/readyz to answer 200 …"), None once
+        it is. Raises ConfigError naming the process, what it was still waiting for and the end
+        of its log when the process exits first or `timeout` passes; then the process is killed.
+        Never waits longer than `timeout` plus one poll of `pending`."""
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.running:
-                raise ConfigError(f"{self.name} exited with {self.returncode}:\n{self.log_tail()}")
-            if ready():
-                return
-            time.sleep(_POLL)
-        self.kill()
-        raise ConfigError(f"{self.name} was not ready within {timeout}s:\n{self.log_tail()}")
+        self.waiting_for = "its first sign of life"
+        try:
+            while True:
+                if not self.running:
+                    raise ConfigError(
+                        f"{self.name} exited with {self.returncode} before it was ready "
+                        f"(it was waiting for {self.waiting_for}){self.log_end()}"
+                    )
+                still = pending()
+                if still is None:
+                    return
+                self.waiting_for = still
+                if time.monotonic() >= deadline:
+                    break
+                time.sleep(_POLL)
+            self.kill()
+            raise ConfigError(
+                f"{self.name} was not ready within {timeout:g} s: still waiting for {self.waiting_for}{self.log_end()}"
+            )
+        finally:
+            self.waiting_for = ""
+
+    def log_end(self, lines: int = 40) -> str:
+        """The end of its log, as the last part of an error message (starts with a newline)."""
+        return f"\nThe end of its log ({self.log_path}):\n{self.log_tail(lines) or '(empty)'}"
 
     def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM and wait (SIGKILL after `timeout`); the exit code. Idempotent."""
+        """SIGTERM and wait (SIGKILL after `timeout`); the exit code (None when even SIGKILL did
+        not end it within `_REAP_S`, logged). Idempotent."""
         if self._process is None:
             return None
         process, self._process = self._process, None
@@ -95,7 +128,7 @@ class ComponentProcess:
                 process.wait(timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
-                process.wait()
+                self._reap(process)
         return process.returncode
 
     def kill(self) -> None:
@@ -105,7 +138,17 @@ class ComponentProcess:
         process, self._process = self._process, None
         if process.poll() is None:
             process.kill()
-        process.wait()
+        self._reap(process)
+
+    def _reap(self, process: subprocess.Popen[bytes]) -> None:
+        """Wait for a process sent SIGKILL, but not forever: one stuck in the kernel (a hung
+        mount, a device) ignores even that, and stopping the rest must go on."""
+        try:
+            process.wait(_REAP_S)
+        except subprocess.TimeoutExpired:
+            log.error(
+                "Process did not exit after SIGKILL; leaving it", extra={"component": self.name, "pid": process.pid}
+            )
 
     def signal(self, signum: int) -> None:
         """Send `signum` and return at once. Unlike the other methods, safe to call from another
@@ -152,19 +195,28 @@ class ServingProcess(ComponentProcess):
         self._spawn(args, env=env)
 
     def ready(self) -> bool:
-        """It has written its address and `ready_path` answers 200. The file is read each time:
-        a writer that is not atomic may have been caught half-way."""
+        """It has written its address and `ready_path` answers 200."""
+        return self.pending() is None
+
+    def pending(self) -> str | None:
+        """What it has yet to do before it is ready, in words (for the error when it does not get
+        ready); None once it is. The address file is read each time: a writer that is not atomic
+        may have been caught half-way."""
         try:
             address = self.address_file.read_text().strip()
         except OSError:
-            return False
+            address = ""
         if not address:
-            return False
+            return f"its address file {self.address_file} (written once it serves HTTP)"
         self.url = f"http://{address}"
+        wanted = f"GET {self.url}{self._ready_path} to answer 200"
         try:
-            return self.request("GET", self._ready_path, timeout=1)[0] == 200
-        except OSError:
-            return False
+            status, body = self.request("GET", self._ready_path, timeout=1)
+        except OSError as e:
+            return f"{wanted} (no answer: {e})"
+        if status == 200:
+            return None
+        return f"{wanted} (it answered {status}: {_failed_checks(body)})"
 
     def request(self, method: str, path: str, body: bytes | None = None, *, timeout: float = 10) -> tuple[int, bytes]:
         """One HTTP request: (status, body); an error status is an answer too. Raises OSError
@@ -194,3 +246,12 @@ class ServingProcess(ComponentProcess):
         wanted = set((labels or {}).items())
         values = [v for (n, series), v in self.samples().items() if n == name and wanted <= set(series)]
         return sum(values) if values else None
+
+
+def _failed_checks(body: bytes, limit: int = 300) -> str:
+    """A health endpoint's answer on one line: the checks it names as failed (`[-]…`, as
+    kube-apiserver lists them), or its text when it lists none; at most `limit` characters."""
+    lines = body.decode(errors="replace").splitlines()
+    failed = [line.removeprefix("[-]") for line in lines if line.startswith("[-]")]
+    text = "; ".join(failed or lines) or "(no body)"
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -74,7 +74,7 @@ class AgentProcess(ServingProcess):
                 *self.args,
             ]
         )
-        self._wait_ready(self.ready, timeout)
+        self._wait_ready(self.pending, timeout)
 
     # --- HTTP --------------------------------------------------------------------------------------
     def get(self, path: str) -> tuple[int, str]:

@@ -74,40 +74,63 @@ class EmbeddedAPIServer(ComponentProcess):
         self.ca_pem: bytes | None = None
 
     def start(self, timeout: float = 30.0) -> None:
-        """Start the process (on the port it had before, if any) and wait until it is ready."""
+        """Start the process (on the port it had before, or was given, if any) and wait until it
+        is ready. Raises ConfigError, naming what it was still waiting for and with the end of
+        its log, when it exits first or is not ready within `timeout`."""
         if self.running:
             raise RuntimeError("the API server is already running")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.port == 0:
             self.kubeconfig.unlink(missing_ok=True)
+        self.url = ""  # known again once this process's kubeconfig is read
         self._spawn(["apiserver", "--listen", f"127.0.0.1:{self.port}", *self._args])
-        self._wait_ready(self._ready, timeout)
+        self._wait_ready(self._pending, timeout)
 
-    def _read_kubeconfig(self) -> None:
+    def _read_kubeconfig(self) -> tuple[str, int]:
+        """The server URL the kubeconfig names and its port; sets the token and CA it carries
+        too. Raises OSError, yaml.YAMLError, LookupError, TypeError or ValueError for a file that
+        is not a kubeconfig of ours."""
         doc = yaml.safe_load(self.kubeconfig.read_text())
         cluster = doc["clusters"][0]["cluster"]
-        self.url = cluster["server"]
-        self.port = int(self.url.rsplit(":", 1)[1])
+        url = str(cluster["server"])
+        port = int(url.rsplit(":", 1)[1])
         self.token = doc["users"][0]["user"].get("token")
         ca = cluster.get("certificate-authority-data")
         self.ca_pem = base64.b64decode(ca) if ca else None
+        return url, port
+
+    def _pending(self) -> str | None:
+        """What it has yet to do before it is ready, in words; None once it is.
+
+        Its kubeconfig says where it listens and which CA to trust, and is read on every poll:
+        with a port of 0 the file is removed before the start, so the first one seen is this
+        process's; with a port given (`--port`) an earlier run's file may still be there, naming
+        another port or an older CA, until this process replaces it (before it reports ready).
+        """
+        wanted = f"its kubeconfig {self.kubeconfig} (written once it listens)"
+        try:
+            url, port = self._read_kubeconfig()
+        except FileNotFoundError:
+            return wanted
+        except (OSError, yaml.YAMLError, LookupError, TypeError, ValueError) as e:
+            return f"{wanted}; the file there is not a kubeconfig: {e!r}"
+        if self.port not in (0, port):
+            return f"{wanted} to name port {self.port}; it names {url}, an earlier server's"
+        self.url, self.port = url, port
+        try:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=1, context=self.ssl_context()) as response:
+                status = int(response.status)
+        except urllib.error.HTTPError as e:
+            status = e.code
+        except (urllib.error.URLError, OSError) as e:
+            return f"GET {url}/readyz to answer 200 (no answer: {e})"
+        return None if status == 200 else f"GET {url}/readyz to answer 200 (it answered {status})"
 
     def ssl_context(self) -> ssl.SSLContext | None:
         """A client TLS context trusting the server's CA (None for plain HTTP)."""
         if self.ca_pem is None:
             return None
         return ssl.create_default_context(cadata=self.ca_pem.decode())
-
-    def _ready(self) -> bool:
-        if self.port == 0 and self.kubeconfig.exists():
-            self._read_kubeconfig()
-        if not self.url:
-            return False
-        try:
-            with urllib.request.urlopen(f"{self.url}/readyz", timeout=1, context=self.ssl_context()) as response:
-                return bool(response.status == 200)
-        except (urllib.error.URLError, OSError):
-            return False
 
     def restart(self, timeout: float = 30.0) -> None:
         self.stop()

@@ -54,7 +54,7 @@ class ControllerProcess(ServingProcess):
                 *self.args,
             ]
         )
-        self._wait_ready(self.ready, timeout)
+        self._wait_ready(self.pending, timeout)
         return self
 
     def get(self, path: str) -> tuple[int, str]:

@@ -63,7 +63,8 @@ class RuntimeProxyProcess(ComponentProcess):
                 str(s.hook_timeout_s),
             ]
         )
-        self._wait_ready(lambda: answers_cri(s.listen), timeout)
+        waiting_for = f"CRI Version to answer on unix://{s.listen}"
+        self._wait_ready(lambda: None if answers_cri(s.listen) else waiting_for, timeout)
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, then wait (SIGKILL after `timeout`); the exit code."""

@@ -75,7 +75,7 @@ class SchedulerProcess(ServingProcess):
     def start(self, timeout: float = 60.0) -> None:
         """Start and wait until `/readyz` answers (informers synced; it may still be a follower)."""
         self._spawn_serving(self._args, env={"POD_NAME": self.name})
-        self._wait_ready(self.ready, timeout)
+        self._wait_ready(self.pending, timeout)
 
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM and wait; bindings in flight may take a while to finish on a loaded machine."""

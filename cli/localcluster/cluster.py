@@ -4,6 +4,9 @@
 Ctrl-C. Start-up is as parallel as the dependencies allow — the API server first (everything
 needs it), the CRDs, then the controller, the scheduler and every agent at once — and waits on
 readiness, never on a clock: each component says when it is ready (`/readyz`, `/healthz`).
+Every step has a deadline (`--start-timeout`): past it, start-up fails naming the component,
+what it was still waiting for and the end of its log; while a step takes long, a notice says
+what it waits for, so nothing is ever silently stuck.
 
 Restart safety comes from the components, which rebuild their state from the API server; this
 module only keeps them running (cli/localcluster/supervisor.py), keeps the state file current
@@ -13,10 +16,12 @@ was killed, nodes it ran that this one does not (cli/localcluster/retire.py).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from typing import Final
 
@@ -29,6 +34,7 @@ from cli.localcluster.components import Component
 from cli.localcluster.retire import retire_nodes
 from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
 from cli.localcluster.supervisor import EventKind, Stopped, Supervised, SupervisorEvent
+from kube import errors
 from kube.client import Client
 from kube.crds import install_crds
 
@@ -38,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: How long leftovers of a killed `tessera up` get to stop after SIGTERM before SIGKILL.
 _LEFTOVER_GRACE_S: Final = 10.0
+#: While components start, how often people hear which ones are still not ready, and why.
+_PROGRESS_EVERY_S: Final = 10.0
 
 
 class LocalCluster:
@@ -78,9 +86,10 @@ class LocalCluster:
     def start(self) -> None:
         """Start everything and return once every component is ready.
 
-        Raises ConfigError when another `tessera up` runs on the data directory, or naming each
-        component that did not start (with the end of its log), APIError when the API server
-        refuses the CRDs. `stop()` then stops what did start.
+        Raises ConfigError when another `tessera up` runs on the data directory, naming each
+        component that did not start within `settings.start_timeout` (what it waited for, the
+        end of its log), or when the API server refuses or does not answer a request about the
+        CRDs or earlier nodes. `stop()` then stops what did start.
         """
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._take_over()
@@ -88,8 +97,10 @@ class LocalCluster:
         self._write_state()
         self._start([components.apiserver(self.data_dir, port=self.settings.port)])
         with self.client() as client:
-            install_crds(client, DEFAULT_CRDS)
-            self._retire_earlier_nodes(client)
+            with self._through_apiserver(f"installing the CRDs of {DEFAULT_CRDS}"):
+                install_crds(client, DEFAULT_CRDS, timeout=self.settings.start_timeout)
+            with self._through_apiserver("removing the nodes an earlier run had"):
+                self._retire_earlier_nodes(client)
         self._start(self._node_and_control_plane())
         self._phase = "ready"
         self._write_state()
@@ -132,24 +143,59 @@ class LocalCluster:
         return wanted
 
     def _start(self, wanted: Sequence[Component]) -> None:
-        """Start `wanted` in parallel; raise ConfigError naming every one that did not start."""
+        """Start `wanted` in parallel; raise ConfigError naming every one that did not start.
+
+        Each start ends within the start timeout (it is the process's own deadline); meanwhile,
+        every `_PROGRESS_EVERY_S`, a notice names the components still starting and what each
+        waits for.
+        """
         for component in wanted:
             self._components[component.name] = component
-            self._supervised[component.name] = Supervised(component.name, component.process, on_event=self._event)
+            self._supervised[component.name] = Supervised(
+                component.name, component.process, on_event=self._event, start_timeout=self.settings.start_timeout
+            )
         pool = futures.ThreadPoolExecutor(max_workers=len(wanted), thread_name_prefix="start")
         try:
             started = {c.name: pool.submit(self._supervised[c.name].start) for c in wanted}
+            self._report_progress(started)
             failures = []
             for name, future in started.items():
                 error = future.exception()
-                if isinstance(error, ConfigError | Stopped):
-                    failures.append(f"{name} did not start (log: {self._components[name].process.log_path}):\n{error}")
+                if isinstance(error, Stopped):
+                    failures.append(f"{name} did not start: stopped while it started")
+                elif isinstance(error, ConfigError):  # names the process, what it waited for, its log
+                    failures.append(f"{name} did not start: {error}")
                 elif error is not None:
                     raise error
         finally:
             pool.shutdown(wait=False)
         if failures:
             raise ConfigError("\n\n".join(failures))
+
+    def _report_progress(self, starting: dict[str, futures.Future[None]]) -> None:
+        """Until every start in `starting` has ended: now and then, say which are still starting."""
+        began = time.monotonic()
+        while True:
+            _, not_done = futures.wait(starting.values(), timeout=_PROGRESS_EVERY_S)
+            if not not_done:
+                return
+            for name, future in starting.items():
+                waiting_for = self._components[name].process.waiting_for
+                if not future.done() and waiting_for:
+                    self._on_notice(
+                        f"still starting {name} after {time.monotonic() - began:.0f} s "
+                        f"(at most {self.settings.start_timeout:g} s): waiting for {waiting_for}"
+                    )
+
+    @contextlib.contextmanager
+    def _through_apiserver(self, step: str) -> Iterator[None]:
+        """Turn an APIError of `step` into a ConfigError naming the step, the API server and how
+        its log ends. Each request has the client's deadline, so the step cannot hang."""
+        try:
+            yield
+        except errors.APIError as e:
+            server = self._components["apiserver"].process
+            raise ConfigError(f"{step} through the API server ({server.url}) failed: {e}{server.log_end()}") from e
 
     def _take_over(self) -> None:
         """Refuse to run beside another `tessera up` on this directory; stop what a killed one left."""

@@ -31,7 +31,17 @@ from kube.client import Client
 from kube.informer import Informer
 from kube.resources import NAMESPACES, NODES, PODS
 
-__all__ = ["DEMO_PODS", "NAMESPACE", "DemoPod", "Placement", "placements", "render", "submit", "wait_placed"]
+__all__ = [
+    "DEMO_PODS",
+    "NAMESPACE",
+    "DemoPod",
+    "Placement",
+    "placements",
+    "render",
+    "submit",
+    "wait_nodes_ready",
+    "wait_placed",
+]
 
 NAMESPACE: Final = "tessera-demo"
 _PART_OF: Final = {"app.kubernetes.io/part-of": "tessera-demo"}
@@ -100,41 +110,62 @@ class _Watched(Generic[T]):
         with self._changed:
             self._changed.notify_all()
 
-    def wait_until(self, done: Callable[[list[T]], bool], timeout: float) -> bool:
+    def wait_until(self, missing: Callable[[list[T]], dict[str, str]], timeout: float) -> dict[str, str]:
+        """Until `missing` (what is not there yet: name -> what, in words) of the objects is empty;
+        what is still missing when `timeout` passes (empty: all is there). Waits at most `timeout`."""
         deadline = time.monotonic() + timeout
         self._informer.start()
         try:
             with self._changed:
-                return self._changed.wait_for(lambda: done(self._informer.store.list()), deadline - time.monotonic())
+                self._changed.wait_for(lambda: not missing(self._informer.store.list()), deadline - time.monotonic())
+                return missing(self._informer.store.list())
         finally:
             self._informer.stop()
 
 
-def wait_nodes_ready(client: Client, gpu_nodes: Iterable[str], other_nodes: Iterable[str], timeout: float) -> bool:
+def wait_nodes_ready(
+    client: Client, gpu_nodes: Iterable[str], other_nodes: Iterable[str], timeout: float
+) -> dict[str, str]:
     """Until the nodes are registered and Ready, and each of `gpu_nodes` offers GPUs (the agent
-    wrote its Device CR and the controller turned it into allocatable)."""
+    wrote its Device CR and the controller turned it into allocatable). Returns what is still
+    missing when `timeout` passes, by node (empty: every node is ready)."""
     gpu, other = set(gpu_nodes), set(other_nodes)
 
-    def done(nodes: list[Node]) -> bool:
-        ready = {n.name for n in nodes if n.ready}
-        offering = {n.name for n in nodes if n.allocatable.get(names.GPU_CORE)}
-        return (gpu | other) <= ready and gpu <= offering
+    def missing(nodes: list[Node]) -> dict[str, str]:
+        by_name = {n.name: n for n in nodes}
+        out = {}
+        for name in sorted(gpu | other):
+            node = by_name.get(name)
+            if node is None:
+                out[name] = "not registered (its agent creates the Node)"
+            elif not node.ready:
+                out[name] = "not Ready (its agent keeps the Ready condition)"
+            elif name in gpu and not node.allocatable.get(names.GPU_CORE):
+                out[name] = (
+                    f"offers no GPUs: no {names.GPU_CORE} in its allocatable "
+                    "(its agent writes the Device CR, the controller turns it into allocatable)"
+                )
+        return out
 
-    return _Watched(Informer(client, NODES, parse=Node.from_dict)).wait_until(done, timeout)
+    return _Watched(Informer(client, NODES, parse=Node.from_dict)).wait_until(missing, timeout)
 
 
-def wait_placed(client: Client, timeout: float, pods: Sequence[DemoPod] = DEMO_PODS) -> bool:
-    """Until every pod is bound, or (the one meant not to fit) has its `PodScheduled=False` reason."""
-    expected = {p.name: p for p in pods}
+def wait_placed(client: Client, timeout: float, pods: Sequence[DemoPod] = DEMO_PODS) -> dict[str, str]:
+    """Until every pod is bound, or (the one meant not to fit) has its `PodScheduled=False` reason.
+    Returns the pods still waiting for the scheduler when `timeout` passes (empty: all placed)."""
 
-    def done(current: list[Pod]) -> bool:
+    def missing(current: list[Pod]) -> dict[str, str]:
         by_name = {p.name: p for p in current}
-        return all(
-            name in by_name and (by_name[name].node_name or (demo.unschedulable and by_name[name].pending_message))
-            for name, demo in expected.items()
-        )
+        out = {}
+        for demo in pods:
+            pod = by_name.get(demo.name)
+            if pod is None:
+                out[demo.name] = "not seen yet"
+            elif not (pod.node_name or (demo.unschedulable and pod.pending_message)):
+                out[demo.name] = f"not bound ({pod.pending_message or 'not tried yet'})"
+        return out
 
-    return _Watched(Informer(client, PODS, parse=Pod.from_dict, namespace=NAMESPACE)).wait_until(done, timeout)
+    return _Watched(Informer(client, PODS, parse=Pod.from_dict, namespace=NAMESPACE)).wait_until(missing, timeout)
 
 
 # --- the table ----------------------------------------------------------------------------------------

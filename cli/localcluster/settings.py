@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import socket
 from dataclasses import dataclass
@@ -10,12 +11,22 @@ from typing import Final
 
 from apis.errors import ConfigError
 
-__all__ = ["DEFAULT_DATA_DIR", "MAX_NODES", "UpSettings", "local_node_name", "simulated_node_names"]
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "DEFAULT_START_TIMEOUT_S",
+    "MAX_NODES",
+    "UpSettings",
+    "local_node_name",
+    "simulated_node_names",
+]
 
 #: Relative to where `tessera up` runs (a checkout's `.gitignore` lists it).
 DEFAULT_DATA_DIR: Final = Path("tessera-data")
 #: Each simulated node is a process of its own (about 60 MiB); more is a benchmark, not a demo.
 MAX_NODES: Final = 50
+#: Generous for a loaded 2-core machine (a component is ready in 1–3 s there); a wait ends as
+#: soon as its condition holds, so only a start that went wrong waits this long.
+DEFAULT_START_TIMEOUT_S: Final = 120.0
 _NOT_IN_A_NODE_NAME = re.compile(r"[^a-z0-9.-]+")
 
 
@@ -34,6 +45,9 @@ class UpSettings:
     demo: bool = False
     #: The scheduler's gRPC API (`tessera explain` finds the per-user default without being told).
     scheduler_address: str = ""
+    #: Seconds each start-up step may take: a component getting ready, the CRDs being
+    #: established, the demo's nodes getting Ready. Past it, `tessera up` stops and says why.
+    start_timeout: float = DEFAULT_START_TIMEOUT_S
 
     def validate(self) -> None:
         """Raise ConfigError naming every problem at once."""
@@ -42,6 +56,8 @@ class UpSettings:
             problems.append(f"--nodes {self.nodes}: must be between 0 and {MAX_NODES}")
         if not 0 <= self.port <= 65535:
             problems.append(f"--port {self.port}: must be between 0 and 65535")
+        if not 0 < self.start_timeout < math.inf:  # NaN fails too: every wait needs a deadline
+            problems.append(f"--start-timeout {self.start_timeout:g}: must be a number of seconds above 0")
         if self.nodes == 0 and not self.local_agent:
             problems.append("no node to run: --nodes 0 together with --no-local-agent")
         if self.data_dir.exists() and not self.data_dir.is_dir():

@@ -6,7 +6,7 @@
                     "scheduler": {"pid": 4263, "url": "http://127.0.0.1:41005", "grpc": "unix:///…", …},
                     "agent/sim-1": {"pid": 4270, "node": "sim-1", "url": "http://127.0.0.1:40111", …}}}
 
-`phase` is `starting`, `ready` (every component ready; the demo, if asked for, placed) or
+`phase` is `starting`, `ready` (every component ready; the demo, if asked for, comes after) or
 `stopping`; a component's `pid` and `url` change when it is restarted. The file is replaced
 atomically, so a reader never sees half of it; it stays after a clean stop (phase `stopped`).
 

@@ -129,7 +129,9 @@ class Supervised:
             pass
         code = self.process.stop(self._stop_timeout)  # the watcher's wait ends with the process
         if self._watcher is not None:
-            self._watcher.join()
+            self._watcher.join(self._stop_timeout)  # a process SIGKILL did not end keeps it: let go
+            if self._watcher.is_alive():
+                log.error("Gave up waiting for the component to exit", extra={"component": self.name})
         return code
 
     def _start_once(self) -> None:

@@ -4,6 +4,7 @@ the workloads tests submit (pods as a user writes them, through the official cli
 from __future__ import annotations
 
 import shutil
+import socket
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -56,6 +57,13 @@ def manifests(
 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (for `--port`; taken again by chance only rarely)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -1,18 +1,23 @@
-"""`tessera up` itself: bad flags, `--demo`, Ctrl-C, running twice, resuming on the same data
-directory, and cleaning up after a `tessera up` that was itself killed."""
+"""`tessera up` itself: bad flags, a start that fails (a deadline running out, a port taken),
+`--demo`, Ctrl-C, running twice, resuming on the same data directory, and cleaning up after a
+`tessera up` that was itself killed. The other flags are test_up_flags.py's."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
 from cli.localcluster import demo
+from cli.localcluster import state as up_state
 from cli.localcluster.state import UpState
 from tests.e2e.checks import allocation_problems
+from tests.e2e.conftest import free_port
 from tests.e2e.harness import Up, tessera_command
 from tests.support.waiting import wait_for
 
@@ -27,8 +32,9 @@ TIMEOUT_S = 180.0
         (["--nodes", "-1"], "--nodes -1: must be between 0 and 50"),
         (["--profile", "v100-3x"], "not a built-in profile"),
         (["--nodes", "0", "--no-local-agent"], "no node to run"),
+        (["--start-timeout", "0"], "--start-timeout 0: must be a number of seconds above 0"),
     ],
-    ids=["negative-nodes", "unknown-profile", "no-node"],
+    ids=["negative-nodes", "unknown-profile", "no-node", "no-start-time"],
 )
 def test_bad_flags_are_refused_before_anything_starts(workdir: Path, flags: list[str], message: str) -> None:
     data_dir = workdir / "never"
@@ -42,6 +48,56 @@ def test_bad_flags_are_refused_before_anything_starts(workdir: Path, flags: list
     assert (result.returncode, result.stdout) == (2, "")
     assert message in result.stderr
     assert not data_dir.exists()
+
+
+@pytest.fixture
+def taken_port() -> Iterator[int]:
+    """A loopback port something else listens on."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", free_port()))
+        listener.listen()
+        yield listener.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("flags", "reason"),
+    [
+        (
+            ["--start-timeout", "0.01"],  # no API server is ready that fast
+            "apiserver did not start: the API server was not ready within 0.01 s: "
+            "still waiting for its kubeconfig {data_dir}/kubeconfig (written once it listens)",
+        ),
+        (
+            ["--port", "{port}"],
+            "apiserver did not start: the API server exited with 2 before it was ready",
+        ),
+    ],
+    ids=["deadline", "port-taken"],
+)
+def test_a_start_that_fails_stops_everything_and_says_what_it_waited_for(
+    workdir: Path, taken_port: int, flags: list[str], reason: str
+) -> None:
+    data_dir = workdir / f"failing{flags[0]}"
+    began = time.monotonic()
+    result = subprocess.run(
+        [*tessera_command(), "up", "--data-dir", str(data_dir), "--nodes", "1"]
+        + [flag.format(port=taken_port) for flag in flags],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.startswith(f"tessera up: could not start: {reason.format(data_dir=data_dir)}")
+    assert f"The end of its log ({data_dir}/apiserver.log):" in result.stderr
+    assert "Stopped." in result.stdout
+    assert time.monotonic() - began < TIMEOUT_S / 3  # it did not wait for anything else
+    after = up_state.read(data_dir)
+    assert after is not None
+    assert after.phase == "stopped"
+    assert [pid for pid in component_pids(after) if running(pid)] == []
+    if "--port" in flags:
+        assert f"cannot listen on 127.0.0.1:{taken_port}: Address already in use" in result.stderr
 
 
 def running(pid: int | None) -> bool:

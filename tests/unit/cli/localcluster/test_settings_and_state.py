@@ -23,7 +23,10 @@ def parse(*argv: str) -> argparse.Namespace:
 
 def test_flags_become_settings(tmp_path: Path) -> None:
     settings = cli_up.settings_from(
-        parse("--nodes", "3", "--profile", "h100-8x", "--data-dir", str(tmp_path), "--port", "6443", "--demo")
+        parse(
+            *("--nodes", "3", "--profile", "h100-8x", "--data-dir", str(tmp_path), "--port", "6443", "--demo"),
+            *("--no-local-agent", "--start-timeout", "2.5"),
+        )
     )
     assert (settings.nodes, settings.profile, settings.data_dir, settings.port, settings.demo) == (
         3,
@@ -32,7 +35,9 @@ def test_flags_become_settings(tmp_path: Path) -> None:
         6443,
         True,
     )
-    assert settings.local_agent
+    assert (settings.local_agent, settings.start_timeout) == (False, 2.5)
+    defaults = cli_up.settings_from(parse())
+    assert (defaults.data_dir, defaults.local_agent, defaults.start_timeout) == (Path("tessera-data"), True, 120.0)
 
 
 def test_the_scheduler_address_defaults_to_where_tessera_explain_looks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -48,8 +53,11 @@ def test_the_scheduler_address_defaults_to_where_tessera_explain_looks(monkeypat
         (("--port", "70000"), "--port 70000: must be between 0 and 65535"),
         (("--nodes", "0", "--no-local-agent"), "no node to run"),
         (("--profile", "tpu-4x"), "--simulate-devices tpu-4x: not a built-in profile"),
+        (("--start-timeout", "0"), "--start-timeout 0: must be a number of seconds above 0"),
+        (("--start-timeout", "nan"), "--start-timeout nan: must be"),
+        (("--start-timeout", "inf"), "--start-timeout inf: must be"),
     ],
-    ids=["too-many-nodes", "port", "no-node", "profile"],
+    ids=["too-many-nodes", "port", "no-node", "profile", "no-time", "nan", "no-deadline"],
 )
 def test_bad_flags_say_what_is_wrong(argv: tuple[str, ...], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -59,8 +67,8 @@ def test_bad_flags_say_what_is_wrong(argv: tuple[str, ...], message: str) -> Non
 def test_every_problem_is_named_at_once(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("")
     with pytest.raises(ConfigError) as raised:
-        UpSettings(nodes=-1, port=-1, data_dir=tmp_path / "file").validate()
-    assert str(raised.value).count("; ") == 2
+        UpSettings(nodes=-1, port=-1, data_dir=tmp_path / "file", start_timeout=-1).validate()
+    assert str(raised.value).count("; ") == 3
 
 
 @pytest.mark.parametrize(

@@ -129,3 +129,22 @@ def test_a_start_after_stop_is_refused() -> None:
     supervised.stop()
     with pytest.raises(Stopped):
         supervised.start()
+
+
+class StuckProcess(FakeProcess):
+    """A process even SIGKILL does not end (stuck in the kernel): it exits only when told to."""
+
+    def signal(self, signum: int) -> None:
+        pass
+
+    def stop(self, timeout: float) -> int | None:
+        return None
+
+
+def test_stop_gives_up_on_a_process_that_does_not_exit_instead_of_hanging() -> None:
+    process = StuckProcess()
+    supervised = Supervised("stuck", process, on_event=Recorder(), backoff=FAST, stop_timeout=0.01)
+    supervised.start()
+    assert supervised.stop() is None  # returned, although the process still "runs"
+    process.exit(-9)  # the kernel lets go at last: the watcher ends without restarting it
+    wait_for(lambda: process.starts == 1 and not any(t.name == "supervise-stuck" for t in threading.enumerate()))
