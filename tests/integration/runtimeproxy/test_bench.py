@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from cri_api.v1 import api_pb2 as cri
 
-from cli import bench_hooks, bench_runtime_proxy
+from cli.bench import hooks as bench_hooks
+from cli.bench import runtime_proxy as bench_runtime_proxy
 from tests.support import containerd
 
 pytestmark = [pytest.mark.integration]
