@@ -1,8 +1,9 @@
 """`tessera bench TARGET`: benchmarks of hot paths, one module `cli/bench/<target>.py` per target.
 
-A target module provides `add_arguments(parser)` and `run(args) -> int`, like a subcommand; it is
-found by name, so adding a benchmark needs no change here. Modules whose names start with `_`
-are shared helpers, not targets.
+A target module provides `add_arguments(parser)` and `run(args, report) -> int`: it measures and
+puts what it measured into `report` (`cli.bench._report.Report`), which prints it the same way
+for every target: a table by default, one JSON object with `-o json`. Targets are found by name,
+so adding a benchmark needs no change here; modules whose names start with `_` are helpers.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+
+from cli.bench._report import OUTPUTS, Report
 
 
 def _targets() -> list[str]:
@@ -22,8 +25,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         mod = importlib.import_module(f"{__name__}.{target}")
         p = sub.add_parser(target.replace("_", "-"), help=(mod.__doc__ or "").strip().splitlines()[0])
         mod.add_arguments(p)
+        p.add_argument(
+            "-o",
+            "--output",
+            choices=OUTPUTS,
+            default="table",
+            help="table (default: rows as they are measured) or json (one object on stdout at the end)",
+        )
         p.set_defaults(bench=mod.run)
 
 
 def run(args: argparse.Namespace) -> int:
-    return int(args.bench(args))
+    report = Report(args.target, output=args.output)
+    code = int(args.bench(args, report))
+    report.finish()
+    return code

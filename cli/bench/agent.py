@@ -2,14 +2,14 @@
 
 Runs what `tessera agent` runs besides its API writes — discovery and a Device CR build (every
 `--discovery-interval`), the health loop (1 s), GPU metrics (10 s) and the /metrics exporter,
-scraped as Prometheus would (15 s) — against a simulated profile's FakeNVML, then prints the
-process's CPU use and resident memory. Real NVML calls cost more CPU than the fake's.
+scraped as Prometheus would (15 s) — against a simulated profile's FakeNVML, then reports the
+process's CPU use and resident memory, and how long each discovery pass and each scrape took
+(each runs once at the start, then at its interval). Real NVML calls cost more CPU than the fake's.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import urllib.request
 
@@ -21,6 +21,7 @@ from agent.discovery import DiscoverySettings, open_discovery
 from agent.health import HealthMonitor, HealthTracker, SystemClock
 from agent.metrics import ContainerResolver, GPUMetrics
 from agent.periodic import Periodic
+from cli.bench._report import Report, Timer
 from kube import serving
 
 NODE = "bench-node"
@@ -35,7 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scrape-interval", type=float, default=15.0, help="seconds between GETs of /metrics")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, report: Report) -> int:
+    report.setting(
+        profile=args.profile,
+        metrics_interval=args.metrics_interval,
+        health_interval=args.health_interval,
+        discovery_interval=args.discovery_interval,
+        scrape_interval=args.scrape_interval,
+    )
     process = psutil.Process()
     rss_after_imports = process.memory_info().rss
     stack = open_discovery(DiscoverySettings(node_name=NODE, simulate=args.profile))
@@ -58,12 +66,17 @@ def run(args: argparse.Namespace) -> int:
     if monitor.watcher is not None:
         monitor.watcher.on_xid(metrics.count_xid)
     exporter = serving.Server("agent HTTP", host="127.0.0.1", port=0, registry=registry)
+    discovery_timer, scrape_timer = Timer(), Timer()
 
     def discover_and_build() -> None:
-        build_device(stack.discovery.run(), tracker.snapshot(), node_name=NODE, node_uid="bench")
+        with discovery_timer.time():
+            build_device(stack.discovery.run(), tracker.snapshot(), node_name=NODE, node_uid="bench")
 
     def scrape() -> None:
-        with urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=5) as response:
+        with (
+            scrape_timer.time(),
+            urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=5) as response,
+        ):
             response.read()
 
     discovery_loop = Periodic("discovery", discover_and_build, args.discovery_interval)
@@ -83,20 +96,20 @@ def run(args: argparse.Namespace) -> int:
     duration = {"collector": "gpu"}
     refreshes = registry.get_sample_value("tessera_agent_collection_duration_seconds_count", duration) or 0
     refresh_s = registry.get_sample_value("tessera_agent_collection_duration_seconds_sum", duration) or 0
-    print(
-        json.dumps(
-            {
-                "profile": args.profile,
-                "gpus": len(inventory.gpus),
-                "rdma": len(inventory.rdma),
-                "seconds": round(elapsed, 1),
-                "cpu_seconds": round(cpu_s, 3),
-                "cpu_percent_of_one_core": round(100 * cpu_s / elapsed, 3),
-                "rss_mib": round(rss / 2**20, 1),
-                "rss_mib_after_imports": round(rss_after_imports / 2**20, 1),
-                "metrics_refreshes": int(refreshes),
-                "metrics_refresh_ms_avg": round(1000 * refresh_s / refreshes, 3) if refreshes else None,
-            }
-        )
+    report.value("gpus", len(inventory.gpus), "GPUs", label="simulated devices", rdma=len(inventory.rdma))
+    report.value("seconds", elapsed, "s", label="loops ran")
+    report.value("cpu_seconds", cpu_s, "CPU-s", label="CPU used")
+    report.value("cpu_percent_of_one_core", 100 * cpu_s / elapsed, "% of a core", label="CPU")
+    report.value(
+        "rss_mib", rss / 2**20, "MiB", label="resident memory", rss_mib_after_imports=rss_after_imports / 2**20
     )
+    report.value(
+        "metrics_refreshes",
+        int(refreshes),
+        "passes",
+        label="GPU metrics passes",
+        metrics_refresh_ms_avg=1000 * refresh_s / refreshes if refreshes else None,
+    )
+    report.latencies(discovery_timer.summary(), "discovery", label="discovery pass and Device CR build")
+    report.latencies(scrape_timer.summary(), "scrape", label="GET /metrics")
     return 0

@@ -5,14 +5,12 @@ Starts an embedded API server and one agent process (`--simulate-devices PROFILE
 scraped every 15 s as Prometheus would, and samples the agent's CPU time and resident memory.
 Then it injects a critical XID into each GPU in turn (the fault-injection endpoint) and times,
 from the POST to a watch event showing the GPU unhealthy in the Device CR, how long the change
-takes to reach the API server. Prints one JSON object.
+takes to reach the API server.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import threading
 import time
 import urllib.request
@@ -21,6 +19,7 @@ import psutil
 
 from apis.crds.device import Device, DeviceType
 from apis.extension import names
+from cli.bench._report import Latencies, Report
 from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import run_apiserver
 from kube import errors
@@ -34,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--xid", type=int, default=79, help="the XID injected for the latency runs")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, report: Report) -> int:
+    report.setting(profile=args.profile, scrape_interval=args.scrape_interval, xid=args.xid)
     node = "bench-node"
     with run_apiserver() as server:
         server.install_crds()
@@ -45,21 +45,12 @@ def run(args: argparse.Namespace) -> int:
                 if time.monotonic() > wait_for_cr:
                     raise RuntimeError(f"the agent wrote no Device CR within 60 s:\n{agent.log_tail()}")
                 time.sleep(0.1)
-            usage = _measure(agent.pid, agent.url, args.seconds, args.scrape_interval)
-            latencies = _health_latencies(client, agent, node, args.xid)
-    print(
-        json.dumps(
-            {
-                "profile": args.profile,
-                **usage,
-                "xid_to_cr_ms": {
-                    "samples": len(latencies),
-                    "p50": round(statistics.median(latencies), 1),
-                    "max": round(max(latencies), 1),
-                },
-            }
-        )
-    )
+            _measure(report, agent.pid, agent.url, args.seconds, args.scrape_interval)
+            report.latencies(
+                Latencies.of(_health_latencies(client, agent, node, args.xid)),
+                "xid_to_cr_ms",
+                label="XID injected → GPU unhealthy in the Device CR",
+            )
     return 0
 
 
@@ -71,7 +62,8 @@ def _has_cr(client: Client, node: str) -> bool:
     return True
 
 
-def _measure(pid: int, url: str, seconds: float, scrape_interval: float) -> dict[str, object]:
+def _measure(report: Report, pid: int, url: str, seconds: float, scrape_interval: float) -> None:
+    """Sample the agent's CPU time and RSS for `seconds`, scraping /metrics every `scrape_interval`."""
     process = psutil.Process(pid)
     rss_start = process.memory_info().rss
     before = process.cpu_times()
@@ -88,19 +80,21 @@ def _measure(pid: int, url: str, seconds: float, scrape_interval: float) -> dict
     elapsed = time.monotonic() - started
     after = process.cpu_times()
     cpu_s = (after.user - before.user) + (after.system - before.system)
-    return {
-        "seconds": round(elapsed, 1),
-        "threads": process.num_threads(),
-        "cpu_seconds": round(cpu_s, 3),
-        "cpu_percent_of_one_core": round(100 * cpu_s / elapsed, 3),
-        "rss_mib_at_start": round(rss_start / 2**20, 1),
-        "rss_mib_peak": round(peak / 2**20, 1),
-        "rss_mib_end": round(process.memory_info().rss / 2**20, 1),
-    }
+    report.value("seconds", elapsed, "s", label="measured for", threads=process.num_threads())
+    report.value("cpu_seconds", cpu_s, "CPU-s", label="CPU used")
+    report.value("cpu_percent_of_one_core", 100 * cpu_s / elapsed, "% of a core", label="CPU")
+    report.value(
+        "rss_mib_peak",
+        peak / 2**20,
+        "MiB",
+        label="resident memory, peak",
+        rss_mib_at_start=rss_start / 2**20,
+        rss_mib_end=process.memory_info().rss / 2**20,
+    )
 
 
 def _health_latencies(client: Client, agent: AgentProcess, node: str, xid: int) -> list[float]:
-    """For each GPU: POST an XID, time until a watch event shows it unhealthy in the Device CR."""
+    """For each GPU: POST an XID, seconds until a watch event shows it unhealthy in the Device CR."""
     devices = client.resource(names.DEVICES)
     current = devices.get(node)
     stream = devices.watch(
@@ -129,6 +123,6 @@ def _health_latencies(client: Client, agent: AgentProcess, node: str, xid: int) 
         with seen:
             if not seen.wait_for(lambda m=gpu.minor: m in unhealthy, timeout=30):
                 raise RuntimeError(f"GPU {gpu.minor} not reported unhealthy within 30 s")
-            latencies.append(1000 * (unhealthy[gpu.minor] - sent))
+            latencies.append(unhealthy[gpu.minor] - sent)
     stream.close()
     return latencies

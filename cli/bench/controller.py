@@ -13,9 +13,6 @@ Convergence is observed through an informer on Nodes in this process, not by pol
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import tempfile
 import threading
 import time
@@ -33,6 +30,7 @@ from agent.health.tracker import Health
 from apis.crds.device import Device
 from apis.extension import names
 from apis.k8s.core import Node
+from cli.bench._report import Latencies, Report
 from cli.launchers.apiserver import run_apiserver
 from cli.launchers.controller import ControllerProcess
 from kube import crds
@@ -49,25 +47,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=4, help="--node-resources-workers of the controller")
     parser.add_argument("--idle-seconds", type=float, default=20.0, help="how long to measure the idle controller")
     parser.add_argument("--smoke", action="store_true", help="a tiny run that only checks the benchmark works")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the results as a JSON list of rows")
 
 
 class _Convergence:
-    """Which Nodes satisfy the current goal, kept by an informer's handlers; wait() until all do."""
+    """Which Nodes satisfy the current goal, kept by an informer's handlers, and when each first
+    did since `expect()`; wait() until all do."""
 
     def __init__(self, informer: Informer[Node], count: int) -> None:
         self._count = count
         self._goal: Callable[[Node], bool] = lambda node: False
+        self._since = time.monotonic()
         self._done: set[str] = set()
+        self._reached: dict[str, float] = {}
         self._lock = threading.Lock()
         self._all = threading.Event()
         self._informer = informer
         informer.add_handlers(on_add=self._check, on_update=lambda _old, new: self._check(new))
 
     def expect(self, goal: Callable[[Node], bool]) -> None:
+        """From now on, track `goal`; Nodes that already satisfy it count as reached now."""
         with self._lock:
             self._goal = goal
+            self._since = time.monotonic()
             self._done = {n.name for n in self._informer.store.list() if goal(n)}
+            self._reached = dict.fromkeys(self._done, self._since)
             self._all.clear()
             if len(self._done) >= self._count:
                 self._all.set()
@@ -76,6 +80,7 @@ class _Convergence:
         with self._lock:
             if self._goal(node):
                 self._done.add(node.name)
+                self._reached.setdefault(node.name, time.monotonic())
             else:
                 self._done.discard(node.name)
             if len(self._done) >= self._count:
@@ -83,6 +88,11 @@ class _Convergence:
 
     def wait(self, timeout: float) -> bool:
         return self._all.wait(timeout)
+
+    def per_node(self, start: float) -> Latencies:
+        """How long after `start` each Node first reached the goal."""
+        with self._lock:
+            return Latencies.of([max(0.0, reached - start) for reached in self._reached.values()])
 
 
 def _device(node: str, profile: str, unhealthy_gpu: int | None = None) -> Device:
@@ -119,23 +129,11 @@ def _mark_one_gpu_unhealthy(client: Client, nodes: list[str], profile: str) -> N
         list(pool.map(update, nodes))
 
 
-def _print(name: str, value: float, unit: str, **detail: object) -> dict[str, object]:
-    extra = ", ".join(f"{k}={v}" for k, v in detail.items())
-    print(f"{name:<40} {value:>10.2f} {unit:<10} {extra}", flush=True)
-    return {"name": name, "value": value, "unit": unit, **detail}
-
-
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, report: Report) -> int:
     count = 20 if args.smoke else args.nodes
     idle_seconds = 1.0 if args.smoke else args.idle_seconds
     nodes = [f"bench-{i:05d}" for i in range(count)]
-    full = sum(100 for _ in load_profile(args.profile).gpus)
-    print(
-        f"# tessera controller benchmark: python {platform.python_version()}, {os.cpu_count()} CPUs, "
-        f"{count} nodes ({args.profile}), {args.workers} workers",
-        flush=True,
-    )
-    results = []
+    report.setting(nodes=count, profile=args.profile, workers=args.workers, idle_seconds=idle_seconds)
     with tempfile.TemporaryDirectory(prefix="tessera-bench-controller-") as tmp, run_apiserver(verbosity=1) as server:
         server.install_crds()
         with server.client() as client:
@@ -144,60 +142,92 @@ def run(args: argparse.Namespace) -> int:
             convergence = _Convergence(informer, count)
             informer.start()
             informer.wait_for_sync(60)
-
-            def carries(gpu_core: int) -> Callable[[Node], bool]:
-                def goal(node: Node) -> bool:
-                    return node.allocatable.get(names.GPU_CORE) == gpu_core and names.LABEL_GPU_MODEL in node.labels
-
-                return goal
-
-            convergence.expect(carries(full))
             controller = ControllerProcess(
                 server.kubeconfig,
                 directory=Path(tmp),
                 args=("--node-resources-workers", str(args.workers)),
                 verbosity=1,
             )
-            start = time.monotonic()
-            controller.start()
-            ready = time.monotonic() - start
             try:
-                if not convergence.wait(600):
-                    raise SystemExit(f"not converged in 600 s:\n{controller.log_tail()}")
-                cold = time.monotonic() - start
-                results.append(_print("cold start: all nodes converged", cold, "s", ready_after_s=round(ready, 2)))
-                results.append(_print("cold start: nodes per second", count / cold, "nodes/s"))
-
-                convergence.expect(carries(full - 100))
-                start = time.monotonic()
-                _mark_one_gpu_unhealthy(client, nodes, args.profile)
-                written = time.monotonic() - start
-                if not convergence.wait(600):
-                    raise SystemExit(f"the health change did not converge in 600 s:\n{controller.log_tail()}")
-                change = time.monotonic() - start
-                results.append(
-                    _print(
-                        "GPU unhealthy on every node: converged", change, "s", device_updates_took_s=round(written, 2)
-                    )
+                _measure(
+                    report, client, controller, convergence, nodes, profile=args.profile, idle_seconds=idle_seconds
                 )
-                results.append(_print("GPU unhealthy on every node: nodes/s", count / change, "nodes/s"))
-                reconciles = controller.metric("tessera_controller_reconcile_total")
-                seconds = controller.metric("tessera_controller_reconcile_duration_seconds_sum")
-                mean_ms = 1e3 * seconds / max(reconciles, 1)
-                results.append(_print("reconcile: mean duration", mean_ms, "ms", reconciles=int(reconciles)))
-
-                pid = controller.pid
-                assert pid is not None
-                proc = psutil.Process(pid)
-                time.sleep(2.0)  # let the last events drain before measuring
-                cpu_before = sum(proc.cpu_times()[:2])
-                time.sleep(idle_seconds)
-                cpu = (sum(proc.cpu_times()[:2]) - cpu_before) / idle_seconds
-                results.append(_print("idle: CPU", 100 * cpu, "% of a core", seconds=idle_seconds))
-                results.append(_print("idle: resident memory", proc.memory_info().rss / 2**20, "MiB"))
             finally:
                 controller.terminate()
                 informer.stop()
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        report.write_rows(args.json)
     return 0
+
+
+def _carries(gpu_core: int) -> Callable[[Node], bool]:
+    """The goal: a Node shows `gpu_core` allocatable and the GPU model label."""
+
+    def goal(node: Node) -> bool:
+        return node.allocatable.get(names.GPU_CORE) == gpu_core and names.LABEL_GPU_MODEL in node.labels
+
+    return goal
+
+
+def _measure(
+    report: Report,
+    client: Client,
+    controller: ControllerProcess,
+    convergence: _Convergence,
+    nodes: list[str],
+    *,
+    profile: str,
+    idle_seconds: float,
+) -> None:
+    """The three phases, with the objects in place and the controller not yet started."""
+    full = 100 * len(load_profile(profile).gpus)
+    convergence.expect(_carries(full))
+    start = time.monotonic()
+    controller.start()
+    ready = time.monotonic() - start
+    if not convergence.wait(600):
+        raise SystemExit(f"not converged in 600 s:\n{controller.log_tail()}")
+    cold = time.monotonic() - start
+    report.value(
+        "cold_start_seconds", cold, "s", label="cold start: all nodes converged", controller_ready_seconds=ready
+    )
+    report.rate("cold_start_nodes_per_second", len(nodes), cold, "nodes", label="cold start: nodes per second")
+    report.latencies(convergence.per_node(start), "cold_start_node", label="cold start: each node converged after")
+
+    convergence.expect(_carries(full - 100))
+    start = time.monotonic()
+    _mark_one_gpu_unhealthy(client, nodes, profile)
+    written = time.monotonic() - start
+    if not convergence.wait(600):
+        raise SystemExit(f"the health change did not converge in 600 s:\n{controller.log_tail()}")
+    change = time.monotonic() - start
+    report.value(
+        "health_change_seconds",
+        change,
+        "s",
+        label="GPU unhealthy on every node: converged",
+        device_updates_seconds=written,
+    )
+    report.rate(
+        "health_change_nodes_per_second", len(nodes), change, "nodes", label="GPU unhealthy on every node: nodes/s"
+    )
+    report.latencies(convergence.per_node(start), "health_change_node", label="GPU unhealthy: each node updated after")
+    reconciles = controller.metric("tessera_controller_reconcile_total")
+    seconds = controller.metric("tessera_controller_reconcile_duration_seconds_sum")
+    report.value(
+        "reconcile_mean_ms",
+        1e3 * seconds / max(reconciles, 1),
+        "ms",
+        label="reconcile: mean duration",
+        reconciles=int(reconciles),
+    )
+
+    pid = controller.pid
+    assert pid is not None
+    proc = psutil.Process(pid)
+    time.sleep(2.0)  # let the last events drain before measuring
+    cpu_before = sum(proc.cpu_times()[:2])
+    time.sleep(idle_seconds)
+    cpu = (sum(proc.cpu_times()[:2]) - cpu_before) / idle_seconds
+    report.value("idle_cpu_percent_of_one_core", 100 * cpu, "% of a core", label="idle: CPU")
+    report.value("idle_rss_mib", proc.memory_info().rss / 2**20, "MiB", label="idle: resident memory")

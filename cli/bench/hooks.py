@@ -9,14 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import grpc
 
 from agent.hooks import GPUEnvPlugin, HookServer, RDMADevicesPlugin
 from apis.extension import names
-from cli.bench._latency import Latencies
+from cli.bench._report import Latencies, Report, Timer
 from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc
 
 
@@ -45,14 +44,14 @@ def measure(iterations: int, warmup: int) -> Latencies:
         message = request()
         for _ in range(warmup):
             call(message, timeout=5)
-        samples = []
+        timer = Timer()
         for _ in range(iterations):
-            start = time.perf_counter()
-            call(message, timeout=5)
-            samples.append(time.perf_counter() - start)
-    return Latencies.of(samples)
+            with timer.time():
+                call(message, timeout=5)
+    return timer.summary()
 
 
-def run(args: argparse.Namespace) -> int:
-    print(measure(args.iterations, args.warmup).row("PreCreateContainerHook"))
+def run(args: argparse.Namespace, report: Report) -> int:
+    report.setting(iterations=args.iterations, warmup=args.warmup)
+    report.latencies(measure(args.iterations, args.warmup), label="PreCreateContainerHook")
     return 0

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
-import sys
 import time
 from collections.abc import Callable
 
@@ -30,9 +28,11 @@ from agent.qos.reconciler import Reconciler
 from agent.qos.scratch import ScratchTree
 from agent.qos.suppress import BESuppressor
 from agent.qos.usage import CgroupUsageSampler, UsageSample
+from apis.errors import ConfigError
 from apis.extension import names
 from apis.extension.qos import KubeQoSClass
 from apis.k8s.core import Pod
+from cli.bench._report import Latencies, Report, Timer
 
 HOG = "while True: pass"
 
@@ -48,28 +48,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--skip-reaction", action="store_true", help="only measure CPU costs (no CPU hogs)")
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, report: Report) -> int:
     if os.geteuid() != 0:
-        print("tessera bench qos: needs root (it creates cgroups)", file=sys.stderr)
-        return 2
+        raise ConfigError("tessera bench qos needs root (it creates cgroups)")
     try:
         hierarchy = Hierarchy.detect()
     except CgroupError as e:
-        print(f"tessera bench qos: {e}", file=sys.stderr)
-        return 2
+        raise ConfigError(str(e)) from e
     if hierarchy.version is not CgroupVersion.V1:
-        print("tessera bench qos: measures on cgroup v1 (this machine runs v2)", file=sys.stderr)
-        return 2
-    print(f"cgroup {hierarchy.version.value}, {os.cpu_count()} CPUs")
+        raise ConfigError("tessera bench qos measures on cgroup v1 (this machine runs v2)")
+    report.setting(
+        cgroup=hierarchy.version.value,
+        pods=args.pods,
+        passes=args.passes,
+        trials=0 if args.skip_reaction else args.trials,
+        period=args.period,
+        threshold=args.threshold,
+    )
     with ScratchTree(hierarchy, prefix="tessera-qos-bench") as tree:
         pods = [_pod(i) for i in range(args.pods)]
         for pod in pods:
             tree.add_pod(pod)
-        _bench_reconciler(tree, pods, args.passes)
-        _bench_suppress_step(tree, pods)
+        _bench_reconciler(report, tree, pods, args.passes)
+        _bench_suppress_step(report, tree, pods)
     if not args.skip_reaction:
         with ScratchTree(hierarchy, prefix="tessera-qos-bench") as tree:
-            _bench_reaction(tree, args.trials, args.period, args.threshold)
+            _bench_reaction(report, tree, args.trials, args.period, args.threshold)
     return 0
 
 
@@ -104,43 +108,56 @@ def _pod(i: int) -> Pod:
     )
 
 
-def _timed(fn: Callable[[], object]) -> tuple[float, float]:
-    """(CPU seconds, wall seconds) of one call."""
-    cpu, wall = time.process_time(), time.perf_counter()
-    fn()
-    return time.process_time() - cpu, time.perf_counter() - wall
+class _Costs:
+    """CPU time (what the agent pays: process time) and wall time of repeated calls."""
+
+    def __init__(self) -> None:
+        self.cpu = Timer(time.process_time)
+        self.wall = Timer()
+
+    def call(self, fn: Callable[[], object]) -> None:
+        with self.cpu.time(), self.wall.time():
+            fn()
 
 
-def _bench_reconciler(tree: ScratchTree, pods: list[Pod], passes: int) -> None:
+def _bench_reconciler(report: Report, tree: ScratchTree, pods: list[Pod], passes: int) -> None:
     reconciler = Reconciler(cgroups=tree.kube, pods=lambda: pods, config=QoSConfig())
-    cpu, wall = _timed(reconciler.reconcile_once)
-    report = reconciler.reconcile_once()
-    if report.changes or report.errors:
-        print(f"reconciler: second pass not steady: {len(report.changes)} changes, errors {report.errors}")
-    cgroups = len(pods) * 3
-    print(
-        f"reconciler, {len(pods)} pods ({cgroups} cgroups): first pass (writes) "
-        f"cpu {cpu * 1e3:.1f} ms, wall {wall * 1e3:.1f} ms"
+    first = _Costs()
+    first.call(reconciler.reconcile_once)
+    second = reconciler.reconcile_once()
+    if second.changes or second.errors:
+        report.note(f"reconciler: second pass not steady: {len(second.changes)} changes, errors {second.errors}")
+    report.value(
+        "reconcile_first_pass_cpu_ms",
+        first.cpu.samples[0] * 1e3,
+        "ms",
+        label=f"reconciler, first pass (writes), {len(pods) * 3} cgroups: CPU",
+        reconcile_first_pass_wall_ms=first.wall.samples[0] * 1e3,
     )
-    samples = [_timed(reconciler.reconcile_once) for _ in range(passes)]
-    cpus = [c for c, _ in samples]
-    walls = [w for _, w in samples]
-    print(
-        f"reconciler, steady pass over {passes} passes: cpu median {statistics.median(cpus) * 1e3:.1f} ms "
-        f"(max {max(cpus) * 1e3:.1f}), wall median {statistics.median(walls) * 1e3:.1f} ms; "
-        f"at a 10 s interval that is {statistics.median(cpus) / 10 * 100:.2f}% of one CPU"
+    steady = _Costs()
+    for _ in range(passes):
+        steady.call(reconciler.reconcile_once)
+    cpu = steady.cpu.summary()
+    report.latencies(cpu, "reconcile_pass_cpu", label="reconciler, steady pass: CPU")
+    report.latencies(steady.wall.summary(), "reconcile_pass_wall", label="reconciler, steady pass: wall")
+    report.value(
+        "reconcile_cpu_percent_at_10s", cpu.p50_ms / 10e3 * 100, "% of a core", label="reconciler at a 10 s interval"
     )
 
 
-def _bench_suppress_step(tree: ScratchTree, pods: list[Pod]) -> None:
+def _bench_suppress_step(report: Report, tree: ScratchTree, pods: list[Pod]) -> None:
     config = QoSConfig(cpu_suppress=CPUSuppressConfig(enable=True))
     sampler = CgroupUsageSampler(tree.kube, lambda: pods)
     suppressor = BESuppressor(cgroups=tree.kube, sampler=sampler, config=config, registry=None)
     suppressor.step()
-    cpus = [_timed(suppressor.step)[0] for _ in range(20)]
-    print(
-        f"suppression step with {len(pods)} pods: cpu median {statistics.median(cpus) * 1e3:.2f} ms "
-        f"(max {max(cpus) * 1e3:.2f}); at 1 s that is {statistics.median(cpus) * 100:.2f}% of one CPU"
+    steps = Timer(time.process_time)
+    for _ in range(20):
+        with steps.time():
+            suppressor.step()
+    cpu = steps.summary()
+    report.latencies(cpu, "suppress_step_cpu", label=f"suppression step, {len(pods)} pods: CPU")
+    report.value(
+        "suppress_cpu_percent_at_1s", cpu.p50_ms / 1e3 * 100, "% of a core", label="suppression at a 1 s period"
     )
 
 
@@ -168,7 +185,7 @@ class _Recorder:
         return None
 
 
-def _bench_reaction(tree: ScratchTree, trials: int, period: float, threshold: int) -> None:
+def _bench_reaction(report: Report, tree: ScratchTree, trials: int, period: float, threshold: int) -> None:
     """Time from an LS CPU hog starting until the suppression step that sees it (and cuts BE)."""
     ls_pod, be_pod = _pod(0), _pod(2)
     ls_cg, be_cg = tree.add_pod(ls_pod), tree.add_pod(be_pod)
@@ -178,7 +195,7 @@ def _bench_reaction(tree: ScratchTree, trials: int, period: float, threshold: in
     suppressor = BESuppressor(cgroups=tree.kube, sampler=sampler, config=config, registry=None, period_s=period)
     be_root = tree.kube.qos_dir(KubeQoSClass.BEST_EFFORT)
     suppressor.start()
-    results: list[float] = []
+    reactions: list[float] = []
     try:
         for trial in range(1, trials + 1):
             before = _settled(be_root, period)
@@ -187,22 +204,19 @@ def _bench_reaction(tree: ScratchTree, trials: int, period: float, threshold: in
             seen = sampler.wait_seen(started, 500, 30)
             if seen is not None:
                 time.sleep(min(0.2, period / 2))  # let that step finish its write
-                results.append(seen - started)
-                print(
-                    f"trial {trial}: LS load seen {results[-1]:.2f} s after the hog started; "
+                reactions.append(seen - started)
+                report.note(
+                    f"trial {trial}: LS load seen {reactions[-1]:.2f} s after the hog started; "
                     f"BE quota {before / 1e5:.2f} -> {_quota(be_root) / 1e5:.2f} cores in that step"
                 )
             else:
-                print(f"trial {trial}: LS load not seen within 30 s")
+                report.note(f"trial {trial}: LS load not seen within 30 s")
             hog.kill()
             hog.wait()
     finally:
         suppressor.stop()
-    if results:
-        print(
-            f"suppression reaction time at a {period:g} s period: median {statistics.median(results):.2f} s, "
-            f"max {max(results):.2f} s over {len(results)} trials"
-        )
+    if reactions:
+        report.latencies(Latencies.of(reactions), "suppress_reaction", label="suppression reaction time")
 
 
 def _settled(cg: Cgroup, period: float) -> int:

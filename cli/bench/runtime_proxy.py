@@ -28,7 +28,7 @@ from cri_api.v1 import api_pb2_grpc as cri_grpc
 import runtimeproxy
 from agent.hooks import GPUEnvPlugin, HookServer, RDMADevicesPlugin
 from apis.extension import names
-from cli.bench._latency import Latencies
+from cli.bench._report import Latencies, Report, Timer
 from kube import unixsocket
 from runtimeproxy import HookType, ProxySettings
 
@@ -111,17 +111,22 @@ def _run(
         config = sandbox_config(cgroup_parent)
         sandbox = direct.RunPodSandbox(cri.RunPodSandboxRequest(config=config), timeout=60).pod_sandbox_id
         creator = _Creator(direct, cri_grpc.RuntimeServiceStub(proxy_channel), sandbox, config, image)
-        series: tuple[list[float], list[float]] = ([], [])
+        direct_timer, proxied_timer = Timer(), Timer()
         try:
-            for index in range(iterations + warmup):
-                series[0].append(creator.create(f"direct-{index}", via_proxy=False))
-                series[1].append(creator.create(f"proxied-{index}", via_proxy=True))
+            for index in range(warmup):
+                creator.create(f"warmup-direct-{index}", via_proxy=False)
+                creator.create(f"warmup-proxied-{index}", via_proxy=True)
+            for index in range(iterations):
+                with direct_timer.time():
+                    creator.create(f"direct-{index}", via_proxy=False)
+                with proxied_timer.time():
+                    creator.create(f"proxied-{index}", via_proxy=True)
         finally:
             # Removing containers makes the runtime clean up in the background; doing it only
             # after the timed loop keeps that noise out of both series.
             direct.StopPodSandbox(cri.StopPodSandboxRequest(pod_sandbox_id=sandbox), timeout=60)
             direct.RemovePodSandbox(cri.RemovePodSandboxRequest(pod_sandbox_id=sandbox), timeout=60)
-    return Latencies.of(series[0][warmup:]), Latencies.of(series[1][warmup:])
+    return direct_timer.summary(), proxied_timer.summary()
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,17 +137,18 @@ class _Creator:
     config: cri.PodSandboxConfig
     image: str
 
-    def create(self, name: str, *, via_proxy: bool) -> float:
-        """Seconds one CreateContainer took (removing the sandbox removes the container)."""
+    def create(self, name: str, *, via_proxy: bool) -> None:
+        """One CreateContainer (removing the sandbox removes the container)."""
         config = cri.ContainerConfig(metadata=cri.ContainerMetadata(name=name), image=cri.ImageSpec(image=self.image))
         request = cri.CreateContainerRequest(pod_sandbox_id=self.sandbox, config=config, sandbox_config=self.config)
         stub = self.proxy if via_proxy else self.direct
-        start = time.perf_counter()
         stub.CreateContainer(request, timeout=60)
-        return time.perf_counter() - start
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, report: Report) -> int:
+    report.setting(
+        runtime_endpoint=args.runtime_endpoint, image=args.image, iterations=args.iterations, warmup=args.warmup
+    )
     direct, proxied = measure(
         args.runtime_endpoint,
         args.image,
@@ -150,8 +156,13 @@ def run(args: argparse.Namespace) -> int:
         warmup=args.warmup,
         cgroup_parent=args.cgroup_parent,
     )
-    print(direct.row("CreateContainer direct"))
-    print(proxied.row("CreateContainer via proxy"))
-    added_p50, added_p99 = proxied.p50_ms - direct.p50_ms, proxied.p99_ms - direct.p99_ms
-    print(f"{'proxy added':<28} p50={added_p50:7.3f} ms  p99={added_p99:7.3f} ms")
+    report.latencies(direct, "create_direct", label="CreateContainer direct")
+    report.latencies(proxied, "create_via_proxy", label="CreateContainer via proxy")
+    report.value(
+        "proxy_added_p50_ms",
+        proxied.p50_ms - direct.p50_ms,
+        "ms",
+        label="proxy added, p50",
+        proxy_added_p99_ms=proxied.p99_ms - direct.p99_ms,
+    )
     return 0

@@ -3,7 +3,7 @@
 Pure functions over `apis` types read from the API server, so a failing assertion says exactly
 which pod, node or device is wrong. They recompute everything from the Device CRs and the pods'
 annotations independently of the components under test, except capacity accounting, which is
-`cli.bench._scheduler_e2e_load.check_allocations` (shared with the scheduler's own acceptance test).
+`cli.bench.scheduler_e2e.check_allocations` (shared with the scheduler's own acceptance test).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from apis.crds.device import Device, DeviceInfo, DeviceType
 from apis.extension import allocation, names
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s.core import Node, Pod
-from cli.bench._scheduler_e2e_load import check_allocations
+from cli.bench.scheduler_e2e import check_allocations
 
 __all__ = ["allocatable_problems", "allocation_problems", "gpus_of"]
 

@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def bench(*args: str) -> dict[str, Any]:
-    """Run `tessera bench ARGS` and return the JSON it prints."""
+    """Run `tessera bench ARGS -o json` and return the JSON it prints."""
     out = subprocess.run(
-        [sys.executable, "-m", "cli", "bench", *args],
+        [sys.executable, "-m", "cli", "bench", *args, "-o", "json"],
         cwd=ROOT,
         check=True,
         capture_output=True,

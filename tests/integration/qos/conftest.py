@@ -8,26 +8,18 @@ reason when not root or when the machine has no writable cgroup v1 cpu/memory hi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from agent.qos.cgroups import CgroupError, Hierarchy
-from agent.qos.knobs import CgroupVersion
+from agent.qos.cgroups import CgroupError
 from agent.qos.scratch import ScratchTree
+from tests.support import cgroups
 
 
 @pytest.fixture
 def real_tree() -> Iterator[ScratchTree]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: creates cgroups under /sys/fs/cgroup")
-    try:
-        hierarchy = Hierarchy.detect()
-    except CgroupError as e:
-        pytest.skip(f"no cgroup hierarchy: {e}")
-    if hierarchy.version is not CgroupVersion.V1:
-        pytest.skip("these tests exercise cgroup v1 (v2 is covered by the fixture-tree unit tests)")
+    hierarchy = cgroups.v1_hierarchy()
     try:
         tree = ScratchTree(hierarchy, prefix="tessera-qos-test")
     except (CgroupError, OSError) as e:

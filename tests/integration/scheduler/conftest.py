@@ -20,7 +20,7 @@ from apis.crds.device import Device
 from apis.extension import names
 from apis.extension.names import GroupVersionResource
 from apis.k8s.core import Pod
-from cli.bench._scheduler_e2e_load import check_allocations
+from cli.bench.scheduler_e2e import check_allocations
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from cli.launchers.scheduler import node_manifest, pod_manifest
 from kube import Client, Informer, crds, raw, resources
