@@ -40,7 +40,7 @@ class Passthrough(grpc.GenericRpcHandler):
     def __init__(self, upstream: Upstream) -> None:
         self._upstream = upstream
 
-    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+    def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler[bytes, bytes]:
         method: str = handler_call_details.method
         if method in UNARY_METHODS:
             return grpc.unary_unary_rpc_method_handler(functools.partial(self._upstream.forward_unary, method))

@@ -55,10 +55,10 @@ class Upstream:
         self._image = self._runtime
         if image_target != runtime_target:
             self._image = grpc.insecure_channel(image_target, options=CHANNEL_OPTIONS)
-        self.runtime = cri_grpc.RuntimeServiceStub(self._runtime)
+        self.runtime = cri_grpc.RuntimeServiceStub(self._runtime)  # type: ignore[no-untyped-call]
         # Multi-callables by method, made once: building one per call costs on the hot path.
-        self._unary: dict[str, grpc.UnaryUnaryMultiCallable] = {}
-        self._streams: dict[str, grpc.StreamStreamMultiCallable] = {}
+        self._unary: dict[str, grpc.UnaryUnaryMultiCallable[bytes, bytes]] = {}
+        self._streams: dict[str, grpc.StreamStreamMultiCallable[bytes, bytes]] = {}
 
     def close(self) -> None:
         self._runtime.close()
@@ -97,7 +97,11 @@ class Upstream:
         if stub is None:
             stub = self._streams[method] = self.channel(method).stream_stream(method)
         call = stub(payloads, timeout=_timeout(context), metadata=_metadata(context))
-        context.add_callback(call.cancel)
+
+        def cancel() -> None:  # the caller went away: so does our call to the runtime
+            call.cancel()
+
+        context.add_callback(cancel)
         try:
             yield from call
         except grpc.RpcError as e:
@@ -112,9 +116,9 @@ def _timeout(context: grpc.ServicerContext) -> float | None:
     return max(remaining, 0.0)
 
 
-def _metadata(context: grpc.ServicerContext) -> list[tuple[str, str | bytes]]:
-    return [
-        (m.key, m.value)
-        for m in context.invocation_metadata()
-        if not m.key.startswith((":", "grpc-")) and m.key not in _HOP_BY_HOP
-    ]
+def _metadata(context: grpc.ServicerContext) -> tuple[tuple[str, str | bytes], ...]:
+    return tuple(
+        (key, value)
+        for key, value in context.invocation_metadata()
+        if not key.startswith((":", "grpc-")) and key not in _HOP_BY_HOP
+    )
