@@ -1,14 +1,16 @@
-"""The scheduling core: the offline scheduler and what it is built from.
+"""The scheduling core: the one scheduling cycle, and the offline scheduler that runs it.
 
-- `scheduler`: `Scheduler`, one pod through the whole cycle, bound in memory (what-if, simulate,
-  bench);
-- `frameworks`: one Framework per profile (`build_frameworks`), for it and the live service;
+- `cycle`: `SchedulingCycle` — assume → Reserve → Permit (and waiting there) → PreBind → Bind or
+  undo — with how a placement is bound injected;
+- `scheduler`: `Scheduler`, the cycle bound in memory (what-if, simulate, bench);
+- `frameworks`: one Framework per profile (`build_frameworks`), for both;
 - `profiles`: the config switches of the command line (`with_scoring`, `with_fgd`, ...).
 
 Below the entry points and the live service, above the plugins: the service imports it, never
 the other way round.
 """
 
+from scheduler.core.cycle import Attempt, Bind, Placement, SchedulingCycle
 from scheduler.core.frameworks import build_frameworks
 from scheduler.core.profiles import (
     FGD,
@@ -23,8 +25,12 @@ from scheduler.core.scheduler import Outcome, Scheduler
 __all__ = [
     "FGD",
     "SCORING_CHOICES",
+    "Attempt",
+    "Bind",
     "Outcome",
+    "Placement",
     "Scheduler",
+    "SchedulingCycle",
     "build_frameworks",
     "with_fgd",
     "with_percentage_of_nodes_to_score",

@@ -1,13 +1,14 @@
-"""The synchronous scheduler: one pod in, one placement out, committed to the cache.
+"""The offline scheduler: one pod in, one placement out, bound in memory.
 
-`Scheduler` builds a Framework per profile from a SchedulerConfig and the plugin registry, and
-runs the whole cycle for one pod — schedule, assume, Reserve, Permit, PreBind, Bind — binding
-in memory (the pod is added back to the cache on its node, with the annotations PreBind asked
-for). `tessera what-if`, `tessera simulate` and `tessera bench scheduler` drive it directly; the
-live scheduler service uses the same frameworks but binds through the API server, asynchronously.
+`Scheduler` builds a Framework per profile from a SchedulerConfig and the plugin registry and
+runs the `SchedulingCycle` with in-memory binding: Bind plugins, then the pod added back to the
+cache on its node with the annotations PreBind asked for, then PostBind. `tessera what-if`,
+`tessera simulate` and `tessera bench scheduler` drive it directly; the live scheduler service
+runs the same cycle but binds through the API server, asynchronously.
 
 Deterministic: one seeded RNG breaks score ties, and time comes from an injected clock (only
-Permit deadlines use it).
+Permit deadlines use it). Pods held at Permit stay held until the caller calls
+`resolve_waiting`.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from dataclasses import dataclass, field
 
 from apis.k8s.core import Pod
 from apis.k8s.meta import ObjectMeta
-from scheduler.cache import ClusterCache, PodInfo
+from scheduler.cache import ClusterCache
+from scheduler.core.cycle import Attempt, Placement, SchedulingCycle
 from scheduler.core.frameworks import build_frameworks
 from scheduler.framework.config import PluginRef, SchedulerConfig
-from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.runtime import Framework, Registry
 from scheduler.framework.status import SUCCESS, Code, Status
@@ -49,13 +50,12 @@ class Outcome:
     def scheduled(self) -> bool:
         return self.status.is_success and self.node is not None
 
-
-@dataclass(slots=True)
-class _Waiting:
-    framework: Framework
-    state: CycleState
-    pod: PodInfo
-    node: str
+    @classmethod
+    def of(cls, attempt: Attempt[None]) -> Outcome:
+        held = attempt.placement
+        if held is None:
+            return cls(attempt.pod.key, None, attempt.status, diagnosis=attempt.diagnosis)
+        return cls(attempt.pod.key, held.node, attempt.status, dict(held.annotations), attempt.diagnosis)
 
 
 class Scheduler:
@@ -74,12 +74,11 @@ class Scheduler:
         """Raises ConfigError when a profile or plugin argument is invalid."""
         self.config = config if config is not None else SchedulerConfig()
         self.cache = cache if cache is not None else ClusterCache()
-        self._clock = clock
         self.frameworks = build_frameworks(
             self.config, self.cache, registry=registry, default_plugins=default_plugins, seed=seed
         )
         self._default = self.frameworks[self.config.profiles[0].scheduler_name]
-        self._waiting: dict[str, _Waiting] = {}
+        self.cycle: SchedulingCycle[None] = SchedulingCycle(self.cache, self.frameworks, bind=self._commit, clock=clock)
 
     def framework_for(self, pod: Pod) -> Framework | None:
         """The profile named by the pod's schedulerName, or None when it is not ours."""
@@ -92,63 +91,29 @@ class Scheduler:
         and the simulator schedule pods written for other schedulers too).
         """
         framework = self.frameworks[profile] if profile else self.framework_for(pod) or self._default
-        info = PodInfo.of(pod)
-        if self.cache.pod_node(info.ident) is not None:
+        attempt = self.cycle.schedule_one(pod, framework, None, diagnose=diagnose)
+        if attempt is None:
             # Scheduling it again would count it twice (a snapshot listing the same pod twice).
             return Outcome(pod.key, None, Status.error(f"pod {pod.key} is already scheduled or running"))
-        state = CycleState()
-        result = framework.schedule(state, info, diagnose=diagnose)
-        if result.node is None:
-            return Outcome(pod.key, None, result.status, diagnosis=result.diagnosis)
-        node = result.node
-        self.cache.assume(info, node)
-        status = framework.run_reserve(state, info, node)
-        if status.is_success:
-            status = framework.run_permit(state, info, node, now=self._clock())
-            if status.code is Code.WAIT:
-                self._waiting[info.ident] = _Waiting(framework, state, info, node)
-                return Outcome(pod.key, node, status, diagnosis=result.diagnosis)
-        if not status.is_success:
-            self._undo(framework, state, info, node)
-            return Outcome(pod.key, None, status, diagnosis=result.diagnosis)
-        return self._bind(framework, state, info, node, result.diagnosis)
+        return Outcome.of(attempt)
 
     def resolve_waiting(self) -> list[Outcome]:
         """Bind waiting pods that were allowed, undo those rejected or timed out."""
-        now = self._clock()
-        out = []
-        for framework in self.frameworks.values():
-            framework.expire_waiting(now=now)
-        for ident, waiting in list(self._waiting.items()):
-            decision = waiting.framework.waiting_pod(ident)
-            if decision is None or decision.decision is None:
-                continue
-            del self._waiting[ident]
-            waiting.framework.remove_waiting(ident)
-            if decision.decision.is_success:
-                out.append(self._bind(waiting.framework, waiting.state, waiting.pod, waiting.node, Diagnosis()))
-            else:
-                self._undo(waiting.framework, waiting.state, waiting.pod, waiting.node)
-                out.append(Outcome(waiting.pod.key, None, decision.decision))
-        return out
+        return [Outcome.of(attempt) for attempt in self.cycle.resolve_waiting()]
 
-    def _bind(self, framework: Framework, state: CycleState, info: PodInfo, node: str, diagnosis: Diagnosis) -> Outcome:
-        status, patch = framework.run_pre_bind(state, info, node)
-        if status.is_success:
-            status = framework.run_bind(state, info, node)
-            if status.code is Code.SKIP:
-                self.cache.confirm(_bound(info.pod, node, patch.annotations))
-                status = SUCCESS
+    def _commit(self, placement: Placement[None]) -> Status:
+        """Bind in memory: the Bind plugins; when all SKIP, the pod is confirmed in the cache on
+        its node with PreBind's annotations. Then PostBind."""
+        info, node = placement.pod, placement.node
+        status = placement.framework.run_bind(placement.state, info, node)
+        if status.code is Code.SKIP:
+            self.cache.confirm(_bound(info.pod, node, placement.annotations))
+            status = SUCCESS
         if not status.is_success:
-            self._undo(framework, state, info, node)
-            return Outcome(info.key, None, status, diagnosis=diagnosis)
-        framework.run_post_bind(state, info, node)
+            return status
+        placement.framework.run_post_bind(placement.state, info, node)
         log.log(logging.INFO - 4, "Placed pod", extra={"pod": info.key, "node": node})
-        return Outcome(info.key, node, SUCCESS, dict(patch.annotations), diagnosis)
-
-    def _undo(self, framework: Framework, state: CycleState, info: PodInfo, node: str) -> None:
-        framework.run_unreserve(state, info, node)
-        self.cache.forget(info.ident)
+        return SUCCESS
 
 
 def _bound(pod: Pod, node: str, annotations: Mapping[str, str]) -> Pod:
