@@ -13,7 +13,8 @@ this layer never imports plugins). `schedule` is kube-scheduler's scheduling alg
 4. PreScore and Score the feasible nodes, normalize, weight, sum; ties broken by the seeded RNG.
 
 The rest of the cycle (Reserve, Permit, PreBind, Bind, PostBind, Unreserve) are separate calls
-so a caller can assume the pod in the cache in between and bind asynchronously.
+so a caller can assume the pod in the cache in between and bind asynchronously; the one caller
+that strings them together is `scheduler.core.cycle`.
 
 Two optional outputs serve the live scheduler's diagnostics without touching decisions: an
 `observer` gets the duration of every extension point (its latency histograms), and

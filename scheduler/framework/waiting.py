@@ -2,8 +2,8 @@
 or its time is up (gang scheduling holds members here until the gang is complete).
 
 No threads and no clock: deadlines are absolute times from the caller's clock, and the caller
-expires them (`Framework.expire_waiting(now)`). The binding side polls `decision`, or the
-service wakes it when `allow`/`reject` is called.
+expires them (`Framework.expire_waiting(now)`). The scheduling cycle (`scheduler.core.cycle`)
+polls `decision` in `resolve_waiting` and binds or undoes the pod.
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
 """Asynchronous binding: PreBind's annotation patch and the Binding, off the scheduling thread.
 
-The scheduling loop decides, reserves in the cache and hands a `Placement` to the `Binder`;
-worker threads do the two API calls, so a slow API server delays bindings, never the next
-cycle. Each binding ends in exactly one of:
+The scheduling cycle (`scheduler.core.cycle`) decides, reserves in the cache and runs PreBind's
+plugins; the loop hands the resulting `Placement` to the `Binder`, and worker threads do the two
+API calls, so a slow API server delays bindings, never the next cycle. Each binding ends in
+exactly one of:
 
 - **bound**: the assumed pod stays in the cache (the informer's update confirms it) and leaves
   the queue;
-- **undone**: the devices reserved for it are released, the assumption forgotten, and the pod
-  goes back to the queue with backoff (or is dropped when it was deleted);
+- **undone** through the cycle's `undo`: the devices reserved for it are released, the
+  assumption forgotten, and the pod goes back to the queue with backoff (or is dropped when it
+  was deleted);
 - **adopted**: the API server says the pod is bound somewhere else (someone else bound it): the
   cache takes the API's version instead of ours.
 
@@ -26,53 +28,29 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Pod
 from kube import Backoff, errors
 from kube.logs import V
-from scheduler.cache import ClusterCache, PodInfo
-from scheduler.framework import CycleState, Framework
+from scheduler.core import Placement, SchedulingCycle
 from scheduler.framework.interfaces import ExtensionPoint
 from scheduler.framework.runtime import PointObserver
 from scheduler.framework.status import Code
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.podapi import PodAPI
-from scheduler.service.queue import POD_DELETED, QueueName, SchedulingQueue
+from scheduler.service.queue import POD_DELETED, QueuedPod, QueueName, SchedulingQueue
 from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
 
-__all__ = ["Binder", "Placement", "annotations_for"]
+__all__ = ["Binder", "LivePlacement", "annotations_for"]
 
 log = logging.getLogger(__name__)
 
 _VERIFY_BACKOFF = Backoff(initial=0.2, maximum=10.0)
 
-
-@dataclass(slots=True)
-class Placement:
-    """A pod reserved on a node by one scheduling cycle, on its way to being bound."""
-
-    pod: PodInfo
-    node: str
-    framework: Framework
-    state: CycleState
-    #: What PreBind asked for; the device-allocated key is always set or removed (None).
-    annotations: Mapping[str, str | None]
-    attempts: int
-    first_seen: float
-    observe: PointObserver | None = None
-
-    @property
-    def uid(self) -> str:
-        return self.pod.ident
-
-    def undo(self, cache: ClusterCache) -> None:
-        """Release what Reserve took and forget the assumption (cache lock held). Idempotent."""
-        self.framework.run_unreserve(self.state, self.pod, self.node)
-        self.framework.remove_waiting(self.uid)
-        cache.forget(self.uid)
+#: A placement of the live cycle: its ticket is the pod's queue entry (attempts, first seen).
+LivePlacement = Placement[QueuedPod]
 
 
 def annotations_for(pod: Pod, requested: Mapping[str, str]) -> dict[str, str | None]:
@@ -90,7 +68,7 @@ class Binder:
         api: PodAPI,
         *,
         lock: threading.RLock,
-        cache: ClusterCache,
+        cycle: SchedulingCycle[QueuedPod],
         queue: SchedulingQueue,
         reporter: FailureReporter,
         metrics: SchedulerMetrics,
@@ -99,11 +77,13 @@ class Binder:
     ) -> None:
         self._api = api
         self._lock = lock
-        self._cache = cache
+        self._cycle = cycle
+        self._cache = cycle.cache
         self._queue = queue
         self._reporter = reporter
         self._metrics = metrics
         self._clock = clock
+        self._observers: dict[str, PointObserver] = {name: metrics.observer(name) for name in cycle.frameworks}
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scheduler-binder")
         self._stop = threading.Event()
         self._idle = threading.Condition()
@@ -113,7 +93,7 @@ class Binder:
     def in_flight(self) -> int:
         return self._in_flight
 
-    def submit(self, placement: Placement) -> None:
+    def submit(self, placement: LivePlacement) -> None:
         """Bind in the background. The pod must be assumed and reserved in the cache."""
         with self._idle:
             self._in_flight += 1
@@ -142,7 +122,7 @@ class Binder:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     # --- one binding --------------------------------------------------------------------------------
-    def _run(self, placement: Placement) -> None:
+    def _run(self, placement: LivePlacement) -> None:
         try:
             self._bind(placement)
         except Exception:
@@ -154,12 +134,13 @@ class Binder:
                 self._in_flight -= 1
                 self._idle.notify_all()
 
-    def _bind(self, placement: Placement) -> None:
+    def _bind(self, placement: LivePlacement) -> None:
         pod = placement.pod.pod
         start = time.perf_counter()
         try:
-            if placement.annotations:
-                self._api.annotate(pod, placement.annotations)
+            changes = annotations_for(pod, placement.annotations)
+            if changes:
+                self._api.annotate(pod, changes)
         except errors.NotFound:
             self._gone(placement)
             return
@@ -199,7 +180,7 @@ class Binder:
         self._observe(placement, ExtensionPoint.BIND, Code.SUCCESS, start)
         self._bound(placement, None)
 
-    def _resolve(self, placement: Placement, reason: str) -> None:
+    def _resolve(self, placement: LivePlacement, reason: str) -> None:
         """The Binding's outcome is unknown: read the pod until the API server answers."""
         key = placement.pod.key
         delays = _VERIFY_BACKOFF.delays()
@@ -234,7 +215,7 @@ class Binder:
             self._adopt(placement, current)
 
     # --- outcomes -----------------------------------------------------------------------------------
-    def _bound(self, placement: Placement, current: Pod | None) -> None:
+    def _bound(self, placement: LivePlacement, current: Pod | None) -> None:
         with self._lock:
             self._cache.finish_binding(placement.uid, now=self._clock())
             if current is not None:
@@ -242,10 +223,11 @@ class Binder:
             placement.framework.run_post_bind(placement.state, placement.pod, placement.node)
         self._queue.done(placement.uid)
         self._reporter.forget(placement.uid)
-        self._metrics.bound(attempts=placement.attempts, e2e_seconds=self._clock() - placement.first_seen)
+        entry = placement.ticket
+        self._metrics.bound(attempts=entry.attempts, e2e_seconds=self._clock() - entry.first_seen)
         log.log(V(2), "Bound pod", extra={"pod": placement.pod.key, "node": placement.node})
 
-    def _fail(self, placement: Placement, reason: str, message: str) -> None:
+    def _fail(self, placement: LivePlacement, reason: str, message: str) -> None:
         self._release(placement)
         self._metrics.bind_failed(reason)
         log.warning(
@@ -254,14 +236,14 @@ class Binder:
         self._queue.requeue(placement.uid, unschedulable=False, message=message)
         self._reporter.unschedulable(placement.pod.pod, message, reason=REASON_SCHEDULER_ERROR)
 
-    def _gone(self, placement: Placement) -> None:
+    def _gone(self, placement: LivePlacement) -> None:
         self._release(placement)
         self._metrics.bind_failed("NotFound")
         self._queue.delete(placement.uid)
         self._reporter.forget(placement.uid)
         log.log(V(2), "Pod deleted before it was bound", extra={"pod": placement.pod.key})
 
-    def _adopt(self, placement: Placement, current: Pod) -> None:
+    def _adopt(self, placement: LivePlacement, current: Pod) -> None:
         self._release(placement, current)
         self._metrics.bind_failed("BoundElsewhere")
         self._queue.done(placement.uid)
@@ -271,19 +253,20 @@ class Binder:
             extra={"pod": placement.pod.key, "node": current.node_name, "ours": placement.node},
         )
 
-    def _release(self, placement: Placement, current: Pod | None = None) -> None:
+    def _release(self, placement: LivePlacement, current: Pod | None = None) -> None:
         """Undo the placement (taking the API's `current` version of the pod into the cache when
         given), then let pods that waited for the room it held try again (kube does the same)."""
         with self._lock:
-            placement.undo(self._cache)
+            self._cycle.undo(placement)
             if current is not None:
                 self._cache.add_pod(current)
         self._queue.move(POD_DELETED)
 
-    def _observe(self, placement: Placement, point: ExtensionPoint, code: Code, start: float) -> float:
+    def _observe(self, placement: LivePlacement, point: ExtensionPoint, code: Code, start: float) -> float:
         now = time.perf_counter()
-        if placement.observe is not None:
-            placement.observe(point, code, now - start)
+        observe = self._observers.get(placement.framework.profile)
+        if observe is not None:
+            observe(point, code, now - start)
         return now
 
 
@@ -292,6 +275,6 @@ def _reason(error: errors.APIError) -> str:
     return type(error).__name__
 
 
-def _same_allocation(current: Pod, placement: Placement) -> bool:
+def _same_allocation(current: Pod, placement: LivePlacement) -> bool:
     wanted = placement.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED)
     return current.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED) == wanted

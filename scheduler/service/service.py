@@ -1,15 +1,18 @@
 """The scheduler service: the scheduling core connected to a cluster, assembled in one place.
 
-    informers ──► cache ◄── scheduling loop ──► binder ──► API server
-        │           ▲             ▲    │
-        └──► queue ─┘─────────────┘    └──► failure reporter (condition, Event)
+    informers ──► cache ◄── scheduling cycle ◄── scheduling loop ──► binder ──► API server
+        │                           ▲                   ▲  │            │
+        │                           └─ undo ────────────┼──┼────────────┘
+        └──► queue ─────────────────────────────────────┘  └──► failure reporter (condition, Event)
     inspector (reads cache, queue) ◄── gRPC API, diagnostics HTTP
 
-One `threading.RLock` guards the cache and the frameworks (the core is not thread-safe): the
-informers' handlers, the scheduling cycle, the binder's bookkeeping and the inspector take it;
-API calls never happen under it. `SchedulerService` only wires parts together and orders their
-start and stop; `scheduler.service.run` adds signals and exit codes for the command line, and
-tests and the benchmark use the service directly.
+The cycle (`scheduler.core.SchedulingCycle`) is the one the offline scheduler runs; here its way
+to bind is the loop's `Handoff` to the asynchronous binder. One `threading.RLock` guards the
+cache, the cycle and the frameworks (the core is not thread-safe): the informers' handlers, the
+scheduling cycle, the binder's bookkeeping and the inspector take it; API calls never happen
+under it. `SchedulerService` only wires parts together and orders their start and stop;
+`scheduler.service.run` adds signals and exit codes for the command line, and tests and the
+benchmark use the service directly.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from prometheus_client import CollectorRegistry
 from apis.errors import ConfigError
 from kube import Client, EventRecorder
 from scheduler.cache import ClusterCache
-from scheduler.core import build_frameworks
+from scheduler.core import SchedulingCycle, build_frameworks
 from scheduler.framework import Framework, PluginRef, SchedulerConfig
 from scheduler.framework.interfaces import ClusterEvent, EnqueueExtension, ExtensionPoint
 from scheduler.framework.runtime import Registry
@@ -37,10 +40,10 @@ from scheduler.service.grpc_server import GRPCServer
 from scheduler.service.informers import ClusterFeed
 from scheduler.service.inspector import Inspector
 from scheduler.service.leader import Leadership
-from scheduler.service.loop import SchedulingLoop
+from scheduler.service.loop import Handoff, SchedulingLoop
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.podapi import KubePodAPI, PodAPI
-from scheduler.service.queue import Interest, SchedulingQueue
+from scheduler.service.queue import Interest, QueuedPod, SchedulingQueue
 from scheduler.service.reporter import FailureReporter
 from scheduler.service.scoretable import DebugFlags
 from scheduler.service.settings import SchedulerSettings
@@ -99,10 +102,12 @@ class SchedulerService:
         self.reporter = FailureReporter(
             self.pod_api, self.recorder, event_interval=settings.binder.event_interval, clock=clock
         )
+        handoff = Handoff()
+        self.cycle: SchedulingCycle[QueuedPod] = SchedulingCycle(self.cache, self.frameworks, bind=handoff, clock=clock)
         self.binder = Binder(
             self.pod_api,
             lock=self.lock,
-            cache=self.cache,
+            cycle=self.cycle,
             queue=self.queue,
             reporter=self.reporter,
             metrics=self.metrics,
@@ -111,14 +116,13 @@ class SchedulerService:
         )
         self.loop = SchedulingLoop(
             lock=self.lock,
-            cache=self.cache,
-            frameworks=self.frameworks,
+            cycle=self.cycle,
+            handoff=handoff,
             queue=self.queue,
             binder=self.binder,
             reporter=self.reporter,
             metrics=self.metrics,
             debug=self.debug,
-            clock=clock,
         )
         self.feed = ClusterFeed(
             client,

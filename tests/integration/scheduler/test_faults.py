@@ -18,7 +18,7 @@ from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube import Client, crds, errors, resources
 from scheduler.cache import PodInfo
-from scheduler.framework import SUCCESS, CycleState, PluginRef, Status
+from scheduler.framework import SUCCESS, CycleState, PluginRef, Status, WaitingPod
 from scheduler.framework.interfaces import PermitPlugin
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service import GRPCSettings, HTTPSettings, QueueSettings, SchedulerService, SchedulerSettings
@@ -277,23 +277,35 @@ def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, s
 
 
 class Gate(PermitPlugin):
-    """Holds pods labelled `gate` at Permit (as gang scheduling holds members) for up to 1.5 s."""
+    """Holds pods labelled `gate` at Permit (as gang scheduling holds members) for up to `seconds`."""
 
     name = "Gate"
 
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
     def permit(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        return Status.wait(1.5) if "gate" in pod.pod.labels else SUCCESS
+        return Status.wait(self.seconds) if "gate" in pod.pod.labels else SUCCESS
+
+
+def gated_service(
+    client: Client, faulty: FaultyPodAPI, *, seconds: float, queue: QueueSettings | None = None
+) -> SchedulerService:
+    """A scheduler (not started yet) whose Gate holds pods labelled `gate` for up to `seconds`."""
+    settings = SchedulerSettings(
+        grpc=GRPCSettings(address=""), http=HTTPSettings(address=""), queue=queue or QueueSettings()
+    )
+    registry = {**REGISTRY, Gate.name: lambda args, handle: Gate(seconds)}
+    return SchedulerService(
+        settings, client, registry=registry, default_plugins=(*DEFAULT_PLUGINS, PluginRef(Gate.name)), pod_api=faulty
+    )
 
 
 def test_pods_held_at_permit_are_bound_when_allowed_and_released_when_timed_out(
     client: Client, ns: str, faulty: FaultyPodAPI
 ) -> None:
     create_gpu_nodes(client, "f-a")
-    settings = SchedulerSettings(grpc=GRPCSettings(address=""), http=HTTPSettings(address=""))
-    registry = {**REGISTRY, Gate.name: lambda args, handle: Gate()}
-    service = SchedulerService(
-        settings, client, registry=registry, default_plugins=(*DEFAULT_PLUGINS, PluginRef(Gate.name)), pod_api=faulty
-    )
+    service = gated_service(client, faulty, seconds=1.5)
     watch = PodWatch(client, ns)
     try:
         service.start()
@@ -318,6 +330,46 @@ def test_pods_held_at_permit_are_bound_when_allowed_and_released_when_timed_out(
         watch.stop()
         service.stop()
     assert_no_device_shared_beyond_capacity(client, pods)
+
+
+def test_a_pod_allowed_at_permit_whose_binding_is_refused_is_undone_through_the_cycle_and_retried(
+    client: Client, ns: str, faulty: FaultyPodAPI
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    service = gated_service(client, faulty, seconds=60, queue=QueueSettings(initial_backoff=0.05, max_backoff=0.2))
+
+    def refuse(pod: Pod, node: str) -> None:
+        raise errors.ServerError("etcdserver: request timed out", status=503)
+
+    faulty.instead_of_bind["held"] = refuse
+    watch = PodWatch(client, ns)
+    try:
+        service.start()
+        framework = service.frameworks[names.SCHEDULER_NAME]
+        create_pod(client, ns, "held", {names.NVIDIA_GPU: "8"}, labels={"gate": "1"})
+        watch.wait_for(lambda pods: len(pods) == 1, "the pod")
+        uid = watch.pod("held").uid
+        allowed: list[WaitingPod] = []
+
+        def new_wait() -> WaitingPod | None:
+            waiting = framework.waiting_pod(uid)
+            return waiting if waiting is not None and waiting not in allowed else None
+
+        for attempt in ("first", "second"):
+            # The second wait is a new cycle: only possible once the refused one was undone.
+            waiting = wait_for(new_wait, what=f"the {attempt} wait at Permit", timeout_s=90)
+            assert waiting is not None
+            with service.lock:
+                waiting.allow(Gate.name)
+            allowed.append(waiting)
+        (pod,) = watch.wait_bound(1)
+    finally:
+        watch.stop()
+        service.stop()
+    assert bind_failures(service, "ServerError") == 1
+    assert_no_device_shared_beyond_capacity(client, [pod])
+    assert all(held == {f"{ns}/held"} for held in holders(service, "f-a").values())
+    assert service.cycle.waiting == 0
 
 
 def test_retries_write_neither_the_condition_nor_the_event_again(

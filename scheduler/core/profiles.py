@@ -1,0 +1,91 @@
+"""Profile editors: the switches `tessera what-if`, `simulate` and `bench scheduler` turn on a
+SchedulerConfig (`--scoring`, `--percentage-of-nodes-to-score`), written as changes to every
+profile so that one flag means the same thing whatever the config file says.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from scheduler import fragmentation
+from scheduler.framework.config import PluginRef, PluginSet, SchedulerConfig
+from scheduler.framework.interfaces import ExtensionPoint
+from scheduler.framework.scoring import ScoringStrategyType
+from scheduler.plugins import FGD_PLUGIN, SCORING_STRATEGY_PLUGINS, deviceshare
+
+__all__ = [
+    "FGD",
+    "SCORING_CHOICES",
+    "with_fgd",
+    "with_percentage_of_nodes_to_score",
+    "with_scoring",
+    "with_scoring_choice",
+]
+
+#: The `--scoring` choice that places by fragmentation (FGD) rather than by a resource strategy.
+FGD = "FGD"
+#: What `--scoring` accepts: the resource-allocation strategies, and FGD.
+SCORING_CHOICES: tuple[str, ...] = (*(t.value for t in ScoringStrategyType), FGD)
+
+
+def with_scoring(config: SchedulerConfig, strategy: ScoringStrategyType) -> SchedulerConfig:
+    """The config with `scoringStrategy.type` set on every resource-scoring plugin of every
+    profile (NodeResourcesFit, DeviceShare): one switch between spreading and packing."""
+    profiles = []
+    for profile in config.profiles:
+        plugin_args = dict(profile.plugin_args)
+        for name in SCORING_STRATEGY_PLUGINS:
+            args = dict(plugin_args.get(name) or {})
+            current = args.get("scoringStrategy")
+            strategy_args = dict(current) if isinstance(current, Mapping) else {}
+            strategy_args["type"] = strategy.value
+            args["scoringStrategy"] = strategy_args
+            plugin_args[name] = args
+        profiles.append(dataclasses.replace(profile, plugin_args=plugin_args))
+    return dataclasses.replace(config, profiles=tuple(profiles))
+
+
+def with_percentage_of_nodes_to_score(config: SchedulerConfig, percentage: int) -> SchedulerConfig:
+    """The config with every profile scoring `percentage` % of nodes (100: all feasible nodes)."""
+    profiles = tuple(dataclasses.replace(p, percentage_of_nodes_to_score=None) for p in config.profiles)
+    return dataclasses.replace(config, profiles=profiles, percentage_of_nodes_to_score=percentage)
+
+
+def with_fgd(config: SchedulerConfig, workload: Sequence[tuple[fragmentation.TaskShape, int]] = ()) -> SchedulerConfig:
+    """The config with every profile placing by FGD (Fragmentation Gradient Descent): the
+    GPUFragmentation plugin scores nodes, DeviceShare places a share of one GPU by its
+    FragmentationAware policy, and the resource-allocation scores (NodeResourcesFit,
+    DeviceShare) are disabled so that, as in the paper, the fragmentation measure alone ranks
+    nodes (other preferences — taints, preferred affinity — still count). Both measure against
+    `workload` (shape, weight) when given, else against a workload learned from the pods seen.
+    """
+    workload_args = {"targetWorkload": fragmentation.shapes_to_args(workload)} if workload else {}
+    profiles = []
+    for profile in config.profiles:
+        plugin_args = dict(profile.plugin_args)
+        device_args = dict(plugin_args.get(deviceshare.NAME) or {})
+        device_args["allocationPolicy"] = deviceshare.FragmentationAwarePolicy.name
+        device_args.update(workload_args)
+        plugin_args[deviceshare.NAME] = device_args
+        plugin_args[FGD_PLUGIN] = {**(plugin_args.get(FGD_PLUGIN) or {}), **workload_args}
+        multi = profile.multi_point
+        if all(ref.name != FGD_PLUGIN for ref in multi.enabled):
+            multi = dataclasses.replace(multi, enabled=(*multi.enabled, PluginRef(FGD_PLUGIN)))
+        points = dict(profile.points)
+        score = points.get(ExtensionPoint.SCORE, PluginSet())
+        points[ExtensionPoint.SCORE] = dataclasses.replace(
+            score, disabled=score.disabled | set(SCORING_STRATEGY_PLUGINS) - {FGD_PLUGIN}
+        )
+        profiles.append(dataclasses.replace(profile, multi_point=multi, points=points, plugin_args=plugin_args))
+    return dataclasses.replace(config, profiles=tuple(profiles))
+
+
+def with_scoring_choice(
+    config: SchedulerConfig, choice: str, workload: Sequence[tuple[fragmentation.TaskShape, int]] = ()
+) -> SchedulerConfig:
+    """`--scoring`: a resource-allocation strategy (`with_scoring`) or FGD (`with_fgd`, with
+    `workload` as its target). Raises ValueError for another choice."""
+    if choice == FGD:
+        return with_fgd(config, workload)
+    return with_scoring(config, ScoringStrategyType(choice))

@@ -1,0 +1,121 @@
+"""The offline scheduler: one pod in, one placement out, bound in memory.
+
+`Scheduler` builds a Framework per profile from a SchedulerConfig and the plugin registry and
+runs the `SchedulingCycle` with in-memory binding: Bind plugins, then the pod added back to the
+cache on its node with the annotations PreBind asked for, then PostBind. `tessera what-if`,
+`tessera simulate` and `tessera bench scheduler` drive it directly; the live scheduler service
+runs the same cycle but binds through the API server, asynchronously.
+
+Deterministic: one seeded RNG breaks score ties, and time comes from an injected clock (only
+Permit deadlines use it). Pods held at Permit stay held until the caller calls
+`resolve_waiting`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from apis.k8s.core import Pod
+from apis.k8s.meta import ObjectMeta
+from scheduler.cache import ClusterCache
+from scheduler.core.cycle import Attempt, Placement, SchedulingCycle
+from scheduler.core.frameworks import build_frameworks
+from scheduler.framework.config import PluginRef, SchedulerConfig
+from scheduler.framework.diagnosis import Diagnosis
+from scheduler.framework.runtime import Framework, Registry
+from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
+
+__all__ = ["Outcome", "Scheduler"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one pod. `status` is SUCCESS (bound), WAIT (held at Permit) or why not."""
+
+    pod: str
+    node: str | None
+    status: Status
+    #: Annotations PreBind asked for (e.g. `scheduling.koordinator.sh/device-allocated`).
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
+
+    @property
+    def scheduled(self) -> bool:
+        return self.status.is_success and self.node is not None
+
+    @classmethod
+    def of(cls, attempt: Attempt[None]) -> Outcome:
+        held = attempt.placement
+        if held is None:
+            return cls(attempt.pod.key, None, attempt.status, diagnosis=attempt.diagnosis)
+        return cls(attempt.pod.key, held.node, attempt.status, dict(held.annotations), attempt.diagnosis)
+
+
+class Scheduler:
+    """Frameworks per profile over one cache; `schedule_one` runs a whole cycle synchronously."""
+
+    def __init__(
+        self,
+        config: SchedulerConfig | None = None,
+        *,
+        cache: ClusterCache | None = None,
+        registry: Registry = REGISTRY,
+        default_plugins: tuple[PluginRef, ...] = DEFAULT_PLUGINS,
+        seed: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Raises ConfigError when a profile or plugin argument is invalid."""
+        self.config = config if config is not None else SchedulerConfig()
+        self.cache = cache if cache is not None else ClusterCache()
+        self.frameworks = build_frameworks(
+            self.config, self.cache, registry=registry, default_plugins=default_plugins, seed=seed
+        )
+        self._default = self.frameworks[self.config.profiles[0].scheduler_name]
+        self.cycle: SchedulingCycle[None] = SchedulingCycle(self.cache, self.frameworks, bind=self._commit, clock=clock)
+
+    def framework_for(self, pod: Pod) -> Framework | None:
+        """The profile named by the pod's schedulerName, or None when it is not ours."""
+        return self.frameworks.get(pod.scheduler_name)
+
+    def schedule_one(self, pod: Pod, *, profile: str | None = None, diagnose: bool = True) -> Outcome:
+        """Schedule and bind one pending pod. Never raises for a pod that does not fit.
+
+        The profile is `profile`, else the pod's schedulerName, else the first profile (what-if
+        and the simulator schedule pods written for other schedulers too).
+        """
+        framework = self.frameworks[profile] if profile else self.framework_for(pod) or self._default
+        attempt = self.cycle.schedule_one(pod, framework, None, diagnose=diagnose)
+        if attempt is None:
+            # Scheduling it again would count it twice (a snapshot listing the same pod twice).
+            return Outcome(pod.key, None, Status.error(f"pod {pod.key} is already scheduled or running"))
+        return Outcome.of(attempt)
+
+    def resolve_waiting(self) -> list[Outcome]:
+        """Bind waiting pods that were allowed, undo those rejected or timed out."""
+        return [Outcome.of(attempt) for attempt in self.cycle.resolve_waiting()]
+
+    def _commit(self, placement: Placement[None]) -> Status:
+        """Bind in memory: the Bind plugins; when all SKIP, the pod is confirmed in the cache on
+        its node with PreBind's annotations. Then PostBind."""
+        info, node = placement.pod, placement.node
+        status = placement.framework.run_bind(placement.state, info, node)
+        if status.code is Code.SKIP:
+            self.cache.confirm(_bound(info.pod, node, placement.annotations))
+            status = SUCCESS
+        if not status.is_success:
+            return status
+        placement.framework.run_post_bind(placement.state, info, node)
+        log.log(logging.INFO - 4, "Placed pod", extra={"pod": info.key, "node": node})
+        return SUCCESS
+
+
+def _bound(pod: Pod, node: str, annotations: Mapping[str, str]) -> Pod:
+    meta: ObjectMeta = dataclasses.replace(pod.meta, annotations={**pod.meta.annotations, **annotations})
+    return dataclasses.replace(pod, meta=meta, node_name=node, phase="Running" if pod.phase == "Pending" else pod.phase)
