@@ -4,14 +4,18 @@
 drive `Agent` directly. What it hosts:
 
     discovery + health + GPU metrics   NodeDevices (agent/devices/node.py)
+    faults that outlive the process    FaultMemory (agent/health/memory.py): the state file in
+                                       --state-dir and the Device CR's first read, restored
+                                       before anything reports; Events on the Node
     Device CR                          DeviceReporter (agent/devices/reporter.py), woken on every change
     pods bound to this node            one Informer (fieldSelector spec.nodeName), feeding QoS,
                                        the metrics' pod names and the simulated kubelet
     hook server                        GPU env, RDMA devices, QoS plugins on a unix socket
     node QoS                           NodeQoS (agent/qos/node.py): what the NodeSLO enables
     simulated kubelet (optional)       SimulatedKubelet (agent/kubeletsim/)
-    HTTP                               /metrics, /healthz (/livez, /readyz), and for simulated
-                                       devices the fault injection routes (agent/devices/faults.py)
+    HTTP                               /metrics, /healthz (/livez, /readyz), POST /health/clear
+                                       (agent/devices/healthclear.py), and for simulated devices
+                                       the fault injection routes (agent/devices/faults.py)
 
 Start-up fails (ConfigError, with a message saying what to fix) only for what the agent cannot
 run without: a bad flag or profile, a kubeconfig that does not load, a socket or port another
@@ -32,12 +36,16 @@ from pathlib import Path
 import psutil
 from prometheus_client import CollectorRegistry
 
-from agent.devices.faults import SimulatedFaults, json_error
+from agent.devices.faults import SimulatedFaults
+from agent.devices.healthclear import HealthClear
 from agent.devices.node import NodeDevices
 from agent.devices.reporter import DeviceReporter
+from agent.devices.routing import json_error
 from agent.discovery.nvmllib import NVMLLibrary
 from agent.discovery.settings import DiscoveryStack, open_discovery
 from agent.discovery.simulated import NodeCapacity
+from agent.health.memory import FaultMemory, NodeEventRecorder
+from agent.health.statefile import StateFile
 from agent.hooks import GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
 from agent.kubeletsim import SimulatedKubelet
 from agent.qos.node import NodeQoS
@@ -46,6 +54,7 @@ from apis.errors import ConfigError
 from apis.k8s.core import Pod
 from kube import errors, serving
 from kube.client import Client
+from kube.events import EventRecorder
 from kube.informer import Informer
 from kube.resources import NODES, PODS
 
@@ -54,6 +63,7 @@ __all__ = ["Agent", "run"]
 log = logging.getLogger(__name__)
 
 _UID_INDEX = "uid"
+_COMPONENT = "tessera-agent"
 
 
 class Agent:
@@ -68,6 +78,7 @@ class Agent:
         self._stops: list[Callable[[], None]] = []
         self.registry = CollectorRegistry()
         self.devices: NodeDevices | None = None
+        self.memory: FaultMemory | None = None
         self.reporter: DeviceReporter | None = None
         self.pods: Informer[Pod] | None = None
         self.qos: NodeQoS | None = None
@@ -121,12 +132,24 @@ class Agent:
         )
         self.devices = devices
         self._stops.append(devices.stop)  # also frees what it opened (NVML event sets), started or not
+        recorder = EventRecorder(client, _COMPONENT, host=node)
+        self._stops.append(recorder.close)
+        memory = FaultMemory(
+            devices.tracker,
+            devices.inventory.gpus,
+            StateFile(s.state_dir),
+            events=NodeEventRecorder(recorder, node),
+            node_name=node,
+        )
+        self.memory = memory
+        memory.start()  # faults from the state file, before any monitor or the reporter runs
         reporter = DeviceReporter(
             client,
             node_name=node,
             build=devices.build,
             resync_interval_s=s.report.resync_interval_s,
             registry=self.registry,
+            on_first_read=memory.adopt,  # or from the Device CR, before the first write
         )
         self.reporter = reporter
         devices.on_change(reporter.wake)
@@ -140,7 +163,7 @@ class Agent:
         )
 
         # What another process may hold (a port, a socket) is bound first, before any thread runs.
-        http = self._serve_http(stack)
+        http = self._serve_http(stack, HealthClear(memory, lambda: devices.inventory.gpus))
         if s.hooks.enabled:
             self._serve_hooks()
 
@@ -173,13 +196,14 @@ class Agent:
                 "rdma": len(devices.inventory.rdma),
                 "metrics": http.address,
                 "hookSocket": str(s.hooks.socket_path) if s.hooks.enabled else "off",
+                "stateDir": str(s.state_dir),
                 "qos": "off" if self.qos is None else ",".join(self.qos.running) or "no part enabled",
             },
         )
 
-    def _serve_http(self, stack: DiscoveryStack) -> serving.Server:
-        """/metrics, health, and the fault injection routes for simulated devices. Errors are JSON
-        `{"error": ...}`, as the fault routes answer theirs."""
+    def _serve_http(self, stack: DiscoveryStack, clear: HealthClear) -> serving.Server:
+        """/metrics, health, the operator's health clear, and the fault injection routes for
+        simulated devices. Errors are JSON `{"error": ...}`, as those routes answer theirs."""
         s = self.settings.metrics
         faults = SimulatedFaults(stack.fake, node_name=self.settings.node_name) if stack.fake is not None else None
         self.http = serving.Server(
@@ -188,7 +212,7 @@ class Agent:
             port=s.port,
             registry=self.registry,
             liveness={"device-reporter": self._reporter_running},
-            routes=faults.routes() if faults is not None else (),
+            routes=[*clear.routes(), *(faults.routes() if faults is not None else ())],
             error=json_error,
         )
         self.http.start()  # ConfigError when the port is taken

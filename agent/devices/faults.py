@@ -20,25 +20,18 @@ has passed without errors.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Final
 
+from agent.devices.routing import BadRequest, Query, int_param, json_error
 from agent.discovery.fake_nvml import FakeGPU, FakeNVML
 from kube import serving
 
-__all__ = ["PREFIX", "SimulatedFaults", "json_error"]
+__all__ = ["PREFIX", "SimulatedFaults"]
 
 log = logging.getLogger(__name__)
 
 PREFIX: Final = "/debug/simulate/"
-
-_Query = Mapping[str, Sequence[str]]
-
-
-class _BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class SimulatedFaults:
@@ -57,26 +50,26 @@ class SimulatedFaults:
         ]
 
     # --- the faults --------------------------------------------------------------------------------
-    def _xid(self, gpu: FakeGPU, query: _Query) -> dict[str, object]:
-        xid = _int(query, "xid")
+    def _xid(self, gpu: FakeGPU, query: Query) -> dict[str, object]:
+        xid = int_param(query, "xid")
         self._fake.inject_xid(gpu.uuid, xid)
         return {"xid": xid}
 
-    def _lost(self, gpu: FakeGPU, query: _Query) -> dict[str, object]:
+    def _lost(self, gpu: FakeGPU, query: Query) -> dict[str, object]:
         self._fake.vanish(gpu.uuid)
         return {}
 
-    def _reset(self, gpu: FakeGPU, query: _Query) -> dict[str, object]:
+    def _reset(self, gpu: FakeGPU, query: Query) -> dict[str, object]:
         self._fake.reset(gpu.uuid)
         return {}
 
     # --- HTTP --------------------------------------------------------------------------------------
-    def _endpoint(self, fault: str, act: Callable[[FakeGPU, _Query], dict[str, object]]) -> serving.Handler:
+    def _endpoint(self, fault: str, act: Callable[[FakeGPU, Query], dict[str, object]]) -> serving.Handler:
         def handle(request: serving.Request) -> serving.Response:
             try:
-                gpu = self._gpu(_int(request.query, "minor"))
+                gpu = self._gpu(int_param(request.query, "minor"))
                 detail = act(gpu, request.query)
-            except _BadRequest as e:
+            except BadRequest as e:
                 return json_error(e.status, str(e))
             log.warning(
                 "Injected a SIMULATED GPU fault",
@@ -90,23 +83,5 @@ class SimulatedFaults:
         gpu = next((g for g in self._fake.gpus if g.minor == minor), None)
         if gpu is None:
             known = ", ".join(str(g.minor) for g in self._fake.gpus)
-            raise _BadRequest(404, f"no simulated GPU with minor {minor} (minors: {known})")
+            raise BadRequest(404, f"no simulated GPU with minor {minor} (minors: {known})")
         return gpu
-
-
-def _int(query: _Query, name: str) -> int:
-    values = query.get(name)
-    if not values:
-        raise _BadRequest(400, f"missing query parameter {name}")
-    try:
-        value = int(values[-1])
-    except ValueError:
-        raise _BadRequest(400, f"{name} must be an integer, got {values[-1]!r}") from None
-    if value < 0:
-        raise _BadRequest(400, f"{name} must not be negative, got {value}")
-    return value
-
-
-def json_error(status: int, message: str) -> serving.Response:
-    """How the agent's HTTP server answers an error, its own (404, 405, ...) and these routes' alike."""
-    return serving.Response.json({"error": message}, status)

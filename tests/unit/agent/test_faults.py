@@ -10,7 +10,8 @@ from typing import NamedTuple
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.devices.faults import PREFIX, SimulatedFaults, json_error
+from agent.devices.faults import PREFIX, SimulatedFaults
+from agent.devices.routing import json_error
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.nvmllib import NVML
 from agent.discovery.simulated import load_profile
