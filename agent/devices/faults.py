@@ -9,12 +9,14 @@ serve these routes (404): nothing can fake a fault on a real node.
     POST /debug/simulate/xid?minor=3&xid=79     an XID event on GPU 3 (critical XIDs make it unhealthy;
                                                 79 and other `reset` XIDs keep it so until a reset)
     POST /debug/simulate/gpu-lost?minor=3       GPU 3 stops answering, as one that fell off the bus
-    POST /debug/simulate/gpu-reset?minor=3      GPU 3 answers again, as after `nvidia-smi -r`
+    POST /debug/simulate/gpu-reset?minor=3      GPU 3 is reset, as by `nvidia-smi -r`: a lost GPU answers
+                                                again; one that answers is gone for RESET_DOWNTIME_S first
 
 Answers are JSON: 200 `{"minor": 3, "uuid": "GPU-…", "fault": "xid", "xid": 79}`; 400 for a
 missing or malformed parameter, 404 for a GPU the profile does not have, 405 for a method other
-than POST. After a reset a GPU is healthy again once the quiet period (`--health-quiet-period`)
-has passed without errors.
+than POST. The health monitor sees a reset as the GPU lost and then answering again (its
+liveness probe runs every `--health-interval`, 1 s by default: shorter than the downtime); the
+GPU is healthy again once the quiet period (`--health-quiet-period`) has passed without errors.
 """
 
 from __future__ import annotations
@@ -27,11 +29,14 @@ from agent.devices.routing import BadRequest, Query, int_param, json_error
 from agent.discovery.fake_nvml import FakeGPU, FakeNVML
 from kube import serving
 
-__all__ = ["PREFIX", "SimulatedFaults"]
+__all__ = ["PREFIX", "RESET_DOWNTIME_S", "SimulatedFaults"]
 
 log = logging.getLogger(__name__)
 
 PREFIX: Final = "/debug/simulate/"
+#: Seconds a simulated GPU that still answers does not while it is reset: long enough for the
+#: health monitor's liveness probe (every second by default) to see it gone, as on real hardware.
+RESET_DOWNTIME_S: Final = 3.0
 
 
 class SimulatedFaults:
@@ -60,7 +65,7 @@ class SimulatedFaults:
         return {}
 
     def _reset(self, gpu: FakeGPU, query: Query) -> dict[str, object]:
-        self._fake.reset(gpu.uuid)
+        self._fake.reset(gpu.uuid, down_s=RESET_DOWNTIME_S)
         return {}
 
     # --- HTTP --------------------------------------------------------------------------------------

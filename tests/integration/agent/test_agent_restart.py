@@ -4,11 +4,13 @@
 XID 79 on simulated GPU 3, then the agent is SIGKILLed and started again — once with its state
 directory, once with the state file gone (a new DaemonSet pod on a fresh filesystem: the Device CR
 is the record) — and a watch on the Device CR shows that GPU 3 never turns healthy or offers
-resources, before or after the restarted agent's first report. Then the operator clears it.
+resources, before or after the restarted agent's first report. Then the operator clears it, or
+a GPU reset ends it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -29,12 +31,16 @@ pytestmark = pytest.mark.integration
 
 BROKEN = 3
 SYNCS = "tessera_agent_device_cr_syncs_total"
+QUIET_S = "2"  # after a reset, healthy again this soon
 
 
 @pytest.fixture
 def agent(apiserver: EmbeddedAPIServer) -> Iterator[AgentProcess]:
     node = f"sim-restart-{uuid.uuid4().hex[:6]}"
-    args = ["--simulate-devices", "a100-8x", "--simulate-kubelet", "--device-resync-interval", "0.25"]
+    args = [
+        *("--simulate-devices", "a100-8x", "--simulate-kubelet"),
+        *("--device-resync-interval", "0.25", "--health-quiet-period", QUIET_S),
+    ]
     with AgentProcess(apiserver.kubeconfig, node_name=node, args=args) as agent:
         yield agent
 
@@ -83,12 +89,19 @@ def kill_and_restart(agent: AgentProcess, client: Client, *, forget_state: bool)
     return [before, *(d for cr in seen for d in cr.of_type(DeviceType.GPU) if d.minor == BROKEN)]
 
 
-def test_a_reset_xid_survives_kill_9_until_an_operator_clears_it(agent: AgentProcess, client: Client) -> None:
+def fall_off_the_bus(agent: AgentProcess, client: Client) -> DeviceInfo:
+    """XID 79 on GPU 3; the GPU as the Device CR shows it then."""
     node = agent.node_name
     wait_for(lambda: (g := gpu(client, node)) is not None and g.health, what="GPU 3 healthy in the CR")
     agent.inject("xid", minor=BROKEN, xid=79)
     broken = wait_for(lambda: (g := gpu(client, node)) is not None and not g.health and g, what="GPU 3 unhealthy")
     assert (broken.resources, broken.conditions[0].reason) == ({}, "Xid79")
+    return broken
+
+
+def test_a_reset_xid_survives_kill_9_until_an_operator_clears_it(agent: AgentProcess, client: Client) -> None:
+    node = agent.node_name
+    broken = fall_off_the_bus(agent, client)
 
     # 1. Restarted with its state directory: the file restores the fault; nothing needs writing.
     shown = kill_and_restart(agent, client, forget_state=False)
@@ -119,3 +132,17 @@ def test_a_reset_xid_survives_kill_9_until_an_operator_clears_it(agent: AgentPro
     wait_for(lambda: (agent.metric(SYNCS, result="unchanged") or 0) >= 1, what="the restarted agent's first report")
     after = gpu(client, node)
     assert after is not None and after.health and after.resources == cleared.resources  # (the history is not kept)
+
+
+def test_a_restored_fault_ends_with_a_gpu_reset(agent: AgentProcess, client: Client) -> None:
+    node = agent.node_name
+    fall_off_the_bus(agent, client)
+    shown = kill_and_restart(agent, client, forget_state=False)
+    assert all(not g.health for g in shown), shown
+
+    agent.inject("gpu-reset", minor=BROKEN)  # gone for a moment, then answering: a reset
+    recovered = wait_for(
+        lambda: (g := gpu(client, node)) is not None and g.health and g, what="GPU 3 healthy after the quiet period"
+    )
+    assert recovered.conditions[0].reason == "Recovered" and recovered.resources[names.GPU_CORE] == 100
+    assert json.loads((agent.state_dir / "gpu-faults.json").read_text())["faults"] == {}
