@@ -53,6 +53,18 @@ def gpu(client: Client, node: str, minor: int = BROKEN) -> DeviceInfo | None:
     return next(d for d in cr.of_type(DeviceType.GPU) if d.minor == minor)
 
 
+def wait_gpu(client: Client, node: str, *, healthy: bool, what: str) -> DeviceInfo:
+    """GPU 3 once the CR shows it healthy (or not)."""
+
+    def check() -> DeviceInfo | None:
+        found = gpu(client, node)
+        return found if found is not None and found.health is healthy else None
+
+    found = wait_for(check, what=what)
+    assert found is not None
+    return found
+
+
 def node_events(client: Client, node: str, reason: str) -> list[str]:
     listed = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={node}")
     return [e["message"] for e in listed.items if e["reason"] == reason]
@@ -92,9 +104,9 @@ def kill_and_restart(agent: AgentProcess, client: Client, *, forget_state: bool)
 def fall_off_the_bus(agent: AgentProcess, client: Client) -> DeviceInfo:
     """XID 79 on GPU 3; the GPU as the Device CR shows it then."""
     node = agent.node_name
-    wait_for(lambda: (g := gpu(client, node)) is not None and g.health, what="GPU 3 healthy in the CR")
+    wait_gpu(client, node, healthy=True, what="GPU 3 healthy in the CR")
     agent.inject("xid", minor=BROKEN, xid=79)
-    broken = wait_for(lambda: (g := gpu(client, node)) is not None and not g.health and g, what="GPU 3 unhealthy")
+    broken = wait_gpu(client, node, healthy=False, what="GPU 3 unhealthy")
     assert (broken.resources, broken.conditions[0].reason) == ({}, "Xid79")
     return broken
 
@@ -124,7 +136,7 @@ def test_a_reset_xid_survives_kill_9_until_an_operator_clears_it(agent: AgentPro
     # 3. The operator clears it: healthy, offered again, and it stays so across a restart.
     answer = agent.clear_health(minor=BROKEN)
     assert (answer["cleared"], answer["healthy"], answer["was"]) == (True, True, "Xid79")
-    cleared = wait_for(lambda: (g := gpu(client, node)) is not None and g.health and g, what="GPU 3 healthy again")
+    cleared = wait_gpu(client, node, healthy=True, what="GPU 3 healthy again")
     assert cleared.resources[names.GPU_CORE] == 100 and cleared.conditions[0].reason == "Cleared"
     wait_for(lambda: node_events(client, node, "GPUFaultCleared"), what="a GPUFaultCleared Event on the Node")
     assert agent.stop() == 0
@@ -141,8 +153,6 @@ def test_a_restored_fault_ends_with_a_gpu_reset(agent: AgentProcess, client: Cli
     assert all(not g.health for g in shown), shown
 
     agent.inject("gpu-reset", minor=BROKEN)  # gone for a moment, then answering: a reset
-    recovered = wait_for(
-        lambda: (g := gpu(client, node)) is not None and g.health and g, what="GPU 3 healthy after the quiet period"
-    )
+    recovered = wait_gpu(client, node, healthy=True, what="GPU 3 healthy after the quiet period")
     assert recovered.conditions[0].reason == "Recovered" and recovered.resources[names.GPU_CORE] == 100
     assert json.loads((agent.state_dir / "gpu-faults.json").read_text())["faults"] == {}
