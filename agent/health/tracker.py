@@ -191,7 +191,8 @@ class HealthTracker:
                 return False
             before = device.reset_fault()
             device.awaiting_reset, device.last_error = False, None
-            device.cause = device.reset_cause = (REASON_CLEARED, message)
+            if not device.problems:  # else the problem stays the cause, for its quiet period once it ends
+                device.cause = (REASON_CLEARED, message)
             change = self._update(device_id, device, before)
         self._notify(change)
         return True

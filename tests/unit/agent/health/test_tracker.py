@@ -206,10 +206,15 @@ def test_an_operator_clear_makes_the_device_healthy_at_once(
     assert not tracker.clear_faults(GPU, message="again")  # healthy already: nothing to clear
 
 
-def test_an_operator_clear_cannot_end_a_lasting_problem(tracker: HealthTracker) -> None:
+def test_an_operator_clear_cannot_end_a_lasting_problem(tracker: HealthTracker, clock: ManualClock) -> None:
     tracker.fault(GPU, reason="Xid79", message="m", needs_reset=True)
     tracker.problem(GPU, "lost", reason="GPULost", message="gone")
     assert tracker.clear_faults(GPU, message="cleared")
     assert (tracker.health(GPU).healthy, tracker.health(GPU).reason) == (False, "GPULost")
     assert tracker.reset_faults() == {}
+    tracker.clear(GPU, "lost")  # it answers again: the problem's quiet period, then recovered
+    assert (tracker.health(GPU).healthy, tracker.health(GPU).reason) == (False, "GPULost")
+    clock.advance(300)
+    tracker.tick()
+    assert (tracker.health(GPU).healthy, tracker.health(GPU).reason) == (True, REASON_RECOVERED)
     assert not tracker.clear_faults("GPU-unknown", message="cleared")
