@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agent.app import Agent, run
     from agent.discovery.settings import DiscoverySettings
     from agent.settings import (
+        DEFAULT_STATE_DIR,
         AgentSettings,
         HealthSettings,
         HookSettings,
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
+    "DEFAULT_STATE_DIR": "agent.settings",
     "Agent": "agent.app",
     "AgentSettings": "agent.settings",
     "DiscoverySettings": "agent.discovery.settings",
@@ -42,6 +44,7 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "DEFAULT_STATE_DIR",
     "Agent",
     "AgentSettings",
     "DiscoverySettings",

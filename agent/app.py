@@ -4,6 +4,9 @@
 drive `Agent` directly. What it hosts:
 
     discovery + health + GPU metrics   NodeDevices (agent/devices/node.py)
+    faults that outlive the process    FaultMemory (agent/health/memory.py): the state file in
+                                       --state-dir and the Device CR's first read, restored
+                                       before anything reports; Events on the Node
     Device CR                          DeviceReporter (agent/devices/reporter.py), woken on every change
     pods bound to this node            one Informer (fieldSelector spec.nodeName), feeding QoS,
                                        the metrics' pod names, the device ledger and the
@@ -11,12 +14,14 @@ drive `Agent` directly. What it hosts:
     device ledger                      DeviceLedger (agent/ledger/): who holds which device share
     hook server                        device collision, GPU env, RDMA devices, QoS plugins on a
                                        unix socket
-    events                             an EventRecorder (DeviceCollision on refused pods)
+    events                             one EventRecorder: DeviceCollision on refused pods,
+                                       GPUFaultRestored / GPUFaultCleared on the Node
     node QoS                           NodeQoS (agent/qos/node.py): what the NodeSLO enables
     simulated kubelet (optional)       SimulatedKubelet (agent/kubeletsim/)
     HTTP                               /metrics, /healthz (/livez), /readyz (also: the ledger is
-                                       rebuilt from the informer), and for simulated
-                                       devices the fault injection routes (agent/devices/faults.py)
+                                       rebuilt from the informer), POST /health/clear
+                                       (agent/devices/healthclear.py), and for simulated devices
+                                       the fault injection routes (agent/devices/faults.py)
 
 Start-up fails (ConfigError, with a message saying what to fix) only for what the agent cannot
 run without: a bad flag or profile, a kubeconfig that does not load, a socket or port another
@@ -37,12 +42,16 @@ from pathlib import Path
 import psutil
 from prometheus_client import CollectorRegistry
 
-from agent.devices.faults import SimulatedFaults, json_error
+from agent.devices.faults import SimulatedFaults
+from agent.devices.healthclear import HealthClear
 from agent.devices.node import NodeDevices
 from agent.devices.reporter import DeviceReporter
+from agent.devices.routing import json_error
 from agent.discovery.nvmllib import NVMLLibrary
 from agent.discovery.settings import DiscoveryStack, open_discovery
 from agent.discovery.simulated import NodeCapacity
+from agent.health.memory import FaultMemory, NodeEventRecorder
+from agent.health.statefile import StateFile
 from agent.hooks import DeviceCollisionPlugin, GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
 from agent.kubeletsim import SimulatedKubelet
 from agent.ledger import DeviceLedger, NodeSlots
@@ -76,6 +85,7 @@ class Agent:
         self._stops: list[Callable[[], None]] = []
         self.registry = CollectorRegistry()
         self.devices: NodeDevices | None = None
+        self.memory: FaultMemory | None = None
         self.reporter: DeviceReporter | None = None
         self.pods: Informer[Pod] | None = None
         self.ledger: DeviceLedger | None = None
@@ -133,12 +143,26 @@ class Agent:
         )
         self.devices = devices
         self._stops.append(devices.stop)  # also frees what it opened (NVML event sets), started or not
+        # One recorder for the agent's events: faults restored or cleared (on the Node), refused
+        # containers (on their pods).
+        self.events = recorder = EventRecorder(client, _COMPONENT, host=node)
+        self._stops.append(recorder.close)
+        memory = FaultMemory(
+            devices.tracker,
+            devices.inventory.gpus,
+            StateFile(s.state_dir),
+            events=NodeEventRecorder(recorder, node),
+            node_name=node,
+        )
+        self.memory = memory
+        memory.start()  # faults from the state file, before any monitor or the reporter runs
         reporter = DeviceReporter(
             client,
             node_name=node,
             build=devices.build,
             resync_interval_s=s.report.resync_interval_s,
             registry=self.registry,
+            on_first_read=memory.adopt,  # or from the Device CR, before the first write
         )
         self.reporter = reporter
         devices.on_change(reporter.wake)
@@ -152,9 +176,9 @@ class Agent:
         )
 
         # What another process may hold (a port, a socket) is bound first, before any thread runs.
-        http = self._serve_http(stack)
+        http = self._serve_http(stack, HealthClear(memory, lambda: devices.inventory.gpus))
         if s.hooks.enabled:
-            self._serve_hooks(client, devices, self.ledger)
+            self._serve_hooks(devices, self.ledger, recorder)
 
         self._run(pods.start, pods.stop)
         devices.start()
@@ -185,13 +209,14 @@ class Agent:
                 "rdma": len(devices.inventory.rdma),
                 "metrics": http.address,
                 "hookSocket": str(s.hooks.socket_path) if s.hooks.enabled else "off",
+                "stateDir": str(s.state_dir),
                 "qos": "off" if self.qos is None else ",".join(self.qos.running) or "no part enabled",
             },
         )
 
-    def _serve_http(self, stack: DiscoveryStack) -> serving.Server:
-        """/metrics, health, and the fault injection routes for simulated devices. Errors are JSON
-        `{"error": ...}`, as the fault routes answer theirs."""
+    def _serve_http(self, stack: DiscoveryStack, clear: HealthClear) -> serving.Server:
+        """/metrics, health, the operator's health clear, and the fault injection routes for
+        simulated devices. Errors are JSON `{"error": ...}`, as those routes answer theirs."""
         s = self.settings.metrics
         faults = SimulatedFaults(stack.fake, node_name=self.settings.node_name) if stack.fake is not None else None
         self.http = serving.Server(
@@ -201,25 +226,23 @@ class Agent:
             registry=self.registry,
             liveness={"device-reporter": self._reporter_running},
             readiness={"device-ledger": self._ledger_ready},
-            routes=faults.routes() if faults is not None else (),
+            routes=[*clear.routes(), *(faults.routes() if faults is not None else ())],
             error=json_error,
         )
         self.http.start()  # ConfigError when the port is taken
         self._stops.append(self.http.stop)
         return self.http
 
-    def _serve_hooks(self, client: Client, devices: NodeDevices, ledger: DeviceLedger) -> None:
+    def _serve_hooks(self, devices: NodeDevices, ledger: DeviceLedger, events: EventRecorder) -> None:
         """The hook server with the device collision, GPU env, RDMA devices and (when QoS runs
         cgroup QoS) QoS plugins; the collision check first, so a refused container is refused for it."""
         s = self.settings
-        self.events = EventRecorder(client, _COMPONENT, host=s.node_name)
-        self._stops.append(self.events.close)
 
         def node_slots() -> NodeSlots:
             return NodeSlots.of(devices.inventory, devices.tracker.snapshot(), node=s.node_name)
 
         plugins: list[HookPlugin] = [
-            DeviceCollisionPlugin(ledger, node=node_slots, registry=self.registry, events=self.events),
+            DeviceCollisionPlugin(ledger, node=node_slots, registry=self.registry, events=events),
             GPUEnvPlugin(),
             RDMADevicesPlugin(sysfs_root=s.discovery.sysfs_root, dev_root=s.hooks.dev_root),
         ]

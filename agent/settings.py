@@ -17,6 +17,7 @@ from agent.hooks.server import DEFAULT_SOCKET
 from kube.client import ClientSettings
 
 __all__ = [
+    "DEFAULT_STATE_DIR",
     "AgentSettings",
     "HealthSettings",
     "HookSettings",
@@ -26,6 +27,9 @@ __all__ = [
     "QoSSettings",
     "ReportSettings",
 ]
+
+#: Where the agent keeps what must survive its restarts (a hostPath in a DaemonSet).
+DEFAULT_STATE_DIR = Path("/var/lib/tessera/agent")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,8 @@ class AgentSettings:
     hooks: HookSettings = field(default_factory=HookSettings)
     qos: QoSSettings = field(default_factory=QoSSettings)
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
+    #: What must outlive the process: the GPU faults that wait for a reset (agent/health/memory.py).
+    state_dir: Path = DEFAULT_STATE_DIR
 
     @property
     def node_name(self) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import agent
 from agent import (
+    DEFAULT_STATE_DIR,
     AgentSettings,
     DiscoverySettings,
     HealthSettings,
@@ -45,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("NODE_NAME", ""),
         metavar="NAME",
         help="this node's name (default: $NODE_NAME, as a DaemonSet sets it from spec.nodeName)",
+    )
+    node.add_argument(
+        "--state-dir",
+        type=Path,
+        default=DEFAULT_STATE_DIR,
+        metavar="DIR",
+        help="where the agent keeps what outlives it: GPU faults waiting for a reset (one directory per agent)",
     )
     ClientSettings.add_arguments(parser)
 
@@ -188,6 +196,7 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             status_report_s=args.node_status_interval,
             node_ip=args.node_ip,
         ),
+        state_dir=args.state_dir,
     )
 
 

@@ -9,36 +9,34 @@ serve these routes (404): nothing can fake a fault on a real node.
     POST /debug/simulate/xid?minor=3&xid=79     an XID event on GPU 3 (critical XIDs make it unhealthy;
                                                 79 and other `reset` XIDs keep it so until a reset)
     POST /debug/simulate/gpu-lost?minor=3       GPU 3 stops answering, as one that fell off the bus
-    POST /debug/simulate/gpu-reset?minor=3      GPU 3 answers again, as after `nvidia-smi -r`
+    POST /debug/simulate/gpu-reset?minor=3      GPU 3 is reset, as by `nvidia-smi -r`: a lost GPU answers
+                                                again; one that answers is gone for RESET_DOWNTIME_S first
 
 Answers are JSON: 200 `{"minor": 3, "uuid": "GPU-…", "fault": "xid", "xid": 79}`; 400 for a
 missing or malformed parameter, 404 for a GPU the profile does not have, 405 for a method other
-than POST. After a reset a GPU is healthy again once the quiet period (`--health-quiet-period`)
-has passed without errors.
+than POST. The health monitor sees a reset as the GPU lost and then answering again (its
+liveness probe runs every `--health-interval`, 1 s by default: shorter than the downtime); the
+GPU is healthy again once the quiet period (`--health-quiet-period`) has passed without errors.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from typing import Final
 
+from agent.devices.routing import BadRequest, Query, int_param, json_error
 from agent.discovery.fake_nvml import FakeGPU, FakeNVML
 from kube import serving
 
-__all__ = ["PREFIX", "SimulatedFaults", "json_error"]
+__all__ = ["PREFIX", "RESET_DOWNTIME_S", "SimulatedFaults"]
 
 log = logging.getLogger(__name__)
 
 PREFIX: Final = "/debug/simulate/"
-
-_Query = Mapping[str, Sequence[str]]
-
-
-class _BadRequest(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+#: Seconds a simulated GPU that still answers does not while it is reset: long enough for the
+#: health monitor's liveness probe (every second by default) to see it gone, as on real hardware.
+RESET_DOWNTIME_S: Final = 3.0
 
 
 class SimulatedFaults:
@@ -57,26 +55,26 @@ class SimulatedFaults:
         ]
 
     # --- the faults --------------------------------------------------------------------------------
-    def _xid(self, gpu: FakeGPU, query: _Query) -> dict[str, object]:
-        xid = _int(query, "xid")
+    def _xid(self, gpu: FakeGPU, query: Query) -> dict[str, object]:
+        xid = int_param(query, "xid")
         self._fake.inject_xid(gpu.uuid, xid)
         return {"xid": xid}
 
-    def _lost(self, gpu: FakeGPU, query: _Query) -> dict[str, object]:
+    def _lost(self, gpu: FakeGPU, query: Query) -> dict[str, object]:
         self._fake.vanish(gpu.uuid)
         return {}
 
-    def _reset(self, gpu: FakeGPU, query: _Query) -> dict[str, object]:
-        self._fake.reset(gpu.uuid)
+    def _reset(self, gpu: FakeGPU, query: Query) -> dict[str, object]:
+        self._fake.reset(gpu.uuid, down_s=RESET_DOWNTIME_S)
         return {}
 
     # --- HTTP --------------------------------------------------------------------------------------
-    def _endpoint(self, fault: str, act: Callable[[FakeGPU, _Query], dict[str, object]]) -> serving.Handler:
+    def _endpoint(self, fault: str, act: Callable[[FakeGPU, Query], dict[str, object]]) -> serving.Handler:
         def handle(request: serving.Request) -> serving.Response:
             try:
-                gpu = self._gpu(_int(request.query, "minor"))
+                gpu = self._gpu(int_param(request.query, "minor"))
                 detail = act(gpu, request.query)
-            except _BadRequest as e:
+            except BadRequest as e:
                 return json_error(e.status, str(e))
             log.warning(
                 "Injected a SIMULATED GPU fault",
@@ -90,23 +88,5 @@ class SimulatedFaults:
         gpu = next((g for g in self._fake.gpus if g.minor == minor), None)
         if gpu is None:
             known = ", ".join(str(g.minor) for g in self._fake.gpus)
-            raise _BadRequest(404, f"no simulated GPU with minor {minor} (minors: {known})")
+            raise BadRequest(404, f"no simulated GPU with minor {minor} (minors: {known})")
         return gpu
-
-
-def _int(query: _Query, name: str) -> int:
-    values = query.get(name)
-    if not values:
-        raise _BadRequest(400, f"missing query parameter {name}")
-    try:
-        value = int(values[-1])
-    except ValueError:
-        raise _BadRequest(400, f"{name} must be an integer, got {values[-1]!r}") from None
-    if value < 0:
-        raise _BadRequest(400, f"{name} must not be negative, got {value}")
-    return value
-
-
-def json_error(status: int, message: str) -> serving.Response:
-    """How the agent's HTTP server answers an error, its own (404, 405, ...) and these routes' alike."""
-    return serving.Response.json({"error": message}, status)

@@ -17,6 +17,10 @@ starts it. Everything about writing the CR is here:
   failing API server is logged once and retried with backoff until it answers, each time with
   the newest state, so what changed during an outage is written late but never lost. A CR on the
   server that does not parse is logged and replaced.
+- **First read**: before its first write the reporter reads the CR as an earlier agent left it
+  and hands it to `on_first_read` (agent/health/memory.py restores GPU faults that wait for a
+  reset from it); until that read succeeds nothing is written, so a restarted agent never
+  overwrites what it has not seen.
 - **Owner**: the owner reference carries the Node's uid when the Node exists. Without a Node the
   CR is written without one and gains it as soon as the Node appears (while the uid is unknown,
   every pass reads the Node).
@@ -85,8 +89,11 @@ class DeviceReporter:
         resync_interval_s: float = 60.0,
         registry: CollectorRegistry | None = None,
         backoff: Backoff = _BACKOFF,
+        on_first_read: Callable[[Device | None], None] | None = None,
     ) -> None:
         self.node_name = node_name
+        #: Called once with the CR the server holds (None: none, or malformed) before the first write.
+        self._on_first_read = on_first_read
         self._devices = client.resource(names.DEVICES)
         self._nodes = client.resource(NODES)
         self._build = build
@@ -149,6 +156,8 @@ class DeviceReporter:
         Raises kube.APIError when the API server fails (after retrying conflicts); the next call
         starts over from the server's state.
         """
+        if self._on_first_read is not None:
+            self._first_read(self._on_first_read)
         if full or not self._node_uid:
             self._node_uid = self._read_node_uid()
         wanted = self._build(self._node_uid)
@@ -165,6 +174,16 @@ class DeviceReporter:
                     extra={"device": self.node_name, "error": str(e)},
                 )
         return retry_on_conflict(lambda: self._write(wanted))
+
+    def _first_read(self, on_first_read: Callable[[Device | None], None]) -> None:
+        """Read the CR an earlier agent left and hand it over, once. Raises kube.APIError (the pass
+        fails and is retried) when the server does not answer."""
+        try:
+            current = self._parse(self._devices.get(self.node_name))
+        except errors.NotFound:
+            current = None
+        self._on_first_read = None
+        on_first_read(current)
 
     def _read_node_uid(self) -> str:
         try:

@@ -9,7 +9,8 @@ to `NVML(...)` through constructors; nothing patches `pynvml`.
 The control surface (not part of pynvml) drives what real hardware would do: `inject_xid` queues
 an XID event to every event set the GPU is registered with (a critical one, or an application one
 such as 13), `vanish` makes a GPU stop answering as one that fell off the bus, `reset` brings it
-back as a GPU reset does, and `init_error` makes `nvmlInit` fail (no driver).
+back as a GPU reset does (a GPU that still answers is gone for a moment first, as during a real
+reset: that is how the agent sees one), and `init_error` makes `nvmlInit` fail (no driver).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pynvml
@@ -52,6 +53,8 @@ class FakeGPU:
     nvlink: bool = False  # joined to every other `nvlink` GPU (an NVSwitch system)
     processes: list[FakeProcess] = field(default_factory=list)
     lost: bool = False
+    #: On the fake's clock: until then the GPU does not answer (it is being reset).
+    resetting_until: float = 0.0
 
 
 class _Handle:
@@ -143,10 +146,12 @@ class FakeNVML:
         *,
         driver_version: str = "535.161.08",
         init_error: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.gpus = sorted(gpus, key=lambda g: g.bus_id)  # NVML enumerates in PCI bus order
         self.driver_version = driver_version
         self.init_error = init_error  # an NVML_ERROR_* code nvmlInit returns, e.g. LIBRARY_NOT_FOUND
+        self._clock = clock
         self._handles = {id(g): _Handle(g) for g in self.gpus}
         self._refcount = 0
         self._event_sets: list[_EventSet] = []
@@ -170,10 +175,17 @@ class FakeNVML:
         with self._cond:
             self.gpu(uuid).lost = True
 
-    def reset(self, uuid: str) -> None:
-        """The GPU answers again, as after `nvidia-smi -r`."""
+    def reset(self, uuid: str, *, down_s: float = 0.0) -> None:
+        """The GPU is reset, as by `nvidia-smi -r`: a lost GPU answers again at once; one that
+        still answers first stops answering for `down_s` seconds, as a real reset takes it away."""
         with self._cond:
-            self.gpu(uuid).lost = False
+            gpu = self.gpu(uuid)
+            if not gpu.lost and down_s > 0:
+                gpu.resetting_until = self._clock() + down_s
+            gpu.lost = False
+
+    def _gone(self, gpu: FakeGPU) -> bool:
+        return gpu.lost or self._clock() < gpu.resetting_until
 
     def set_processes(self, uuid: str, processes: Iterable[FakeProcess]) -> None:
         with self._cond:
@@ -197,7 +209,7 @@ class FakeNVML:
         self._check_init()
         if not isinstance(handle, _Handle):
             raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        if handle.gpu.lost:
+        if self._gone(handle.gpu):
             raise _error(pynvml.NVML_ERROR_GPU_IS_LOST)
         return handle.gpu
 
@@ -238,7 +250,7 @@ class FakeNVML:
     def _found(self, gpu: FakeGPU | None) -> object:
         if gpu is None:
             raise _error(pynvml.NVML_ERROR_NOT_FOUND)
-        if gpu.lost:
+        if self._gone(gpu):
             raise _error(pynvml.NVML_ERROR_GPU_IS_LOST)
         return self._handles[id(gpu)]
 

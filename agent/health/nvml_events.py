@@ -138,4 +138,4 @@ class NVMLWatcher:
         log.warning(
             "Critical XID", extra={"gpu": gpu.uuid, "minor": gpu.minor, "xid": xid, "action": rule.action.value}
         )
-        self._tracker.fault(gpu.uuid, reason=f"Xid{xid}", message=message, needs_reset=needs_reset)
+        self._tracker.fault(gpu.uuid, reason=xids.reason(xid), message=message, needs_reset=needs_reset)

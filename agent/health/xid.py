@@ -7,6 +7,9 @@ a GPU recover: after `RECOVER` XIDs once no error has been seen for the quiet pe
 `RESET` XIDs (hardware state that only a GPU reset clears: ECC, NVLink, fallen off the bus) once a
 reset has been seen and the quiet period has passed since. Unlisted critical XIDs count as
 `RECOVER`. docs/agent.md shows the same table; a test keeps the two in step.
+
+A device's health reason names the XID (`Xid79`): `reason` writes it and `from_reason` reads it
+back (from a Device CR written before an agent restart).
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["XID_TABLE", "XidAction", "XidRule", "rule"]
+__all__ = ["XID_TABLE", "XidAction", "XidRule", "from_reason", "reason", "rule"]
+
+_REASON_PREFIX: Final = "Xid"
 
 
 class XidAction(enum.Enum):
@@ -64,3 +69,16 @@ _DEFAULT: Final = XidRule(_R, "Critical XID error")
 def rule(xid: int) -> XidRule:
     """The table's rule for `xid`; unlisted XIDs are critical and recover after the quiet period."""
     return XID_TABLE.get(xid, _DEFAULT)
+
+
+def reason(xid: int) -> str:
+    """The health reason for `xid`: `Xid79`."""
+    return f"{_REASON_PREFIX}{xid}"
+
+
+def from_reason(text: str) -> int | None:
+    """The XID a health reason names (`Xid79` -> 79); None for any other reason (`GPULost`)."""
+    digits = text.removeprefix(_REASON_PREFIX)
+    if digits == text or not (digits.isascii() and digits.isdigit()):
+        return None
+    return int(digits)

@@ -4,10 +4,12 @@
         agent.get("/healthz")
         agent.metric("tessera_agent_device_cr_syncs_total", result="unchanged")
         agent.inject("xid", minor=3, xid=79)       # POST /debug/simulate/xid (simulated devices only)
+        agent.clear_health(minor=3)                # POST /health/clear: the operator's override
 
 Each agent gets its own directory (a short one under /tmp unless given: socket paths must stay
-under 108 bytes) holding its log, its hook server's socket and the file where it writes the
-address it serves HTTP on (a free loopback port, so no port is guessed). `start()` returns once
+under 108 bytes) holding its log, its hook server's socket, its state directory (`state/`, where
+GPU faults waiting for a reset outlive a restart) and the file where it writes the address it
+serves HTTP on (a free loopback port, so no port is guessed). `start()` returns once
 /healthz answers and can be called again after the process exited (a restart); `stop()` sends
 SIGTERM and returns the exit code; `cleanup()` also removes a directory it made.
 """
@@ -53,6 +55,7 @@ class AgentProcess(ServingProcess):
         self.kubeconfig = kubeconfig
         self.node_name = node_name
         self.hook_socket = self.directory / "agent.sock"
+        self.state_dir = self.directory / "state"
         self.args = tuple(args)
 
     def start(self, timeout: float = 60.0) -> None:
@@ -71,6 +74,8 @@ class AgentProcess(ServingProcess):
                 str(self.address_file),
                 "--hook-socket",
                 str(self.hook_socket),
+                "--state-dir",
+                str(self.state_dir),
                 *self.args,
             ]
         )
@@ -87,9 +92,16 @@ class AgentProcess(ServingProcess):
 
     def inject(self, fault: str, **params: int) -> dict[str, object]:
         """POST /debug/simulate/<fault>?params; raises AssertionError unless the agent says 200."""
-        status, body = self.request("POST", f"/debug/simulate/{fault}?{urllib.parse.urlencode(params)}")
+        return self._post(f"/debug/simulate/{fault}", params)
+
+    def clear_health(self, *, minor: int) -> dict[str, object]:
+        """POST /health/clear?minor=N (the operator's override); AssertionError unless 200."""
+        return self._post("/health/clear", {"minor": minor})
+
+    def _post(self, path: str, params: dict[str, int]) -> dict[str, object]:
+        status, body = self.request("POST", f"{path}?{urllib.parse.urlencode(params)}")
         if status != 200:
-            raise AssertionError(f"fault injection {fault} {params}: {status} {body.decode()}")
+            raise AssertionError(f"POST {path} {params}: {status} {body.decode()}")
         answer: dict[str, object] = json.loads(body)
         return answer
 

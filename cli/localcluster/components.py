@@ -4,7 +4,8 @@
     DATA_DIR/controller/                               `tessera controller`: log, address file
     DATA_DIR/scheduler/                                `tessera scheduler`: log, address file
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
-                                                       file, hook socket (this machine's agent)
+                                                       file, state/ (its --state-dir), hook socket
+                                                       (this machine's agent)
 
 Every component talks to the API server through the kubeconfig, as in a cluster; each serves
 HTTP on a port it picks itself and writes the address to its directory, so nothing is guessed.

@@ -29,8 +29,15 @@ pytestmark = pytest.mark.integration
 class Node:
     """One simulated node's inventory and health, and a reporter for it; `name` is unique per test."""
 
-    def __init__(self, client: Client, registry: CollectorRegistry | None = None) -> None:
-        self.name = f"node-{uuid.uuid4().hex[:8]}"
+    def __init__(
+        self,
+        client: Client,
+        registry: CollectorRegistry | None = None,
+        *,
+        name: str = "",
+        on_first_read: Callable[[Device | None], None] | None = None,
+    ) -> None:
+        self.name = name or f"node-{uuid.uuid4().hex[:8]}"
         self.client = client
         self.inventory: Inventory = load_profile("t4-2x").inventory(self.name)
         self.tracker = HealthTracker(ManualClock())
@@ -42,6 +49,7 @@ class Node:
             registry=registry,
             resync_interval_s=3600,
             backoff=Backoff(initial=0.05, maximum=0.5),
+            on_first_read=on_first_read,
         )
 
     def build(self, node_uid: str) -> Device:
@@ -157,6 +165,27 @@ def test_the_owner_reference_is_added_once_the_node_exists(node: Node) -> None:
     uid = node.register()
     assert node.reporter.sync(full=False) is SyncResult.UPDATED  # the Node is read while its uid is unknown
     assert [o.uid for o in node.device().meta.owner_references] == [uid]
+
+
+def test_the_cr_an_earlier_agent_left_is_read_before_the_first_write(client: Client) -> None:
+    earlier = Node(client)
+    earlier.register()
+    earlier.break_gpu(1)
+    earlier.reporter.sync()
+    left = earlier.device()
+    seen: list[tuple[Device | None, int]] = []
+    later = Node(client, name=earlier.name, on_first_read=lambda cr: seen.append((cr, later.builds)))
+    assert later.reporter.sync() is SyncResult.UPDATED  # this tracker knows nothing: it reports GPU 1 healthy
+    assert seen == [(left, 0)]  # but only after it was handed what was there, before building anything
+    later.reporter.sync()
+    assert len(seen) == 1
+
+
+def test_a_new_node_has_no_cr_to_read_first(client: Client) -> None:
+    seen: list[Device | None] = []
+    node = Node(client, on_first_read=seen.append)
+    assert node.reporter.sync() is SyncResult.CREATED
+    assert seen == [None]
 
 
 def sample(registry: CollectorRegistry, result: str) -> float:

@@ -10,9 +10,10 @@ from typing import NamedTuple
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.devices.faults import PREFIX, SimulatedFaults, json_error
+from agent.devices.faults import PREFIX, SimulatedFaults
+from agent.devices.routing import json_error
 from agent.discovery.fake_nvml import FakeNVML
-from agent.discovery.nvmllib import NVML
+from agent.discovery.nvmllib import NVML, NVMLCallError
 from agent.discovery.simulated import load_profile
 from kube import serving
 
@@ -58,6 +59,14 @@ def test_a_gpu_can_be_lost_and_reset(fake: FakeNVML) -> None:
     assert fake.gpus[0].lost and not fake.gpus[1].lost
     assert call(fake, "gpu-reset", "minor=0")[0] == "200 OK"
     assert not fake.gpus[0].lost
+
+
+def test_resetting_a_gpu_that_answers_takes_it_away_for_a_moment(fake: FakeNVML, nvml: NVML) -> None:
+    handle = nvml.handle_by_index(1)
+    assert call(fake, "gpu-reset", "minor=1")[0] == "200 OK"
+    with pytest.raises(NVMLCallError) as caught:  # the health monitor's probe sees it gone ...
+        nvml.uuid(handle)
+    assert caught.value.gpu_lost and fake.gpus[1].resetting_until > 0  # ... for RESET_DOWNTIME_S
 
 
 class Bad(NamedTuple):

@@ -70,6 +70,7 @@ def test_every_flag_lands_in_its_setting() -> None:
         "--node-ip=10.0.0.9",
         "--node-lease-interval=2",
         "--node-status-interval=4",
+        "--state-dir=/var/lib/t",
     )
     assert cli_agent.settings_from(args) == AgentSettings(
         discovery=DiscoverySettings(
@@ -90,6 +91,7 @@ def test_every_flag_lands_in_its_setting() -> None:
             network_interface="eth1",
         ),
         kubelet=KubeletSettings(enabled=True, lease_renew_s=2, status_report_s=4, node_ip="10.0.0.9"),
+        state_dir=Path("/var/lib/t"),
     )
 
 

@@ -76,6 +76,23 @@ def test_vanished_gpu_is_lost_until_reset(nvml_env: NVMLEnv, nvml: NVML) -> None
     assert nvml.memory(handle)[0] == gpu.memory_total
 
 
+def test_a_reset_takes_a_gpu_that_answers_away_for_a_moment() -> None:
+    now = [100.0]
+    fake = FakeNVML([FakeGPU(uuid="GPU-r", bus_id="0000:3b:00.0", minor=0)], clock=lambda: now[0])
+    nvml = NVML(fake)
+    nvml.init()
+    handle = nvml.handle_by_uuid("GPU-r")
+    fake.reset("GPU-r", down_s=3.0)
+    with pytest.raises(NVMLCallError) as caught:
+        nvml.uuid(handle)
+    assert caught.value.gpu_lost
+    now[0] += 3.0
+    assert nvml.uuid(handle) == "GPU-r"
+    fake.reset("GPU-r")  # no downtime asked for: nothing to see
+    assert nvml.uuid(handle) == "GPU-r"
+    nvml.shutdown()
+
+
 def test_injected_xid_wakes_a_waiting_thread_and_reaches_only_registered_sets(nvml_env: NVMLEnv, nvml: NVML) -> None:
     fake = nvml_env.require_fake()
     watched, unwatched = nvml.create_event_set(), nvml.create_event_set()

@@ -12,7 +12,7 @@ from agent.discovery.nvmllib import NVML, HandleCache
 from agent.discovery.pci import PCIBus
 from agent.health.clock import ManualClock
 from agent.health.nvml_events import NVMLWatcher
-from agent.health.tracker import REASON_RECOVERED, HealthTracker
+from agent.health.tracker import REASON_RECOVERED, HealthTracker, ResetFault
 from tests.unit.agent.conftest import NVMLEnv
 from tests.unit.agent.health.conftest import QUIET_S, Recorder
 
@@ -111,3 +111,23 @@ def test_an_xid_that_needs_a_reset_does_not_heal_by_waiting(
     watcher.probe()
     tracker.tick()
     assert tracker.health(gpus[1].uuid).reason == "Xid74"
+
+
+def test_a_fault_restored_after_a_restart_ends_with_a_reset(
+    nvml_env: NVMLEnv, watcher: NVMLWatcher, gpus: tuple[GPU, ...], tracker: HealthTracker, clock: ManualClock
+) -> None:
+    fake = nvml_env.require_fake()
+    gpu = gpus[3]
+    tracker.restore(gpu.uuid, ResetFault("Xid79", "XID 79: GPU has fallen off the bus", "2023-12-31T00:00:00Z"))
+    watcher.probe()
+    clock.advance(10 * QUIET_S)
+    tracker.tick()
+    assert tracker.health(gpu.uuid).reason == "Xid79"  # this process never saw it lost: it waits
+    fake.reset(gpu.uuid, down_s=3.0)  # an operator resets it (`nvidia-smi -r`): gone for a moment ...
+    watcher.probe()
+    fake.gpu(gpu.uuid).resetting_until = 0.0  # ... and back
+    watcher.probe()
+    assert tracker.reset_faults() == {}
+    clock.advance(QUIET_S)
+    tracker.tick()
+    assert tracker.health(gpu.uuid).healthy
