@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -86,6 +87,9 @@ class NodeQoS:
         self._parts: dict[str, _Part] = {}
         self._told_no_interface = False
         self._stamp = self._file_stamp()
+        #: check_config runs on the watch thread and on demand; one at a time, so a caller that
+        #: finds the file unchanged returns only after the other has applied it.
+        self._reload = threading.Lock()
         force = settings.mode is QoSMode.ON
         self.plugin = (
             qos.QoSHookPlugin(config=config, pods=lookup, cgroups=cgroups)
@@ -149,20 +153,21 @@ class NodeQoS:
 
     def check_config(self) -> None:
         """Reload the NodeSLO file if it changed; hand it to the parts."""
-        stamp = self._file_stamp()
-        if stamp == self._stamp:
-            return
-        self._stamp = stamp
-        config = _load(self._settings.config_path, self._node_labels)
-        if config is None:
-            return
-        log.info("QoS config changed", extra={"path": str(self._settings.config_path)})
-        self._config = config
-        if self.plugin is not None:
-            self.plugin.set_config(config)
-        for part in self._parts.values():
-            part.set_config(config)
-        self._ensure_parts(config)
+        with self._reload:
+            stamp = self._file_stamp()
+            if stamp == self._stamp:
+                return
+            self._stamp = stamp
+            config = _load(self._settings.config_path, self._node_labels)
+            if config is None:
+                return
+            log.info("QoS config changed", extra={"path": str(self._settings.config_path)})
+            self._config = config
+            if self.plugin is not None:
+                self.plugin.set_config(config)
+            for part in self._parts.values():
+                part.set_config(config)
+            self._ensure_parts(config)
 
     def _ensure_parts(self, config: QoSConfig) -> None:
         """Start the parts `config` enables that are not running yet."""
