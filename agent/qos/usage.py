@@ -80,10 +80,14 @@ class CgroupUsageSampler:
         self._be_cgroups: dict[str, Cgroup] = {}
 
     def sample(self) -> UsageSample | None:
+        # Find the BE cgroups first (a directory walk), then read the counters back to back,
+        # children before their parent: kubepods' count then covers what the BE reads saw, so
+        # BE usage cannot come out above all pods' usage however slow the walk was.
+        sources = self._be_sources()
         now = self._clock()
-        counters = {"node": self._busy_ns(), "pods": self._usage(self._cgroups.kubepods())}
-        for cg in self._be_sources():
-            counters[cg.rel] = self._usage(cg)
+        counters = {cg.rel: self._usage(cg) for cg in sources}
+        counters["pods"] = self._usage(self._cgroups.kubepods())
+        counters["node"] = self._busy_ns()
         previous, previous_at = self._previous, self._previous_at
         self._previous, self._previous_at = counters, now
         if previous_at is None or now <= previous_at:
