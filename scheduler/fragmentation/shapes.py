@@ -13,9 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from apis.crds.device import DeviceType
-from apis.errors import InvalidRequestError
 from apis.extension import names
-from apis.extension.devicerequest import DeviceRequest, device_requests, gpu_allocation_resources
+from apis.extension.devicerequest import DeviceRequest, gpu_allocation_resources
 from apis.k8s.core import Pod
 from apis.k8s.labels import Operator
 from scheduler.cache import PodInfo
@@ -94,10 +93,7 @@ def task_shape(pod: PodInfo) -> TaskShape:
     DeviceShare rejects the pod anyway)."""
     requests = pod.requests
     gpus = percent = 0
-    try:
-        gpu = device_requests(requests).get(DeviceType.GPU)
-    except InvalidRequestError:
-        gpu = None
+    gpu = pod.device_requests.get(DeviceType.GPU)
     if gpu is not None:
         gpus, percent = gpu.count, gpu_share(gpu)
     return TaskShape(
