@@ -1,9 +1,15 @@
 """A pod plus what the scheduler derives from it, computed once per pod object.
 
-Every plugin reads the same few derived facts (the effective request, the devices a bound pod
-holds, whether it holds them PCIe-exclusively). Deriving them here once keeps the hot path free
-of repeated parsing, and keeps a malformed annotation on an existing pod from failing a cycle:
-the error is recorded on the PodInfo (and logged) and the pod still counts for CPU and memory.
+Every plugin reads the same few derived facts (the effective request, the devices it asks for,
+the devices a bound pod holds, whether it holds them PCIe-exclusively). Deriving them here once
+keeps the hot path free of repeated parsing, and keeps a malformed annotation on an existing pod
+from failing a cycle: the error is recorded on the PodInfo (and logged) and the pod still counts
+for CPU and memory.
+
+The device requests are parsed on first use, not in `PodInfo.of`: the pod being scheduled needs
+them (DeviceShare, GPUFragmentation and the FGD workload all read them in one cycle), the pods
+in the cache, built for every informer event, never do, and parsing costs more than the rest of
+`PodInfo.of` together.
 """
 
 from __future__ import annotations
@@ -13,14 +19,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from apis.crds.device import DeviceType
-from apis.errors import AnnotationError
-from apis.extension import allocation, hints
+from apis.errors import AnnotationError, InvalidRequestError
+from apis.extension import allocation, devicerequest, hints
 from apis.extension.allocation import DeviceAllocation
+from apis.extension.devicerequest import DeviceRequest
 from apis.k8s.core import Pod
 
 __all__ = ["PodInfo"]
 
 log = logging.getLogger(__name__)
+
+#: A pod's device requests, and why they could not be parsed (then the requests are empty).
+_ParsedDevices = tuple[Mapping[DeviceType, DeviceRequest], InvalidRequestError | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +46,9 @@ class PodInfo:
     allocation_error: str = ""
     #: Device types the pod holds PCIe-exclusively (its device-allocate-hint says `PCIeLevel`).
     pcie_exclusive: frozenset[DeviceType] = frozenset()
+    #: Memo of `device_requests` and `request_error`, filled on first use (see the module
+    #: docstring): derived from `requests`, which never changes, so it is not state.
+    _devices: _ParsedDevices | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
@@ -58,6 +71,28 @@ class PodInfo:
                     t for t, h in pod_hints.items() if h.exclusive_policy is hints.ExclusivePolicy.PCIE_LEVEL
                 )
         return cls(pod, pod.requests(), allocations, error, exclusive)
+
+    @property
+    def device_requests(self) -> Mapping[DeviceType, DeviceRequest]:
+        """The devices the pod asks for, by type (`apis.extension.devicerequest` rules); empty
+        when it asks for none or when its request breaks the rules (then see `request_error`).
+        Parsed once, on first use; never raises."""
+        return self._parsed_devices()[0]
+
+    @property
+    def request_error(self) -> InvalidRequestError | None:
+        """Why the pod's device request breaks the rules (naming the pod); None when it is valid."""
+        return self._parsed_devices()[1]
+
+    def _parsed_devices(self) -> _ParsedDevices:
+        parsed = self._devices
+        if parsed is None:
+            try:
+                parsed = (devicerequest.device_requests(self.requests, obj=self.pod.key), None)
+            except InvalidRequestError as e:
+                parsed = ({}, e)
+            object.__setattr__(self, "_devices", parsed)  # a memo on a frozen value: see the field
+        return parsed
 
     @property
     def key(self) -> str:

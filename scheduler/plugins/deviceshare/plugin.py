@@ -2,9 +2,9 @@
 
 The bookkeeping half of device scheduling (the placement half is `allocator.AllocationPolicy`):
 
-- PreFilter parses the request once (`apis.extension.devicerequest` rules; an invalid request or a
-  malformed hint rejects the pod as UnschedulableAndUnresolvable with a reason naming the
-  problem) and asks `GPUFreeIndex` which nodes might fit.
+- PreFilter takes the request as `PodInfo` parsed it once (`apis.extension.devicerequest`
+  rules; an invalid request or a malformed hint rejects the pod as UnschedulableAndUnresolvable
+  with a reason naming the problem) and asks `GPUFreeIndex` which nodes might fit.
 - Filter asks the policy for an allocation on the node, memoised per request shape and node
   device generation (`FitMemo`), so Score and Reserve reuse it and so do the next pods of the
   same shape.
@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 
 from apis.crds.device import DeviceType
-from apis.errors import AnnotationError, InvalidRequestError
+from apis.errors import AnnotationError
 from apis.extension import allocation as allocation_codec
-from apis.extension import devicerequest, hints, names
+from apis.extension import hints, names
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.framework import scoring
@@ -72,10 +72,10 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
 
     # --- PreFilter --------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        try:
-            requests = devicerequest.device_requests(pod.requests, obj=pod.key)
-        except InvalidRequestError as e:
-            return None, Status.unresolvable(reasons.INVALID_REQUEST.format(reason=e.reason), plugin=NAME)
+        error = pod.request_error
+        if error is not None:
+            return None, Status.unresolvable(reasons.INVALID_REQUEST.format(reason=error.reason), plugin=NAME)
+        requests = pod.device_requests
         demand = self._observe(pod)
         if not requests:
             return None, SKIP

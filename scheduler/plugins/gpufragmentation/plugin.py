@@ -21,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 
 from apis.crds.device import DeviceType
-from apis.errors import InvalidRequestError
-from apis.extension import devicerequest, names
+from apis.extension import names
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.framework.cycle_state import CycleState
@@ -54,10 +53,7 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         workload = self._learner.observe(pod.ident, fragmentation.task_shape(pod))
         self._index = self._learner.index()
-        try:
-            gpu = devicerequest.device_requests(pod.requests).get(DeviceType.GPU)
-        except InvalidRequestError:
-            gpu = None  # DeviceShare rejects the pod; nothing to score
+        gpu = pod.device_requests.get(DeviceType.GPU)  # none when invalid: DeviceShare rejects the pod
         requests = pod.requests
         state.write(NAME, PodState(requests.get(names.CPU, 0), requests.get(names.MEMORY, 0), gpu, workload.version))
         return None, SUCCESS

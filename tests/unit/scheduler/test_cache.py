@@ -8,7 +8,9 @@ import logging
 import pytest
 
 from apis.crds.device import DeviceType
+from apis.errors import InvalidRequestError
 from apis.extension import names
+from apis.extension.devicerequest import pod_device_requests
 from apis.k8s.core import Taint
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.simulation.cluster import GIB
@@ -79,6 +81,29 @@ def test_malformed_annotation_is_recorded_not_fatal(caplog: pytest.LogCaptureFix
     assert node_of(cache).requested[names.CPU] == 1000
     assert gpu_used(cache, "n1") == {}
     assert any(r.getMessage() == "Ignoring malformed device allocation" for r in caplog.records)
+
+
+def test_device_requests_are_parsed_once_on_first_use() -> None:
+    pod = make_pod("p", gpu_core=50, gpu_ratio=50, rdma=1, cpu=1000)
+    info = PodInfo.of(pod)
+    assert info.device_requests == pod_device_requests(pod)
+    assert info.request_error is None
+    assert info.device_requests is info.device_requests  # the memo, not a second parse
+    assert info == PodInfo.of(pod)  # the memo is no part of the value
+    assert PodInfo.of(make_pod("cpu-only", cpu=1000)).device_requests == {}
+
+
+def test_invalid_device_request_is_recorded_as_the_rules_reject_it() -> None:
+    pod = make_pod("bad", gpu_core=150, cpu=1000)
+    with pytest.raises(InvalidRequestError) as rejected:
+        pod_device_requests(pod)
+    info = PodInfo.of(pod)
+    assert info.device_requests == {}
+    assert info.request_error is not None
+    assert str(info.request_error) == str(rejected.value)
+    assert info.request_error.resources == rejected.value.resources
+    assert info.request_error is info.request_error
+    assert info.requests[names.CPU] == 1000  # still counts for CPU and memory
 
 
 def test_device_update_reapplies_holdings_and_unknown_minors_are_kept() -> None:

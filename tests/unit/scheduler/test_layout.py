@@ -21,9 +21,11 @@ PACKAGES = [
     "scheduler.plugins.nodename",
     "scheduler.plugins.gpufragmentation",
 ]
+#: Packages below the plugins that are not plugins themselves.
+DOMAIN_PACKAGES = ["scheduler.fragmentation"]
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", PACKAGES + DOMAIN_PACKAGES)
 def test_all_is_complete(package: str) -> None:
     mod = importlib.import_module(package)
     for name in mod.__all__:

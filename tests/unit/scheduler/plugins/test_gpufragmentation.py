@@ -22,7 +22,7 @@ from scheduler.plugins.gpufragmentation import GPUFragmentation, GPUFragmentatio
 
 from ..conftest import allocated, bound_pod, gpu_alloc, make_cache, make_node, make_pod, make_scheduler
 
-#: The worked example of tests/unit/scheduler/framework/test_fragmentation.py.
+#: The worked example of tests/unit/scheduler/fragmentation/conftest.py.
 WORKLOAD = (
     (TaskShape(gpus=1, gpu_percent=30), 2),
     (TaskShape(gpus=1, gpu_percent=60), 1),

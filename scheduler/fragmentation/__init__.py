@@ -1,0 +1,62 @@
+"""GPU fragmentation of a node against a target workload, after FGD (Weng et al., "Beware of
+Fragmentation: Scheduling GPU-Sharing Workloads with Fragmentation Gradient Descent", USENIX
+ATC'23). Shared by the GPUFragmentation score plugin (which node) and DeviceShare's
+FragmentationAware policy (which GPU on it): plugins never import each other, so the domain
+sits in its own layer below them and above `scheduler.framework`.
+
+One job per module, all pure (plain values and functions; no I/O, no clock):
+
+- `shapes`: task shapes, the target workload, and the shape of a pod;
+- `measure`: the measure F_n and the exact, fast loss of usable GPU a placement causes;
+- `args`: `targetWorkload` arguments, parsed (`parse_workload_args`) and written back
+  (`shapes_to_args`);
+- `learner`: the workload learned online from the pods seen, one per profile.
+
+Callers import the names below from the package: `from scheduler import fragmentation`.
+"""
+
+from scheduler.fragmentation.args import LearnSettings, WorkloadArgs, parse_workload_args, shapes_to_args
+from scheduler.fragmentation.learner import WorkloadLearner, shared_learner
+from scheduler.fragmentation.measure import (
+    Demand,
+    NodeResources,
+    NodeTable,
+    WorkloadIndex,
+    can_run,
+    fragmentation,
+    gpu_free,
+    usable,
+)
+from scheduler.fragmentation.shapes import (
+    WEIGHT_SCALE,
+    TargetWorkload,
+    TaskShape,
+    gpu_models,
+    gpu_share,
+    task_shape,
+    workload_of,
+)
+
+__all__ = [
+    "WEIGHT_SCALE",
+    "Demand",
+    "LearnSettings",
+    "NodeResources",
+    "NodeTable",
+    "TargetWorkload",
+    "TaskShape",
+    "WorkloadArgs",
+    "WorkloadIndex",
+    "WorkloadLearner",
+    "can_run",
+    "fragmentation",
+    "gpu_free",
+    "gpu_models",
+    "gpu_share",
+    "parse_workload_args",
+    "shapes_to_args",
+    "shared_learner",
+    "task_shape",
+    "usable",
+    "workload_of",
+]

@@ -1,0 +1,139 @@
+"""`targetWorkload` in a plugin's arguments: parsed and validated at start-up, and written back.
+
+GPUFragmentation and DeviceShare both take it (`parse_workload_args`); `shapes_to_args` writes
+a fixed workload as arguments, which is how `scheduler.core.with_fgd` hands the simulator's
+and what-if's shape mix to both plugins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from apis.extension import names
+from apis.k8s import resources
+from scheduler.fragmentation.shapes import WEIGHT_SCALE, WHOLE_GPU, TaskShape
+
+__all__ = ["LearnSettings", "WorkloadArgs", "parse_workload_args", "shapes_to_args"]
+
+
+@dataclass(frozen=True, slots=True)
+class LearnSettings:
+    """How a workload is learned: a histogram of shapes, each observation weighing 2^(1/halfLife)
+    times the one before (old pods fade), cut to the `max_shapes` heaviest, republished every
+    `refresh_every` observations (at 1, 2, 4, 8, … while fewer were seen)."""
+
+    half_life: int = 10_000
+    max_shapes: int = 64
+    refresh_every: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadArgs:
+    """`targetWorkload` of a plugin's arguments: fixed `shapes`, or learned (`learn`)."""
+
+    shapes: tuple[tuple[TaskShape, int], ...] = ()
+    learn: LearnSettings = LearnSettings()
+
+    @property
+    def learned(self) -> bool:
+        return not self.shapes
+
+
+_WORKLOAD_KEYS = frozenset({"learn", "shapes"})
+_LEARN_KEYS = {"halfLife": "half_life", "maxShapes": "max_shapes", "refreshEvery": "refresh_every"}
+_SHAPE_KEYS = frozenset({"cpu", "memory", "gpus", "gpuPercent", "models", "weight"})
+
+
+def parse_workload_args(raw: object, *, where: str, problems: list[str]) -> WorkloadArgs:
+    """`{learn: {halfLife, maxShapes, refreshEvery}}` or `{shapes: [{cpu, memory, gpus,
+    gpuPercent, models, weight}]}`; absent: learned with the defaults. Appends to `problems`."""
+    if raw is None:
+        return WorkloadArgs()
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: expected a mapping with learn or shapes")
+        return WorkloadArgs()
+    problems += [f"{where}.{k}: unknown field (allowed: learn, shapes)" for k in raw if k not in _WORKLOAD_KEYS]
+    if "learn" in raw and "shapes" in raw:
+        problems.append(f"{where}: give learn or shapes, not both")
+    if "shapes" in raw:
+        return WorkloadArgs(shapes=_parse_shapes(raw["shapes"], f"{where}.shapes", problems))
+    learn = raw.get("learn") or {}
+    if not isinstance(learn, Mapping):
+        problems.append(f"{where}.learn: expected a mapping")
+        return WorkloadArgs()
+    values = {}
+    for key, value in learn.items():
+        field = _LEARN_KEYS.get(str(key))
+        if field is None:
+            problems.append(f"{where}.learn.{key}: unknown field (allowed: {', '.join(sorted(_LEARN_KEYS))})")
+        elif isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            problems.append(f"{where}.learn.{key}: expected a positive integer, got {value!r}")
+        else:
+            values[field] = value
+    return WorkloadArgs(learn=LearnSettings(**values))
+
+
+def shapes_to_args(shapes: Iterable[tuple[TaskShape, int]]) -> dict[str, object]:
+    """`targetWorkload` arguments naming these shapes: what `parse_workload_args` reads back."""
+    return {
+        "shapes": [
+            {
+                "cpu": f"{s.milli_cpu}m",
+                "memory": str(s.memory),
+                "gpus": s.gpus,
+                "gpuPercent": s.gpu_percent,
+                "models": sorted(s.models),
+                "weight": w,
+            }
+            for s, w in shapes
+        ]
+    }
+
+
+def _parse_shapes(raw: object, where: str, problems: list[str]) -> tuple[tuple[TaskShape, int], ...]:
+    if not isinstance(raw, list) or not raw:
+        problems.append(f"{where}: expected a non-empty list of shapes")
+        return ()
+    out = []
+    for i, item in enumerate(raw):
+        at = f"{where}[{i}]"
+        if not isinstance(item, Mapping):
+            problems.append(f"{at}: expected a mapping")
+            continue
+        problems += [
+            f"{at}.{k}: unknown field (allowed: {', '.join(sorted(_SHAPE_KEYS))})" for k in item if k not in _SHAPE_KEYS
+        ]
+        count = len(problems)
+        cpu = _quantity(item.get("cpu", 0), names.CPU, f"{at}.cpu", problems)
+        memory = _quantity(item.get("memory", 0), names.MEMORY, f"{at}.memory", problems)
+        gpus = _int(item.get("gpus", 0), f"{at}.gpus", 0, 1 << 10, problems)
+        percent = _int(item.get("gpuPercent", WHOLE_GPU if gpus else 0), f"{at}.gpuPercent", 0, WHOLE_GPU, problems)
+        weight = _int(item.get("weight", 1), f"{at}.weight", 1, WEIGHT_SCALE, problems)
+        models = item.get("models", [])
+        if not isinstance(models, list) or not all(isinstance(m, str) and m for m in models):
+            problems.append(f"{at}.models: expected a list of GPU model names")
+            models = []
+        if gpus > 1 and 0 < percent < WHOLE_GPU:
+            problems.append(f"{at}: a shape of {gpus} GPUs must take whole GPUs (gpuPercent 100)")
+        if len(problems) == count:
+            out.append((TaskShape(cpu, memory, gpus, percent, frozenset(models)), weight))
+    return tuple(out)
+
+
+def _quantity(raw: object, name: str, where: str, problems: list[str]) -> int:
+    try:
+        value = resources.to_int(name, raw if isinstance(raw, str) else str(raw))
+    except ValueError as e:
+        problems.append(f"{where}: {e}")
+        return 0
+    if value < 0:
+        problems.append(f"{where}: must not be negative")
+    return value
+
+
+def _int(raw: object, where: str, low: int, high: int, problems: list[str]) -> int:
+    if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
+        problems.append(f"{where}: expected an integer in {low}..{high}, got {raw!r}")
+        return low
+    return raw

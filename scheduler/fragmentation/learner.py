@@ -1,0 +1,93 @@
+"""The target workload a profile measures fragmentation against: fixed, or learned online.
+
+GPUFragmentation (which node) and DeviceShare's FragmentationAware policy (which GPU) each
+count the pods they see in one `WorkloadLearner`, shared through the profile's `Handle`
+(`shared_learner`), and measure against what it publishes.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+
+from scheduler.fragmentation.args import WorkloadArgs
+from scheduler.fragmentation.measure import WorkloadIndex
+from scheduler.fragmentation.shapes import WEIGHT_SCALE, TargetWorkload, TaskShape, shape_order
+from scheduler.framework.interfaces import Handle
+
+__all__ = ["WorkloadLearner", "shared_learner"]
+
+
+class WorkloadLearner:
+    """The target workload: fixed, or learned online from the pods a plugin sees.
+
+    Learning keeps a histogram of shapes in which each observation weighs 2^(1/halfLife) times
+    the one before, so the workload follows a cluster whose mix changes, and counts a pod once
+    however often it is retried (by identity, over a bounded window). The published workload
+    (`current`) changes only every `refresh_every` observations — sooner at the start, when
+    every pod says a lot — so per-node results memoised under its version stay useful.
+    Deterministic: no clock, only the order of observations.
+    """
+
+    __slots__ = ("_args", "_current", "_growth", "_histogram", "_index", "_scale", "_seen", "_since", "_total")
+
+    _MAX_TRACKED = 4096
+    _SEEN_WINDOW = 1 << 16
+
+    def __init__(self, args: WorkloadArgs) -> None:
+        self._args = args
+        self._histogram: dict[TaskShape, float] = {}
+        self._seen: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._growth = 2.0 ** (1.0 / args.learn.half_life)
+        self._scale = 1.0
+        self._since = 0
+        self._total = 0
+        self._current = TargetWorkload(args.shapes, 1) if args.shapes else TargetWorkload()
+        self._index: WorkloadIndex | None = None
+
+    @property
+    def current(self) -> TargetWorkload:
+        return self._current
+
+    def index(self) -> WorkloadIndex:
+        """The current workload arranged for per-node work (rebuilt when it changes)."""
+        if self._index is None or self._index.workload is not self._current:
+            self._index = WorkloadIndex(self._current)
+        return self._index
+
+    def observe(self, ident: str, shape: TaskShape) -> TargetWorkload:
+        """Count a pod (once per identity) and return the workload to use for it."""
+        if not self._args.learned or ident in self._seen:
+            return self._current
+        self._seen[ident] = None
+        if len(self._seen) > self._SEEN_WINDOW:
+            self._seen.popitem(last=False)
+        self._scale *= self._growth
+        if self._scale > 1e100:  # keep the floats finite: rescale everything, order unchanged
+            self._histogram = {s: w / self._scale for s, w in self._histogram.items()}
+            self._scale = 1.0
+        self._histogram[shape] = self._histogram.get(shape, 0.0) + self._scale
+        if len(self._histogram) > self._MAX_TRACKED:
+            lightest = min(self._histogram, key=self._histogram.__getitem__)
+            del self._histogram[lightest]
+        self._total += 1
+        self._since += 1
+        if self._since >= min(self._args.learn.refresh_every, max(1, self._total // 2)):
+            self._publish()
+        return self._current
+
+    def _publish(self) -> None:
+        self._since = 0
+        heaviest = sorted(self._histogram.items(), key=lambda kv: (-kv[1], shape_order(kv[0])))
+        kept = heaviest[: self._args.learn.max_shapes]
+        total = math.fsum(w for _, w in kept)
+        shapes = tuple((s, weight) for s, w in kept if (weight := round(w * WEIGHT_SCALE / total)) > 0)
+        if shapes != self._current.shapes:
+            self._current = TargetWorkload(shapes, self._current.version + 1)
+
+
+def shared_learner(handle: Handle, args: WorkloadArgs) -> WorkloadLearner:
+    """The profile's learner for `args`, shared through the handle: GPUFragmentation (which
+    node) and DeviceShare's FragmentationAware policy (which GPU) then measure against one
+    workload, learned from the same pods, whichever of them sees a pod first."""
+    return handle.shared_object((__name__, "learner", args), lambda: WorkloadLearner(args), WorkloadLearner)

@@ -1,0 +1,37 @@
+"""The learned target workload: it follows the mix, counts a pod once, is shared per profile."""
+
+from __future__ import annotations
+
+from scheduler import fragmentation
+from scheduler.cache import ClusterCache
+from scheduler.fragmentation import TaskShape
+from scheduler.framework.interfaces import Handle
+
+from .conftest import A, B
+
+
+def test_learner_follows_the_mix_and_counts_a_pod_once() -> None:
+    learner = fragmentation.WorkloadLearner(fragmentation.WorkloadArgs())
+    share, whole = TaskShape(gpus=1, gpu_percent=50), TaskShape(gpus=1, gpu_percent=100)
+    for i in range(300):
+        learner.observe(f"p{i}", share if i % 3 else whole)
+        learner.observe("p0", whole)  # retried: counted once
+    weights = dict(learner.current.shapes)
+    assert set(weights) == {share, whole}
+    assert abs(weights[share] - 2 * fragmentation.WEIGHT_SCALE // 3) < fragmentation.WEIGHT_SCALE // 50
+    assert learner.index().workload is learner.current
+
+
+def test_fixed_workload_is_not_learned() -> None:
+    shapes = ((A, 1),)
+    learner = fragmentation.WorkloadLearner(fragmentation.WorkloadArgs(shapes=shapes))
+    assert learner.observe("p", B).shapes == shapes
+
+
+def test_learner_is_shared_per_profile_and_arguments() -> None:
+    handle = Handle(ClusterCache(), "tessera")
+    args = fragmentation.WorkloadArgs()
+    first = fragmentation.shared_learner(handle, args)
+    assert fragmentation.shared_learner(handle, fragmentation.WorkloadArgs()) is first
+    assert fragmentation.shared_learner(Handle(ClusterCache(), "tessera"), args) is not first
+    assert fragmentation.shared_learner(handle, fragmentation.WorkloadArgs(shapes=((A, 1),))) is not first
