@@ -165,15 +165,20 @@ class NodeQoS:
             return None
         if nodeslo is not None:
             nodeslo.start(sync_timeout_s=settings.nodeslo_sync_timeout_s)
-        return cls(
-            settings,
-            cgroups=cgroups,
-            pods=pods,
-            lookup=lookup,
-            registry=registry,
-            node_labels=node_labels,
-            nodeslo=nodeslo,
-        )
+        try:
+            return cls(
+                settings,
+                cgroups=cgroups,
+                pods=pods,
+                lookup=lookup,
+                registry=registry,
+                node_labels=node_labels,
+                nodeslo=nodeslo,
+            )
+        except BaseException:
+            if nodeslo is not None:
+                nodeslo.stop()
+            raise
 
     @property
     def running(self) -> tuple[str, ...]:
@@ -223,9 +228,12 @@ class NodeQoS:
             self._refresh()
 
     def nodeslo_changed(self, loaded: Loaded) -> None:
-        """A new version of the NodeSLO object (`ABSENT`: deleted), read; apply what is in force then."""
-        self._count_rejected(Source.NODESLO, loaded)
+        """A new version of the NodeSLO object (`ABSENT`: deleted), read; apply what is in force then.
+        The same `loaded` again (the watch repeats its current one on `subscribe`) changes nothing."""
         with self._lock:
+            if loaded is self._nodeslo:
+                return
+            self._count_rejected(Source.NODESLO, loaded)
             self._nodeslo = loaded
             self._refresh()
 

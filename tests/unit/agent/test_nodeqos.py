@@ -199,6 +199,7 @@ def test_a_malformed_nodeslo_keeps_the_last_good_config_in_force(made: list[Node
     assert (qos.source, qos.running) == (Source.DEFAULTS, ())
     qos.nodeslo_changed(nodeslo(SUPPRESSION))
     qos.nodeslo_changed(MALFORMED)
+    qos.nodeslo_changed(MALFORMED)  # the same version again: counted once
     assert (qos.source, qos.config) == (Source.NODESLO, config.load(SUPPRESSION))
     assert qos.running == ("be-suppression",)
     assert registry.get_sample_value("tessera_agent_qos_config_rejected_total", {"source": "nodeslo"}) == 1
