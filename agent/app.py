@@ -15,8 +15,10 @@ drive `Agent` directly. What it hosts:
     hook server                        device collision, GPU env, RDMA devices, QoS plugins on a
                                        unix socket
     events                             one EventRecorder: DeviceCollision on refused pods,
-                                       GPUFaultRestored / GPUFaultCleared on the Node
-    node QoS                           NodeQoS (agent/qos/node.py): what the NodeSLO enables
+                                       GPUFaultRestored / GPUFaultCleared on the Node,
+                                       FailedParsing on a NodeSLO it cannot read
+    node QoS                           NodeQoS (agent/qos/node.py): what the NodeSLO enables, from
+                                       the node's NodeSLO object (watched), else --qos-config
     simulated kubelet (optional)       SimulatedKubelet (agent/kubeletsim/)
     HTTP                               /metrics, /healthz (/livez), /readyz (also: the ledger is
                                        rebuilt from the informer), POST /health/clear
@@ -26,8 +28,9 @@ drive `Agent` directly. What it hosts:
 Start-up fails (ConfigError, with a message saying what to fix) only for what the agent cannot
 run without: a bad flag or profile, a kubeconfig that does not load, a socket or port another
 process holds. Everything that can recover does so while the agent runs: an API server that is
-down (the reporter, the informer and the kubelet retry), a bad QoS config (logged; QoS waits for
-a good one), a malformed object on the server (logged and skipped or replaced).
+down (the reporter, the informers and the kubelet retry), a bad QoS config file or NodeSLO
+(logged, and an Event on the NodeSLO; the last good config stays, and with none QoS waits for
+one), a malformed object on the server (logged and skipped or replaced).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from agent.hooks import DeviceCollisionPlugin, GPUEnvPlugin, HookPlugin, HookSer
 from agent.kubeletsim import SimulatedKubelet
 from agent.ledger import DeviceLedger, NodeSlots
 from agent.qos.node import NodeQoS
+from agent.qos.nodeslo import NodeSLOWatch
 from agent.settings import AgentSettings
 from apis.errors import ConfigError
 from apis.k8s.core import Pod
@@ -121,6 +125,10 @@ class Agent:
             self._stops.append(client.close)
         stack = open_discovery(s.discovery, nvml_library=self._nvml_library)
         self._stops.append(stack.close)
+        # One recorder for all the agent's events: refused containers (on their pods), GPU faults
+        # restored or cleared (on the Node), a NodeSLO it cannot read.
+        self.events = events = EventRecorder(client, _COMPONENT, host=node)
+        self._stops.append(events.close)
 
         pods: Informer[Pod] = Informer(
             client,
@@ -143,15 +151,11 @@ class Agent:
         )
         self.devices = devices
         self._stops.append(devices.stop)  # also frees what it opened (NVML event sets), started or not
-        # One recorder for the agent's events: faults restored or cleared (on the Node), refused
-        # containers (on their pods).
-        self.events = recorder = EventRecorder(client, _COMPONENT, host=node)
-        self._stops.append(recorder.close)
         memory = FaultMemory(
             devices.tracker,
             devices.inventory.gpus,
             StateFile(s.state_dir),
-            events=NodeEventRecorder(recorder, node),
+            events=NodeEventRecorder(events, node),
             node_name=node,
         )
         self.memory = memory
@@ -173,12 +177,15 @@ class Agent:
             lookup=self._pod_by_uid,
             registry=self.registry,
             node_labels=self._node_labels(client),
+            nodeslo=NodeSLOWatch(client, node_name=node, events=events),
         )
+        if self.qos is not None:
+            self._stops.append(self.qos.stop)  # its NodeSLO watch already runs
 
         # What another process may hold (a port, a socket) is bound first, before any thread runs.
         http = self._serve_http(stack, HealthClear(memory, lambda: devices.inventory.gpus))
         if s.hooks.enabled:
-            self._serve_hooks(devices, self.ledger, recorder)
+            self._serve_hooks(events, devices, self.ledger)
 
         self._run(pods.start, pods.stop)
         devices.start()
@@ -196,7 +203,7 @@ class Agent:
             self._run(self.kubelet.start, self.kubelet.stop)
         self._run(reporter.start, reporter.stop)
         if self.qos is not None:
-            self._run(self.qos.start, self.qos.stop)
+            self.qos.start()
         if s.metrics.address_file is not None:
             _write_atomically(s.metrics.address_file, http.address + "\n")  # ready
         log.info(
@@ -233,7 +240,7 @@ class Agent:
         self._stops.append(self.http.stop)
         return self.http
 
-    def _serve_hooks(self, devices: NodeDevices, ledger: DeviceLedger, events: EventRecorder) -> None:
+    def _serve_hooks(self, events: EventRecorder, devices: NodeDevices, ledger: DeviceLedger) -> None:
         """The hook server with the device collision, GPU env, RDMA devices and (when QoS runs
         cgroup QoS) QoS plugins; the collision check first, so a refused container is refused for it."""
         s = self.settings

@@ -83,10 +83,12 @@ class QoSMode(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class QoSSettings:
-    """Node QoS. What runs is decided by the NodeSLO: everything is off until it enables it."""
+    """Node QoS. What runs is decided by the NodeSLO (the node's NodeSLO object, else the file at
+    `config_path`, else Koordinator's defaults): everything is off until it enables it."""
 
     mode: QoSMode = QoSMode.AUTO
-    #: A NodeSLO / slo-controller ConfigMap YAML file; None: Koordinator's defaults (all off).
+    #: A NodeSLO / slo-controller ConfigMap YAML file, used while the node has no NodeSLO object;
+    #: None: Koordinator's defaults (all off) then.
     config_path: Path | None = None
     #: kubelet's --cgroup-root, relative to the cgroup mounts.
     cgroup_root: str = ""
@@ -95,6 +97,10 @@ class QoSSettings:
     network_interface: str = ""
     #: Seconds between checks of `config_path` for changes.
     config_poll_s: float = 10.0
+    #: Seconds the agent waits at start-up for the API server to list the node's NodeSLO object,
+    #: so the first QoS decision includes it; after that it starts from the file or the defaults
+    #: and applies the object when it comes.
+    nodeslo_sync_timeout_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)

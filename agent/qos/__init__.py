@@ -7,7 +7,9 @@ The agent process constructs `QoSHookPlugin` (for the hook server), `Reconciler`
 Modules: `convert` (pure unit conversions), `knobs` (v1/v2 files per setting), `cgroups`
 (hierarchy, read/write), `layout` (kubepods naming), `config` (NodeSLO), `policy` (pod →
 settings), `enforce` (write order the kernel accepts), `reconciler`, `hook`, `usage` and
-`suppress` (BE CPU suppression), `netqos` (tc HTB), `pods` (the PodSource / PodLookup seams).
+`suppress` (BE CPU suppression), `netqos` (tc HTB), `pods` (the PodSource / PodLookup seams);
+for the agent process, `nodeslo` (the node's NodeSLO object, watched), `sources` (which config
+is in force: the object, the file, the defaults) and `node` (which parts run).
 """
 
 from typing import TYPE_CHECKING

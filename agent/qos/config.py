@@ -3,17 +3,21 @@
 Koordinator configures koordlet with a `NodeSLO` object per node, which the slo-controller renders
 from the `slo-controller-config` ConfigMap (JSON strings under `resource-threshold-config`,
 `resource-qos-config`, `system-config`, each with a `clusterStrategy` and optional
-`nodeStrategies`). The agent accepts either shape as a YAML file, so a Koordinator cluster's
-config works unchanged, and turns it once into frozen dataclasses; the policy, the suppression
-loop and network QoS never see a dict.
+`nodeStrategies`). The agent reads the node's NodeSLO object from the API server (`parse`, via
+agent.qos.nodeslo) and accepts either shape as a YAML file (`load_file`), so a Koordinator
+cluster's config works unchanged, and turns it once into frozen dataclasses; the policy, the
+suppression loop and network QoS never see a dict.
 
 Defaults are Koordinator's (`pkg/util/sloconfig`): every QoS feature is off until enabled;
 `cpuSuppressThresholdPercent` 65; memory QoS percents 0; BE `schedIdle` 1 when CPU QoS is on.
 One divergence: Koordinator's default `cpuSuppressPolicy` is `cpuset`, Tessera implements (and
 defaults to) `cfsQuota`; `cpuset` is accepted and applied as `cfsQuota` with a warning.
 Fields Koordinator has but Tessera does not apply (eviction thresholds, resctrl, blkio, memory
-watermarks, group identity, ingress bandwidth) are accepted and ignored; any other key is an
-error, so a typo does not silently disable a protection. See docs/qos.md.
+watermarks and page cache, group identity, ingress bandwidth, kernel sysctls) are accepted and
+ignored — every field of Koordinator's NodeSLOSpec, so what its slo-controller renders parses —;
+any other key is an error, so a typo does not silently disable a protection. Network rates
+follow Koordinator's IntOrString: an integer is a percent, a string a quantity, 0 "not set".
+See docs/qos.md.
 
 Every problem found is reported at once in a `ConfigError` whose lines name the file, the
 field path and the value.
@@ -48,6 +52,7 @@ __all__ = [
     "SystemConfig",
     "load",
     "load_file",
+    "parse",
 ]
 
 # ConfigMap data keys (Koordinator's slo-controller-config).
@@ -68,7 +73,15 @@ _THRESHOLD_IGNORED: Final = frozenset(
         "cpuEvictBESatisfactionLowerPercent",
         "cpuEvictBEUsageThresholdPercent",
         "cpuEvictTimeWindowSeconds",
+        "cpuEvictThresholdPercent",
+        "cpuEvictLowerPercent",
+        "cpuAllocatableEvictThresholdPercent",
+        "cpuAllocatableEvictLowerPercent",
+        "memoryAllocatableEvictThresholdPercent",
+        "memoryAllocatableEvictLowerPercent",
         "cpuEvictPolicy",
+        "evictEnabledPriorityThreshold",
+        "allocatableEvictPriorityThreshold",
     }
 )
 _STRATEGY_CLASSES: Final = {"lsrClass": "lsr", "lsClass": "ls", "beClass": "be", "systemClass": "system"}
@@ -78,11 +91,32 @@ _CPU_KEYS: Final = frozenset({"enable", "groupIdentity", "schedIdle"})
 _CPU_IGNORED: Final = frozenset({"coreExpeller"})
 _MEMORY_KEYS: Final = frozenset({"enable", "minLimitPercent", "lowLimitPercent", "throttlingPercent"})
 _MEMORY_IGNORED: Final = frozenset(
-    {"wmarkRatio", "wmarkScalePermill", "wmarkMinAdj", "priorityEnable", "priority", "oomKillGroup"}
+    {
+        "wmarkRatio",
+        "wmarkScalePermill",
+        "wmarkMinAdj",
+        "priorityEnable",
+        "priority",
+        "oomKillGroup",
+        "pageCacheEnable",
+        "pageCacheLimitPercent",
+        "pageCacheLimitSize",
+        "pageCacheReclaimSync",
+    }
 )
 _NETWORK_KEYS: Final = frozenset({"enable", "ingressRequest", "ingressLimit", "egressRequest", "egressLimit"})
 _SYSTEM_KEYS: Final = frozenset({"totalNetworkBandwidth"})
-_SYSTEM_IGNORED: Final = frozenset({"minFreeKbytesFactor", "watermarkScaleFactor", "memcgReapBackGround"})
+_SYSTEM_IGNORED: Final = frozenset(
+    {
+        "minFreeKbytesFactor",
+        "watermarkScaleFactor",
+        "memcgReapBackGround",
+        "schedGroupIdentityEnabled",
+        "schedIdleSaverWmark",
+        "schedFeatures",
+        "pageCacheLimitEnabled",
+    }
+)
 _PROFILE_KEYS: Final = frozenset({"name", "nodeSelector"})
 
 
@@ -215,8 +249,14 @@ def load(text: str, *, source: str = "<qos config>", node_labels: Mapping[str, s
         doc = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: not valid YAML: {e}") from e
+    return parse({} if doc is None else doc, source=source, node_labels=node_labels)
+
+
+def parse(doc: object, *, source: str, node_labels: Mapping[str, str] | None = None) -> QoSConfig:
+    """Parse a decoded document (a NodeSLO object as the API server returns it, a ConfigMap, a bare
+    spec), as `load` does for text. Raises ConfigError listing every problem."""
     parser = _Parser(source)
-    config = parser.document({} if doc is None else doc, dict(node_labels or {}))
+    config = parser.document(doc, dict(node_labels or {}))
     if parser.errors:
         raise ConfigError(f"{source}: invalid QoS config:\n  " + "\n  ".join(parser.errors))
     return config
@@ -364,9 +404,11 @@ class _Parser:
     def system(self, raw: object, path: str) -> SystemConfig:
         d = self.mapping(raw, path)
         self.known(d, path, _SYSTEM_KEYS, _SYSTEM_IGNORED)
-        total = self.bandwidth(d, "totalNetworkBandwidth", path)
-        if total is not None and total.percent is not None:
+        raw_total = d.get("totalNetworkBandwidth")
+        if isinstance(raw_total, str) and raw_total.endswith("%"):
             self.fail(_join(path, "totalNetworkBandwidth"), "must be an absolute rate (bits/s), not a percent")
+            return SystemConfig()
+        total = self.rate(d, "totalNetworkBandwidth", path)
         return SystemConfig(total_network_bandwidth_bps=total.bps if total is not None else None)
 
     # --- fields ------------------------------------------------------------------------------------------
@@ -424,20 +466,35 @@ class _Parser:
         return value
 
     def bandwidth(self, d: Mapping[str, object], key: str, path: str) -> Bandwidth | None:
-        """`"50%"` → percent, `"100M"` / `100000000` → bits/s (a Kubernetes quantity)."""
+        """A class's rate, as Koordinator's IntOrString: an integer or `"50%"` is a percent of the
+        node's bandwidth, a string like `"100M"` a rate in bits/s (a Kubernetes quantity). Zero in
+        any form (Koordinator renders an unset rate as 0) is None: not set."""
         if key not in d or d[key] is None:
             return None
         value = d[key]
         where = _join(path, key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return self.bandwidth_percent(where, value, value)
         if isinstance(value, str) and value.endswith("%"):
             try:
                 percent = int(value[:-1])
             except ValueError:
                 percent = -1
-            if not 0 <= percent <= 100:
-                self.fail(where, f"must be a percent in 0..100% or a rate in bits/s, got {value!r}")
-                return None
-            return Bandwidth(percent=percent)
+            return self.bandwidth_percent(where, percent, value)
+        return self.rate(d, key, path)
+
+    def bandwidth_percent(self, where: str, percent: int, value: object) -> Bandwidth | None:
+        if not 0 <= percent <= 100:
+            self.fail(where, f'must be a percent in 0..100 (50 or "50%") or a rate in bits/s, got {value!r}')
+            return None
+        return Bandwidth(percent=percent) if percent else None
+
+    def rate(self, d: Mapping[str, object], key: str, path: str) -> Bandwidth | None:
+        """An absolute rate in bits/s: a Kubernetes quantity (`"100M"`) or an integer; 0 is None (not set)."""
+        if key not in d or d[key] is None:
+            return None
+        value = d[key]
+        where = _join(path, key)
         if isinstance(value, bool) or not isinstance(value, (str, int)):
             self.fail(where, f'must be a percent ("50%") or a rate in bits/s ("100M"), got {value!r}')
             return None
@@ -446,10 +503,10 @@ class _Parser:
         except QuantityError as e:
             self.fail(where, f'must be a percent ("50%") or a rate in bits/s ("100M"): {e.reason} (got {value!r})')
             return None
-        if bps <= 0:
-            self.fail(where, f"must be > 0 bits/s, got {value!r}")
+        if bps < 0:
+            self.fail(where, f"must be >= 0 bits/s (0: not set), got {value!r}")
             return None
-        return Bandwidth(bps=bps)
+        return Bandwidth(bps=bps) if bps else None
 
 
 def _join(path: str, key: str) -> str:

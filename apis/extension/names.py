@@ -16,6 +16,7 @@ NODE_DOMAIN: Final = "node.koordinator.sh"
 GANG_DOMAIN: Final = "gang.scheduling.koordinator.sh"
 QUOTA_DOMAIN: Final = "quota.scheduling.koordinator.sh"
 RUNTIMEPROXY_DOMAIN: Final = "runtimeproxy.koordinator.sh"
+SLO_DOMAIN: Final = "slo.koordinator.sh"
 SIGS_SCHEDULING_GROUP: Final = "scheduling.sigs.k8s.io"
 TESSERA_DOMAIN: Final = "tessera.dev"
 
@@ -128,3 +129,5 @@ class GroupVersionResource:
 DEVICES: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "devices", "Device", False)
 ELASTIC_QUOTAS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "elasticquotas", "ElasticQuota", True)
 POD_GROUPS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "podgroups", "PodGroup", True)
+#: One per node, named after it: the node's QoS configuration (Koordinator's slo-controller writes it).
+NODE_SLOS: Final = GroupVersionResource(SLO_DOMAIN, "v1alpha1", "nodeslos", "NodeSLO", False)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from hypothesis import given
 
+from agent.qos import config as qos_config
 from apis.crds.device import Device
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
@@ -16,6 +17,10 @@ from apis.extension import names
 from tests.unit.apis.strategies import devices
 
 CRD_DIR = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+#: A NodeSLO as Koordinator's slo-controller renders it: every NodeSLOSpec field, defaulted.
+NODESLO = yaml.safe_load(
+    (Path(__file__).parent / "agent" / "fixtures" / "nodeslo-koordinator-defaults.yaml").read_text()
+)
 
 
 def load_crd(gvr: names.GroupVersionResource) -> dict[str, Any]:
@@ -102,6 +107,12 @@ def test_samples_and_serialized_objects_validate(
 @pytest.mark.parametrize(
     ("gvr", "sample", "path", "bad"),
     [
+        (names.NODE_SLOS, NODESLO, ("spec", "resourceUsedThresholdWithBE", "cpuSuppressThresholdPercent"), 150),
+        (names.NODE_SLOS, NODESLO, ("spec", "resourceUsedThresholdWithBE", "enable"), "yes"),
+        (names.NODE_SLOS, NODESLO, ("spec", "resourceQOSStrategy", "beClass", "cpuQOS", "schedIdle"), "1"),
+        (names.NODE_SLOS, NODESLO, ("spec", "resourceQOSStrategy", "systemClass", "memoryQOS", "wmarkMinAdj"), 51),
+        (names.NODE_SLOS, NODESLO, ("spec", "resourceQOSStrategy", "lsClass", "networkQOS", "egressLimit"), 1.5),
+        (names.NODE_SLOS, NODESLO, ("spec", "systemStrategy", "totalNetworkBandwidth"), "fast"),
         (names.DEVICES, DEVICE, ("spec", "devices", 0, "type"), "tpu"),
         (names.DEVICES, DEVICE, ("spec", "devices", 0, "minor"), -1),
         (names.DEVICES, DEVICE, ("spec", "devices", 0, "resources", names.GPU_CORE), "lots"),
@@ -121,6 +132,21 @@ def test_schema_rejects_bad_objects(
     target[path[-1]] = bad
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(doc, schema_of(gvr))
+
+
+def test_a_nodeslo_from_koordinator_validates_and_the_agent_reads_it() -> None:
+    schema = schema_of(names.NODE_SLOS)
+    jsonschema.validate(NODESLO, schema)
+    assert qos_config.parse(NODESLO, source="NodeSLO node-1").cpu_suppress.threshold_percent == 65
+
+
+def test_nodeslo_spec_keeps_unknown_fields_for_the_agent_to_name() -> None:
+    # A field of a newer Koordinator, or a typo: the API server keeps it (not pruned), the agent
+    # reports it by name instead of running with a protection silently missing.
+    spec = schema_of(names.NODE_SLOS)["properties"]["spec"]
+    assert spec["x-kubernetes-preserve-unknown-fields"] is True
+    classes = spec["properties"]["resourceQOSStrategy"]["properties"]
+    assert all(classes[c] == classes["lsrClass"] for c in ("lsClass", "beClass", "systemClass", "cgroupRoot"))
 
 
 @given(devices())

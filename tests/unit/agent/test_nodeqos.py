@@ -1,4 +1,9 @@
-"""Which QoS parts the agent runs, from the flags, the machine and the NodeSLO (on a cgroup-v2 fixture tree)."""
+"""Which QoS parts the agent runs, from the flags, the machine and the NodeSLO (on a cgroup-v2 fixture tree).
+
+The NodeSLO object reaches NodeQoS as `nodeslo_changed(Loaded)`, which its watch calls
+(agent/qos/nodeslo.py; the watch itself runs against a real API server in
+tests/integration/qos/test_nodeslo.py).
+"""
 
 from __future__ import annotations
 
@@ -11,8 +16,9 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from agent.qos import KubeCgroups
+from agent.qos import KubeCgroups, config
 from agent.qos.node import NodeQoS
+from agent.qos.sources import ABSENT, Loaded, Source
 from agent.settings import QoSMode, QoSSettings
 from apis.k8s.core import Pod
 from tests.unit.agent.qos.factories import V2Tree
@@ -51,10 +57,31 @@ def made() -> Iterator[list[NodeQoS]]:
 SEAMS: dict[str, Any] = {"pods": no_pods, "lookup": no_pod, "node_labels": no_labels}
 
 
-def node_qos(made: list[NodeQoS], kube: KubeCgroups, settings: QoSSettings) -> NodeQoS:
-    result = NodeQoS(settings, cgroups=kube, registry=CollectorRegistry(), **SEAMS)
+def node_qos(
+    made: list[NodeQoS], kube: KubeCgroups, settings: QoSSettings, registry: CollectorRegistry | None = None
+) -> NodeQoS:
+    result = NodeQoS(settings, cgroups=kube, registry=registry or CollectorRegistry(), **SEAMS)
     made.append(result)
     return result
+
+
+def nodeslo(text: str) -> Loaded:
+    """A NodeSLO object's version, read (its spec as YAML)."""
+    return Loaded(present=True, config=config.load(text))
+
+
+MALFORMED = Loaded(present=True)
+
+
+def started_on_file(
+    made: list[NodeQoS], kube: KubeCgroups, tmp_path: Path, text: str, registry: CollectorRegistry | None = None
+) -> tuple[NodeQoS, Path]:
+    """NodeQoS started on a NodeSLO file holding `text` (polled only when a test says so)."""
+    path = tmp_path / "nodeslo.yaml"
+    write(path, text)
+    qos = node_qos(made, kube, QoSSettings(config_path=path, config_poll_s=3600), registry)
+    qos.start()
+    return qos, path
 
 
 def write(path: Path, text: str) -> None:
@@ -106,10 +133,7 @@ def test_qos_on_runs_cgroup_qos_even_when_the_nodeslo_enables_no_class(made: lis
 def test_the_nodeslo_decides_the_parts_and_a_changed_file_starts_more(
     made: list[NodeQoS], kube: KubeCgroups, tmp_path: Path
 ) -> None:
-    path = tmp_path / "nodeslo.yaml"
-    write(path, CPU_QOS)
-    qos = node_qos(made, kube, QoSSettings(config_path=path, config_poll_s=3600))
-    qos.start()
+    qos, path = started_on_file(made, kube, tmp_path, CPU_QOS)
     assert qos.plugin is not None and qos.running == ("reconciler",)
     write(path, CPU_QOS + SUPPRESSION)
     qos.check_config()
@@ -146,3 +170,66 @@ def test_network_qos_needs_an_interface(
         qos.start()
     assert qos.running == ()
     assert any("--network-qos-interface is not set" in m for m in caplog.messages)
+
+
+def test_the_nodeslo_object_beats_the_file_and_deleting_it_falls_back_to_the_file(
+    made: list[NodeQoS], kube: KubeCgroups, tmp_path: Path
+) -> None:
+    registry = CollectorRegistry()
+    qos, path = started_on_file(made, kube, tmp_path, CPU_QOS, registry)
+    assert (qos.source, qos.running) == (Source.FILE, ("reconciler",))
+    qos.nodeslo_changed(nodeslo(SUPPRESSION))
+    assert qos.source is Source.NODESLO and qos.config == config.load(SUPPRESSION)
+    assert qos.running == ("be-suppression", "reconciler")  # started live; the reconciler now neutral
+    write(path, NETWORK_QOS)
+    qos.check_config()
+    assert qos.config == config.load(SUPPRESSION)  # the object still wins over the changed file
+    qos.nodeslo_changed(ABSENT)
+    assert (qos.source, qos.config) == (Source.FILE, config.load(NETWORK_QOS))
+    sources = {
+        s.value: registry.get_sample_value("tessera_agent_qos_config_source", {"source": s.value}) for s in Source
+    }
+    assert sources == {"nodeslo": 0, "file": 1, "defaults": 0}
+
+
+def test_a_malformed_nodeslo_keeps_the_last_good_config_in_force(made: list[NodeQoS], kube: KubeCgroups) -> None:
+    registry = CollectorRegistry()
+    qos = node_qos(made, kube, QoSSettings(), registry)
+    qos.start()
+    assert (qos.source, qos.running) == (Source.DEFAULTS, ())
+    qos.nodeslo_changed(nodeslo(SUPPRESSION))
+    qos.nodeslo_changed(MALFORMED)
+    qos.nodeslo_changed(MALFORMED)  # the same version again: counted once
+    assert (qos.source, qos.config) == (Source.NODESLO, config.load(SUPPRESSION))
+    assert qos.running == ("be-suppression",)
+    assert registry.get_sample_value("tessera_agent_qos_config_rejected_total", {"source": "nodeslo"}) == 1
+    qos.nodeslo_changed(ABSENT)
+    assert (qos.source, qos.config) == (Source.DEFAULTS, config.QoSConfig())
+
+
+def test_a_malformed_first_nodeslo_keeps_the_file_in_force(
+    made: list[NodeQoS], kube: KubeCgroups, tmp_path: Path
+) -> None:
+    qos, path = started_on_file(made, kube, tmp_path, SUPPRESSION)
+    qos.nodeslo_changed(MALFORMED)
+    assert (qos.source, qos.config) == (Source.FILE, config.load(SUPPRESSION))
+    write(path, CPU_QOS)
+    qos.check_config()  # the object exists (unreadable): the file does not take over
+    assert qos.config == config.load(SUPPRESSION)
+
+
+def test_a_bad_file_counts_as_rejected(made: list[NodeQoS], kube: KubeCgroups, tmp_path: Path) -> None:
+    path = tmp_path / "nodeslo.yaml"
+    write(path, "resourceUsedThresholdWithBE: {enable: maybe}\n")
+    registry = CollectorRegistry()
+    qos = node_qos(made, kube, QoSSettings(config_path=path, config_poll_s=3600), registry)
+    assert qos.source is None and qos.config is None
+    assert registry.get_sample_value("tessera_agent_qos_config_rejected_total", {"source": "file"}) == 1
+
+
+def test_nothing_starts_after_stop(made: list[NodeQoS], kube: KubeCgroups) -> None:
+    qos = node_qos(made, kube, QoSSettings())
+    qos.start()
+    qos.stop()
+    qos.nodeslo_changed(nodeslo(SUPPRESSION))
+    assert qos.running == ()

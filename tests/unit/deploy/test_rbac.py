@@ -81,8 +81,11 @@ NEEDED: dict[str, set[Call]] = {
         # The owner reference sets blockOwnerDeletion, which the OwnerReferencesPermissionEnforcement
         # admission plugin allows only with update on the owner's finalizers.
         | calls("update", CORE, "nodes/finalizers")
+        # agent/qos/nodeslo.py NodeSLOWatch: an Informer (list + watch) of the node's NodeSLO.
+        | calls("list watch", names.NODE_SLOS.group, names.NODE_SLOS.plural)
         # agent/hooks/collision.py DeviceCollisionPlugin, through kube/events.py EventRecorder: a
-        # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count).
+        # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count);
+        # agent/qos/nodeslo.py: FailedParsing on a NodeSLO, a cluster-scoped object, so in `default`.
         | calls("create patch", CORE, "events")
     ),
 }

@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agent.qos import config
 from agent.qos.config import Bandwidth, QoSConfig, SuppressPolicy
@@ -93,6 +94,43 @@ def test_configmap_cluster_strategy_with_node_override() -> None:
     assert node.resource_qos.be.cpu.enable
 
 
+#: What Koordinator's slo-controller writes when nothing is configured (every NodeSLOSpec field).
+KOORDINATOR_DEFAULTS = Path(__file__).parents[1] / "fixtures" / "nodeslo-koordinator-defaults.yaml"
+
+
+def test_a_nodeslo_rendered_by_koordinator_parses_to_everything_off() -> None:
+    doc = yaml.safe_load(KOORDINATOR_DEFAULTS.read_text())
+    cfg = config.parse(doc, source="NodeSLO node-1")
+    assert cfg.cpu_suppress == config.CPUSuppressConfig(policy=SuppressPolicy.CPUSET)
+    classes = cfg.resource_qos
+    assert not any(c.cpu.enable or c.memory.enable or c.network.enable for c in (classes.lsr, classes.ls, classes.be))
+    assert classes.ls.network == config.NetworkQoS()  # Koordinator's zeros: rates not set
+    assert cfg.system.total_network_bandwidth_bps is None  # "0": the interface's speed
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (50, Bandwidth(percent=50)),
+        ("50%", Bandwidth(percent=50)),
+        ("100M", Bandwidth(bps=100_000_000)),
+        (0, None),
+        ("0%", None),
+        ("0", None),
+    ],
+    ids=["int-is-percent", "percent-string", "quantity", "zero", "zero-percent", "zero-quantity"],
+)
+def test_network_rates_are_koordinators_int_or_string(value: object, expected: Bandwidth | None) -> None:
+    doc = {"resourceQOSStrategy": {"lsClass": {"networkQOS": {"enable": True, "egressLimit": value}}}}
+    assert config.parse(doc, source="test").resource_qos.ls.network.egress_limit == expected
+
+
+def test_parse_reports_like_load() -> None:
+    doc = {"kind": "NodeSLO", "spec": {"resourceUsedThresholdWithBE": {"cpuSupressMinPercent": 5}}}
+    with pytest.raises(ConfigError, match=r"^NodeSLO n1: invalid QoS config:\n  spec\.resourceUsedThresholdWithBE\."):
+        config.parse(doc, source="NodeSLO n1")
+
+
 def test_cpuset_policy_is_accepted() -> None:
     assert (
         config.load("resourceUsedThresholdWithBE: {cpuSuppressPolicy: cpuset}").cpu_suppress.policy
@@ -123,13 +161,13 @@ def test_cpuset_policy_is_accepted() -> None:
         ),
         (
             "resourceQOSStrategy: {lsClass: {networkQOS: {egressLimit: 120%}}}",
-            "egressLimit: must be a percent in 0..100% or a rate",
+            'egressLimit: must be a percent in 0..100 (50 or "50%") or a rate',
         ),
         (
             "resourceQOSStrategy: {lsClass: {networkQOS: {egressLimit: fast}}}",
             'egressLimit: must be a percent ("50%") or a rate in bits/s ("100M")',
         ),
-        ("resourceQOSStrategy: {lsClass: {networkQOS: {egressLimit: -5M}}}", "egressLimit: must be > 0 bits/s"),
+        ("resourceQOSStrategy: {lsClass: {networkQOS: {egressLimit: -5M}}}", "egressLimit: must be >= 0 bits/s"),
         ("resourceQOSStrategy: {midClass: {}}", "resourceQOSStrategy.midClass: unknown field"),
         ("resourceQOSStrategy: [1, 2]", "resourceQOSStrategy: expected a mapping, got list"),
         ("systemStrategy: {totalNetworkBandwidth: 50%}", "totalNetworkBandwidth: must be an absolute rate"),
