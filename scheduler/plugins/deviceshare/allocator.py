@@ -22,10 +22,20 @@ following Koordinator's DeviceShare:
 - Devices within the scope: partly used switches first, then (shared requests) the device
   score — LeastAllocated picks the emptiest device, MostAllocated the fullest that fits — then
   the lowest minor.
-- Joint allocation (`device-joint-allocate`): the primary type goes first; with
-  `requiredScope: SamePCIe` it is restricted to switches where every secondary type can be
-  served, and each secondary takes one device on each of the primary's switches (more if it
-  asks for more). Without a joint annotation, other types still prefer the GPUs' switches.
+- Joint allocation (`device-joint-allocate`), Koordinator's rule: the types taking part are
+  those the pod asks for, less any with `allocateStrategy: ApplyForAll`; the first is primary
+  and goes first. Each secondary type then takes up to one device per PCIe switch of the
+  primary's devices, and at least what it asks for (`koordinator.sh/rdma: 1` with GPUs on three
+  switches: three VFs, one per switch): devices in rounds — the best free device of each of
+  those switches, then the second best of each, ... — then devices on other switches, best
+  (device score, then lowest minor) first. Without a scope that is best effort: a switch with
+  no free device of the type leaves the pod with fewer, or one from another switch.
+  `requiredScope: SamePCIe` makes it a rule: at least one device per primary switch, on exactly
+  the primary's switches, else `Device Joint-Allocate rules violation`. Beyond Koordinator
+  (which places the primary blind and then rejects the node), the primary is placed only on
+  switches where every secondary type has a free device. A GPU secondary (an unusual order)
+  gets only the GPUs it asks for. Without a joint annotation, other types still prefer the
+  GPUs' switches.
 - `allocateStrategy` (RDMA/FPGA only, as in Koordinator): `ApplyForAll` gives the request on
   every matching device; `RequestsAsCount` reads the amount as a number of devices (one VF
   each, or whole devices with `exclusivePolicy: DeviceLevel`).
@@ -38,7 +48,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from apis.crds.device import DeviceType, VirtualFunction
@@ -87,13 +97,20 @@ class PodDeviceRequest:
     demand: fragmentation.Demand | None = None
 
     def effective_joint(self) -> JointAllocate | None:
-        """The joint rule when the pod asks for its primary and at least one secondary type."""
+        """The joint rule over the types it names that the pod asks for, less those with
+        `allocateStrategy: ApplyForAll` (they take every device anyway), as Koordinator trims
+        it; None when fewer than two types are left."""
         joint = self.joint
-        if joint is None or joint.primary not in self.requests:
+        if joint is None:
             return None
-        if not any(t in self.requests for t in joint.device_types[1:]):
+        types = tuple(t for t in joint.device_types if t in self.requests and not self._applies_for_all(t))
+        if len(types) < 2:
             return None
-        return joint
+        return joint if types == joint.device_types else JointAllocate(types, joint.required_scope)
+
+    def _applies_for_all(self, dtype: DeviceType) -> bool:
+        hint = self.hints.get(dtype)
+        return hint is not None and hint.allocate_strategy is AllocateStrategy.APPLY_FOR_ALL
 
     def order(self) -> tuple[DeviceType, ...]:
         """Types in allocation order: the joint primary first, then GPU, RDMA, FPGA."""
@@ -223,14 +240,16 @@ class TopologyAwarePolicy(AllocationPolicy):
             picked: list[_Cand] | None
             if joint is not None and dtype is joint.primary and primary_allowed is not None:
                 picked = self._select([c for c in cands if c.state.pcie in primary_allowed], need, states, None)
-                if picked is None and self._select(cands, need, states, None) is not None:
-                    return Rejection(Code.UNSCHEDULABLE, reasons.JOINT_ALLOCATE_VIOLATION)
-            elif joint is not None and dtype in joint.device_types[1:] and joint.required_scope is JointScope.SAME_PCIE:
-                picked = self._per_pcie(cands, chosen_pcies, need, states)
                 if picked is None:
-                    if len(cands) >= need.count:
-                        return Rejection(Code.UNSCHEDULABLE, reasons.JOINT_ALLOCATE_VIOLATION)
-                    return self._reject(states, need, len(cands))
+                    anywhere = self._select(cands, need, states, None)
+                    if anywhere is not None:
+                        return self._joint_miss(devices, joint, needs, anywhere)
+            elif joint is not None and dtype in joint.device_types[1:]:
+                same_pcie = joint.required_scope is JointScope.SAME_PCIE
+                followed = self._follow_primary(cands, chosen_pcies, need, states, same_pcie=same_pcie)
+                if isinstance(followed, Rejection):
+                    return followed
+                picked = followed
             else:
                 prefer = _Prefer(frozenset(chosen_pcies), frozenset(chosen_numas)) if chosen_pcies else None
                 picked = self._select(cands, need, states, prefer)
@@ -385,25 +404,26 @@ class TopologyAwarePolicy(AllocationPolicy):
 
         return sorted(sorted(group, key=order)[:count], key=lambda c: c.state.minor)
 
-    def _per_pcie(
-        self, cands: list[_Cand], pcies: Sequence[str], need: _Need, states: Sequence[DeviceState]
-    ) -> list[_Cand] | None:
-        """One device on each of `pcies` (joint SamePCIe), then more from them if asked."""
-        used_pcies, _ = _used_scopes(states)
-        pool = [c for c in cands if c.state.pcie in pcies]
-        picked: list[_Cand] = []
-        for pcie in pcies:
-            group = [c for c in pool if c.state.pcie == pcie]
-            if not group:
-                return None
-            best = self._choose(group, 1, used_pcies, None)[0]
-            picked.append(best)
-            pool.remove(best)
-        extra = need.count - len(picked)
-        if extra > 0:
-            if len(pool) < extra:
-                return None
-            picked += self._choose(pool, extra, used_pcies, None)
+    def _follow_primary(
+        self,
+        cands: list[_Cand],
+        pcies: Sequence[str],
+        need: _Need,
+        states: Sequence[DeviceState],
+        *,
+        same_pcie: bool,
+    ) -> list[_Cand] | Rejection:
+        """A secondary type of a joint allocation (Koordinator's rule, module docstring): up to
+        one device per primary switch and at least `need.count`; with `same_pcie`, at least one
+        per primary switch and on exactly those switches. GPUs are never spread beyond the count
+        asked for: the containers see that many (`nvidia.com/gpu`), unlike an RDMA share."""
+        spread = need.type is not DeviceType.GPU
+        wanted = max(need.count, len(pcies)) if same_pcie and spread else need.count
+        picked = _joint_order(cands, pcies)[: max(wanted, len(pcies)) if spread else wanted]
+        if len(picked) < wanted:
+            return self._reject(states, replace(need, count=wanted), len(cands))
+        if same_pcie and {c.state.pcie for c in picked if c.state.pcie is not None} != set(pcies):
+            return Rejection(Code.UNSCHEDULABLE, reasons.JOINT_ALLOCATE_VIOLATION)
         return sorted(picked, key=lambda c: c.state.minor)
 
     def _joint_pcies(
@@ -423,6 +443,21 @@ class TopologyAwarePolicy(AllocationPolicy):
             pcies = {c.state.pcie for c in cands if c.state.pcie is not None}
             allowed = pcies if allowed is None else allowed & pcies
         return frozenset(allowed or ())
+
+    def _joint_miss(
+        self, devices: NodeDevices, joint: JointAllocate, needs: Mapping[DeviceType, _Need], primary: list[_Cand]
+    ) -> Rejection:
+        """Why a SamePCIe joint allocation fails where the primary alone fits: Koordinator's
+        reason for the primary placed without regard to the others (too few free devices of a
+        secondary type, else the rule broken), so both name the same cause."""
+        pcies = list(dict.fromkeys(c.state.pcie for c in primary if c.state.pcie is not None))
+        for dtype in joint.device_types[1:]:
+            need = needs[dtype]
+            states = devices.states(dtype)
+            found = self._follow_primary(self._candidates(devices, states, need), pcies, need, states, same_pcie=True)
+            if isinstance(found, Rejection):
+                return found
+        return Rejection(Code.UNSCHEDULABLE, reasons.JOINT_ALLOCATE_VIOLATION)
 
     def _reject(self, states: Sequence[DeviceState], need: _Need, candidates: int) -> Rejection:
         """Why the type cannot be served here, and whether an empty node could serve it."""
@@ -490,6 +525,26 @@ def _preference(level: TopologyScope, state: DeviceState, prefer: _Prefer | None
     if level is not _NODE and state.numa is not None and state.numa in prefer.numas:
         return 1
     return 0
+
+
+def _joint_order(cands: Sequence[_Cand], pcies: Sequence[str]) -> list[_Cand]:
+    """Koordinator's order for a joint secondary type, so that every primary switch gets a
+    device before any gets a second: round k holds the k-th best candidate of each switch in
+    `pcies`, best first; candidates on other switches follow, best first. Best: the higher
+    device score, then the lower minor."""
+
+    def best(c: _Cand) -> tuple[int, int]:
+        return -c.score, c.state.minor
+
+    groups: dict[str, list[_Cand]] = {pcie: [] for pcie in pcies}
+    others: list[_Cand] = []
+    for c in sorted(cands, key=best):
+        group = groups.get(c.state.pcie) if c.state.pcie is not None else None
+        (group if group is not None else others).append(c)
+    out: list[_Cand] = []
+    for k in range(max((len(g) for g in groups.values()), default=0)):
+        out += sorted((g[k] for g in groups.values() if k < len(g)), key=best)
+    return out + others
 
 
 def _free_vf(state: DeviceState, selector: LabelSelector | None) -> VirtualFunction | None:

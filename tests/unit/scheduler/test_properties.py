@@ -70,14 +70,15 @@ def pods(draw: st.DrawFn, index: int) -> Pod:
     elif kind in ("rdma", "joint"):
         amounts["rdma"] = draw(st.sampled_from([1, 100]))
         if kind == "joint":
-            amounts["nvidia_gpu"] = draw(st.integers(1, 2))
+            amounts["nvidia_gpu"] = draw(st.integers(1, 4))
     annotations = {}
     scope, exclusive = draw(st.sampled_from(SCOPES)), draw(st.sampled_from(EXCLUSIVE))
     if scope is not None or exclusive is not None:
         hint = hints.DeviceHint(required_topology_scope=scope, exclusive_policy=exclusive)
         annotations[names.ANNOTATION_DEVICE_ALLOCATE_HINT] = hints.encode_hints({DeviceType.GPU: hint})
     if kind == "joint":
-        rule = hints.JointAllocate((DeviceType.GPU, DeviceType.RDMA), hints.JointScope.SAME_PCIE)
+        joint_scope = draw(st.sampled_from([hints.JointScope.SAME_PCIE, None]))
+        rule = hints.JointAllocate((DeviceType.GPU, DeviceType.RDMA), joint_scope)
         annotations[names.ANNOTATION_DEVICE_JOINT_ALLOCATE] = hints.encode_joint_allocate(rule)
     return make_pod(f"p{index}", annotations=annotations, **amounts)
 

@@ -9,8 +9,10 @@ import pytest
 import yaml
 
 from apis.errors import ValidationError
+from apis.extension import names
 from cli.main import main
 from scheduler import whatif
+from scheduler.simulation.cluster import gpu_node
 
 SNAPSHOT = """
 apiVersion: v1
@@ -179,3 +181,34 @@ def test_a_pod_listed_twice_is_scheduled_once(tmp_path: Path, capsys: pytest.Cap
     results = json.loads(capsys.readouterr().out)["results"]
     assert [r["node"] for r in results] == ["n", None]
     assert results[1]["message"] == "pod ml/twin is already scheduled or running"
+
+
+def test_every_rdma_device_of_a_joint_allocation_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The reference 8-GPU server (a NIC with VFs on each of its 4 PCIe switches) and a pod whose
+    # 6 GPUs span three switches: it gets a VF on each, and both outputs list all three.
+    _, device = gpu_node("gpu-1")
+    node = {"kind": "Node", "metadata": {"name": "gpu-1"}, "status": {"allocatable": {"cpu": "64", "memory": "256Gi"}}}
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "mpi",
+            "namespace": "ml",
+            "annotations": {names.ANNOTATION_DEVICE_JOINT_ALLOCATE: '{"deviceTypes":["gpu","rdma"]}'},
+        },
+        "spec": {"containers": [{"name": "c", "resources": {"limits": {names.NVIDIA_GPU: 6, names.RDMA: 1}}}]},
+    }
+    path = tmp_path / "joint.yaml"
+    path.write_text(yaml.safe_dump_all([node, device.to_dict(), pod]))
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    rdma = json.loads(result["annotations"][names.ANNOTATION_DEVICE_ALLOCATED])["rdma"]
+    assert [(r["minor"], r["extension"]["vfs"][0]["busID"]) for r in rdma] == [
+        (0, "0000:1f:00.1"),
+        (1, "0000:3f:00.1"),
+        (2, "0000:5f:00.1"),
+    ]
+    assert main(["what-if", "-f", str(path)]) == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert row.endswith(
+        "rdma 0 [rdma=1] vf 0000:1f:00.1, rdma 1 [rdma=1] vf 0000:3f:00.1, rdma 2 [rdma=1] vf 0000:5f:00.1"
+    )

@@ -9,6 +9,9 @@ import grpc
 import pytest
 
 from agent.hooks import GPUEnvPlugin, RDMADevicesPlugin
+from apis.crds.device import DeviceType
+from apis.extension import allocation, names
+from apis.extension.allocation import DeviceAllocation, VFAllocation
 from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc
 
 Serve = Callable[..., api_pb2_grpc.RuntimeHookServiceStub]
@@ -18,16 +21,21 @@ PF = "0000:3b:00.0"
 VF1, VF2 = "0000:3b:00.2", "0000:3b:00.3"
 
 
-@pytest.fixture
-def node(tmp_path: Path) -> RDMADevicesPlugin:
-    """A node with one RDMA PF (uverbs0) and two VFs (uverbs2, uverbs3), in fixture trees."""
-    sysfs, dev = tmp_path / "sys", tmp_path / "dev"
-    for bdf, verbs in ((PF, "uverbs0"), (VF1, "uverbs2"), (VF2, "uverbs3")):
+def make_node(root: Path, functions: dict[str, str]) -> RDMADevicesPlugin:
+    """A node whose RDMA functions (PCI address -> uverbs device) live in fixture trees."""
+    sysfs, dev = root / "sys", root / "dev"
+    for bdf, verbs in functions.items():
         (sysfs / "bus/pci/devices" / bdf / "infiniband_verbs" / verbs).mkdir(parents=True)
     (dev / "infiniband").mkdir(parents=True)
-    for name in ("rdma_cm", "uverbs0", "uverbs2", "uverbs3"):
+    for name in ("rdma_cm", *functions.values()):
         (dev / "infiniband" / name).touch()
     return RDMADevicesPlugin(sysfs_root=sysfs, dev_root=dev)
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> RDMADevicesPlugin:
+    """A node with one RDMA PF (uverbs0) and two VFs (uverbs2, uverbs3)."""
+    return make_node(tmp_path, {PF: "uverbs0", VF1: "uverbs2", VF2: "uverbs3"})
 
 
 def devices(response: api_pb2.ContainerResourceHookResponse) -> list[tuple[str, str, str]]:
@@ -57,6 +65,29 @@ def test_virtual_functions_get_their_own_uverbs(
         "/dev/infiniband/uverbs2",
         "/dev/infiniband/uverbs3",
     ]
+
+
+def test_every_nic_of_a_joint_allocation_is_injected(
+    serve: Serve, container_request: MakeRequest, tmp_path: Path
+) -> None:
+    # What DeviceShare writes for GPUs on three PCIe switches: a VF on each switch's NIC, in the
+    # order of the annotation (and a whole PF, as `koordinator.sh/rdma: 100` would give).
+    nics = {"0000:1f:00.0": "uverbs0", "0000:3f:00.0": "uverbs1", "0000:5f:00.0": "uverbs2"}
+    vfs = {"0000:1f:00.1": "uverbs4", "0000:3f:00.1": "uverbs8", "0000:5f:00.1": "uverbs12"}
+    stub = serve(make_node(tmp_path, {**nics, **vfs}))
+    allocated = allocation.encode(
+        {
+            DeviceType.RDMA: tuple(
+                DeviceAllocation(k, {names.RDMA: 1}, pf, (VFAllocation(0, vf),))
+                for k, (pf, vf) in enumerate(zip(nics, vfs, strict=True))
+            )
+        }
+    )
+    response = stub.PreCreateContainerHook(container_request(raw_annotation=allocated))
+    assert [d[1] for d in devices(response)] == ["rdma_cm", "uverbs4", "uverbs8", "uverbs12"]
+    whole = {"rdma": [{"minor": k, "id": pf} for k, pf in enumerate(nics)]}
+    response = stub.PreCreateContainerHook(container_request(whole))
+    assert [d[1] for d in devices(response)] == ["rdma_cm", "uverbs0", "uverbs1", "uverbs2"]
 
 
 def test_host_paths_are_under_the_dev_root(

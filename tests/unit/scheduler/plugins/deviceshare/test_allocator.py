@@ -9,7 +9,7 @@ import pytest
 
 from apis.crds.device import DeviceInfo, DeviceType
 from apis.extension import hints, names
-from apis.extension.allocation import DeviceAllocation
+from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s import labels
 from apis.k8s.core import Pod
@@ -249,11 +249,152 @@ def test_vf_selector_without_matching_vfs_is_unresolvable(cache: ClusterCache) -
     )
 
 
-def joint(**amounts: int) -> Pod:
-    rule = hints.encode_joint_allocate(
-        hints.JointAllocate((DeviceType.GPU, DeviceType.RDMA), hints.JointScope.SAME_PCIE)
+SAME_PCIE = hints.JointScope.SAME_PCIE
+SCOPES = pytest.mark.parametrize("scope", [None, SAME_PCIE], ids=["no-scope", "SamePCIe"])
+
+
+def joint(scope: hints.JointScope | None = SAME_PCIE, hint: hints.DeviceHint | None = None, **amounts: int) -> Pod:
+    """A pod asking for `amounts` with `device-joint-allocate` {gpu, rdma} (and an RDMA hint)."""
+    rule = hints.encode_joint_allocate(hints.JointAllocate((DeviceType.GPU, DeviceType.RDMA), scope))
+    annotations = {names.ANNOTATION_DEVICE_JOINT_ALLOCATE: rule}
+    if hint is not None:
+        annotations[names.ANNOTATION_DEVICE_ALLOCATE_HINT] = hints.encode_hints({DeviceType.RDMA: hint})
+    return make_pod(annotations=annotations, **amounts)
+
+
+def nics(result: Allocation | Rejection) -> list[tuple[int, str]]:
+    """(NIC minor, VF bus ID or '' for a whole PF) of each RDMA device allocated."""
+    assert isinstance(result, Allocation), result
+    return [(a.minor, a.vfs[0].bus_id if a.vfs else "") for a in result.devices[DeviceType.RDMA]]
+
+
+#: The first free VF of NIC k (on the k-th switch: pci0000:10, :30, :50, :70).
+VF0 = ["0000:1f:00.1", "0000:3f:00.1", "0000:5f:00.1", "0000:7f:00.1"]
+
+
+# Koordinator's TestAutopilotAllocator cases ("allocate N GPU and M VF") on the same layout: an
+# RDMA VF on every PCIe switch the GPUs occupy, whether or not SamePCIe is required.
+@SCOPES
+@pytest.mark.parametrize(
+    ("count", "gpus", "expected"),
+    [
+        (1, [0], [0]),
+        (2, [0, 1], [0]),
+        (3, [0, 1, 2], [0, 1]),
+        (4, [0, 1, 2, 3], [0, 1]),
+        (5, [0, 1, 2, 3, 4], [0, 1, 2]),
+        (6, [0, 1, 2, 3, 4, 5], [0, 1, 2]),
+        (7, list(range(7)), [0, 1, 2, 3]),
+        (8, list(range(8)), [0, 1, 2, 3]),
+    ],
+    ids=[f"{n}-gpus" for n in range(1, 9)],
+)
+def test_joint_allocation_gives_a_vf_on_every_gpu_switch(
+    cache: ClusterCache, scope: hints.JointScope | None, count: int, gpus: list[int], expected: list[int]
+) -> None:
+    result = allocate(cache, joint(scope, nvidia_gpu=count, rdma=1))
+    assert minors(result) == gpus
+    assert nics(result) == [(k, VF0[k]) for k in expected]
+    assert isinstance(result, Allocation)
+    assert all(a.resources == {names.RDMA: 1} for a in result.devices[DeviceType.RDMA])
+
+
+@SCOPES
+def test_joint_allocation_gives_whole_nics_for_a_whole_request(
+    cache: ClusterCache, scope: hints.JointScope | None
+) -> None:
+    result = allocate(cache, joint(scope, nvidia_gpu=6, rdma=100))
+    assert nics(result) == [(0, ""), (1, ""), (2, "")]
+    assert isinstance(result, Allocation)
+    assert all(a.resources == {names.RDMA: 100} for a in result.devices[DeviceType.RDMA])
+
+
+@SCOPES
+def test_joint_allocation_skips_vfs_already_taken(cache: ClusterCache, scope: hints.JointScope | None) -> None:
+    # Koordinator's "allocate 3 GPU and 2 VF with assigned devices".
+    cache.add_pod(bound_pod("gpu0", "n1", gpu_alloc(0)))
+    cache.add_pod(bound_pod("vf0", "n1", _vf(0, VF0[0]), dtype=DeviceType.RDMA))
+    result = allocate(cache, joint(scope, nvidia_gpu=3, rdma=1))
+    assert minors(result) == [1, 2, 3]
+    assert nics(result) == [(0, "0000:1f:00.2"), (1, VF0[1])]
+
+
+def _busy_nic_1(cache: ClusterCache, how: str) -> ClusterCache:
+    """NIC 1 (switch pci0000:30) offering nothing: held whole, all its VFs taken, or unhealthy."""
+    if how == "pf-held":
+        cache.add_pod(bound_pod("pf1", "n1", *_whole_nic(1), dtype=DeviceType.RDMA))
+    elif how == "vfs-taken":
+        for i in range(4):
+            cache.add_pod(bound_pod(f"vf{i}", "n1", _vf(1, f"0000:3f:00.{i + 1}"), dtype=DeviceType.RDMA))
+    else:
+        node, device = make_node("n1")
+        sick = tuple(
+            dataclasses.replace(d, health=False) if d.type is DeviceType.RDMA and d.minor == 1 else d
+            for d in device.devices
+        )
+        cache = make_cache((node, dataclasses.replace(device, devices=sick)))
+    return cache
+
+
+@pytest.mark.parametrize("how", ["pf-held", "vfs-taken", "unhealthy"])
+@pytest.mark.parametrize(
+    ("scope", "gpus", "expected"),
+    [(None, [0, 1, 2], [0, 2]), (SAME_PCIE, [4, 5, 6], [2, 3])],
+    ids=["no-scope-fills-from-another-switch", "SamePCIe-moves-the-gpus"],
+)
+def test_a_gpu_switch_whose_nic_offers_nothing(
+    cache: ClusterCache, how: str, scope: hints.JointScope | None, gpus: list[int], expected: list[int]
+) -> None:
+    """Without a scope (Koordinator's best effort) the GPUs stay on 0-2 and the NIC missing on
+    pci0000:30 is made up from another switch, the best by score then minor. With SamePCIe,
+    Koordinator would place GPUs 0-2 and reject the node; Tessera keeps the GPUs off that switch."""
+    result = allocate(_busy_nic_1(cache, how), joint(scope, nvidia_gpu=3, rdma=1))
+    assert minors(result) == gpus
+    assert nics(result) == [(k, VF0[k]) for k in expected]
+
+
+def test_without_scope_the_request_is_the_minimum(cache: ClusterCache) -> None:
+    # Only NIC 1 is free: one device is all the pod asked for, so 4 GPUs on two switches fit
+    # without a scope; with SamePCIe they need a NIC on each of their switches (Koordinator's
+    # reason: too few free NICs for the GPUs' switches).
+    for minor in (0, 2, 3):
+        cache.add_pod(bound_pod(f"pf{minor}", "n1", *_whole_nic(minor), dtype=DeviceType.RDMA))
+    result = allocate(cache, joint(None, nvidia_gpu=4, rdma=1))
+    assert minors(result) == [0, 1, 2, 3]
+    assert nics(result) == [(1, VF0[1])]
+    result = allocate(cache, joint(SAME_PCIE, nvidia_gpu=4, rdma=1))
+    assert isinstance(result, Rejection)
+    assert (result.code, result.reason) == (Code.UNSCHEDULABLE, "Insufficient rdma devices")
+    assert [str(s) for s in result.shortfalls] == ["node has 1 rdma devices free, needs 2"]
+
+
+def test_same_pcie_never_takes_a_nic_off_the_gpu_switches(cache: ClusterCache) -> None:
+    # Two whole NICs for GPUs on one switch: without a scope the second comes from the next
+    # switch; SamePCIe allows only the GPUs' own switch, which has one NIC.
+    assert nics(allocate(cache, joint(None, nvidia_gpu=2, rdma=200))) == [(0, ""), (1, "")]
+    assert reject(allocate(cache, joint(SAME_PCIE, nvidia_gpu=2, rdma=200))) == (
+        Code.UNSCHEDULABLE,
+        "node(s) Device Joint-Allocate rules violation",
     )
-    return make_pod(annotations={names.ANNOTATION_DEVICE_JOINT_ALLOCATE: rule}, **amounts)
+
+
+def test_same_pcie_wants_a_nic_per_switch_however_few_are_asked_for(cache: ClusterCache) -> None:
+    # 8 GPUs span all four switches; SamePCIe then needs four NICs, and one is held.
+    cache.add_pod(bound_pod("pf3", "n1", *_whole_nic(3), dtype=DeviceType.RDMA))
+    result = allocate(cache, joint(SAME_PCIE, nvidia_gpu=8, rdma=1))
+    assert isinstance(result, Rejection)
+    assert (result.code, result.reason) == (Code.UNSCHEDULABLE, "Insufficient rdma devices")
+    assert [str(s) for s in result.shortfalls] == ["node has 3 rdma devices free, needs 4"]
+    assert nics(allocate(cache, joint(None, nvidia_gpu=8, rdma=1))) == [(k, VF0[k]) for k in range(3)]
+
+
+@SCOPES
+def test_apply_for_all_takes_no_part_in_the_joint_rule(cache: ClusterCache, scope: hints.JointScope | None) -> None:
+    # As Koordinator trims the rule: an ApplyForAll type gets every device, wherever the GPUs are.
+    hint = hints.DeviceHint(allocate_strategy=hints.AllocateStrategy.APPLY_FOR_ALL)
+    result = allocate(cache, joint(scope, hint, nvidia_gpu=2, rdma=100))
+    assert minors(result) == [0, 1]
+    assert nics(result) == [(0, ""), (1, ""), (2, ""), (3, "")]
 
 
 def test_joint_allocation_takes_a_nic_on_each_gpu_switch(cache: ClusterCache) -> None:
@@ -305,8 +446,23 @@ def test_apply_for_all_and_requests_as_count(cache: ClusterCache) -> None:
     assert all(a.resources == {names.RDMA: 1} and len(a.vfs) == 1 for a in result.devices[DeviceType.RDMA])
 
 
+def test_a_gpu_secondary_gets_only_the_gpus_asked_for(cache: ClusterCache) -> None:
+    # NICs first: two (RequestsAsCount) on pci0000:10 and :30; one GPU follows them, not two.
+    rule = hints.encode_joint_allocate(hints.JointAllocate((DeviceType.RDMA, DeviceType.GPU)))
+    as_count = hints.DeviceHint(allocate_strategy=hints.AllocateStrategy.REQUESTS_AS_COUNT)
+    count = hints.encode_hints({DeviceType.RDMA: as_count})
+    annotations = {names.ANNOTATION_DEVICE_JOINT_ALLOCATE: rule, names.ANNOTATION_DEVICE_ALLOCATE_HINT: count}
+    result = allocate(cache, make_pod(annotations=annotations, nvidia_gpu=1, rdma=2))
+    assert nics(result) == [(0, VF0[0]), (1, VF0[1])]
+    assert minors(result) == [0]
+
+
 def _whole_nic(minor: int) -> tuple[DeviceAllocation, ...]:
     return (DeviceAllocation(minor=minor, resources={names.RDMA: 100}),)
+
+
+def _vf(minor: int, bus_id: str) -> DeviceAllocation:
+    return DeviceAllocation(minor=minor, resources={names.RDMA: 1}, vfs=(VFAllocation(0, bus_id),))
 
 
 def test_selector_hint_restricts_devices() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from apis.extension import names
+from apis.crds.device import DeviceType
+from apis.extension import hints, names
 from scheduler.cache import PodInfo
 from scheduler.core import with_scoring
 from scheduler.framework.config import SchedulerConfig
@@ -123,3 +124,24 @@ def test_scoring_prefers_emptier_or_fuller_nodes() -> None:
         scheduler = make_scheduler(make_node("n1"), make_node("n2"), config=with_scoring(SchedulerConfig(), strategy))
         scheduler.cache.add_pod(bound_pod("a", "n1", gpu_alloc(0, 50), cpu=1000))
         assert scheduler.schedule_one(make_pod("p", gpu_core=20, gpu_ratio=20, cpu=1000)).node == expected
+
+
+def test_joint_annotation_lists_an_rdma_vf_per_gpu_switch() -> None:
+    # Koordinator's "allocate 6 GPU and 3 VF", written as Koordinator writes several devices.
+    scheduler = make_scheduler(make_node("n1"))
+    rule = hints.encode_joint_allocate(hints.JointAllocate((DeviceType.GPU, DeviceType.RDMA)))
+    pod = make_pod("mpi", nvidia_gpu=6, rdma=1, annotations={names.ANNOTATION_DEVICE_JOINT_ALLOCATE: rule})
+    outcome = scheduler.schedule_one(pod)
+    doc = json.loads(outcome.annotations[names.ANNOTATION_DEVICE_ALLOCATED])
+    assert [g["minor"] for g in doc["gpu"]] == [0, 1, 2, 3, 4, 5]
+    assert doc["rdma"] == [
+        {
+            "minor": k,
+            "resources": {"koordinator.sh/rdma": "1"},
+            "id": f"0000:{bus}:00.0",
+            "extension": {"vfs": [{"minor": 0, "busID": f"0000:{bus}:00.1"}]},
+        }
+        for k, bus in enumerate(("1f", "3f", "5f"))
+    ]
+    used = {u.minor: u.used for u in scheduler.cache.device_usage("n1") if u.type is DeviceType.RDMA}
+    assert used == {0: {names.RDMA: 1}, 1: {names.RDMA: 1}, 2: {names.RDMA: 1}, 3: {}}
