@@ -210,7 +210,8 @@ class NodeResourcesReconciler:
 
 def add_to_manager(manager: Manager, settings: NodeResourcesSettings) -> Controller:
     """Wire the reconciler into `manager`: Node and Device informers, and what each event queues."""
-    nodes = manager.informers.informer(NODES, parse=Node.from_dict)
+    # As written: the reconciler must see the deprecated names it removes (see `desired`).
+    nodes = manager.informers.informer(NODES, parse=Node.from_dict_as_written)
     devices = manager.informers.informer(names.DEVICES, parse=tolerant(Device.from_dict, names.DEVICES))
     reconciler = NodeResourcesReconciler(
         nodes.store,

@@ -5,6 +5,7 @@ from fractions import Fraction
 import pytest
 
 from apis.extension import names
+from apis.k8s.core import Node
 from controller.noderesources.desired import DeviceResources, from_device
 from controller.noderesources.plan import ChangeKind, Observed, Plan, plan
 from tests.unit.controller.noderesources.conftest import NVIDIA_LABELS, GiB, make_device, make_node
@@ -125,3 +126,39 @@ def test_describe_lists_changes_for_the_log() -> None:
     text = got.describe()
     assert f"allocatable[{names.GPU_CORE}]: 800 -> 700" in text
     assert f"label {names.LABEL_GPU_MODEL}: removed" in text
+
+
+# --- deprecated spellings left by Koordinator before v1.2 --------------------------------------------
+OLD_NODE = {
+    "metadata": {"name": "n1"},
+    "status": {
+        "capacity": {"cpu": "64", names.DEPRECATED_GPU_CORE: "800", names.DEPRECATED_KOORD_GPU: "800"},
+        "allocatable": {"cpu": "64", names.DEPRECATED_GPU_CORE: "800", names.DEPRECATED_KOORD_GPU: "800"},
+    },
+}
+
+
+def test_the_deprecated_spellings_on_a_node_are_removed_and_the_current_names_written() -> None:
+    want = DeviceResources({names.GPU_CORE: 800, names.KOORD_GPU: 800})
+    got = plan(Observed.of(Node.from_dict_as_written(OLD_NODE)), want, threshold=TEN_PERCENT)
+    assert got.urgent
+    assert got.status_patch() == {
+        "status": {
+            field: {
+                names.GPU_CORE: "800",
+                names.KOORD_GPU: "800",
+                names.DEPRECATED_GPU_CORE: None,
+                names.DEPRECATED_KOORD_GPU: None,
+            }
+            for field in ("allocatable", "capacity")
+        }
+    }
+
+
+def test_a_node_without_a_device_loses_its_deprecated_spellings_too() -> None:
+    # Read in current names, the node would seem to carry koordinator.sh/gpu-core: removing that
+    # name would change nothing on the object, and the controller would remove it forever.
+    got = plan(Observed.of(Node.from_dict_as_written(OLD_NODE)), DeviceResources(), threshold=TEN_PERCENT)
+    patch = got.status_patch()
+    assert patch is not None
+    assert patch["status"]["allocatable"] == {names.DEPRECATED_GPU_CORE: None, names.DEPRECATED_KOORD_GPU: None}
