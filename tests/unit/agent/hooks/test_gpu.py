@@ -55,6 +55,24 @@ def test_shared_over_several_gpus_limits_each(serve: Serve, container_request: M
     assert envs[ENV_SM_LIMIT] == "25"
 
 
+def test_an_annotation_from_an_older_scheduler_in_deprecated_names_is_understood(
+    serve: Serve, container_request: MakeRequest
+) -> None:
+    # Koordinator before v1.2 wrote kubernetes.io/gpu-*: the share is the same, and so are the envs.
+    share = {
+        names.DEPRECATED_GPU_CORE: "50",
+        names.DEPRECATED_GPU_MEMORY: "40Gi",
+        names.DEPRECATED_GPU_MEMORY_RATIO: "50",
+    }
+    stub = serve(GPUEnvPlugin())
+    response = stub.PreCreateContainerHook(container_request({"gpu": [{"minor": 3, "resources": share}]}))
+    assert dict(response.container_envs) == {
+        ENV_VISIBLE_DEVICES: "3",
+        "CUDA_DEVICE_MEMORY_LIMIT_0": str(40 * GI),
+        ENV_SM_LIMIT: "50",
+    }
+
+
 def test_memory_only_share_has_no_sm_limit(serve: Serve, container_request: MakeRequest) -> None:
     share = {names.GPU_MEMORY: "4Gi", names.GPU_MEMORY_RATIO: "10"}
     stub = serve(GPUEnvPlugin())
