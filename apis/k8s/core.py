@@ -361,8 +361,8 @@ class Node:
     @classmethod
     def from_dict_as_written(cls, raw: object) -> Node:
         """Parse, keeping allocatable and capacity as the object spells them: for the controller,
-        which publishes the device resources and must see (and remove) deprecated spellings an
-        older Koordinator left on the Node."""
+        which publishes the device resources under the current names and must see which of them
+        the Node really carries (not a deprecated spelling read as one)."""
         return cls._parse(raw, current_names=False)
 
     @classmethod

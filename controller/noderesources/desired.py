@@ -10,9 +10,9 @@ devices offer (Koordinator's slo-controller does the same from the same CR):
 - nothing at all for a name no healthy device offers (the Node must not advertise zero-sized or
   stale resources), and nothing when there is no Device CR;
 - never a deprecated spelling (`kubernetes.io/gpu-core`, ...): a Device CR written with those
-  parses into the current names, and what Koordinator before v1.2 published under them on the Node
-  is removed, so the Node offers its GPUs once, under the names the scheduler reads (Koordinator
-  publishes only the current names too, but leaves the old ones behind);
+  parses into the current names. What Koordinator's manager before v1.2 published under them on
+  the Node is not ours and is left alone, as Koordinator leaves it: a real kubelet admits a pod in
+  the old names against them, and the scheduler reads the current name where both are present;
 - labels `node.koordinator.sh/gpu-vendor`, `gpu-model`, `gpu-driver-version` as the Device CR
   carries them (absent from the CR: absent from the Node).
 
@@ -34,13 +34,8 @@ __all__ = ["GPU_RESOURCES", "MANAGED_LABELS", "MANAGED_RESOURCES", "RDMA_PER_PF"
 
 #: What each healthy GPU must carry, and what is summed over them.
 GPU_RESOURCES: Final = (names.GPU_CORE, names.GPU_MEMORY, names.GPU_MEMORY_RATIO)
-_PUBLISHED: Final = (*GPU_RESOURCES, names.KOORD_GPU, names.RDMA)
-#: Every resource name this controller owns on a Node; it never touches any other. The deprecated
-#: spellings of what it publishes are owned only to be removed: `desired` never holds them.
-MANAGED_RESOURCES: Final = (
-    *_PUBLISHED,
-    *(old for old, new in names.DEPRECATED_DEVICE_RESOURCES.items() if new in _PUBLISHED),
-)
+#: Every resource name this controller owns on a Node; it never touches any other.
+MANAGED_RESOURCES: Final = (*GPU_RESOURCES, names.KOORD_GPU, names.RDMA)
 #: Every label key this controller owns on a Node.
 MANAGED_LABELS: Final = (names.LABEL_GPU_VENDOR, names.LABEL_GPU_MODEL, names.LABEL_GPU_DRIVER_VERSION)
 RDMA_PER_PF: Final = 100

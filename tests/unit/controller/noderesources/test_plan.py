@@ -138,27 +138,27 @@ OLD_NODE = {
 }
 
 
-def test_the_deprecated_spellings_on_a_node_are_removed_and_the_current_names_written() -> None:
+def test_the_current_names_are_written_beside_the_old_ones_which_are_left_alone() -> None:
     want = DeviceResources({names.GPU_CORE: 800, names.KOORD_GPU: 800})
     got = plan(Observed.of(Node.from_dict_as_written(OLD_NODE)), want, threshold=TEN_PERCENT)
     assert got.urgent
     assert got.status_patch() == {
-        "status": {
-            field: {
-                names.GPU_CORE: "800",
-                names.KOORD_GPU: "800",
-                names.DEPRECATED_GPU_CORE: None,
-                names.DEPRECATED_KOORD_GPU: None,
-            }
-            for field in ("allocatable", "capacity")
-        }
+        "status": {field: {names.GPU_CORE: "800", names.KOORD_GPU: "800"} for field in ("allocatable", "capacity")}
     }
+    written = Node.from_dict_as_written(
+        {"metadata": {"name": "n1"}, "status": {f: {**OLD_NODE["status"][f], **p} for f, p in _patch(got).items()}}
+    )
+    assert plan(Observed.of(written), want, threshold=TEN_PERCENT).empty
 
 
-def test_a_node_without_a_device_loses_its_deprecated_spellings_too() -> None:
-    # Read in current names, the node would seem to carry koordinator.sh/gpu-core: removing that
-    # name would change nothing on the object, and the controller would remove it forever.
-    got = plan(Observed.of(Node.from_dict_as_written(OLD_NODE)), DeviceResources(), threshold=TEN_PERCENT)
+def test_the_old_names_are_not_taken_for_the_controllers_own() -> None:
+    # Read in current names, the node would seem to carry koordinator.sh/gpu-core and gpu: with no
+    # Device CR the controller would remove them, which changes nothing on the object, forever.
+    assert plan(Observed.of(Node.from_dict_as_written(OLD_NODE)), DeviceResources(), threshold=TEN_PERCENT).empty
+    assert not plan(Observed.of(Node.from_dict(OLD_NODE)), DeviceResources(), threshold=TEN_PERCENT).empty
+
+
+def _patch(got: Plan) -> dict[str, dict[str, str]]:
     patch = got.status_patch()
     assert patch is not None
-    assert patch["status"]["allocatable"] == {names.DEPRECATED_GPU_CORE: None, names.DEPRECATED_KOORD_GPU: None}
+    return {field: {k: v for k, v in values.items() if v is not None} for field, values in patch["status"].items()}

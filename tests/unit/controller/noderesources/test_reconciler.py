@@ -268,6 +268,4 @@ def test_a_device_cr_in_deprecated_names_is_published_in_current_names(clock: Fa
         names.GPU_MEMORY: "160Gi",
         names.GPU_MEMORY_RATIO: "200",
         names.KOORD_GPU: "200",
-        names.DEPRECATED_GPU_CORE: None,
-        names.DEPRECATED_GPU_MEMORY: None,
-    }
+    }  # the old names on the Node are not the controller's: left as they are
