@@ -195,55 +195,34 @@ status:
 apiVersion: scheduling.koordinator.sh/v1alpha1
 kind: Device
 metadata: {name: node-a}
-spec:
-  devices:
-  - {type: gpu, id: GPU-0, minor: 0, health: true,
-     resources: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi, kubernetes.io/gpu-memory-ratio: 100}}
-  - {type: gpu, id: GPU-1, minor: 1, health: true,
-     resources: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi, kubernetes.io/gpu-memory-ratio: 100}}
+spec: {devices: [
+  {type: gpu, id: GPU-0, minor: 0, health: true,
+   resources: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi, kubernetes.io/gpu-memory-ratio: 100}},
+  {type: gpu, id: GPU-1, minor: 1, health: true,
+   resources: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi, kubernetes.io/gpu-memory-ratio: 100}}]}
 ---
 apiVersion: v1
-kind: Pod
-metadata:
-  name: running
-  namespace: default
-  annotations:
-    scheduling.koordinator.sh/device-allocated: >-
-      {"gpu":[{"minor":0,"resources":{"kubernetes.io/gpu-core":"50",
-      "kubernetes.io/gpu-memory":"4Gi","kubernetes.io/gpu-memory-ratio":"50"}}]}
-spec:
-  nodeName: node-a
-  containers:
-  - name: main
-    resources:
-      limits: {kubernetes.io/gpu-core: 50, kubernetes.io/gpu-memory: "4Gi"}
-      requests: {kubernetes.io/gpu-core: 50, kubernetes.io/gpu-memory: "4Gi"}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: demo-pod, namespace: default}
-spec:
-  containers:
-  - name: main
-    resources:
-      limits: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: "8Gi"}
-      requests: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: "8Gi"}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: demo-half, namespace: default}
-spec:
-  containers:
-  - name: main
-    resources:
-      limits: {kubernetes.io/gpu-core: 50, kubernetes.io/gpu-memory: "4Gi"}
-      requests: {kubernetes.io/gpu-core: 50, kubernetes.io/gpu-memory: "4Gi"}
----
-apiVersion: v1
-kind: Pod
-metadata: {name: current-half, namespace: default}
-spec:
-  containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "50", koordinator.sh/gpu-memory-ratio: "50"}}}]
+kind: PodList
+items:
+- kind: Pod
+  metadata:
+    {name: running, namespace: default, annotations: {scheduling.koordinator.sh/device-allocated: '{"gpu":[{"minor":0,
+      "resources":{"kubernetes.io/gpu-core":"50","kubernetes.io/gpu-memory":"4Gi","kubernetes.io/gpu-memory-ratio":"50"}}]}'}}
+  spec:
+    nodeName: node-a
+    containers: [{name: main, resources: {limits: &half {kubernetes.io/gpu-core: 50, kubernetes.io/gpu-memory: 4Gi}}}]
+- kind: Pod
+  metadata: {name: demo-pod, namespace: default}
+  spec:
+    containers: [{name: main, resources: {limits: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi},
+                  requests: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi}}}]
+- kind: Pod
+  metadata: {name: demo-half, namespace: default}
+  spec: {containers: [{name: main, resources: {limits: *half, requests: *half}}]}
+- kind: Pod
+  metadata: {name: current-half, namespace: default}
+  spec:
+    containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "50", koordinator.sh/gpu-memory-ratio: "50"}}}]
 """
 
 

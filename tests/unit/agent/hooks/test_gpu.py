@@ -34,8 +34,20 @@ def test_allocation_order_is_kept(serve: Serve, container_request: MakeRequest) 
     assert response.container_envs[ENV_VISIBLE_DEVICES] == "5,1"
 
 
-def test_shared_gpu_states_its_share_for_hami_core(serve: Serve, container_request: MakeRequest) -> None:
-    share = {names.GPU_CORE: "50", names.GPU_MEMORY: "40Gi", names.GPU_MEMORY_RATIO: "50"}
+@pytest.mark.parametrize(
+    "names_of",
+    [
+        (names.GPU_CORE, names.GPU_MEMORY, names.GPU_MEMORY_RATIO),
+        # As Koordinator before v1.2 wrote the annotation: the share and the envs are the same.
+        (names.DEPRECATED_GPU_CORE, names.DEPRECATED_GPU_MEMORY, names.DEPRECATED_GPU_MEMORY_RATIO),
+    ],
+    ids=["current-names", "deprecated-names"],
+)
+def test_shared_gpu_states_its_share_for_hami_core(
+    serve: Serve, container_request: MakeRequest, names_of: tuple[str, str, str]
+) -> None:
+    core, memory, ratio = names_of
+    share = {core: "50", memory: "40Gi", ratio: "50"}
     stub = serve(GPUEnvPlugin())
     response = stub.PreCreateContainerHook(container_request({"gpu": [{"minor": 3, "resources": share}]}))
     assert dict(response.container_envs) == {
@@ -53,24 +65,6 @@ def test_shared_over_several_gpus_limits_each(serve: Serve, container_request: M
     assert envs[ENV_VISIBLE_DEVICES] == "0,1"
     assert envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == envs["CUDA_DEVICE_MEMORY_LIMIT_1"] == str(8 * GI)
     assert envs[ENV_SM_LIMIT] == "25"
-
-
-def test_an_annotation_from_an_older_scheduler_in_deprecated_names_is_understood(
-    serve: Serve, container_request: MakeRequest
-) -> None:
-    # Koordinator before v1.2 wrote kubernetes.io/gpu-*: the share is the same, and so are the envs.
-    share = {
-        names.DEPRECATED_GPU_CORE: "50",
-        names.DEPRECATED_GPU_MEMORY: "40Gi",
-        names.DEPRECATED_GPU_MEMORY_RATIO: "50",
-    }
-    stub = serve(GPUEnvPlugin())
-    response = stub.PreCreateContainerHook(container_request({"gpu": [{"minor": 3, "resources": share}]}))
-    assert dict(response.container_envs) == {
-        ENV_VISIBLE_DEVICES: "3",
-        "CUDA_DEVICE_MEMORY_LIMIT_0": str(40 * GI),
-        ENV_SM_LIMIT: "50",
-    }
 
 
 def test_memory_only_share_has_no_sm_limit(serve: Serve, container_request: MakeRequest) -> None:

@@ -10,7 +10,9 @@ from prometheus_client import CollectorRegistry
 from apis.crds.device import Device
 from apis.errors import ConfigError, ValidationError
 from apis.extension import names
+from apis.k8s import resources
 from apis.k8s.core import Node
+from controller.noderesources.desired import from_device
 from controller.noderesources.metrics import NodeResourcesMetrics
 from controller.noderesources.reconciler import (
     REASON_MALFORMED_DEVICE,
@@ -263,9 +265,6 @@ def test_a_device_cr_in_deprecated_names_is_published_in_current_names(clock: Fa
     h.put(node)
     h.reconcile()
     [status] = h.status_patches()
-    assert status["status"]["allocatable"] == {
-        names.GPU_CORE: "200",
-        names.GPU_MEMORY: "160Gi",
-        names.GPU_MEMORY_RATIO: "200",
-        names.KOORD_GPU: "200",
-    }  # the old names on the Node are not the controller's: left as they are
+    # As for the same GPUs in the current names; the old names on the Node are not the
+    # controller's and are left as they are.
+    assert status["status"]["allocatable"] == resources.format_list(from_device(make_device(gpus=2)).resources)
