@@ -2,9 +2,11 @@
 
 Written by the agent, read by the controller (node allocatable) and the scheduler (what can be
 allocated). Shapes and JSON names follow Koordinator's `apis/scheduling/v1alpha1/device_types.go`
-so both systems read each other's objects. `from_dict` validates; `to_dict` writes Kubernetes JSON
-with devices sorted by type, then minor — the order the protocol fixes, so an unchanged node
-always yields the same object and the agent can skip no-op updates.
+so both systems read each other's objects. `from_dict` validates and reads Koordinator's
+deprecated resource names (`kubernetes.io/gpu-core`, written by koordlet before v1.2) as the
+current ones; `to_dict` writes Kubernetes JSON with devices sorted by type, then minor — the
+order the protocol fixes, so an unchanged node always yields the same object and the agent can
+skip no-op updates.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 from apis import _fields as f
 from apis.errors import ValidationError
-from apis.extension import names
+from apis.extension import deprecated, names
 from apis.k8s import resources
 from apis.k8s.meta import Condition, ObjectMeta
 
@@ -139,7 +141,9 @@ class DeviceInfo:
             id=f.string(d, "id", path, obj),
             module_id=f.integer(d, "moduleID", path, obj),
             health=f.boolean(d, "health", path, obj),
-            resources=resources.parse_list(d.get("resources"), field=f"{path}.resources", obj=obj),
+            resources=deprecated.to_current(
+                resources.parse_list(d.get("resources"), field=f"{path}.resources", obj=obj)
+            ),
             topology=DeviceTopology.from_dict(topology, f"{path}.topology", obj) if topology is not None else None,
             vf_groups=tuple(
                 VirtualFunctionGroup.from_dict(g, f"{path}.vfGroups[{i}]", obj)

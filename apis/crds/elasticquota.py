@@ -5,6 +5,14 @@ Koordinator the scheduler admits pods against each quota's runtime and the contr
 `status.used` and the runtime annotations back; Tessera parses and validates the CR today, and its
 quota plugin and controller are not built yet. Readers for those labels and annotations live in
 `apis.extension.quota`.
+
+For quota charging, when it is built: a pod's requests (`Pod.requests()`) already carry only the
+current device names, Koordinator's deprecated `kubernetes.io/gpu-core`, ... read as
+`koordinator.sh/...` (`apis.extension.deprecated`). `min`/`max` here are kept as written:
+Koordinator renames only its deprecated batch names in quotas (`koordinator.sh/batch-cpu` →
+`kubernetes.io/batch-cpu`), not device names, so a quota written in the old device names would
+not match what pods are charged. Decide then whether to follow Koordinator or to read them with
+`deprecated.to_current` as well (and do the batch renaming either way).
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ The scheduler writes it before binding; the agent's hooks read it to inject devi
 restarted component rebuilds device accounting from it. The JSON is byte-compatible with what
 Koordinator's Go code writes (`json.Marshal` of `map[DeviceType][]DeviceAllocation`): compact,
 device types and resource names sorted, quantities as canonical strings, fields in the order
-minor, resources, id, extension; empty `id` and `extension` omitted.
+minor, resources, id, extension; empty `id` and `extension` omitted. Decoding reads
+Koordinator's deprecated resource names (`kubernetes.io/gpu-core`, as schedulers before v1.2
+wrote them) as the current ones, so such a pod is accounted and its container told its share
+like any other; encoding writes only the current names.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 from apis._annotation import load_json
 from apis.crds.device import DeviceType
 from apis.errors import AnnotationError, QuantityError
-from apis.extension import names
+from apis.extension import deprecated, names
 from apis.k8s import resources
 
 __all__ = ["DeviceAllocation", "DeviceAllocations", "VFAllocation", "decode", "encode", "from_pod_annotations"]
@@ -108,7 +111,10 @@ def _decode_entry(entry: object, where: str, obj: str) -> DeviceAllocation:
     if not isinstance(dev_id, str):
         raise AnnotationError(_KEY, f"{where}.id: expected a string", obj=obj)
     return DeviceAllocation(
-        minor=minor, resources=parsed, id=dev_id, vfs=_decode_vfs(entry.get("extension"), where, obj)
+        minor=minor,
+        resources=deprecated.to_current(parsed),
+        id=dev_id,
+        vfs=_decode_vfs(entry.get("extension"), where, obj),
     )
 
 

@@ -15,7 +15,10 @@ Rules (protocol.md, "Request rules"):
   divided by the count and must divide evenly (bytes are rounded up) and be <= 100 per device;
 - shared = per-device ratio < 100, or no ratio and per-device core < 100 (or no core at all);
 - after placement both memory forms are filled from the GPU's total memory
-  (`gpu_allocation_resources`).
+  (`gpu_allocation_resources`);
+- Koordinator's deprecated names (`kubernetes.io/gpu-core`, ...) count as the current ones
+  (parsed pods already carry only those, see `apis.extension.deprecated`); one resource given in
+  both spellings in one container is refused.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 
 from apis.crds.device import DeviceType
 from apis.errors import InvalidRequestError
-from apis.extension import names
+from apis.extension import deprecated, names
 from apis.k8s.core import Pod
 
 __all__ = [
@@ -76,6 +79,7 @@ def pod_device_requests(pod: Pod) -> dict[DeviceType, DeviceRequest]:
 
 def device_requests(requests: Mapping[str, int], *, obj: str = "") -> dict[DeviceType, DeviceRequest]:
     """Device requests from a resource list in base units. Raises InvalidRequestError."""
+    requests = _current_names(requests, obj)
     asked = {name: requests[name] for name in names.DEVICE_RESOURCES if requests.get(name, 0) != 0}
     negative = sorted(name for name, amount in asked.items() if amount < 0)
     if negative:
@@ -90,6 +94,18 @@ def device_requests(requests: Mapping[str, int], *, obj: str = "") -> dict[Devic
         if name in asked:
             out[dtype] = _percent_device_request(dtype, name, asked[name], obj)
     return out
+
+
+def _current_names(requests: Mapping[str, int], obj: str) -> Mapping[str, int]:
+    """`requests` in current names; refuses a resource given in both spellings."""
+    both = deprecated.shadowed(requests)
+    if both:
+        text = "; ".join(
+            f"{old} and {new} are the same resource ({old} is its deprecated name): ask for {new} only"
+            for old, new in both.items()
+        )
+        raise InvalidRequestError(text, resources=tuple(n for pair in both.items() for n in pair), obj=obj)
+    return deprecated.to_current(requests)
 
 
 def _check_percent(name: str, amount: int, obj: str) -> None:

@@ -6,7 +6,9 @@ which family a key belongs to. No other module writes these strings as literals.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Final
 
 # --- domains -------------------------------------------------------------------------------------
@@ -18,6 +20,8 @@ QUOTA_DOMAIN: Final = "quota.scheduling.koordinator.sh"
 RUNTIMEPROXY_DOMAIN: Final = "runtimeproxy.koordinator.sh"
 SLO_DOMAIN: Final = "slo.koordinator.sh"
 SIGS_SCHEDULING_GROUP: Final = "scheduling.sigs.k8s.io"
+#: Where Koordinator's device resources lived before v1.2 (`kubernetes.io/gpu-core`, ...).
+DEPRECATED_RESOURCE_DOMAIN: Final = "kubernetes.io"
 TESSERA_DOMAIN: Final = "tessera.dev"
 
 # --- resource names ------------------------------------------------------------------------------
@@ -49,8 +53,33 @@ MID_MEMORY: Final = "kubernetes.io/mid-memory"
 DEVICE_RESOURCES: Final = frozenset(
     {*WHOLE_GPU_RESOURCES, KOORD_GPU, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, GPU_SHARED, RDMA, FPGA}
 )
+
+# Koordinator's deprecated spellings of the device resources (its `apis/extension/deprecated.go`):
+# what releases before v1.2, its design docs and many examples still use. Pods, Device CRs, Nodes
+# and device-allocated annotations may carry them; `apis.extension.deprecated` reads each as the
+# current name at the parse boundary, so nothing past it sees them.
+DEPRECATED_KOORD_GPU: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu"
+DEPRECATED_GPU_CORE: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-core"
+DEPRECATED_GPU_MEMORY: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-memory"
+DEPRECATED_GPU_MEMORY_RATIO: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-memory-ratio"
+DEPRECATED_RDMA: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/rdma"
+DEPRECATED_FPGA: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/fpga"
+#: Deprecated name -> the current name it stands for (Koordinator's DeprecatedDeviceResourcesMapper).
+DEPRECATED_DEVICE_RESOURCES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        DEPRECATED_KOORD_GPU: KOORD_GPU,
+        DEPRECATED_GPU_CORE: GPU_CORE,
+        DEPRECATED_GPU_MEMORY: GPU_MEMORY,
+        DEPRECATED_GPU_MEMORY_RATIO: GPU_MEMORY_RATIO,
+        DEPRECATED_RDMA: RDMA,
+        DEPRECATED_FPGA: FPGA,
+    }
+)
+
 #: Names measured in bytes: formatted as BinarySI (`16Gi`).
-BYTE_RESOURCES: Final = frozenset({MEMORY, EPHEMERAL_STORAGE, GPU_MEMORY, BATCH_MEMORY, MID_MEMORY})
+BYTE_RESOURCES: Final = frozenset(
+    {MEMORY, EPHEMERAL_STORAGE, GPU_MEMORY, DEPRECATED_GPU_MEMORY, BATCH_MEMORY, MID_MEMORY}
+)
 #: Names counted in thousandths in their integer form (Kubernetes' MilliValue).
 MILLI_RESOURCES: Final = frozenset({CPU})
 

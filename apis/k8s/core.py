@@ -4,7 +4,10 @@ The scheduler core, the agent's hooks and QoS, and the controller all reason abo
 fields (requests, placement constraints, labels, annotations). Parsing them here keeps raw JSON
 at the edge and gives every component the same rules: API-server defaulting of requests from
 limits, Kubernetes' effective pod request (init and sidecar containers, overhead), taint
-toleration and node-affinity matching.
+toleration and node-affinity matching. Resource lists come out with Koordinator's deprecated
+device names (`kubernetes.io/gpu-core`, ...) read as the current ones (`apis.extension.deprecated`),
+as Koordinator's scheduler reads them; `Node.from_dict_as_written` keeps them for the one reader
+that owns those names on a Node.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 
 from apis import _fields as f
 from apis.errors import ValidationError
+from apis.extension import deprecated
 from apis.k8s import labels as labelsel
 from apis.k8s import resources
 from apis.k8s.meta import Condition, ObjectMeta
@@ -55,11 +59,11 @@ class Container:
         limits = resources.parse_list(res.get("limits"), field=f"{path}.resources.limits", obj=obj)
         requests = resources.parse_list(res.get("requests"), field=f"{path}.resources.requests", obj=obj)
         # kube-apiserver defaults a missing request to its limit; do the same so snapshots agree.
-        requests = {**limits, **requests}
+        # Deprecated names are read after defaulting, as Koordinator reads the stored object.
         return cls(
             name=f.string(d, "name", path, obj),
-            requests=requests,
-            limits=limits,
+            requests=deprecated.to_current({**limits, **requests}),
+            limits=deprecated.to_current(limits),
             restart_policy=f.string(d, "restartPolicy", path, obj),
         )
 
@@ -294,7 +298,7 @@ class Pod:
                 Container.from_dict(c, f"spec.initContainers[{i}]", obj)
                 for i, c in enumerate(f.items(spec, "initContainers", "spec", obj))
             ),
-            overhead=resources.parse_list(spec.get("overhead"), field="spec.overhead", obj=obj),
+            overhead=deprecated.to_current(resources.parse_list(spec.get("overhead"), field="spec.overhead", obj=obj)),
             node_selector=f.string_map(spec, "nodeSelector", "spec", obj),
             node_affinity=node_affinity,
             tolerations=tuple(
@@ -351,6 +355,18 @@ class Node:
 
     @classmethod
     def from_dict(cls, raw: object) -> Node:
+        """Parse, with deprecated device names in allocatable and capacity read as the current ones."""
+        return cls._parse(raw, current_names=True)
+
+    @classmethod
+    def from_dict_as_written(cls, raw: object) -> Node:
+        """Parse, keeping allocatable and capacity as the object spells them: for the controller,
+        which publishes the device resources under the current names and must see which of them
+        the Node really carries (not a deprecated spelling read as one)."""
+        return cls._parse(raw, current_names=False)
+
+    @classmethod
+    def _parse(cls, raw: object, *, current_names: bool) -> Node:
         d = f.mapping(raw, "node")
         meta = ObjectMeta.from_dict(d.get("metadata"))
         obj = f"node {meta.name}"
@@ -361,8 +377,14 @@ class Node:
             cd = f.mapping(c, f"status.conditions[{i}]", obj)
             if cd.get("type") == "Ready":
                 ready = cd.get("status") == "True"
-        capacity = resources.parse_list(status.get("capacity"), field="status.capacity", obj=obj)
-        allocatable = resources.parse_list(status.get("allocatable"), field="status.allocatable", obj=obj)
+        capacity: resources.ResourceList = resources.parse_list(
+            status.get("capacity"), field="status.capacity", obj=obj
+        )
+        allocatable: resources.ResourceList = resources.parse_list(
+            status.get("allocatable"), field="status.allocatable", obj=obj
+        )
+        if current_names:
+            capacity, allocatable = deprecated.to_current(capacity), deprecated.to_current(allocatable)
         return cls(
             meta=meta,
             allocatable=allocatable if "allocatable" in status else capacity,

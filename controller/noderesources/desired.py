@@ -9,6 +9,10 @@ devices offer (Koordinator's slo-controller does the same from the same CR):
 - `koordinator.sh/rdma`: 100 per healthy RDMA physical function (VFs are shares of their PF);
 - nothing at all for a name no healthy device offers (the Node must not advertise zero-sized or
   stale resources), and nothing when there is no Device CR;
+- never a deprecated spelling (`kubernetes.io/gpu-core`, ...): a Device CR written with those
+  parses into the current names. What Koordinator's manager before v1.2 published under them on
+  the Node is not ours and is left alone, as Koordinator leaves it: a real kubelet admits a pod in
+  the old names against them, and the scheduler reads the current name where both are present;
 - labels `node.koordinator.sh/gpu-vendor`, `gpu-model`, `gpu-driver-version` as the Device CR
   carries them (absent from the CR: absent from the Node).
 

@@ -210,7 +210,10 @@ class NodeResourcesReconciler:
 
 def add_to_manager(manager: Manager, settings: NodeResourcesSettings) -> Controller:
     """Wire the reconciler into `manager`: Node and Device informers, and what each event queues."""
-    nodes = manager.informers.informer(NODES, parse=Node.from_dict)
+    # As written: read in current names, a Node carrying only `kubernetes.io/gpu-core` (published by
+    # Koordinator before v1.2) would seem to carry `koordinator.sh/gpu-core`, which the reconciler
+    # would then never write, or remove again and again without effect.
+    nodes = manager.informers.informer(NODES, parse=Node.from_dict_as_written)
     devices = manager.informers.informer(names.DEVICES, parse=tolerant(Device.from_dict, names.DEVICES))
     reconciler = NodeResourcesReconciler(
         nodes.store,

@@ -212,3 +212,67 @@ def test_every_rdma_device_of_a_joint_allocation_is_shown(tmp_path: Path, capsys
     assert row.endswith(
         "rdma 0 [rdma=1] vf 0000:1f:00.1, rdma 1 [rdma=1] vf 0000:3f:00.1, rdma 2 [rdma=1] vf 0000:5f:00.1"
     )
+
+
+#: Koordinator v0.7's own example (its blog on fine-grained GPU scheduling): a node with GPUs of
+#: 8Gi, published, reported and annotated as that release did, in kubernetes.io/ names, and the
+#: blog's pods: a whole GPU as gpu-core 100 + gpu-memory 8Gi, half of one as 50 + 4Gi.
+SEED_STYLE = """
+apiVersion: v1
+kind: Node
+metadata: {name: node-a}
+status:
+  allocatable: {cpu: "32", memory: 128Gi, kubernetes.io/gpu-core: 200, kubernetes.io/gpu-memory: "16Gi"}
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Device
+metadata: {name: node-a}
+spec: {devices: [
+  {type: gpu, id: GPU-0, minor: 0, health: true,
+   resources: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi, kubernetes.io/gpu-memory-ratio: 100}},
+  {type: gpu, id: GPU-1, minor: 1, health: true,
+   resources: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi, kubernetes.io/gpu-memory-ratio: 100}}]}
+---
+apiVersion: v1
+kind: PodList
+items:
+- kind: Pod
+  metadata:
+    {name: running, namespace: default, annotations: {scheduling.koordinator.sh/device-allocated: '{"gpu":[{"minor":0,
+      "resources":{"kubernetes.io/gpu-core":"50","kubernetes.io/gpu-memory":"4Gi","kubernetes.io/gpu-memory-ratio":"50"}}]}'}}
+  spec:
+    nodeName: node-a
+    containers: [{name: main, resources: {limits: &half {kubernetes.io/gpu-core: 50, kubernetes.io/gpu-memory: 4Gi}}}]
+- kind: Pod
+  metadata: {name: demo-pod, namespace: default}
+  spec:
+    containers: [{name: main, resources: {limits: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi},
+                  requests: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi}}}]
+- kind: Pod
+  metadata: {name: demo-half, namespace: default}
+  spec: {containers: [{name: main, resources: {limits: *half, requests: *half}}]}
+- kind: Pod
+  metadata: {name: current-half, namespace: default}
+  spec:
+    containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "50", koordinator.sh/gpu-memory-ratio: "50"}}}]
+"""
+
+
+def test_a_seed_style_snapshot_in_deprecated_names_schedules_like_the_current_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "seed.yaml"
+    path.write_text(SEED_STYLE)
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    # The whole GPU takes GPU 1; the half takes what `running` left of GPU 0; then both are full.
+    assert [(r["pod"], r["node"]) for r in results] == [
+        ("default/demo-pod", "node-a"),
+        ("default/demo-half", "node-a"),
+        ("default/current-half", None),
+    ]
+    gpus = [json.loads(r["annotations"][names.ANNOTATION_DEVICE_ALLOCATED])["gpu"] for r in results[:2]]
+    whole = {names.GPU_CORE: "100", names.GPU_MEMORY: "8Gi", names.GPU_MEMORY_RATIO: "100"}
+    half = {names.GPU_CORE: "50", names.GPU_MEMORY: "4Gi", names.GPU_MEMORY_RATIO: "50"}
+    assert gpus == [[{"minor": 1, "resources": whole, "id": "GPU-1"}], [{"minor": 0, "resources": half, "id": "GPU-0"}]]
+    assert results[2]["reasons"] == {"node-a": ["Insufficient gpu devices"]}

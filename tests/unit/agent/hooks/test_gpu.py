@@ -34,8 +34,20 @@ def test_allocation_order_is_kept(serve: Serve, container_request: MakeRequest) 
     assert response.container_envs[ENV_VISIBLE_DEVICES] == "5,1"
 
 
-def test_shared_gpu_states_its_share_for_hami_core(serve: Serve, container_request: MakeRequest) -> None:
-    share = {names.GPU_CORE: "50", names.GPU_MEMORY: "40Gi", names.GPU_MEMORY_RATIO: "50"}
+@pytest.mark.parametrize(
+    "names_of",
+    [
+        (names.GPU_CORE, names.GPU_MEMORY, names.GPU_MEMORY_RATIO),
+        # As Koordinator before v1.2 wrote the annotation: the share and the envs are the same.
+        (names.DEPRECATED_GPU_CORE, names.DEPRECATED_GPU_MEMORY, names.DEPRECATED_GPU_MEMORY_RATIO),
+    ],
+    ids=["current-names", "deprecated-names"],
+)
+def test_shared_gpu_states_its_share_for_hami_core(
+    serve: Serve, container_request: MakeRequest, names_of: tuple[str, str, str]
+) -> None:
+    core, memory, ratio = names_of
+    share = {core: "50", memory: "40Gi", ratio: "50"}
     stub = serve(GPUEnvPlugin())
     response = stub.PreCreateContainerHook(container_request({"gpu": [{"minor": 3, "resources": share}]}))
     assert dict(response.container_envs) == {

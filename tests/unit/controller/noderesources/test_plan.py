@@ -5,6 +5,7 @@ from fractions import Fraction
 import pytest
 
 from apis.extension import names
+from apis.k8s.core import Node
 from controller.noderesources.desired import DeviceResources, from_device
 from controller.noderesources.plan import ChangeKind, Observed, Plan, plan
 from tests.unit.controller.noderesources.conftest import NVIDIA_LABELS, GiB, make_device, make_node
@@ -125,3 +126,39 @@ def test_describe_lists_changes_for_the_log() -> None:
     text = got.describe()
     assert f"allocatable[{names.GPU_CORE}]: 800 -> 700" in text
     assert f"label {names.LABEL_GPU_MODEL}: removed" in text
+
+
+# --- deprecated spellings left by Koordinator before v1.2 --------------------------------------------
+OLD_NODE = {
+    "metadata": {"name": "n1"},
+    "status": {
+        "capacity": {"cpu": "64", names.DEPRECATED_GPU_CORE: "800", names.DEPRECATED_KOORD_GPU: "800"},
+        "allocatable": {"cpu": "64", names.DEPRECATED_GPU_CORE: "800", names.DEPRECATED_KOORD_GPU: "800"},
+    },
+}
+
+
+def test_the_current_names_are_written_beside_the_old_ones_which_are_left_alone() -> None:
+    want = DeviceResources({names.GPU_CORE: 800, names.KOORD_GPU: 800})
+    got = plan(Observed.of(Node.from_dict_as_written(OLD_NODE)), want, threshold=TEN_PERCENT)
+    assert got.urgent
+    assert got.status_patch() == {
+        "status": {field: {names.GPU_CORE: "800", names.KOORD_GPU: "800"} for field in ("allocatable", "capacity")}
+    }
+    written = Node.from_dict_as_written(
+        {"metadata": {"name": "n1"}, "status": {f: {**OLD_NODE["status"][f], **p} for f, p in _patch(got).items()}}
+    )
+    assert plan(Observed.of(written), want, threshold=TEN_PERCENT).empty
+
+
+def test_the_old_names_are_not_taken_for_the_controllers_own() -> None:
+    # Read in current names, the node would seem to carry koordinator.sh/gpu-core and gpu: with no
+    # Device CR the controller would remove them, which changes nothing on the object, forever.
+    assert plan(Observed.of(Node.from_dict_as_written(OLD_NODE)), DeviceResources(), threshold=TEN_PERCENT).empty
+    assert not plan(Observed.of(Node.from_dict(OLD_NODE)), DeviceResources(), threshold=TEN_PERCENT).empty
+
+
+def _patch(got: Plan) -> dict[str, dict[str, str]]:
+    patch = got.status_patch()
+    assert patch is not None
+    return {field: {k: v for k, v in values.items() if v is not None} for field, values in patch["status"].items()}

@@ -10,7 +10,9 @@ from prometheus_client import CollectorRegistry
 from apis.crds.device import Device
 from apis.errors import ConfigError, ValidationError
 from apis.extension import names
+from apis.k8s import resources
 from apis.k8s.core import Node
+from controller.noderesources.desired import from_device
 from controller.noderesources.metrics import NodeResourcesMetrics
 from controller.noderesources.reconciler import (
     REASON_MALFORMED_DEVICE,
@@ -235,3 +237,34 @@ def test_the_event_reference_is_the_node(clock: FakeClock) -> None:
 def test_bad_settings_name_their_flag(settings: NodeResourcesSettings, flag: str) -> None:
     with pytest.raises(ConfigError, match=flag):
         settings.validate()
+
+
+def test_a_device_cr_in_deprecated_names_is_published_in_current_names(clock: FakeClock) -> None:
+    # A koordlet before v1.2 wrote its Device CR as kubernetes.io/gpu-*; the Node still carries
+    # what Koordinator's manager published from it under the same names.
+    old_gpu = {
+        names.DEPRECATED_GPU_CORE: "100",
+        names.DEPRECATED_GPU_MEMORY: "80Gi",
+        names.DEPRECATED_GPU_MEMORY_RATIO: "100",
+    }
+    device = Device.from_dict(
+        {
+            "metadata": {"name": "n1", "labels": NVIDIA_LABELS, "resourceVersion": "5"},
+            "spec": {"devices": [{"type": "gpu", "minor": i, "health": True, "resources": old_gpu} for i in range(2)]},
+        }
+    )
+    old_status = {names.DEPRECATED_GPU_CORE: "200", names.DEPRECATED_GPU_MEMORY: "160Gi", "cpu": "64"}
+    node = Node.from_dict_as_written(
+        {
+            "metadata": {"name": "n1", "labels": NVIDIA_LABELS, "resourceVersion": "10"},
+            "status": {"allocatable": old_status, "capacity": old_status},
+        }
+    )
+    h = Harness(clock)
+    h.put(device)
+    h.put(node)
+    h.reconcile()
+    [status] = h.status_patches()
+    # As for the same GPUs in the current names; the old names on the Node are not the
+    # controller's and are left as they are.
+    assert status["status"]["allocatable"] == resources.format_list(from_device(make_device(gpus=2)).resources)
