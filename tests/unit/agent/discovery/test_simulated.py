@@ -32,7 +32,7 @@ class Shape:
     [
         ("a100-8x", Shape(8, 4, "A100-SXM4-80GB", 80 * 2**30, 2, 4)),
         ("h100-8x", Shape(8, 8, "H100-80GB-HBM3", 81559 * 2**20, 2, 4)),
-        ("a100-pcie-4x", Shape(4, 1, "A100-80GB-PCIe", 80 * 2**30, 2, 2)),
+        ("a100-pcie-4x", Shape(4, 2, "A100-80GB-PCIe", 80 * 2**30, 2, 2)),
         ("t4-2x", Shape(2, 0, "Tesla-T4", 15 * 2**30, 1, 1)),
     ],
     ids=BUILTIN_PROFILES,
