@@ -544,7 +544,7 @@ class TopologyAwarePolicy(AllocationPolicy):
 
 def _cliques(group: list[_Cand], nvlink: Mapping[int, frozenset[int]], count: int) -> list[list[_Cand]]:
     """The largest sets of `group` that NVLink fully connects (maximal cliques of the NVLink
-    graph, Bron–Kerbosch with pivoting: nodes have 16 GPUs at most) holding at least `count`,
+    graph, Bron–Kerbosch with pivoting: cheap for the handful of GPUs a node has) holding at least `count`,
     each in minor order, the sets ordered by their minors — so the choice is deterministic."""
     by_minor = {c.state.minor: c for c in group}
     peers = {m: nvlink.get(m, frozenset()) & by_minor.keys() for m in by_minor}
