@@ -61,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--simulate-devices",
         default="",
         metavar="PROFILE|FILE",
-        help="simulated GPUs and NICs instead of real ones: a100-8x, h100-8x, t4-2x or a profile YAML file",
+        help="simulated GPUs and NICs instead of real ones: a100-8x, h100-8x, a100-pcie-4x, t4-2x "
+        "or a profile YAML file",
     )
     devices.add_argument("--sysfs-root", type=Path, default=discovery.sysfs_root, metavar="DIR", help="where sysfs is")
     devices.add_argument("--no-nvml", action="store_true", help="do not use NVML (report no GPUs)")

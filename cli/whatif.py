@@ -2,7 +2,8 @@
 
 Reads Nodes, Device CRs and Pods (multi-document YAML or `List`s, as `kubectl get -o yaml`
 writes them), schedules every pod without `spec.nodeName` in order with the scheduler's own
-core, and prints per pod the node and the `device-allocated` annotation, or why it fits nowhere.
+core, and prints per pod the node and the `device-allocated` annotation (GPUs that NVLink joins
+marked `(NVLink)`), or why it fits nowhere.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from apis.crds.device import DeviceType
 from apis.errors import AnnotationError, ConfigError, ValidationError
 from apis.extension import allocation
 from apis.k8s import resources
@@ -76,7 +78,7 @@ def render_table(results: list[whatif.WhatIfResult]) -> str:
     indent = " " * (width + node_width + 4)
     for r in results:
         if r.node is not None:
-            devices = _devices(r.annotations) or "-"
+            devices = _devices(r.annotations, nvlink=bool(r.nvlink)) or "-"
             lines.append(f"{r.pod:<{width}}  {r.node:<{node_width}}  {devices}")
             continue
         lines.append(f"{r.pod:<{width}}  {'-':<{node_width}}  {r.message}")
@@ -88,8 +90,9 @@ def render_table(results: list[whatif.WhatIfResult]) -> str:
     return "\n".join(lines)
 
 
-def _devices(annotations: Mapping[str, str]) -> str:
-    """`gpu 3 [gpu-core=50 gpu-memory=40Gi gpu-memory-ratio=50]` per allocated device."""
+def _devices(annotations: Mapping[str, str], *, nvlink: bool = False) -> str:
+    """`gpu 3 [gpu-core=50 gpu-memory=40Gi gpu-memory-ratio=50]` per allocated device; with
+    `nvlink`, ` (NVLink)` after the last GPU."""
     try:
         allocs = allocation.from_pod_annotations(annotations)
     except AnnotationError as e:
@@ -103,4 +106,6 @@ def _devices(annotations: Mapping[str, str]) -> str:
             )
             vfs = "".join(f" vf {vf.bus_id or vf.minor}" for vf in a.vfs)
             parts.append(f"{dtype.value} {a.minor} [{res}]{vfs}")
+        if nvlink and dtype is DeviceType.GPU:
+            parts[-1] += " (NVLink)"
     return ", ".join(parts)

@@ -4,7 +4,8 @@
 writes them, `List` kinds included) to the same core the live scheduler runs: pods that already
 have `spec.nodeName` are loaded as running, then every other pod is scheduled in the order
 given, each placement committed before the next. The result per pod is its node (or none), the
-annotations the scheduler would write, and for a pod that fits nowhere the reason per node.
+annotations the scheduler would write — and for two or more GPUs, whether NVLink joins them all
+(as the node's Device says) — and for a pod that fits nowhere the reason per node.
 
 Pure: the caller parses YAML into dicts; this module turns them into objects and results.
 """
@@ -15,9 +16,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from apis.crds.device import Device
-from apis.errors import ValidationError
-from apis.extension import names
+from apis.crds.device import Device, DeviceType
+from apis.errors import AnnotationError, ValidationError
+from apis.extension import allocation, names
 from apis.k8s.core import Node, Pod
 from scheduler.core import Outcome, Scheduler
 from scheduler.framework.status import Shortfall
@@ -48,6 +49,8 @@ class WhatIfResult:
     message: str = ""
     #: nodes that missed by resources alone, closest first, with what they lack
     nearest: tuple[tuple[str, tuple[Shortfall, ...]], ...] = ()
+    #: For a pod given two or more GPUs: whether NVLink joins every two of them; else None.
+    nvlink: bool | None = None
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -60,6 +63,8 @@ class WhatIfResult:
             out["message"] = self.message
         if self.nearest:
             out["nearest"] = {node: [str(s) for s in shortfalls] for node, shortfalls in self.nearest}
+        if self.nvlink is not None:
+            out["nvlink"] = self.nvlink
         return out
 
 
@@ -117,12 +122,15 @@ def run(snapshot: Snapshot, scheduler: Scheduler) -> list[WhatIfResult]:
             cache.add_pod(pod)
         elif not pod.is_terminal:
             pending.append(pod)
-    return [_result(scheduler.schedule_one(pod)) for pod in pending]
+    devices = {device.node_name: device for device in snapshot.devices}
+    return [_result(scheduler.schedule_one(pod), devices) for pod in pending]
 
 
-def _result(outcome: Outcome) -> WhatIfResult:
+def _result(outcome: Outcome, devices: Mapping[str, Device]) -> WhatIfResult:
     if outcome.scheduled:
-        return WhatIfResult(outcome.pod, outcome.node, dict(outcome.annotations))
+        device = devices.get(outcome.node or "")
+        nvlink = _nvlinked(outcome.annotations, device) if device is not None else None
+        return WhatIfResult(outcome.pod, outcome.node, dict(outcome.annotations), nvlink=nvlink)
     diagnosis = outcome.diagnosis
     return WhatIfResult(
         pod=outcome.pod,
@@ -131,3 +139,14 @@ def _result(outcome: Outcome) -> WhatIfResult:
         message=outcome.status.message,
         nearest=tuple(diagnosis.nearest()),
     )
+
+
+def _nvlinked(annotations: Mapping[str, str], device: Device) -> bool | None:
+    """Whether NVLink joins every two of the pod's GPUs; None for fewer than two."""
+    try:
+        gpus = allocation.from_pod_annotations(annotations).get(DeviceType.GPU, ())
+    except AnnotationError:
+        return None  # the scheduler wrote it: cannot happen; the table shows it unreadable anyway
+    if len(gpus) < 2:
+        return None
+    return device.nvlinked(g.minor for g in gpus)

@@ -11,7 +11,10 @@ no-op writes. What goes in, per protocol.md:
   minor, with topology, VFs as one VF group, and `health`. A healthy GPU carries `gpu-core: 100`,
   `gpu-memory: <total>`, `gpu-memory-ratio: 100`, an RDMA PF `rdma: 100`; an unhealthy device
   carries no resources (nothing of it is allocatable) and a `Healthy=False` condition. A device
-  that recovered keeps a `Healthy=True` condition saying so; one never unhealthy has none.
+  that recovered keeps a `Healthy=True` condition saying so; one never unhealthy has none;
+- NVLink: each GPU's NVLink peers among the GPUs reported (`Device.nvlink`, written as the
+  `tessera.dev/gpu-nvlink-peers` annotation), whatever their health — a link is a fact of the
+  board, and an unhealthy GPU has nothing allocatable anyway.
 """
 
 from __future__ import annotations
@@ -54,7 +57,21 @@ def build_device(inventory: Inventory, health: Mapping[str, Health], *, node_nam
     return Device(
         meta=ObjectMeta(name=node_name, labels=_labels(inventory, node_name), owner_references=owners),
         devices=tuple(sorted(devices, key=lambda d: d.sort_key)),
+        nvlink=_nvlink(inventory),
     )
+
+
+def _nvlink(inventory: Inventory) -> dict[int, frozenset[int]]:
+    """GPU minor -> its NVLink peers, kept to GPUs in the inventory and made symmetric (a link
+    either end reports joins both), so the CR always passes `Device.from_dict`'s rules."""
+    minors = {g.minor for g in inventory.gpus}
+    links: dict[int, set[int]] = {}
+    for g in inventory.gpus:
+        for peer in g.nvlink_peers:
+            if peer != g.minor and peer in minors:
+                links.setdefault(g.minor, set()).add(peer)
+                links.setdefault(peer, set()).add(g.minor)
+    return {minor: frozenset(peers) for minor, peers in sorted(links.items())}
 
 
 def _labels(inventory: Inventory, node_name: str) -> dict[str, str]:

@@ -280,7 +280,7 @@ class DeviceReporter:
 def _owned(device: Device) -> tuple[object, ...]:
     """The parts of a Device the agent decides."""
     labels = {k: v for k, v in device.meta.labels.items() if k in OWNED_LABELS}
-    return device.devices, labels, device.meta.owner_references
+    return device.devices, device.nvlink, labels, device.meta.owner_references
 
 
 def _merged(server: ObjectMeta, wanted: Device) -> Device:
@@ -298,6 +298,7 @@ def _merged(server: ObjectMeta, wanted: Device) -> Device:
 def _same(current: Device, wanted: Device) -> bool:
     return (
         current.devices == wanted.devices
+        and current.nvlink == wanted.nvlink
         and dict(current.meta.labels) == dict(wanted.meta.labels)
         and current.meta.owner_references == wanted.meta.owner_references
     )

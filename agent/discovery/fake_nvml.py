@@ -51,6 +51,7 @@ class FakeGPU:
     module_id: int | None = None
     mig_enabled: bool = False
     nvlink: bool = False  # joined to every other `nvlink` GPU (an NVSwitch system)
+    nvlink_bridge: str = ""  # joined to the GPUs with the same bridge name (PCIe cards with NVLink bridges)
     processes: list[FakeProcess] = field(default_factory=list)
     lost: bool = False
     #: On the fake's clock: until then the GPU does not answer (it is being reset).
@@ -284,7 +285,9 @@ class FakeNVML:
 
     def nvmlDeviceGetP2PStatus(self, device1: object, device2: object, p2pIndex: int) -> int:
         a, b = self._gpu(device1), self._gpu(device2)
-        if p2pIndex == pynvml.NVML_P2P_CAPS_INDEX_NVLINK and not (a.nvlink and b.nvlink and a is not b):
+        bridged = a.nvlink_bridge != "" and a.nvlink_bridge == b.nvlink_bridge
+        linked = a is not b and ((a.nvlink and b.nvlink) or bridged)
+        if p2pIndex == pynvml.NVML_P2P_CAPS_INDEX_NVLINK and not linked:
             return int(pynvml.NVML_P2P_STATUS_NOT_SUPPORTED)
         return int(pynvml.NVML_P2P_STATUS_OK)
 

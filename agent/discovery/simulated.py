@@ -1,11 +1,15 @@
 """Simulated devices: realistic GPU nodes for machines without GPUs (`--simulate-devices`).
 
 A profile describes a node's layout — NUMA nodes, their PCIe roots, the GPUs and RDMA NICs behind
-each root — in YAML: the built-in `a100-8x`, `h100-8x` and `t4-2x` (files in `profiles/`), or a
-file of the same shape. From it `SimulatedSource` reports an inventory marked `simulated` (the
-Device CR then carries the `tessera.dev/simulated` label), and `Profile.fake_nvml` builds a
-`FakeNVML` with the same GPUs, so health and metrics run their real code against it. GPU UUIDs
-and MACs derive from the node name and bus id: stable across restarts, distinct across nodes.
+each root, which GPUs NVLink joins — in YAML: the built-in `a100-8x`, `h100-8x` (NVSwitch: all
+GPUs joined), `a100-pcie-4x` (NVLink bridges joining pairs) and `t4-2x` (no NVLink), files in
+`profiles/`, or a file of the same shape. `gpu.nvlink` is `true` (every GPU joined to every
+other), `false`, or groups of GPU minors, each joined all to all (`[[0, 1], [2, 3]]`).
+
+From a profile `SimulatedSource` reports an inventory marked `simulated` (the Device CR then
+carries the `tessera.dev/simulated` label), and `Profile.fake_nvml` builds a `FakeNVML` with the
+same GPUs, so health and metrics run their real code against it. GPU UUIDs and MACs derive from
+the node name and bus id: stable across restarts, distinct across nodes.
 
 Minors follow bus order, as NVIDIA and mlx5 number devices: GPUs 0..n-1, NICs `mlx5_0`...
 
@@ -38,7 +42,7 @@ __all__ = ["BUILTIN_PROFILES", "NodeCapacity", "Profile", "SimulatedNIC", "Simul
 
 log = logging.getLogger(__name__)
 
-BUILTIN_PROFILES = ("a100-8x", "h100-8x", "t4-2x")
+BUILTIN_PROFILES = ("a100-8x", "h100-8x", "a100-pcie-4x", "t4-2x")
 _UUID_NAMESPACE = uuid.UUID("6f1c2a9e-3b57-4c1e-9d0a-7e5b8f2d4c13")
 _DEFAULT_NODE_MEMORY = "256Gi"
 _DEFAULT_MAX_PODS = 110  # kubelet's --max-pods default
@@ -86,7 +90,8 @@ class Profile:
     driver_version: str
     gpu_name: str
     gpu_memory_bytes: int
-    nvlink: bool
+    #: Groups of GPU minors NVLink joins all to all (NVSwitch: one group of every GPU); disjoint.
+    nvlink: tuple[tuple[int, ...], ...]
     sxm: bool
     gpus: tuple[Slot, ...]
     nics: tuple[SimulatedNIC, ...]
@@ -120,7 +125,7 @@ class Profile:
                 memory_bytes=self.gpu_memory_bytes,
                 topology=slot.topology,
                 module_id=minor + 1 if self.sxm else None,
-                nvlink_peers=tuple(m for m in minors if m != minor) if self.nvlink else (),
+                nvlink_peers=self.nvlink_peers(minor),
             )
             for minor, slot in zip(minors, self.gpus, strict=True)
         )
@@ -145,8 +150,13 @@ class Profile:
         )
         return Inventory(gpus=gpus, rdma=rdma, gpu_driver_version=self.driver_version if gpus else "", simulated=True)
 
+    def nvlink_peers(self, minor: int) -> tuple[int, ...]:
+        """Minors of the GPUs NVLink joins GPU `minor` to."""
+        return tuple(sorted({m for group in self.nvlink if minor in group for m in group} - {minor}))
+
     def fake_nvml(self, node_name: str) -> FakeNVML:
         """An NVML with this profile's GPUs, for the health monitor and metrics collector."""
+        bridge = {m: str(i) for i, group in enumerate(self.nvlink) for m in group}
         gpus = [
             FakeGPU(
                 uuid=g.uuid,
@@ -155,7 +165,7 @@ class Profile:
                 name=g.name,
                 memory_total=g.memory_bytes,
                 module_id=g.module_id,
-                nvlink=self.nvlink,
+                nvlink_bridge=bridge.get(g.minor, ""),
                 temperature=34 + g.minor % 4,
             )
             for g in self.inventory(node_name).gpus
@@ -237,7 +247,7 @@ def parse_profile(raw: object, *, name: str) -> Profile:
         driver_version=str(doc.get("driverVersion", "535.161.08")),
         gpu_name=str(gpu.get("name", "NVIDIA A100-SXM4-80GB")),
         gpu_memory_bytes=_bytes(gpu.get("memory", "16Gi"), name, "gpu.memory"),
-        nvlink=bool(gpu.get("nvlink", False)),
+        nvlink=_nvlink(gpu.get("nvlink", False), len(gpus), name),
         sxm=bool(gpu.get("sxm", False)),
         gpus=tuple(sorted(gpus, key=lambda s: s.bus_id)),
         nics=tuple(sorted(nics, key=lambda n: n.slot.bus_id)),
@@ -248,6 +258,26 @@ def parse_profile(raw: object, *, name: str) -> Profile:
         nic_vf_device_id=_int(nic.get("vfDeviceID", 0x101C), name, "nic.vfDeviceID"),
         nic_speed_mbps=_int(nic.get("speedMbps", 100_000), name, "nic.speedMbps"),
     )
+
+
+def _nvlink(raw: object, count: int, name: str) -> tuple[tuple[int, ...], ...]:
+    """`gpu.nvlink`: true (all GPUs joined), false, or disjoint groups of GPU minors."""
+    if isinstance(raw, bool):
+        return (tuple(range(count)),) if raw and count > 1 else ()
+    seen: set[int] = set()
+    groups = []
+    for i, group in enumerate(_list(raw, name, "gpu.nvlink")):
+        where = f"gpu.nvlink[{i}]"
+        minors = tuple(_int(m, name, f"{where}[{j}]") for j, m in enumerate(_list(group, name, where)))
+        bad = sorted(m for m in minors if m >= count or m in seen)
+        if bad or len(set(minors)) != len(minors):
+            raise ConfigError(
+                f"simulated profile {name}: gpu.nvlink[{i}] must name GPU minors below {count}, each in one group, "
+                f"got {list(minors)}"
+            )
+        seen.update(minors)
+        groups.append(tuple(sorted(minors)))
+    return tuple(g for g in groups if len(g) > 1)
 
 
 def _node_capacity(node: Mapping[str, Any], numa_cpus: Mapping[int, str], name: str) -> NodeCapacity:

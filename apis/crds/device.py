@@ -7,13 +7,24 @@ deprecated resource names (`kubernetes.io/gpu-core`, written by koordlet before 
 current ones; `to_dict` writes Kubernetes JSON with devices sorted by type, then minor — the
 order the protocol fixes, so an unchanged node always yields the same object and the agent can
 skip no-op updates.
+
+NVLink: Koordinator's `DeviceTopology` has no interconnect field, so which GPUs NVLink joins
+travels as Tessera's own annotation on the Device, `tessera.dev/gpu-nvlink-peers` (JSON
+`{"<minor>": [<peer minors>]}`), parsed into `Device.nvlink`. An annotation, not a field under
+`spec.devices[].topology`: Koordinator's Go structs would drop an unknown field silently, but
+the structural schema of Koordinator's own CRD would prune it on a real API server, while
+annotations are never pruned and Koordinator's readers ignore keys they do not know. (Its
+`scheduling.koordinator.sh/gpu-partitions` annotation is another thing: the GPU combinations a
+node *permits*, which a Koordinator scheduler honours or prefers, so Tessera does not write it.)
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import itertools
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apis import _fields as f
@@ -183,6 +194,10 @@ class Device:
 
     meta: ObjectMeta
     devices: tuple[DeviceInfo, ...] = ()
+    #: GPU minor -> minors of the GPUs NVLink joins it to; symmetric, GPUs without NVLink left
+    #: out. Owns the `tessera.dev/gpu-nvlink-peers` annotation: `from_dict` moves it out of
+    #: `meta.annotations` into here and `to_dict` writes it back from here.
+    nvlink: Mapping[int, frozenset[int]] = field(default_factory=dict)
 
     @property
     def node_name(self) -> str:
@@ -190,6 +205,12 @@ class Device:
 
     def of_type(self, dtype: DeviceType) -> tuple[DeviceInfo, ...]:
         return tuple(d for d in self.devices if d.type is dtype)
+
+    def nvlinked(self, minors: Iterable[int]) -> bool:
+        """Whether NVLink joins every two of these GPUs (a set fully connected by NVLink);
+        True for fewer than two GPUs."""
+        nvlink = self.nvlink
+        return all(b in nvlink.get(a, ()) for a, b in itertools.combinations(minors, 2))
 
     @classmethod
     def from_dict(cls, raw: object) -> Device:
@@ -211,12 +232,66 @@ class Device:
                     f"spec.devices[{i}]", f"duplicate {dev.type.value} device with minor {dev.minor}", obj=obj
                 )
             seen.add((dev.type, dev.minor))
-        return cls(meta=meta, devices=tuple(sorted(devices, key=lambda x: x.sort_key)))
+        nvlink: dict[int, frozenset[int]] = {}
+        text = meta.annotations.get(names.ANNOTATION_GPU_NVLINK_PEERS)
+        if text is not None:
+            gpus = {minor for dtype, minor in seen if dtype is DeviceType.GPU}
+            nvlink = _parse_nvlink(text, gpus, obj)
+            others = {k: v for k, v in meta.annotations.items() if k != names.ANNOTATION_GPU_NVLINK_PEERS}
+            meta = replace(meta, annotations=others)
+        return cls(meta=meta, devices=tuple(sorted(devices, key=lambda x: x.sort_key)), nvlink=nvlink)
 
     def to_dict(self) -> dict[str, Any]:
+        meta = self.meta.to_dict()
+        annotations = {k: v for k, v in self.meta.annotations.items() if k != names.ANNOTATION_GPU_NVLINK_PEERS}
+        if self.nvlink:
+            annotations[names.ANNOTATION_GPU_NVLINK_PEERS] = _format_nvlink(self.nvlink)
+        if annotations:
+            meta["annotations"] = annotations
+        else:
+            meta.pop("annotations", None)
         return {
             "apiVersion": names.DEVICES.api_version,
             "kind": names.DEVICES.kind,
-            "metadata": self.meta.to_dict(),
+            "metadata": meta,
             "spec": {"devices": [x.to_dict() for x in sorted(self.devices, key=lambda x: x.sort_key)]},
         }
+
+
+def _format_nvlink(nvlink: Mapping[int, frozenset[int]]) -> str:
+    """Compact JSON, minors in order, so an unchanged node always writes the same text."""
+    peers = {str(minor): sorted(nvlink[minor]) for minor in sorted(nvlink) if nvlink[minor]}
+    return json.dumps(peers, separators=(",", ":"))
+
+
+def _parse_nvlink(text: str, gpus: set[int], obj: str) -> dict[int, frozenset[int]]:
+    """The NVLink annotation: every key and peer a GPU of this Device, none its own peer, and
+    each link listed from both ends (NVML reports links between two GPUs, so a one-sided entry
+    means the writer is broken). GPUs with no peers are dropped."""
+    where = f"metadata.annotations[{names.ANNOTATION_GPU_NVLINK_PEERS}]"
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise ValidationError(where, f"not valid JSON: {e}", obj=obj) from None
+    if not isinstance(raw, dict):
+        raise ValidationError(where, 'must be a JSON object {"<gpu minor>": [<peer minors>]}', obj=obj)
+    out: dict[int, frozenset[int]] = {}
+    for key, peers in raw.items():
+        if not (key.isascii() and key.isdigit()):
+            raise ValidationError(where, f"key {key!r} is not a GPU minor", obj=obj)
+        minor = int(key)
+        if minor not in gpus:
+            raise ValidationError(where, f"GPU {minor} is not a GPU of this Device", obj=obj)
+        if not isinstance(peers, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in peers):
+            raise ValidationError(where, f"peers of GPU {minor} must be a list of GPU minors", obj=obj)
+        for p in peers:
+            if p == minor or p not in gpus:
+                raise ValidationError(where, f"GPU {minor} lists {p}, which is not another GPU of this Device", obj=obj)
+        if peers:
+            out[minor] = frozenset(peers)
+    for minor, peers in out.items():
+        for p in sorted(peers):
+            if minor not in out.get(p, ()):
+                reason = f"GPU {minor} lists {p} as an NVLink peer, but GPU {p} does not list {minor}"
+                raise ValidationError(where, reason, obj=obj)
+    return out

@@ -119,6 +119,9 @@ LABEL_GPU_MODEL: Final = f"{NODE_DOMAIN}/gpu-model"
 LABEL_GPU_DRIVER_VERSION: Final = f"{NODE_DOMAIN}/gpu-driver-version"
 #: Marks objects whose devices are simulated (no real hardware behind them).
 LABEL_SIMULATED: Final = f"{TESSERA_DOMAIN}/simulated"
+#: On a Device CR: which GPUs NVLink joins, as JSON `{"<minor>": [<peer minors>], ...}`. Tessera's
+#: own: Koordinator's Device has no interconnect field, and its readers ignore unknown annotations.
+ANNOTATION_GPU_NVLINK_PEERS: Final = f"{TESSERA_DOMAIN}/gpu-nvlink-peers"
 
 # --- well-known Kubernetes labels and namespaces (kubelet sets them on its Node) -----------------
 LABEL_HOSTNAME: Final = "kubernetes.io/hostname"

@@ -3,8 +3,9 @@
 Pods in the namespace `tessera-demo` asking for whole GPUs, shares of one GPU, a GPU with an
 RDMA NIC on the same PCIe switch (`device-joint-allocate`), and one pod no node can hold. They
 are submitted through the API server like any user's pods; the scheduler places them; the table
-shows each pod's node, its GPUs and RDMA devices from the `device-allocated` annotation the
-scheduler wrote, or the reason it is pending from its `PodScheduled` condition.
+shows each pod's node, its GPUs (marked `(NVLink)` when NVLink joins them all, as the node's
+Device CR says) and RDMA devices from the `device-allocated` annotation the scheduler wrote, or
+the reason it is pending from its `PodScheduled` condition.
 
 Submitting is idempotent (fixed names; a pod that exists is kept), so `tessera up --demo` on a
 data directory that has them shows the same pods again rather than duplicates.
@@ -20,8 +21,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Generic, TypeVar
 
-from apis.crds.device import DeviceType
-from apis.errors import AnnotationError
+from apis.crds.device import Device, DeviceType
+from apis.errors import AnnotationError, TesseraError
 from apis.extension import allocation, names
 from apis.k8s import resources
 from apis.k8s.core import Node, Pod
@@ -204,6 +205,7 @@ def _rdma(allocated: Sequence[allocation.DeviceAllocation]) -> str:
 def placements(client: Client, pods: Sequence[DemoPod] = DEMO_PODS) -> list[Placement]:
     """Where each demo pod is now (read from the API server)."""
     current = {p["metadata"]["name"]: Pod.from_dict(p) for p in client.resource(PODS).list(namespace=NAMESPACE).items}
+    devices: dict[str, Device | None] = {}
     rows = []
     for demo in pods:
         pod = current.get(demo.name)
@@ -214,20 +216,34 @@ def placements(client: Client, pods: Sequence[DemoPod] = DEMO_PODS) -> list[Plac
             rows.append(Placement(demo.name, demo.asks, reason=pod.pending_message or "waiting for the scheduler"))
             continue
         try:
-            devices = allocation.from_pod_annotations(pod.annotations, obj=pod.key)
+            allocated = allocation.from_pod_annotations(pod.annotations, obj=pod.key)
         except AnnotationError as e:
             rows.append(Placement(demo.name, demo.asks, node=pod.node_name, reason=str(e)))
             continue
+        gpus = allocated.get(DeviceType.GPU, ())
+        if len(gpus) > 1 and pod.node_name not in devices:
+            devices[pod.node_name] = _device(client, pod.node_name)
+        device = devices.get(pod.node_name)
+        nvlink = " (NVLink)" if device is not None and len(gpus) > 1 and device.nvlinked(g.minor for g in gpus) else ""
         rows.append(
             Placement(
                 demo.name,
                 demo.asks,
                 node=pod.node_name,
-                gpus=_gpus(devices.get(DeviceType.GPU, ())),
-                rdma=_rdma(devices.get(DeviceType.RDMA, ())),
+                gpus=_gpus(gpus) + nvlink,
+                rdma=_rdma(allocated.get(DeviceType.RDMA, ())),
             )
         )
     return rows
+
+
+def _device(client: Client, node: str) -> Device | None:
+    """The node's Device CR, or None when it is gone or unreadable (the table then says nothing
+    of NVLink)."""
+    try:
+        return Device.from_dict(client.resource(names.DEVICES).get(node))
+    except TesseraError:  # kube.APIError (gone, unreachable) or a malformed CR
+        return None
 
 
 def render(rows: Sequence[Placement]) -> str:

@@ -15,6 +15,11 @@ following Koordinator's DeviceShare:
   other holder; PCIeLevel — enforced here, unlike Koordinator — no other holder on the switch),
   and offers a free virtual function when one is needed (a `vfSelector`, or an RDMA/FPGA share
   below 100 on a device that has VFs: `koordinator.sh/rdma: 1` is one VF).
+- NVLink first (beyond Koordinator, which does not know NVLink): for two or more GPUs on a node
+  whose Device says which GPUs NVLink joins (`Device.nvlink`), take a set fully connected by
+  NVLink when the node has one — chosen among such sets by the scope rules below — and only
+  otherwise place by the scope rules alone. On an NVSwitch node every set is connected, so
+  this changes nothing there, nor on nodes without NVLink.
 - Scope: take the deepest scope that holds the whole request — one PCIe switch, else one NUMA
   node, else the node — never wider than `requiredTopologyScope`. Among scopes of one depth,
   prefer the one already partly used (topology bin-packing leaves empty switches whole for
@@ -167,6 +172,8 @@ class _Need:
     pcie_exclusive: bool
     #: The workload's GPU demand, for a share of one GPU (see FragmentationAwarePolicy).
     demand: fragmentation.Demand | None = None
+    #: GPU minor -> its NVLink peers, for two or more GPUs on a node with NVLink; else None.
+    nvlink: Mapping[int, frozenset[int]] | None = None
 
     def amounts(self, state: DeviceState) -> Mapping[str, int]:
         if self.type is DeviceType.GPU:
@@ -285,6 +292,8 @@ class TopologyAwarePolicy(AllocationPolicy):
                 exclusive = hint.exclusive_policy is ExclusivePolicy.DEVICE_LEVEL
                 per_device = {resource: 100 if exclusive else 1}
                 whole = exclusive
+        device = devices.device
+        nvlink = device.nvlink if device is not None and dtype is DeviceType.GPU and count > 1 else None
         return _Need(
             type=dtype,
             request=req,
@@ -297,6 +306,7 @@ class TopologyAwarePolicy(AllocationPolicy):
             device_exclusive=hint.exclusive_policy is ExclusivePolicy.DEVICE_LEVEL,
             pcie_exclusive=hint.exclusive_policy is ExclusivePolicy.PCIE_LEVEL,
             demand=request.demand if dtype is DeviceType.GPU and not whole and count == 1 else None,
+            nvlink=nvlink or None,
         )
 
     def _candidates(self, devices: NodeDevices, states: Sequence[DeviceState], need: _Need) -> list[_Cand]:
@@ -359,17 +369,39 @@ class TopologyAwarePolicy(AllocationPolicy):
         count = need.count
         if len(cands) < count or (need.scope is TopologyScope.DEVICE and count > 1):
             return None
+        nvlink = need.nvlink
+        if nvlink is not None:
+            linked = self._place(cands, need, states, prefer, lambda group: _cliques(group, nvlink, count))
+            if linked is not None:
+                return linked
+        return self._place(cands, need, states, prefer, None)
+
+    def _place(
+        self,
+        cands: list[_Cand],
+        need: _Need,
+        states: Sequence[DeviceState],
+        prefer: _Prefer | None,
+        split: Callable[[list[_Cand]], list[list[_Cand]]] | None,
+    ) -> list[_Cand] | None:
+        """The scope rules (module docstring): the deepest scope level with a group of candidates
+        that holds the request, the best such group, `count` devices of it. With `split`, a
+        group is the candidates `split` makes of one scope's (NVLink-connected sets), at
+        every level, the node included."""
+        count = need.count
         used_pcies, used_numas = _used_scopes(states)
         node_used = 1 if any(s.holders for s in states) else 0
         for level in _LEVELS[need.scope]:
-            if level is _NODE:
+            if level is _NODE and split is None:
                 return self._choose(cands, count, used_pcies, prefer)
             groups: dict[object, list[_Cand]] = {}
             for c in cands:
                 groups.setdefault(_scope_key(level, c.state), []).append(c)
             best: list[_Cand] | None = None
             best_rank: tuple[int, int, int] | None = None
-            for key, group in groups.items():
+            for key, group in (
+                groups.items() if split is None else ((k, g) for k, scoped in groups.items() for g in split(scoped))
+            ):
                 if len(group) < count:
                     continue
                 first = group[0].state
@@ -508,6 +540,31 @@ class TopologyAwarePolicy(AllocationPolicy):
                     requested[i] += a.resources.get(n, 0)
             total_score += self.scoring.score(requested, capacity)
         return total_score
+
+
+def _cliques(group: list[_Cand], nvlink: Mapping[int, frozenset[int]], count: int) -> list[list[_Cand]]:
+    """The largest sets of `group` that NVLink fully connects (maximal cliques of the NVLink
+    graph, Bron–Kerbosch with pivoting: cheap for the handful of GPUs a node has) holding at least `count`,
+    each in minor order, the sets ordered by their minors — so the choice is deterministic."""
+    by_minor = {c.state.minor: c for c in group}
+    peers = {m: nvlink.get(m, frozenset()) & by_minor.keys() for m in by_minor}
+    found: list[tuple[int, ...]] = []
+
+    def expand(clique: frozenset[int], candidates: set[int], excluded: set[int]) -> None:
+        if not candidates and not excluded:
+            if len(clique) >= count:
+                found.append(tuple(sorted(clique)))
+            return
+        if len(clique) + len(candidates) < count:
+            return
+        pivot = max(candidates | excluded, key=lambda m: (len(peers[m] & candidates), -m))
+        for m in sorted(candidates - peers[pivot]):
+            expand(clique | {m}, candidates & peers[m], excluded & peers[m])
+            candidates = candidates - {m}
+            excluded = excluded | {m}
+
+    expand(frozenset(), set(by_minor), set())
+    return [[by_minor[m] for m in clique] for clique in sorted(found)]
 
 
 def _used_scopes(states: Sequence[DeviceState]) -> tuple[set[object], set[object]]:

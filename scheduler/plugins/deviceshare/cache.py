@@ -6,8 +6,8 @@ what DeviceShare derives from it, so a cycle does little work per node:
 - `FitMemo`: the allocation (or rejection) and score of a request shape on a node, valid while
   the node's `device_generation` is unchanged. Pods asking for the same thing — most of them —
   reuse it on every node that did not change since, i.e. all but the one the last pod went to.
-- `Signatures` + `SharedFits`: what the allocator sees of a node, minus identities (device IDs,
-  VF addresses), as a small id. Nodes built alike and used alike — at first, all of them — share
+- `Signatures` + `SharedFits`: what the allocator sees of a node (NVLink included), minus
+  identities (device IDs, VF addresses), as a small id. Nodes built alike and used alike — at first, all of them — share
   one allocation decision per request shape, translated back to each node's own devices
   (`relative`/`materialize`), so a new request shape costs one allocation, not one per node.
 - `GPUFreeIndex`: nodes bucketed by how many GPUs are entirely unused and by the most
@@ -195,7 +195,9 @@ def _template(devices: NodeDevices) -> _Template:
                     tuple(pos for _, pos in sorted(vfs)),  # the order VFs are handed out in
                 )
             )
-    return _Template(devices.device, tuple(parts), positions)
+    device = devices.device
+    nvlink = tuple(sorted((m, tuple(sorted(p))) for m, p in device.nvlink.items())) if device is not None else ()
+    return _Template(device, (tuple(parts), nvlink), positions)  # the allocator reads NVLink too
 
 
 class SharedFits:

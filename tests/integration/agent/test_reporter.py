@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Callable, Iterator
@@ -236,3 +237,17 @@ def test_the_loop_survives_an_api_server_outage_and_catches_up(
     # ... are all written once it is back
     wait_for(lambda: [d.health for d in node.device().devices] == [False, False], what="both GPUs reported unhealthy")
     assert node.reporter.alive
+
+
+def test_an_nvlink_change_is_one_update(node: Node) -> None:
+    node.register()
+    node.reporter.sync()
+    assert node.device().nvlink == {}
+    gpus = node.inventory.gpus
+    node.inventory = dataclasses.replace(
+        node.inventory, gpus=(dataclasses.replace(gpus[0], nvlink_peers=(1,)), *gpus[1:])
+    )
+    assert node.reporter.sync(full=False) is SyncResult.UPDATED
+    assert node.cr()["metadata"]["annotations"] == {names.ANNOTATION_GPU_NVLINK_PEERS: '{"0":[1],"1":[0]}'}
+    assert node.device().nvlink == {0: {1}, 1: {0}}
+    assert node.reporter.sync(full=True) is SyncResult.UNCHANGED

@@ -12,10 +12,12 @@ from agent.devices.cr import build_device
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.model import Inventory
 from agent.discovery.settings import DiscoverySettings, DiscoveryStack, open_discovery
+from agent.discovery.simulated import load_profile
 from agent.health.clock import ManualClock
 from agent.health.monitor import HealthMonitor
 from agent.health.tracker import HealthTracker
 from apis.crds.device import Device
+from apis.extension import names
 from tests.unit.agent.conftest import NODE
 from tests.unit.agent.sysfs_tree import SysfsTree
 
@@ -207,3 +209,19 @@ def test_a_node_without_devices_has_an_empty_cr() -> None:
         "metadata": {"name": "cpu-node"},
         "spec": {"devices": []},
     }
+
+
+def test_nvlink_peers_are_published_as_the_annotation() -> None:
+    device = build_device(load_profile("a100-pcie-4x").inventory(NODE), {}, node_name=NODE)
+    assert device.nvlink == {0: {1}, 1: {0}, 2: {3}, 3: {2}}
+    annotation = device.to_dict()["metadata"]["annotations"][names.ANNOTATION_GPU_NVLINK_PEERS]
+    assert annotation == '{"0":[1],"1":[0],"2":[3],"3":[2]}'
+    assert Device.from_dict(device.to_dict()) == device
+
+
+def test_nvlink_peers_are_made_symmetric_and_kept_to_reported_gpus(node: Node) -> None:
+    gpus = list(node.inventory.gpus[:3])
+    gpus[0] = dataclasses.replace(gpus[0], nvlink_peers=(1, 9))  # 9: not reported; 1 does not list 0
+    device = build_device(dataclasses.replace(node.inventory, gpus=tuple(gpus)), {}, node_name=NODE)
+    assert device.nvlink == {0: {1}, 1: {0}}
+    assert Device.from_dict(device.to_dict()) == device

@@ -72,8 +72,24 @@ def device_infos(draw: st.DrawFn) -> DeviceInfo:
 @st.composite
 def devices(draw: st.DrawFn) -> Device:
     infos = draw(st.lists(device_infos(), max_size=8, unique_by=lambda d: (d.type, d.minor)))
-    meta = ObjectMeta(name=draw(label_text), labels=draw(labels), resource_version=str(draw(st.integers(1, 10**6))))
-    return Device(meta=meta, devices=tuple(sorted(infos, key=lambda d: d.sort_key)))
+    meta = ObjectMeta(
+        name=draw(label_text),
+        labels=draw(labels),
+        annotations=draw(st.dictionaries(label_text, st.text(max_size=8), max_size=2)),
+        resource_version=str(draw(st.integers(1, 10**6))),
+    )
+    gpus = sorted(d.minor for d in infos if d.type is DeviceType.GPU)
+    pairs = [(a, b) for i, a in enumerate(gpus) for b in gpus[i + 1 :]]
+    links = draw(st.lists(st.sampled_from(pairs), unique=True)) if pairs else []
+    nvlink: dict[int, set[int]] = {}
+    for a, b in links:
+        nvlink.setdefault(a, set()).add(b)
+        nvlink.setdefault(b, set()).add(a)
+    return Device(
+        meta=meta,
+        devices=tuple(sorted(infos, key=lambda d: d.sort_key)),
+        nvlink={m: frozenset(p) for m, p in nvlink.items()},
+    )
 
 
 @st.composite

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from apis.crds.device import Device, DeviceType
 from apis.errors import ValidationError
 from apis.extension import names
+from apis.k8s.meta import ObjectMeta
 from tests.unit.apis.strategies import devices
 
 GI = 2**30
@@ -137,3 +138,54 @@ def test_to_dict_from_dict_is_identity(dev: Device) -> None:
 def test_arbitrary_input_raises_only_validation_error(doc: object) -> None:
     with contextlib.suppress(ValidationError):
         Device.from_dict(doc)
+
+
+# --- NVLink: Tessera's annotation on the Device ----------------------------------------------------
+def _with_nvlink(value: str) -> dict[str, Any]:
+    doc = copy.deepcopy(SAMPLE)
+    doc["metadata"]["annotations"] = {names.ANNOTATION_GPU_NVLINK_PEERS: value, "other/key": "kept"}
+    return doc
+
+
+def test_nvlink_annotation_is_parsed_into_the_device_and_written_back() -> None:
+    dev = Device.from_dict(_with_nvlink('{"0":[1],"1":[0]}'))
+    assert dev.nvlink == {0: frozenset({1}), 1: frozenset({0})}
+    assert dict(dev.meta.annotations) == {"other/key": "kept"}  # the field owns the annotation
+    out = dev.to_dict()
+    written = {names.ANNOTATION_GPU_NVLINK_PEERS: '{"0":[1],"1":[0]}', "other/key": "kept"}
+    assert out["metadata"]["annotations"] == written
+    assert Device.from_dict(out) == dev
+
+
+def test_without_nvlink_no_annotation_is_written() -> None:
+    dev = Device.from_dict(_with_nvlink("{}"))
+    assert dev.nvlink == {}
+    assert names.ANNOTATION_GPU_NVLINK_PEERS not in dev.to_dict()["metadata"]["annotations"]
+    assert "annotations" not in Device.from_dict(SAMPLE).to_dict()["metadata"]
+
+
+def test_nvlinked_means_every_two_gpus_are_joined() -> None:
+    dev = Device(meta=ObjectMeta(name="n"), nvlink={0: frozenset({1, 2}), 1: frozenset({0}), 2: frozenset({0})})
+    assert dev.nvlinked([0, 1]) and dev.nvlinked([0, 2]) and dev.nvlinked([3])
+    assert not dev.nvlinked([1, 2]) and not dev.nvlinked([0, 1, 2])
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        ("[", "not valid JSON"),
+        ("[[0, 1]]", "must be a JSON object"),
+        ('{"a": [1]}', "key 'a' is not a GPU minor"),
+        ('{"7": []}', "GPU 7 is not a GPU of this Device"),
+        ('{"0": 1}', "peers of GPU 0 must be a list"),
+        ('{"0": [true]}', "peers of GPU 0 must be a list"),
+        ('{"0": [0]}', "GPU 0 lists 0"),
+        ('{"0": [5]}', "GPU 0 lists 5"),
+        ('{"0": [1]}', "GPU 1 does not list 0"),
+    ],
+    ids=["json", "not-object", "key", "unknown-gpu", "not-list", "bool", "self", "unknown-peer", "one-sided"],
+)
+def test_malformed_nvlink_annotation_names_it(value: str, reason: str) -> None:
+    with pytest.raises(ValidationError) as e:
+        Device.from_dict(_with_nvlink(value))
+    assert names.ANNOTATION_GPU_NVLINK_PEERS in str(e.value) and reason in str(e.value)

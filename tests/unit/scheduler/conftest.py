@@ -83,6 +83,17 @@ def make_node(
     return node, device
 
 
+def with_nvlink(node: tuple[Node, Device], *groups: Iterable[int]) -> tuple[Node, Device]:
+    """`node` whose Device says NVLink joins the GPUs of each group all to all."""
+    peers: dict[int, set[int]] = {}
+    for group in groups:
+        members = set(group)
+        for minor in members:
+            peers.setdefault(minor, set()).update(members - {minor})
+    nvlink = {minor: frozenset(p) for minor, p in peers.items() if p}
+    return node[0], dataclasses.replace(node[1], nvlink=nvlink)
+
+
 def make_cache(*nodes: tuple[Node, Device]) -> ClusterCache:
     cache = ClusterCache()
     for node, device in nodes:

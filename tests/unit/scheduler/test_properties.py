@@ -5,6 +5,9 @@
 - Unreserve (and forget) restores the exact prior state of the cache;
 - memoised results are exact: the devices chosen equal a fresh allocation on the same node, and
   placements equal those of a profile whose framework memo is off.
+
+Nodes come with and without NVLink (NVSwitch, bridged pairs, random links), so nodes alike but
+for NVLink must not share a memoised decision.
 """
 
 from __future__ import annotations
@@ -28,10 +31,24 @@ from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.plugins.deviceshare import DeviceShare
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest
 
-from .conftest import make_node, make_pod
+from .conftest import make_node, make_pod, with_nvlink
 
 SCOPES = [None, hints.TopologyScope.PCIE, hints.TopologyScope.NUMA_NODE]
 EXCLUSIVE = [None, hints.ExclusivePolicy.DEVICE_LEVEL, hints.ExclusivePolicy.PCIE_LEVEL]
+
+
+@st.composite
+def nvlink_layouts(draw: st.DrawFn, gpus: int) -> tuple[tuple[int, ...], ...]:
+    """Groups of GPUs NVLink joins: none, all (NVSwitch), bridged pairs, or random links."""
+    kind = draw(st.sampled_from(["none", "nvswitch", "pairs", "random"]))
+    if kind == "nvswitch":
+        return (tuple(range(gpus)),)
+    if kind == "pairs":
+        return tuple((m, m + 2) for m in range(gpus - 2) if m % 4 < 2)
+    if kind == "random" and gpus > 1:
+        pair = st.tuples(st.integers(0, gpus - 1), st.integers(0, gpus - 1)).filter(lambda p: p[0] != p[1])
+        return tuple(draw(st.lists(pair, max_size=6)))
+    return ()
 
 
 @st.composite
@@ -48,6 +65,7 @@ def clusters(draw: st.DrawFn) -> list[tuple[str, dict[str, object]]]:
                     "nics_per_switch": draw(st.integers(0, 1)),
                     "vfs_per_nic": draw(st.integers(0, 2)),
                     "milli_cpu": draw(st.sampled_from([8000, 64000])),
+                    "nvlink": draw(nvlink_layouts(gpus)),
                 },
             )
         )
@@ -100,7 +118,10 @@ def build(cluster: list[tuple[str, dict[str, object]]], *, memo: bool, fgd: bool
     config = with_fgd(SchedulerConfig()) if fgd else None
     scheduler = Scheduler(config, registry={**REGISTRY, NoMemo.name: new}, default_plugins=defaults, seed=7)
     for name, shape in cluster:
-        node, device = make_node(name, **shape)
+        args = dict(shape)
+        groups = args.pop("nvlink", ())
+        assert isinstance(groups, tuple)
+        node, device = with_nvlink(make_node(name, **args), *groups)
         scheduler.cache.add_node(node)
         scheduler.cache.add_device(device)
     return scheduler

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -276,3 +277,30 @@ def test_a_seed_style_snapshot_in_deprecated_names_schedules_like_the_current_on
     half = {names.GPU_CORE: "50", names.GPU_MEMORY: "4Gi", names.GPU_MEMORY_RATIO: "50"}
     assert gpus == [[{"minor": 1, "resources": whole, "id": "GPU-1"}], [{"minor": 0, "resources": half, "id": "GPU-0"}]]
     assert results[2]["reasons"] == {"node-a": ["Insufficient gpu devices"]}
+
+
+def test_nvlink_connected_gpus_are_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The reference 8-GPU server with NVLink bridges joining GPUs on different PCIe switches
+    # (0-2, 1-3, ...): a 2-GPU pod gets a bridged pair, and both outputs say NVLink joins them;
+    # a 3-GPU pod cannot be joined all to all, a 1-GPU pod has nothing to join.
+    _, device = gpu_node("gpu-1")
+    device = dataclasses.replace(device, nvlink={m: frozenset({m ^ 2}) for m in range(8)})
+    node = {"kind": "Node", "metadata": {"name": "gpu-1"}, "status": {"allocatable": {"cpu": "64", "memory": "256Gi"}}}
+
+    def pod(name: str, gpus: int) -> dict[str, object]:
+        container = {"name": "c", "resources": {"limits": {names.NVIDIA_GPU: gpus}}}
+        return {"kind": "Pod", "metadata": {"name": name, "namespace": "ml"}, "spec": {"containers": [container]}}
+
+    path = tmp_path / "nvlink.yaml"
+    path.write_text(yaml.safe_dump_all([node, device.to_dict(), pod("pair", 2), pod("three", 3), pod("one", 1)]))
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    gpus = [
+        [g["minor"] for g in json.loads(r["annotations"][names.ANNOTATION_DEVICE_ALLOCATED])["gpu"]] for r in results
+    ]
+    assert gpus[0] == [0, 2]
+    assert [r.get("nvlink") for r in results] == [True, False, None]
+    assert main(["what-if", "-f", str(path)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[1].endswith("gpu 2 [gpu-core=100 gpu-memory=80Gi gpu-memory-ratio=100] (NVLink)")
+    assert "NVLink" not in rows[2] and "NVLink" not in rows[3]

@@ -32,6 +32,7 @@ class Shape:
     [
         ("a100-8x", Shape(8, 4, "A100-SXM4-80GB", 80 * 2**30, 2, 4)),
         ("h100-8x", Shape(8, 8, "H100-80GB-HBM3", 81559 * 2**20, 2, 4)),
+        ("a100-pcie-4x", Shape(4, 2, "A100-80GB-PCIe", 80 * 2**30, 2, 2)),
         ("t4-2x", Shape(2, 0, "Tesla-T4", 15 * 2**30, 1, 1)),
     ],
     ids=BUILTIN_PROFILES,
@@ -64,10 +65,34 @@ def test_source_logs_that_devices_are_simulated(caplog: pytest.LogCaptureFixture
     assert record.levelno == logging.WARNING and getattr(record, "profile", None) == "t4-2x"
 
 
-def test_simulated_inventory_matches_discovering_the_same_node_for_real(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("name", "peers"),
+    [
+        ("a100-8x", [tuple(m for m in range(8) if m != g) for g in range(8)]),  # NVSwitch: all to all
+        ("h100-8x", [tuple(m for m in range(8) if m != g) for g in range(8)]),
+        ("a100-pcie-4x", [(1,), (0,), (3,), (2,)]),  # NVLink bridges: pairs
+        ("t4-2x", [(), ()]),
+    ],
+    ids=["a100-8x", "h100-8x", "a100-pcie-4x", "t4-2x"],
+)
+def test_profiles_say_which_gpus_nvlink_joins(name: str, peers: list[tuple[int, ...]]) -> None:
+    assert [g.nvlink_peers for g in load_profile(name).inventory("n").gpus] == peers
+
+
+def test_nvlink_groups_must_name_gpus_once(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    layout = "numaNodes: [{pcieRoots: [{root: pci0000:00, gpus: ['0000:00:04.0', '0000:00:05.0']}]}]\n"
+    for groups in ("[[0, 2]]", "[[0, 1], [1]]", "[[0, 0]]"):
+        path.write_text(f"gpu: {{nvlink: {groups}}}\n{layout}")
+        with pytest.raises(ConfigError, match=r"gpu.nvlink\[\d\] must name GPU minors below 2, each in one group"):
+            load_profile(str(path))
+
+
+@pytest.mark.parametrize("name", ["a100-8x", "a100-pcie-4x"])
+def test_simulated_inventory_matches_discovering_the_same_node_for_real(tmp_path: Path, name: str) -> None:
     """The profile written as sysfs + its fake NVML, discovered by the real sources, gives the
     same GPUs and NICs as the simulated source reports (bar the simulated flag and netlink)."""
-    profile = load_profile("a100-8x")
+    profile = load_profile(name)
     tree = SysfsTree(tmp_path / "sys").write(profile)
     nvml = NVML(profile.fake_nvml("node-a"))
     nvml.init()
@@ -100,6 +125,7 @@ def test_profile_from_a_file(tmp_path: Path) -> None:
     [
         ("a100-8x", NodeCapacity(cpus=128, memory_bytes=2**40, pods=110)),
         ("h100-8x", NodeCapacity(cpus=112, memory_bytes=2 * 2**40, pods=110)),
+        ("a100-pcie-4x", NodeCapacity(cpus=64, memory_bytes=512 * 2**30, pods=110)),
         ("t4-2x", NodeCapacity(cpus=16, memory_bytes=60 * 2**30, pods=110)),
     ],
     ids=BUILTIN_PROFILES,
@@ -154,5 +180,5 @@ def test_bad_profiles_are_config_errors_naming_the_field(tmp_path: Path, text: s
 
 
 def test_unknown_profile_name_lists_the_builtins() -> None:
-    with pytest.raises(ConfigError, match="not a built-in profile \\(a100-8x, h100-8x, t4-2x\\)"):
+    with pytest.raises(ConfigError, match="not a built-in profile \\(a100-8x, h100-8x, a100-pcie-4x, t4-2x\\)"):
         load_profile("v100-4x")

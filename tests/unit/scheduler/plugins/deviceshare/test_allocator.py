@@ -6,6 +6,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from apis.crds.device import DeviceInfo, DeviceType
 from apis.extension import hints, names
@@ -19,7 +21,7 @@ from scheduler.framework.status import Code
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest, Rejection, TopologyAwarePolicy
 from scheduler.plugins.deviceshare.args import DEFAULT_SCORING
 
-from ...conftest import bound_pod, gpu_alloc, make_cache, make_node, make_pod
+from ...conftest import bound_pod, gpu_alloc, make_cache, make_node, make_pod, with_nvlink
 
 LEAST = TopologyAwarePolicy(DEFAULT_SCORING)
 MOST = TopologyAwarePolicy(dataclasses.replace(DEFAULT_SCORING, type=ScoringStrategyType.MOST_ALLOCATED))
@@ -491,3 +493,78 @@ def test_fpga_shares_by_amount() -> None:
     assert minors(allocate(cache, make_pod(fpga=50), MOST), DeviceType.FPGA) == [0]
     assert minors(allocate(cache, make_pod(fpga=50), LEAST), DeviceType.FPGA) == [1]
     assert reject(allocate(cache, make_pod(fpga=200))) == (Code.UNSCHEDULABLE, "Insufficient fpga devices")
+
+
+# --- NVLink: a set fully connected by NVLink first, then the scope rules ----------------------------
+#: NVLink bridges joining GPUs on different PCIe switches of one NUMA node: 0-2, 1-3, 4-6, 5-7.
+CROSS_SWITCH_PAIRS = ((0, 2), (1, 3), (4, 6), (5, 7))
+
+
+def nvlink_cache(*groups: tuple[int, ...]) -> ClusterCache:
+    return make_cache(with_nvlink(make_node("n1"), *groups))
+
+
+def test_two_gpus_take_an_nvlink_pair_over_a_pcie_switch() -> None:
+    assert minors(allocate(make_cache(make_node("n1")), make_pod(nvidia_gpu=2))) == [0, 1]  # PCIe order alone
+    assert minors(allocate(nvlink_cache(*CROSS_SWITCH_PAIRS), make_pod(nvidia_gpu=2))) == [0, 2]
+
+
+def test_an_nvlink_pair_across_numa_nodes_beats_one_switch() -> None:
+    assert minors(allocate(nvlink_cache((1, 6)), make_pod(nvidia_gpu=2))) == [1, 6]
+
+
+def test_among_nvlink_sets_the_scope_rules_decide() -> None:
+    cache = nvlink_cache(*CROSS_SWITCH_PAIRS, (0, 1))
+    assert minors(allocate(cache, make_pod(nvidia_gpu=2))) == [0, 1]  # the pair on one switch
+    cache = nvlink_cache(*CROSS_SWITCH_PAIRS)
+    cache.add_pod(bound_pod("share", "n1", gpu_alloc(4, 50)))
+    assert minors(allocate(cache, make_pod(nvidia_gpu=2))) == [5, 7]  # bin-packing: the used NUMA node
+
+
+def test_without_a_free_nvlink_set_the_scope_rules_alone_place() -> None:
+    cache = nvlink_cache((0, 4), (1, 5))
+    cache.add_pod(bound_pod("a", "n1", gpu_alloc(0, 50)))
+    cache.add_pod(bound_pod("b", "n1", gpu_alloc(5, 50)))
+    plain = make_cache(make_node("n1"))
+    plain.add_pod(bound_pod("a", "n1", gpu_alloc(0, 50)))
+    plain.add_pod(bound_pod("b", "n1", gpu_alloc(5, 50)))
+    for count in (2, 3):
+        pod = make_pod(nvidia_gpu=count)
+        assert minors(allocate(cache, pod)) == minors(allocate(plain, pod))
+    assert minors(allocate(cache, make_pod(nvidia_gpu=3))) == [1, 2, 3]  # no NVLink triple: one NUMA node
+
+
+def test_a_required_scope_still_binds_nvlink() -> None:
+    cache = nvlink_cache(*CROSS_SWITCH_PAIRS)
+    assert minors(allocate(cache, scoped(hints.TopologyScope.PCIE, nvidia_gpu=2))) == [0, 1]
+    assert minors(allocate(cache, scoped(hints.TopologyScope.NUMA_NODE, nvidia_gpu=2))) == [0, 2]
+
+
+def test_one_gpu_ignores_nvlink() -> None:
+    cache = nvlink_cache((1, 2))
+    cache.add_pod(bound_pod("share", "n1", gpu_alloc(3, 50)))
+    assert minors(allocate(cache, make_pod(nvidia_gpu=1))) == [2]  # beside the used GPU, as without NVLink
+
+
+def test_overlapping_nvlink_sets_are_chosen_deterministically() -> None:
+    # A hybrid cube-mesh like DGX-1's: each GPU joined to some, not all; largest joined sets are 4.
+    mesh = ((0, 1, 2, 3), (4, 5, 6, 7), (0, 4), (1, 5), (2, 6), (3, 7))
+    results = {tuple(minors(allocate(nvlink_cache(*mesh), make_pod(nvidia_gpu=4)))) for _ in range(3)}
+    assert results == {(0, 1, 2, 3)}
+    assert minors(allocate(nvlink_cache(*mesh[2:]), make_pod(nvidia_gpu=2))) == [0, 4]
+
+
+@given(
+    used=st.sets(st.integers(0, 7), max_size=6),
+    count=st.integers(1, 8),
+    scope=st.sampled_from([None, hints.TopologyScope.PCIE, hints.TopologyScope.NUMA_NODE]),
+)
+def test_nvswitch_all_to_all_places_as_without_nvlink(used: set[int], count: int, scope: object) -> None:
+    """Every set is NVLink-connected on an NVSwitch node, so the scope rules decide as before."""
+    caches = [make_cache(make_node("n1")), nvlink_cache(tuple(range(8)))]
+    for cache in caches:
+        for minor in sorted(used):
+            cache.add_pod(bound_pod(f"s{minor}", "n1", gpu_alloc(minor, 30)))
+    pod = scoped(scope, nvidia_gpu=count) if isinstance(scope, hints.TopologyScope) else make_pod(nvidia_gpu=count)
+    plain, nvswitch = (allocate(c, pod) for c in caches)
+    assert plain == nvswitch

@@ -13,7 +13,7 @@ from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.framework.status import Code
 
-from ...conftest import allocated, bound_pod, gpu_alloc, make_node, make_pod, make_scheduler
+from ...conftest import allocated, bound_pod, gpu_alloc, make_node, make_pod, make_scheduler, with_nvlink
 
 
 def test_annotation_is_the_exact_protocol_format() -> None:
@@ -145,3 +145,15 @@ def test_joint_annotation_lists_an_rdma_vf_per_gpu_switch() -> None:
     ]
     used = {u.minor: u.used for u in scheduler.cache.device_usage("n1") if u.type is DeviceType.RDMA}
     assert used == {0: {names.RDMA: 1}, 1: {names.RDMA: 1}, 2: {names.RDMA: 1}, 3: {}}
+
+
+def test_nodes_alike_but_for_nvlink_do_not_share_a_decision() -> None:
+    """The first pod's decision on a plain node is memoised for nodes built alike; a node whose
+    Device adds NVLink must not reuse it."""
+    plain = make_node("plain", labels={"pool": "plain"})
+    bridged = with_nvlink(make_node("bridged", labels={"pool": "bridged"}), (0, 2), (1, 3))
+    scheduler = make_scheduler(plain, bridged)
+    first = scheduler.schedule_one(make_pod("a", nvidia_gpu=2, node_selector={"pool": "plain"}))
+    second = scheduler.schedule_one(make_pod("b", nvidia_gpu=2, node_selector={"pool": "bridged"}))
+    assert (first.node, allocated(first.annotations)["gpu"]) == ("plain", [0, 1])
+    assert (second.node, allocated(second.annotations)["gpu"]) == ("bridged", [0, 2])
