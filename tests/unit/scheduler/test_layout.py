@@ -22,7 +22,7 @@ PACKAGES = [
     "scheduler.plugins.gpufragmentation",
 ]
 #: Packages below the plugins that are not plugins themselves.
-DOMAIN_PACKAGES = ["scheduler.fragmentation"]
+DOMAIN_PACKAGES = ["scheduler.fragmentation", "scheduler.quota"]
 
 
 @pytest.mark.parametrize("package", PACKAGES + DOMAIN_PACKAGES)
