@@ -96,6 +96,11 @@ class QuotaManager:
         with self._lock:
             self._tree.set_total(total)
 
+    @property
+    def has_quotas(self) -> bool:
+        """Whether any ElasticQuota exists (without one, every pod's quota limits nothing)."""
+        return bool(self._quotas)
+
     def problems(self) -> dict[str, list[str]]:
         """Per quota, the rules it breaks (a bad annotation included)."""
         with self._lock:
@@ -137,12 +142,13 @@ class QuotaManager:
         with self._lock:
             self._remove(pod.uid or pod.key)
 
-    def reserve(self, pod: Pod) -> None:
-        """A scheduling cycle placed the pod (assumed, not yet bound): it counts in used."""
+    def reserve(self, pod: Pod, requests: Mapping[str, int] | None = None) -> None:
+        """A scheduling cycle placed the pod (assumed, not yet bound): it counts in used.
+        `requests` is the pod's effective request when the caller has it (saves recomputing)."""
         with self._lock:
             ident = pod.uid or pod.key
             if ident not in self._pods:
-                self._add(pod, reserved=True)
+                self._add(pod, reserved=True, requests=requests)
             else:
                 self._set_reserved(ident, True)
 
@@ -159,9 +165,10 @@ class QuotaManager:
         self._remove(ident)
         self._add(pod, reserved=reserved)
 
-    def _add(self, pod: Pod, *, reserved: bool) -> None:
+    def _add(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> None:
         name = resolve_quota(pod, self._specs)
-        charge = _Charge(name, quota_request(pod.requests()), quota_labels.is_preemptible(pod), bool(pod.node_name))
+        asked = quota_request(pod.requests() if requests is None else requests)
+        charge = _Charge(name, asked, quota_labels.is_preemptible(pod), bool(pod.node_name))
         charge.reserved = reserved and not charge.bound
         self._pods[pod.uid or pod.key] = (pod, charge)
         self._account(charge, +1)
@@ -204,7 +211,7 @@ class QuotaManager:
         with self._lock:
             return dict(self._specs)
 
-    def admit(self, pod: Pod) -> Admission:
+    def admit(self, pod: Pod, requests: Mapping[str, int] | None = None) -> Admission:
         """Does the pod fit its quota? `used + request ≤ runtime` in every resource the quota
         limits that the pod asks for; a non-preemptible pod must also fit within min. The pod
         counts in its quota's request from here on (it is pending: the runtime is shared by
@@ -212,7 +219,7 @@ class QuotaManager:
         with self._lock:
             ident = pod.uid or pod.key
             if ident not in self._pods:
-                self._add(pod, reserved=False)
+                self._add(pod, reserved=False, requests=requests)
             charge = self._pods[ident][1]
             name = charge.quota
             spec = self._specs.get(name)

@@ -20,6 +20,7 @@ PACKAGES = [
     "scheduler.plugins.nodeunschedulable",
     "scheduler.plugins.nodename",
     "scheduler.plugins.gpufragmentation",
+    "scheduler.plugins.elasticquota",
 ]
 #: Packages below the plugins that are not plugins themselves.
 DOMAIN_PACKAGES = ["scheduler.fragmentation", "scheduler.quota"]
