@@ -8,6 +8,8 @@ and admits exactly as many of A's pods as its runtime allows once room is freed.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,6 +49,19 @@ def create_quota(client: Client, namespace: str) -> None:
     )
 
 
+def explain(scheduler: SchedulerProcess, namespace: str, name: str) -> str:
+    """`tessera explain`'s text for a pod, from the real command line."""
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "explain", name, "-n", namespace, "--scheduler", scheduler.grpc_address],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def refused_by_quota(watch: PodWatch, name: str) -> bool:
     found = [p for p in watch.pods() if p.name == name]
     state = condition(found[0]) if found else None
@@ -65,7 +80,7 @@ def test_borrow_then_refuse_and_restart_keeps_used_exact(
     args = ["--config", str(config)]
     watch_a, watch_b = PodWatch(client, team_a), PodWatch(client, team_b)
     try:
-        with SchedulerProcess(apiserver.kubeconfig, work_dir, extra_args=args):
+        with SchedulerProcess(apiserver.kubeconfig, work_dir, extra_args=args) as scheduler:
             for i in range(6):  # B idle: A borrows 2 GPUs beyond its min of 4
                 create_pod(client, team_a, f"a{i}", ONE_GPU)
             watch_a.wait_bound(6)
@@ -78,6 +93,9 @@ def test_borrow_then_refuse_and_restart_keeps_used_exact(
             message = condition(watch_a.pod("a6"))[2]  # type: ignore[index]
             assert "quotaName: team-a, runtime: {koordinator.sh/gpu-core: 600}, " in message
             assert "used: {koordinator.sh/gpu-core: 600}" in message
+            explained = explain(scheduler, team_a, "a6")
+            assert "ElasticQuota: Insufficient quotas, quotaName: team-a, runtime: " in explained
+            assert "exceedDimensions: [koordinator.sh/gpu-core], max: {koordinator.sh/gpu-core: 800}" in explained
         # A new process knows used from the API alone: a7 is refused too, and once a0 leaves,
         # exactly one of a6/a7 fits.
         with SchedulerProcess(apiserver.kubeconfig, work_dir, extra_args=args):
