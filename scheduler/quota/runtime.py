@@ -52,6 +52,10 @@ def split_by_weight(amount: int, weights: Iterable[tuple[str, int]]) -> dict[str
 def partition(total: int, claims: Sequence[Claim]) -> dict[str, int]:
     """Each child's runtime for this resource, out of the parent's `total` (see module doc)."""
     total = max(total, 0)
+    if sum(max(c.request, c.min, 0) for c in claims) <= total and all(
+        c.weight > 0 or c.request <= c.min for c in claims
+    ):  # no contention (the common case): every child gets its request, the rules agree
+        return {c.name: max(c.request, 0) for c in claims}
     mins = {c.name: max(c.min, 0) for c in claims}
     if sum(mins.values()) > total:
         mins = split_by_weight(total, mins.items()) | {n: 0 for n, m in mins.items() if m <= 0}

@@ -226,8 +226,17 @@ class QuotaTree:
         return dict(self._runtime.get(name, {}))
 
     def runtimes(self) -> dict[str, dict[str, int]]:
-        """Every quota's runtime (a full recompute of whatever is stale)."""
-        return {name: self.runtime(name) for name in self.specs}
+        """Every quota's runtime (a full recompute of whatever is stale), parents before children."""
+        order = [ROOT_QUOTA_NAME]
+        for parent in order:  # breadth first: grows while it is walked
+            if parent in self._stale:
+                self._repartition(parent)
+            order.extend(self.children.get(parent, ()))
+        out = {name: dict(self._runtime.get(name, {})) for name in order}
+        for name in self.specs:
+            if name not in out:  # outside the tree
+                out[name] = self.runtime(name)
+        return out
 
     def _repartition(self, parent: str) -> None:
         self._stale.discard(parent)
