@@ -213,40 +213,47 @@ class QuotaManager:
 
     def admit(self, pod: Pod, requests: Mapping[str, int] | None = None) -> Admission:
         """Does the pod fit its quota? `used + request ≤ runtime` in every resource the quota
-        limits that the pod asks for; a non-preemptible pod must also fit within min. The pod
-        counts in its quota's request from here on (it is pending: the runtime is shared by
-        demand)."""
+        limits that the pod asks for; a non-preemptible pod must also fit within min.
+
+        Changes nothing: a pod the manager was not told of (explain, the gRPC what-if, a
+        caller that feeds no pods) counts in its quota's request only for this answer."""
         with self._lock:
             ident = pod.uid or pod.key
-            if ident not in self._pods:
-                self._add(pod, reserved=False, requests=requests)
-            charge = self._pods[ident][1]
-            name = charge.quota
-            spec = self._specs.get(name)
-            if spec is None:
+            if ident in self._pods:
+                return self._check(self._pods[ident][1])
+            name = resolve_quota(pod, self._specs)
+            if name not in self._specs:
                 return Admission(name)  # the default quota, unless a CR gives it a max
-            if name in self._bad:
-                return Admission(name, f"quota {name} is invalid: {'; '.join(self._bad[name])}")
-            on_parent = rules.pod_on_parent(spec)
-            if on_parent:
-                return Admission(name, on_parent)
-            asked = {r: v for r, v in charge.request.items() if r in spec.max}
-            runtime = self._tree.runtime(name)
-            checks: list[tuple[str, Mapping[str, int], dict[str, dict[str, int]]]] = [("runtime", runtime, self._used)]
-            if not charge.preemptible:
-                checks.append(("min", spec.min, self._non_preemptible_used))
-            for label, limit, table in checks:
-                used = table.get(name, {})
-                if charge.used:  # asked again after Reserve: do not count the pod twice
-                    used = resources.sub(used, charge.request)
-                over = tuple(sorted(r for r, v in asked.items() if used.get(r, 0) + v > limit.get(r, 0)))
-                if over:
-                    return Admission(
-                        name,
-                        _message(spec, label, limit=limit, runtime=runtime, used=used, asked=asked, over=over),
-                        over,
-                    )
+            self._add(pod, reserved=False, requests=requests)
+            try:
+                return self._check(self._pods[ident][1])
+            finally:
+                self._remove(ident)
+
+    def _check(self, charge: _Charge) -> Admission:
+        name = charge.quota
+        spec = self._specs.get(name)
+        if spec is None:
             return Admission(name)
+        if name in self._bad:
+            return Admission(name, f"quota {name} is invalid: {'; '.join(self._bad[name])}")
+        on_parent = rules.pod_on_parent(spec)
+        if on_parent:
+            return Admission(name, on_parent)
+        asked = {r: v for r, v in charge.request.items() if r in spec.max}
+        runtime = self._tree.runtime(name)
+        checks: list[tuple[str, Mapping[str, int], dict[str, dict[str, int]]]] = [("runtime", runtime, self._used)]
+        if not charge.preemptible:
+            checks.append(("min", spec.min, self._non_preemptible_used))
+        for label, limit, table in checks:
+            used = table.get(name, {})
+            if charge.used:  # asked again after Reserve: do not count the pod twice
+                used = resources.sub(used, charge.request)
+            over = tuple(sorted(r for r, v in asked.items() if used.get(r, 0) + v > limit.get(r, 0)))
+            if over:
+                message = _message(spec, label, limit=limit, runtime=runtime, used=used, asked=asked, over=over)
+                return Admission(name, message, over)
+        return Admission(name)
 
 
 def _message(

@@ -35,7 +35,9 @@ def test_borrow_up_to_idle_then_refuse_with_koordinator_message() -> None:
     assert m.admit(second).admitted
     m.reserve(second)
     b = make_pod("b1", namespace="team-b", gpu_core=400)
-    # b's arrival takes its min back in the runtime: a is now above its runtime (reclaim's job).
+    # b's arrival (pending, from the informer) takes its min back in the runtime: a is now above
+    # its runtime (reclaim's job, not admission's).
+    m.update_pod(b)
     assert m.admit(b).admitted
     assert m.runtime("team-a")[names.GPU_CORE] == 400
     third = make_pod("a3", namespace="team-a", gpu_core=100)
@@ -88,3 +90,14 @@ def test_invalid_quota_is_reported_and_refuses_its_pods() -> None:
     assert m.problems() == {"x": ["quota x: parent quota nope does not exist"]}
     verdict = m.admit(make_pod("p", namespace="x", cpu=1))
     assert verdict.message == "quota x is invalid: quota x: parent quota nope does not exist"
+
+
+def test_admit_changes_nothing_for_a_pod_it_was_not_told_of() -> None:
+    m = manager()
+    m.update_pod(make_pod("a1", namespace="team-a", node="n", cpu=6000))
+    m.update_pod(make_pod("b1", namespace="team-b", cpu=4000))
+    before = (m.request("team-a"), m.runtime("team-a"), m.runtime("team-b"))
+    asked = make_pod("explain-me", namespace="team-a", cpu=1000)
+    # team-a: used 6 + 1 against a runtime of 6 (its request 7 counts the pod being asked about).
+    assert m.admit(asked).exceeded == ("cpu",)
+    assert (m.request("team-a"), m.runtime("team-a"), m.runtime("team-b")) == before
