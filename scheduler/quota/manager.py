@@ -12,9 +12,10 @@ reported through `problems()`; it never raises out of here.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -74,22 +75,34 @@ class QuotaManager:
         self._request: dict[str, dict[str, int]] = {}
         self._used: dict[str, dict[str, int]] = {}
         self._non_preemptible_used: dict[str, dict[str, int]] = {}
+        self._stale = False
+
+    @contextlib.contextmanager
+    def _current(self) -> Iterator[None]:
+        """Hold the lock, with the tree rebuilt if quotas changed since it was built."""
+        with self._lock:
+            if self._stale:
+                self._stale = False
+                self._rebuild()
+            yield
 
     # --- quotas -----------------------------------------------------------------------------------
+    # Quota changes only mark the tree stale; the next read or pod change rebuilds it once, so an
+    # informer's first list of N quotas costs one rebuild, not N.
     def set_quota(self, quota: ElasticQuota) -> None:
         with self._lock:
             self._quotas[quota.meta.name] = quota
-            self._rebuild()
+            self._stale = True
 
     def remove_quota(self, name: str) -> None:
         with self._lock:
             if self._quotas.pop(name, None) is not None:
-                self._rebuild()
+                self._stale = True
 
     def set_quotas(self, quotas: Iterable[ElasticQuota]) -> None:
         with self._lock:
             self._quotas = {q.meta.name: q for q in quotas}
-            self._rebuild()
+            self._stale = True
 
     def set_cluster_total(self, total: Mapping[str, int]) -> None:
         """The cluster's allocatable in quota names (`charge.quota_capacity`, summed)."""
@@ -103,7 +116,7 @@ class QuotaManager:
 
     def problems(self) -> dict[str, list[str]]:
         """Per quota, the rules it breaks (a bad annotation included)."""
-        with self._lock:
+        with self._current():
             return {name: list(found) for name, found in self._bad.items()}
 
     def _rebuild(self) -> None:
@@ -133,19 +146,19 @@ class QuotaManager:
     # --- pods ---------------------------------------------------------------------------------------
     def update_pod(self, pod: Pod) -> None:
         """A pod was added or changed: pending pods count in request; bound ones in used too."""
-        with self._lock:
+        with self._current():
             old = self._remove(pod.uid or pod.key)
             if not pod.is_terminal:
                 self._add(pod, reserved=old is not None and old.reserved)
 
     def remove_pod(self, pod: Pod) -> None:
-        with self._lock:
+        with self._current():
             self._remove(pod.uid or pod.key)
 
     def reserve(self, pod: Pod, requests: Mapping[str, int] | None = None) -> None:
         """A scheduling cycle placed the pod (assumed, not yet bound): it counts in used.
         `requests` is the pod's effective request when the caller has it (saves recomputing)."""
-        with self._lock:
+        with self._current():
             ident = pod.uid or pod.key
             if ident not in self._pods:
                 self._add(pod, reserved=True, requests=requests)
@@ -154,7 +167,7 @@ class QuotaManager:
 
     def unreserve(self, pod: Pod) -> None:
         """Undo `reserve` (the cycle failed after Reserve). Idempotent."""
-        with self._lock:
+        with self._current():
             self._set_reserved(pod.uid or pod.key, False)
 
     def _set_reserved(self, ident: str, reserved: bool) -> None:
@@ -192,23 +205,23 @@ class QuotaManager:
 
     # --- reads ----------------------------------------------------------------------------------------
     def quota_of(self, pod: Pod) -> str:
-        with self._lock:
+        with self._current():
             return resolve_quota(pod, self._specs)
 
     def used(self, name: str) -> dict[str, int]:
-        with self._lock:
+        with self._current():
             return dict(self._used.get(name, {}))
 
     def runtime(self, name: str) -> dict[str, int]:
-        with self._lock:
+        with self._current():
             return self._tree.runtime(name)
 
     def request(self, name: str) -> dict[str, int]:
-        with self._lock:
+        with self._current():
             return self._tree.request(name)
 
     def specs(self) -> dict[str, QuotaSpec]:
-        with self._lock:
+        with self._current():
             return dict(self._specs)
 
     def admit(self, pod: Pod, requests: Mapping[str, int] | None = None) -> Admission:
@@ -217,7 +230,7 @@ class QuotaManager:
 
         Changes nothing: a pod the manager was not told of (explain, the gRPC what-if, a
         caller that feeds no pods) counts in its quota's request only for this answer."""
-        with self._lock:
+        with self._current():
             ident = pod.uid or pod.key
             if ident in self._pods:
                 return self._check(self._pods[ident][1])

@@ -24,9 +24,12 @@ __all__ = ["pod_on_parent", "validate_tree", "validate_update"]
 def validate_tree(specs: Mapping[str, QuotaSpec]) -> dict[str, list[str]]:
     """Every rule broken, per quota name (quotas without problems are absent)."""
     problems: dict[str, list[str]] = {}
+    children: dict[str, list[QuotaSpec]] = {}
+    for spec in specs.values():
+        children.setdefault(spec.parent, []).append(spec)
     for spec in specs.values():
         found = _own_rules(spec) + _parent_rules(spec, specs)
-        kids = [s for s in specs.values() if s.parent == spec.name]
+        kids = children.get(spec.name, [])
         if kids and spec.name != ROOT_QUOTA_NAME:
             found += _children_min_rule(spec, kids)
         if found:

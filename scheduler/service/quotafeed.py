@@ -55,7 +55,14 @@ class QuotaFeed:
         self.quotas.start()
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
-        return self.quotas.wait_for_sync(timeout)
+        """Wait for the first list, then say which of its quotas break a rule (once, not per
+        quota listed: checking the tree costs a pass over every quota)."""
+        if not self.quotas.wait_for_sync(timeout):
+            return False
+        problems = self._manager.problems()
+        for quota in self.quotas.store.list():
+            self._report(quota, problems.get(quota.meta.name, []))
+        return True
 
     def stop(self) -> None:
         self.quotas.stop()
@@ -73,11 +80,14 @@ class QuotaFeed:
 
     def _quota_changed(self, quota: ElasticQuota) -> None:
         self._manager.set_quota(quota)
-        problems = self._manager.problems().get(quota.meta.name)
+        if self.quotas.has_synced:
+            self._report(quota, self._manager.problems().get(quota.meta.name, []))
+        self._queue.move(_QUOTA_CHANGED)
+
+    def _report(self, quota: ElasticQuota, problems: list[str]) -> None:
         if problems:
             ref = _ref(quota.meta.name, quota.meta.namespace, quota.meta.uid)
             self._recorder.warning(ref, REASON_INVALID_QUOTA, "; ".join(problems))
-        self._queue.move(_QUOTA_CHANGED)
 
     def _quota_deleted(self, quota: ElasticQuota) -> None:
         self._manager.remove_quota(quota.meta.name)

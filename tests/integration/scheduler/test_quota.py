@@ -20,7 +20,7 @@ from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, resources
 
-from .conftest import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod
+from .conftest import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod, wait_for_event
 
 pytestmark = pytest.mark.integration
 
@@ -37,12 +37,12 @@ def apiserver() -> Iterator[EmbeddedAPIServer]:
         yield server
 
 
-def create_quota(client: Client, namespace: str) -> None:
+def create_quota(client: Client, namespace: str, labels: dict[str, str] | None = None) -> None:
     client.resource(names.ELASTIC_QUOTAS).create(
         {
             "apiVersion": names.ELASTIC_QUOTAS.api_version,
             "kind": names.ELASTIC_QUOTAS.kind,
-            "metadata": {"name": namespace, "namespace": namespace},
+            "metadata": {"name": namespace, "namespace": namespace, "labels": labels or {}},
             "spec": {"min": {names.GPU_CORE: "400"}, "max": {names.GPU_CORE: "800"}},
         },
         namespace=namespace,
@@ -110,3 +110,31 @@ def test_borrow_then_refuse_and_restart_keeps_used_exact(
     finally:
         watch_a.stop()
         watch_b.stop()
+
+
+def test_invalid_quota_gets_an_event_and_refuses_its_pods(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    create_gpu_nodes(client, "quota-n2")
+    orphan = {names.LABEL_QUOTA_PARENT: "no-such-parent"}
+    early, late = create_namespace(client, "early"), create_namespace(client, "late")
+    create_quota(client, early, orphan)  # listed at start-up
+    config = work_dir / "config.yaml"
+    config.write_text(CONFIG)
+    watch = PodWatch(client, late)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir, extra_args=["--config", str(config)]):
+            rule = "quota {0}: parent quota no-such-parent does not exist"
+            wait_for_event(client, early, early, "InvalidElasticQuota", rule.format(early))
+            create_quota(client, late, orphan)  # seen by the watch
+            wait_for_event(client, late, late, "InvalidElasticQuota", rule.format(late))
+            create_pod(client, late, "p", ONE_GPU)
+            watch.wait_for(
+                lambda pods: any(
+                    (condition(p) or ("", "", ""))[2].endswith(f"quota {late} is invalid: {rule.format(late)}.")
+                    for p in pods
+                ),
+                "the pod refused with the quota's rule",
+            )
+    finally:
+        watch.stop()
