@@ -143,11 +143,20 @@ class QuotaTree:
                 continue
             parent = spec.parent if spec.parent in self.specs else ROOT_QUOTA_NAME
             self.children.setdefault(parent, []).append(spec.name)
+        for kids in self.children.values():
+            kids.sort()
         self._parent = {child: p for p, kids in self.children.items() for child in kids}
+        #: Per child, per resource of its max: (min, shared-weight), what its partitions read.
+        self._claim_terms = {
+            name: tuple((r, spec.min.get(r, 0), spec.weight(r)) for r in sorted(spec.max))
+            for name, spec in self.specs.items()
+        }
         self._request: dict[str, dict[str, int]] = {}
+        #: What each quota passes up to its parent (`passed_up`), kept current by `_propagate`.
+        self._passed: dict[str, dict[str, int]] = {}
         self._runtime: dict[str, dict[str, int]] = {}
         self._stale: set[str] = set(self.children)
-        for name in list(self._own):
+        for name in self._bottom_up():
             self._propagate(name)
         self._runtime[ROOT_QUOTA_NAME] = self._root_total()
 
@@ -195,12 +204,25 @@ class QuotaTree:
         return {r: max(v - self._outside.get(r, 0), 0) for r, v in self._cluster.items()}
 
     def _propagate(self, name: str) -> None:
-        """Recompute the requests on the path from `name` to the root; mark their partitions stale."""
-        for node in self.path(name):
-            kids = self.children.get(node, ())
-            raw = resources.sum_of([self._own.get(node, {}), *(self.passed_up(k) for k in kids)])
-            self._request[node] = raw
-            self._stale.add(self._parent[node])
+        """Carry a change of `name`'s own request up its path: each ancestor's request moves by
+        what its child passes up now minus before; a partition is stale only when what one of
+        its children passes up changed, and the walk stops where nothing changes any more."""
+        path = self.path(name)
+        if not path:
+            return
+        kids = self.children.get(name, ())
+        self._request[name] = resources.sum_of([self._own.get(name, {}), *(self._passed.get(k, {}) for k in kids)])
+        for node in path:
+            before = self._passed.get(node, {})
+            after = self.specs[node].limited(self._request.get(node, {}))
+            if after == before:
+                return
+            self._passed[node] = after
+            parent = self._parent[node]
+            self._stale.add(parent)
+            if parent == ROOT_QUOTA_NAME:
+                return
+            self._request[parent] = resources.add(self._request.get(parent, {}), resources.sub(after, before))
 
     # --- outputs --------------------------------------------------------------------------------
     def request(self, name: str) -> dict[str, int]:
@@ -209,8 +231,7 @@ class QuotaTree:
 
     def passed_up(self, name: str) -> dict[str, int]:
         """The request the quota presents to its parent: masked to max, raised to min if it keeps it."""
-        spec = self.specs.get(name)
-        return spec.limited(self._request.get(name, {})) if spec is not None else {}
+        return dict(self._passed.get(name, {}))
 
     def runtime(self, name: str) -> dict[str, int]:
         """The quota's runtime per resource of its max; recomputes the stale partitions above it.
@@ -238,24 +259,29 @@ class QuotaTree:
                 out[name] = self.runtime(name)
         return out
 
+    def _bottom_up(self) -> list[str]:
+        """Tree quotas, children before parents (so one pass sets every request)."""
+        order = [ROOT_QUOTA_NAME]
+        for node in order:
+            order.extend(self.children.get(node, ()))
+        return order[:0:-1]
+
     def _repartition(self, parent: str) -> None:
         self._stale.discard(parent)
-        kids = sorted(self.children.get(parent, ()))
+        kids = self.children.get(parent, ())
         total = self._runtime.get(parent, {})
-        parent_spec = self.specs[parent]
-        asked = {k: self.passed_up(k) for k in kids}
-        resources_ = sorted({r for k in kids for r in self.specs[k].max})
+        parent_max = self.specs[parent].max
+        claims: dict[str, list[Claim]] = {}
+        for k in kids:
+            asked = self._passed.get(k, {})
+            for r, low, weight in self._claim_terms[k]:
+                claims.setdefault(r, []).append(Claim(k, low, asked.get(r, 0), weight))
         result: dict[str, dict[str, int]] = {k: {} for k in kids}
-        for r in resources_:
-            claims = [
-                Claim(k, self.specs[k].min.get(r, 0), asked[k][r], self.specs[k].weight(r))
-                for k in kids
-                if r in self.specs[k].max
-            ]
+        for r, listed in claims.items():
             # A parent that does not limit r (no max for it) hands each child what it asks for.
-            limited = parent == ROOT_QUOTA_NAME or r in parent_spec.max
-            amount = total.get(r, 0) if limited else sum(c.request for c in claims)
-            for k, v in partition(amount, claims).items():
+            limited = parent == ROOT_QUOTA_NAME or r in parent_max
+            amount = total.get(r, 0) if limited else sum(c.request for c in listed)
+            for k, v in partition(amount, listed).items():
                 result[k][r] = v
         for k, rt in result.items():
             if self._runtime.get(k) != rt:
