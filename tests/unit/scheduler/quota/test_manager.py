@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from hypothesis import given
+from hypothesis import strategies as st
+
 from apis.extension import names
 from scheduler.quota.manager import QuotaManager
 from tests.unit.scheduler.conftest import make_pod
@@ -101,3 +106,47 @@ def test_admit_changes_nothing_for_a_pod_it_was_not_told_of() -> None:
     # team-a: used 6 + 1 against a runtime of 6 (its request 7 counts the pod being asked about).
     assert m.admit(asked).exceeded == ("cpu",)
     assert (m.request("team-a"), m.runtime("team-a"), m.runtime("team-b")) == before
+
+
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "bind", "reserve", "unreserve", "delete", "quota"]),
+        st.integers(0, 5),  # pod index
+        st.sampled_from(["team-a", "team-b", "other"]),
+    ),
+    max_size=30,
+)
+
+
+@given(_OPS)
+def test_used_and_request_stay_exact_through_any_sequence(ops: list[tuple[str, int, str]]) -> None:
+    """Whatever the order of pod events, Reserve/Unreserve and quota edits, used and request
+    equal a recount from the pods' final state."""
+    m = manager()
+    pods: dict[int, tuple[str, bool, bool]] = {}  # index -> (namespace, bound, reserved)
+    for op, i, ns in ops:
+        pod = make_pod(
+            f"p{i}", namespace=pods.get(i, (ns,))[0], node="n" if pods.get(i, ("", False))[1] else "", cpu=1000
+        )
+        if op == "add" and i not in pods:
+            m.update_pod(pod)
+            pods[i] = (pod.namespace, False, False)
+        elif op == "bind" and i in pods:
+            m.update_pod(dataclasses.replace(pod, node_name="n"))
+            pods[i] = (pod.namespace, True, False)
+        elif op == "reserve" and i in pods:
+            m.reserve(pod)
+            pods[i] = (pod.namespace, pods[i][1], not pods[i][1])
+        elif op == "unreserve" and i in pods:
+            m.unreserve(pod)
+            pods[i] = (pod.namespace, pods[i][1], False)
+        elif op == "delete" and i in pods:
+            m.remove_pod(pod)
+            del pods[i]
+        elif op == "quota":
+            m.set_quota(quota_cr(ns, max={"cpu": str(i + 1)}))
+    for quota in ("team-a", "team-b", "other"):
+        mine = [state for state in pods.values() if m.quota_of(make_pod(namespace=state[0])) == quota]
+        assert m.request(quota) == ({"cpu": 1000 * len(mine)} if mine else {})
+        used = sum(1 for _, bound, reserved in mine if bound or reserved)
+        assert m.used(quota) == ({"cpu": 1000 * used} if used else {})
