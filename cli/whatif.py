@@ -23,7 +23,7 @@ from apis.extension import allocation
 from apis.k8s import resources
 from scheduler import fragmentation, whatif
 from scheduler.cache import PodInfo
-from scheduler.core import FGD, SCORING_CHOICES, Scheduler, with_scoring_choice
+from scheduler.core import FGD, SCORING_CHOICES, Scheduler, with_elastic_quota, with_scoring_choice
 from scheduler.framework.config import SchedulerConfig, load_config
 
 
@@ -54,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
             pods = (PodInfo.of(p) for p in snapshot.pods if not p.is_terminal)
             workload = fragmentation.workload_of(pods) if args.scoring == FGD else ()
             config = with_scoring_choice(config, args.scoring, workload)
+        if snapshot.quotas:
+            config = with_elastic_quota(config)
         scheduler = Scheduler(config, seed=args.seed)
     except (OSError, yaml.YAMLError, ValidationError, ConfigError) as e:
         print(f"tessera what-if: {e}", file=sys.stderr)
@@ -63,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"tessera what-if: ignoring objects of kind {kinds}", file=sys.stderr)
     results = whatif.run(snapshot, scheduler)
     if args.output == "json":
-        print(json.dumps({"results": [r.to_dict() for r in results]}, indent=2))
+        doc: dict[str, object] = {"results": [r.to_dict() for r in results]}
+        if snapshot.quotas:
+            doc["quotas"] = [q.to_dict() for q in whatif.quota_reports(snapshot, scheduler)]
+        print(json.dumps(doc, indent=2))
     else:
         print(render_table(results))
     return 0

@@ -17,15 +17,17 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from apis.crds.device import Device, DeviceType
+from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError, ValidationError
 from apis.extension import allocation, names
+from apis.k8s import resources
 from apis.k8s.core import Node, Pod
 from scheduler.core import Outcome, Scheduler
 from scheduler.framework.status import Shortfall
 
-__all__ = ["Snapshot", "WhatIfResult", "parse_objects", "run"]
+__all__ = ["QuotaReport", "Snapshot", "WhatIfResult", "parse_objects", "quota_reports", "run"]
 
-_LIST_KINDS = frozenset({"List", "NodeList", "PodList", "DeviceList"})
+_LIST_KINDS = frozenset({"List", "NodeList", "PodList", "DeviceList", "ElasticQuotaList"})
 _T = TypeVar("_T")
 
 
@@ -34,6 +36,7 @@ class Snapshot:
     nodes: tuple[Node, ...] = ()
     devices: tuple[Device, ...] = ()
     pods: tuple[Pod, ...] = ()
+    quotas: tuple[ElasticQuota, ...] = ()
     #: `kind` of every object skipped (Namespaces, Services, ...), for a warning.
     ignored: tuple[str, ...] = ()
 
@@ -74,6 +77,7 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
     nodes: list[Node] = []
     devices: list[Device] = []
     pods: list[Pod] = []
+    quotas: list[ElasticQuota] = []
     ignored: list[str] = []
 
     def visit(doc: object, where: str) -> None:
@@ -94,12 +98,14 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
             devices.append(_parse(Device.from_dict, doc, where))
         elif kind == "Pod":
             pods.append(_parse(Pod.from_dict, doc, where))
+        elif kind == names.ELASTIC_QUOTAS.kind:
+            quotas.append(_parse(ElasticQuota.from_dict, doc, where))
         else:
             ignored.append(str(kind))
 
     for i, doc in enumerate(docs):
         visit(doc, f"{source}[{i}]")
-    return Snapshot(tuple(nodes), tuple(devices), tuple(pods), tuple(ignored))
+    return Snapshot(tuple(nodes), tuple(devices), tuple(pods), tuple(quotas), tuple(ignored))
 
 
 def _parse(parser: Callable[[object], _T], doc: Mapping[str, object], where: str) -> _T:
@@ -110,8 +116,15 @@ def _parse(parser: Callable[[object], _T], doc: Mapping[str, object], where: str
 
 
 def run(snapshot: Snapshot, scheduler: Scheduler) -> list[WhatIfResult]:
-    """Load the snapshot into the scheduler's cache and schedule its pending pods in order."""
+    """Load the snapshot into the scheduler's cache and schedule its pending pods in order.
+
+    The snapshot's ElasticQuotas and every pod (pending or placed) go to the scheduler's quota
+    manager first, so each quota's runtime is shared by the demand of the whole snapshot."""
     cache = scheduler.cache
+    if snapshot.quotas:
+        scheduler.quotas.set_quotas(snapshot.quotas)
+        for pod in snapshot.pods:
+            scheduler.quotas.update_pod(pod)
     for node in snapshot.nodes:
         cache.add_node(node)
     for device in snapshot.devices:
@@ -150,3 +163,48 @@ def _nvlinked(annotations: Mapping[str, str], device: Device) -> bool | None:
     if len(gpus) < 2:
         return None
     return device.nvlinked(g.minor for g in gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaReport:
+    """One ElasticQuota after what-if: quantities per resource, as Kubernetes strings."""
+
+    name: str
+    namespace: str
+    parent: str
+    min: resources.ResourceList
+    max: resources.ResourceList
+    request: resources.ResourceList
+    runtime: resources.ResourceList
+    used: resources.ResourceList
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "namespace": self.namespace,
+            "parent": self.parent,
+            **{key: resources.format_list(getattr(self, key)) for key in ("min", "max", "request", "runtime", "used")},
+        }
+
+
+def quota_reports(snapshot: Snapshot, scheduler: Scheduler) -> list[QuotaReport]:
+    """Each of the snapshot's quotas after `run`: request, runtime and used (after placement)."""
+    manager = scheduler.quotas
+    specs = manager.specs()
+    out = []
+    for quota in snapshot.quotas:
+        name = quota.meta.name
+        spec = specs.get(name)
+        out.append(
+            QuotaReport(
+                name=name,
+                namespace=quota.meta.namespace,
+                parent=spec.parent if spec is not None else "",
+                min=quota.min,
+                max=quota.max,
+                request=manager.request(name),
+                runtime=manager.runtime(name),
+                used=manager.used(name),
+            )
+        )
+    return out

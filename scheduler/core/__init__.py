@@ -15,6 +15,7 @@ from scheduler.core.frameworks import build_frameworks
 from scheduler.core.profiles import (
     FGD,
     SCORING_CHOICES,
+    with_elastic_quota,
     with_fgd,
     with_percentage_of_nodes_to_score,
     with_scoring,
@@ -32,6 +33,7 @@ __all__ = [
     "Scheduler",
     "SchedulingCycle",
     "build_frameworks",
+    "with_elastic_quota",
     "with_fgd",
     "with_percentage_of_nodes_to_score",
     "with_scoring",

@@ -4,7 +4,7 @@ both schedule with, built the same way so that what is benchmarked is what runs.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Mapping
 
 from scheduler.cache import ClusterCache
 from scheduler.framework.config import PluginRef, SchedulerConfig
@@ -23,16 +23,19 @@ def build_frameworks(
     default_plugins: tuple[PluginRef, ...] = DEFAULT_PLUGINS,
     seed: int = 0,
     observer: Callable[[str], PointObserver | None] = lambda profile: None,
+    shared: Mapping[Hashable, object] | None = None,
 ) -> dict[str, Framework]:
     """One Framework per profile over `cache`, sharing one seeded RNG for score ties;
-    `observer(profile)` gives each its extension point observer. Raises ConfigError."""
+    `observer(profile)` gives each its extension point observer; `shared` seeds every profile's
+    `Handle.shared` with objects that are one per scheduler (the quota manager its informers
+    feed). Raises ConfigError."""
     rng = random.Random(seed)
     return {
         profile.scheduler_name: Framework.build(
             profile,
             registry=registry,
             default_plugins=default_plugins,
-            handle=Handle(cache, profile.scheduler_name),
+            handle=Handle(cache, profile.scheduler_name, shared=dict(shared or {})),
             percentage_of_nodes_to_score=config.percentage_for(profile),
             rng=rng,
             observer=observer(profile.scheduler_name),

@@ -12,11 +12,12 @@ from scheduler import fragmentation
 from scheduler.framework.config import PluginRef, PluginSet, SchedulerConfig
 from scheduler.framework.interfaces import ExtensionPoint
 from scheduler.framework.scoring import ScoringStrategyType
-from scheduler.plugins import FGD_PLUGIN, SCORING_STRATEGY_PLUGINS, deviceshare
+from scheduler.plugins import FGD_PLUGIN, SCORING_STRATEGY_PLUGINS, deviceshare, elasticquota
 
 __all__ = [
     "FGD",
     "SCORING_CHOICES",
+    "with_elastic_quota",
     "with_fgd",
     "with_percentage_of_nodes_to_score",
     "with_scoring",
@@ -69,9 +70,7 @@ def with_fgd(config: SchedulerConfig, workload: Sequence[tuple[fragmentation.Tas
         device_args.update(workload_args)
         plugin_args[deviceshare.NAME] = device_args
         plugin_args[FGD_PLUGIN] = {**(plugin_args.get(FGD_PLUGIN) or {}), **workload_args}
-        multi = profile.multi_point
-        if all(ref.name != FGD_PLUGIN for ref in multi.enabled):
-            multi = dataclasses.replace(multi, enabled=(*multi.enabled, PluginRef(FGD_PLUGIN)))
+        multi = _enabled(profile.multi_point, FGD_PLUGIN)
         points = dict(profile.points)
         score = points.get(ExtensionPoint.SCORE, PluginSet())
         points[ExtensionPoint.SCORE] = dataclasses.replace(
@@ -79,6 +78,22 @@ def with_fgd(config: SchedulerConfig, workload: Sequence[tuple[fragmentation.Tas
         )
         profiles.append(dataclasses.replace(profile, multi_point=multi, points=points, plugin_args=plugin_args))
     return dataclasses.replace(config, profiles=tuple(profiles))
+
+
+def with_elastic_quota(config: SchedulerConfig) -> SchedulerConfig:
+    """The config with the ElasticQuota plugin enabled in every profile (what-if turns it on
+    when its snapshot holds ElasticQuota objects)."""
+    profiles = tuple(
+        dataclasses.replace(p, multi_point=_enabled(p.multi_point, elasticquota.NAME)) for p in config.profiles
+    )
+    return dataclasses.replace(config, profiles=profiles)
+
+
+def _enabled(multi: PluginSet, name: str) -> PluginSet:
+    """`multi` with plugin `name` enabled (unchanged when it already is)."""
+    if any(ref.name == name for ref in multi.enabled):
+        return multi
+    return dataclasses.replace(multi, enabled=(*multi.enabled, PluginRef(name)))
 
 
 def with_scoring_choice(

@@ -29,6 +29,7 @@ from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.runtime import Framework, Registry
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
+from scheduler.quota import QUOTA_MANAGER, QuotaManager
 
 __all__ = ["Outcome", "Scheduler"]
 
@@ -74,8 +75,15 @@ class Scheduler:
         """Raises ConfigError when a profile or plugin argument is invalid."""
         self.config = config if config is not None else SchedulerConfig()
         self.cache = cache if cache is not None else ClusterCache()
+        #: Quotas and pods for the ElasticQuota plugin (what-if feeds it from the snapshot).
+        self.quotas = QuotaManager()
         self.frameworks = build_frameworks(
-            self.config, self.cache, registry=registry, default_plugins=default_plugins, seed=seed
+            self.config,
+            self.cache,
+            registry=registry,
+            default_plugins=default_plugins,
+            seed=seed,
+            shared={QUOTA_MANAGER: self.quotas},
         )
         self._default = self.frameworks[self.config.profiles[0].scheduler_name]
         self.cycle: SchedulingCycle[None] = SchedulingCycle(self.cache, self.frameworks, bind=self._commit, clock=clock)

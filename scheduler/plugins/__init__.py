@@ -13,6 +13,7 @@ from scheduler.framework.config import PluginRef
 from scheduler.framework.runtime import Registry
 from scheduler.plugins import (
     deviceshare,
+    elasticquota,
     gpufragmentation,
     nodeaffinity,
     nodename,
@@ -31,6 +32,7 @@ REGISTRY: Final[Registry] = {
     noderesources.NAME: noderesources.new,
     deviceshare.NAME: deviceshare.new,
     gpufragmentation.NAME: gpufragmentation.new,
+    elasticquota.NAME: elasticquota.new,
 }
 
 #: Enabled in every profile unless disabled, in this order, with kube-scheduler's score weights.
@@ -44,7 +46,7 @@ DEFAULT_PLUGINS: Final = (
 )
 
 #: Registered but enabled only when a profile asks for them (`multiPoint.enabled`).
-OPT_IN_PLUGINS: Final = (gpufragmentation.NAME,)
+OPT_IN_PLUGINS: Final = (gpufragmentation.NAME, elasticquota.NAME)
 
 #: The node-scoring plugin of FGD placement (`scheduler.core.with_fgd`).
 FGD_PLUGIN: Final = gpufragmentation.NAME

@@ -33,7 +33,8 @@ from scheduler.core import SchedulingCycle, build_frameworks
 from scheduler.framework import Framework, PluginRef, SchedulerConfig
 from scheduler.framework.interfaces import ClusterEvent, EnqueueExtension, ExtensionPoint
 from scheduler.framework.runtime import Registry
-from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
+from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY, elasticquota
+from scheduler.quota import QUOTA_MANAGER, QuotaManager
 from scheduler.service import http_server
 from scheduler.service.binder import Binder
 from scheduler.service.grpc_server import GRPCServer
@@ -44,6 +45,7 @@ from scheduler.service.loop import Handoff, SchedulingLoop
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.podapi import KubePodAPI, PodAPI
 from scheduler.service.queue import Interest, QueuedPod, SchedulingQueue
+from scheduler.service.quotafeed import QuotaFeed
 from scheduler.service.reporter import FailureReporter
 from scheduler.service.scoretable import DebugFlags
 from scheduler.service.settings import SchedulerSettings
@@ -74,6 +76,8 @@ class SchedulerService:
         self.cache = ClusterCache()
         self.registry = CollectorRegistry()
         self.debug = DebugFlags(settings.http.debug_top_n_scores)
+        #: Quotas and pods for the ElasticQuota plugin, fed by `quota_feed` when it is enabled.
+        self.quotas = QuotaManager()
         self.metrics = SchedulerMetrics(
             self.registry,
             # Read at scrape time, when every part exists.
@@ -88,6 +92,7 @@ class SchedulerService:
             default_plugins=default_plugins,
             seed=settings.seed,
             observer=self.metrics.observer,
+            shared={QUOTA_MANAGER: self.quotas},
         )
         q = settings.queue
         self.queue = SchedulingQueue(
@@ -133,6 +138,11 @@ class SchedulerService:
             recorder=self.recorder,
             reporter=self.reporter,
         )
+        self.quota_feed = (
+            QuotaFeed(client, manager=self.quotas, pods=self.feed.pods, queue=self.queue, recorder=self.recorder)
+            if _enabled(self.frameworks, elasticquota.NAME)
+            else None
+        )
         self.leadership = Leadership(
             client,
             settings.leader_election,
@@ -174,7 +184,11 @@ class SchedulerService:
         self.reporter.start()
         self.feed.start()
         started = time.monotonic()
-        if not self.feed.wait_for_sync(self.settings.sync_timeout):
+        if self.quota_feed is not None:
+            self.quota_feed.start()
+        if not self.feed.wait_for_sync(self.settings.sync_timeout) or not (
+            self.quota_feed is None or self.quota_feed.wait_for_sync(self.settings.sync_timeout)
+        ):
             raise ConfigError(f"the informers did not sync within {self.settings.sync_timeout:.0f}s")
         log.info(
             "Caches synced",
@@ -202,6 +216,8 @@ class SchedulerService:
         self.leadership.stop()
         self.reporter.stop()
         self.feed.stop()
+        if self.quota_feed is not None:
+            self.quota_feed.stop()
         self.recorder.close()
         if self.grpc is not None:
             self.grpc.stop()
@@ -229,6 +245,10 @@ def _write_atomically(path: Path, text: str) -> None:
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text)
     os.replace(partial, path)
+
+
+def _enabled(frameworks: Mapping[str, Framework], plugin: str) -> bool:
+    return any(plugin in f.plugin_names(ExtensionPoint.PRE_FILTER) for f in frameworks.values())
 
 
 def _interest(frameworks: Mapping[str, Framework]) -> Interest:

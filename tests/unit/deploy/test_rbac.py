@@ -49,6 +49,9 @@ NEEDED: dict[str, set[Call]] = {
         calls("list watch", CORE, "pods")
         | calls("list watch", CORE, "nodes")
         | calls("list watch", *DEVICES)
+        # scheduler/service/quotafeed.py QuotaFeed: an Informer of ElasticQuotas (when a profile
+        # enables the ElasticQuota plugin).
+        | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
         # scheduler/service/podapi.py KubePodAPI: get (read back), annotate (patch),
         # set_condition (patch pods/status), bind (create pods/binding).
         | calls("get patch", CORE, "pods")

@@ -20,9 +20,10 @@ PACKAGES = [
     "scheduler.plugins.nodeunschedulable",
     "scheduler.plugins.nodename",
     "scheduler.plugins.gpufragmentation",
+    "scheduler.plugins.elasticquota",
 ]
 #: Packages below the plugins that are not plugins themselves.
-DOMAIN_PACKAGES = ["scheduler.fragmentation"]
+DOMAIN_PACKAGES = ["scheduler.fragmentation", "scheduler.quota"]
 
 
 @pytest.mark.parametrize("package", PACKAGES + DOMAIN_PACKAGES)

@@ -304,3 +304,61 @@ def test_nvlink_connected_gpus_are_said_so(tmp_path: Path, capsys: pytest.Captur
     rows = capsys.readouterr().out.splitlines()
     assert rows[1].endswith("gpu 2 [gpu-core=100 gpu-memory=80Gi gpu-memory-ratio=100] (NVLink)")
     assert "NVLink" not in rows[2] and "NVLink" not in rows[3]
+
+
+QUOTA_SNAPSHOT = """
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {allocatable: {cpu: "10", memory: 64Gi, pods: "110"}}
+---
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: team-a, namespace: team-a}
+spec: {min: {cpu: "5"}, max: {cpu: "10"}}
+---
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata: {name: team-b, namespace: team-b}
+spec: {min: {cpu: "5"}, max: {cpu: "10"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b1, namespace: team-b}
+spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "4"}}}]}
+"""
+
+
+def _cpu_pod(name: str, cpu: str) -> str:
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: team-a}}
+spec: {{containers: [{{name: c, image: x, resources: {{requests: {{cpu: "{cpu}"}}}}}}]}}
+"""
+
+
+def test_whatif_honours_quotas_and_reports_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # team-b asks 4 of its min 5: team-a may borrow 1 beyond its own 5, so 6 CPUs in all.
+    path = tmp_path / "snap.yaml"
+    path.write_text(QUOTA_SNAPSHOT + _cpu_pod("a1", "4") + _cpu_pod("a2", "2") + _cpu_pod("a3", "1"))
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    placed = {r["pod"]: r["node"] for r in doc["results"]}
+    assert placed == {"team-b/b1": "n1", "team-a/a1": "n1", "team-a/a2": "n1", "team-a/a3": None}
+    refused = next(r for r in doc["results"] if r["pod"] == "team-a/a3")
+    assert "Insufficient quotas, quotaName: team-a, runtime: {cpu: 6}, used: {cpu: 6}" in refused["message"]
+    assert doc["quotas"] == [_quota_report("team-a", request="7", runtime="6"), _quota_report("team-b", request="4")]
+
+
+def _quota_report(name: str, *, request: str, runtime: str = "", used: str = "") -> dict[str, object]:
+    """What-if's JSON for one of QUOTA_SNAPSHOT's quotas (runtime and used default to request)."""
+    cpu = {"request": request, "runtime": runtime or request, "used": used or runtime or request}
+    return {
+        "name": name,
+        "namespace": name,
+        "parent": "koordinator-root-quota",
+        "min": {"cpu": "5"},
+        "max": {"cpu": "10"},
+        **{key: {"cpu": amount} for key, amount in cpu.items()},
+    }

@@ -1,0 +1,89 @@
+"""ElasticQuota: Koordinator's multi-hierarchy elastic quota at admission.
+
+PreFilter admits a pod when, in every resource its quota limits, `used + request ≤ runtime`
+(a non-preemptible pod must also fit within min); otherwise the pod is Unschedulable with the
+quota's numbers. Reserve counts the pod in its quota's used and Unreserve takes it out, so pods
+assumed but not yet bound are never admitted twice over the same room.
+
+The quota state is the scheduler's `QuotaManager`, shared through `Handle.shared` under
+`scheduler.quota.QUOTA_MANAGER`: the live service's informers and what-if feed it quotas and
+pods; the plugin tells it the cluster's allocatable whenever a Node changes. With no
+ElasticQuota at all the plugin does nothing (every pod uses the unlimited default quota).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from apis.k8s import resources
+from scheduler.cache import ClusterCache, PodInfo
+from scheduler.framework import config
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import (
+    ClusterEvent,
+    EnqueueExtension,
+    EventAction,
+    EventResource,
+    Handle,
+    PreFilterPlugin,
+    PreFilterResult,
+    ReservePlugin,
+)
+from scheduler.framework.status import SUCCESS, Status
+from scheduler.quota import QUOTA_MANAGER, QuotaManager
+from scheduler.quota.charge import quota_capacity
+
+NAME = "ElasticQuota"
+
+log = logging.getLogger(__name__)
+
+_EVENTS = (
+    ClusterEvent(EventResource.ELASTIC_QUOTA, EventAction.ALL),
+    ClusterEvent(EventResource.POD, EventAction.DELETE),
+    ClusterEvent(EventResource.NODE, EventAction.ADD | EventAction.UPDATE),
+)
+
+
+class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtension):
+    name = NAME
+
+    def __init__(self, cache: ClusterCache, manager: QuotaManager) -> None:
+        self._cache = cache
+        self.manager = manager
+        self._seen_nodes = -1
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        if not self.manager.has_quotas:
+            return None, SUCCESS
+        self._refresh_total()
+        verdict = self.manager.admit(pod.pod, pod.requests)
+        if verdict.admitted:
+            return None, SUCCESS
+        return None, Status.unschedulable(verdict.message, plugin=NAME)
+
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        if self.manager.has_quotas:
+            self.manager.reserve(pod.pod, pod.requests)
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        self.manager.unreserve(pod.pod)
+
+    def events_to_register(self) -> tuple[ClusterEvent, ...]:
+        return _EVENTS
+
+    def _refresh_total(self) -> None:
+        """The root quota's total is the cluster's allocatable: summed again when a Node changed."""
+        generation = self._cache.static_generation
+        if generation == self._seen_nodes:
+            return
+        self._seen_nodes = generation
+        total = resources.sum_of(quota_capacity(info.allocatable) for info in self._cache.nodes())
+        self.manager.set_cluster_total(total)
+
+
+def new(args: Mapping[str, object] | None, handle: Handle) -> ElasticQuota:
+    config.expect_no_args(NAME, args)
+    manager = handle.shared_object(QUOTA_MANAGER, QuotaManager, QuotaManager)
+    return ElasticQuota(handle.cache, manager)

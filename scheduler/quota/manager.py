@@ -1,0 +1,300 @@
+"""The quota state one scheduler shares among its profiles: quotas, pods, request, used, runtime.
+
+Fed by whoever knows the cluster — the live service's informers, or what-if from a snapshot —
+and read by the ElasticQuota plugin. Every pod the manager is told of counts in its quota's
+*request* (pending or placed: the runtime is shared out by demand, as in Koordinator); a pod
+counts in *used* once it is bound (it has a node) or reserved by a scheduling cycle, and stops
+when it is unreserved or deleted. Thread-safe: informer threads and the scheduling loop share it.
+
+A quota that breaks the tree's rules (created before any webhook refused it) is kept and
+reported through `problems()`; it never raises out of here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from apis.crds.elasticquota import ElasticQuota
+from apis.errors import AnnotationError
+from apis.extension import quota as quota_labels
+from apis.k8s import resources
+from apis.k8s.core import Pod
+from scheduler.quota import rules
+from scheduler.quota.charge import quota_request
+from scheduler.quota.tree import QuotaSpec, QuotaTree, resolve_quota
+
+__all__ = ["QUOTA_MANAGER", "Admission", "QuotaManager"]
+
+log = logging.getLogger(__name__)
+
+#: The key under which a scheduler's QuotaManager sits in the plugins' `Handle.shared`.
+QUOTA_MANAGER: Final = "scheduler.quota.QuotaManager"
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """The quota check for one pod: `message` is empty when it fits."""
+
+    quota: str
+    message: str = ""
+    exceeded: tuple[str, ...] = ()
+
+    @property
+    def admitted(self) -> bool:
+        return not self.message
+
+
+@dataclass(slots=True)
+class _Charge:
+    quota: str
+    request: dict[str, int]
+    preemptible: bool
+    bound: bool
+    reserved: bool = False
+
+    @property
+    def used(self) -> bool:
+        return self.bound or self.reserved
+
+
+class QuotaManager:
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._quotas: dict[str, ElasticQuota] = {}
+        self._specs: dict[str, QuotaSpec] = {}
+        self._bad: dict[str, list[str]] = {}
+        self._tree = QuotaTree()
+        self._pods: dict[str, tuple[Pod, _Charge]] = {}
+        self._request: dict[str, dict[str, int]] = {}
+        self._used: dict[str, dict[str, int]] = {}
+        self._non_preemptible_used: dict[str, dict[str, int]] = {}
+        self._stale = False
+
+    @contextlib.contextmanager
+    def _current(self) -> Iterator[None]:
+        """Hold the lock, with the tree rebuilt if quotas changed since it was built."""
+        with self._lock:
+            if self._stale:
+                self._stale = False
+                self._rebuild()
+            yield
+
+    # --- quotas -----------------------------------------------------------------------------------
+    # Quota changes only mark the tree stale; the next read or pod change rebuilds it once, so an
+    # informer's first list of N quotas costs one rebuild, not N.
+    def set_quota(self, quota: ElasticQuota) -> None:
+        with self._lock:
+            self._quotas[quota.meta.name] = quota
+            self._stale = True
+
+    def remove_quota(self, name: str) -> None:
+        with self._lock:
+            if self._quotas.pop(name, None) is not None:
+                self._stale = True
+
+    def set_quotas(self, quotas: Iterable[ElasticQuota]) -> None:
+        with self._lock:
+            self._quotas = {q.meta.name: q for q in quotas}
+            self._stale = True
+
+    def set_cluster_total(self, total: Mapping[str, int]) -> None:
+        """The cluster's allocatable in quota names (`charge.quota_capacity`, summed)."""
+        with self._lock:
+            self._tree.set_total(total)
+
+    @property
+    def has_quotas(self) -> bool:
+        """Whether any ElasticQuota exists (without one, every pod's quota limits nothing)."""
+        return bool(self._quotas)
+
+    def problems(self) -> dict[str, list[str]]:
+        """Per quota, the rules it breaks (a bad annotation included)."""
+        with self._current():
+            return {name: list(found) for name, found in self._bad.items()}
+
+    def _rebuild(self) -> None:
+        specs: dict[str, QuotaSpec] = {}
+        bad: dict[str, list[str]] = {}
+        for name, quota in self._quotas.items():
+            try:
+                specs[name] = QuotaSpec.of(quota)
+            except AnnotationError as e:
+                bad[name] = [str(e)]
+        for name, found in rules.validate_tree(specs).items():
+            bad.setdefault(name, []).extend(found)
+        for name, found in bad.items():
+            if self._bad.get(name) != found:
+                log.warning("Invalid quota", extra={"quota": name, "problems": found})
+        self._specs, self._bad = specs, bad
+        # Pods may resolve to other quotas now: account every one again on a fresh tree.
+        self._tree = QuotaTree(specs.values(), total=self._tree.total)
+        charges = [(pod, charge.reserved) for pod, charge in self._pods.values()]
+        self._pods.clear()
+        self._request.clear()
+        self._used.clear()
+        self._non_preemptible_used.clear()
+        for pod, reserved in charges:
+            self._add(pod, reserved=reserved)
+
+    # --- pods ---------------------------------------------------------------------------------------
+    def update_pod(self, pod: Pod) -> None:
+        """A pod was added or changed: pending pods count in request; bound ones in used too."""
+        with self._current():
+            old = self._remove(pod.uid or pod.key)
+            if not pod.is_terminal:
+                self._add(pod, reserved=old is not None and old.reserved)
+
+    def remove_pod(self, pod: Pod) -> None:
+        with self._current():
+            self._remove(pod.uid or pod.key)
+
+    def reserve(self, pod: Pod, requests: Mapping[str, int] | None = None) -> None:
+        """A scheduling cycle placed the pod (assumed, not yet bound): it counts in used.
+        `requests` is the pod's effective request when the caller has it (saves recomputing)."""
+        with self._current():
+            ident = pod.uid or pod.key
+            if ident not in self._pods:
+                self._add(pod, reserved=True, requests=requests)
+            else:
+                self._set_reserved(ident, True)
+
+    def unreserve(self, pod: Pod) -> None:
+        """Undo `reserve` (the cycle failed after Reserve). Idempotent."""
+        with self._current():
+            self._set_reserved(pod.uid or pod.key, False)
+
+    def _set_reserved(self, ident: str, reserved: bool) -> None:
+        entry = self._pods.get(ident)
+        if entry is None or entry[1].reserved == reserved:
+            return
+        pod = entry[0]
+        self._remove(ident)
+        self._add(pod, reserved=reserved)
+
+    def _add(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> None:
+        name = resolve_quota(pod, self._specs)
+        asked = quota_request(pod.requests() if requests is None else requests)
+        charge = _Charge(name, asked, quota_labels.is_preemptible(pod), bool(pod.node_name))
+        charge.reserved = reserved and not charge.bound
+        self._pods[pod.uid or pod.key] = (pod, charge)
+        self._account(charge, +1)
+
+    def _remove(self, ident: str) -> _Charge | None:
+        entry = self._pods.pop(ident, None)
+        if entry is None:
+            return None
+        self._account(entry[1], -1)
+        return entry[1]
+
+    def _account(self, charge: _Charge, sign: int) -> None:
+        delta = resources.scale(charge.request, sign)
+        self._request[charge.quota] = _nonzero(resources.add(self._request.get(charge.quota, {}), delta))
+        self._tree.set_own_request(charge.quota, self._request[charge.quota])
+        if charge.used:
+            self._used[charge.quota] = _nonzero(resources.add(self._used.get(charge.quota, {}), delta))
+            if not charge.preemptible:
+                table = self._non_preemptible_used
+                table[charge.quota] = _nonzero(resources.add(table.get(charge.quota, {}), delta))
+
+    # --- reads ----------------------------------------------------------------------------------------
+    def quota_of(self, pod: Pod) -> str:
+        with self._current():
+            return resolve_quota(pod, self._specs)
+
+    def used(self, name: str) -> dict[str, int]:
+        with self._current():
+            return dict(self._used.get(name, {}))
+
+    def runtime(self, name: str) -> dict[str, int]:
+        with self._current():
+            return self._tree.runtime(name)
+
+    def request(self, name: str) -> dict[str, int]:
+        with self._current():
+            return self._tree.request(name)
+
+    def specs(self) -> dict[str, QuotaSpec]:
+        with self._current():
+            return dict(self._specs)
+
+    def admit(self, pod: Pod, requests: Mapping[str, int] | None = None) -> Admission:
+        """Does the pod fit its quota? `used + request ≤ runtime` in every resource the quota
+        limits that the pod asks for; a non-preemptible pod must also fit within min.
+
+        Changes nothing: a pod the manager was not told of (explain, the gRPC what-if, a
+        caller that feeds no pods) counts in its quota's request only for this answer."""
+        with self._current():
+            ident = pod.uid or pod.key
+            if ident in self._pods:
+                return self._check(self._pods[ident][1])
+            name = resolve_quota(pod, self._specs)
+            if name not in self._specs:
+                return Admission(name)  # the default quota, unless a CR gives it a max
+            self._add(pod, reserved=False, requests=requests)
+            try:
+                return self._check(self._pods[ident][1])
+            finally:
+                self._remove(ident)
+
+    def _check(self, charge: _Charge) -> Admission:
+        name = charge.quota
+        spec = self._specs.get(name)
+        if spec is None:
+            return Admission(name)
+        if name in self._bad:
+            return Admission(name, f"quota {name} is invalid: {'; '.join(self._bad[name])}")
+        on_parent = rules.pod_on_parent(spec)
+        if on_parent:
+            return Admission(name, on_parent)
+        asked = {r: v for r, v in charge.request.items() if r in spec.max}
+        runtime = self._tree.runtime(name)
+        checks: list[tuple[str, Mapping[str, int], dict[str, dict[str, int]]]] = [("runtime", runtime, self._used)]
+        if not charge.preemptible:
+            checks.append(("min", spec.min, self._non_preemptible_used))
+        for label, limit, table in checks:
+            used = table.get(name, {})
+            if charge.used:  # asked again after Reserve: do not count the pod twice
+                used = resources.sub(used, charge.request)
+            over = tuple(sorted(r for r, v in asked.items() if used.get(r, 0) + v > limit.get(r, 0)))
+            if over:
+                message = _message(spec, label, limit=limit, runtime=runtime, used=used, asked=asked, over=over)
+                return Admission(name, message, over)
+        return Admission(name)
+
+
+def _message(
+    spec: QuotaSpec,
+    label: str,
+    *,
+    limit: Mapping[str, int],
+    runtime: Mapping[str, int],
+    used: Mapping[str, int],
+    asked: Mapping[str, int],
+    over: tuple[str, ...],
+) -> str:
+    """Koordinator's shape, plus max (and min for a non-preemptible pod) to say why."""
+
+    def show(amounts: Mapping[str, int]) -> str:
+        return _show({r: amounts.get(r, 0) for r in asked})
+
+    head = "Insufficient quotas" if label == "runtime" else "Insufficient non-preemptible quotas"
+    return (
+        f"{head}, quotaName: {spec.name}, runtime: {show(runtime)}, used: {show(used)}, "
+        f"pod's request: {show(asked)}, exceedDimensions: [{', '.join(over)}], max: {show(spec.max)}"
+        + (f", min: {show(limit)}" if label == "min" else "")
+    )
+
+
+def _show(amounts: Mapping[str, int]) -> str:
+    return "{" + ", ".join(f"{r}: {q}" for r, q in sorted(resources.format_list(amounts).items())) + "}"
+
+
+def _nonzero(amounts: Mapping[str, int]) -> dict[str, int]:
+    return {r: v for r, v in amounts.items() if v}

@@ -1,0 +1,290 @@
+"""The quota tree: ElasticQuota CRs as nodes under Koordinator's root, and which quota a pod uses.
+
+Quotas are named cluster-wide (the `parent` label names a quota, not a namespace/name pair), as
+in Koordinator. Beside the user's quotas there are three of Koordinator's own:
+`koordinator-root-quota` (the tree's root, whose total is the cluster's allocatable less what the
+system and default quotas use), `koordinator-system-quota` and `koordinator-default-quota`; the
+last two sit outside the sharing and limit nothing unless an ElasticQuota of that name gives
+them a max. A pod that names no quota, in a namespace no quota claims, uses the default quota —
+so without ElasticQuota objects scheduling is exactly as it would be without the plugin.
+
+`QuotaTree` keeps each quota's request (what its pods ask for, pending or placed) and computes
+runtimes lazily: a changed request marks only the partitions on its path to the root stale, and
+`runtime(name)` recomputes only the stale partitions on that quota's own path.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+from apis.crds.elasticquota import ElasticQuota
+from apis.errors import AnnotationError
+from apis.extension import names
+from apis.extension import quota as quota_labels
+from apis.k8s import resources
+from apis.k8s.core import Pod
+from scheduler.quota.runtime import Claim, partition
+
+__all__ = [
+    "ANNOTATION_QUOTA_NAMESPACES",
+    "DEFAULT_QUOTA_NAME",
+    "ROOT_QUOTA_NAME",
+    "SYSTEM_QUOTA_NAME",
+    "QuotaSpec",
+    "QuotaTree",
+    "resolve_quota",
+]
+
+ROOT_QUOTA_NAME: Final = quota_labels.ROOT_QUOTA_NAME
+DEFAULT_QUOTA_NAME: Final = quota_labels.DEFAULT_QUOTA_NAME
+SYSTEM_QUOTA_NAME: Final = "koordinator-system-quota"
+#: Koordinator's quota annotation listing the namespaces whose pods use the quota (JSON list).
+ANNOTATION_QUOTA_NAMESPACES: Final = f"{names.QUOTA_DOMAIN}/namespaces"
+#: Quotas outside the sharing: they take from the cluster before the tree shares the rest.
+OUTSIDE_TREE: Final = frozenset({SYSTEM_QUOTA_NAME, DEFAULT_QUOTA_NAME})
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaSpec:
+    """One quota as the algorithm sees it. A resource missing from `max` is not limited by this
+    quota (its pods' requests of it are not charged here, nor passed to the parent)."""
+
+    name: str
+    namespace: str = ""
+    parent: str = ROOT_QUOTA_NAME
+    is_parent: bool = False
+    min: resources.ResourceList = field(default_factory=dict)
+    max: resources.ResourceList = field(default_factory=dict)
+    #: Defaults to max, per resource (`weight`).
+    shared_weight: resources.ResourceList = field(default_factory=dict)
+    allow_lent: bool = True
+    namespaces: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, quota: ElasticQuota) -> QuotaSpec:
+        """Raises AnnotationError for a bad `shared-weight` or `namespaces` annotation."""
+        info = quota_labels.tree_info(quota)
+        return cls(
+            name=quota.meta.name,
+            namespace=quota.meta.namespace,
+            parent=info.parent if quota.meta.name != ROOT_QUOTA_NAME else "",
+            is_parent=info.is_parent,
+            min=dict(quota.min),
+            max=dict(quota.max),
+            shared_weight={**quota.max, **(info.shared_weight or {})},
+            allow_lent=info.allow_lent_resource,
+            namespaces=_namespaces(quota),
+        )
+
+    def weight(self, name: str) -> int:
+        """The shared-weight for one resource: the annotation's, else max."""
+        return self.shared_weight.get(name, self.max.get(name, 0))
+
+    def limited(self, amounts: Mapping[str, int]) -> dict[str, int]:
+        """`amounts` masked to this quota's resources and capped at max; raised to min when it
+        does not lend (it then holds its whole min whatever its pods ask)."""
+        out = {r: min(amounts.get(r, 0), cap) for r, cap in self.max.items()}
+        if not self.allow_lent:
+            out = {r: max(v, self.min.get(r, 0)) for r, v in out.items()}
+        return out
+
+
+def _namespaces(quota: ElasticQuota) -> tuple[str, ...]:
+    text = quota.meta.annotations.get(ANNOTATION_QUOTA_NAMESPACES)
+    if not text:
+        return ()
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise AnnotationError(ANNOTATION_QUOTA_NAMESPACES, f"not JSON: {e}", obj=quota.meta.key) from None
+    if not isinstance(doc, list) or not all(isinstance(n, str) for n in doc):
+        reason = "expected a JSON list of namespace names"
+        raise AnnotationError(ANNOTATION_QUOTA_NAMESPACES, reason, obj=quota.meta.key)
+    return tuple(doc)
+
+
+def resolve_quota(pod: Pod, quotas: Mapping[str, QuotaSpec]) -> str:
+    """The quota a pod uses: its `quota.scheduling.koordinator.sh/name` label when that quota
+    exists, else a quota named after its namespace, else one whose `namespaces` annotation lists
+    the namespace (the smallest name, if several), else the default quota."""
+    named = quota_labels.pod_quota_name(pod)
+    if named and named in quotas:
+        return named
+    if pod.namespace in quotas:
+        return pod.namespace
+    listing = sorted(q.name for q in quotas.values() if pod.namespace in q.namespaces)
+    return listing[0] if listing else DEFAULT_QUOTA_NAME
+
+
+class QuotaTree:
+    """Specs, per-quota requests and the cluster total; runtimes computed lazily (module doc).
+
+    Not thread-safe: its owner (`QuotaManager`) serialises access.
+    """
+
+    def __init__(self, specs: Iterable[QuotaSpec] = (), total: Mapping[str, int] | None = None) -> None:
+        self._own: dict[str, dict[str, int]] = {}
+        self._outside: dict[str, int] = {}
+        self._cluster: dict[str, int] = dict(total or {})
+        self.set_specs(specs)
+
+    # --- structure ------------------------------------------------------------------------------
+    def set_specs(self, specs: Iterable[QuotaSpec]) -> None:
+        """Replace every user quota; requests already set are kept for quotas still present."""
+        self.specs: dict[str, QuotaSpec] = {ROOT_QUOTA_NAME: QuotaSpec(ROOT_QUOTA_NAME, parent="", is_parent=True)}
+        for spec in specs:
+            self.specs[spec.name] = spec
+        self.children: dict[str, list[str]] = {}
+        for spec in self.specs.values():
+            if spec.name in OUTSIDE_TREE or spec.name == ROOT_QUOTA_NAME:
+                continue
+            parent = spec.parent if spec.parent in self.specs else ROOT_QUOTA_NAME
+            self.children.setdefault(parent, []).append(spec.name)
+        for kids in self.children.values():
+            kids.sort()
+        self._parent = {child: p for p, kids in self.children.items() for child in kids}
+        #: Per child, per resource of its max: (min, shared-weight), what its partitions read.
+        self._claim_terms = {
+            name: tuple((r, spec.min.get(r, 0), spec.weight(r)) for r in sorted(spec.max))
+            for name, spec in self.specs.items()
+        }
+        self._request: dict[str, dict[str, int]] = {}
+        #: What each quota passes up to its parent (`passed_up`), kept current by `_propagate`.
+        self._passed: dict[str, dict[str, int]] = {}
+        self._runtime: dict[str, dict[str, int]] = {}
+        self._stale: set[str] = set(self.children)
+        for name in self._bottom_up():
+            self._propagate(name)
+        self._runtime[ROOT_QUOTA_NAME] = self._root_total()
+
+    def parent_of(self, name: str) -> str | None:
+        return self._parent.get(name)
+
+    def path(self, name: str) -> list[str]:
+        """From `name` up to (not including) the root; empty outside the tree. Stops at a cycle."""
+        out: list[str] = []
+        while name in self._parent and name not in out:
+            out.append(name)
+            name = self._parent[name]
+        return out
+
+    # --- inputs ---------------------------------------------------------------------------------
+    @property
+    def total(self) -> dict[str, int]:
+        """The cluster's allocatable as last set."""
+        return dict(self._cluster)
+
+    def set_total(self, total: Mapping[str, int]) -> None:
+        """The cluster's allocatable (the root's total before system and default usage)."""
+        self._cluster = dict(total)
+        self._refresh_root()
+
+    def set_own_request(self, name: str, request: Mapping[str, int]) -> None:
+        """What the pods of quota `name` ask for, pending or placed (unmasked)."""
+        self._own[name] = dict(request)
+        if name in OUTSIDE_TREE:
+            self._outside_changed()
+        else:
+            self._propagate(name)
+
+    def _outside_changed(self) -> None:
+        self._outside = resources.sum_of(self._own.get(n, {}) for n in OUTSIDE_TREE)
+        self._refresh_root()
+
+    def _refresh_root(self) -> None:
+        root = self._root_total()
+        if root != self._runtime.get(ROOT_QUOTA_NAME):
+            self._runtime[ROOT_QUOTA_NAME] = root
+            self._stale.add(ROOT_QUOTA_NAME)
+
+    def _root_total(self) -> dict[str, int]:
+        return {r: max(v - self._outside.get(r, 0), 0) for r, v in self._cluster.items()}
+
+    def _propagate(self, name: str) -> None:
+        """Carry a change of `name`'s own request up its path: each ancestor's request moves by
+        what its child passes up now minus before; a partition is stale only when what one of
+        its children passes up changed, and the walk stops where nothing changes any more."""
+        path = self.path(name)
+        if not path:
+            return
+        kids = self.children.get(name, ())
+        self._request[name] = resources.sum_of([self._own.get(name, {}), *(self._passed.get(k, {}) for k in kids)])
+        for node in path:
+            before = self._passed.get(node, {})
+            after = self.specs[node].limited(self._request.get(node, {}))
+            if after == before:
+                return
+            self._passed[node] = after
+            parent = self._parent[node]
+            self._stale.add(parent)
+            if parent == ROOT_QUOTA_NAME:
+                return
+            self._request[parent] = resources.add(self._request.get(parent, {}), resources.sub(after, before))
+
+    # --- outputs --------------------------------------------------------------------------------
+    def request(self, name: str) -> dict[str, int]:
+        """What the quota's pods and children ask for (unmasked)."""
+        return dict(self._request.get(name, self._own.get(name, {})))
+
+    def passed_up(self, name: str) -> dict[str, int]:
+        """The request the quota presents to its parent: masked to max, raised to min if it keeps it."""
+        return dict(self._passed.get(name, {}))
+
+    def runtime(self, name: str) -> dict[str, int]:
+        """The quota's runtime per resource of its max; recomputes the stale partitions above it.
+        The root's is the cluster's total less system and default usage; outside the tree, max."""
+        if name == ROOT_QUOTA_NAME:
+            return dict(self._runtime[ROOT_QUOTA_NAME])
+        if name not in self._parent:
+            spec = self.specs.get(name)
+            return dict(spec.max) if spec is not None else {}
+        for node in reversed([*self.path(name)[1:], ROOT_QUOTA_NAME]):
+            if node in self._stale:
+                self._repartition(node)
+        return dict(self._runtime.get(name, {}))
+
+    def runtimes(self) -> dict[str, dict[str, int]]:
+        """Every quota's runtime (a full recompute of whatever is stale), parents before children."""
+        order = [ROOT_QUOTA_NAME]
+        for parent in order:  # breadth first: grows while it is walked
+            if parent in self._stale:
+                self._repartition(parent)
+            order.extend(self.children.get(parent, ()))
+        out = {name: dict(self._runtime.get(name, {})) for name in order}
+        for name in self.specs:
+            if name not in out:  # outside the tree
+                out[name] = self.runtime(name)
+        return out
+
+    def _bottom_up(self) -> list[str]:
+        """Tree quotas, children before parents (so one pass sets every request)."""
+        order = [ROOT_QUOTA_NAME]
+        for node in order:
+            order.extend(self.children.get(node, ()))
+        return order[:0:-1]
+
+    def _repartition(self, parent: str) -> None:
+        self._stale.discard(parent)
+        kids = self.children.get(parent, ())
+        total = self._runtime.get(parent, {})
+        parent_max = self.specs[parent].max
+        claims: dict[str, list[Claim]] = {}
+        for k in kids:
+            asked = self._passed.get(k, {})
+            for r, low, weight in self._claim_terms[k]:
+                claims.setdefault(r, []).append(Claim(k, low, asked.get(r, 0), weight))
+        result: dict[str, dict[str, int]] = {k: {} for k in kids}
+        for r, listed in claims.items():
+            # A parent that does not limit r (no max for it) hands each child what it asks for.
+            limited = parent == ROOT_QUOTA_NAME or r in parent_max
+            amount = total.get(r, 0) if limited else sum(c.request for c in listed)
+            for k, v in partition(amount, listed).items():
+                result[k][r] = v
+        for k, rt in result.items():
+            if self._runtime.get(k) != rt:
+                self._runtime[k] = rt
+                if k in self.children:
+                    self._stale.add(k)

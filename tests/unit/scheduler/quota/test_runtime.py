@@ -1,0 +1,67 @@
+"""The runtime partition: worked cases for each rule of the protocol, and its properties."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from scheduler.quota.runtime import Claim, partition, split_by_weight
+
+
+def test_blog_example_min_then_weights_then_redistribution() -> None:
+    # Koordinator's worked example: 100 CPUs; A lends 5 of its min 10; B, C, D share by weight
+    # 60/50/80; B caps at its request 20 and what it does not need goes to C and D.
+    claims = [Claim("A", 10, 5, 10), Claim("B", 15, 20, 60), Claim("C", 20, 40, 50), Claim("D", 15, 70, 80)]
+    assert partition(100, claims) == {"A": 5, "B": 20, "C": 35, "D": 40}
+
+
+def test_capped_child_gives_back_what_it_does_not_need() -> None:
+    claims = [Claim("A", 10, 5, 10), Claim("B", 15, 20, 60), Claim("C", 20, 30, 50), Claim("D", 15, 70, 80)]
+    assert partition(100, claims) == {"A": 5, "B": 20, "C": 30, "D": 45}
+
+
+def test_request_below_min_gets_request_only() -> None:
+    assert partition(100, [Claim("a", 50, 10, 1), Claim("b", 50, 200, 1)]) == {"a": 10, "b": 90}
+
+
+def test_mins_scale_down_when_they_exceed_the_total() -> None:
+    # Σmin 150 on a total of 60: mins become 40 and 20.
+    assert partition(60, [Claim("a", 100, 100, 1), Claim("b", 50, 100, 1)]) == {"a": 40, "b": 20}
+
+
+def test_largest_remainder_ties_by_name() -> None:
+    assert split_by_weight(1, [("b", 1), ("a", 1)]) == {"a": 1, "b": 0}
+    assert split_by_weight(10, [("x", 1), ("y", 2)]) == {"x": 3, "y": 7}
+
+
+def test_zero_weight_borrows_nothing() -> None:
+    assert partition(100, [Claim("a", 10, 100, 0), Claim("b", 0, 100, 1)]) == {"a": 10, "b": 90}
+
+
+claim_lists = st.lists(
+    st.builds(
+        Claim,
+        name=st.text("abcdefgh", min_size=1, max_size=3),
+        min=st.integers(0, 1000),
+        request=st.integers(0, 2000),
+        weight=st.integers(1, 100),
+    ),
+    max_size=8,
+    unique_by=lambda c: c.name,
+)
+
+
+@given(st.integers(0, 5000), claim_lists)
+def test_properties(total: int, claims: list[Claim]) -> None:
+    result = partition(total, claims)
+    assert sum(result.values()) <= total
+    for c in claims:
+        assert isinstance(result[c.name], int)
+        assert 0 <= result[c.name] <= c.request
+    if sum(c.min for c in claims) <= total:
+        for c in claims:
+            assert result[c.name] >= min(c.request, c.min)
+    # Work-conserving: idle capacity is never left while someone (with weight) still asks.
+    if sum(result.values()) < total:
+        assert all(result[c.name] == c.request for c in claims)
+    assert partition(total, list(reversed(claims))) == result
