@@ -41,6 +41,7 @@ import signal
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 from prometheus_client import CollectorRegistry
@@ -55,7 +56,6 @@ from agent.discovery.settings import DiscoveryStack, open_discovery
 from agent.discovery.simulated import NodeCapacity
 from agent.health.memory import FaultMemory, NodeEventRecorder
 from agent.health.statefile import StateFile
-from agent.hooks import DeviceCollisionPlugin, GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
 from agent.kubeletsim import SimulatedKubelet
 from agent.ledger import DeviceLedger, NodeSlots
 from agent.qos.node import NodeQoS
@@ -68,6 +68,9 @@ from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import Informer
 from kube.resources import NODES, PODS
+
+if TYPE_CHECKING:
+    from agent.hooks import HookServer
 
 __all__ = ["Agent", "run"]
 
@@ -243,6 +246,9 @@ class Agent:
     def _serve_hooks(self, events: EventRecorder, devices: NodeDevices, ledger: DeviceLedger) -> None:
         """The hook server with the device collision, GPU env, RDMA devices and (when QoS runs
         cgroup QoS) QoS plugins; the collision check first, so a refused container is refused for it."""
+        # gRPC and the runtime API's messages load here, only when the agent serves hooks.
+        from agent.hooks import DeviceCollisionPlugin, GPUEnvPlugin, HookPlugin, HookServer, RDMADevicesPlugin
+
         s = self.settings
 
         def node_slots() -> NodeSlots:

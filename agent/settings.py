@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.discovery.settings import DiscoverySettings
-from agent.hooks.server import DEFAULT_SOCKET
+from agent.hooks import DEFAULT_SOCKET
 from kube.client import ClientSettings
 
 __all__ = [

@@ -1,5 +1,5 @@
 """The components' shared library for living in Kubernetes; the only package that uses the
-`kubernetes` client library.
+`kubernetes` client library (and only for kubeconfig credential plugins: `kube.authplugins`).
 
 Talking to an API server: client construction (`Client`), informers (`Informer`,
 `InformerFactory`), typed access to Tessera's CRDs (`crds.devices(client)`, ...), patch helpers
@@ -11,7 +11,7 @@ the embedded API server is a component of its own (`apiserver/`).
 See docs/dev/kube.md for how to use them.
 
 Names are loaded on first use (`kube.lazyexports`, which agent packages use too), so `import kube`
-(and `tessera --help`, via `kube.logs`) does not pay for importing the `kubernetes` library.
+(and `tessera --help`, via `kube.logs`) does not pay for urllib3 and the client.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from kube.leaderelection import LeaderElectionSettings, LeaderElector
     from kube.patch import annotations_patch, labels_patch, retry_on_conflict
     from kube.resources import ResourceAPI, WatchEvent
+    from kube.restconfig import RESTConfig, TLSConfig
 
 _EXPORTS = {
     "APIError": "kube.errors",
@@ -64,9 +65,11 @@ _EXPORTS = {
     "LeaderElector": "kube.leaderelection",
     "NotFound": "kube.errors",
     "ObjectReference": "kube.events",
+    "RESTConfig": "kube.restconfig",
     "ResourceAPI": "kube.resources",
     "ServerError": "kube.errors",
     "Store": "kube.cache",
+    "TLSConfig": "kube.restconfig",
     "TooManyRequests": "kube.errors",
     "TypedResource": "kube.crds",
     "Unauthorized": "kube.errors",
@@ -101,9 +104,11 @@ __all__ = [
     "LeaderElector",
     "NotFound",
     "ObjectReference",
+    "RESTConfig",
     "ResourceAPI",
     "ServerError",
     "Store",
+    "TLSConfig",
     "TooManyRequests",
     "TypedResource",
     "Unauthorized",

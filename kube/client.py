@@ -1,30 +1,32 @@
-"""Constructing the one client every component uses: the official `kubernetes` library.
+"""The one client every component uses: `Client`, and `ClientSettings` (the flags that find the server).
 
 A `Client` comes from a kubeconfig (`--kubeconfig`, `$KUBECONFIG`, `~/.kube/config`), from the
-in-cluster service account, or from the kubeconfig the embedded API server writes; after that all
-are the same. Requests go through the official client's `ApiClient` (configuration, auth and
-token refresh, TLS, connection pool) but bodies are decoded as plain JSON instead of the library's
-model classes, which are slow and lossy for custom resources; `apis` parses the dicts.
+in-cluster service account, or from the kubeconfig the embedded API server writes
+(`kube.clientconfig` reads them into a `RESTConfig`); after that all are the same. Requests go
+straight through a urllib3 connection pool (`kube.connection`: TLS, client certificates, proxy)
+with the Authorization header the configuration's credentials give, and bodies are plain JSON:
+`apis` parses the dicts. The `kubernetes` library is not on this path: its `ApiClient` only
+serialized, authenticated and sent these same requests, and importing it costs a component
+about 20 MiB (its model classes, pydantic, requests) and a quarter of a second. Only a kubeconfig
+with a credential plugin loads it (`kube.authplugins`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
-import kubernetes.client
-import kubernetes.config
 import urllib3
 
-from apis.errors import ConfigError
 from apis.extension.names import GroupVersionResource
-from kube import errors
+from kube import clientconfig, connection, errors
 from kube.resources import ResourceAPI
+from kube.restconfig import RESTConfig
 from kube.transport import STREAM_ERRORS
 
 __all__ = ["Client", "ClientSettings"]
@@ -57,32 +59,32 @@ class Client:
     `with`) when done."""
 
     def __init__(
-        self, configuration: kubernetes.client.Configuration, *, timeout: float = 30.0, user_agent: str = "tessera"
+        self,
+        config: RESTConfig,
+        *,
+        timeout: float = 30.0,
+        user_agent: str = "tessera",
+        pool_size: int = 64,
+        retries: int | None = None,
     ) -> None:
-        self.api_client = kubernetes.client.ApiClient(configuration)
-        self.api_client.user_agent = user_agent
+        """Raises ConfigError when the TLS files do not load. `retries`: tries on connection
+        errors (None: urllib3's default, 3)."""
+        self.config = config
+        self.host: str = config.server
         self.timeout = timeout
-        self.host: str = configuration.host
+        self.user_agent = user_agent
+        self._pool = connection.pool_manager(config, maxsize=pool_size, retries=retries)
 
     # --- construction ------------------------------------------------------------------------------
     @classmethod
     def from_settings(cls, settings: ClientSettings) -> Client:
-        configuration = kubernetes.client.Configuration()
-        try:
-            if settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ:
-                kubernetes.config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]  # untyped library
-            else:
-                path = settings.kubeconfig or os.environ.get("KUBECONFIG") or Path.home() / ".kube" / "config"
-                kubernetes.config.load_kube_config(  # type: ignore[no-untyped-call]  # untyped library
-                    config_file=str(path),
-                    context=settings.context,
-                    client_configuration=configuration,
-                    persist_config=False,
-                )
-        except (kubernetes.config.ConfigException, OSError) as e:
-            raise ConfigError(f"cannot configure the Kubernetes client: {e}") from e
-        configuration.connection_pool_maxsize = settings.pool_size
-        return cls(configuration, timeout=settings.timeout, user_agent=settings.user_agent)
+        """Raises ConfigError for a kubeconfig or service account that cannot be used."""
+        return cls(
+            clientconfig.load(settings),
+            timeout=settings.timeout,
+            user_agent=settings.user_agent,
+            pool_size=settings.pool_size,
+        )
 
     @classmethod
     def from_kubeconfig(cls, path: Path | str, *, context: str | None = None, user_agent: str = "tessera") -> Client:
@@ -90,9 +92,8 @@ class Client:
 
     @classmethod
     def in_cluster(cls, *, user_agent: str = "tessera") -> Client:
-        if "KUBERNETES_SERVICE_HOST" not in os.environ:
-            raise ConfigError("not running in a pod: KUBERNETES_SERVICE_HOST is not set")
-        return cls.from_settings(ClientSettings(user_agent=user_agent))
+        """The pod's service account; raises ConfigError outside a pod."""
+        return cls(clientconfig.in_cluster(), user_agent=user_agent)
 
     # --- use -----------------------------------------------------------------------------------------
     def resource(self, gvr: GroupVersionResource) -> ResourceAPI:
@@ -131,21 +132,24 @@ class Client:
         headers: Mapping[str, str] | None = None,
     ) -> urllib3.BaseHTTPResponse:
         """Send one request and return the unread response (for streams); raises on non-2xx."""
-        header_params = {"Accept": "application/json", **(headers or {})}
+        header = {"Accept": "application/json", "User-Agent": self.user_agent, **(headers or {})}
+        data = None
         if body is not None:
-            header_params["Content-Type"] = content_type
+            header["Content-Type"] = content_type
+            data = json.dumps(body).encode()
+        url = self.host + path + (f"?{urlencode(list(query), quote_via=quote)}" if query else "")
         with errors.translated():
-            serialized = self.api_client.param_serialize(
-                method=method,
-                resource_path=path,
-                query_params=list(query),
-                header_params=header_params,
-                body=body,
-                auth_settings=["BearerToken"],
+            authorization = self.config.credentials.authorization() if self.config.credentials else None
+            if authorization:
+                header["Authorization"] = authorization
+            response = self._pool.request(
+                method,
+                url,
+                body=data,
+                headers=header,
+                timeout=_timeout(timeout or self.timeout),
+                preload_content=False,
             )
-            response: urllib3.BaseHTTPResponse = self.api_client.call_api(
-                *serialized, _request_timeout=timeout or self.timeout
-            ).response
         if not 200 <= response.status <= 299:
             try:
                 data = response.data
@@ -157,10 +161,17 @@ class Client:
         return response
 
     def close(self) -> None:
-        self.api_client.close()  # type: ignore[no-untyped-call]  # untyped library
+        self._pool.clear()
 
     def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _timeout(limit: float | tuple[float, float]) -> urllib3.Timeout:
+    """Seconds for the whole request, or (connect, read) for a stream that may stay quiet."""
+    if isinstance(limit, tuple):
+        return urllib3.Timeout(connect=limit[0], read=limit[1])
+    return urllib3.Timeout(total=limit)

@@ -14,9 +14,9 @@
         └── Unreachable       no HTTP answer at all: connection refused/reset, timeout, TLS failure
 
 The type says what a caller can do: retry a Conflict after re-reading, back off on
-TooManyRequests/ServerError, relist on Gone, give up on BadRequest. Errors of the `kubernetes`
-and `urllib3` libraries are translated where they enter (`translated()`, `from_response`), so no
-code outside `kube/` ever catches a library exception.
+TooManyRequests/ServerError, relist on Gone, give up on BadRequest. Errors of `urllib3` and
+`ssl` are translated where they enter (`translated()`, `from_response`), so no code outside
+`kube/` ever catches a library exception.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import urllib3.exceptions
-from kubernetes.client.exceptions import ApiException
 
 from apis.errors import TesseraError
 
@@ -162,10 +161,9 @@ _TRANSPORT_ERRORS = (urllib3.exceptions.HTTPError, ssl.SSLError, ConnectionError
 
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
-    """Turn the client library's exceptions raised inside the block into APIErrors."""
+    """Turn the transport's exceptions raised inside the block (no answer, a broken connection,
+    a TLS failure) into Unreachable."""
     try:
         yield
-    except ApiException as e:
-        raise from_response(e.status or 0, e.body, reason=e.reason or "") from e
     except _TRANSPORT_ERRORS as e:
         raise Unreachable(f"the API server did not answer: {e}"[:_MAX_MESSAGE]) from e

@@ -17,8 +17,12 @@ Contract:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from apis.errors import TesseraError
-from proto.runtime.v1alpha1 import api_pb2
+
+if TYPE_CHECKING:  # the messages load with the server; QoS subclasses this without it
+    from proto.runtime.v1alpha1 import api_pb2
 
 __all__ = ["HookError", "HookNotReady", "HookPlugin", "HookRefused"]
 

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
 
+from agent.hooks import DEFAULT_SOCKET
 from agent.hooks.plugin import HookPlugin
 from agent.hooks.service import RuntimeHookService
 from kube.unixsocket import UnixServer
 
-__all__ = ["DEFAULT_SOCKET", "HookServer"]
-
-DEFAULT_SOCKET: Final = Path("/var/run/tessera/agent.sock")
+__all__ = ["HookServer"]
 
 
 class HookServer(UnixServer):

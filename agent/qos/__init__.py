@@ -18,7 +18,6 @@ from agent.qos.cgroups import Cgroup, CgroupError, CgroupNotFound, CgroupUnsuppo
 from agent.qos.config import QoSConfig
 from agent.qos.config import load as load_config_text
 from agent.qos.config import load_file as load_config
-from agent.qos.hook import QoSHookPlugin
 from agent.qos.knobs import CgroupVersion, CPUMax
 from agent.qos.layout import Driver, KubeCgroups
 from agent.qos.pods import PodLookup, PodSource
@@ -28,6 +27,7 @@ from agent.qos.usage import CgroupUsageSampler, Sampler, UsageSample
 from kube.lazyexports import lazy_exports
 
 if TYPE_CHECKING:
+    from agent.qos.hook import QoSHookPlugin
     from agent.qos.netqos import NetworkQoS, NetworkQoSError
 
 __all__ = [
@@ -57,5 +57,13 @@ __all__ = [
 ]
 
 
-#: Network QoS loads on first use: pyroute2 costs the agent about 8 MiB it rarely needs.
-__getattr__ = lazy_exports(__name__, {"NetworkQoS": "agent.qos.netqos", "NetworkQoSError": "agent.qos.netqos"})
+#: Loaded on first use: network QoS needs pyroute2 (about 8 MiB), the hook plugin the runtime
+#: API's protobuf messages (about 4 MiB); an agent without them never pays for either.
+__getattr__ = lazy_exports(
+    __name__,
+    {
+        "NetworkQoS": "agent.qos.netqos",
+        "NetworkQoSError": "agent.qos.netqos",
+        "QoSHookPlugin": "agent.qos.hook",
+    },
+)

@@ -12,6 +12,7 @@ from kube import errors
 from kube.client import Client
 from kube.kubeconfig import write_kubeconfig
 from kube.resources import NAMESPACES
+from kube.restconfig import RESTConfig
 
 pytestmark = pytest.mark.integration
 
@@ -52,10 +53,6 @@ def test_kubeconfig_client_works_and_a_wrong_token_is_unauthorized(secure: Embed
 
 
 def test_plain_http_to_a_tls_server_is_unreachable(secure: EmbeddedAPIServer) -> None:
-    import kubernetes.client
-
-    configuration = kubernetes.client.Configuration()
-    configuration.host = secure.url.replace("https://", "http://")
-    configuration.retries = 0
-    with Client(configuration) as c, pytest.raises(errors.APIError):
+    config = RESTConfig(secure.url.replace("https://", "http://"))
+    with Client(config, retries=0) as c, pytest.raises(errors.APIError):
         c.resource(NAMESPACES).list()

@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from kubernetes.client.exceptions import ApiException
+import urllib3.exceptions
 
 from apis.errors import TesseraError
 from kube import errors
@@ -34,10 +34,10 @@ def test_status_maps_to_the_error_tree(status: int, reason: str, cls: type) -> N
     assert (error.status, error.reason, error.message) == (status, reason, "it failed")
 
 
-def test_library_exceptions_are_translated_where_they_enter() -> None:
-    with pytest.raises(errors.NotFound) as e, errors.translated():
-        raise ApiException(status=404, reason="Not Found")
-    assert isinstance(e.value.__cause__, ApiException)
+def test_transport_exceptions_are_translated_where_they_enter() -> None:
+    with pytest.raises(errors.Unreachable) as e, errors.translated():
+        raise urllib3.exceptions.NewConnectionError(None, "refused")
+    assert isinstance(e.value.__cause__, urllib3.exceptions.NewConnectionError)
     with pytest.raises(errors.Unreachable), errors.translated():
         raise ConnectionRefusedError("refused")
     assert errors.from_response(502, b"<html>bad gateway</html>").message == "<html>bad gateway</html>"

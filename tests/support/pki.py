@@ -1,0 +1,98 @@
+"""Certificates for TLS tests: a CA that issues server and client certificates (PEM bytes).
+
+ca = CA.create()
+server = ca.issue("kubernetes.internal", server=True, ips=["127.0.0.1"])
+client = ca.issue("tessera-agent", client=True)
+server.write(tmp_path / "server")     # server.crt, server.key
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+__all__ = ["CA", "Issued"]
+
+_DAY = datetime.timedelta(days=1)
+
+
+def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Issued:
+    cert_pem: bytes
+    key_pem: bytes
+
+    def write(self, stem: Path) -> tuple[Path, Path]:
+        """Write `STEM.crt` and `STEM.key`; returns their paths."""
+        cert, key = stem.with_suffix(".crt"), stem.with_suffix(".key")
+        cert.write_bytes(self.cert_pem)
+        key.write_bytes(self.key_pem)
+        key.chmod(0o600)
+        return cert, key
+
+
+@dataclass(frozen=True, slots=True)
+class CA:
+    cert: x509.Certificate
+    key: ec.EllipticCurvePrivateKey
+
+    @classmethod
+    def create(cls, name: str = "tessera-test-ca") -> CA:
+        key = ec.generate_private_key(ec.SECP256R1())
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(subject)
+            .issuer_name(subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - _DAY)
+            .not_valid_after(now + _DAY)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        return cls(cert, key)
+
+    @property
+    def pem(self) -> bytes:
+        return self.cert.public_bytes(serialization.Encoding.PEM)
+
+    def issue(
+        self, name: str, *, server: bool = False, client: bool = False, dns: Sequence[str] = (), ips: Sequence[str] = ()
+    ) -> Issued:
+        """A certificate for `name` (its common name), for serving (with SANs `dns` and `ips`) or for clients."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = datetime.datetime.now(datetime.UTC)
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH] * server + [ExtendedKeyUsageOID.CLIENT_AUTH] * client
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - _DAY)
+            .not_valid_after(now + _DAY)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
+        )
+        sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
+        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips]
+        if sans:
+            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        return Issued(cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))
