@@ -1,30 +1,39 @@
 """What would the scheduler do with these pods on this cluster? No cluster needed.
 
-`tessera what-if -f snapshot.yaml` feeds Nodes, Device CRs and Pods (as `kubectl get -o yaml`
-writes them, `List` kinds included) to the same core the live scheduler runs: pods that already
-have `spec.nodeName` are loaded as running, then every other pod is scheduled in the order
-given, each placement committed before the next. The result per pod is its node (or none), the
-annotations the scheduler would write, and for a pod that fits nowhere the reason per node.
+`tessera what-if -f snapshot.yaml` feeds Nodes, Device CRs, PodGroups and Pods (as `kubectl get
+-o yaml` writes them, `List` kinds included) to the same core the live scheduler runs: pods that
+already have `spec.nodeName` are loaded as running, then every other pod is scheduled in the
+order given — except that a gang's members are scheduled one after another, where its first
+member is — each placement committed before the next. The result per pod is its node (or none),
+the annotations the scheduler would write, and for a pod that fits nowhere the reason per node.
+
+Gangs are all or nothing, as live: members wait at Permit until their group is complete; what
+still waits when the snapshot is done waits forever (its time is up), so every member of an
+unsatisfied Strict gang ends with no node and a reason naming the gang. `report` adds one line
+per gang: min, placed, satisfied, and why not.
 
 Pure: the caller parses YAML into dicts; this module turns them into objects and results.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from apis.crds.device import Device
+from apis.crds.podgroup import PodGroup
 from apis.errors import ValidationError
 from apis.extension import names
 from apis.k8s.core import Node, Pod
 from scheduler.core import Outcome, Scheduler
-from scheduler.framework.status import Shortfall
+from scheduler.framework.status import Code, Shortfall
+from scheduler.plugins.coscheduling import Coscheduling, GangSummary
 
-__all__ = ["Snapshot", "WhatIfResult", "parse_objects", "run"]
+__all__ = ["GangResult", "Snapshot", "WhatIfReport", "WhatIfResult", "parse_objects", "report", "run"]
 
-_LIST_KINDS = frozenset({"List", "NodeList", "PodList", "DeviceList"})
+_LIST_KINDS = frozenset({"List", "NodeList", "PodList", "DeviceList", f"{names.POD_GROUPS.kind}List"})
 _T = TypeVar("_T")
 
 
@@ -33,6 +42,7 @@ class Snapshot:
     nodes: tuple[Node, ...] = ()
     devices: tuple[Device, ...] = ()
     pods: tuple[Pod, ...] = ()
+    pod_groups: tuple[PodGroup, ...] = ()
     #: `kind` of every object skipped (Namespaces, Services, ...), for a warning.
     ignored: tuple[str, ...] = ()
 
@@ -63,12 +73,46 @@ class WhatIfResult:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class GangResult:
+    """One gang after the snapshot: how many members were placed of the min it needs."""
+
+    name: str
+    min: int
+    placed: int
+    satisfied: bool
+    reason: str = ""
+
+    @classmethod
+    def of(cls, summary: GangSummary) -> GangResult:
+        return cls(summary.name, summary.min_available, summary.bound, summary.satisfied, summary.reason)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "min": self.min,
+            "placed": self.placed,
+            "satisfied": self.satisfied,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfReport:
+    results: tuple[WhatIfResult, ...]
+    gangs: tuple[GangResult, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {"results": [r.to_dict() for r in self.results], "gangs": [g.to_dict() for g in self.gangs]}
+
+
 def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapshot:
     """Nodes, Devices and Pods from parsed YAML/JSON documents, in order. Raises
     ValidationError naming the document that is not a valid object."""
     nodes: list[Node] = []
     devices: list[Device] = []
     pods: list[Pod] = []
+    groups: list[PodGroup] = []
     ignored: list[str] = []
 
     def visit(doc: object, where: str) -> None:
@@ -89,12 +133,14 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
             devices.append(_parse(Device.from_dict, doc, where))
         elif kind == "Pod":
             pods.append(_parse(Pod.from_dict, doc, where))
+        elif kind == names.POD_GROUPS.kind:
+            groups.append(_parse(PodGroup.from_dict, doc, where))
         else:
             ignored.append(str(kind))
 
     for i, doc in enumerate(docs):
         visit(doc, f"{source}[{i}]")
-    return Snapshot(tuple(nodes), tuple(devices), tuple(pods), tuple(ignored))
+    return Snapshot(tuple(nodes), tuple(devices), tuple(pods), tuple(groups), tuple(ignored))
 
 
 def _parse(parser: Callable[[object], _T], doc: Mapping[str, object], where: str) -> _T:
@@ -105,29 +151,78 @@ def _parse(parser: Callable[[object], _T], doc: Mapping[str, object], where: str
 
 
 def run(snapshot: Snapshot, scheduler: Scheduler) -> list[WhatIfResult]:
-    """Load the snapshot into the scheduler's cache and schedule its pending pods in order."""
+    """Load the snapshot into the scheduler's cache and schedule its pending pods."""
+    return list(report(snapshot, scheduler).results)
+
+
+def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
+    """`run`, plus one line per gang. Results come in the snapshot's order."""
     cache = scheduler.cache
     for node in snapshot.nodes:
         cache.add_node(node)
     for device in snapshot.devices:
         cache.add_device(device)
+    for group in snapshot.pod_groups:
+        scheduler.observe_pod_group(group)
     pending = []
     for pod in snapshot.pods:
         if pod.node_name:
             cache.add_pod(pod)
         elif not pod.is_terminal:
             pending.append(pod)
-    return [_result(scheduler.schedule_one(pod)) for pod in pending]
+        scheduler.observe_pod(pod)
+    # By position in `pending` (a snapshot may list one pod twice); a pod held at Permit is
+    # decided later, named by its key.
+    outcomes: dict[int, Outcome] = {}
+    held: dict[str, int] = {}
+
+    def record(decided: list[Outcome]) -> None:
+        for outcome in decided:
+            outcomes[held.pop(outcome.pod)] = outcome
+
+    for i in scheduler.queue_order(pending):
+        outcome = outcomes[i] = scheduler.schedule_one(pending[i])
+        if outcome.status.code is Code.WAIT:
+            held[outcome.pod] = i
+        record(scheduler.resolve_waiting())
+    # The snapshot is done: whatever still waits at Permit waits in vain.
+    record(scheduler.resolve_waiting(now=math.inf))
+    gangs = _gangs(scheduler)
+    results = tuple(_result(outcomes[i], _gang_of(scheduler, pod, gangs)) for i, pod in enumerate(pending))
+    return WhatIfReport(results, tuple(GangResult.of(g) for g in gangs.values()))
 
 
-def _result(outcome: Outcome) -> WhatIfResult:
+def _gangs(scheduler: Scheduler) -> dict[str, GangSummary]:
+    """Every gang with members, over every profile (the first profile that has it)."""
+    out: dict[str, GangSummary] = {}
+    for framework in scheduler.frameworks.values():
+        plugin = framework.plugin(Coscheduling.name)
+        if isinstance(plugin, Coscheduling):
+            for summary in plugin.summaries():
+                if summary.created and summary.name not in out:
+                    out[summary.name] = summary
+    return dict(sorted(out.items()))
+
+
+def _gang_of(scheduler: Scheduler, pod: Pod, gangs: Mapping[str, GangSummary]) -> GangSummary | None:
+    for framework in scheduler.frameworks.values():
+        plugin = framework.plugin(Coscheduling.name)
+        if isinstance(plugin, Coscheduling) and (found := plugin.gang_of_pod(pod)) is not None:
+            return gangs.get(found.name, found)
+    return None
+
+
+def _result(outcome: Outcome, gang: GangSummary | None) -> WhatIfResult:
     if outcome.scheduled:
         return WhatIfResult(outcome.pod, outcome.node, dict(outcome.annotations))
     diagnosis = outcome.diagnosis
+    message = outcome.status.message
+    if gang is not None and f"gang {gang.name}" not in message:
+        message = f"gang {gang.name} not satisfied ({gang.bound} of min {gang.min_available} placed): {message}"
     return WhatIfResult(
         pod=outcome.pod,
         node=None,
         reasons={node: tuple(reasons) for node, reasons in diagnosis.reasons_by_node().items()},
-        message=outcome.status.message,
+        message=message,
         nearest=tuple(diagnosis.nearest()),
     )

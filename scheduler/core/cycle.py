@@ -158,26 +158,41 @@ class SchedulingCycle(Generic[T]):
         held = placement if status.is_success else None
         return Attempt(info, framework, ticket, status, node, held, result.diagnosis, result.scores)
 
-    def resolve_waiting(self) -> list[Attempt[T]]:
+    def resolve_waiting(self, *, now: float | None = None) -> list[Attempt[T]]:
         """Act on the pods held at Permit whose wait is over: reject those whose deadline passed,
-        bind those allowed, undo those rejected. Pods still waiting are left alone."""
-        if not self._waiting:
-            return []
-        now = self._clock()
+        bind those allowed, undo those rejected. Pods still waiting are left alone.
+
+        Acting on one pod may decide others (a gang member's undo rejects the rest of its Strict
+        gang; its allowance lets the others go), so this repeats until nothing more is decided:
+        a gang is resolved whole in one call. `now` overrides the clock (what-if ends every wait
+        with `math.inf`).
+        """
+        out: list[Attempt[T]] = []
+        while self._waiting:
+            decided = self._resolve_once(self._clock() if now is None else now)
+            if not decided:
+                break
+            out.extend(decided)
+        return out
+
+    def _resolve_once(self, now: float) -> list[Attempt[T]]:
         for framework in self.frameworks.values():
             framework.expire_waiting(now=now)
         out = []
         for ident, placement in list(self._waiting.items()):
+            if self._waiting.get(ident) is not placement:
+                continue  # undone while another pod was acted on
             framework = placement.framework
             held = framework.waiting_pod(ident)
             decision = held.decision if held is not None else Status.error("no longer waiting")
             if decision is None:
                 continue
             del self._waiting[ident]
-            framework.remove_waiting(ident)
             if decision.is_success:
+                framework.remove_waiting(ident)
                 decision = self._pre_bind_and_bind(placement)
             else:
+                # Still held during Unreserve, so a plugin can read why (a gang names the cause).
                 self.undo(placement)
             kept = placement if decision.is_success else None
             out.append(Attempt(placement.pod, framework, placement.ticket, decision, placement.node, kept))

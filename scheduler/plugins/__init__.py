@@ -12,6 +12,7 @@ from typing import Final
 from scheduler.framework.config import PluginRef
 from scheduler.framework.runtime import Registry
 from scheduler.plugins import (
+    coscheduling,
     deviceshare,
     gpufragmentation,
     nodeaffinity,
@@ -31,6 +32,7 @@ REGISTRY: Final[Registry] = {
     noderesources.NAME: noderesources.new,
     deviceshare.NAME: deviceshare.new,
     gpufragmentation.NAME: gpufragmentation.new,
+    coscheduling.NAME: coscheduling.new,
 }
 
 #: Enabled in every profile unless disabled, in this order, with kube-scheduler's score weights.
@@ -41,6 +43,7 @@ DEFAULT_PLUGINS: Final = (
     PluginRef(nodeaffinity.NAME, 2),
     PluginRef(noderesources.NAME, 1),
     PluginRef(deviceshare.NAME, 1),
+    PluginRef(coscheduling.NAME),
 )
 
 #: Registered but enabled only when a profile asks for them (`multiPoint.enabled`).
