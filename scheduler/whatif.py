@@ -28,8 +28,9 @@ from apis.errors import ValidationError
 from apis.extension import names
 from apis.k8s.core import Node, Pod
 from scheduler.core import Outcome, Scheduler
+from scheduler.core import gangs as core_gangs
 from scheduler.framework.status import Code, Shortfall
-from scheduler.plugins.coscheduling import Coscheduling, GangSummary
+from scheduler.plugins.coscheduling import GangSummary
 
 __all__ = ["GangResult", "Snapshot", "WhatIfReport", "WhatIfResult", "parse_objects", "report", "run"]
 
@@ -187,29 +188,11 @@ def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
         record(scheduler.resolve_waiting())
     # The snapshot is done: whatever still waits at Permit waits in vain.
     record(scheduler.resolve_waiting(now=math.inf))
-    gangs = _gangs(scheduler)
-    results = tuple(_result(outcomes[i], _gang_of(scheduler, pod, gangs)) for i, pod in enumerate(pending))
-    return WhatIfReport(results, tuple(GangResult.of(g) for g in gangs.values()))
-
-
-def _gangs(scheduler: Scheduler) -> dict[str, GangSummary]:
-    """Every gang with members, over every profile (the first profile that has it)."""
-    out: dict[str, GangSummary] = {}
-    for framework in scheduler.frameworks.values():
-        plugin = framework.plugin(Coscheduling.name)
-        if isinstance(plugin, Coscheduling):
-            for summary in plugin.summaries():
-                if summary.created and summary.name not in out:
-                    out[summary.name] = summary
-    return dict(sorted(out.items()))
-
-
-def _gang_of(scheduler: Scheduler, pod: Pod, gangs: Mapping[str, GangSummary]) -> GangSummary | None:
-    for framework in scheduler.frameworks.values():
-        plugin = framework.plugin(Coscheduling.name)
-        if isinstance(plugin, Coscheduling) and (found := plugin.gang_of_pod(pod)) is not None:
-            return gangs.get(found.name, found)
-    return None
+    results = tuple(
+        _result(outcomes[i], core_gangs.gang_of(scheduler.frameworks, pod)) for i, pod in enumerate(pending)
+    )
+    found = core_gangs.gangs(scheduler.frameworks)
+    return WhatIfReport(results, tuple(GangResult.of(g) for g in found if g.created))
 
 
 def _result(outcome: Outcome, gang: GangSummary | None) -> WhatIfResult:

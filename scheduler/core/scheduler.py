@@ -111,7 +111,7 @@ class Scheduler:
     def queue_order(self, pods: Sequence[Pod]) -> list[int]:
         """Positions in `pods`, in the order to schedule them: as given, except that the members
         of one gang group are moved up to where the group's first member is, so they are
-        scheduled one after another."""
+        scheduled one after another. Gang members must have been observed (`observe_pod`)."""
         first: dict[str, int] = {}
         keys = []
         for i, pod in enumerate(pods):

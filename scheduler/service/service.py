@@ -27,6 +27,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from apis.errors import ConfigError
+from apis.k8s.core import Pod
 from kube import Client, EventRecorder
 from scheduler.cache import ClusterCache
 from scheduler.core import SchedulingCycle, build_frameworks
@@ -92,6 +93,7 @@ class SchedulerService:
         q = settings.queue
         self.queue = SchedulingQueue(
             interest=_interest(self.frameworks),
+            group_of=_queue_group(self.frameworks),
             clock=clock,
             initial_backoff=q.initial_backoff,
             max_backoff=q.max_backoff,
@@ -132,6 +134,7 @@ class SchedulerService:
             profiles=frozenset(self.frameworks),
             recorder=self.recorder,
             reporter=self.reporter,
+            frameworks=self.frameworks,
         )
         self.leadership = Leadership(
             client,
@@ -229,6 +232,16 @@ def _write_atomically(path: Path, text: str) -> None:
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text)
     os.replace(partial, path)
+
+
+def _queue_group(frameworks: Mapping[str, Framework]) -> Callable[[Pod], str | None]:
+    """The set a pending pod is dequeued with (its gang group), by its profile's plugins."""
+
+    def group_of(pod: Pod) -> str | None:
+        framework = frameworks.get(pod.scheduler_name)
+        return framework.queue_group(pod) if framework is not None else None
+
+    return group_of
 
 
 def _interest(frameworks: Mapping[str, Framework]) -> Interest:

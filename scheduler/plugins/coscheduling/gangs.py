@@ -76,12 +76,15 @@ class Gang:
             return len(self.waiting) + len(self.bound) >= self.minimum
         return len(self.waiting) >= self.minimum or self.once_satisfied
 
-    def try_advance_cycle(self) -> None:
-        """Every pending member was tried in this cycle: the next one starts, valid."""
+    def try_advance_cycle(self) -> bool:
+        """Every pending member was tried in this cycle: the next one starts, valid. Returns
+        whether it did."""
         pending = [ident for ident in self.members if ident not in self.bound]
-        if all(self.member_cycles.get(ident, 0) >= self.cycle for ident in pending):
-            self.cycle += 1
-            self.cycle_valid = True
+        if not all(self.member_cycles.get(ident, 0) >= self.cycle for ident in pending):
+            return False
+        self.cycle += 1
+        self.cycle_valid = True
+        return True
 
 
 class GangBook:
@@ -96,6 +99,11 @@ class GangBook:
 
     def gang_of(self, ident: str) -> Gang | None:
         name = self._pod_gang.get(ident)
+        return self.gangs.get(name) if name is not None else None
+
+    def gang_named(self, pod: Pod) -> Gang | None:
+        """The gang the pod names, without counting the pod in it."""
+        name = gang_name(pod)
         return self.gangs.get(name) if name is not None else None
 
     def group_of(self, gang: Gang) -> list[tuple[str, Gang | None]]:
@@ -121,7 +129,20 @@ class GangBook:
         if pod.node_name and not pod.is_terminal:
             gang.waiting.discard(ident)
             gang.bound.add(ident)
+            self._restore_allowed(gang, pod)
         return gang
+
+    @staticmethod
+    def _restore_allowed(gang: Gang, pod: Pod) -> None:
+        """A bound member that carries the bind-gang annotations was allowed with its group: after
+        a restart the gang is known to be satisfied once, so the members still pending complete
+        it rather than wait for a min that will never be waiting again (a gang half bound when
+        the scheduler died)."""
+        count = pod.annotations.get(names.ANNOTATION_BIND_GANG_MEMBER_COUNT, "")
+        if pod.annotations.get(names.ANNOTATION_BIND_GANG_GROUP_ID):
+            gang.once_satisfied = True
+            if count.isdigit() and not gang.binding_count:
+                gang.binding_count = int(count)
 
     def delete_pod(self, pod: Pod) -> None:
         ident = pod.uid or pod.key

@@ -131,19 +131,27 @@ class Coscheduling(
         self.book.delete_pod_group(group)
 
     def queue_group(self, pod: Pod) -> str | None:
-        gang = self.book.gang_of(pod.uid or pod.key) or self.book.add_pod(pod)
+        # Read only: the queue asks from informer threads, outside the lock the book lives under.
+        gang = self.book.gang_of(pod.uid or pod.key) or self.book.gang_named(pod)
         return ",".join(gang.groups) if gang is not None else None
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
-        # A new member may complete a gang; a PodGroup may appear or change its min.
+        # A new member may complete a gang, a PodGroup may appear or change its min; and a member
+        # turned away because a sibling did not fit may fit with it after whatever helps the
+        # sibling (room freed, a node or its devices added).
         return (
-            ClusterEvent(EventResource.POD, EventAction.ADD),
+            ClusterEvent(EventResource.POD, EventAction.ALL),
             ClusterEvent(EventResource.POD_GROUP, EventAction.ALL),
+            ClusterEvent(EventResource.NODE, EventAction.ALL),
+            ClusterEvent(EventResource.DEVICE, EventAction.ALL),
         )
 
     # --- the cycle ----------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        gang = self.book.gang_of(pod.ident) or self.book.add_pod(pod.pod)
+        gang = self.book.gang_of(pod.ident)
+        if gang is None:
+            # A pod being scheduled exists; a dry run's probe is no member (and counts for none).
+            gang = self.book.gang_named(pod.pod) if state.dry_run else self.book.add_pod(pod.pod)
         if gang is None or gang.passes_once_satisfied:
             return None, SUCCESS
         problem = self._basic_check(gang)
@@ -153,8 +161,11 @@ class Coscheduling(
             return None, SUCCESS
         tried = gang.member_cycles.get(pod.ident, 0)
         cycle, valid = gang.cycle, gang.cycle_valid
-        gang.member_cycles[pod.ident] = cycle
-        gang.try_advance_cycle()
+        if not state.dry_run:
+            gang.member_cycles[pod.ident] = cycle
+            if gang.try_advance_cycle():
+                # A new cycle, valid: every pending member may go again, this one included.
+                state.pods_to_activate.update(self._pending_members([gang]))
         if not valid:
             message = reasons.CYCLE_INVALID.format(gang=gang.name, cycle=cycle, cause=gang.last_failure)
             return None, Status.unresolvable(message, plugin=NAME)
@@ -213,6 +224,8 @@ class Coscheduling(
         gang.waiting.add(pod.ident)
         group = [member for _, member in self.book.group_of(gang)]
         if not all(member is not None and member.valid_for_permit() for member in group):
+            # The siblings not yet placed are what the group waits for: retry them now.
+            state.pods_to_activate.update(self._pending_members([m for m in group if m is not None]))
             return Status.wait(gang.spec.waiting_seconds, plugin=NAME)
         self._allow_group(gang, [member for member in group if member is not None])
         return SUCCESS
@@ -232,6 +245,12 @@ class Coscheduling(
         if gang is not None:
             gang.waiting.discard(pod.ident)
             gang.bound.add(pod.ident)
+
+    @staticmethod
+    def _pending_members(gangs: list[Gang]) -> set[str]:
+        return {
+            ident for gang in gangs for ident in gang.members if ident not in gang.waiting and ident not in gang.bound
+        }
 
     # --- group decisions ------------------------------------------------------------------------------
     def _allow_group(self, gang: Gang, group: list[Gang]) -> None:

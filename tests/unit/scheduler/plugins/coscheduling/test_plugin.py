@@ -8,7 +8,9 @@ import pytest
 from apis.crds.podgroup import PodGroup
 from apis.extension import names
 from apis.k8s.meta import ObjectMeta
+from scheduler.cache import PodInfo
 from scheduler.core import Scheduler
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code
 from scheduler.plugins.coscheduling.spec import MatchPolicy
 
@@ -241,6 +243,8 @@ def test_queue_order_keeps_a_gang_groups_members_together() -> None:
     scheduler = two_nodes()
     pods = [member("a-0", "a", min_available=2), make_pod("solo"), member("b-0", "b", min_available=2)]
     pods += [member("a-1", "a", min_available=2), member("b-1", "b", min_available=2)]
+    for pod in pods:
+        scheduler.observe_pod(pod)
     order = [pods[i].name for i in scheduler.queue_order(pods)]
     assert order == ["a-0", "a-1", "solo", "b-0", "b-1"]
 
@@ -291,3 +295,27 @@ def test_a_deleted_member_no_longer_counts() -> None:
         framework.pod_deleted(pods[1])
     status = scheduler.schedule_one(pods[0]).status
     assert "gang default/train: 1 of 2 members created, min 2" in status.message
+
+
+def test_an_explanation_changes_no_gang_bookkeeping() -> None:
+    scheduler = two_nodes()
+    pods = [member(f"w-{i}", min_available=2) for i in range(2)]
+    for pod in pods:
+        scheduler.observe_pod(pod)
+    framework = next(iter(scheduler.frameworks.values()))
+    probe = make_pod("probe", annotations=pods[0].annotations, koord_gpu=400)
+    for pod in (pods[0], probe):
+        _, status = framework.run_pre_filter(CycleState(dry_run=True), PodInfo.of(pod))
+        assert status.is_success
+    gang = plugin(scheduler).book.gangs["default/train"]
+    assert gang.member_cycles == {} and len(gang.members) == 2
+
+
+def test_bound_members_with_the_bind_annotations_mark_the_gang_satisfied_after_a_restart() -> None:
+    scheduler = two_nodes()
+    allowed = {names.ANNOTATION_BIND_GANG_GROUP_ID: "default/train", names.ANNOTATION_BIND_GANG_MEMBER_COUNT: "4"}
+    bound = [make_pod(f"w-{i}", node="n1", annotations={**member("x").annotations, **allowed}) for i in range(2)]
+    for pod in bound:
+        scheduler.cache.add_pod(pod)
+    out = schedule_all(scheduler, [*bound, member("w-2"), member("w-3")])
+    assert out["default/w-2"].scheduled and out["default/w-3"].scheduled
