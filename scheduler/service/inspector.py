@@ -206,6 +206,11 @@ class Inspector:
         with self._lock:
             return [g.to_dict() for g in gangs.gangs(self._frameworks)]
 
+    def gangs_waiting(self) -> int:
+        """Gangs with members held at Permit, not yet allowed."""
+        with self._lock:
+            return sum(1 for g in gangs.gangs(self._frameworks) if g.waiting and not g.satisfied)
+
     def gang(self, namespace: str, name: str) -> dict[str, Any] | None:
         with self._lock:
             found = gangs.gang(self._frameworks, f"{namespace}/{name}")

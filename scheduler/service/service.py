@@ -37,6 +37,7 @@ from scheduler.framework.runtime import Registry
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service import http_server
 from scheduler.service.binder import Binder
+from scheduler.service.gang_metrics import GangMetrics
 from scheduler.service.grpc_server import GRPCServer
 from scheduler.service.informers import ClusterFeed
 from scheduler.service.inspector import Inspector
@@ -90,6 +91,8 @@ class SchedulerService:
             seed=settings.seed,
             observer=self.metrics.observer,
         )
+        self.gang_metrics = GangMetrics(self.metrics.registry, waiting=lambda: self.inspector.gangs_waiting())  # noqa: PLW0108
+        self.gang_metrics.attach(self.frameworks)
         q = settings.queue
         self.queue = SchedulingQueue(
             interest=_interest(self.frameworks),

@@ -47,6 +47,8 @@ class Gang:
     member_cycles: dict[str, int] = field(default_factory=dict)
     #: The last reason a member failed or the gang was rejected ("" when none).
     last_failure: str = ""
+    #: When its first member of this round began to wait at Permit (the plugin's clock).
+    first_waiting_at: float | None = None
 
     @property
     def minimum(self) -> int:

@@ -17,8 +17,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from apis.crds.podgroup import PodGroup
 from apis.extension import names
@@ -48,9 +50,19 @@ from scheduler.plugins.coscheduling import reasons
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 from scheduler.plugins.coscheduling.gangs import Gang, GangBook
 
-__all__ = ["NAME", "Coscheduling", "GangSummary", "new"]
+__all__ = ["NAME", "Coscheduling", "GangObserver", "GangSummary", "new"]
 
 NAME = "Coscheduling"
+
+
+class GangObserver(Protocol):
+    """Told when a gang group is allowed or rejected (the live scheduler's metrics)."""
+
+    def allowed(self, group: str, seconds: float) -> None:
+        """`group` was allowed, `seconds` after its first member began to wait at Permit."""
+
+    def rejected(self, group: str, cause: str) -> None:
+        """`group`'s waiting members were rejected; `cause` is `timeout` or `failure`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +123,11 @@ class Coscheduling(
 ):
     name = NAME
 
-    def __init__(self, args: CoschedulingArgs, handle: Handle) -> None:
+    def __init__(self, args: CoschedulingArgs, handle: Handle, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._handle = handle
+        self._clock = clock
+        #: Set by the live scheduler for its metrics.
+        self.observer: GangObserver | None = None
         self.book = GangBook(default_wait=args.default_timeout, default_policy=args.default_match_policy)
         #: Members this plugin rejected with their group: their Unreserve rejects nobody again.
         self._rejected: set[str] = set()
@@ -221,6 +236,8 @@ class Coscheduling(
         gang = self.book.gang_of(pod.ident)
         if gang is None or gang.spec is None:
             return SUCCESS
+        if gang.first_waiting_at is None:
+            gang.first_waiting_at = self._clock()
         gang.waiting.add(pod.ident)
         group = [member for _, member in self.book.group_of(gang)]
         if not all(member is not None and member.valid_for_permit() for member in group):
@@ -257,9 +274,13 @@ class Coscheduling(
         """Let every waiting member of the group go, at once."""
         names_in_group = {member.name for member in group}
         count = sum(len(member.waiting) for member in group)
+        started = [m.first_waiting_at for m in group if m.first_waiting_at is not None]
+        if self.observer is not None and started and not all(m.once_satisfied for m in group):
+            self.observer.allowed(",".join(gang.groups), self._clock() - min(started))
         for member in group:
             member.once_satisfied = True
             member.last_failure = ""
+            member.first_waiting_at = None
             if not member.binding_count:
                 member.binding_count = count
         for held in list(self._handle.waiting.values()):
@@ -270,8 +291,11 @@ class Coscheduling(
     def _reject_group(self, gang: Gang, cause: str, *, fail_cycle: bool) -> int:
         """Reject every waiting member of the group (the cycle undoes them); returns how many."""
         group = {name: member for name, member in self.book.group_of(gang) if member is not None}
+        if self.observer is not None and any(m.first_waiting_at is not None for m in group.values()):
+            self.observer.rejected(",".join(gang.groups), "timeout" if "timeout" in cause else "failure")
         for member in group.values():
             member.last_failure = cause
+            member.first_waiting_at = None
             if fail_cycle:
                 member.cycle_valid = False
         message = reasons.GROUP_REJECTED.format(gang=gang.name, cause=cause)

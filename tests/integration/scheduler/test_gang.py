@@ -73,8 +73,12 @@ def test_a_strict_gang_that_cannot_fit_stays_pending_then_binds_whole_on_a_new_n
             assert [g["name"] for g in gangs] == [f"{ns}/train"]
             one = scheduler.get_json(f"/apis/v1/plugins/Coscheduling/gang/{ns}/train")
             assert one["min"] == 3 and one["created"] == 3 and one["bound"] == 0 and not one["satisfied"]
+            assert scheduler.metric("tessera_scheduler_gang_groups_rejected_total", {"cause": "failure"}) >= 1
             create_gpu_nodes(client, "gang-b")
             pods = watch.wait_bound(3)
+            assert scheduler.metric("tessera_scheduler_gang_groups_allowed_total") == 1
+            assert scheduler.metric("tessera_scheduler_gang_wait_duration_seconds_count") == 1
+            assert scheduler.metric("tessera_scheduler_gangs_waiting") == 0
         assert_no_device_shared_beyond_capacity(client, pods)
         for pod in pods:
             assert pod.annotations[names.ANNOTATION_BIND_GANG_GROUP_ID] == f"{ns}/train"
@@ -90,7 +94,7 @@ def test_members_that_time_out_give_their_gpus_back(
     ns = create_namespace(client)
     watch = PodWatch(client, ns)
     try:
-        with SchedulerProcess(apiserver.kubeconfig, work_dir):
+        with SchedulerProcess(apiserver.kubeconfig, work_dir) as scheduler:
             # The third member exists but belongs to another scheduler: the two never complete.
             for i in range(2):
                 create_pod(client, ns, f"w-{i}", {names.NVIDIA_GPU: "4"}, annotations=gang("t", 3, waiting_time="2s"))
@@ -106,6 +110,7 @@ def test_members_that_time_out_give_their_gpus_back(
             create_pod(client, ns, "whole-node", {names.NVIDIA_GPU: "8"})
             watch.wait_for(lambda pods: any(p.name == "whole-node" and p.node_name for p in pods), "whole-node bound")
             assert not any(p.node_name for p in watch.pods() if p.name.startswith("w-"))
+            assert scheduler.metric("tessera_scheduler_gang_groups_rejected_total", {"cause": "timeout"}) >= 1
     finally:
         watch.stop()
 

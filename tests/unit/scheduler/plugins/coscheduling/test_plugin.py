@@ -319,3 +319,36 @@ def test_bound_members_with_the_bind_annotations_mark_the_gang_satisfied_after_a
         scheduler.cache.add_pod(pod)
     out = schedule_all(scheduler, [*bound, member("w-2"), member("w-3")])
     assert out["default/w-2"].scheduled and out["default/w-3"].scheduled
+
+
+def test_the_observer_hears_groups_allowed_with_their_wait_and_rejected_with_the_cause() -> None:
+    now = [0.0]
+    scheduler = Scheduler(clock=lambda: now[0])
+    for node, device in (make_node("n1"),):
+        scheduler.cache.add_node(node)
+        scheduler.cache.add_device(device)
+    coscheduling = plugin(scheduler)
+    coscheduling._clock = lambda: now[0]
+    allowed: list[tuple[str, float]] = []
+    rejected: list[tuple[str, str]] = []
+
+    class Observer:
+        def allowed(self, group: str, seconds: float) -> None:
+            allowed.append((group, seconds))
+
+        def rejected(self, group: str, cause: str) -> None:
+            rejected.append((group, cause))
+
+    coscheduling.observer = Observer()
+    fits = [member(f"a-{i}", "a", min_available=2, gpus=2) for i in range(2)]
+    times_out = [member(f"b-{i}", "b", min_available=2, gpus=2, waiting_time="10s") for i in range(2)]
+    for pod in (*fits, *times_out):
+        scheduler.observe_pod(pod)
+    scheduler.schedule_one(fits[0])
+    now[0] = 1.5
+    scheduler.schedule_one(fits[1])
+    assert allowed == [("default/a", 1.5)]
+    scheduler.schedule_one(times_out[0])
+    now[0] = 20.0
+    scheduler.resolve_waiting()
+    assert rejected == [("default/b", "timeout")]
