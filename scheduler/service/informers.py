@@ -13,7 +13,9 @@ What each change means to the scheduler, in one place:
   help are moved out of the unschedulable queue, as are those a node or Device change may help.
 - **every pod and PodGroup** is told to the frameworks (`Framework.pod_added`, …), so gang
   scheduling counts a gang's members before any is scheduled; a new gang member or a PodGroup
-  change moves the pods waiting for it. The PodGroup informer is not waited for at start (a
+  change moves the pods waiting for it. A gang value ignored for its default (an unknown mode,
+  a total below min, a malformed duration or groups list) is said once per gang, as a Warning
+  Event on the pod that set the gang up. The PodGroup informer is not waited for at start (a
   cluster without the CRD still schedules); until it syncs a PodGroup's members wait.
 
 Bad input never stops anything and is said where users look: a pod or Device CR that does not
@@ -40,6 +42,7 @@ from apis.extension import names
 from apis.k8s.core import Node, Pod
 from kube import Client, EventRecorder, Informer, ObjectReference, resources
 from scheduler.cache import ClusterCache
+from scheduler.core import gangs
 from scheduler.framework import Framework
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
 from scheduler.service.queue import POD_DELETED, SchedulingQueue
@@ -53,6 +56,7 @@ log = logging.getLogger(__name__)
 NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 REASON_INVALID_OBJECT = "FailedParsing"
 REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
+REASON_GANG_VALUE_IGNORED = "GangValueIgnored"
 
 _NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
 _NODE_UPDATE = ClusterEvent(EventResource.NODE, EventAction.UPDATE)
@@ -79,6 +83,9 @@ class ClusterFeed:
     ) -> None:
         self._lock = lock
         self._frameworks = tuple((frameworks or {}).values())
+        self._by_profile = dict(frameworks or {})
+        #: Gangs whose ignored values were already said (once per gang, on the pod that set it up).
+        self._warned_gangs: set[str] = set()
         self._cache = cache
         self._queue = queue
         self._profiles = profiles
@@ -211,6 +218,15 @@ class ClusterFeed:
             for framework in self._frameworks:
                 framework.pod_added(pod)
                 member = member or framework.queue_group(pod) is not None
+            gang = gangs.gang_of(self._by_profile, pod) if member else None
+        if gang is not None and gang.problems and gang.name not in self._warned_gangs:
+            self._warned_gangs.add(gang.name)
+            for problem in gang.problems:
+                self._recorder.warning(
+                    ObjectReference.of(pod),
+                    REASON_GANG_VALUE_IGNORED,
+                    f"gang {gang.name}: {problem}; using the default",
+                )
         return member
 
     # --- pods ---------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from .conftest import (
     create_gpu_nodes,
     create_namespace,
     create_pod,
+    wait_for_event,
 )
 
 pytestmark = pytest.mark.integration
@@ -48,7 +50,9 @@ def gang(name: str, min_available: int, **extra: str) -> dict[str, str]:
 
 
 def pending_message(watch: PodWatch, name: str) -> str:
-    found = condition(watch.pod(name))
+    """The pod's PodScheduled message ("" while the watch has not seen the pod or no condition)."""
+    pods = [p for p in watch.pods() if p.name == name]
+    found = condition(pods[0]) if pods else None
     return found[2] if found else ""
 
 
@@ -148,8 +152,15 @@ def test_pod_group_gangs_and_bad_input_keep_the_scheduler_running(
                 ),
                 "the missing PodGroup and the bad annotation said in the pods' conditions",
             )
+            sloppy = gang("sloppy", 1, mode="Sloppy", waiting_time="soon")
+            create_pod(client, ns, "sloppy-0", {names.NVIDIA_GPU: "1"}, annotations=sloppy)
             create_pod(client, ns, "plain", {names.NVIDIA_GPU: "1"})
-            watch.wait_for(lambda pods: any(p.name == "plain" and p.node_name for p in pods), "plain bound")
+            watch.wait_for(
+                lambda pods: {"plain", "sloppy-0"} <= {p.name for p in pods if p.node_name}, "plain and sloppy-0 bound"
+            )
+            events = wait_for_event(client, ns, "sloppy-0", "GangValueIgnored")
+            messages = " ".join(e["message"] for e in events)
+            assert f"gang {ns}/sloppy: gang.scheduling.koordinator.sh/mode 'Sloppy' is not Strict" in messages
     finally:
         watch.stop()
 
@@ -201,3 +212,30 @@ def test_a_gang_half_bound_when_the_scheduler_died_is_completed(
             watch.wait_bound(4)
     finally:
         watch.stop()
+
+
+def test_a_gang_group_across_namespaces_binds_together(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    create_gpu_nodes(client, "group-a")
+    team_a, team_b = create_namespace(client), create_namespace(client)
+    groups = json.dumps([f"{team_a}/ps", f"{team_b}/worker"])
+    watch_a, watch_b = PodWatch(client, team_a), PodWatch(client, team_b)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir):
+            create_pod(client, team_a, "ps-0", {names.NVIDIA_GPU: "1"}, annotations=gang("ps", 1, groups=groups))
+            watch_a.wait_for(
+                lambda _pods: f"gang {team_b}/worker of its group has no members" in pending_message(watch_a, "ps-0"),
+                "ps-0 waiting for the other gang of its group",
+            )
+            for i in range(2):
+                create_pod(
+                    client, team_b, f"w-{i}", {names.NVIDIA_GPU: "2"}, annotations=gang("worker", 2, groups=groups)
+                )
+            bound = watch_a.wait_bound(1) + watch_b.wait_bound(2)
+        ids = {p.annotations[names.ANNOTATION_BIND_GANG_GROUP_ID] for p in bound}
+        assert ids == {",".join(sorted([f"{team_a}/ps", f"{team_b}/worker"]))}
+        assert {p.annotations[names.ANNOTATION_BIND_GANG_MEMBER_COUNT] for p in bound} == {"3"}
+    finally:
+        watch_a.stop()
+        watch_b.stop()
