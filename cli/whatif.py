@@ -63,14 +63,13 @@ def run(args: argparse.Namespace) -> int:
     if snapshot.ignored:
         kinds = ", ".join(sorted(set(snapshot.ignored)))
         print(f"tessera what-if: ignoring objects of kind {kinds}", file=sys.stderr)
-    results = whatif.run(snapshot, scheduler)
+    report = whatif.report(snapshot, scheduler)
     if args.output == "json":
-        doc: dict[str, object] = {"results": [r.to_dict() for r in results]}
-        if snapshot.quotas:
-            doc["quotas"] = [q.to_dict() for q in whatif.quota_reports(snapshot, scheduler)]
-        print(json.dumps(doc, indent=2))
+        print(json.dumps(report.to_dict(), indent=2))
     else:
-        print(render_table(results))
+        print(render_table(list(report.results)))
+        if report.gangs:
+            print(render_gangs(report.gangs))
     return 0
 
 
@@ -92,6 +91,17 @@ def render_table(results: list[whatif.WhatIfResult]) -> str:
             lines.append(f"{indent}{count} node{'s' if count != 1 else ''}: {reason}")
         for node, shortfalls in r.nearest:
             lines.append(f"{indent}nearest {node}: {'; '.join(str(s) for s in shortfalls)}")
+    return "\n".join(lines)
+
+
+def render_gangs(gangs: tuple[whatif.GangResult, ...]) -> str:
+    """One line per gang: `GANG  PLACED/MIN  SATISFIED  REASON`."""
+    width = max(len("GANG"), *(len(g.name) for g in gangs))
+    lines = ["", f"{'GANG':<{width}}  PLACED/MIN  SATISFIED  REASON"]
+    for g in gangs:
+        lines.append(
+            f"{g.name:<{width}}  {f'{g.placed}/{g.min}':<10}  {'yes' if g.satisfied else 'no':<9}  {g.reason or '-'}"
+        )
     return "\n".join(lines)
 
 

@@ -1,7 +1,7 @@
 """`controller.run(settings)`: the controller manager process, from settings to clean exit.
 
 Connects to the API server, builds the manager with every controller Tessera has (today: node
-device resources), and runs until SIGTERM or SIGINT, then shuts down cleanly (see
+device resources, PodGroup status), and runs until SIGTERM or SIGINT, then shuts down cleanly (see
 `controller.runtime.manager`). `tessera controller` and `tessera up` call it.
 """
 
@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from controller import noderesources
+from controller import noderesources, podgroups
 from controller.runtime import Manager
 from controller.settings import ControllerSettings
 from kube.client import Client
@@ -33,6 +33,7 @@ def run(settings: ControllerSettings, *, stop: threading.Event | None = None) ->
     with Client.from_settings(settings.client) as client:
         manager = Manager(client, settings.manager)
         noderesources.add_to_manager(manager, settings.node_resources)
+        podgroups.add_to_manager(manager)
         election = settings.manager.leader_election
         log.info(
             "Starting the controller manager",

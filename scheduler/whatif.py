@@ -1,33 +1,57 @@
 """What would the scheduler do with these pods on this cluster? No cluster needed.
 
-`tessera what-if -f snapshot.yaml` feeds Nodes, Device CRs and Pods (as `kubectl get -o yaml`
-writes them, `List` kinds included) to the same core the live scheduler runs: pods that already
-have `spec.nodeName` are loaded as running, then every other pod is scheduled in the order
-given, each placement committed before the next. The result per pod is its node (or none), the
-annotations the scheduler would write — and for two or more GPUs, whether NVLink joins them all
-(as the node's Device says) — and for a pod that fits nowhere the reason per node.
+`tessera what-if -f snapshot.yaml` feeds Nodes, Device CRs, PodGroups, ElasticQuotas and Pods (as
+`kubectl get -o yaml` writes them, `List` kinds included) to the same core the live scheduler
+runs: pods that already have `spec.nodeName` are loaded as running, then every other pod is
+scheduled in the order given — except that a gang's members are scheduled one after another,
+where its first member is — each placement committed before the next. The result per pod is its
+node (or none), the annotations the scheduler would write — and for two or more GPUs, whether
+NVLink joins them all (as the node's Device says) — and for a pod that fits nowhere the reason
+per node.
+
+Gangs are all or nothing, as live: members wait at Permit until their group is complete; what
+still waits when the snapshot is done waits forever (its time is up), so every member of an
+unsatisfied Strict gang ends with no node and a reason naming the gang. `report` adds one line
+per gang (min, placed, satisfied, and why not) and, when the snapshot has ElasticQuotas, one per
+quota (request, runtime and used after placement).
 
 Pure: the caller parses YAML into dicts; this module turns them into objects and results.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from apis.crds.device import Device, DeviceType
 from apis.crds.elasticquota import ElasticQuota
+from apis.crds.podgroup import PodGroup
 from apis.errors import AnnotationError, ValidationError
 from apis.extension import allocation, names
 from apis.k8s import resources
 from apis.k8s.core import Node, Pod
 from scheduler.core import Outcome, Scheduler
-from scheduler.framework.status import Shortfall
+from scheduler.core import gangs as core_gangs
+from scheduler.framework.status import Code, Shortfall
+from scheduler.plugins.coscheduling import GangSummary
 
-__all__ = ["QuotaReport", "Snapshot", "WhatIfResult", "parse_objects", "quota_reports", "run"]
+__all__ = [
+    "GangResult",
+    "QuotaReport",
+    "Snapshot",
+    "WhatIfReport",
+    "WhatIfResult",
+    "parse_objects",
+    "quota_reports",
+    "report",
+    "run",
+]
 
-_LIST_KINDS = frozenset({"List", "NodeList", "PodList", "DeviceList", "ElasticQuotaList"})
+_LIST_KINDS = frozenset(
+    {"List", "NodeList", "PodList", "DeviceList", f"{names.POD_GROUPS.kind}List", f"{names.ELASTIC_QUOTAS.kind}List"}
+)
 _T = TypeVar("_T")
 
 
@@ -36,6 +60,7 @@ class Snapshot:
     nodes: tuple[Node, ...] = ()
     devices: tuple[Device, ...] = ()
     pods: tuple[Pod, ...] = ()
+    pod_groups: tuple[PodGroup, ...] = ()
     quotas: tuple[ElasticQuota, ...] = ()
     #: `kind` of every object skipped (Namespaces, Services, ...), for a warning.
     ignored: tuple[str, ...] = ()
@@ -71,12 +96,54 @@ class WhatIfResult:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class GangResult:
+    """One gang after the snapshot: how many members were placed of the min it needs."""
+
+    name: str
+    min: int
+    placed: int
+    satisfied: bool
+    reason: str = ""
+
+    @classmethod
+    def of(cls, summary: GangSummary) -> GangResult:
+        return cls(summary.name, summary.min_available, summary.bound, summary.satisfied, summary.reason)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "min": self.min,
+            "placed": self.placed,
+            "satisfied": self.satisfied,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfReport:
+    results: tuple[WhatIfResult, ...]
+    gangs: tuple[GangResult, ...] = ()
+    #: One per ElasticQuota of the snapshot; the JSON has `quotas` only when the snapshot had some.
+    quotas: tuple[QuotaReport, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "results": [r.to_dict() for r in self.results],
+            "gangs": [g.to_dict() for g in self.gangs],
+        }
+        if self.quotas:
+            out["quotas"] = [q.to_dict() for q in self.quotas]
+        return out
+
+
 def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapshot:
     """Nodes, Devices and Pods from parsed YAML/JSON documents, in order. Raises
     ValidationError naming the document that is not a valid object."""
     nodes: list[Node] = []
     devices: list[Device] = []
     pods: list[Pod] = []
+    groups: list[PodGroup] = []
     quotas: list[ElasticQuota] = []
     ignored: list[str] = []
 
@@ -98,6 +165,8 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
             devices.append(_parse(Device.from_dict, doc, where))
         elif kind == "Pod":
             pods.append(_parse(Pod.from_dict, doc, where))
+        elif kind == names.POD_GROUPS.kind:
+            groups.append(_parse(PodGroup.from_dict, doc, where))
         elif kind == names.ELASTIC_QUOTAS.kind:
             quotas.append(_parse(ElasticQuota.from_dict, doc, where))
         else:
@@ -105,7 +174,7 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
 
     for i, doc in enumerate(docs):
         visit(doc, f"{source}[{i}]")
-    return Snapshot(tuple(nodes), tuple(devices), tuple(pods), tuple(quotas), tuple(ignored))
+    return Snapshot(tuple(nodes), tuple(devices), tuple(pods), tuple(groups), tuple(quotas), tuple(ignored))
 
 
 def _parse(parser: Callable[[object], _T], doc: Mapping[str, object], where: str) -> _T:
@@ -116,7 +185,12 @@ def _parse(parser: Callable[[object], _T], doc: Mapping[str, object], where: str
 
 
 def run(snapshot: Snapshot, scheduler: Scheduler) -> list[WhatIfResult]:
-    """Load the snapshot into the scheduler's cache and schedule its pending pods in order.
+    """Load the snapshot into the scheduler's cache and schedule its pending pods."""
+    return list(report(snapshot, scheduler).results)
+
+
+def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
+    """`run`, plus one line per gang and per quota. Results come in the snapshot's order.
 
     The snapshot's ElasticQuotas and every pod (pending or placed) go to the scheduler's quota
     manager first, so each quota's runtime is shared by the demand of the whole snapshot."""
@@ -129,27 +203,54 @@ def run(snapshot: Snapshot, scheduler: Scheduler) -> list[WhatIfResult]:
         cache.add_node(node)
     for device in snapshot.devices:
         cache.add_device(device)
+    for group in snapshot.pod_groups:
+        scheduler.observe_pod_group(group)
     pending = []
     for pod in snapshot.pods:
         if pod.node_name:
             cache.add_pod(pod)
         elif not pod.is_terminal:
             pending.append(pod)
+        scheduler.observe_pod(pod)
     devices = {device.node_name: device for device in snapshot.devices}
-    return [_result(scheduler.schedule_one(pod), devices) for pod in pending]
+    # By position in `pending` (a snapshot may list one pod twice); a pod held at Permit is
+    # decided later, named by its key.
+    outcomes: dict[int, Outcome] = {}
+    held: dict[str, int] = {}
+
+    def record(decided: list[Outcome]) -> None:
+        for outcome in decided:
+            outcomes[held.pop(outcome.pod)] = outcome
+
+    for i in scheduler.queue_order(pending):
+        outcome = outcomes[i] = scheduler.schedule_one(pending[i])
+        if outcome.status.code is Code.WAIT:
+            held[outcome.pod] = i
+        record(scheduler.resolve_waiting())
+    # The snapshot is done: whatever still waits at Permit waits in vain.
+    record(scheduler.resolve_waiting(now=math.inf))
+    results = tuple(
+        _result(outcomes[i], core_gangs.gang_of(scheduler.frameworks, pod), devices) for i, pod in enumerate(pending)
+    )
+    found = core_gangs.gangs(scheduler.frameworks)
+    gangs = tuple(GangResult.of(g) for g in found if g.created)
+    return WhatIfReport(results, gangs, tuple(quota_reports(snapshot, scheduler)))
 
 
-def _result(outcome: Outcome, devices: Mapping[str, Device]) -> WhatIfResult:
+def _result(outcome: Outcome, gang: GangSummary | None, devices: Mapping[str, Device]) -> WhatIfResult:
     if outcome.scheduled:
         device = devices.get(outcome.node or "")
         nvlink = _nvlinked(outcome.annotations, device) if device is not None else None
         return WhatIfResult(outcome.pod, outcome.node, dict(outcome.annotations), nvlink=nvlink)
     diagnosis = outcome.diagnosis
+    message = outcome.status.message
+    if gang is not None and f"gang {gang.name}" not in message:
+        message = f"gang {gang.name} not satisfied ({gang.bound} of min {gang.min_available} placed): {message}"
     return WhatIfResult(
         pod=outcome.pod,
         node=None,
         reasons={node: tuple(reasons) for node, reasons in diagnosis.reasons_by_node().items()},
-        message=outcome.status.message,
+        message=message,
         nearest=tuple(diagnosis.nearest()),
     )
 

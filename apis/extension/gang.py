@@ -17,7 +17,7 @@ from apis.errors import AnnotationError
 from apis.extension import names
 from apis.k8s.core import Pod
 
-__all__ = ["DEFAULT_WAITING_SECONDS", "GangMode", "GangSpec", "gang_from_pod", "parse_duration"]
+__all__ = ["DEFAULT_WAITING_SECONDS", "GangMode", "GangSpec", "gang_from_pod", "parse_duration", "parse_groups"]
 
 DEFAULT_WAITING_SECONDS = 600.0
 
@@ -101,12 +101,14 @@ def gang_from_pod(pod: Pod) -> GangSpec | None:
         total_number=total,
         mode=mode,
         waiting_seconds=waiting,
-        groups=_groups(ann, name, obj),
+        groups=parse_groups(ann, name, obj),
         from_pod_group=not gang_name,
     )
 
 
-def _groups(ann: Mapping[str, str], own: str, obj: str) -> tuple[str, ...]:
+def parse_groups(ann: Mapping[str, str], own: str, obj: str) -> tuple[str, ...]:
+    """The gangs of `own`'s group (the `groups` annotation plus `own`), sorted. Raises
+    AnnotationError when the annotation is not a JSON list of `namespace/name`."""
     raw = ann.get(names.ANNOTATION_GANG_GROUPS)
     if not raw:
         return (own,)

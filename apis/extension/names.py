@@ -99,6 +99,14 @@ ANNOTATION_GANG_MODE: Final = f"{GANG_DOMAIN}/mode"
 ANNOTATION_GANG_WAITING_TIME: Final = f"{GANG_DOMAIN}/waiting-time"
 ANNOTATION_GANG_GROUPS: Final = f"{GANG_DOMAIN}/groups"
 LABEL_POD_GROUP: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}"
+#: `only-waiting | waiting-and-running | once-satisfied` (the default); the alias is read too.
+ANNOTATION_GANG_MATCH_POLICY: Final = f"{GANG_DOMAIN}/match-policy"
+ANNOTATION_ALIAS_GANG_MATCH_POLICY: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}/match-policy"
+#: Written by the scheduler's PreBind on every member of an allowed gang group.
+ANNOTATION_BIND_GANG_GROUP_ID: Final = f"internal.{SCHEDULING_DOMAIN}/bind-gang-group-id"
+ANNOTATION_BIND_GANG_MEMBER_COUNT: Final = f"internal.{SCHEDULING_DOMAIN}/bind-gang-member-count"
+DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID: Final = f"{SCHEDULING_DOMAIN}/bind-gang-group-id"
+DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT: Final = f"{SCHEDULING_DOMAIN}/bind-gang-member-count"
 
 LABEL_QUOTA_NAME: Final = f"{QUOTA_DOMAIN}/name"
 LABEL_QUOTA_PARENT: Final = f"{QUOTA_DOMAIN}/parent"

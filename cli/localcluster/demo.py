@@ -1,7 +1,9 @@
 """`tessera up --demo`: a sample workload a person recognises, and where it went.
 
 Pods in the namespace `tessera-demo` asking for whole GPUs, shares of one GPU, a GPU with an
-RDMA NIC on the same PCIe switch (`device-joint-allocate`), and one pod no node can hold. They
+RDMA NIC on the same PCIe switch (`device-joint-allocate`), one pod no node can hold, and two
+gangs (all or nothing): 2 workers × 1 GPU that bind together, and 4 workers × 4 GPUs that the
+GPUs left cannot hold, shown pending with the gang's reason. They
 are submitted through the API server like any user's pods; the scheduler places them; the table
 shows each pod's node, its GPUs (marked `(NVLink)` when NVLink joins them all, as the node's
 Device CR says) and RDMA devices from the `device-allocated` annotation the scheduler wrote, or
@@ -64,6 +66,11 @@ class DemoPod:
         )
 
 
+def _gang(name: str, members: int) -> dict[str, str]:
+    """A Strict gang of `members`, all or nothing (Koordinator's lightweight gang annotations)."""
+    return {names.ANNOTATION_GANG_NAME: name, names.ANNOTATION_GANG_MIN_AVAILABLE: str(members)}
+
+
 _JOINT_GPU_RDMA: Final = json.dumps({"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"})
 
 DEMO_PODS: Final = (
@@ -78,6 +85,11 @@ DEMO_PODS: Final = (
         {names.ANNOTATION_DEVICE_JOINT_ALLOCATE: _JOINT_GPU_RDMA},
     ),
     DemoPod("too-big", "16 whole GPUs", {names.NVIDIA_GPU: "16"}, unschedulable=True),
+    *(DemoPod(f"ddp-{i}", "gang ddp: 2 × 1 GPU", {names.NVIDIA_GPU: "1"}, _gang("ddp", 2)) for i in range(2)),
+    *(
+        DemoPod(f"big-{i}", "gang big: 4 × 4 GPUs", {names.NVIDIA_GPU: "4"}, _gang("big", 4), unschedulable=True)
+        for i in range(4)
+    ),
 )
 
 

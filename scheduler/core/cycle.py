@@ -88,6 +88,8 @@ class Attempt(Generic[T]):
     diagnosis: Diagnosis = field(default_factory=Diagnosis)
     #: Each plugin's score per node, when asked for with `record_scores=True`.
     scores: ScoreTable | None = None
+    #: Pods the plugins want retried now (`CycleState.pods_to_activate`): a gang's siblings.
+    activate: frozenset[str] = frozenset()
 
     @property
     def rejected_by(self) -> frozenset[str]:
@@ -142,7 +144,16 @@ class SchedulingCycle(Generic[T]):
         result = framework.schedule(state, info, diagnose=diagnose, record_scores=record_scores)
         node = result.node
         if node is None:
-            return Attempt(info, framework, ticket, result.status, diagnosis=result.diagnosis, scores=result.scores)
+            activate = frozenset(state.pods_to_activate)
+            return Attempt(
+                info,
+                framework,
+                ticket,
+                result.status,
+                diagnosis=result.diagnosis,
+                scores=result.scores,
+                activate=activate,
+            )
         placement = Placement(info, node, framework, state, ticket)
         self.cache.assume(info, node)
         status = framework.run_reserve(state, info, node)
@@ -150,37 +161,59 @@ class SchedulingCycle(Generic[T]):
             status = framework.run_permit(state, info, node, now=self._clock())
             if status.code is Code.WAIT:
                 self._waiting[info.ident] = placement
-                return Attempt(info, framework, ticket, status, node, placement, result.diagnosis, result.scores)
+                activate = frozenset(state.pods_to_activate)
+                return Attempt(
+                    info, framework, ticket, status, node, placement, result.diagnosis, result.scores, activate
+                )
         if status.is_success:
             status = self._pre_bind_and_bind(placement)
         else:
             self.undo(placement)
         held = placement if status.is_success else None
-        return Attempt(info, framework, ticket, status, node, held, result.diagnosis, result.scores)
+        activate = frozenset(state.pods_to_activate)
+        return Attempt(info, framework, ticket, status, node, held, result.diagnosis, result.scores, activate)
 
-    def resolve_waiting(self) -> list[Attempt[T]]:
+    def resolve_waiting(self, *, now: float | None = None) -> list[Attempt[T]]:
         """Act on the pods held at Permit whose wait is over: reject those whose deadline passed,
-        bind those allowed, undo those rejected. Pods still waiting are left alone."""
-        if not self._waiting:
-            return []
-        now = self._clock()
+        bind those allowed, undo those rejected. Pods still waiting are left alone.
+
+        Acting on one pod may decide others (a gang member's undo rejects the rest of its Strict
+        gang; its allowance lets the others go), so this repeats until nothing more is decided:
+        a gang is resolved whole in one call. `now` overrides the clock (what-if ends every wait
+        with `math.inf`).
+        """
+        out: list[Attempt[T]] = []
+        while self._waiting:
+            decided = self._resolve_once(self._clock() if now is None else now)
+            if not decided:
+                break
+            out.extend(decided)
+        return out
+
+    def _resolve_once(self, now: float) -> list[Attempt[T]]:
         for framework in self.frameworks.values():
             framework.expire_waiting(now=now)
         out = []
         for ident, placement in list(self._waiting.items()):
+            if self._waiting.get(ident) is not placement:
+                continue  # undone while another pod was acted on
             framework = placement.framework
             held = framework.waiting_pod(ident)
             decision = held.decision if held is not None else Status.error("no longer waiting")
             if decision is None:
                 continue
             del self._waiting[ident]
-            framework.remove_waiting(ident)
             if decision.is_success:
+                framework.remove_waiting(ident)
                 decision = self._pre_bind_and_bind(placement)
             else:
+                # Still held during Unreserve, so a plugin can read why (a gang names the cause).
                 self.undo(placement)
             kept = placement if decision.is_success else None
-            out.append(Attempt(placement.pod, framework, placement.ticket, decision, placement.node, kept))
+            activate = frozenset(placement.state.pods_to_activate)
+            out.append(
+                Attempt(placement.pod, framework, placement.ticket, decision, placement.node, kept, activate=activate)
+            )
         return out
 
     def undo(self, placement: Placement[T]) -> None:

@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from apis.crds.podgroup import PodGroup
 from apis.k8s.core import Pod
 from apis.k8s.meta import ObjectMeta
 from scheduler.cache import ClusterCache
@@ -105,9 +106,32 @@ class Scheduler:
             return Outcome(pod.key, None, Status.error(f"pod {pod.key} is already scheduled or running"))
         return Outcome.of(attempt)
 
-    def resolve_waiting(self) -> list[Outcome]:
-        """Bind waiting pods that were allowed, undo those rejected or timed out."""
-        return [Outcome.of(attempt) for attempt in self.cycle.resolve_waiting()]
+    def observe_pod(self, pod: Pod) -> None:
+        """Tell every profile that a pod exists (pending or bound), before it is scheduled: a
+        gang is schedulable only once min of its members exist."""
+        for framework in self.frameworks.values():
+            framework.pod_added(pod)
+
+    def observe_pod_group(self, group: PodGroup) -> None:
+        for framework in self.frameworks.values():
+            framework.pod_group_added(group)
+
+    def queue_order(self, pods: Sequence[Pod]) -> list[int]:
+        """Positions in `pods`, in the order to schedule them: as given, except that the members
+        of one gang group are moved up to where the group's first member is, so they are
+        scheduled one after another. Gang members must have been observed (`observe_pod`)."""
+        first: dict[str, int] = {}
+        keys = []
+        for i, pod in enumerate(pods):
+            framework = self.framework_for(pod) or self._default
+            group = framework.queue_group(pod)
+            keys.append(i if group is None else first.setdefault(group, i))
+        return sorted(range(len(pods)), key=keys.__getitem__)
+
+    def resolve_waiting(self, *, now: float | None = None) -> list[Outcome]:
+        """Bind waiting pods that were allowed, undo those rejected or timed out (at `now`,
+        else the clock's time)."""
+        return [Outcome.of(attempt) for attempt in self.cycle.resolve_waiting(now=now)]
 
     def _commit(self, placement: Placement[None]) -> Status:
         """Bind in memory: the Bind plugins; when all SKIP, the pod is confirmed in the cache on

@@ -24,9 +24,15 @@ class StateData:
 class CycleState:
     """Plugin entries plus the framework's per-cycle notes (which Filter/Score to skip)."""
 
-    __slots__ = ("_data", "skip_filter", "skip_score")
+    __slots__ = ("_data", "dry_run", "pods_to_activate", "skip_filter", "skip_score")
 
-    def __init__(self) -> None:
+    def __init__(self, *, dry_run: bool = False) -> None:
+        #: An explanation, not a cycle: plugins must leave their own bookkeeping alone (a gang's
+        #: scheduling cycle counts the members PreFilter saw).
+        self.dry_run = dry_run
+        #: Pods (by `PodInfo.ident`) a plugin wants retried now rather than after their wait in
+        #: the queue (kube's PodsToActivate: a gang's siblings once it can make progress).
+        self.pods_to_activate: set[str] = set()
         self._data: dict[str, StateData] = {}
         #: Plugins whose PreFilter said SKIP: their Filter is not run this cycle.
         self.skip_filter: set[str] = set()
@@ -45,7 +51,7 @@ class CycleState:
         self._data.pop(key, None)
 
     def clone(self) -> CycleState:
-        copy = CycleState()
+        copy = CycleState(dry_run=self.dry_run)
         copy._data = {k: v.clone() for k, v in self._data.items()}
         copy.skip_filter = set(self.skip_filter)
         copy.skip_score = set(self.skip_score)

@@ -23,6 +23,12 @@ Contracts, as kube-scheduler's:
   the runtime reuse per-node results across pods of the same shape.
 - A raised exception is a bug: the runtime turns it into an ERROR status, logs the stack and
   keeps the cycle loop alive.
+
+Two extensions are not points of the cycle but hooks around it, for plugins that reason about
+sets of pods (gang scheduling): `PodSetExtension` is told about every pod and PodGroup the
+scheduler sees, pending ones included, and `QueueSortExtension` names the set a pending pod must
+be dequeued with. Plugins reach the pods held at Permit through `Handle.waiting` (to allow or
+reject a whole gang at once).
 """
 
 from __future__ import annotations
@@ -33,9 +39,12 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
+from apis.crds.podgroup import PodGroup
+from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Status
+from scheduler.framework.waiting import WaitingPod
 
 __all__ = [
     "BindPlugin",
@@ -49,12 +58,14 @@ __all__ = [
     "PermitPlugin",
     "Plugin",
     "PodPatch",
+    "PodSetExtension",
     "PostBindPlugin",
     "PostFilterPlugin",
     "PreBindPlugin",
     "PreFilterPlugin",
     "PreFilterResult",
     "PreScorePlugin",
+    "QueueSortExtension",
     "ReservePlugin",
     "ScorePlugin",
 ]
@@ -75,6 +86,9 @@ class Handle:
     #: plugins never import each other, so what two of them keep in common is named by a key
     #: from the framework module that defines it (e.g. `fragmentation.shared_learner`).
     shared: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+    #: The pods held at Permit, by `PodInfo.ident`: owned by the framework, which adds and
+    #: removes them; a plugin only allows or rejects them (a gang all at once).
+    waiting: dict[str, WaitingPod] = field(default_factory=dict, compare=False, repr=False)
 
     def shared_object(self, key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
         """The object under `key`, made by `factory()` on first use. Raises TypeError when
@@ -229,6 +243,37 @@ class EnqueueExtension(Plugin):
     @abc.abstractmethod
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         """Cluster changes that may make a pod this plugin rejected schedulable."""
+
+
+class PodSetExtension(Plugin):
+    """Told about every pod the scheduler knows — pending, assumed and bound — and every
+    PodGroup, so a plugin can count a set's members before any of them is scheduled. Adding an
+    object again updates it. Called on the scheduling thread; must not raise."""
+
+    @abc.abstractmethod
+    def pod_added(self, pod: Pod) -> None:
+        """A pod was created or changed."""
+
+    @abc.abstractmethod
+    def pod_deleted(self, pod: Pod) -> None:
+        """A pod is gone."""
+
+    def pod_group_added(self, group: PodGroup) -> None:
+        """A PodGroup was created or changed."""
+        return None
+
+    def pod_group_deleted(self, group: PodGroup) -> None:
+        """A PodGroup is gone."""
+        return None
+
+
+class QueueSortExtension(Plugin):
+    """Pending pods that must be dequeued one after another, not interleaved with others (a
+    gang's members: two gangs interleaved could each hold half of what both need)."""
+
+    @abc.abstractmethod
+    def queue_group(self, pod: Pod) -> str | None:
+        """The name of the set the pod is dequeued with, or None for a pod on its own."""
 
 
 #: Which ABC implements which extension point.

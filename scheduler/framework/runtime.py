@@ -35,9 +35,11 @@ import types
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+from apis.crds.podgroup import PodGroup
 from apis.errors import ConfigError
+from apis.k8s.core import Pod
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.framework.config import PluginRef, ProfileConfig
 from scheduler.framework.cycle_state import CycleState
@@ -51,12 +53,14 @@ from scheduler.framework.interfaces import (
     PermitPlugin,
     Plugin,
     PodPatch,
+    PodSetExtension,
     PostBindPlugin,
     PostFilterPlugin,
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
+    QueueSortExtension,
     ReservePlugin,
     ScorePlugin,
 )
@@ -75,6 +79,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+_O = TypeVar("_O")
 
 #: A plugin's constructor: raw args from the config (None when not given) and the handle.
 #: Raises ConfigError for bad arguments.
@@ -168,7 +173,7 @@ class Framework:
         self._percentage = percentage_of_nodes_to_score
         self._rng = rng if rng is not None else random.Random(0)
         self._next_start = 0
-        self._waiting: dict[str, WaitingPod] = {}
+        self._waiting: dict[str, WaitingPod] = handle.waiting
         #: memo key -> node name -> [generation, filter status, raw scores, id of their plugin set]
         self._memo: OrderedDict[Hashable, dict[str, list[Any]]] = OrderedDict()
         self._active_ids: dict[tuple[str, ...], int] = {}
@@ -177,6 +182,8 @@ class Framework:
             for p in group:
                 seen.setdefault(p.name, p)
         self._plugins = seen
+        self._pod_sets = [p for p in seen.values() if isinstance(p, PodSetExtension)]
+        self._queue_sorts = [p for p in seen.values() if isinstance(p, QueueSortExtension)]
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
@@ -264,6 +271,39 @@ class Framework:
 
     def weight(self, name: str) -> int:
         return self._weights.get(name, 1)
+
+    # --- around the cycle: what plugins that reason about sets of pods are told --------------------
+    def pod_added(self, pod: Pod) -> None:
+        """Tell the plugins that count sets of pods (gangs) that a pod exists, pending or not."""
+        for plugin in self._pod_sets:
+            self._tell(plugin, plugin.pod_added, pod, pod.key)
+
+    def pod_deleted(self, pod: Pod) -> None:
+        for plugin in self._pod_sets:
+            self._tell(plugin, plugin.pod_deleted, pod, pod.key)
+
+    def pod_group_added(self, group: PodGroup) -> None:
+        for plugin in self._pod_sets:
+            self._tell(plugin, plugin.pod_group_added, group, group.meta.key)
+
+    def pod_group_deleted(self, group: PodGroup) -> None:
+        for plugin in self._pod_sets:
+            self._tell(plugin, plugin.pod_group_deleted, group, group.meta.key)
+
+    def queue_group(self, pod: Pod) -> str | None:
+        """The set a pending pod must be dequeued with (its gang group), or None."""
+        for plugin in self._queue_sorts:
+            group = plugin.queue_group(pod)
+            if group is not None:
+                return group
+        return None
+
+    def _tell(self, plugin: Plugin, call: Callable[[_O], None], obj: _O, key: str) -> None:
+        """A bug in a plugin's bookkeeping is logged, never raised into an informer."""
+        try:
+            call(obj)
+        except Exception:
+            log.exception("Plugin failed", extra={"profile": self.profile, "plugin": plugin.name, "object": key})
 
     # --- the scheduling algorithm -----------------------------------------------------------------
     def schedule(

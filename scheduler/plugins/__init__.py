@@ -12,6 +12,7 @@ from typing import Final
 from scheduler.framework.config import PluginRef
 from scheduler.framework.runtime import Registry
 from scheduler.plugins import (
+    coscheduling,
     deviceshare,
     elasticquota,
     gpufragmentation,
@@ -33,6 +34,7 @@ REGISTRY: Final[Registry] = {
     deviceshare.NAME: deviceshare.new,
     gpufragmentation.NAME: gpufragmentation.new,
     elasticquota.NAME: elasticquota.new,
+    coscheduling.NAME: coscheduling.new,
 }
 
 #: Enabled in every profile unless disabled, in this order, with kube-scheduler's score weights.
@@ -43,6 +45,7 @@ DEFAULT_PLUGINS: Final = (
     PluginRef(nodeaffinity.NAME, 2),
     PluginRef(noderesources.NAME, 1),
     PluginRef(deviceshare.NAME, 1),
+    PluginRef(coscheduling.NAME),
 )
 
 #: Registered but enabled only when a profile asks for them (`multiPoint.enabled`).

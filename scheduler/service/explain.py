@@ -49,7 +49,7 @@ def evaluate(framework: Framework, cache: ClusterCache, pod: Pod, *, nearest: in
     nodes = cache.nodes()
     total = len(nodes)
     info = PodInfo.of(pod)
-    state = CycleState()
+    state = CycleState(dry_run=True)
     _, status = framework.run_pre_filter(state, info)
     if not status.is_success:
         return Evaluation(total, Diagnosis(pre_filter_status=status).summary(total), rejected=status)

@@ -4,6 +4,8 @@
     GET  /apis/v1/nodes/:nodeName                              what the scheduler knows of a node
     GET  /apis/v1/plugins/DeviceShare/nodeDeviceSummaries      Koordinator's NodeDeviceSummary, all nodes
     GET  /apis/v1/plugins/DeviceShare/nodeDeviceSummaries/:name
+    GET  /apis/v1/plugins/Coscheduling/gangs                   every gang: members created, waiting, bound
+    GET  /apis/v1/plugins/Coscheduling/gang/:namespace/:name   one gang
     PUT  /debug/flags/s   (body N)                             log the top-N score table per pod; 0: off
     PUT  /debug/flags/v   (body N)                             log verbosity, as kube-scheduler
     GET  /debug/scores                                         the latest score tables (markdown)
@@ -78,6 +80,8 @@ class _Diagnostics:
             serving.Route("GET", "/apis/v1/nodes/:nodeName", self._node),
             serving.Route("GET", summaries, self._summaries),
             serving.Route("GET", f"{summaries}/:name", self._summary),
+            serving.Route("GET", "/apis/v1/plugins/Coscheduling/gangs", self._gangs),
+            serving.Route("GET", "/apis/v1/plugins/Coscheduling/gang/:namespace/:name", self._gang),
             *(serving.Route(method, "/debug/flags/s", self._set_top_n) for method in ("PUT", "POST")),
             *(serving.Route(method, "/debug/flags/v", self._set_verbosity) for method in ("PUT", "POST")),
             serving.Route("GET", "/debug/scores", self._scores),
@@ -99,6 +103,16 @@ class _Diagnostics:
         if not found.get(name, {}).get("deviceTotal"):
             return _error(404, f"cannot find node {name}")
         return _json(found[name])
+
+    def _gangs(self, _request: serving.Request) -> serving.Response:
+        return _json(self._inspector.gangs())
+
+    def _gang(self, request: serving.Request) -> serving.Response:
+        namespace, name = request.params["namespace"], request.params["name"]
+        found = self._inspector.gang(namespace, name)
+        if found is None:
+            return _error(404, f"cannot find gang {namespace}/{name}")
+        return _json(found)
 
     def _set_top_n(self, request: serving.Request) -> serving.Response:
         value = _int_body(request.body)

@@ -1,4 +1,4 @@
-"""Informers for nodes, pods and Device CRs, wired into the cache and the scheduling queue.
+"""Informers for nodes, pods, Device CRs and PodGroups, wired into the cache and the scheduling queue.
 
 What each change means to the scheduler, in one place:
 
@@ -11,6 +11,12 @@ What each change means to the scheduler, in one place:
 - **deletions** (and pods reaching Succeeded/Failed, which the field selector turns into
   deletions) leave the cache and the queue; an assigned pod leaving frees room, so pods it may
   help are moved out of the unschedulable queue, as are those a node or Device change may help.
+- **every pod and PodGroup** is told to the frameworks (`Framework.pod_added`, …), so gang
+  scheduling counts a gang's members before any is scheduled; a new gang member or a PodGroup
+  change moves the pods waiting for it. A gang value ignored for its default (an unknown mode,
+  a total below min, a malformed duration or groups list) is said once per gang, as a Warning
+  Event on the pod that set the gang up. The PodGroup informer is not waited for at start (a
+  cluster without the CRD still schedules); until it syncs a PodGroup's members wait.
 
 Bad input never stops anything and is said where users look: a pod or Device CR that does not
 parse gets a Warning Event naming the field (the informer keeps the last good version); an
@@ -30,11 +36,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from apis.crds.device import Device
+from apis.crds.podgroup import PodGroup
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Node, Pod
 from kube import Client, EventRecorder, Informer, ObjectReference, resources
 from scheduler.cache import ClusterCache
+from scheduler.core import gangs
+from scheduler.framework import Framework
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
 from scheduler.service.queue import POD_DELETED, SchedulingQueue
 from scheduler.service.reporter import FailureReporter
@@ -47,11 +56,14 @@ log = logging.getLogger(__name__)
 NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 REASON_INVALID_OBJECT = "FailedParsing"
 REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
+REASON_GANG_VALUE_IGNORED = "GangValueIgnored"
 
 _NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
 _NODE_UPDATE = ClusterEvent(EventResource.NODE, EventAction.UPDATE)
 _DEVICE_ADD = ClusterEvent(EventResource.DEVICE, EventAction.ADD)
 _DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
+_POD_ADD = ClusterEvent(EventResource.POD, EventAction.ADD)
+_POD_GROUP_CHANGE = ClusterEvent(EventResource.POD_GROUP, EventAction.ALL)
 
 
 class ClusterFeed:
@@ -67,8 +79,13 @@ class ClusterFeed:
         profiles: frozenset[str],
         recorder: EventRecorder,
         reporter: FailureReporter,
+        frameworks: Mapping[str, Framework] | None = None,
     ) -> None:
         self._lock = lock
+        self._frameworks = tuple((frameworks or {}).values())
+        self._by_profile = dict(frameworks or {})
+        #: Gangs whose ignored values were already said (once per gang, on the pod that set it up).
+        self._warned_gangs: set[str] = set()
         self._cache = cache
         self._queue = queue
         self._profiles = profiles
@@ -82,12 +99,18 @@ class ClusterFeed:
         self.nodes.add_handlers(self._node_added, self._node_updated, self._node_deleted)
         self.devices.add_handlers(self._device_added, self._device_updated, self._device_deleted)
         self.pods.add_handlers(self._pod_added, self._pod_updated, self._pod_deleted)
+        self.pod_groups: Informer[PodGroup] = Informer(client, names.POD_GROUPS, parse=PodGroup.from_dict)
+        self.pod_groups.add_handlers(
+            self._pod_group_added, lambda _old, new: self._pod_group_added(new), self._pod_group_deleted
+        )
 
     def start(self) -> None:
         """Start the node and Device informers; pods follow once those have synced (`wait_for_sync`),
         so bound pods are accounted against the devices they name from the first moment."""
         self.nodes.start()
         self.devices.start()
+        if self._frameworks:
+            self.pod_groups.start()
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         """Wait for nodes and Devices, start the pod informer, wait for it. False on timeout."""
@@ -105,8 +128,9 @@ class ClusterFeed:
         return self.pods.has_synced and self.nodes.has_synced and self.devices.has_synced
 
     def stop(self) -> None:
-        for informer in (self.pods, self.devices, self.nodes):
-            informer.stop()
+        for informer in (self.pods, self.devices, self.nodes, self.pod_groups):
+            if informer.started:
+                informer.stop()
 
     def pod(self, namespace: str, name: str) -> Pod | None:
         return self.pods.store.get(f"{namespace}/{name}")
@@ -175,6 +199,36 @@ class ClusterFeed:
         with self._lock:
             self._cache.remove_device(device.node_name)
 
+    # --- PodGroups and the sets of pods plugins count ---------------------------------------------
+    def _pod_group_added(self, group: PodGroup) -> None:
+        with self._lock:
+            for framework in self._frameworks:
+                framework.pod_group_added(group)
+        self._queue.move(_POD_GROUP_CHANGE)
+
+    def _pod_group_deleted(self, group: PodGroup) -> None:
+        with self._lock:
+            for framework in self._frameworks:
+                framework.pod_group_deleted(group)
+
+    def _tell_frameworks(self, pod: Pod) -> bool:
+        """Count the pod in the plugins' sets (gangs); True when it belongs to one."""
+        member = False
+        with self._lock:
+            for framework in self._frameworks:
+                framework.pod_added(pod)
+                member = member or framework.queue_group(pod) is not None
+            gang = gangs.gang_of(self._by_profile, pod) if member else None
+        if gang is not None and gang.problems and gang.name not in self._warned_gangs:
+            self._warned_gangs.add(gang.name)
+            for problem in gang.problems:
+                self._recorder.warning(
+                    ObjectReference.of(pod),
+                    REASON_GANG_VALUE_IGNORED,
+                    f"gang {gang.name}: {problem}; using the default",
+                )
+        return member
+
     # --- pods ---------------------------------------------------------------------------------------
     def _pod_added(self, pod: Pod) -> None:
         self._pod_changed(None, pod)
@@ -184,6 +238,8 @@ class ClusterFeed:
 
     def _pod_changed(self, old: Pod | None, pod: Pod) -> None:
         uid = pod.uid or pod.key
+        if self._tell_frameworks(pod) and old is None:
+            self._queue.move(_POD_ADD)  # a new member may complete its gang
         if pod.node_name:
             with self._lock:
                 self._cache.add_pod(pod)
@@ -206,6 +262,8 @@ class ClusterFeed:
         with self._lock:
             held = self._cache.pod_node(uid) is not None  # bound, or assumed by us and being bound
             self._cache.remove_pod(pod)
+            for framework in self._frameworks:
+                framework.pod_deleted(pod)
         self._queue.delete(uid)
         self._reporter.forget(uid)
         if held:

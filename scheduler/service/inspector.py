@@ -27,7 +27,9 @@ from apis.k8s import resources
 from apis.k8s.core import Pod
 from kube import errors
 from scheduler.cache import ClusterCache, DeviceUsage, PodInfo
+from scheduler.core import gangs
 from scheduler.framework import CycleState, Framework, Status
+from scheduler.plugins.coscheduling import GangSummary
 from scheduler.service.explain import Evaluation, evaluate
 from scheduler.service.queue import PendingPod, SchedulingQueue
 
@@ -133,6 +135,7 @@ class Inspector:
                 evaluation = evaluate(framework, self._cache, pod)
             else:
                 evaluation = None
+            member_of = gangs.gang_of(self._frameworks, pod)
         if pod.node_name or (node is not None and queued is None):
             return self._bound(key, pod, node or pod.node_name, info)
         if framework is None:
@@ -150,7 +153,7 @@ class Inspector:
             queued=queued,
             last_attempt=last,
             evaluation=evaluation,
-            detail=_stale_allocation(pod),
+            detail="; ".join(part for part in (_gang_state(member_of), _stale_allocation(pod)) if part),
             waiting_for=waiting_for,
         )
 
@@ -177,7 +180,7 @@ class Inspector:
         framework = self._frameworks[profile] if profile else self._frameworks.get(pod.scheduler_name, self._default)
         probe = dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, uid=f"dry-run-{uuid.uuid4()}"))
         info = PodInfo.of(probe)
-        state = CycleState()
+        state = CycleState(dry_run=True)
         with self._lock:
             result = framework.schedule(state, info)
             if result.node is None:
@@ -196,6 +199,22 @@ class Inspector:
         if not status.is_success:
             return DryRun(framework.profile, None, status)
         return DryRun(framework.profile, result.node, status, patch_annotations, None, result.feasible_nodes)
+
+    # --- gangs --------------------------------------------------------------------------------------
+    def gangs(self) -> list[dict[str, Any]]:
+        """Every gang the scheduler knows (`/apis/v1/plugins/Coscheduling/gangs`)."""
+        with self._lock:
+            return [g.to_dict() for g in gangs.gangs(self._frameworks)]
+
+    def gangs_waiting(self) -> int:
+        """Gangs with members held at Permit, not yet allowed."""
+        with self._lock:
+            return sum(1 for g in gangs.gangs(self._frameworks) if g.waiting and not g.satisfied)
+
+    def gang(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self._lock:
+            found = gangs.gang(self._frameworks, f"{namespace}/{name}")
+        return found.to_dict() if found is not None else None
 
     # --- devices, nodes, the queue -------------------------------------------------------------------
     def node_devices(self, node: str = "") -> dict[str, tuple[DeviceUsage, ...]]:
@@ -311,6 +330,13 @@ def _allocations_json(allocs: Mapping[DeviceType, tuple[DeviceAllocation, ...]])
         t.value: [{"minor": a.minor, "resources": resources.format_list(a.resources)} for a in entries]
         for t, entries in allocs.items()
     }
+
+
+def _gang_state(gang: GangSummary | None) -> str:
+    """`gang team/train: 3 of 4 members waiting at Permit, 0 bound, min 4; member … unschedulable: …`."""
+    if gang is None:
+        return ""
+    return f"{gang.state}; {gang.reason}" if gang.reason else gang.state
 
 
 def _stale_allocation(pod: Pod) -> str:

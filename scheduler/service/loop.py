@@ -126,12 +126,18 @@ class SchedulingLoop:
 
     # --- one cycle ----------------------------------------------------------------------------------
     def schedule_one(self, entry: QueuedPod) -> None:
-        """Run one pod's cycle: bind it, hold it at Permit, or requeue it and report why not."""
+        """Run one pod's cycle: bind it, hold it at Permit, or requeue it and report why not;
+        then retry at once the pods the plugins asked for (a gang's siblings)."""
+        activate = self._schedule_one(entry)
+        if activate:
+            self._queue.activate(activate)
+
+    def _schedule_one(self, entry: QueuedPod) -> frozenset[str]:
         pod = entry.pod
         framework = self._cycle.frameworks.get(pod.scheduler_name)
         if framework is None:  # its schedulerName changed? it is not ours any more
             self._queue.done(entry.uid)
-            return
+            return frozenset()
         start = time.perf_counter()
         top_n = self._debug.top_n_scores
         with self._lock:
@@ -139,7 +145,7 @@ class SchedulingLoop:
         if attempt is None:
             # Bound meanwhile (the informer was quicker than the queue), or still assumed.
             self._queue.done(entry.uid)
-            return
+            return frozenset()
         elapsed = time.perf_counter() - start
         if top_n > 0 and attempt.scores is not None:
             table = score_table(pod.key, attempt.scores, top_n)
@@ -150,13 +156,14 @@ class SchedulingLoop:
             self._queue.mark(entry.uid, QueueName.WAITING)
             self._metrics.attempt(framework.profile, "waiting", elapsed)
             log.log(V(4), "Pod waits at Permit", extra={"pod": pod.key, "node": attempt.node})
-            return
+            return attempt.activate
         if not status.is_success:
             self._failed(entry, status, attempt.rejected_by, elapsed, framework.profile)
-            return
+            return attempt.activate
         self._metrics.attempt(framework.profile, "scheduled", elapsed)
         log.log(V(4), "Scheduled pod", extra={"pod": pod.key, "node": attempt.node})
         self._pass_on()
+        return attempt.activate
 
     def _pass_on(self) -> None:
         """Give the binder what the cycle handed over (outside the cache lock)."""
@@ -185,3 +192,4 @@ class SchedulingLoop:
         self._pass_on()
         for attempt in failed:
             self._failed(attempt.ticket, attempt.status, attempt.rejected_by, 0.0, attempt.framework.profile)
+        self._queue.activate({uid for attempt in decided for uid in attempt.activate})

@@ -3,7 +3,9 @@
 kube-scheduler's PriorityQueue, in three parts:
 
 - **active**: ready now, popped by priority (`spec.priority`, highest first), then first in,
-  first out (the time the pod last entered the queue).
+  first out (the time the pod last entered the queue) — except that the members of one gang
+  group (`group_of`) all take the time the group's first member arrived, so they are popped one
+  after another and two gangs never interleave.
 - **backoff**: failed recently; waits `initial_backoff × 2^(attempts−1)` (capped at
   `max_backoff`) before it is active again.
 - **unschedulable**: no node fits; it stays here until a cluster event that may change that
@@ -109,15 +111,19 @@ class SchedulingQueue:
         initial_backoff: float = 1.0,
         max_backoff: float = 10.0,
         max_unschedulable: float = 300.0,
+        group_of: Callable[[Pod], str | None] = lambda pod: None,
     ) -> None:
         self._interest = interest
+        self._group_of = group_of
+        #: gang group -> when its first member entered the queue (the group's place in line)
+        self._group_since: dict[str, float] = {}
         self._clock = clock
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
         self._max_unschedulable = max_unschedulable
         self._cond = threading.Condition(threading.Lock())
         self._pods: dict[str, QueuedPod] = {}
-        self._active: list[tuple[int, float, int, str]] = []  # (-priority, timestamp, seq, uid)
+        self._active: list[tuple[int, float, str, int, str]] = []  # (-priority, timestamp, group, seq, uid)
         self._backoff: list[tuple[float, int, str]] = []  # (backoff_until, seq, uid)
         self._seq = 0
         self._cycle = 0
@@ -222,6 +228,18 @@ class SchedulingQueue:
                 self._push_backoff(entry)
             self._cond.notify_all()
 
+    def activate(self, uids: Iterable[str]) -> int:
+        """Pods a plugin wants retried now (a gang's siblings): out of unschedulable or backoff,
+        into active. Returns how many moved."""
+        moved = 0
+        with self._cond:
+            for uid in uids:
+                entry = self._pods.get(uid)
+                if entry is not None and entry.where in (QueueName.UNSCHEDULABLE, QueueName.BACKOFF):
+                    self._push_active(entry)
+                    moved += 1
+        return moved
+
     def done(self, uid: str) -> QueuedPod | None:
         """The pod is bound (or will never be scheduled here): forget it. Returns its last entry."""
         with self._cond:
@@ -287,7 +305,9 @@ class SchedulingQueue:
     def _push_active(self, entry: QueuedPod) -> None:
         entry.where = QueueName.ACTIVE
         entry.seq = self._next_seq()
-        heapq.heappush(self._active, (-entry.pod.priority, entry.timestamp, entry.seq, entry.uid))
+        group = self._group_of(entry.pod) or ""
+        since = self._group_since.setdefault(group, entry.timestamp) if group else entry.timestamp
+        heapq.heappush(self._active, (-entry.pod.priority, since, group, entry.seq, entry.uid))
         self._cond.notify_all()
 
     def _push_backoff(self, entry: QueuedPod) -> None:
@@ -305,7 +325,7 @@ class SchedulingQueue:
 
     def _pop_active(self) -> QueuedPod | None:
         while self._active:
-            _, _, seq, uid = heapq.heappop(self._active)
+            _, _, _, seq, uid = heapq.heappop(self._active)
             entry = self._pods.get(uid)
             if entry is not None and entry.where is QueueName.ACTIVE and entry.seq == seq:
                 return entry

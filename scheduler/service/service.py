@@ -27,6 +27,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from apis.errors import ConfigError
+from apis.k8s.core import Pod
 from kube import Client, EventRecorder
 from scheduler.cache import ClusterCache
 from scheduler.core import SchedulingCycle, build_frameworks
@@ -37,6 +38,7 @@ from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY, elasticquota
 from scheduler.quota import QUOTA_MANAGER, QuotaManager
 from scheduler.service import http_server
 from scheduler.service.binder import Binder
+from scheduler.service.gang_metrics import GangMetrics
 from scheduler.service.grpc_server import GRPCServer
 from scheduler.service.informers import ClusterFeed
 from scheduler.service.inspector import Inspector
@@ -94,9 +96,12 @@ class SchedulerService:
             observer=self.metrics.observer,
             shared={QUOTA_MANAGER: self.quotas},
         )
+        self.gang_metrics = GangMetrics(self.metrics.registry, waiting=lambda: self.inspector.gangs_waiting())  # noqa: PLW0108
+        self.gang_metrics.attach(self.frameworks)
         q = settings.queue
         self.queue = SchedulingQueue(
             interest=_interest(self.frameworks),
+            group_of=_queue_group(self.frameworks),
             clock=clock,
             initial_backoff=q.initial_backoff,
             max_backoff=q.max_backoff,
@@ -137,6 +142,7 @@ class SchedulerService:
             profiles=frozenset(self.frameworks),
             recorder=self.recorder,
             reporter=self.reporter,
+            frameworks=self.frameworks,
         )
         self.quota_feed = (
             QuotaFeed(client, manager=self.quotas, pods=self.feed.pods, queue=self.queue, recorder=self.recorder)
@@ -249,6 +255,16 @@ def _write_atomically(path: Path, text: str) -> None:
 
 def _enabled(frameworks: Mapping[str, Framework], plugin: str) -> bool:
     return any(plugin in f.plugin_names(ExtensionPoint.PRE_FILTER) for f in frameworks.values())
+
+
+def _queue_group(frameworks: Mapping[str, Framework]) -> Callable[[Pod], str | None]:
+    """The set a pending pod is dequeued with (its gang group), by its profile's plugins."""
+
+    def group_of(pod: Pod) -> str | None:
+        framework = frameworks.get(pod.scheduler_name)
+        return framework.queue_group(pod) if framework is not None else None
+
+    return group_of
 
 
 def _interest(frameworks: Mapping[str, Framework]) -> Interest:

@@ -26,7 +26,7 @@ from scheduler.framework.config import SchedulerConfig
 from scheduler.simulation.cluster import NodeShape, gpu_node
 from scheduler.simulation.trace import TracePod
 
-__all__ = ["TRACE_SHAPES", "BenchResult", "run_bench", "synthetic_pods"]
+__all__ = ["TRACE_SHAPES", "BenchResult", "run_bench", "synthetic_pods", "with_gangs"]
 
 #: (milli-CPU, memory MiB, GPUs, GPU milli, frequency): the default trace's 30 most common
 #: shapes plus every multi-GPU shape (87% of its pods).
@@ -136,6 +136,36 @@ def synthetic_pods(count: int, *, seed: int) -> list[Pod]:
                 containers=(Container(container.name, requests=requests, limits=requests),),
             )
         out.append(pod)
+    return out
+
+
+def with_gangs(pods: list[Pod], *, fraction: float, sizes: tuple[int, int], seed: int) -> list[Pod]:
+    """`pods` with about `fraction` of them turned into Strict gangs of `sizes[0]`..`sizes[1]`
+    members (each member the shape of the gang's first pod, min = the gang's size), the members
+    of a gang one after another where its first pod was."""
+    rng = random.Random(seed)
+    out: list[Pod] = []
+    budget = round(len(pods) * fraction)
+    i = 0
+    while i < len(pods):
+        chance = budget / max(1, len(pods) - i)
+        if budget >= sizes[0] and rng.random() < chance / ((sizes[0] + sizes[1]) / 2):
+            size = min(rng.randint(*sizes), budget, len(pods) - i)
+            first = pods[i]
+            gang = {names.ANNOTATION_GANG_NAME: f"gang-{i}", names.ANNOTATION_GANG_MIN_AVAILABLE: str(size)}
+            for k in range(size):
+                meta = ObjectMeta(
+                    name=f"{first.name}-m{k}",
+                    namespace=first.namespace,
+                    uid=f"{first.uid}-m{k}",
+                    annotations={**first.annotations, **gang},
+                )
+                out.append(Pod(meta=meta, scheduler_name=first.scheduler_name, containers=first.containers))
+            budget -= size
+            i += size
+        else:
+            out.append(pods[i])
+            i += 1
     return out
 
 

@@ -5,7 +5,9 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("package", ["controller", "controller.runtime", "controller.noderesources"])
+@pytest.mark.parametrize(
+    "package", ["controller", "controller.runtime", "controller.noderesources", "controller.podgroups"]
+)
 def test_all_is_sorted_and_complete(package: str) -> None:
     module = importlib.import_module(package)
     assert list(module.__all__) == sorted(module.__all__)

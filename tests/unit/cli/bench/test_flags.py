@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -25,3 +26,26 @@ def test_bad_flags_are_one_line_and_exit_code_2(capsys: pytest.CaptureFixture[st
     captured = capsys.readouterr()
     assert captured.out == ""  # no half report
     assert captured.err == "tessera bench: --nodes and --pods must be positive, --gpus-per-node not negative\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--gang-fraction", "1.5"], "--gang-fraction must be within 0..1, got 1.5"),
+        (["--gang-sizes", "8-2"], "--gang-sizes must be MIN-MAX with 1 <= MIN <= MAX, got '8-2'"),
+    ],
+)
+def test_bad_gang_flags_are_one_line(flags: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "scheduler", *flags, "-o", "json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == f"tessera bench: {message}\n"
+
+
+def test_the_gang_mix_schedules_gangs_whole(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "scheduler", "--nodes", "20", "--pods", "200", "--gang-fraction", "0.3", "--gang-sizes", "2-4"]
+    assert main([*args, "-o", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert 50 <= result["gang_pods"] <= 70
+    assert result["gangs_allowed"] >= 10
+    assert 0 < result["gang_allowed"]["p50_ms"] <= result["gang_allowed"]["p99_ms"]

@@ -21,6 +21,6 @@ def test_the_table_shows_devices_of_placed_pods_and_the_reason_of_the_others() -
 
 def test_the_demo_has_each_kind_of_request_and_one_pod_that_cannot_fit() -> None:
     assert len({p.name for p in DEMO_PODS}) == len(DEMO_PODS)
-    assert [p.name for p in DEMO_PODS if p.unschedulable] == ["too-big"]
+    assert [p.name for p in DEMO_PODS if p.unschedulable] == ["too-big", "big-0", "big-1", "big-2", "big-3"]
     manifests = [p.manifest() for p in DEMO_PODS]
     assert all(m["spec"]["schedulerName"] == "tessera-scheduler" for m in manifests)

@@ -22,7 +22,7 @@ def test_empty_config_is_one_default_profile() -> None:
         "NodeResourcesFit",
         "DeviceShare",
     ]
-    assert framework.plugin_names(ExtensionPoint.RESERVE) == ["DeviceShare"]
+    assert framework.plugin_names(ExtensionPoint.RESERVE) == ["DeviceShare", "Coscheduling"]
     assert [framework.weight(n) for n in ("TaintToleration", "NodeAffinity", "DeviceShare")] == [3, 2, 1]
 
 

@@ -63,6 +63,7 @@ def test_observer_sees_rejections() -> None:
     assert points == [
         (ExtensionPoint.PRE_FILTER, Code.SUCCESS),
         (ExtensionPoint.FILTER, Code.UNSCHEDULABLE),
+        (ExtensionPoint.POST_FILTER, Code.UNSCHEDULABLE),  # Coscheduling's, for gang members
         (ExtensionPoint.PRE_FILTER, Code.UNSCHEDULABLE_AND_UNRESOLVABLE),
     ]
 

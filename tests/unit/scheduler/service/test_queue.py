@@ -196,3 +196,22 @@ def test_pop_blocks_until_a_pod_arrives_and_close_wakes_it(queue: SchedulingQueu
     queue.close()
     thread.join(10)
     assert got == ["a", "closed"]
+
+
+def test_a_gang_groups_members_are_popped_together(clock: Clock) -> None:
+    groups = {"a-0": "ns/a", "a-1": "ns/a", "b-0": "ns/b", "b-1": "ns/b"}
+    queue = SchedulingQueue(interest=device_plugins_only, clock=clock, group_of=lambda pod: groups.get(pod.name))
+    for name in ("a-0", "b-0", "solo", "a-1", "b-1"):
+        queue.add(make_pod(name))
+        clock.now += 1
+    assert popped(queue) == ["a-0", "a-1", "b-0", "b-1", "solo"]
+
+
+def test_activate_moves_unschedulable_and_backing_off_pods_to_active(queue: SchedulingQueue) -> None:
+    for name in ("waits", "backs-off", "active"):
+        queue.add(make_pod(name))
+    for entry in (queue.pop(timeout=0), queue.pop(timeout=0)):
+        assert entry is not None
+        queue.requeue(entry.uid, unschedulable=entry.pod.name == "waits", plugins=("DeviceShare",))
+    assert queue.activate(["uid-default-waits", "uid-default-backs-off", "uid-default-active", "gone"]) == 2
+    assert sorted(popped(queue)) == ["active", "backs-off", "waits"]

@@ -1,0 +1,65 @@
+"""`tessera controller` keeps PodGroup status (phase, counts, scheduleStartTime) from the member
+pods and says each phase change with an Event on the PodGroup: both real processes over HTTP."""
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from apis.crds.podgroup import PodGroup, PodGroupPhase
+from apis.extension import names
+from cli.launchers.controller import ControllerProcess
+from cli.launchers.scheduler import pod_manifest
+from kube.client import Client
+from kube.resources import EVENTS, PODS
+from tests.integration.controller.conftest import unique
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def status_of(client: Client, name: str) -> PodGroup:
+    return PodGroup.from_dict(client.resource(names.POD_GROUPS).get(name, namespace="default"))
+
+
+def member(client: Client, group: str, name: str, node: str = "") -> dict[str, Any]:
+    manifest = pod_manifest(name, {"cpu": "1"}, labels={names.LABEL_POD_GROUP: group}, node_name=node)
+    return client.resource(PODS).create(manifest, namespace="default")
+
+
+def test_pod_group_status_follows_its_members(
+    client: Client, start_controller: Callable[..., ControllerProcess]
+) -> None:
+    start_controller()
+    name = unique("pg")
+    body = {"apiVersion": names.POD_GROUPS.api_version, "kind": "PodGroup", "metadata": {"name": name}}
+    client.resource(names.POD_GROUPS).create({**body, "spec": {"minMember": 2}}, namespace="default")
+    member(client, name, f"{name}-0")
+    wait_for(lambda: status_of(client, name).phase is PodGroupPhase.PENDING, what="Pending with one member")
+    member(client, name, f"{name}-1")
+    # Min members exist: PreScheduling, then (at once, as Koordinator) Scheduling, timed from now.
+    scheduling = wait_for(
+        lambda: (s := status_of(client, name)).phase is PodGroupPhase.SCHEDULING and s, what="Scheduling"
+    )
+    assert scheduling.scheduled == 0 and scheduling.schedule_start_time
+    pods = client.resource(PODS)
+    pods.delete(f"{name}-0", namespace="default", grace_period_seconds=0)
+    member(client, name, f"{name}-0", node="n1")
+    wait_for(lambda: status_of(client, name).scheduled == 1, what="one member scheduled")
+    pods.delete(f"{name}-1", namespace="default", grace_period_seconds=0)
+    member(client, name, f"{name}-1", node="n1")
+    wait_for(lambda: status_of(client, name).phase is PodGroupPhase.SCHEDULED, what="Scheduled")
+    for i in range(2):
+        pod = pods.get(f"{name}-{i}", namespace="default")
+        pod["status"] = {"phase": "Running"}
+        pods.update_status(pod, namespace="default")
+    running = wait_for(lambda: (s := status_of(client, name)).phase is PodGroupPhase.RUNNING and s, what="Running")
+    assert (running.running, running.scheduled, running.schedule_start_time) == (
+        2,
+        2,
+        scheduling.schedule_start_time,
+    )
+    events = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={name}").items
+    messages = [e["message"] for e in events if e["reason"] == "PodGroupPhaseChanged"]
+    assert any("Pending → PreScheduling" in m for m in messages), messages
+    assert any("Scheduled → Running" in m for m in messages), messages

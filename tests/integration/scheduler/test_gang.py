@@ -1,0 +1,241 @@
+"""Gang scheduling live: the API server and the scheduler as real processes.
+
+- a Strict gang that cannot fit stays wholly pending, its condition naming the gang; a node
+  (Device CR + allocatable) added makes room and the whole gang binds;
+- members that time out give their devices back;
+- a PodGroup CR forms a gang; a pod naming a missing PodGroup says so, and bad gang annotations
+  leave the scheduler running;
+- kill -9 while members wait at Permit, or after half the gang was bound: the restarted
+  scheduler completes the gang from what the API server holds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from apis.extension import names
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.scheduler import SchedulerProcess, pod_manifest
+from kube import Client, resources
+
+from .conftest import (
+    PodWatch,
+    assert_no_device_shared_beyond_capacity,
+    condition,
+    create_gpu_nodes,
+    create_namespace,
+    create_pod,
+    wait_for_event,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def apiserver() -> Iterator[EmbeddedAPIServer]:
+    """A cluster per test: a gang left pending by one test would take room in the next."""
+    with run_apiserver() as server:
+        server.install_crds()
+        yield server
+
+
+def gang(name: str, min_available: int, **extra: str) -> dict[str, str]:
+    ann = {names.ANNOTATION_GANG_NAME: name, names.ANNOTATION_GANG_MIN_AVAILABLE: str(min_available)}
+    ann.update({f"{names.GANG_DOMAIN}/{k.replace('_', '-')}": v for k, v in extra.items()})
+    return ann
+
+
+def pending_message(watch: PodWatch, name: str) -> str:
+    """The pod's PodScheduled message ("" while the watch has not seen the pod or no condition)."""
+    pods = [p for p in watch.pods() if p.name == name]
+    found = condition(pods[0]) if pods else None
+    return found[2] if found else ""
+
+
+def test_a_strict_gang_that_cannot_fit_stays_pending_then_binds_whole_on_a_new_node(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    create_gpu_nodes(client, "gang-a")
+    ns = create_namespace(client)
+    watch = PodWatch(client, ns)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir) as scheduler:
+            for i in range(3):
+                create_pod(client, ns, f"w-{i}", {names.NVIDIA_GPU: "4"}, annotations=gang("train", 3))
+            watch.wait_for(
+                lambda pods: (
+                    len(pods) == 3 and all(f"gang {ns}/train" in (condition(p) or ("", "", ""))[2] for p in pods)
+                ),
+                "every member pending with a reason naming the gang",
+            )
+            assert not any(p.node_name for p in watch.pods())
+            gangs = scheduler.get_json("/apis/v1/plugins/Coscheduling/gangs")
+            assert [g["name"] for g in gangs] == [f"{ns}/train"]
+            one = scheduler.get_json(f"/apis/v1/plugins/Coscheduling/gang/{ns}/train")
+            assert one["min"] == 3 and one["created"] == 3 and one["bound"] == 0 and not one["satisfied"]
+            assert scheduler.metric("tessera_scheduler_gang_groups_rejected_total", {"cause": "failure"}) >= 1
+            create_gpu_nodes(client, "gang-b")
+            pods = watch.wait_bound(3)
+            assert scheduler.metric("tessera_scheduler_gang_groups_allowed_total") == 1
+            assert scheduler.metric("tessera_scheduler_gang_wait_duration_seconds_count") == 1
+            assert scheduler.metric("tessera_scheduler_gangs_waiting") == 0
+        assert_no_device_shared_beyond_capacity(client, pods)
+        for pod in pods:
+            assert pod.annotations[names.ANNOTATION_BIND_GANG_GROUP_ID] == f"{ns}/train"
+            assert pod.annotations[names.ANNOTATION_BIND_GANG_MEMBER_COUNT] == "3"
+    finally:
+        watch.stop()
+
+
+def test_members_that_time_out_give_their_gpus_back(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    create_gpu_nodes(client, "timeout-a")
+    ns = create_namespace(client)
+    watch = PodWatch(client, ns)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir) as scheduler:
+            # The third member exists but belongs to another scheduler: the two never complete.
+            for i in range(2):
+                create_pod(client, ns, f"w-{i}", {names.NVIDIA_GPU: "4"}, annotations=gang("t", 3, waiting_time="2s"))
+            other = pod_manifest(
+                "w-2", {names.NVIDIA_GPU: "4"}, namespace=ns, scheduler_name="other", annotations=gang("t", 3)
+            )
+            client.resource(resources.PODS).create(other, namespace=ns)
+            watch.wait_for(
+                lambda pods: any("rejected due to timeout" in (condition(p) or ("", "", ""))[2] for p in pods),
+                "a member rejected by the timeout",
+            )
+            # Their 8 GPUs are free again: a pod asking for all of them binds.
+            create_pod(client, ns, "whole-node", {names.NVIDIA_GPU: "8"})
+            watch.wait_for(lambda pods: any(p.name == "whole-node" and p.node_name for p in pods), "whole-node bound")
+            assert not any(p.node_name for p in watch.pods() if p.name.startswith("w-"))
+            assert scheduler.metric("tessera_scheduler_gang_groups_rejected_total", {"cause": "timeout"}) >= 1
+    finally:
+        watch.stop()
+
+
+def test_pod_group_gangs_and_bad_input_keep_the_scheduler_running(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    create_gpu_nodes(client, "pg-a")
+    ns = create_namespace(client)
+    watch = PodWatch(client, ns)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir):
+            label = {names.LABEL_POD_GROUP: "pg"}
+            create_pod(client, ns, "missing-0", {names.NVIDIA_GPU: "1"}, labels={names.LABEL_POD_GROUP: "nope"})
+            create_pod(
+                client,
+                ns,
+                "bad-0",
+                {names.NVIDIA_GPU: "1"},
+                annotations=gang("bad", 1) | {names.ANNOTATION_GANG_MIN_AVAILABLE: "many"},
+            )
+            for i in range(2):
+                create_pod(client, ns, f"pg-{i}", {names.NVIDIA_GPU: "2"}, labels=label)
+            group = {"apiVersion": names.POD_GROUPS.api_version, "kind": "PodGroup", "metadata": {"name": "pg"}}
+            group["spec"] = {"minMember": 2}
+            client.resource(names.POD_GROUPS).create(group, namespace=ns)
+            watch.wait_for(
+                lambda pods: sum(1 for p in pods if p.name.startswith("pg-") and p.node_name) == 2,
+                "the PodGroup's two members bound",
+            )
+            watch.wait_for(
+                lambda pods: (
+                    f"gang {ns}/nope: PodGroup {ns}/nope not found" in pending_message(watch, "missing-0")
+                    and "min-available 'many' is not a positive integer" in pending_message(watch, "bad-0")
+                ),
+                "the missing PodGroup and the bad annotation said in the pods' conditions",
+            )
+            sloppy = gang("sloppy", 1, mode="Sloppy", waiting_time="soon")
+            create_pod(client, ns, "sloppy-0", {names.NVIDIA_GPU: "1"}, annotations=sloppy)
+            create_pod(client, ns, "plain", {names.NVIDIA_GPU: "1"})
+            watch.wait_for(
+                lambda pods: {"plain", "sloppy-0"} <= {p.name for p in pods if p.node_name}, "plain and sloppy-0 bound"
+            )
+            events = wait_for_event(client, ns, "sloppy-0", "GangValueIgnored")
+            messages = " ".join(e["message"] for e in events)
+            assert f"gang {ns}/sloppy: gang.scheduling.koordinator.sh/mode 'Sloppy' is not Strict" in messages
+    finally:
+        watch.stop()
+
+
+def test_kill_while_members_wait_at_permit_then_restart_completes_the_gang(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    create_gpu_nodes(client, "kill-a")
+    ns = create_namespace(client)
+    watch = PodWatch(client, ns)
+    scheduler = SchedulerProcess(apiserver.kubeconfig, work_dir)
+    scheduler.start()
+    try:
+        job = gang("job", 4, mode="NonStrict")
+        for i in range(3):
+            create_pod(client, ns, f"w-{i}", {names.NVIDIA_GPU: "2"}, annotations=job)
+        # The fourth fits no node until one is labelled: the other three wait at Permit.
+        late = pod_manifest("w-3", {names.NVIDIA_GPU: "2"}, namespace=ns, annotations=job)
+        late["spec"]["nodeSelector"] = {"pool": "training"}
+        client.resource(resources.PODS).create(late, namespace=ns)
+        path = f"/apis/v1/plugins/Coscheduling/gang/{ns}/job"
+        watch.wait_for(lambda _pods: scheduler.get_json(path)["waiting"] == 3, "three members waiting", timeout=30)
+        scheduler.kill()
+        assert not any(p.node_name for p in watch.pods())
+        node = client.resource(resources.NODES).get("kill-a")
+        node["metadata"].setdefault("labels", {})["pool"] = "training"
+        client.resource(resources.NODES).update(node)
+        scheduler.start()
+        pods = watch.wait_bound(4)
+    finally:
+        scheduler.stop()
+        watch.stop()
+    assert_no_device_shared_beyond_capacity(client, pods)
+
+
+def test_a_gang_half_bound_when_the_scheduler_died_is_completed(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    create_gpu_nodes(client, "half-a")
+    ns = create_namespace(client)
+    allowed = {names.ANNOTATION_BIND_GANG_GROUP_ID: f"{ns}/half", names.ANNOTATION_BIND_GANG_MEMBER_COUNT: "4"}
+    for i in range(2):  # bound before the crash, with the annotations of an allowed gang
+        create_pod(client, ns, f"w-{i}", {names.CPU: "1"}, annotations=gang("half", 4) | allowed, node_name="half-a")
+    for i in range(2, 4):
+        create_pod(client, ns, f"w-{i}", {names.CPU: "1"}, annotations=gang("half", 4))
+    watch = PodWatch(client, ns)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir):
+            watch.wait_bound(4)
+    finally:
+        watch.stop()
+
+
+def test_a_gang_group_across_namespaces_binds_together(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    create_gpu_nodes(client, "group-a")
+    team_a, team_b = create_namespace(client), create_namespace(client)
+    groups = json.dumps([f"{team_a}/ps", f"{team_b}/worker"])
+    watch_a, watch_b = PodWatch(client, team_a), PodWatch(client, team_b)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir):
+            create_pod(client, team_a, "ps-0", {names.NVIDIA_GPU: "1"}, annotations=gang("ps", 1, groups=groups))
+            watch_a.wait_for(
+                lambda _pods: f"gang {team_b}/worker of its group has no members" in pending_message(watch_a, "ps-0"),
+                "ps-0 waiting for the other gang of its group",
+            )
+            for i in range(2):
+                create_pod(
+                    client, team_b, f"w-{i}", {names.NVIDIA_GPU: "2"}, annotations=gang("worker", 2, groups=groups)
+                )
+            bound = watch_a.wait_bound(1) + watch_b.wait_bound(2)
+        ids = {p.annotations[names.ANNOTATION_BIND_GANG_GROUP_ID] for p in bound}
+        assert ids == {",".join(sorted([f"{team_a}/ps", f"{team_b}/worker"]))}
+        assert {p.annotations[names.ANNOTATION_BIND_GANG_MEMBER_COUNT] for p in bound} == {"3"}
+    finally:
+        watch_a.stop()
+        watch_b.stop()
