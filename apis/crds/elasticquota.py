@@ -1,9 +1,9 @@
 """The `ElasticQuota` CR (scheduling.sigs.k8s.io/v1alpha1): a namespaced min/max resource budget.
 
-Quotas form a tree through labels (`quota.scheduling.koordinator.sh/parent`, `is-parent`). In
-Koordinator the scheduler admits pods against each quota's runtime and the controller writes
-`status.used` and the runtime annotations back; Tessera parses and validates the CR today, and its
-quota plugin and controller are not built yet. Readers for those labels and annotations live in
+Quotas form a tree through labels (`quota.scheduling.koordinator.sh/parent`, `is-parent`). The
+scheduler's ElasticQuota plugin (opt-in) admits pods against each quota's runtime; in Koordinator
+the controller also writes `status.used` and the runtime annotations back, which Tessera's
+controller does not do yet. Readers for those labels and annotations live in
 `apis.extension.quota`.
 
 For quota charging, when it is built: a pod's requests (`Pod.requests()`) already carry only the

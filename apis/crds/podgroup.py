@@ -1,9 +1,8 @@
 """The `PodGroup` CR (scheduling.sigs.k8s.io/v1alpha1): a gang named by a CR instead of annotations.
 
-Pods join it through the `pod-group.scheduling.sigs.k8s.io` label. In Koordinator the scheduler
-reads `minMember` and the timeout and the controller keeps `status` (phase and member counts)
-current; Tessera parses and validates the CR today, and its Coscheduling plugin and PodGroup
-controller are not built yet.
+Pods join it through the `pod-group.scheduling.sigs.k8s.io` label. The scheduler's Coscheduling
+plugin reads `minMember` and the timeout; the controller keeps `status` (phase and member
+counts) current.
 """
 
 from __future__ import annotations
