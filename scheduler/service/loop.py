@@ -130,7 +130,15 @@ class SchedulingLoop:
         then retry at once the pods the plugins asked for (a gang's siblings)."""
         activate = self._schedule_one(entry)
         if activate:
-            self._queue.activate(activate)
+            self._retry(activate)
+
+    def _retry(self, uids: set[str] | frozenset[str]) -> None:
+        """Retry the pods the plugins asked for as soon as their backoff allows. Not at once, as
+        kube's Activate would: a gang that can never fit starts a new cycle each time its
+        members have all been tried, and activating them past their backoff would spin the loop
+        (thousands of attempts a second); with backoff the gang is retried every few seconds."""
+        if uids:
+            self._queue.activate(uids, after_backoff=True)
 
     def _schedule_one(self, entry: QueuedPod) -> frozenset[str]:
         pod = entry.pod
@@ -192,4 +200,4 @@ class SchedulingLoop:
         self._pass_on()
         for attempt in failed:
             self._failed(attempt.ticket, attempt.status, attempt.rejected_by, 0.0, attempt.framework.profile)
-        self._queue.activate({uid for attempt in decided for uid in attempt.activate})
+        self._retry({uid for attempt in decided for uid in attempt.activate})

@@ -228,16 +228,24 @@ class SchedulingQueue:
                 self._push_backoff(entry)
             self._cond.notify_all()
 
-    def activate(self, uids: Iterable[str]) -> int:
+    def activate(self, uids: Iterable[str], *, after_backoff: bool = False) -> int:
         """Pods a plugin wants retried now (a gang's siblings): out of unschedulable or backoff,
-        into active. Returns how many moved."""
+        into active — or, with `after_backoff`, into active once their backoff is over (a pod
+        still backing off stays in backoff). Returns how many moved."""
         moved = 0
         with self._cond:
+            now = self._clock()
             for uid in uids:
                 entry = self._pods.get(uid)
-                if entry is not None and entry.where in (QueueName.UNSCHEDULABLE, QueueName.BACKOFF):
+                if entry is None or entry.where not in (QueueName.UNSCHEDULABLE, QueueName.BACKOFF):
+                    continue
+                if after_backoff and entry.backoff_until > now:
+                    if entry.where is QueueName.UNSCHEDULABLE:
+                        self._push_backoff(entry)
+                        self._cond.notify_all()
+                else:
                     self._push_active(entry)
-                    moved += 1
+                moved += 1
         return moved
 
     def done(self, uid: str) -> QueuedPod | None:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -239,3 +240,37 @@ def test_a_gang_group_across_namespaces_binds_together(
     finally:
         watch_a.stop()
         watch_b.stop()
+
+
+def test_a_gang_that_can_never_fit_is_retried_with_backoff_not_in_a_busy_loop(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    # As in `tessera up --demo`: two 8-GPU nodes with a GPU taken on each, and a gang of four
+    # 4-GPU workers. Each cycle two wait at Permit, the others fail and the group is rejected.
+    # Retrying the members past their backoff used to spin the scheduler (over 600 attempts a
+    # second in the demo).
+    create_gpu_nodes(client, "spin-a", "spin-b")
+    ns = create_namespace(client)
+    watch = PodWatch(client, ns)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir) as scheduler:
+            for i in range(2):
+                create_pod(client, ns, f"one-{i}", {names.NVIDIA_GPU: "1"})
+            watch.wait_for(lambda pods: len([p for p in pods if p.node_name]) == 2, "the 1-GPU pods bound")
+            for i in range(4):
+                create_pod(client, ns, f"w-{i}", {names.NVIDIA_GPU: "4"}, annotations=gang("spin", 4))
+            watch.wait_for(
+                lambda pods: (
+                    all(f"gang {ns}/spin" in (condition(p) or ("", "", ""))[2] for p in pods if p.name.startswith("w-"))
+                    and len(pods) == 6
+                ),
+                "every member pending with a reason naming the gang",
+            )
+            before = scheduler.metric("tessera_scheduler_schedule_attempts_total")
+            time.sleep(4.0)
+            attempts = scheduler.metric("tessera_scheduler_schedule_attempts_total") - before
+            # Backoff starts at 1 s and doubles: a handful of attempts per member in 4 s, not thousands.
+            assert attempts <= 40, f"{attempts} scheduling attempts in 4 s"
+            assert not any(p.node_name for p in watch.pods() if p.name.startswith("w-"))
+    finally:
+        watch.stop()

@@ -215,3 +215,17 @@ def test_activate_moves_unschedulable_and_backing_off_pods_to_active(queue: Sche
         queue.requeue(entry.uid, unschedulable=entry.pod.name == "waits", plugins=("DeviceShare",))
     assert queue.activate(["uid-default-waits", "uid-default-backs-off", "uid-default-active", "gone"]) == 2
     assert sorted(popped(queue)) == ["active", "backs-off", "waits"]
+
+
+def test_activate_after_backoff_waits_for_the_backoff_then_makes_them_active(
+    queue: SchedulingQueue, clock: Clock
+) -> None:
+    for name in ("waits", "backs-off"):
+        queue.add(make_pod(name))
+    for entry in (queue.pop(timeout=0), queue.pop(timeout=0)):
+        assert entry is not None
+        queue.requeue(entry.uid, unschedulable=entry.pod.name == "waits", plugins=("DeviceShare",))
+    assert queue.activate(["uid-default-waits", "uid-default-backs-off"], after_backoff=True) == 2
+    assert popped(queue) == []  # both still back off (1 s after their first attempt)
+    clock.now += 1.0
+    assert sorted(popped(queue)) == ["backs-off", "waits"]
