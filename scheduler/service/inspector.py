@@ -275,6 +275,7 @@ def usage_json(u: DeviceUsage) -> dict[str, Any]:
         "free": resources.format_list(u.free),
         "used": resources.format_list(u.used),
         "holders": [{"pod": h.pod, "resources": resources.format_list(h.resources)} for h in u.holders],
+        "overcommitted": u.overcommitted,
     }
 
 
