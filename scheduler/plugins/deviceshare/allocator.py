@@ -9,12 +9,14 @@ else changes.
 `TopologyAwarePolicy` implements the protocol's semantics (protocol.md, "Scheduling semantics"),
 following Koordinator's DeviceShare:
 
-- A device is a candidate when it is healthy, matches the hint's `selector`, has the per-device
-  amounts free (a whole-device request needs it entirely unused), is not on a PCIe switch
-  another pod holds exclusively, satisfies the pod's own `exclusivePolicy` (DeviceLevel: no
-  other holder; PCIeLevel — enforced here, unlike Koordinator — no other holder on the switch),
-  and offers a free virtual function when one is needed (a `vfSelector`, or an RDMA/FPGA share
-  below 100 on a device that has VFs: `koordinator.sh/rdma: 1` is one VF).
+- A device is a candidate when it is healthy, not over-committed (`DeviceState.overcommitted`:
+  pods that bypassed the scheduler hold more than it has, so it counts as full), matches the
+  hint's `selector`, has the per-device amounts free (a whole-device request needs it entirely
+  unused), is not on a PCIe switch another pod holds exclusively, satisfies the pod's own
+  `exclusivePolicy` (DeviceLevel: no other holder; PCIeLevel — enforced here, unlike
+  Koordinator — no other holder on the switch), and offers a free virtual function when one
+  is needed (a `vfSelector`, or an RDMA/FPGA share below 100 on a device that has VFs:
+  `koordinator.sh/rdma: 1` is one VF).
 - Scope: take the deepest scope that holds the whole request — one PCIe switch, else one NUMA
   node, else the node — never wider than `requiredTopologyScope`. Among scopes of one depth,
   prefer the one already partly used (topology bin-packing leaves empty switches whole for
@@ -289,8 +291,8 @@ class TopologyAwarePolicy(AllocationPolicy):
         out = []
         for s in states:
             total = s.total
-            if not total:
-                continue  # unhealthy
+            if not total or s.overcommitted:
+                continue  # unhealthy, or over-committed by pods that bypassed the scheduler: full
             if selector is not None and not selector.matches(s.info.labels):
                 continue
             if blocked and s.pcie in blocked:
