@@ -99,6 +99,12 @@ class ClusterCache:
         entry = self._pods.get(ident)
         return entry.info if entry is not None else None
 
+    def devices_unknown(self, ident: str) -> bool:
+        """Whether a bound pod asks for devices but which it holds is unknown (see `add_pod`)."""
+        entry = self._pods.get(ident)
+        info = self._nodes.get(entry.node) if entry is not None else None
+        return info is not None and info.devices.is_unknown(ident)
+
     def is_assumed(self, ident: str) -> bool:
         entry = self._pods.get(ident)
         return entry is not None and entry.assumed
