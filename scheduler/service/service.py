@@ -111,6 +111,7 @@ class SchedulerService:
             cycle=self.cycle,
             queue=self.queue,
             reporter=self.reporter,
+            recorder=self.recorder,
             metrics=self.metrics,
             workers=settings.binder.workers,
             clock=clock,
