@@ -5,6 +5,9 @@ writes them, `List` kinds included) to the same core the live scheduler runs: po
 have `spec.nodeName` are loaded as running, then every other pod is scheduled in the order
 given, each placement committed before the next. The result per pod is its node (or none), the
 annotations the scheduler would write, and for a pod that fits nowhere the reason per node.
+A pod whose `schedulerName` no profile serves is not placed, as the live scheduler would leave
+it alone: the result says so (a pod that names no scheduler has `default-scheduler`; serve it
+with a config that has that profile, like `tessera up`'s `DATA_DIR/scheduler/config.yaml`).
 
 Pure: the caller parses YAML into dicts; this module turns them into objects and results.
 """
@@ -48,6 +51,8 @@ class WhatIfResult:
     message: str = ""
     #: nodes that missed by resources alone, closest first, with what they lack
     nearest: tuple[tuple[str, tuple[Shortfall, ...]], ...] = ()
+    #: why the pod was not scheduled at all (no profile serves its schedulerName)
+    reason: str = ""
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -60,6 +65,8 @@ class WhatIfResult:
             out["message"] = self.message
         if self.nearest:
             out["nearest"] = {node: [str(s) for s in shortfalls] for node, shortfalls in self.nearest}
+        if self.reason:
+            out["reason"] = self.reason
         return out
 
 
@@ -117,7 +124,14 @@ def run(snapshot: Snapshot, scheduler: Scheduler) -> list[WhatIfResult]:
             cache.add_pod(pod)
         elif not pod.is_terminal:
             pending.append(pod)
-    return [_result(scheduler.schedule_one(pod)) for pod in pending]
+    results = []
+    for pod in pending:
+        if scheduler.framework_for(pod) is None:
+            reason = f"schedulerName {pod.scheduler_name} is not served by this scheduler"
+            results.append(WhatIfResult(pod.key, None, reason=reason))
+        else:
+            results.append(_result(scheduler.schedule_one(pod)))
+    return results
 
 
 def _result(outcome: Outcome) -> WhatIfResult:

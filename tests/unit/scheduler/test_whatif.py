@@ -64,12 +64,14 @@ apiVersion: v1
 kind: Pod
 metadata: {name: half, namespace: ml}
 spec:
+  schedulerName: tessera-scheduler
   containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "50", koordinator.sh/gpu-memory-ratio: "50"}}}]
 ---
 apiVersion: v1
 kind: Pod
 metadata: {name: too-big, namespace: ml}
 spec:
+  schedulerName: tessera-scheduler
   containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "60", koordinator.sh/gpu-memory-ratio: "60"}}}]
 """
 
@@ -126,6 +128,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: sliver, namespace: ml}
 spec:
+  schedulerName: tessera-scheduler
   containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "40", koordinator.sh/gpu-memory-ratio: "40"}}}]
 """
 
@@ -172,10 +175,47 @@ def test_parse_objects_names_the_broken_document() -> None:
 
 def test_a_pod_listed_twice_is_scheduled_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "twice.yaml"
-    pod = "kind: Pod\nmetadata: {name: twin, namespace: ml}\nspec: {containers: [{name: c}]}\n"
+    pod = (
+        "kind: Pod\nmetadata: {name: twin, namespace: ml}\n"
+        "spec: {schedulerName: tessera-scheduler, containers: [{name: c}]}\n"
+    )
     node = "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '1', memory: 1Gi}}\n"
     path.write_text("---\n".join([node, pod, pod]))
     assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
     results = json.loads(capsys.readouterr().out)["results"]
     assert [r["node"] for r in results] == ["n", None]
     assert results[1]["message"] == "pod ml/twin is already scheduled or running"
+
+
+UNNAMED = """
+apiVersion: v1
+kind: Pod
+metadata: {name: no-scheduler-name, namespace: ml}
+spec:
+  containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "10", koordinator.sh/gpu-memory-ratio: "10"}}}]
+"""
+
+
+def test_a_pod_for_a_scheduler_no_profile_serves_is_not_placed(
+    tmp_path: Path, snapshot: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unnamed = tmp_path / "unnamed.yaml"
+    unnamed.write_text(UNNAMED)
+    assert main(["what-if", "-f", str(snapshot), "-f", str(unnamed), "-o", "json"]) == 0
+    results = {r["pod"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    assert results["ml/no-scheduler-name"] == {
+        "pod": "ml/no-scheduler-name",
+        "node": None,
+        "annotations": {},
+        "reasons": {},
+        "reason": "schedulerName default-scheduler is not served by this scheduler",
+    }
+    assert results["ml/half"]["node"] == "node-a"
+    assert main(["what-if", "-f", str(unnamed)]) == 0
+    assert "schedulerName default-scheduler is not served by this scheduler" in capsys.readouterr().out
+    # A config serving default-scheduler too, as `tessera up` writes: it is placed.
+    config = tmp_path / "config.yaml"
+    config.write_text("profiles: [{schedulerName: tessera-scheduler}, {schedulerName: default-scheduler}]\n")
+    assert main(["what-if", "-f", str(snapshot), "-f", str(unnamed), "--config", str(config), "-o", "json"]) == 0
+    results = {r["pod"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    assert results["ml/no-scheduler-name"]["node"] == "node-a"
