@@ -92,7 +92,11 @@ def render(r: pb.ExplainResponse) -> str:
         return "\n".join(lines)
     if r.last_attempt:
         lines.append(f"Last attempt: {r.last_attempt}")
-    if r.waiting_for:
+    if r.HasField("rejected"):
+        # PreFilter's rejections are the pod's own (an invalid request, a malformed hint): no
+        # cluster change helps, the scheduler retries it when the pod changes.
+        lines.append(f"Fix the pod: {r.rejected.reason} (retried only when the pod changes)")
+    elif r.waiting_for:
         lines.append(f"Retried when a cluster change concerns: {', '.join(r.waiting_for)}")
     lines.append(f"Now: {r.message}")
     if r.HasField("rejected"):

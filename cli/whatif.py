@@ -3,7 +3,8 @@
 Reads Nodes, Device CRs and Pods (multi-document YAML or `List`s, as `kubectl get -o yaml`
 writes them), schedules every pod without `spec.nodeName` in order with the scheduler's own
 core, and prints per pod the node and the `device-allocated` annotation (GPUs that NVLink joins
-marked `(NVLink)`), or why it fits nowhere.
+marked `(NVLink)`), or why it fits nowhere (or why it was not scheduled at all: a
+`schedulerName` that no profile of `--config` serves).
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def render_table(results: list[whatif.WhatIfResult]) -> str:
             devices = _devices(r.annotations, nvlink=bool(r.nvlink)) or "-"
             lines.append(f"{r.pod:<{width}}  {r.node:<{node_width}}  {devices}")
             continue
-        lines.append(f"{r.pod:<{width}}  {'-':<{node_width}}  {r.message}")
+        lines.append(f"{r.pod:<{width}}  {'-':<{node_width}}  {r.reason or r.message}")
         grouped = Counter(reason for reasons in r.reasons.values() for reason in reasons)
         for reason, count in sorted(grouped.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"{indent}{count} node{'s' if count != 1 else ''}: {reason}")

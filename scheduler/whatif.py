@@ -14,6 +14,9 @@ still waits when the snapshot is done waits forever (its time is up), so every m
 unsatisfied Strict gang ends with no node and a reason naming the gang. `report` adds one line
 per gang (min, placed, satisfied, and why not) and, when the snapshot has ElasticQuotas, one per
 quota (request, runtime and used after placement).
+A pod whose `schedulerName` no profile serves is not placed, as the live scheduler would leave
+it alone: the result says so (a pod that names no scheduler has `default-scheduler`; serve it
+with a config that has that profile, like `tessera up`'s `DATA_DIR/scheduler/config.yaml`).
 
 Pure: the caller parses YAML into dicts; this module turns them into objects and results.
 """
@@ -79,6 +82,8 @@ class WhatIfResult:
     nearest: tuple[tuple[str, tuple[Shortfall, ...]], ...] = ()
     #: For a pod given two or more GPUs: whether NVLink joins every two of them; else None.
     nvlink: bool | None = None
+    #: why the pod was not scheduled at all (no profile serves its schedulerName)
+    reason: str = ""
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -93,6 +98,8 @@ class WhatIfResult:
             out["nearest"] = {node: [str(s) for s in shortfalls] for node, shortfalls in self.nearest}
         if self.nvlink is not None:
             out["nvlink"] = self.nvlink
+        if self.reason:
+            out["reason"] = self.reason
         return out
 
 
@@ -217,12 +224,20 @@ def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
     # decided later, named by its key.
     outcomes: dict[int, Outcome] = {}
     held: dict[str, int] = {}
+    # A pod no profile serves is left alone, as live.
+    not_served = {
+        i: WhatIfResult(pod.key, None, reason=f"schedulerName {pod.scheduler_name} is not served by this scheduler")
+        for i, pod in enumerate(pending)
+        if scheduler.framework_for(pod) is None
+    }
 
     def record(decided: list[Outcome]) -> None:
         for outcome in decided:
             outcomes[held.pop(outcome.pod)] = outcome
 
     for i in scheduler.queue_order(pending):
+        if i in not_served:
+            continue
         outcome = outcomes[i] = scheduler.schedule_one(pending[i])
         if outcome.status.code is Code.WAIT:
             held[outcome.pod] = i
@@ -230,7 +245,8 @@ def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
     # The snapshot is done: whatever still waits at Permit waits in vain.
     record(scheduler.resolve_waiting(now=math.inf))
     results = tuple(
-        _result(outcomes[i], core_gangs.gang_of(scheduler.frameworks, pod), devices) for i, pod in enumerate(pending)
+        not_served.get(i) or _result(outcomes[i], core_gangs.gang_of(scheduler.frameworks, pod), devices)
+        for i, pod in enumerate(pending)
     )
     found = core_gangs.gangs(scheduler.frameworks)
     gangs = tuple(GangResult.of(g) for g in found if g.created)

@@ -2,7 +2,8 @@
 
     DATA_DIR/kubeconfig, token, db/, apiserver.log     the API server (HTTPS, bearer token)
     DATA_DIR/controller/                               `tessera controller`: log, address file
-    DATA_DIR/scheduler/                                `tessera scheduler`: log, address file
+    DATA_DIR/scheduler/                                `tessera scheduler`: log, address file,
+                                                       config.yaml (its profiles)
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
                                                        file, state/ (its --state-dir), hook socket
                                                        (this machine's agent)
@@ -17,12 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from apis.extension import names
 from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
 from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster.state import ComponentState
 from kube.process import ServingProcess
+from scheduler.framework.config import KUBE_DEFAULT_SCHEDULER
 
 __all__ = ["Component", "apiserver", "controller", "local_agent", "scheduler", "simulated_agent"]
 
@@ -31,6 +34,15 @@ _MAX_SOCKET_PATH: Final = 100
 #: On a node of its own each agent would have the whole machine; here they share it, and node
 #: QoS would have them fight over this machine's cgroups. docs/agent.md#node-qos.
 _AGENT_FLAGS: Final = ("--simulate-kubelet", "--qos", "off")
+#: There is no kube-scheduler here: without a profile for `default-scheduler` (what the API
+#: server fills in when a pod names no scheduler), such pods would stay Pending with no Event.
+_SCHEDULER_CONFIG: Final = f"""\
+# Written by `tessera up`: pods that name no scheduler get {KUBE_DEFAULT_SCHEDULER}, and there
+# is no kube-scheduler in this cluster, so this scheduler serves both names, alike.
+profiles:
+  - schedulerName: {names.SCHEDULER_NAME}
+  - schedulerName: {KUBE_DEFAULT_SCHEDULER}
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +88,13 @@ def controller(data_dir: Path, kubeconfig: Path) -> Component:
 
 
 def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str) -> Component:
-    process = SchedulerProcess(kubeconfig, data_dir / "scheduler", grpc_address=grpc_address)
+    """`tessera scheduler` with profiles for both `tessera-scheduler` and `default-scheduler`
+    (`DATA_DIR/scheduler/config.yaml`, rewritten on every start)."""
+    directory = data_dir / "scheduler"
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / "config.yaml"
+    config.write_text(_SCHEDULER_CONFIG, encoding="utf-8")
+    process = SchedulerProcess(kubeconfig, directory, grpc_address=grpc_address, extra_args=["--config", str(config)])
     return Component("scheduler", "scheduler", process)
 
 

@@ -4,7 +4,7 @@ The bottom layer of the scheduler: it imports only `apis`. See `cache.py` for th
 """
 
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, ClusterCache
-from scheduler.cache.devices import DeviceHolder, DeviceState, DeviceUsage, Holding, NodeDevices
+from scheduler.cache.devices import DeviceHolder, DeviceState, DeviceUsage, Holding, NodeDevices, Overcommit
 from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.podinfo import PodInfo
 
@@ -17,5 +17,6 @@ __all__ = [
     "Holding",
     "NodeDevices",
     "NodeInfo",
+    "Overcommit",
     "PodInfo",
 ]

@@ -17,14 +17,17 @@ confirmed expires after `assumed_ttl` (`cleanup_expired`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.crds.device import Device, DeviceType
+from apis.errors import AnnotationError
+from apis.extension import names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Node, Pod
-from scheduler.cache.devices import DeviceUsage, Holding
+from scheduler.cache.devices import DeviceUsage, Holding, Overcommit
 from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.podinfo import PodInfo
 
@@ -35,6 +38,10 @@ log = logging.getLogger(__name__)
 #: Seconds an assumed pod whose binding finished may wait for the informer's confirmation.
 DEFAULT_ASSUMED_TTL = 30.0
 _CHANGE_LOG_LIMIT = 1 << 16
+_REMOVED = "removed from a bound pod"
+_MISSING = "missing on a bound pod that asks for devices"
+#: Device resources that are not GPUs; every other device resource name is a GPU's.
+_NON_GPU_TYPES = {names.RDMA: DeviceType.RDMA, names.FPGA: DeviceType.FPGA}
 
 
 @dataclass(slots=True)
@@ -92,6 +99,12 @@ class ClusterCache:
         entry = self._pods.get(ident)
         return entry.info if entry is not None else None
 
+    def devices_unknown(self, ident: str) -> bool:
+        """Whether a bound pod asks for devices but which it holds is unknown (see `add_pod`)."""
+        entry = self._pods.get(ident)
+        info = self._nodes.get(entry.node) if entry is not None else None
+        return info is not None and info.devices.is_unknown(ident)
+
     def is_assumed(self, ident: str) -> bool:
         entry = self._pods.get(ident)
         return entry is not None and entry.assumed
@@ -124,6 +137,19 @@ class ClusterCache:
         if cursor < self._change_base:
             return end, None
         return end, tuple(dict.fromkeys(self._change_log[cursor - self._change_base :]))
+
+    def overcommits(self, node: str) -> tuple[Overcommit, ...]:
+        """The node's over-committed devices, with holders and totals (see `NodeDevices`)."""
+        info = self._nodes.get(node)
+        return info.devices.overcommits() if info is not None and info.devices.has_overcommits() else ()
+
+    def overcommitted_devices(self) -> dict[str, int]:
+        """node -> how many of its devices are over-committed (only nodes with some)."""
+        return {
+            name: len(info.devices.overcommits())
+            for name, info in self._nodes.items()
+            if info.devices.has_overcommits()
+        }
 
     def device_usage(self, node: str) -> tuple[DeviceUsage, ...]:
         """Per device: total, free, used and holders (empty for an unknown node)."""
@@ -176,19 +202,32 @@ class ClusterCache:
 
     # --- pods from informers -----------------------------------------------------------------------
     def add_pod(self, pod: Pod) -> None:
-        """Add, update or confirm an assigned pod. Pods without a node, or terminal, are removed."""
+        """Add, update or confirm an assigned pod. Pods without a node, or terminal, are removed.
+
+        A bound pod's devices are what its `device-allocated` annotation says. When an update
+        makes the annotation unreadable, or removes it, the pod still runs on the devices it
+        had: the last valid allocation stays counted, and the kept PodInfo says why in
+        `allocation_error`. A pod asking for devices that has no readable annotation and no
+        earlier one (first seen that way, e.g. after a restart) holds unknown devices
+        (`NodeDevices.unknown_holders`) until the annotation is fixed or the pod goes.
+        """
         ident = pod.uid or pod.key
         if not pod.node_name or pod.is_terminal:
             self._remove(ident)
             return
         info = PodInfo.of(pod)
         entry = self._pods.get(ident)
+        counted: Holding | None = None
+        confirming = False
         if entry is not None:
+            if entry.node == pod.node_name:
+                counted = self._nodes[entry.node].devices.holdings.get(ident)
+                confirming = entry.assumed
             self._take_off_node(entry, keep_reservation=entry.node == pod.node_name)
         node = self._node_info(pod.node_name)
+        info = self._account(node, info, counted, confirming=confirming)
         node.add_pod(info)
         self._pods[ident] = _PodEntry(info, pod.node_name, assumed=False)
-        self._hold(node, info)
         self._touch(node, devices=True)
 
     update_pod = add_pod
@@ -272,10 +311,14 @@ class ClusterCache:
         self._touch(info, devices=True)
 
     def release_devices(self, ident: str, node: str) -> None:
-        """Undo `reserve_devices` (Unreserve). Idempotent."""
+        """Undo `reserve_devices` (Unreserve). Idempotent. A pod confirmed meanwhile (bound, as
+        the API says) keeps what it holds: that is no longer the cycle's to give back."""
         reserved = self._reserved.get(ident)
         if reserved is not None and reserved[0] == node:
             del self._reserved[ident]
+        entry = self._pods.get(ident)
+        if entry is not None and not entry.assumed:
+            return
         info = self._nodes.get(node)
         if info is not None and info.devices.release(ident):
             self._touch(info, devices=True)
@@ -305,17 +348,39 @@ class ClusterCache:
         for effect in {t.effect for t in node.taints}:
             self._taint_effects[effect] = self._taint_effects.get(effect, 0) + sign
 
-    def _hold(self, node: NodeInfo, pod: PodInfo) -> None:
-        """Device holding of a confirmed pod: its annotation, else what Reserve recorded."""
-        if pod.allocations:
-            self._reserved.pop(pod.ident, None)
-            holding = Holding(pod.key, pod.ident, pod.allocations, pod.pcie_exclusive)
-        else:
-            reserved = self._reserved.get(pod.ident)
-            if reserved is None or reserved[0] != node.name:
-                return
-            holding = reserved[1]
-        self._log_problems(node.name, pod.key, node.devices.hold(holding))
+    def _account(self, node: NodeInfo, info: PodInfo, counted: Holding | None, *, confirming: bool) -> PodInfo:
+        """Count the devices of a bound pod on `node` (see `add_pod`); the PodInfo to keep.
+
+        `counted` is what the pod was counted for on this node before this version (its last
+        valid allocation, or what Reserve recorded while it was being bound: `confirming`).
+        """
+        self._reserved.pop(info.ident, None)
+        if info.allocations:
+            holding = Holding(info.key, info.ident, info.allocations, info.pcie_exclusive)
+            self._log_problems(node.name, info.key, node.devices.hold(holding))
+            return info
+        if counted is not None and counted.allocations:
+            error = info.allocation_error
+            if not error and not confirming:
+                error = str(AnnotationError(names.ANNOTATION_DEVICE_ALLOCATED, _REMOVED, obj=info.key))
+            self._log_problems(node.name, info.key, node.devices.hold(counted))
+            if error:
+                log.warning("Keeping the last valid device allocation", extra={"pod": info.key, "error": error})
+            return dataclasses.replace(
+                info, allocations=counted.allocations, allocation_error=error, pcie_exclusive=counted.pcie_exclusive
+            )
+        types = _device_types(info.requests)
+        if types:
+            error = info.allocation_error or str(
+                AnnotationError(names.ANNOTATION_DEVICE_ALLOCATED, _MISSING, obj=info.key)
+            )
+            node.devices.mark_unknown(info.ident, info.key, types)
+            log.warning(
+                "Devices of a bound pod are unknown",
+                extra={"pod": info.key, "node": node.name, "types": ",".join(sorted(t.value for t in types))},
+            )
+            return dataclasses.replace(info, allocation_error=error)
+        return info
 
     def _take_off_node(self, entry: _PodEntry, *, keep_reservation: bool) -> None:
         node = self._nodes.get(entry.node)
@@ -343,3 +408,10 @@ class ClusterCache:
     def _log_problems(node: str, pod: str, problems: list[str]) -> None:
         for problem in problems:
             log.warning("Device accounting problem", extra={"node": node, "pod": pod, "problem": problem})
+
+
+def _device_types(requests: Mapping[str, int]) -> frozenset[DeviceType]:
+    """Device types a pod asks for, by resource name alone (valid request or not)."""
+    return frozenset(
+        _NON_GPU_TYPES.get(name, DeviceType.GPU) for name in names.DEVICE_RESOURCES if requests.get(name, 0) > 0
+    )

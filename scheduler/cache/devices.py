@@ -7,6 +7,18 @@ one changes nothing. Policy (which devices to give a pod) lives in the DeviceSha
 module only adds and subtracts. A Device CR update rebuilds the per-device state and re-applies
 every holding, so no allocation is dropped when the inventory changes under running pods.
 
+Two things the scheduler did not decide are tracked here too, so that nothing more is placed on
+top of them:
+
+- an **over-committed** device: holdings that together exceed what the Device CR offers, or a
+  VF held by two pods. Only something that bypassed the scheduler does that (a pod created with
+  `spec.nodeName` and a hand-written annotation, a user's edit); `DeviceState.overcommitted`
+  says so, and `NodeDevices.overcommits()` names the holders and the totals.
+- a pod whose devices are **unknown**: bound, asking for devices, but with no readable
+  `device-allocated` annotation and no earlier valid one to fall back on (after a restart).
+  `NodeDevices.unknown_holders(type)` lists such pods; every device of that type on the node
+  could be theirs.
+
 Only `ClusterCache` mutates a `NodeDevices`; everyone else reads it during a cycle.
 """
 
@@ -17,8 +29,9 @@ from dataclasses import dataclass, field
 
 from apis.crds.device import Device, DeviceInfo, DeviceType
 from apis.extension.allocation import DeviceAllocation, VFAllocation
+from apis.k8s.resources import format_quantity
 
-__all__ = ["DeviceHolder", "DeviceState", "DeviceUsage", "Holding", "NodeDevices", "vf_key"]
+__all__ = ["DeviceHolder", "DeviceState", "DeviceUsage", "Holding", "NodeDevices", "Overcommit", "vf_key"]
 
 _NO_DEVICES: tuple[DeviceState, ...] = ()
 
@@ -56,6 +69,8 @@ class DeviceState:
     holders: dict[str, Mapping[str, int]] = field(default_factory=dict)
     #: vf_key -> pod ident
     used_vfs: dict[str, str] = field(default_factory=dict)
+    #: Holdings exceed the Device CR's capacity (healthy or not), or a VF is held twice.
+    overcommitted: bool = False
 
     @property
     def type(self) -> DeviceType:
@@ -76,6 +91,40 @@ class DeviceState:
 
     def has_vfs(self) -> bool:
         return any(g.vfs for g in self.info.vf_groups)
+
+    @property
+    def capacity(self) -> Mapping[str, int]:
+        """What the device has, healthy or not: the measure of over-commitment (a pod on a GPU
+        that turned unhealthy is not over-committed)."""
+        return self.info.resources
+
+
+@dataclass(frozen=True, slots=True)
+class Overcommit:
+    """One over-committed device: who holds it and by how much it is exceeded."""
+
+    type: DeviceType
+    minor: int
+    #: `namespace/name` of every holder, sorted.
+    pods: tuple[str, ...]
+    #: resource -> (used, capacity), for the resources used beyond capacity.
+    exceeded: Mapping[str, tuple[int, int]]
+    #: VFs held by more than one pod.
+    shared_vfs: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[DeviceType, int, tuple[str, ...]]:
+        """What identifies this over-commitment: the device and its holders."""
+        return self.type, self.minor, self.pods
+
+    def describe(self) -> str:
+        """`gpu 0 is over-committed: gpu-core 150/100, gpu-memory 154Gi/80Gi; held by a/x, b/y`."""
+        parts = [
+            f"{name.rsplit('/', 1)[-1]} {format_quantity(name, used)}/{format_quantity(name, cap)}"
+            for name, (used, cap) in sorted(self.exceeded.items())
+        ]
+        parts += [f"VF {vf} held twice" for vf in self.shared_vfs]
+        return f"{self.type.value} {self.minor} is over-committed: {', '.join(parts)}; held by {', '.join(self.pods)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +148,13 @@ class DeviceUsage:
     holders: tuple[DeviceHolder, ...]
     pcie: str | None = None
     numa: int | None = None
+    overcommitted: bool = False
 
 
 class NodeDevices:
     """Devices of one node and their usage. Mutated only through ClusterCache."""
 
-    __slots__ = ("_by_minor", "_by_type", "_exclusive", "device", "holdings")
+    __slots__ = ("_by_minor", "_by_type", "_exclusive", "_over", "_unknown", "device", "holdings")
 
     def __init__(self) -> None:
         self.device: Device | None = None
@@ -112,6 +162,10 @@ class NodeDevices:
         self._exclusive = 0  # holdings with pcie_exclusive, so the common case skips the scan
         self._by_type: dict[DeviceType, tuple[DeviceState, ...]] = {}
         self._by_minor: dict[tuple[DeviceType, int], DeviceState] = {}
+        #: Over-committed devices, so the common case (none) costs nothing to ask.
+        self._over: set[tuple[DeviceType, int]] = set()
+        #: pod ident -> (pod key, device types it may hold) for pods whose devices are unknown.
+        self._unknown: dict[str, tuple[str, frozenset[DeviceType]]] = {}
 
     # --- reads -----------------------------------------------------------------------------------
     def states(self, dtype: DeviceType) -> tuple[DeviceState, ...]:
@@ -162,9 +216,36 @@ class NodeDevices:
                         holders=tuple(holders),
                         pcie=s.pcie,
                         numa=s.numa,
+                        overcommitted=s.overcommitted,
                     )
                 )
         return tuple(sorted(out, key=lambda u: (u.type.value, u.minor)))
+
+    def has_overcommits(self) -> bool:
+        return bool(self._over)
+
+    def overcommits(self) -> tuple[Overcommit, ...]:
+        """Every over-committed device with its holders and totals, by type then minor."""
+        out = []
+        for dtype, minor in sorted(self._over, key=lambda k: (k[0].value, k[1])):
+            state = self._by_minor[(dtype, minor)]
+            capacity = state.capacity
+            exceeded = {n: (u, capacity.get(n, 0)) for n, u in state.used.items() if u > capacity.get(n, 0)}
+            pods = tuple(sorted(self.holdings[i].pod for i in state.holders))
+            out.append(Overcommit(dtype, minor, pods, exceeded, _shared_vfs(state, self.holdings)))
+        return tuple(out)
+
+    def unknown_holders(self, dtype: DeviceType) -> tuple[str, ...]:
+        """`namespace/name` of pods whose devices are unknown and may include devices of `dtype`."""
+        if not self._unknown:
+            return ()
+        return tuple(sorted(pod for pod, types in self._unknown.values() if dtype in types))
+
+    def has_unknown(self) -> bool:
+        return bool(self._unknown)
+
+    def is_unknown(self, ident: str) -> bool:
+        return ident in self._unknown
 
     # --- writes (ClusterCache only) -----------------------------------------------------------------
     def set_device(self, device: Device | None) -> list[str]:
@@ -175,6 +256,7 @@ class NodeDevices:
             by_type.setdefault(info.type, []).append(_new_state(info))
         self._by_type = {t: tuple(sorted(states, key=lambda s: s.minor)) for t, states in by_type.items()}
         self._by_minor = {(s.type, s.minor): s for states in self._by_type.values() for s in states}
+        self._over.clear()
         problems: list[str] = []
         for holding in self.holdings.values():
             problems += self._apply(holding)
@@ -189,11 +271,18 @@ class NodeDevices:
             self._exclusive += 1
         return self._apply(holding)
 
+    def mark_unknown(self, ident: str, pod: str, types: frozenset[DeviceType]) -> None:
+        """The pod holds devices of `types` here, but which is unknown. Replaces what it held."""
+        self.release(ident)
+        self._unknown[ident] = (pod, types)
+
     def release(self, ident: str) -> bool:
-        """Forget what a pod holds. Idempotent; returns whether it held anything."""
+        """Forget what a pod holds (or that its devices are unknown). Idempotent; returns whether
+        it held anything."""
+        unknown = self._unknown.pop(ident, None) is not None
         holding = self.holdings.pop(ident, None)
         if holding is None:
-            return False
+            return unknown
         if holding.pcie_exclusive:
             self._exclusive -= 1
         for dtype, allocs in holding.allocations.items():
@@ -207,8 +296,7 @@ class NodeDevices:
                         state.used[name] = left
                     else:
                         state.used.pop(name, None)
-                for key in [k for k, owner in state.used_vfs.items() if owner == ident]:
-                    del state.used_vfs[key]
+                self._refresh(state)
         return True
 
     def _apply(self, holding: Holding) -> list[str]:
@@ -220,19 +308,48 @@ class NodeDevices:
                     problems.append(f"{dtype.value} {alloc.minor} is not in the Device CR")
                     continue
                 state.holders[holding.ident] = alloc.resources
+                capacity = state.capacity
                 for name, amount in alloc.resources.items():
-                    state.used[name] = state.used.get(name, 0) + amount
-                    if state.used[name] > state.total.get(name, 0):
-                        problems.append(
-                            f"{dtype.value} {alloc.minor}: {name} used {state.used[name]} > {state.total.get(name, 0)}"
-                        )
+                    used = state.used[name] = state.used.get(name, 0) + amount
+                    if used > capacity.get(name, 0):
+                        problems.append(f"{dtype.value} {alloc.minor}: {name} used {used} > {capacity.get(name, 0)}")
                 for vf in alloc.vfs:
                     key = vf_key(vf.bus_id, vf.minor)
                     other = state.used_vfs.get(key)
                     if other is not None and other != holding.ident:
                         problems.append(f"{dtype.value} {alloc.minor}: VF {key} also held by another pod")
-                    state.used_vfs[key] = holding.ident
+                self._refresh(state)
         return problems
+
+    def _refresh(self, state: DeviceState) -> None:
+        """Recompute the device's VF owners and whether it is over-committed from its holders
+        (a VF held twice stays held until both holders let it go)."""
+        if state.info.vf_groups:
+            owners: dict[str, str] = {}
+            for ident in state.holders:
+                for alloc in self.holdings[ident].allocations.get(state.type, ()):
+                    if alloc.minor == state.minor:
+                        owners.update((vf_key(vf.bus_id, vf.minor), ident) for vf in alloc.vfs)
+            state.used_vfs = owners
+        capacity = state.capacity
+        over = any(amount > capacity.get(name, 0) for name, amount in state.used.items())
+        over = over or bool(state.info.vf_groups and _shared_vfs(state, self.holdings))
+        state.overcommitted = over
+        if over:
+            self._over.add((state.type, state.minor))
+        else:
+            self._over.discard((state.type, state.minor))
+
+
+def _shared_vfs(state: DeviceState, holdings: Mapping[str, Holding]) -> tuple[str, ...]:
+    """VFs of the device named by more than one of its holders."""
+    seen: dict[str, int] = {}
+    for ident in state.holders:
+        for alloc in holdings[ident].allocations.get(state.type, ()):
+            if alloc.minor == state.minor:
+                for key in {vf_key(vf.bus_id, vf.minor) for vf in alloc.vfs}:
+                    seen[key] = seen.get(key, 0) + 1
+    return tuple(sorted(k for k, n in seen.items() if n > 1))
 
 
 def _new_state(info: DeviceInfo) -> DeviceState:

@@ -99,6 +99,14 @@ class Attempt(Generic[T]):
             return self.diagnosis.unschedulable_plugins()
         return frozenset({self.status.plugin}) if self.status.plugin else frozenset()
 
+    @property
+    def pod_must_change(self) -> bool:
+        """PreFilter rejected the pod as UnschedulableAndUnresolvable before looking at any node
+        (an invalid device request, a malformed hint): no cluster change can help, only a fix of
+        the pod itself."""
+        rejected = self.diagnosis.pre_filter_status
+        return self.node is None and rejected is not None and rejected.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
 
 class SchedulingCycle(Generic[T]):
     """The cycle over one cache and its frameworks; holds the pods waiting at Permit."""

@@ -96,8 +96,9 @@ class Scheduler:
     def schedule_one(self, pod: Pod, *, profile: str | None = None, diagnose: bool = True) -> Outcome:
         """Schedule and bind one pending pod. Never raises for a pod that does not fit.
 
-        The profile is `profile`, else the pod's schedulerName, else the first profile (what-if
-        and the simulator schedule pods written for other schedulers too).
+        The profile is `profile`, else the pod's schedulerName, else the first profile (the
+        simulator schedules pods written for other schedulers too; what-if asks
+        `framework_for` first and leaves those alone, as the live scheduler does).
         """
         framework = self.frameworks[profile] if profile else self.framework_for(pod) or self._default
         attempt = self.cycle.schedule_one(pod, framework, None, diagnose=diagnose)

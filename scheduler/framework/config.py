@@ -35,6 +35,7 @@ from apis.extension import names
 from scheduler.framework.interfaces import ExtensionPoint
 
 __all__ = [
+    "KUBE_DEFAULT_SCHEDULER",
     "PluginRef",
     "PluginSet",
     "ProfileConfig",
@@ -43,6 +44,10 @@ __all__ = [
     "load_config",
     "parse_config",
 ]
+
+#: The schedulerName the API server gives a pod that names none: kube-scheduler's. A real cluster
+#: leaves those pods to kube-scheduler; `tessera up`, which has none, serves it as a profile too.
+KUBE_DEFAULT_SCHEDULER = "default-scheduler"
 
 _TOP_KEYS = frozenset({"apiVersion", "kind", "percentageOfNodesToScore", "profiles"})
 _PROFILE_KEYS = frozenset({"schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"})

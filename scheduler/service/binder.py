@@ -6,7 +6,7 @@ API calls, so a slow API server delays bindings, never the next cycle. Each bind
 exactly one of:
 
 - **bound**: the assumed pod stays in the cache (the informer's update confirms it) and leaves
-  the queue;
+  the queue; a Normal `Scheduled` Event says where, as kube-scheduler's does;
 - **undone** through the cycle's `undo`: the devices reserved for it are released, the
   assumption forgotten, and the pod goes back to the queue with backoff (or is dropped when it
   was deleted);
@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Pod
-from kube import Backoff, errors
+from kube import Backoff, EventRecorder, ObjectReference, errors
 from kube.logs import V
 from scheduler.core import Placement, SchedulingCycle
 from scheduler.framework.interfaces import ExtensionPoint
@@ -43,11 +43,13 @@ from scheduler.service.podapi import PodAPI
 from scheduler.service.queue import POD_DELETED, QueuedPod, QueueName, SchedulingQueue
 from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
 
-__all__ = ["Binder", "LivePlacement", "annotations_for"]
+__all__ = ["REASON_SCHEDULED", "Binder", "LivePlacement", "annotations_for"]
 
 log = logging.getLogger(__name__)
 
 _VERIFY_BACKOFF = Backoff(initial=0.2, maximum=10.0)
+#: kube-scheduler's Event for a pod it bound.
+REASON_SCHEDULED = "Scheduled"
 
 #: A placement of the live cycle: its ticket is the pod's queue entry (attempts, first seen).
 LivePlacement = Placement[QueuedPod]
@@ -71,11 +73,13 @@ class Binder:
         cycle: SchedulingCycle[QueuedPod],
         queue: SchedulingQueue,
         reporter: FailureReporter,
+        recorder: EventRecorder,
         metrics: SchedulerMetrics,
         workers: int = 16,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._api = api
+        self._recorder = recorder
         self._lock = lock
         self._cycle = cycle
         self._cache = cycle.cache
@@ -225,6 +229,11 @@ class Binder:
         self._reporter.forget(placement.uid)
         entry = placement.ticket
         self._metrics.bound(attempts=entry.attempts, e2e_seconds=self._clock() - entry.first_seen)
+        self._recorder.normal(
+            ObjectReference.of(placement.pod.pod),
+            REASON_SCHEDULED,
+            f"Successfully assigned {placement.pod.key} to {placement.node}",
+        )
         log.log(V(2), "Bound pod", extra={"pod": placement.pod.key, "node": placement.node})
 
     def _fail(self, placement: LivePlacement, reason: str, message: str) -> None:

@@ -20,8 +20,12 @@ What each change means to the scheduler, in one place:
 
 Bad input never stops anything and is said where users look: a pod or Device CR that does not
 parse gets a Warning Event naming the field (the informer keeps the last good version); an
-assigned pod whose `device-allocated` annotation cannot be read gets one too, since the devices
-it uses are then unknown to the scheduler.
+assigned pod whose `device-allocated` annotation cannot be read (or was removed) gets an
+`InvalidDeviceAllocation` one too, saying what the cache does about it: it keeps counting the
+pod's last valid allocation, or — first seen that way, as after a restart — treats the node's
+devices of the types the pod asks for as possibly in use. A change to an assigned pod's
+annotation moves the pods DeviceShare rejected (a fix may free a node). A device that holdings
+bypassing the scheduler over-commit is reported by the `OvercommitReporter`.
 
 Handlers run on the informers' dispatcher threads and take the cache lock only for the cache
 call itself.
@@ -41,10 +45,11 @@ from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Node, Pod
 from kube import Client, EventRecorder, Informer, ObjectReference, resources
-from scheduler.cache import ClusterCache
+from scheduler.cache import ClusterCache, PodInfo
 from scheduler.core import gangs
 from scheduler.framework import Framework
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
+from scheduler.service.overcommit import OvercommitReporter
 from scheduler.service.queue import POD_DELETED, SchedulingQueue
 from scheduler.service.reporter import FailureReporter
 
@@ -64,6 +69,8 @@ _DEVICE_ADD = ClusterEvent(EventResource.DEVICE, EventAction.ADD)
 _DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
 _POD_ADD = ClusterEvent(EventResource.POD, EventAction.ADD)
 _POD_GROUP_CHANGE = ClusterEvent(EventResource.POD_GROUP, EventAction.ALL)
+#: An assigned pod's device-allocated annotation changed (fixed, edited, broken).
+_POD_UPDATE = ClusterEvent(EventResource.POD, EventAction.UPDATE)
 
 
 class ClusterFeed:
@@ -96,6 +103,7 @@ class ClusterFeed:
         )
         self.nodes: Informer[Node] = Informer(client, resources.NODES, parse=Node.from_dict)
         self.devices: Informer[Device] = Informer(client, names.DEVICES, parse=self._parse_device)
+        self.overcommits = OvercommitReporter(recorder, pods=self.pods.store.get, nodes=self.nodes.store.get)
         self.nodes.add_handlers(self._node_added, self._node_updated, self._node_deleted)
         self.devices.add_handlers(self._device_added, self._device_updated, self._device_deleted)
         self.pods.add_handlers(self._pod_added, self._pod_updated, self._pod_deleted)
@@ -187,17 +195,24 @@ class ClusterFeed:
     def _device_added(self, device: Device) -> None:
         with self._lock:
             self._cache.add_device(device)
+            self._check_overcommits(device.node_name)
         self._queue.move(_DEVICE_ADD)
 
     def _device_updated(self, old: Device, new: Device) -> None:
         with self._lock:
             self._cache.update_device(new)
+            self._check_overcommits(new.node_name)
         if old.devices != new.devices:
             self._queue.move(_DEVICE_UPDATE)
 
     def _device_deleted(self, device: Device) -> None:
         with self._lock:
             self._cache.remove_device(device.node_name)
+            self._check_overcommits(device.node_name)
+
+    def _check_overcommits(self, node: str, cause: Pod | None = None) -> None:
+        """Report over-committed devices of the node that are new (lock held)."""
+        self.overcommits.check(node, self._cache.overcommits(node), cause=cause)
 
     # --- PodGroups and the sets of pods plugins count ---------------------------------------------
     def _pod_group_added(self, group: PodGroup) -> None:
@@ -244,14 +259,19 @@ class ClusterFeed:
             with self._lock:
                 self._cache.add_pod(pod)
                 info = self._cache.pod_info(uid)
+                unknown = self._cache.devices_unknown(uid)
+                self._check_overcommits(pod.node_name, pod)
             if self._queue.done(uid) is not None:
                 self._reporter.forget(uid)
-            if info is not None and info.allocation_error and (old is None or _allocation(old) != _allocation(pod)):
+            edited = old is None or _allocation(old) != _allocation(pod)
+            if info is not None and info.allocation_error and edited:
                 self._recorder.warning(
                     ObjectReference.of(pod),
                     REASON_INVALID_ALLOCATION,
-                    f"{info.allocation_error}; the scheduler does not know which devices this pod uses",
+                    _invalid_allocation(info, pod.node_name, unknown=unknown),
                 )
+            if old is not None and old.node_name and edited:
+                self._queue.move(_POD_UPDATE)
         elif pod.is_deleting:
             self._queue.delete(uid)
         elif pod.scheduler_name in self._profiles:
@@ -260,14 +280,32 @@ class ClusterFeed:
     def _pod_deleted(self, pod: Pod) -> None:
         uid = pod.uid or pod.key
         with self._lock:
-            held = self._cache.pod_node(uid) is not None  # bound, or assumed by us and being bound
+            node = self._cache.pod_node(uid)  # bound, or assumed by us and being bound
             self._cache.remove_pod(pod)
             for framework in self._frameworks:
                 framework.pod_deleted(pod)
+            if node is not None:
+                self._check_overcommits(node)
         self._queue.delete(uid)
         self._reporter.forget(uid)
-        if held:
+        if node is not None:
             self._queue.move(POD_DELETED)
+
+
+def _invalid_allocation(info: PodInfo, node: str, *, unknown: bool) -> str:
+    """The InvalidDeviceAllocation message: the annotation's problem, and what the scheduler does."""
+    if not info.allocations and not unknown:
+        return f"{info.allocation_error}; the pod asks for no devices, so it holds none"
+    if info.allocations:
+        held = ", ".join(f"{t.value} {a.minor}" for t, allocs in info.allocations.items() for a in allocs)
+        return (
+            f"{info.allocation_error}; the scheduler keeps counting its last valid allocation ({held}) "
+            "until the annotation is fixed or the pod is deleted"
+        )
+    return (
+        f"{info.allocation_error}; the scheduler does not know which devices this pod uses, so it gives out "
+        f"no device of the types the pod asks for on node {node} until the annotation is fixed or the pod is deleted"
+    )
 
 
 def _node_schedulable_view(node: Node) -> tuple[object, ...]:

@@ -131,13 +131,14 @@ class Inspector:
         with self._lock:
             node = self._cache.pod_node(uid)
             info = self._cache.pod_info(uid)
+            unknown = self._cache.devices_unknown(uid)
             if node is None and framework is not None and queued is not None:
                 evaluation = evaluate(framework, self._cache, pod)
             else:
                 evaluation = None
             member_of = gangs.gang_of(self._frameworks, pod)
         if pod.node_name or (node is not None and queued is None):
-            return self._bound(key, pod, node or pod.node_name, info)
+            return self._bound(key, pod, node or pod.node_name, info, unknown=unknown)
         if framework is None:
             detail = f"spec.schedulerName is {pod.scheduler_name!r}; this scheduler serves " + ", ".join(
                 repr(p) for p in self._frameworks
@@ -157,11 +158,20 @@ class Inspector:
             waiting_for=waiting_for,
         )
 
-    def _bound(self, key: str, pod: Pod, node: str, info: PodInfo | None) -> Explanation:
+    def _bound(self, key: str, pod: Pod, node: str, info: PodInfo | None, *, unknown: bool) -> Explanation:
         detail = ""
         devices: Mapping[DeviceType, tuple[DeviceAllocation, ...]] = {}
         if info is not None and info.allocation_error:
-            detail = f"{info.allocation_error}; its devices are not accounted"
+            devices = info.allocations
+            if devices:
+                detail = f"{info.allocation_error}; the scheduler keeps counting its last valid allocation (below)"
+            elif unknown:
+                detail = (
+                    f"{info.allocation_error}; which devices it uses is unknown, so no device of the types it asks "
+                    f"for is given out on {node} until the annotation is fixed or the pod is deleted"
+                )
+            else:
+                detail = f"{info.allocation_error}; it asks for no devices"
         elif info is not None:
             devices = info.allocations
         else:
@@ -266,6 +276,11 @@ class Inspector:
         """Koordinator's DeviceShare `NodeDeviceSummary` per node (one node when `node` is given)."""
         return {name: device_summary(usage) for name, usage in self.node_devices(node).items()}
 
+    def overcommitted_devices(self) -> dict[str, int]:
+        """node -> over-committed devices (nodes with none left out), for metrics."""
+        with self._lock:
+            return self._cache.overcommitted_devices()
+
     def cache_sizes(self) -> tuple[int, int, int]:
         """(bound pods, assumed pods, nodes), for metrics."""
         with self._lock:
@@ -294,6 +309,7 @@ def usage_json(u: DeviceUsage) -> dict[str, Any]:
         "free": resources.format_list(u.free),
         "used": resources.format_list(u.used),
         "holders": [{"pod": h.pod, "resources": resources.format_list(h.resources)} for h in u.holders],
+        "overcommitted": u.overcommitted,
     }
 
 

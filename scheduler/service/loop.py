@@ -5,11 +5,12 @@ assume → Reserve → Permit → PreBind's plugins (which compute the annotatio
 the `Handoff`: the placement is handed over at once, and the loop passes it on to the binder
 once it has left the lock and done its bookkeeping (attempt metrics, the debug score table), so
 the API calls never run under the lock and no pod is seen bound before its attempt is counted.
-A pod that fits nowhere goes back to the queue (unschedulable, waiting for a cluster event; or
-backoff after an error) and its failure is reported through the `FailureReporter`. Pods held at
-Permit (gang scheduling) wait in the cycle; the loop resolves them at the top of every iteration,
-polling every `_PERMIT_POLL` seconds while any wait: bound when allowed, undone and requeued when
-rejected or timed out.
+A pod that fits nowhere goes back to the queue (unschedulable, waiting for a cluster event, or
+for a change to itself when its own request is wrong; or backoff after an error) and its
+failure is reported through the `FailureReporter`. Pods held at Permit (gang scheduling) wait
+in the cycle; the loop resolves them at the top of every iteration, polling every
+`_PERMIT_POLL` seconds while any wait: bound when allowed, undone and requeued when rejected or
+timed out.
 
 Only the leader runs the loop (`start()`/`stop()`); a follower's informers keep its cache and
 queue just as warm, so it can take over at once.
@@ -166,7 +167,8 @@ class SchedulingLoop:
             log.log(V(4), "Pod waits at Permit", extra={"pod": pod.key, "node": attempt.node})
             return attempt.activate
         if not status.is_success:
-            self._failed(entry, status, attempt.rejected_by, elapsed, framework.profile)
+            plugins = frozenset() if attempt.pod_must_change else attempt.rejected_by
+            self._failed(entry, status, plugins, elapsed, framework.profile, until_pod_changes=attempt.pod_must_change)
             return attempt.activate
         self._metrics.attempt(framework.profile, "scheduled", elapsed)
         log.log(V(4), "Scheduled pod", extra={"pod": pod.key, "node": attempt.node})
@@ -178,14 +180,25 @@ class SchedulingLoop:
         for placement in self._handoff.take():
             self._binder.submit(placement)
 
-    def _failed(self, entry: QueuedPod, status: Status, plugins: frozenset[str], elapsed: float, profile: str) -> None:
+    def _failed(
+        self,
+        entry: QueuedPod,
+        status: Status,
+        plugins: frozenset[str],
+        elapsed: float,
+        profile: str,
+        *,
+        until_pod_changes: bool = False,
+    ) -> None:
         pod = entry.pod
         error = status.code is Code.ERROR
         self._metrics.attempt(profile, "error" if error else "unschedulable", elapsed)
         message = status.message or "scheduling failed"
         what = "Scheduling failed" if error else "Pod is unschedulable"
         log.log(V(2), what, extra={"pod": pod.key, "reason": message})
-        self._queue.requeue(entry.uid, unschedulable=not error, plugins=plugins, message=message)
+        self._queue.requeue(
+            entry.uid, unschedulable=not error, plugins=plugins, message=message, until_pod_changes=until_pod_changes
+        )
         self._reporter.unschedulable(pod, message, reason=REASON_SCHEDULER_ERROR if error else "Unschedulable")
 
     # --- pods held at Permit ------------------------------------------------------------------------

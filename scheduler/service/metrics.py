@@ -9,6 +9,7 @@
     tessera_scheduler_bind_failures_total                         {reason}           why a binding failed
     tessera_scheduler_cache_pods                                  {state}            bound, assumed
     tessera_scheduler_cache_nodes
+    tessera_scheduler_overcommitted_devices                       {node}             over-committed by bypassing pods
     tessera_scheduler_leader                                      1 on the replica that schedules
 
 Names follow kube-scheduler's (`scheduler_schedule_attempts_total`, ...) with Tessera's prefix;
@@ -68,6 +69,7 @@ class SchedulerMetrics:
         queue_lengths: Callable[[], Mapping[QueueName, int]],
         cache_sizes: CacheSizes,
         is_leader: Callable[[], bool],
+        overcommitted: Callable[[], Mapping[str, int]],
     ) -> None:
         self.registry = registry
         self._attempts = Counter(
@@ -106,7 +108,7 @@ class SchedulerMetrics:
             ["reason"],
             registry=registry,
         )
-        registry.register(_StateCollector(queue_lengths, cache_sizes, is_leader))
+        registry.register(_StateCollector(queue_lengths, cache_sizes, is_leader, overcommitted))
 
     def observer(self, profile: str) -> Callable[[ExtensionPoint, Code, float], None]:
         """The framework's PointObserver for one profile."""
@@ -136,10 +138,12 @@ class _StateCollector(Collector):
         queue_lengths: Callable[[], Mapping[QueueName, int]],
         cache_sizes: CacheSizes,
         is_leader: Callable[[], bool],
+        overcommitted: Callable[[], Mapping[str, int]],
     ) -> None:
         self._queue_lengths = queue_lengths
         self._cache_sizes = cache_sizes
         self._is_leader = is_leader
+        self._overcommitted = overcommitted
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         pending = GaugeMetricFamily(
@@ -157,3 +161,12 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily(
             "tessera_scheduler_leader", "1 on the replica that schedules, 0 on followers.", value=int(self._is_leader())
         )
+        over = GaugeMetricFamily(
+            "tessera_scheduler_overcommitted_devices",
+            "Devices whose holders exceed what they have (pods that bypassed the scheduler), by node; "
+            "nothing more is placed on them.",
+            labels=["node"],
+        )
+        for node, count in sorted(self._overcommitted().items()):
+            over.add_metric([node], count)
+        yield over

@@ -10,7 +10,9 @@ kube-scheduler's PriorityQueue, in three parts:
   `max_backoff`) before it is active again.
 - **unschedulable**: no node fits; it stays here until a cluster event that may change that
   (a node or Device added or changed, an assigned pod deleted) concerns one of the plugins that
-  rejected it, and at most `max_unschedulable` seconds.
+  rejected it, and at most `max_unschedulable` seconds. A pod whose own request is wrong (an
+  invalid device request: UnschedulableAndUnresolvable at PreFilter) waits for a change to
+  itself instead: no cluster event can help it.
 
 A pod popped for scheduling is *in flight* (`scheduling`, then `waiting` at Permit or `binding`)
 until the cycle ends with `done` (bound, or gone) or `requeue` (failed). If a cluster event
@@ -78,6 +80,8 @@ class QueuedPod:
     #: Plugins that rejected it in its last attempt, and what the attempt said.
     plugins: frozenset[str] = frozenset()
     message: str = ""
+    #: Only a change to the pod itself can make it fit (cluster events do not move it).
+    until_pod_changes: bool = False
     #: Tie-breaker and heap-entry identity (a re-push makes older heap entries stale).
     seq: int = 0
 
@@ -167,8 +171,10 @@ class SchedulingQueue:
             now = self._clock()
             moved = 0
             for entry in list(self._pods.values()):
-                if entry.where is QueueName.UNSCHEDULABLE and (
-                    not entry.plugins or self._interest(entry.plugins, event)
+                if (
+                    entry.where is QueueName.UNSCHEDULABLE
+                    and not entry.until_pod_changes
+                    and (not entry.plugins or self._interest(entry.plugins, event))
                 ):
                     self._reactivate(entry, now)
                     moved += 1
@@ -209,9 +215,19 @@ class SchedulingQueue:
             if entry is not None and entry.where in _IN_FLIGHT:
                 entry.where = where
 
-    def requeue(self, uid: str, *, unschedulable: bool, plugins: Iterable[str] = (), message: str = "") -> None:
+    def requeue(
+        self,
+        uid: str,
+        *,
+        unschedulable: bool,
+        plugins: Iterable[str] = (),
+        message: str = "",
+        until_pod_changes: bool = False,
+    ) -> None:
         """An in-flight pod failed. `unschedulable`: no node fits (it waits for a cluster event);
-        otherwise (an error, a failed binding) it backs off. A pod deleted meanwhile is dropped."""
+        otherwise (an error, a failed binding) it backs off. `until_pod_changes`: only a change to
+        the pod can help (it waits for an update of itself, or the periodic flush). A pod deleted
+        meanwhile is dropped."""
         with self._cond:
             entry = self._pods.get(uid)
             if entry is None or entry.where not in _IN_FLIGHT:
@@ -219,9 +235,10 @@ class SchedulingQueue:
             now = self._clock()
             entry.plugins = frozenset(plugins)
             entry.message = message
+            entry.until_pod_changes = until_pod_changes
             entry.timestamp = now
             entry.backoff_until = now + self.backoff_for(entry.attempts)
-            if unschedulable and self._move_request_cycle < entry.cycle:
+            if until_pod_changes or (unschedulable and self._move_request_cycle < entry.cycle):
                 entry.where = QueueName.UNSCHEDULABLE
                 entry.unschedulable_since = now
             else:

@@ -86,6 +86,7 @@ class SchedulerService:
             queue_lengths=lambda: self.queue.lengths(),  # noqa: PLW0108
             cache_sizes=lambda: self.inspector.cache_sizes(),  # noqa: PLW0108
             is_leader=lambda: self.leadership.is_leader,
+            overcommitted=lambda: self.inspector.overcommitted_devices(),  # noqa: PLW0108
         )
         self.frameworks: Mapping[str, Framework] = build_frameworks(
             config,
@@ -120,6 +121,7 @@ class SchedulerService:
             cycle=self.cycle,
             queue=self.queue,
             reporter=self.reporter,
+            recorder=self.recorder,
             metrics=self.metrics,
             workers=settings.binder.workers,
             clock=clock,

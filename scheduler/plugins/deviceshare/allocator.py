@@ -9,12 +9,14 @@ else changes.
 `TopologyAwarePolicy` implements the protocol's semantics (protocol.md, "Scheduling semantics"),
 following Koordinator's DeviceShare:
 
-- A device is a candidate when it is healthy, matches the hint's `selector`, has the per-device
-  amounts free (a whole-device request needs it entirely unused), is not on a PCIe switch
-  another pod holds exclusively, satisfies the pod's own `exclusivePolicy` (DeviceLevel: no
-  other holder; PCIeLevel — enforced here, unlike Koordinator — no other holder on the switch),
-  and offers a free virtual function when one is needed (a `vfSelector`, or an RDMA/FPGA share
-  below 100 on a device that has VFs: `koordinator.sh/rdma: 1` is one VF).
+- A device is a candidate when it is healthy, not over-committed (`DeviceState.overcommitted`:
+  pods that bypassed the scheduler hold more than it has, so it counts as full), matches the
+  hint's `selector`, has the per-device amounts free (a whole-device request needs it entirely
+  unused), is not on a PCIe switch another pod holds exclusively, satisfies the pod's own
+  `exclusivePolicy` (DeviceLevel: no other holder; PCIeLevel — enforced here, unlike
+  Koordinator — no other holder on the switch), and offers a free virtual function when one
+  is needed (a `vfSelector`, or an RDMA/FPGA share below 100 on a device that has VFs:
+  `koordinator.sh/rdma: 1` is one VF).
 - NVLink first (beyond Koordinator, which does not know NVLink): for two or more GPUs on a node
   whose Device says which GPUs NVLink joins (`Device.nvlink`), take a set fully connected by
   NVLink when the node has one — chosen among such sets by the scope rules below — and only
@@ -318,8 +320,8 @@ class TopologyAwarePolicy(AllocationPolicy):
         out = []
         for s in states:
             total = s.total
-            if not total:
-                continue  # unhealthy
+            if not total or s.overcommitted:
+                continue  # unhealthy, or over-committed by pods that bypassed the scheduler: full
             if selector is not None and not selector.matches(s.info.labels):
                 continue
             if blocked and s.pcie in blocked:

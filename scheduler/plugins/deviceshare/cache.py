@@ -114,7 +114,9 @@ class Signatures:
                 used_vfs = (
                     frozenset(positions[(dtype, s.minor)].get(k) for k in s.used_vfs) if s.used_vfs else frozenset()
                 )
-                usage.append((tuple(sorted(s.used.items())) if s.used else (), bool(s.holders), used_vfs))
+                usage.append(
+                    (tuple(sorted(s.used.items())) if s.used else (), bool(s.holders), used_vfs, s.overcommitted)
+                )
         exclusive = (
             tuple((t, tuple(sorted(devices.exclusive_pcies(t)))) for t in devices.types())
             if devices.has_exclusive_holdings()
@@ -259,8 +261,10 @@ class GPUFreeIndex:
 
     def _add(self, info: NodeInfo) -> None:
         idle = best = 0
-        for s in info.devices.states(DeviceType.GPU):
-            if not s.total:
+        devices = info.devices
+        states = devices.states(DeviceType.GPU) if not devices.unknown_holders(DeviceType.GPU) else ()
+        for s in states:
+            if not s.total or s.overcommitted:
                 continue
             if not any(s.used.values()):
                 idle += 1

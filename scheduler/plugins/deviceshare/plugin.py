@@ -7,7 +7,9 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
   with a reason naming the problem) and asks `GPUFreeIndex` which nodes might fit.
 - Filter asks the policy for an allocation on the node, memoised per request shape and node
   device generation (`FitMemo`), so Score and Reserve reuse it and so do the next pods of the
-  same shape.
+  same shape. A node where a bound pod's devices of a requested type are unknown (its
+  annotation cannot be read) is rejected outright; over-committed devices count as full, and
+  a rejection names them.
 - Score is the policy's node score, normalized (kube's DefaultNormalizeScore).
 - Reserve records the chosen devices in the cluster cache (shared by every profile); Unreserve
   releases them (idempotent). PreBind writes the `device-allocated` annotation.
@@ -15,6 +17,7 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping
 
 from apis.crds.device import DeviceType
@@ -125,19 +128,34 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             return None
         fit = self._memo.get(node, found.shape)
         if fit is None:
-            signature = self._signatures.of(node)
-            shared = self._shared.get(signature, found.shape)
-            if shared is None:
-                result = self.policy.allocate(node.devices, found.request)
-                if isinstance(result, Allocation):
-                    shared = SharedFit(SUCCESS, self._signatures.relative(node, result))
-                else:
-                    shared = SharedFit(Status(result.code, (result.reason,), NAME, result.shortfalls), None)
-                self._shared.put(signature, found.shape, shared)
-            allocation = self._signatures.materialize(node, shared.relative) if shared.relative is not None else None
-            fit = NodeFit(shared.status, allocation, shared)
+            fit = _blocked_by_unknown(node, found.request) or self._allocate(node, found)
             self._memo.put(node, found.shape, fit)
         return fit
+
+    def _allocate(self, node: NodeInfo, found: RequestState) -> NodeFit:
+        """The policy's answer for the request on this node, shared with nodes alike; a rejection
+        on a node with over-committed devices says which (the shared answer cannot: it leaves
+        identities out)."""
+        signature = self._signatures.of(node)
+        shared = self._shared.get(signature, found.shape)
+        if shared is None:
+            result = self.policy.allocate(node.devices, found.request)
+            if isinstance(result, Allocation):
+                shared = SharedFit(SUCCESS, self._signatures.relative(node, result))
+            else:
+                shared = SharedFit(Status(result.code, (result.reason,), NAME, result.shortfalls), None)
+            self._shared.put(signature, found.shape, shared)
+        if shared.relative is not None:
+            return NodeFit(shared.status, self._signatures.materialize(node, shared.relative), shared)
+        status = shared.status
+        if node.devices.has_overcommits():
+            notes = tuple(
+                reasons.OVERCOMMITTED.format(overcommit=o.describe())
+                for o in node.devices.overcommits()
+                if o.type in found.request.requests
+            )
+            status = dataclasses.replace(status, reasons=status.reasons + notes)
+        return NodeFit(status, None, shared)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         fit = self._fit(state, pod, node)
@@ -186,9 +204,24 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         return (
             ClusterEvent(EventResource.DEVICE, EventAction.ALL),
-            ClusterEvent(EventResource.POD, EventAction.DELETE),
+            # A bound pod deleted, or its device-allocated annotation changed (fixed).
+            ClusterEvent(EventResource.POD, EventAction.DELETE | EventAction.UPDATE),
             ClusterEvent(EventResource.NODE, EventAction.ADD),
         )
+
+
+def _blocked_by_unknown(node: NodeInfo, request: PodDeviceRequest) -> NodeFit | None:
+    """Rejects the node when a pod on it may hold devices of a requested type, but which is
+    unknown (its allocation cannot be read): any free-looking device may be in use."""
+    devices = node.devices
+    if not devices.has_unknown():
+        return None
+    for dtype in request.order():
+        pods = devices.unknown_holders(dtype)
+        if pods:
+            reason = reasons.UNKNOWN_ALLOCATION.format(type=dtype.value, pods=", ".join(pods))
+            return NodeFit(Status.unschedulable(reason, plugin=NAME), None)
+    return None
 
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> DeviceShare:

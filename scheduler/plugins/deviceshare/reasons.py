@@ -9,3 +9,12 @@ INSUFFICIENT_VFS = "Insufficient {type} VirtualFunctions"
 JOINT_ALLOCATE_VIOLATION = "node(s) Device Joint-Allocate rules violation"
 #: Formatted with what the request rules say (the message of an InvalidRequestError).
 INVALID_REQUEST = "invalid device request: {reason}"
+#: Formatted with `Overcommit.describe()`: a device that holdings bypassing the scheduler
+#: over-committed is treated as full until they are resolved.
+OVERCOMMITTED = "{overcommit}: nothing more is placed on it"
+#: Formatted with the device type and the pods: pods whose device-allocated annotation cannot be
+#: read (or is missing) may hold any device of that type on the node.
+UNKNOWN_ALLOCATION = (
+    "{type} devices in use by {pods} are unknown (device-allocated annotation unreadable or missing): "
+    "no {type} device is given out on this node until it is fixed or the pod is deleted"
+)

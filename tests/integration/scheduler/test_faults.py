@@ -235,7 +235,7 @@ def test_a_pod_deleted_while_being_bound_releases_its_devices(
 
 
 def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, service: SchedulerService) -> None:
-    (device,) = create_gpu_nodes(client, "f-a")
+    device, _ = create_gpu_nodes(client, "f-a", "f-b")
     watch = PodWatch(client, ns)
     try:
         # A bound pod whose device-allocated annotation cannot be read.
@@ -249,6 +249,7 @@ def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, s
         )
         (event,) = wait_for_event(client, ns, "garbled", "InvalidDeviceAllocation")
         assert "not valid JSON" in str(event["message"]) and event["type"] == "Warning"
+        assert "does not know which devices this pod uses" in str(event["message"])
         # An invalid request: the reason names the rule it breaks.
         create_pod(client, ns, "invalid", {names.GPU_CORE: "150", names.GPU_MEMORY_RATIO: "150"})
         pods = watch.wait_for(
@@ -257,7 +258,7 @@ def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, s
         _, reason, message = condition(next(p for p in pods if p.name == "invalid")) or ("", "", "")
         assert reason == "Unschedulable"
         assert message == (
-            "0/1 nodes are available: invalid device request: koordinator.sh/gpu-core=150 "
+            "0/2 nodes are available: invalid device request: koordinator.sh/gpu-core=150 "
             "must be <= 100 or a multiple of 100."
         )
         # A Device CR broken by its writer: said on the object, the last valid version stays in use.
@@ -266,8 +267,12 @@ def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, s
         client.resource(names.DEVICES).update(broken)
         (event,) = wait_for_event(client, "default", device.meta.name, "FailedParsing")
         assert "minor" in str(event["message"]) and "last valid version" in str(event["message"])
+        # f-a's GPUs may be the garbled pod's: the next GPU pod goes to f-b.
         create_pod(client, ns, "still-works", GPU_HALF)
-        watch.wait_for(lambda pods: any(p.name == "still-works" and p.node_name for p in pods), "still-works bound")
+        pods = watch.wait_for(
+            lambda pods: any(p.name == "still-works" and p.node_name for p in pods), "still-works bound"
+        )
+        assert next(p for p in pods if p.name == "still-works").node_name == "f-b"
     finally:
         watch.stop()
     assert service.loop.running

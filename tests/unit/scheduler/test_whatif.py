@@ -67,12 +67,14 @@ apiVersion: v1
 kind: Pod
 metadata: {name: half, namespace: ml}
 spec:
+  schedulerName: tessera-scheduler
   containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "50", koordinator.sh/gpu-memory-ratio: "50"}}}]
 ---
 apiVersion: v1
 kind: Pod
 metadata: {name: too-big, namespace: ml}
 spec:
+  schedulerName: tessera-scheduler
   containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "60", koordinator.sh/gpu-memory-ratio: "60"}}}]
 """
 
@@ -129,6 +131,7 @@ apiVersion: v1
 kind: Pod
 metadata: {name: sliver, namespace: ml}
 spec:
+  schedulerName: tessera-scheduler
   containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "40", koordinator.sh/gpu-memory-ratio: "40"}}}]
 """
 
@@ -175,7 +178,10 @@ def test_parse_objects_names_the_broken_document() -> None:
 
 def test_a_pod_listed_twice_is_scheduled_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "twice.yaml"
-    pod = "kind: Pod\nmetadata: {name: twin, namespace: ml}\nspec: {containers: [{name: c}]}\n"
+    pod = (
+        "kind: Pod\nmetadata: {name: twin, namespace: ml}\n"
+        "spec: {schedulerName: tessera-scheduler, containers: [{name: c}]}\n"
+    )
     node = "kind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '1', memory: 1Gi}}\n"
     path.write_text("---\n".join([node, pod, pod]))
     assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
@@ -196,7 +202,10 @@ def test_every_rdma_device_of_a_joint_allocation_is_shown(tmp_path: Path, capsys
             "namespace": "ml",
             "annotations": {names.ANNOTATION_DEVICE_JOINT_ALLOCATE: '{"deviceTypes":["gpu","rdma"]}'},
         },
-        "spec": {"containers": [{"name": "c", "resources": {"limits": {names.NVIDIA_GPU: 6, names.RDMA: 1}}}]},
+        "spec": {
+            "schedulerName": "tessera-scheduler",
+            "containers": [{"name": "c", "resources": {"limits": {names.NVIDIA_GPU: 6, names.RDMA: 1}}}],
+        },
     }
     path = tmp_path / "joint.yaml"
     path.write_text(yaml.safe_dump_all([node, device.to_dict(), pod]))
@@ -247,14 +256,16 @@ items:
 - kind: Pod
   metadata: {name: demo-pod, namespace: default}
   spec:
+    schedulerName: tessera-scheduler
     containers: [{name: main, resources: {limits: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi},
                   requests: {kubernetes.io/gpu-core: 100, kubernetes.io/gpu-memory: 8Gi}}}]
 - kind: Pod
   metadata: {name: demo-half, namespace: default}
-  spec: {containers: [{name: main, resources: {limits: *half, requests: *half}}]}
+  spec: {schedulerName: tessera-scheduler, containers: [{name: main, resources: {limits: *half, requests: *half}}]}
 - kind: Pod
   metadata: {name: current-half, namespace: default}
   spec:
+    schedulerName: tessera-scheduler
     containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "50", koordinator.sh/gpu-memory-ratio: "50"}}}]
 """
 
@@ -289,7 +300,11 @@ def test_nvlink_connected_gpus_are_said_so(tmp_path: Path, capsys: pytest.Captur
 
     def pod(name: str, gpus: int) -> dict[str, object]:
         container = {"name": "c", "resources": {"limits": {names.NVIDIA_GPU: gpus}}}
-        return {"kind": "Pod", "metadata": {"name": name, "namespace": "ml"}, "spec": {"containers": [container]}}
+        return {
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"schedulerName": "tessera-scheduler", "containers": [container]},
+        }
 
     path = tmp_path / "nvlink.yaml"
     path.write_text(yaml.safe_dump_all([node, device.to_dict(), pod("pair", 2), pod("three", 3), pod("one", 1)]))
@@ -325,7 +340,7 @@ spec: {min: {cpu: "5"}, max: {cpu: "10"}}
 apiVersion: v1
 kind: Pod
 metadata: {name: b1, namespace: team-b}
-spec: {containers: [{name: c, image: x, resources: {requests: {cpu: "4"}}}]}
+spec: {schedulerName: tessera-scheduler, containers: [{name: c, image: x, resources: {requests: {cpu: "4"}}}]}
 """
 
 
@@ -334,7 +349,9 @@ def _cpu_pod(name: str, cpu: str) -> str:
 apiVersion: v1
 kind: Pod
 metadata: {{name: {name}, namespace: team-a}}
-spec: {{containers: [{{name: c, image: x, resources: {{requests: {{cpu: "{cpu}"}}}}}}]}}
+spec:
+  schedulerName: tessera-scheduler
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "{cpu}"}}}}}}]
 """
 
 
@@ -362,3 +379,37 @@ def _quota_report(name: str, *, request: str, runtime: str = "", used: str = "")
         "max": {"cpu": "10"},
         **{key: {"cpu": amount} for key, amount in cpu.items()},
     }
+
+
+UNNAMED = """
+apiVersion: v1
+kind: Pod
+metadata: {name: no-scheduler-name, namespace: ml}
+spec:
+  containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "10", koordinator.sh/gpu-memory-ratio: "10"}}}]
+"""
+
+
+def test_a_pod_for_a_scheduler_no_profile_serves_is_not_placed(
+    tmp_path: Path, snapshot: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unnamed = tmp_path / "unnamed.yaml"
+    unnamed.write_text(UNNAMED)
+    assert main(["what-if", "-f", str(snapshot), "-f", str(unnamed), "-o", "json"]) == 0
+    results = {r["pod"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    assert results["ml/no-scheduler-name"] == {
+        "pod": "ml/no-scheduler-name",
+        "node": None,
+        "annotations": {},
+        "reasons": {},
+        "reason": "schedulerName default-scheduler is not served by this scheduler",
+    }
+    assert results["ml/half"]["node"] == "node-a"
+    assert main(["what-if", "-f", str(unnamed)]) == 0
+    assert "schedulerName default-scheduler is not served by this scheduler" in capsys.readouterr().out
+    # A config serving default-scheduler too, as `tessera up` writes: it is placed.
+    config = tmp_path / "config.yaml"
+    config.write_text("profiles: [{schedulerName: tessera-scheduler}, {schedulerName: default-scheduler}]\n")
+    assert main(["what-if", "-f", str(snapshot), "-f", str(unnamed), "--config", str(config), "-o", "json"]) == 0
+    results = {r["pod"]: r for r in json.loads(capsys.readouterr().out)["results"]}
+    assert results["ml/no-scheduler-name"]["node"] == "node-a"

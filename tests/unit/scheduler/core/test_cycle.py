@@ -279,3 +279,18 @@ def test_the_core_exports_what_it_names() -> None:
     core = importlib.import_module("scheduler.core")
     assert all(hasattr(core, name) for name in core.__all__)
     assert {"Attempt", "Bind", "Placement", "Scheduler", "SchedulingCycle", "with_fgd"} <= set(core.__all__)
+
+
+@pytest.mark.parametrize(
+    ("pod", "must_change"),
+    [
+        (make_pod("invalid", gpu_core=150, gpu_ratio=150), True),
+        (make_pod("bad-hint", nvidia_gpu=1, annotations={names.ANNOTATION_DEVICE_ALLOCATE_HINT: "{"}), True),
+        (make_pod("too-big", nvidia_gpu=9), False),
+        (make_pod("fits", nvidia_gpu=1), False),
+    ],
+    ids=["invalid-request", "malformed-hint", "fits-nowhere", "fits"],
+)
+def test_only_the_pods_own_unresolvable_problem_asks_for_a_change_to_the_pod(pod: Pod, must_change: bool) -> None:
+    cycle, _ = live_cycle(Clock())
+    assert schedule(cycle, pod).pod_must_change is must_change

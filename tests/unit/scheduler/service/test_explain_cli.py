@@ -60,7 +60,7 @@ def test_a_pending_pod_is_explained_by_plugin_by_node_and_nearest_miss() -> None
     ]
 
 
-def test_an_invalid_request_names_the_rule_once() -> None:
+def test_an_invalid_request_says_to_fix_the_pod() -> None:
     response = pb.ExplainResponse(
         pod="ml/bad",
         state="pending",
@@ -70,8 +70,13 @@ def test_an_invalid_request_names_the_rule_once() -> None:
         rejected=pb.PluginReason(plugin="DeviceShare", reason="invalid device request: gpu-core=150 must be <= 100"),
     )
     lines = explain.render(response).splitlines()
+    assert (
+        lines[1]
+        == "Fix the pod: invalid device request: gpu-core=150 must be <= 100 (retried only when the pod changes)"
+    )
     assert lines[-1] == "  DeviceShare: invalid device request: gpu-core=150 must be <= 100 (every node)"
     assert "Nodes:" not in lines
+    assert not any(line.startswith("Retried when a cluster change") for line in lines)
 
 
 def test_bound_and_other_states() -> None:

@@ -146,6 +146,24 @@ def test_explain_notes_a_stale_allocation_on_a_pending_pod() -> None:
     assert explanation.evaluation is not None and "n1" in explanation.evaluation.fits
 
 
+def test_explain_says_what_is_counted_for_a_bound_pod_with_an_unreadable_allocation() -> None:
+    scheduler = cluster()
+    garbage = {names.ANNOTATION_DEVICE_ALLOCATED: "{garbage"}
+    kept = bound_pod("kept", "n3", gpu_alloc(7, 30), gpu_core=30, gpu_ratio=30)
+    scheduler.cache.add_pod(kept)
+    kept = make_pod("kept", node="n3", annotations=garbage, gpu_core=30, gpu_ratio=30)
+    scheduler.cache.update_pod(kept)
+    unknown = make_pod("unknown", node="n1", annotations=garbage, gpu_core=30, gpu_ratio=30)
+    scheduler.cache.add_pod(unknown)
+    view = inspector(scheduler, known={p.key: p for p in (kept, unknown)})
+    said = view.explain("default", "kept")
+    assert "not valid JSON" in said.detail and "keeps counting its last valid allocation" in said.detail
+    assert [a.minor for a in said.devices[DeviceType.GPU]] == [7]
+    said = view.explain("default", "unknown")
+    assert "which devices it uses is unknown" in said.detail and "on n1" in said.detail
+    assert said.devices == {}
+
+
 def test_device_summary_has_koordinators_shape() -> None:
     scheduler = cluster()
     summary = device_summary(scheduler.cache.device_usage("n3"))

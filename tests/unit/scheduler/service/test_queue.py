@@ -154,6 +154,21 @@ def test_a_changed_pod_leaves_the_unschedulable_queue(queue: SchedulingQueue, cl
     assert popped(queue) == ["a"]
 
 
+def test_a_pod_that_must_change_waits_for_itself_not_for_cluster_events(queue: SchedulingQueue, clock: Clock) -> None:
+    queue.add(make_pod("bad"))
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.move(DEVICE_UPDATE)  # an event while in flight would send another failure to backoff
+    queue.requeue(entry.uid, unschedulable=True, message="invalid device request", until_pod_changes=True)
+    clock.now += 60
+    assert queue.move(DEVICE_UPDATE) == 0
+    assert queue.move(NODE_ADD) == 0
+    assert popped(queue) == []
+    assert queue.get(entry.uid).queue is QueueName.UNSCHEDULABLE  # type: ignore[union-attr]
+    queue.add(make_pod("bad", annotations={"fixed": "yes"}))
+    assert popped(queue) == ["bad"]
+
+
 def test_deleted_pods_are_skipped_and_failures_of_deleted_pods_dropped(queue: SchedulingQueue) -> None:
     queue.add(make_pod("a"))
     queue.add(make_pod("b"))

@@ -42,7 +42,7 @@ def worker(name: str, gang: str, gpus: int, **extra: str) -> dict[str, object]:
     return {
         "kind": "Pod",
         "metadata": {"name": name, "namespace": "team", "annotations": annotations},
-        "spec": {"containers": [{"name": "c", "resources": resources}]},
+        "spec": {"schedulerName": "tessera-scheduler", "containers": [{"name": "c", "resources": resources}]},
     }
 
 
