@@ -1,6 +1,6 @@
 # The two commands a user types: `make run` (the whole system on this machine) and `make test`.
 # Each creates .venv and installs what it needs; as root, `make test` also installs the Debian
-# packages the real-part tests use (containerd, runc, busybox-static, kubectl, iproute2).
+# packages the real-part tests use (containerd, runc, busybox-static, kubectl, iproute2, curl, jq).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv

@@ -92,9 +92,10 @@ def render(r: pb.ExplainResponse) -> str:
         return "\n".join(lines)
     if r.last_attempt:
         lines.append(f"Last attempt: {r.last_attempt}")
-    if r.HasField("rejected"):
-        # PreFilter's rejections are the pod's own (an invalid request, a malformed hint): no
-        # cluster change helps, the scheduler retries it when the pod changes.
+    if r.HasField("rejected") and not r.waiting_for:
+        # A PreFilter rejection no cluster event can lift is the pod's own (an invalid request,
+        # a malformed hint): the scheduler retries it when the pod changes. (A gang short of
+        # members is rejected at PreFilter too, but waits for the events its plugin names.)
         lines.append(f"Fix the pod: {r.rejected.reason} (retried only when the pod changes)")
     elif r.waiting_for:
         lines.append(f"Retried when a cluster change concerns: {', '.join(r.waiting_for)}")

@@ -8,6 +8,9 @@ command -v runc >/dev/null || [ -x /usr/sbin/runc ] || want+=(runc)
 dpkg -s busybox-static >/dev/null 2>&1 || want+=(busybox-static)
 command -v kubectl >/dev/null || want+=(kubernetes-client)
 command -v ip >/dev/null || want+=(iproute2)
+# The docs test runs the README's and docs' commands as written; they use curl and jq.
+command -v curl >/dev/null || want+=(curl)
+command -v jq >/dev/null || want+=(jq)
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
   echo "note: not root or no apt-get; not installing ${want[*]} (tests that need them will skip)" >&2

@@ -101,11 +101,11 @@ class Attempt(Generic[T]):
 
     @property
     def pod_must_change(self) -> bool:
-        """PreFilter rejected the pod as UnschedulableAndUnresolvable before looking at any node
-        (an invalid device request, a malformed hint): no cluster change can help, only a fix of
-        the pod itself."""
+        """PreFilter rejected the pod for something wrong with the pod itself (an invalid device
+        request, a malformed hint: `Status.invalid_pod`): no cluster change can help, only a fix
+        of the pod."""
         rejected = self.diagnosis.pre_filter_status
-        return self.node is None and rejected is not None and rejected.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+        return self.node is None and rejected is not None and rejected.pod_must_change
 
 
 class SchedulingCycle(Generic[T]):

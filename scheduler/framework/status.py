@@ -59,6 +59,10 @@ class Status:
     shortfalls: tuple[Shortfall, ...] = ()
     #: Seconds to wait, for a WAIT returned by Permit.
     timeout: float | None = None
+    #: The pod itself is wrong (an invalid request, a malformed hint): no cluster change can
+    #: help, only a fix of the pod (`invalid_pod`). Other UnschedulableAndUnresolvable
+    #: rejections — a gang short of members, say — still wait for the events their plugin names.
+    pod_must_change: bool = False
 
     @property
     def is_success(self) -> bool:
@@ -80,6 +84,11 @@ class Status:
     @classmethod
     def unresolvable(cls, *reasons: str, plugin: str = "", shortfalls: tuple[Shortfall, ...] = ()) -> Status:
         return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin, shortfalls)
+
+    @classmethod
+    def invalid_pod(cls, *reasons: str, plugin: str = "") -> Status:
+        """UnschedulableAndUnresolvable because of the pod itself: retried only when it changes."""
+        return cls(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons, plugin, pod_must_change=True)
 
     @classmethod
     def error(cls, reason: str, *, plugin: str = "") -> Status:

@@ -77,7 +77,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         error = pod.request_error
         if error is not None:
-            return None, Status.unresolvable(reasons.INVALID_REQUEST.format(reason=error.reason), plugin=NAME)
+            return None, Status.invalid_pod(reasons.INVALID_REQUEST.format(reason=error.reason), plugin=NAME)
         requests = pod.device_requests
         demand = self._observe(pod)
         if not requests:
@@ -87,7 +87,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             pod_hints = hints.hints_from_annotations(annotations, obj=pod.key)
             joint = hints.joint_allocate_from_annotations(annotations, obj=pod.key)
         except AnnotationError as e:
-            return None, Status.unresolvable(str(e), plugin=NAME)
+            return None, Status.invalid_pod(str(e), plugin=NAME)
         gpu = requests.get(DeviceType.GPU)
         if demand is not None and (gpu is None or not gpu.shared or gpu.count != 1):
             demand = None  # only where a share of one GPU goes depends on the workload
