@@ -82,6 +82,8 @@ class QueuedPod:
     message: str = ""
     #: Only a change to the pod itself can make it fit (cluster events do not move it).
     until_pod_changes: bool = False
+    #: Its gang group when it was queued ("" for none): the queue counts a group's members.
+    group: str = ""
     #: Tie-breaker and heap-entry identity (a re-push makes older heap entries stale).
     seq: int = 0
 
@@ -121,6 +123,8 @@ class SchedulingQueue:
         self._group_of = group_of
         #: gang group -> when its first member entered the queue (the group's place in line)
         self._group_since: dict[str, float] = {}
+        #: Queued members per group: a group's entry above goes when its last member leaves.
+        self._group_members: dict[str, int] = {}
         self._clock = clock
         self._initial_backoff = initial_backoff
         self._max_backoff = max_backoff
@@ -145,7 +149,9 @@ class SchedulingQueue:
                 self._update(entry, pod)
                 return
             now = self._clock()
-            entry = self._pods[uid] = QueuedPod(pod, first_seen=now, timestamp=now)
+            entry = self._pods[uid] = QueuedPod(pod, first_seen=now, timestamp=now, group=self._group_of(pod) or "")
+            if entry.group:
+                self._group_members[entry.group] = self._group_members.get(entry.group, 0) + 1
             self._push_active(entry)
 
     def _update(self, entry: QueuedPod, pod: Pod) -> None:
@@ -159,7 +165,7 @@ class SchedulingQueue:
     def delete(self, uid: str) -> None:
         """The pod is gone, or bound by someone else. Idempotent; a stale heap entry is skipped later."""
         with self._cond:
-            self._pods.pop(uid, None)
+            self._forget(uid)
 
     def move(self, event: ClusterEvent) -> int:
         """A cluster event: unschedulable pods it may help go back to backoff or active.
@@ -268,7 +274,19 @@ class SchedulingQueue:
     def done(self, uid: str) -> QueuedPod | None:
         """The pod is bound (or will never be scheduled here): forget it. Returns its last entry."""
         with self._cond:
-            return self._pods.pop(uid, None)
+            return self._forget(uid)
+
+    def _forget(self, uid: str) -> QueuedPod | None:
+        """Drop the pod; with its group's last member, the group's place in the order too."""
+        entry = self._pods.pop(uid, None)
+        if entry is not None and entry.group:
+            left = self._group_members.get(entry.group, 1) - 1
+            if left > 0:
+                self._group_members[entry.group] = left
+            else:
+                self._group_members.pop(entry.group, None)
+                self._group_since.pop(entry.group, None)
+        return entry
 
     def close(self) -> None:
         """Wake every `pop` with None."""

@@ -244,3 +244,19 @@ def test_activate_after_backoff_waits_for_the_backoff_then_makes_them_active(
     assert popped(queue) == []  # both still back off (1 s after their first attempt)
     clock.now += 1.0
     assert sorted(popped(queue)) == ["backs-off", "waits"]
+
+
+def test_a_group_whose_members_all_left_starts_afresh(clock: Clock) -> None:
+    # The queue keeps a group's place only while it has members: a gang that was scheduled and a
+    # new gang of the same name later are not ordered by the old one's arrival.
+    groups = {"a-0": "ns/a", "a-1": "ns/a"}
+    queue = SchedulingQueue(interest=device_plugins_only, clock=clock, group_of=lambda pod: groups.get(pod.name))
+    queue.add(make_pod("a-0"))
+    entry = queue.pop(timeout=0)
+    assert entry is not None
+    queue.done(entry.uid)
+    clock.now += 1
+    queue.add(make_pod("solo"))
+    clock.now += 1
+    queue.add(make_pod("a-1"))
+    assert popped(queue) == ["solo", "a-1"]
