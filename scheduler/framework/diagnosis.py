@@ -43,7 +43,7 @@ class Diagnosis:
         """kube-scheduler's one line: `0/12 nodes are available: 8 Insufficient gpu devices, …`."""
         head = f"0/{total_nodes} nodes are available:"
         if self.pre_filter_status is not None:
-            text = f"{head} {self.pre_filter_status.message}."
+            text = f"{head} {self.pre_filter_status.message.rstrip('.')}."  # a reason may end a sentence itself
         else:
             parts = [f"{n} {r}" for n, r in self.grouped()]
             text = f"{head} {', '.join(parts)}." if parts else f"{head} no nodes to schedule on."
