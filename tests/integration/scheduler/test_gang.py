@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from apis.extension import names
+from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from cli.launchers.scheduler import SchedulerProcess, pod_manifest
 from kube import Client, resources
@@ -57,6 +58,17 @@ def pending_message(watch: PodWatch, name: str) -> str:
     return found[2] if found else ""
 
 
+def wait_until_pending_for_the_gang(watch: PodWatch, gang_name: str, *, members: int) -> None:
+    """Until the gang's `members` pods (named `w-*`) are all pending with a reason naming the gang."""
+
+    def all_pending(pods: list[Pod]) -> bool:
+        workers = [p for p in pods if p.name.startswith("w-")]
+        reasons = [(condition(p) or ("", "", ""))[2] for p in workers]
+        return len(workers) == members and all(f"gang {gang_name}" in reason for reason in reasons)
+
+    watch.wait_for(all_pending, "every member pending with a reason naming the gang")
+
+
 def test_a_strict_gang_that_cannot_fit_stays_pending_then_binds_whole_on_a_new_node(
     apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
 ) -> None:
@@ -67,12 +79,7 @@ def test_a_strict_gang_that_cannot_fit_stays_pending_then_binds_whole_on_a_new_n
         with SchedulerProcess(apiserver.kubeconfig, work_dir) as scheduler:
             for i in range(3):
                 create_pod(client, ns, f"w-{i}", {names.NVIDIA_GPU: "4"}, annotations=gang("train", 3))
-            watch.wait_for(
-                lambda pods: (
-                    len(pods) == 3 and all(f"gang {ns}/train" in (condition(p) or ("", "", ""))[2] for p in pods)
-                ),
-                "every member pending with a reason naming the gang",
-            )
+            wait_until_pending_for_the_gang(watch, f"{ns}/train", members=3)
             assert not any(p.node_name for p in watch.pods())
             gangs = scheduler.get_json("/apis/v1/plugins/Coscheduling/gangs")
             assert [g["name"] for g in gangs] == [f"{ns}/train"]
@@ -259,13 +266,7 @@ def test_a_gang_that_can_never_fit_is_retried_with_backoff_not_in_a_busy_loop(
             watch.wait_for(lambda pods: len([p for p in pods if p.node_name]) == 2, "the 1-GPU pods bound")
             for i in range(4):
                 create_pod(client, ns, f"w-{i}", {names.NVIDIA_GPU: "4"}, annotations=gang("spin", 4))
-            watch.wait_for(
-                lambda pods: (
-                    all(f"gang {ns}/spin" in (condition(p) or ("", "", ""))[2] for p in pods if p.name.startswith("w-"))
-                    and len(pods) == 6
-                ),
-                "every member pending with a reason naming the gang",
-            )
+            wait_until_pending_for_the_gang(watch, f"{ns}/spin", members=4)
             before = scheduler.metric("tessera_scheduler_schedule_attempts_total")
             time.sleep(4.0)
             attempts = scheduler.metric("tessera_scheduler_schedule_attempts_total") - before
