@@ -114,6 +114,8 @@ LABEL_QUOTA_IS_PARENT: Final = f"{QUOTA_DOMAIN}/is-parent"
 LABEL_QUOTA_ALLOW_LENT_RESOURCE: Final = f"{QUOTA_DOMAIN}/allow-lent-resource"
 LABEL_QUOTA_PREEMPTIBLE: Final = f"{QUOTA_DOMAIN}/preemptible"
 ANNOTATION_QUOTA_SHARED_WEIGHT: Final = f"{QUOTA_DOMAIN}/shared-weight"
+#: The namespaces whose pods use the quota (JSON list).
+ANNOTATION_QUOTA_NAMESPACES: Final = f"{QUOTA_DOMAIN}/namespaces"
 ANNOTATION_QUOTA_RUNTIME: Final = f"{QUOTA_DOMAIN}/runtime"
 ANNOTATION_QUOTA_REQUEST: Final = f"{QUOTA_DOMAIN}/request"
 ANNOTATION_QUOTA_GUARANTEED: Final = f"{QUOTA_DOMAIN}/guaranteed"

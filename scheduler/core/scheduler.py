@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from apis.crds.podgroup import PodGroup
 from apis.k8s.core import Pod
 from apis.k8s.meta import ObjectMeta
+from apis.quota import QuotaManager
 from scheduler.cache import ClusterCache
 from scheduler.core.cycle import Attempt, Placement, SchedulingCycle
 from scheduler.core.frameworks import build_frameworks
@@ -30,7 +31,7 @@ from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.runtime import Framework, Registry
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
-from scheduler.quota import QUOTA_MANAGER, QuotaManager
+from scheduler.plugins.elasticquota import QUOTA_MANAGER
 
 __all__ = ["Outcome", "Scheduler"]
 

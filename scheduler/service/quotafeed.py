@@ -19,9 +19,9 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Pod
+from apis.quota import QuotaManager
 from kube import Client, EventRecorder, Informer, ObjectReference
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
-from scheduler.quota import QuotaManager
 from scheduler.service.queue import SchedulingQueue
 
 __all__ = ["REASON_INVALID_QUOTA", "QuotaFeed"]

@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry
 
 from apis.errors import ConfigError
 from apis.k8s.core import Pod
+from apis.quota import QuotaManager
 from kube import Client, EventRecorder
 from scheduler.cache import ClusterCache
 from scheduler.core import SchedulingCycle, build_frameworks
@@ -35,7 +36,7 @@ from scheduler.framework import Framework, PluginRef, SchedulerConfig
 from scheduler.framework.interfaces import ClusterEvent, EnqueueExtension, ExtensionPoint
 from scheduler.framework.runtime import Registry
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY, elasticquota
-from scheduler.quota import QUOTA_MANAGER, QuotaManager
+from scheduler.plugins.elasticquota import QUOTA_MANAGER
 from scheduler.service import http_server
 from scheduler.service.binder import Binder
 from scheduler.service.gang_metrics import GangMetrics

@@ -6,7 +6,7 @@ quota's numbers. Reserve counts the pod in its quota's used and Unreserve takes 
 assumed but not yet bound are never admitted twice over the same room.
 
 The quota state is the scheduler's `QuotaManager`, shared through `Handle.shared` under
-`scheduler.quota.QUOTA_MANAGER`: the live service's informers and what-if feed it quotas and
+`QUOTA_MANAGER`: the live service's informers and what-if feed it quotas and
 pods; the plugin tells it the cluster's allocatable whenever a Node changes. With no
 ElasticQuota at all the plugin does nothing (every pod uses the unlimited default quota).
 """
@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Final
 
 from apis.k8s import resources
+from apis.quota import QuotaManager
+from apis.quota.charge import quota_capacity
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework import config
 from scheduler.framework.cycle_state import CycleState
@@ -31,10 +34,11 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.quota import QUOTA_MANAGER, QuotaManager
-from scheduler.quota.charge import quota_capacity
 
 NAME = "ElasticQuota"
+
+#: The key under which a scheduler's QuotaManager sits in the plugins' `Handle.shared`.
+QUOTA_MANAGER: Final = "scheduler.quota.QuotaManager"
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ PACKAGES = [
     "scheduler.plugins.elasticquota",
 ]
 #: Packages below the plugins that are not plugins themselves.
-DOMAIN_PACKAGES = ["scheduler.fragmentation", "scheduler.quota"]
+DOMAIN_PACKAGES = ["scheduler.fragmentation", "apis.quota"]
 
 
 @pytest.mark.parametrize("package", PACKAGES + DOMAIN_PACKAGES)

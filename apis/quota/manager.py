@@ -1,10 +1,11 @@
-"""The quota state one scheduler shares among its profiles: quotas, pods, request, used, runtime.
+"""The quota state of one cluster view: quotas, pods, request, used, runtime.
 
-Fed by whoever knows the cluster — the live service's informers, or what-if from a snapshot —
-and read by the ElasticQuota plugin. Every pod the manager is told of counts in its quota's
-*request* (pending or placed: the runtime is shared out by demand, as in Koordinator); a pod
-counts in *used* once it is bound (it has a node) or reserved by a scheduling cycle, and stops
-when it is unreserved or deleted. Thread-safe: informer threads and the scheduling loop share it.
+Fed by whoever knows the cluster — the scheduler's informers, what-if from a snapshot, the
+controller's — and read by the ElasticQuota plugin and the controller's quota status writer.
+Every pod the manager is told of counts in its quota's *request* (pending or placed: the runtime
+is shared out by demand, as in Koordinator); a pod counts in *used* once it is bound (it has a
+node) or reserved by a scheduling cycle, and stops when it is unreserved or deleted. Thread-safe:
+informer threads and the scheduling loop share it.
 
 A quota that breaks the tree's rules (created before any webhook refused it) is kept and
 reported through `problems()`; it never raises out of here.
@@ -17,23 +18,19 @@ import logging
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError
 from apis.extension import quota as quota_labels
 from apis.k8s import resources
 from apis.k8s.core import Pod
-from scheduler.quota import rules
-from scheduler.quota.charge import quota_request
-from scheduler.quota.tree import QuotaSpec, QuotaTree, resolve_quota
+from apis.quota import rules
+from apis.quota.charge import quota_request
+from apis.quota.tree import QuotaSpec, QuotaTree, resolve_quota
 
-__all__ = ["QUOTA_MANAGER", "Admission", "QuotaManager"]
+__all__ = ["Admission", "QuotaManager"]
 
 log = logging.getLogger(__name__)
-
-#: The key under which a scheduler's QuotaManager sits in the plugins' `Handle.shared`.
-QUOTA_MANAGER: Final = "scheduler.quota.QuotaManager"
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from apis.k8s import resources
-from scheduler.quota.tree import OUTSIDE_TREE, ROOT_QUOTA_NAME, QuotaSpec
+from apis.quota.tree import OUTSIDE_TREE, ROOT_QUOTA_NAME, QuotaSpec
 
 __all__ = ["pod_on_parent", "validate_tree", "validate_update"]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from scheduler.quota.rules import pod_on_parent, validate_tree, validate_update
-from scheduler.quota.tree import QuotaSpec
+from apis.quota.rules import pod_on_parent, validate_tree, validate_update
+from apis.quota.tree import QuotaSpec
 
 
 def specs(*items: QuotaSpec) -> dict[str, QuotaSpec]:

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError
 from apis.extension import names
-from scheduler.quota.charge import quota_capacity, quota_request
-from scheduler.quota.tree import DEFAULT_QUOTA_NAME, ROOT_QUOTA_NAME, QuotaSpec, QuotaTree, resolve_quota
+from apis.quota.charge import quota_capacity, quota_request
+from apis.quota.tree import DEFAULT_QUOTA_NAME, ROOT_QUOTA_NAME, QuotaSpec, QuotaTree, resolve_quota
 from tests.unit.scheduler.conftest import make_pod
 
 

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apis.extension import names
-from scheduler.quota.manager import QuotaManager
+from apis.quota.manager import QuotaManager
+from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.scheduler.conftest import make_pod
-from tests.unit.scheduler.quota.test_tree import quota_cr
 
 
 def manager() -> QuotaManager:

@@ -1,15 +1,16 @@
 """Elastic quota, pure: the quota tree, which quota a pod uses, the tree's rules and Koordinator's
 runtime algorithm (min guaranteed, idle capacity shared by weight up to max).
 
-No I/O and nothing of the scheduler's cache or framework: the ElasticQuota plugin, what-if and
-(later) the webhook and controller all build on these functions. See docs/scheduling.md.
+It lives in apis/ because both the scheduler (the ElasticQuota plugin, what-if) and the controller
+(quota status, reclaim, the admission webhook) must compute exactly the same runtime and used: no
+I/O, nothing of either component. See docs/scheduling.md.
 """
 
-from scheduler.quota.charge import quota_request
-from scheduler.quota.manager import QUOTA_MANAGER, Admission, QuotaManager
-from scheduler.quota.rules import validate_tree, validate_update
-from scheduler.quota.runtime import Claim, partition
-from scheduler.quota.tree import (
+from apis.quota.charge import quota_request
+from apis.quota.manager import Admission, QuotaManager
+from apis.quota.rules import validate_tree, validate_update
+from apis.quota.runtime import Claim, partition
+from apis.quota.tree import (
     DEFAULT_QUOTA_NAME,
     ROOT_QUOTA_NAME,
     SYSTEM_QUOTA_NAME,
@@ -20,7 +21,6 @@ from scheduler.quota.tree import (
 
 __all__ = [
     "DEFAULT_QUOTA_NAME",
-    "QUOTA_MANAGER",
     "ROOT_QUOTA_NAME",
     "SYSTEM_QUOTA_NAME",
     "Admission",

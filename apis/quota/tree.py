@@ -26,10 +26,9 @@ from apis.extension import names
 from apis.extension import quota as quota_labels
 from apis.k8s import resources
 from apis.k8s.core import Pod
-from scheduler.quota.runtime import Claim, partition
+from apis.quota.runtime import Claim, partition
 
 __all__ = [
-    "ANNOTATION_QUOTA_NAMESPACES",
     "DEFAULT_QUOTA_NAME",
     "ROOT_QUOTA_NAME",
     "SYSTEM_QUOTA_NAME",
@@ -41,8 +40,6 @@ __all__ = [
 ROOT_QUOTA_NAME: Final = quota_labels.ROOT_QUOTA_NAME
 DEFAULT_QUOTA_NAME: Final = quota_labels.DEFAULT_QUOTA_NAME
 SYSTEM_QUOTA_NAME: Final = "koordinator-system-quota"
-#: Koordinator's quota annotation listing the namespaces whose pods use the quota (JSON list).
-ANNOTATION_QUOTA_NAMESPACES: Final = f"{names.QUOTA_DOMAIN}/namespaces"
 #: Quotas outside the sharing: they take from the cluster before the tree shares the rest.
 OUTSIDE_TREE: Final = frozenset({SYSTEM_QUOTA_NAME, DEFAULT_QUOTA_NAME})
 
@@ -93,16 +90,16 @@ class QuotaSpec:
 
 
 def _namespaces(quota: ElasticQuota) -> tuple[str, ...]:
-    text = quota.meta.annotations.get(ANNOTATION_QUOTA_NAMESPACES)
+    text = quota.meta.annotations.get(names.ANNOTATION_QUOTA_NAMESPACES)
     if not text:
         return ()
     try:
         doc = json.loads(text)
     except ValueError as e:
-        raise AnnotationError(ANNOTATION_QUOTA_NAMESPACES, f"not JSON: {e}", obj=quota.meta.key) from None
+        raise AnnotationError(names.ANNOTATION_QUOTA_NAMESPACES, f"not JSON: {e}", obj=quota.meta.key) from None
     if not isinstance(doc, list) or not all(isinstance(n, str) for n in doc):
         reason = "expected a JSON list of namespace names"
-        raise AnnotationError(ANNOTATION_QUOTA_NAMESPACES, reason, obj=quota.meta.key)
+        raise AnnotationError(names.ANNOTATION_QUOTA_NAMESPACES, reason, obj=quota.meta.key)
     return tuple(doc)
 
 

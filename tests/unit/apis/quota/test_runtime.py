@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.quota.runtime import Claim, partition, split_by_weight
+from apis.quota.runtime import Claim, partition, split_by_weight
 
 
 def test_blog_example_min_then_weights_then_redistribution() -> None:
