@@ -19,21 +19,18 @@ import kubernetes.client
 import kubernetes.config
 import pytest
 
+from apis.extension.names import GroupVersionResource
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube.client import Client
 from kube.errors import APIError
 from kube.pki import CA
-from kube.resources import CONFIG_MAPS, NAMESPACES, GroupVersionResource
+from kube.resources import CONFIG_MAPS, ENDPOINTS, NAMESPACES, SERVICES, VALIDATING_WEBHOOK_CONFIGURATIONS
 from tests.integration.apiserver.test_kubectl import KUBECTL, Kubectl
 from tests.support.webhooks import ScriptedWebhook
 
 pytestmark = pytest.mark.integration
 
-CONFIGURATIONS = GroupVersionResource(
-    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False
-)
-SERVICES = GroupVersionResource("", "v1", "services", "Service", True)
-ENDPOINTS = GroupVersionResource("", "v1", "endpoints", "Endpoints", True)
+CONFIGURATIONS = VALIDATING_WEBHOOK_CONFIGURATIONS
 HOOK = "deny.tessera.test"
 RULE = {
     "operations": ["CREATE", "UPDATE", "DELETE"],

@@ -10,27 +10,11 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.extension import names
 from apis.quota import DEFAULT_QUOTA_NAME, ROOT_QUOTA_NAME
 from controller.webhook import quota
+from tests.support.quotas import elastic_quota
 
 
-def eq(
-    name: str,
-    *,
-    namespace: str = "ns",
-    parent: str = "",
-    is_parent: bool = False,
-    min_gpu: str = "0",
-    max_gpu: str = "8",
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    labels = {names.LABEL_QUOTA_IS_PARENT: str(is_parent).lower()}
-    if parent:
-        labels[names.LABEL_QUOTA_PARENT] = parent
-    return {
-        "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
-        "kind": "ElasticQuota",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels, "annotations": annotations or {}},
-        "spec": {"min": {"nvidia.com/gpu": min_gpu}, "max": {"nvidia.com/gpu": max_gpu}},
-    }
+def eq(name: str, **fields: Any) -> dict[str, Any]:
+    return elastic_quota(name, **{"namespace": "ns", **fields})
 
 
 def stored(*objs: dict[str, Any]) -> list[ElasticQuota]:
