@@ -195,6 +195,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         log.info("Shutting down", extra={"url": url})
         handlers.close_watches()
         await runner.cleanup()
+        await admission.close()
         if failure:
             raise failure[0]
     finally:

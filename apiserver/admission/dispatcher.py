@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from apiserver.admission import review as reviews
-from apiserver.admission.caller import Lookup, post
+from apiserver.admission.caller import Lookup, Sessions, post
 from apiserver.admission.config import Webhook
 from apiserver.admission.matching import Attributes, matched_version, selectors_match
 from apiserver.catalog import Catalog, ResourceType
@@ -45,6 +45,11 @@ class Admission:
         self._lookup: Lookup = lambda storage_id, namespace, name: None
         self._configurations: dict[str, tuple[Webhook, ...]] = {}
         self._webhooks: tuple[Webhook, ...] = ()
+        self._sessions = Sessions()
+
+    async def close(self) -> None:
+        """Close the connections to webhooks (server shutdown)."""
+        await self._sessions.close()
 
     def bind(self, lookup: Lookup) -> None:
         """Where stored objects are read from (namespaces, services, endpoints): the registry,
@@ -128,7 +133,7 @@ class Admission:
             "object": f"{attrs.namespace}/{attrs.name}" if attrs.namespace else attrs.name,
         }
         try:
-            body = await post(webhook, reviews.request(webhook, attrs, version, uid), self._lookup)
+            body = await post(webhook, reviews.request(webhook, attrs, version, uid), self._lookup, self._sessions)
             verdict = reviews.verdict(body, webhook, uid)
         except reviews.CallFailed as e:
             if not webhook.fails_closed:

@@ -11,7 +11,8 @@ import base64
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from kube.errors import APIError
 from kube.pki import CA
 from kube.resources import CONFIG_MAPS, ENDPOINTS, NAMESPACES, SERVICES, VALIDATING_WEBHOOK_CONFIGURATIONS
 from tests.integration.apiserver.test_kubectl import KUBECTL, Kubectl
+from tests.support.waiting import wait_for
 from tests.support.webhooks import ScriptedWebhook
 
 pytestmark = pytest.mark.integration
@@ -298,3 +300,26 @@ def test_configurations_survive_a_restart(tmp_path: Path) -> None:
         with server.client() as c, pytest.raises(APIError) as refused:
             c.resource(CONFIG_MAPS).create(configmap("i"), namespace="default")
         assert refused.value.message.endswith("denied the request: still here")
+
+
+def test_an_object_changed_while_its_webhooks_answered_is_a_conflict(
+    client: Client, register: Any, webhook: ScriptedWebhook, namespace: str
+) -> None:
+    register(url_config(webhook))
+    cms = client.resource(CONFIG_MAPS)
+    cms.create(configmap("j", k="0"), namespace=namespace)
+
+    def slow_for_the_first_update(review: Mapping[str, Any]) -> dict[str, Any]:
+        if (review["request"]["object"] or {}).get("data", {}).get("k") == "slow":
+            time.sleep(1.0)
+        return {"allowed": True}
+
+    webhook.answer = slow_for_the_first_update
+    with futures.ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(cms.patch, "j", {"data": {"k": "slow"}}, namespace=namespace)
+        wait_for(lambda: len(webhook.reviews) == 2, timeout_s=10)  # the create's and the slow update's
+        cms.patch("j", {"data": {"k": "fast"}}, namespace=namespace)
+        with pytest.raises(APIError) as conflict:
+            slow.result(timeout=10)
+    assert conflict.value.status == 409 and "the object has been modified" in conflict.value.message
+    assert cms.get("j", namespace=namespace)["data"] == {"k": "fast"}
