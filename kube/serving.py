@@ -131,13 +131,15 @@ class Server:
         readiness: Mapping[str, Check] | None = None,
         routes: Iterable[Route] = (),
         error: ErrorFormat = text_error,
-        tls: ssl.SSLContext | None = None,
+        tls: ssl.SSLContext | Callable[[], ssl.SSLContext] | None = None,
         max_body: int = MAX_BODY,
     ) -> None:
         """`name` appears in logs, the thread's name and errors. Raises ValueError when two routes
         have the same method and path (a component's route may not shadow a built-in one).
 
-        `tls` serves HTTPS (an admission webhook); its handshake happens on the request's thread,
+        `tls` serves HTTPS (an admission webhook): a context, or a function asked for one per
+        connection (so a renewed certificate is served without a restart); the handshake happens
+        on the request's thread,
         so a client that never completes it holds only that thread. `max_body` raises the body
         limit for endpoints that take objects (an AdmissionReview)."""
         self.name = name
@@ -311,9 +313,11 @@ class _HTTPServer(ThreadingHTTPServer):
         # Headers and body are separate writes: without this, Nagle's algorithm holds the body
         # until the client's delayed ACK of the headers (40 ms on Linux) on every kept-alive request.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if self.owner.tls is None:
+        tls = self.owner.tls
+        if tls is None:
             return sock, address
-        return self.owner.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+        context = tls if isinstance(tls, ssl.SSLContext) else tls()
+        return context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
 
     def finish_request(self, request: object, client_address: object) -> None:
         if isinstance(request, ssl.SSLSocket):  # on the request's own thread (ThreadingMixIn)

@@ -4,8 +4,9 @@ It serves on every replica, leader or not (it only reads), as soon as the proces
 the ElasticQuota informer has synced it answers 503, which kube-apiserver treats as a failed call
 (the configuration's failurePolicy Fail refuses the write): deciding on an empty cache would
 accept quotas that break the tree. A malformed AdmissionReview is a 400; a bug is a 500 (the
-server goes on). Certificates are read at start; a renewed certificate (cert-manager) takes a
-restart of the controller.
+server goes on). The certificate files are watched, as controller-runtime's certwatcher does: a
+new connection after cert-manager renewed the Secret (kubelet updates the mounted files) gets the
+new certificate; files that do not load are logged and the previous certificate kept.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import json
 import logging
 import ssl
+import threading
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -34,6 +37,43 @@ QUOTA_WEBHOOK = "velasticquota.koordinator.sh"
 _MAX_REVIEW = 8 * 1024 * 1024
 
 
+class Certificate:
+    """The serving certificate and key files, reloaded when either changes. Thread-safe."""
+
+    def __init__(self, cert_file: Path, key_file: Path) -> None:
+        """Raises ConfigError when the files do not load now."""
+        self._files = (cert_file, key_file)
+        self._lock = threading.Lock()
+        try:
+            self._stamp = self._stamp_now()
+            self._context = self._load()
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(f"webhook certificate {cert_file} / {key_file}: {e}") from e
+
+    def _stamp_now(self) -> tuple[int, ...]:
+        return tuple(v for path in self._files for v in (path.stat().st_mtime_ns, path.stat().st_size))
+
+    def _load(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*self._files)
+        return context
+
+    def context(self) -> ssl.SSLContext:
+        """The context for a new connection: the files' current certificate."""
+        with self._lock:
+            try:
+                stamp = self._stamp_now()
+                if stamp != self._stamp:
+                    self._context, self._stamp = self._load(), stamp
+                    log.info("Reloaded the webhook certificate", extra={"cert": str(self._files[0])})
+            except (OSError, ssl.SSLError) as e:
+                log.warning(
+                    "Webhook certificate does not load; serving the previous one",
+                    extra={"cert": str(self._files[0]), "reason": str(e)},
+                )
+            return self._context
+
+
 class WebhookServer:
     def __init__(
         self,
@@ -45,11 +85,7 @@ class WebhookServer:
     ) -> None:
         """`quotas`: the ElasticQuotas stored now; `synced`: whether that list is complete."""
         assert settings.cert_file is not None and settings.key_file is not None
-        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        try:
-            tls.load_cert_chain(settings.cert_file, settings.key_file)
-        except (OSError, ssl.SSLError) as e:
-            raise ConfigError(f"webhook certificate {settings.cert_file} / {settings.key_file}: {e}") from e
+        certificate = Certificate(settings.cert_file, settings.key_file)
         self._quotas = quotas
         self._synced = synced
         self._reviews = Counter(
@@ -64,7 +100,7 @@ class WebhookServer:
             port=settings.port,
             registry=registry,
             routes=[serving.Route("POST", QUOTA_PATH, self._validate_quota)],
-            tls=tls,
+            tls=certificate.context,
             max_body=_MAX_REVIEW,
         )
 
