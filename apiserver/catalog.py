@@ -175,6 +175,17 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType(
         "", "v1", "services", "service", "Service", True, ("svc",), ("all",), subresources=frozenset({"status"})
     ),
+    ResourceType("", "v1", "endpoints", "endpoints", "Endpoints", True, ("ep",), columns=(_AGE,)),
+    ResourceType(
+        "admissionregistration.k8s.io",
+        "v1",
+        "validatingwebhookconfigurations",
+        "validatingwebhookconfiguration",
+        "ValidatingWebhookConfiguration",
+        False,
+        categories=("api-extensions",),
+        columns=(_AGE,),
+    ),
     ResourceType(
         "coordination.k8s.io",
         "v1",

@@ -23,6 +23,8 @@ _VERSION_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 
 
 class CRDStrategy(Strategy):
+    restore_on_load = True
+
     def __init__(self, catalog: Catalog) -> None:
         self._catalog = catalog
 

@@ -26,12 +26,13 @@ import logging
 import random
 import secrets
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from apis.k8s.meta import now_rfc3339
 from apiserver import patch as patches
+from apiserver.admission import Admission
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.errors import Cause, StatusError
 from apiserver.selectors import ObjectFilter
@@ -109,8 +110,10 @@ class Registry:
         *,
         max_object_bytes: int = 1536 * 1024,
         on_fatal: Callable[[BaseException], None] | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.catalog = catalog
+        self._admission = admission
         self.hub = hub
         self._storage = storage
         self._strategies = strategies
@@ -131,17 +134,18 @@ class Registry:
 
     # --- start-up ----------------------------------------------------------------------------------
     def load(self, rows: Iterable[Row]) -> int:
-        """Fill memory from storage; registers stored CRDs. Returns the number of objects."""
+        """Fill memory from storage; replays what strategies derive from stored objects (CRDs'
+        types, webhook configurations). Returns the number of objects."""
         count = 0
-        crds = []
+        restore = []
         for row in rows:
             obj = json.loads(row.body)
             self._insert(row.storage_id, row.key, Entry(obj, row.body, row.rv))
-            if row.storage_id == CRDS:
-                crds.append(obj)
+            if self._strategy_for(row.storage_id).restore_on_load:
+                restore.append((row.storage_id, obj))
             count += 1
-        for crd in crds:
-            self._strategy_for(CRDS).on_stored(None, crd)
+        for storage_id, obj in restore:
+            self._strategy_for(storage_id).on_stored(None, obj)
         return count
 
     async def ensure_namespaces(self, names: Iterable[str] = DEFAULT_NAMESPACES) -> None:
@@ -156,6 +160,11 @@ class Registry:
         return rt
 
     # --- reading -----------------------------------------------------------------------------------
+    def peek(self, storage_id: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The stored object (not to be mutated), or None: for admission's lookups."""
+        entry = self._objects.get(storage_id, {}).get(object_key(namespace, name))
+        return None if entry is None else entry.obj
+
     def get(self, rt: ResourceType, namespace: str, name: str) -> Entry:
         entry = self._objects.get(rt.storage_id, {}).get(object_key(namespace, name))
         if entry is None:
@@ -228,6 +237,11 @@ class Registry:
         key = object_key(namespace, name)
         if key in self._objects.get(rt.storage_id, {}):
             raise StatusError.already_exists(rt.plural, name, group=rt.group)
+        if (admitted := self._admit("CREATE", rt, namespace, name, obj, None, "", dry_run)) is not None:
+            await admitted
+            self._check_namespace_open(rt, namespace)  # what changed while the webhooks answered
+            if key in self._objects.get(rt.storage_id, {}):
+                raise StatusError.already_exists(rt.plural, name, group=rt.group)
         if dry_run:
             return self._dry(obj)
         staged = [self._stage(rt.storage_id, key, obj, None)]
@@ -264,6 +278,15 @@ class Registry:
         strategy = self._strategy_for(rt.storage_id)
         new = self._prepare_update(rt, strategy, old, obj, subresource)
         self._validate(rt, strategy, new, old.obj)
+        if (admitted := self._admit("UPDATE", rt, namespace, name, new, old.obj, subresource, dry_run)) is not None:
+            await admitted
+            if self.get(rt, namespace, name).rv != old.rv:  # changed while the webhooks answered
+                raise StatusError.conflict(
+                    rt.plural,
+                    name,
+                    "the object has been modified; please apply your changes to the latest version and try again",
+                    group=rt.group,
+                )
         return await self._store(rt, strategy, old, new, dry_run=dry_run)
 
     async def patch(
@@ -316,6 +339,10 @@ class Registry:
         """Delete (or mark for deletion); returns the object's last state and whether it is gone."""
         old = self.get(rt, namespace, name)
         self._check_preconditions(rt, old, preconditions or {})
+        if (admitted := self._admit("DELETE", rt, namespace, name, None, old.obj, "", dry_run)) is not None:
+            await admitted
+            old = self.get(rt, namespace, name)  # what changed while the webhooks answered
+            self._check_preconditions(rt, old, preconditions or {})
         if dry_run:
             return old, True
         staged = self._stage_delete(rt.storage_id, old)
@@ -327,8 +354,15 @@ class Registry:
 
     async def delete_collection(self, rt: ResourceType, flt: ObjectFilter, *, dry_run: bool = False) -> list[Entry]:
         entries = self.list_objects(rt, flt).entries
+        for entry in entries:
+            meta = entry.obj["metadata"]
+            admitted = self._admit("DELETE", rt, meta.get("namespace", ""), meta["name"], None, entry.obj, "", dry_run)
+            if admitted is not None:
+                await admitted
         if dry_run:
             return entries
+        current = self._objects.get(rt.storage_id, {})
+        entries = [c for e in entries if (c := current.get(_key_of(e))) is not None]
         staged = []
         for entry in entries:
             staged += self._stage_delete(rt.storage_id, entry)
@@ -336,6 +370,32 @@ class Registry:
         return [s.entry for s in staged if s.storage_id == rt.storage_id]
 
     # --- helpers of writes -------------------------------------------------------------------------
+    def _admit(  # noqa: PLR0917 - the attributes of one write, in the order kube-apiserver lists them
+        self,
+        operation: str,
+        rt: ResourceType,
+        namespace: str,
+        name: str,
+        obj: dict[str, Any] | None,
+        old: dict[str, Any] | None,
+        subresource: str,
+        dry_run: bool,
+    ) -> Awaitable[None] | None:
+        """Validating admission (the one place writes call webhooks): None when no webhook wants
+        this write, else what to await; it raises the StatusError of a refusal."""
+        if self._admission is None:
+            return None
+        return self._admission.review(
+            operation=operation,
+            rt=rt,
+            namespace=namespace,
+            name=name,
+            obj=obj,
+            old=old,
+            subresource=subresource,
+            dry_run=dry_run,
+        )
+
     def _strategy_for(self, storage_id: str) -> Strategy:
         return self._strategies.get(storage_id, self._default_strategy)
 

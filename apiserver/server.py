@@ -26,6 +26,7 @@ from aiohttp import web
 
 from apis.errors import ConfigError
 from apiserver import pki
+from apiserver.admission import ADMIN, USER, Admission, WebhookConfigurationStrategy
 from apiserver.catalog import Catalog
 from apiserver.crds import CRDStrategy
 from apiserver.discovery import Discovery
@@ -43,6 +44,7 @@ __all__ = ["APIServerSettings", "run", "serve"]
 log = logging.getLogger(__name__)
 
 _UNAUTHENTICATED = ("/healthz", "/livez", "/readyz")
+WEBHOOK_CONFIGURATIONS = "validatingwebhookconfigurations.admissionregistration.k8s.io"
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,7 @@ def _authenticating(
             request.headers.get("Authorization", "").encode(), expected
         ):
             return status_response(StatusError.unauthorized())
+        USER.set(ADMIN)  # this request's task only: admission webhooks see who asked
         return await handle(request)
 
     return authenticated
@@ -135,10 +138,12 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         start_rv, rows = storage.load() if storage is not None else (0, iter(()))
         catalog = Catalog()
         hub = WatchHub(settings.watch_window, start_rv)
+        admission = Admission(catalog)
         strategies: dict[str, Strategy] = {
             "pods": PodStrategy(),
             "namespaces": NamespaceStrategy(),
             CRDS: CRDStrategy(catalog),
+            WEBHOOK_CONFIGURATIONS: WebhookConfigurationStrategy(admission),
         }
         failure: list[BaseException] = []
 
@@ -147,8 +152,15 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
             stop.set()
 
         registry = Registry(
-            catalog, hub, storage, strategies, max_object_bytes=settings.max_object_bytes, on_fatal=fatal
+            catalog,
+            hub,
+            storage,
+            strategies,
+            max_object_bytes=settings.max_object_bytes,
+            on_fatal=fatal,
+            admission=admission,
         )
+        admission.bind(registry.peek)
         count = registry.load(rows)
         if storage is not None:
             storage.start()
@@ -183,6 +195,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         log.info("Shutting down", extra={"url": url})
         handlers.close_watches()
         await runner.cleanup()
+        await admission.close()
         if failure:
             raise failure[0]
     finally:

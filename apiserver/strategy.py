@@ -21,6 +21,9 @@ class Strategy:
 
     #: `label` for types whose names must be RFC 1123 labels (namespaces), else `subdomain`.
     name_rule = "subdomain"
+    #: `on_stored(None, obj)` is replayed for every stored object at start-up (in-memory state
+    #: derived from stored objects: CRDs' served types, webhook configurations).
+    restore_on_load = False
 
     def prepare_create(self, obj: dict[str, Any]) -> None:
         """Fill defaults on a new object (metadata is already set)."""

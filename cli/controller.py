@@ -13,6 +13,7 @@ import controller
 from apis.errors import ConfigError
 from controller.noderesources import NodeResourcesSettings
 from controller.runtime import ManagerSettings
+from controller.webhook import WebhookSettings
 from kube import leaderelectionflags
 from kube.client import ClientSettings
 
@@ -41,6 +42,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"re-check every object this often even without events (default {manager.resync_period:g}; 0: never)",
     )
     leaderelectionflags.add_arguments(parser, lease_name=LEASE_NAME)
+    hooks = WebhookSettings()
+    webhook_flags = parser.add_argument_group("admission webhook (ElasticQuota validation; off without a certificate)")
+    webhook_flags.add_argument(
+        "--webhook-bind-address",
+        default=f"{hooks.host}:{hooks.port}",
+        metavar="HOST:PORT",
+        help=f"where the HTTPS webhook server listens (default {hooks.host}:{hooks.port})",
+    )
+    webhook_flags.add_argument(
+        "--webhook-cert-file", type=Path, metavar="PATH", help="serving certificate (PEM; a Secret's tls.crt)"
+    )
+    webhook_flags.add_argument("--webhook-key-file", type=Path, metavar="PATH", help="its private key (PEM; tls.key)")
     node_flags = parser.add_argument_group("node device resources")
     node_flags.add_argument(
         "--node-resources-workers",
@@ -67,14 +80,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
     """The validated settings; raises ConfigError for flags that cannot work."""
-    host, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"--listen {args.listen!r}: expected HOST:PORT")
+    host, port = _host_port("--listen", args.listen)
+    webhook_host, webhook_port = _host_port("--webhook-bind-address", args.webhook_bind_address)
     settings = controller.ControllerSettings(
         client=ClientSettings.from_args(args, user_agent="tessera-controller"),
         manager=ManagerSettings(
-            host=host.strip("[]") or "0.0.0.0",
-            port=int(port),
+            host=host,
+            port=port,
             leader_election=leaderelectionflags.settings_from(args),
             address_file=args.listen_address_file,
             resync_period=args.resync_period,
@@ -84,9 +96,19 @@ def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
             max_delay=args.resource_max_delay,
             workers=args.node_resources_workers,
         ),
+        webhook=WebhookSettings(
+            host=webhook_host, port=webhook_port, cert_file=args.webhook_cert_file, key_file=args.webhook_key_file
+        ),
     )
     settings.validate()
     return settings
+
+
+def _host_port(flag: str, value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(f"{flag} {value!r}: expected HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def run(args: argparse.Namespace) -> int:

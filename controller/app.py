@@ -1,7 +1,8 @@
 """`controller.run(settings)`: the controller manager process, from settings to clean exit.
 
 Connects to the API server, builds the manager with every controller Tessera has (today: node
-device resources, PodGroup status), and runs until SIGTERM or SIGINT, then shuts down cleanly (see
+device resources, PodGroup status) and the admission webhook server (when given a certificate),
+and runs until SIGTERM or SIGINT, then shuts down cleanly (see
 `controller.runtime.manager`). `tessera controller` and `tessera up` call it.
 """
 
@@ -13,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from controller import noderesources, podgroups
+from controller import noderesources, podgroups, webhook
 from controller.runtime import Manager
 from controller.settings import ControllerSettings
 from kube.client import Client
@@ -34,6 +35,7 @@ def run(settings: ControllerSettings, *, stop: threading.Event | None = None) ->
         manager = Manager(client, settings.manager)
         noderesources.add_to_manager(manager, settings.node_resources)
         podgroups.add_to_manager(manager)
+        webhooks = webhook.for_manager(manager, settings.webhook)
         election = settings.manager.leader_election
         log.info(
             "Starting the controller manager",
@@ -44,11 +46,17 @@ def run(settings: ControllerSettings, *, stop: threading.Event | None = None) ->
                 "identity": election.identity if election else "",
             },
         )
-        if stop is not None:
-            manager.run(stop)
-        else:
-            with _stop_on_signals() as signalled:
-                manager.run(signalled)
+        if webhooks is not None:
+            webhooks.start()
+        try:
+            if stop is not None:
+                manager.run(stop)
+            else:
+                with _stop_on_signals() as signalled:
+                    manager.run(signalled)
+        finally:
+            if webhooks is not None:
+                webhooks.stop()
     return 0
 
 

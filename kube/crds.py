@@ -22,7 +22,7 @@ from apis.extension import names
 from apis.k8s.meta import ObjectMeta
 from kube import errors
 from kube.client import Client
-from kube.patch import retry_on_conflict
+from kube.patch import create_or_replace, retry_on_conflict
 from kube.resources import CUSTOM_RESOURCE_DEFINITIONS, MERGE_PATCH, Patch, ResourceAPI
 
 __all__ = ["TypedResource", "devices", "elastic_quotas", "install_crds", "pod_groups"]
@@ -51,22 +51,8 @@ def install_crds(client: Client, directory: Path, *, timeout: float = 30.0) -> l
                 continue
             if not isinstance(doc, dict) or doc.get("kind") != "CustomResourceDefinition":
                 raise ConfigError(f"{path}: expected CustomResourceDefinition documents only")
-            name = doc["metadata"]["name"]
-
-            def apply(crd: dict[str, Any] = doc, name: str = name) -> None:
-                try:
-                    api.create(crd)
-                except errors.AlreadyExists:
-                    current = api.get(name)
-                    api.update(
-                        {
-                            **crd,
-                            "metadata": {**crd["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
-                        }
-                    )
-
-            retry_on_conflict(apply)
-            installed.append(name)
+            create_or_replace(api, doc)
+            installed.append(doc["metadata"]["name"])
     deadline = time.monotonic() + timeout
     for name in installed:
         while not _established(api.get(name)):

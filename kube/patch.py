@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kube.backoff import Backoff
-from kube.errors import Conflict
+from kube.errors import AlreadyExists, Conflict
 
-__all__ = ["annotations_patch", "labels_patch", "retry_on_conflict"]
+if TYPE_CHECKING:
+    from kube.resources import ResourceAPI
+
+__all__ = ["annotations_patch", "create_or_replace", "labels_patch", "retry_on_conflict"]
 
 R = TypeVar("R")
 
@@ -44,6 +47,21 @@ def retry_on_conflict(
                 raise
             sleep(next(delays))
     raise AssertionError("unreachable")
+
+
+def create_or_replace(api: ResourceAPI, obj: Mapping[str, Any], *, namespace: str = "") -> dict[str, Any]:
+    """Store `obj` as given, whether or not it exists (`kubectl apply` of a whole object, without
+    the three-way merge): create it, or replace what is there, retrying on conflict."""
+
+    def attempt() -> dict[str, Any]:
+        try:
+            return api.create(dict(obj), namespace=namespace)
+        except AlreadyExists:
+            current = api.get(obj["metadata"]["name"], namespace=namespace)
+            meta = {**obj["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
+            return api.update({**obj, "metadata": meta}, namespace=namespace)
+
+    return retry_on_conflict(attempt)
 
 
 def _metadata_patch(field: str, changes: Mapping[str, str | None]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from kube.transport import STREAM_ERRORS, Transport
 __all__ = [
     "CONFIG_MAPS",
     "CUSTOM_RESOURCE_DEFINITIONS",
+    "ENDPOINTS",
     "EVENTS",
     "JSON_PATCH",
     "LEASES",
@@ -38,7 +39,9 @@ __all__ = [
     "NODES",
     "PODS",
     "SECRETS",
+    "SERVICES",
     "STRATEGIC_MERGE_PATCH",
+    "VALIDATING_WEBHOOK_CONFIGURATIONS",
     "ObjectList",
     "Patch",
     "ResourceAPI",
@@ -55,9 +58,14 @@ PODS: Final = GroupVersionResource("", "v1", "pods", "Pod", True)
 EVENTS: Final = GroupVersionResource("", "v1", "events", "Event", True)
 CONFIG_MAPS: Final = GroupVersionResource("", "v1", "configmaps", "ConfigMap", True)
 SECRETS: Final = GroupVersionResource("", "v1", "secrets", "Secret", True)
+SERVICES: Final = GroupVersionResource("", "v1", "services", "Service", True)
+ENDPOINTS: Final = GroupVersionResource("", "v1", "endpoints", "Endpoints", True)
 LEASES: Final = GroupVersionResource("coordination.k8s.io", "v1", "leases", "Lease", True)
 CUSTOM_RESOURCE_DEFINITIONS: Final = GroupVersionResource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+VALIDATING_WEBHOOK_CONFIGURATIONS: Final = GroupVersionResource(
+    "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False
 )
 
 MERGE_PATCH: Final = "application/merge-patch+json"

@@ -22,6 +22,7 @@ import logging
 import re
 import socket
 import socketserver
+import ssl
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -130,10 +131,20 @@ class Server:
         readiness: Mapping[str, Check] | None = None,
         routes: Iterable[Route] = (),
         error: ErrorFormat = text_error,
+        tls: ssl.SSLContext | Callable[[], ssl.SSLContext] | None = None,
+        max_body: int = MAX_BODY,
     ) -> None:
         """`name` appears in logs, the thread's name and errors. Raises ValueError when two routes
-        have the same method and path (a component's route may not shadow a built-in one)."""
+        have the same method and path (a component's route may not shadow a built-in one).
+
+        `tls` serves HTTPS (an admission webhook): a context, or a function asked for one per
+        connection (so a renewed certificate is served without a restart); the handshake happens
+        on the request's thread,
+        so a client that never completes it holds only that thread. `max_body` raises the body
+        limit for endpoints that take objects (an AdmissionReview)."""
         self.name = name
+        self.tls = tls
+        self.max_body = max_body
         self._host = host
         self._port = port
         self._registry = registry
@@ -297,6 +308,23 @@ class _HTTPServer(ThreadingHTTPServer):
         socketserver.TCPServer.server_bind(self)
         self.server_name, self.server_port = str(self.server_address[0]), int(self.server_address[1])
 
+    def get_request(self) -> tuple[socket.socket, object]:
+        sock, address = super().get_request()
+        # Headers and body are separate writes: without this, Nagle's algorithm holds the body
+        # until the client's delayed ACK of the headers (40 ms on Linux) on every kept-alive request.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        tls = self.owner.tls
+        if tls is None:
+            return sock, address
+        context = tls if isinstance(tls, ssl.SSLContext) else tls()
+        return context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+
+    def finish_request(self, request: object, client_address: object) -> None:
+        if isinstance(request, ssl.SSLSocket):  # on the request's own thread (ThreadingMixIn)
+            request.settimeout(TIMEOUT)
+            request.do_handshake()
+        super().finish_request(request, client_address)  # type: ignore[arg-type]
+
     def handle_error(self, request: object, client_address: object) -> None:
         # A client that went away mid-answer (the base class would print a traceback to stderr).
         log.log(V(4), "HTTP connection failed", exc_info=True, extra={"server": self.owner.name})
@@ -316,8 +344,8 @@ class _RequestHandler(BaseHTTPRequestHandler):
         if length < 0:
             response = owner.error(400, f"bad Content-Length {self.headers.get('Content-Length')!r}")
             self.close_connection = True
-        elif length > MAX_BODY:
-            response = owner.error(413, f"request body over {MAX_BODY} bytes")
+        elif length > owner.max_body:
+            response = owner.error(413, f"request body over {owner.max_body} bytes")
             self.close_connection = True  # the body is left unread
         else:
             body = self.rfile.read(length) if length else b""

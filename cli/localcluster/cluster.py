@@ -29,7 +29,7 @@ import psutil
 
 from apis.errors import ConfigError
 from cli.launchers.apiserver import DEFAULT_CRDS
-from cli.localcluster import components, state
+from cli.localcluster import components, state, webhook
 from cli.localcluster.components import Component
 from cli.localcluster.retire import retire_nodes
 from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
@@ -101,7 +101,10 @@ class LocalCluster:
                 install_crds(client, DEFAULT_CRDS, timeout=self.settings.start_timeout)
             with self._through_apiserver("removing the nodes an earlier run had"):
                 self._retire_earlier_nodes(client)
-        self._start(self._node_and_control_plane())
+        hooks = webhook.prepare(self.data_dir / "controller" / "webhook")
+        self._start(self._node_and_control_plane(hooks))
+        with self.client() as client, self._through_apiserver("registering the controller's quota webhook"):
+            webhook.register(client, hooks)
         self._phase = "ready"
         self._write_state()
 
@@ -128,10 +131,10 @@ class LocalCluster:
         return Client.from_kubeconfig(self.kubeconfig, user_agent=user_agent)
 
     # --- start-up ----------------------------------------------------------------------------------
-    def _node_and_control_plane(self) -> list[Component]:
+    def _node_and_control_plane(self, hooks: webhook.WebhookSetup) -> list[Component]:
         data, kubeconfig = self.data_dir, self.kubeconfig
         wanted = [
-            components.controller(data, kubeconfig),
+            components.controller(data, kubeconfig, args=hooks.controller_args()),
             components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address),
         ]
         if self.local_node:

@@ -1,7 +1,8 @@
 """The processes `tessera up` runs, with the flags and places each gets in the data directory.
 
     DATA_DIR/kubeconfig, token, db/, apiserver.log     the API server (HTTPS, bearer token)
-    DATA_DIR/controller/                               `tessera controller`: log, address file
+    DATA_DIR/controller/                               `tessera controller`: log, address file,
+                                                       webhook/ (its webhook's CA and certificate)
     DATA_DIR/scheduler/                                `tessera scheduler`: log, address file,
                                                        config.yaml (its profiles)
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
@@ -14,6 +15,7 @@ HTTP on a port it picks itself and writes the address to its directory, so nothi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -83,8 +85,11 @@ def apiserver(data_dir: Path, *, port: int) -> Component:
     return Component("apiserver", "apiserver", server)
 
 
-def controller(data_dir: Path, kubeconfig: Path) -> Component:
-    return Component("controller", "controller", ControllerProcess(kubeconfig, directory=data_dir / "controller"))
+def controller(data_dir: Path, kubeconfig: Path, *, args: Sequence[str] = ()) -> Component:
+    """`args`: its webhook's flags (cli/localcluster/webhook.py)."""
+    return Component(
+        "controller", "controller", ControllerProcess(kubeconfig, directory=data_dir / "controller", args=args)
+    )
 
 
 def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str) -> Component:

@@ -168,18 +168,21 @@ class Up:
     def cluster(self) -> Cluster:
         return Cluster(kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig)))
 
-    def kubectl(self, *args: str) -> str:
-        """Run the real kubectl against this cluster; its stdout (AssertionError on failure)."""
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        """Run the real kubectl against this cluster; its stdout (AssertionError on failure), or
+        with `check=False` its stdout and stderr whatever the outcome."""
         kubectl = shutil.which("kubectl")
         assert kubectl is not None, "kubectl is not installed"
-        return self._run([kubectl, f"--kubeconfig={self.kubeconfig}", *args])
+        return self._run([kubectl, f"--kubeconfig={self.kubeconfig}", *args], check=check, stdin=stdin)
 
     def tessera(self, *args: str, check: bool = True) -> str:
         """Run a `tessera` command (explain, what-if, ...) as a user in another terminal would."""
         return self._run([*tessera_command(), *args], check=check)
 
-    def _run(self, command: list[str], *, check: bool = True) -> str:
-        result = subprocess.run(command, capture_output=True, text=True, env=self.env, timeout=120, check=False)
+    def _run(self, command: list[str], *, check: bool = True, stdin: str | None = None) -> str:
+        result = subprocess.run(
+            command, input=stdin, capture_output=True, text=True, env=self.env, timeout=120, check=False
+        )
         if check and result.returncode != 0:
             raise AssertionError(f"{' '.join(command)} exited with {result.returncode}:\n{result.stderr}")
         return result.stdout + (result.stderr if not check else "")

@@ -203,3 +203,39 @@ def test_the_runtime_proxy_gives_the_container_the_gpus_the_scheduler_chose(
         finally:
             kubelet.remove_pod(sandbox)
     assert env["NVIDIA_VISIBLE_DEVICES"] == ",".join(str(m) for m in minors)
+
+
+QUOTAS = """
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata:
+  name: e2e-org
+  namespace: default
+  labels: {quota.scheduling.koordinator.sh/is-parent: "true"}
+spec:
+  min: {nvidia.com/gpu: "2"}
+  max: {nvidia.com/gpu: "8"}
+---
+apiVersion: scheduling.sigs.k8s.io/v1alpha1
+kind: ElasticQuota
+metadata:
+  name: e2e-team
+  namespace: default
+  labels: {quota.scheduling.koordinator.sh/parent: e2e-org}
+spec:
+  min: {nvidia.com/gpu: "4"}
+  max: {nvidia.com/gpu: "8"}
+"""
+
+
+def test_kubectl_apply_of_a_quota_that_breaks_the_tree_is_refused(up: Up) -> None:
+    out = up.kubectl("apply", "-f", "-", stdin=QUOTAS, check=False)
+    try:
+        assert "elasticquota.scheduling.sigs.k8s.io/e2e-org created" in out
+        assert (
+            'admission webhook "velasticquota.koordinator.sh" denied the request: quota e2e-org: children\'s '
+            "min[nvidia.com/gpu] sum to 4, more than its min[nvidia.com/gpu] 2 (children: e2e-team)"
+        ) in out
+        assert "e2e-team" not in up.kubectl("get", "elasticquotas", "-n", "default", "-o", "name")
+    finally:
+        up.kubectl("delete", "elasticquota", "e2e-org", "-n", "default", "--ignore-not-found")

@@ -21,9 +21,9 @@ from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube import clientconfig, errors
 from kube.client import Client
 from kube.kubeconfig import kubeconfig
+from kube.pki import CA
 from kube.resources import NAMESPACES
 from kube.restconfig import RESTConfig, TLSConfig, TokenFile
-from tests.support.pki import CA
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,8 @@ import pytest
 
 
 @pytest.mark.parametrize(
-    "package", ["controller", "controller.runtime", "controller.noderesources", "controller.podgroups"]
+    "package",
+    ["controller", "controller.runtime", "controller.noderesources", "controller.podgroups", "controller.webhook"],
 )
 def test_all_is_sorted_and_complete(package: str) -> None:
     module = importlib.import_module(package)

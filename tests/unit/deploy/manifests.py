@@ -28,7 +28,11 @@ NAMESPACE = "tessera-system"
 Obj = dict[str, Any]
 
 #: Kinds that are not namespaced.
-CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding"})
+CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"})
+#: Secrets workloads mount that deploy/ cannot ship (they hold keys made at install), and who makes them.
+INSTALL_SECRETS = {
+    "tessera-controller-webhook-cert": "cert-manager (deploy/cert-manager/) or `kubectl create secret tls`",
+}
 WORKLOAD_KINDS = frozenset({"Deployment", "DaemonSet"})
 #: The workload each component runs in.
 WORKLOADS = {"scheduler": "tessera-scheduler", "controller": "tessera-controller", "agent": "tessera-agent"}

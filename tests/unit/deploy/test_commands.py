@@ -43,7 +43,10 @@ def served(sub: str, settings: Any) -> dict[str, tuple[str, int]]:
             ports["grpc"] = (grpc.host, grpc.port)
         return ports
     if sub == "controller":
-        return {"http": (settings.manager.host, settings.manager.port)}
+        ports = {"http": (settings.manager.host, settings.manager.port)}
+        if settings.webhook.enabled:
+            ports["webhook"] = (settings.webhook.host, settings.webhook.port)
+        return ports
     if sub == "agent":
         return {"http": (settings.metrics.host, settings.metrics.port)}
     raise AssertionError(f"no workload should run tessera {sub}")

@@ -31,6 +31,7 @@ ALLOWED_KINDS = {
     ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"),
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
 }
 
 #: Namespaced objects outside tessera-system, and why.
@@ -153,7 +154,7 @@ def test_service_account_config_maps_and_secrets_exist(m: Manifest) -> None:
     for volume in spec.get("volumes", []):
         if "configMap" in volume:
             assert manifests.find("ConfigMap", volume["configMap"]["name"], m.namespace) is not None, volume
-        if "secret" in volume:
+        if "secret" in volume and volume["secret"]["secretName"] not in manifests.INSTALL_SECRETS:
             assert manifests.find("Secret", volume["secret"]["secretName"], m.namespace) is not None, volume
     for container in manifests.containers(m):
         for env in container.get("env", []):
@@ -265,3 +266,28 @@ def test_crds_are_applied_separately() -> None:
     assert sorted(Path(p).name for p in (DEPLOY / "crds").glob("*.yaml")) == sorted(
         f"{gvr.group}_{gvr.plural}.yaml" for gvr in crds
     )
+
+
+# --- the admission webhook ------------------------------------------------------------------------
+
+
+def test_the_webhook_configuration_calls_the_controllers_webhook_through_its_service() -> None:
+    from controller.webhook import QUOTA_PATH, QUOTA_WEBHOOK
+
+    configuration = manifests.find("ValidatingWebhookConfiguration", "tessera-controller", None)
+    assert configuration is not None
+    (hook,) = configuration.obj["webhooks"]
+    service_ref = hook["clientConfig"]["service"]
+    assert (hook["name"], service_ref["path"]) == (QUOTA_WEBHOOK, QUOTA_PATH)
+    service = manifests.find("Service", service_ref["name"], service_ref["namespace"])
+    assert service is not None
+    assert [p["targetPort"] for p in service.obj["spec"]["ports"] if p["port"] == service_ref["port"]] == ["webhook"]
+    annotation = configuration.obj["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+    certificate = next(
+        d
+        for d in yaml.safe_load_all((manifests.DEPLOY / "cert-manager" / "webhook-certificate.yaml").read_text())
+        if d["kind"] == "Certificate"
+    )
+    assert annotation == f"{certificate['metadata']['namespace']}/{certificate['metadata']['name']}"
+    assert certificate["spec"]["secretName"] in manifests.INSTALL_SECRETS
+    assert f"{service_ref['name']}.{service_ref['namespace']}.svc" in certificate["spec"]["dnsNames"]

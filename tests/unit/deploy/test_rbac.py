@@ -68,6 +68,9 @@ NEEDED: dict[str, set[Call]] = {
         calls("list watch patch", CORE, "nodes")
         | calls("patch", CORE, "nodes/status")
         | calls("list watch", *DEVICES)
+        # controller/webhook/__init__.py for_manager: an Informer of ElasticQuotas (the quota
+        # webhook checks a quota against the others).
+        | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
         # controller/runtime/manager.py EventRecorder: its Events are about Nodes and Devices,
         # cluster-scoped objects, whose Events kube/events.py puts in `default`.
         | calls("create patch", CORE, "events", "default")

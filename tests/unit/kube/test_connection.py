@@ -10,8 +10,8 @@ import urllib3
 
 from apis.errors import ConfigError
 from kube import connection, errors
+from kube.pki import CA
 from kube.restconfig import RESTConfig, TLSConfig, TokenFile
-from tests.support.pki import CA
 
 
 def test_a_token_file_is_read_again_once_its_period_has_passed(tmp_path: Path) -> None:

@@ -1,9 +1,12 @@
-"""Certificates for TLS tests: a CA that issues server and client certificates (PEM bytes).
+"""Certificates, made in one place: a CA that issues serving and client certificates (PEM bytes).
 
-ca = CA.create()
-server = ca.issue("kubernetes.internal", server=True, ips=["127.0.0.1"])
-client = ca.issue("tessera-agent", client=True)
-server.write(tmp_path / "server")     # server.crt, server.key
+The embedded API server's own TLS (apiserver/pki.py), the controller's admission-webhook serving
+certificate that `tessera up` makes, and the tests' TLS all come from here. A real cluster gets
+its webhook certificate from cert-manager or a Secret instead (docs/user/deploy.md).
+
+    ca = CA.create("tessera-webhook-ca")
+    serving = ca.issue("tessera-controller", server=True, dns=["svc.ns.svc"], ips=["127.0.0.1"])
+    serving.write(directory / "tls")      # tls.crt, tls.key
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 __all__ = ["CA", "Issued"]
 
 _DAY = datetime.timedelta(days=1)
+#: Clocks of the machines involved may disagree a little; certificates start this much earlier.
+_SKEW = datetime.timedelta(minutes=5)
 
 
-def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
@@ -36,12 +41,17 @@ class Issued:
     key_pem: bytes
 
     def write(self, stem: Path) -> tuple[Path, Path]:
-        """Write `STEM.crt` and `STEM.key`; returns their paths."""
+        """Write `STEM.crt` and `STEM.key` (mode 600); returns their paths."""
         cert, key = stem.with_suffix(".crt"), stem.with_suffix(".key")
         cert.write_bytes(self.cert_pem)
-        key.write_bytes(self.key_pem)
+        key.touch(0o600)
         key.chmod(0o600)
+        key.write_bytes(self.key_pem)
         return cert, key
+
+    @property
+    def cert(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self.cert_pem)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +60,7 @@ class CA:
     key: ec.EllipticCurvePrivateKey
 
     @classmethod
-    def create(cls, name: str = "tessera-test-ca") -> CA:
+    def create(cls, name: str = "tessera-test-ca", *, validity: datetime.timedelta = _DAY) -> CA:
         key = ec.generate_private_key(ec.SECP256R1())
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
         now = datetime.datetime.now(datetime.UTC)
@@ -60,20 +70,39 @@ class CA:
             .issuer_name(subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _DAY)
-            .not_valid_after(now + _DAY)
+            .not_valid_before(now - _SKEW)
+            .not_valid_after(now + validity)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
             .sign(key, hashes.SHA256())
         )
         return cls(cert, key)
 
+    @classmethod
+    def load(cls, cert_pem: bytes, key_pem: bytes) -> CA | None:
+        """The CA stored as PEM, or None when the key is not one this module makes."""
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            return None
+        return cls(x509.load_pem_x509_certificate(cert_pem), key)
+
     @property
     def pem(self) -> bytes:
         return self.cert.public_bytes(serialization.Encoding.PEM)
 
+    @property
+    def key_pem(self) -> bytes:
+        return key_pem(self.key)
+
     def issue(
-        self, name: str, *, server: bool = False, client: bool = False, dns: Sequence[str] = (), ips: Sequence[str] = ()
+        self,
+        name: str,
+        *,
+        server: bool = False,
+        client: bool = False,
+        dns: Sequence[str] = (),
+        ips: Sequence[str] = (),
+        validity: datetime.timedelta = _DAY,
     ) -> Issued:
         """A certificate for `name` (its common name), for serving (with SANs `dns` and `ips`) or for clients."""
         key = ec.generate_private_key(ec.SECP256R1())
@@ -85,8 +114,8 @@ class CA:
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _DAY)
-            .not_valid_after(now + _DAY)
+            .not_valid_before(now - _SKEW)
+            .not_valid_after(now + validity)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
@@ -95,4 +124,4 @@ class CA:
         if sans:
             builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
-        return Issued(cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))
+        return Issued(cert.public_bytes(serialization.Encoding.PEM), key_pem(key))

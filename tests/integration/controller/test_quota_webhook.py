@@ -1,0 +1,133 @@
+"""The controller's ElasticQuota webhook, live: a real API server calling a real controller process
+over HTTPS, registered exactly as `tessera up` registers it (Service, Endpoints, configuration from
+deploy/), and quotas written by kubectl and the official Python client."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes.client
+import kubernetes.config
+import pytest
+
+from apis.extension import names
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.controller import ControllerProcess
+from cli.localcluster import webhook
+from kube.client import Client
+from kube.errors import APIError
+from tests.integration.apiserver.test_kubectl import KUBECTL, Kubectl
+from tests.support.quotas import elastic_quota
+
+pytestmark = pytest.mark.integration
+
+DENIED = 'admission webhook "velasticquota.koordinator.sh" denied the request: '
+
+
+@pytest.fixture(scope="module")
+def apiserver() -> Iterator[EmbeddedAPIServer]:
+    with run_apiserver(secure=True) as server:
+        server.install_crds()
+        yield server
+
+
+@pytest.fixture(scope="module")
+def hooks(tmp_path_factory: pytest.TempPathFactory) -> webhook.WebhookSetup:
+    return webhook.prepare(tmp_path_factory.mktemp("webhook"))
+
+
+@pytest.fixture(scope="module")
+def controller(
+    start_controller: Callable[..., ControllerProcess], client: Client, hooks: webhook.WebhookSetup
+) -> ControllerProcess:
+    process = start_controller(*hooks.controller_args())
+    webhook.register(client, hooks)
+    return process
+
+
+def quota(name: str, **fields: Any) -> dict[str, Any]:
+    min_gpu = fields.pop("min_gpu", 0)
+    return elastic_quota(name, min_gpu=str(min_gpu), **fields)
+
+
+def test_quotas_that_break_the_tree_are_refused_by_every_client(
+    controller: ControllerProcess, client: Client, apiserver: EmbeddedAPIServer, tmp_path: Path
+) -> None:
+    quotas = client.resource(names.ELASTIC_QUOTAS)
+    quotas.create(quota("wh-org", is_parent=True, min_gpu=4), namespace="default")
+    quotas.create(quota("wh-a", parent="wh-org", min_gpu=3), namespace="default")  # a good quota is stored
+    too_much = quota("wh-b", parent="wh-org", min_gpu=2)
+    expected = (
+        DENIED + "quota wh-org: children's min[nvidia.com/gpu] sum to 5, more than its min[nvidia.com/gpu] 4 "
+        "(children: wh-a, wh-b)"
+    )
+    with pytest.raises(APIError) as ours:
+        quotas.create(too_much, namespace="default")
+    assert (ours.value.status, ours.value.message) == (403, expected)
+
+    official = kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    try:
+        with pytest.raises(kubernetes.client.ApiException) as theirs:
+            kubernetes.client.CustomObjectsApi(official).create_namespaced_custom_object(
+                "scheduling.sigs.k8s.io", "v1alpha1", "default", "elasticquotas", too_much
+            )
+    finally:
+        official.close()
+    assert theirs.value.status == 403 and json.loads(theirs.value.body)["message"] == expected
+
+    if KUBECTL is not None:
+        kubectl = Kubectl(apiserver, tmp_path)
+        manifest = tmp_path / "quota.json"
+        manifest.write_text(json.dumps(too_much))
+        out = kubectl("apply", "-f", str(manifest), check=False)
+        assert f'Error from server (Forbidden): error when creating "{manifest}": {expected}' in out
+        out = kubectl("delete", "elasticquota", "wh-org", "-n", "default", check=False)
+        assert (
+            f"Error from server (Forbidden): {DENIED}quota wh-org: cannot be deleted while it has children (wh-a)"
+            in out
+        )
+
+    flip = quota("wh-org", is_parent=False, min_gpu=4)
+    flip["metadata"]["resourceVersion"] = quotas.get("wh-org", namespace="default")["metadata"]["resourceVersion"]
+    with pytest.raises(APIError) as flipped:
+        quotas.update(flip, namespace="default")
+    assert flipped.value.message.endswith("is-parent cannot change from true to false while it has children (wh-a)")
+    assert controller.metric("tessera_controller_webhook_reviews_total", allowed="false") >= 3
+
+
+def test_with_the_controller_down_quota_writes_fail_closed(
+    controller: ControllerProcess, client: Client, hooks: webhook.WebhookSetup
+) -> None:
+    controller.terminate()
+    try:
+        with pytest.raises(APIError) as refused:
+            client.resource(names.ELASTIC_QUOTAS).create(quota("wh-down"), namespace="default")
+        assert refused.value.status == 500
+        assert refused.value.message.startswith(
+            'Internal error occurred: failed calling webhook "velasticquota.koordinator.sh": failed to call webhook: '
+            'Post "https://tessera-controller-webhook.tessera-system.svc:443/validate-scheduling-sigs-k8s-io-v1alpha1'
+            '-elasticquota?timeout=10s": dial tcp 127.0.0.1:'
+        )
+    finally:
+        controller.start()
+    client.resource(names.ELASTIC_QUOTAS).create(quota("wh-up"), namespace="default")
+
+
+def test_the_kubectl_view_of_the_configuration(
+    controller: ControllerProcess, apiserver: EmbeddedAPIServer, tmp_path: Path
+) -> None:
+    if KUBECTL is None:
+        pytest.skip("kubectl is not installed")
+    out = subprocess.run(
+        [KUBECTL, "get", "validatingwebhookconfigurations", "-o", "name"],
+        capture_output=True,
+        text=True,
+        env=Kubectl(apiserver, tmp_path).env,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert out.strip() == "validatingwebhookconfiguration.admissionregistration.k8s.io/tessera-controller"
