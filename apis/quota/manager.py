@@ -203,7 +203,14 @@ class QuotaManager:
     # --- reads ----------------------------------------------------------------------------------------
     def quota_of(self, pod: Pod) -> str:
         with self._current():
-            return resolve_quota(pod, self._specs)
+            entry = self._pods.get(pod.uid or pod.key)
+            return entry[1].quota if entry is not None else resolve_quota(pod, self._specs)
+
+    def has_quota(self, name: str) -> bool:
+        """Whether an ElasticQuota of this name exists (the default quota, without one, limits
+        nothing)."""
+        with self._current():
+            return name in self._specs
 
     def used(self, name: str) -> dict[str, int]:
         with self._current():
@@ -221,26 +228,30 @@ class QuotaManager:
         with self._current():
             return dict(self._specs)
 
-    def admit(self, pod: Pod, requests: Mapping[str, int] | None = None) -> Admission:
+    def admit(self, pod: Pod, requests: Mapping[str, int] | None = None, *, without: Iterable[Pod] = ()) -> Admission:
         """Does the pod fit its quota? `used + request ≤ runtime` in every resource the quota
         limits that the pod asks for; a non-preemptible pod must also fit within min.
+
+        `without`: pods to count as gone from used (preemption asks whether evicting them
+        would make room; the runtime is left as it is now, as Koordinator's check does).
 
         Changes nothing: a pod the manager was not told of (explain, the gRPC what-if, a
         caller that feeds no pods) counts in its quota's request only for this answer."""
         with self._current():
+            gone = [entry[1] for p in without if (entry := self._pods.get(p.uid or p.key)) is not None]
             ident = pod.uid or pod.key
             if ident in self._pods:
-                return self._check(self._pods[ident][1])
+                return self._check(self._pods[ident][1], gone)
             name = resolve_quota(pod, self._specs)
             if name not in self._specs:
                 return Admission(name)  # the default quota, unless a CR gives it a max
             self._add(pod, reserved=False, requests=requests)
             try:
-                return self._check(self._pods[ident][1])
+                return self._check(self._pods[ident][1], gone)
             finally:
                 self._remove(ident)
 
-    def _check(self, charge: _Charge) -> Admission:
+    def _check(self, charge: _Charge, gone: Iterable[_Charge] = ()) -> Admission:
         name = charge.quota
         spec = self._specs.get(name)
         if spec is None:
@@ -259,6 +270,9 @@ class QuotaManager:
             used = table.get(name, {})
             if charge.used:  # asked again after Reserve: do not count the pod twice
                 used = resources.sub(used, charge.request)
+            for other in gone:
+                if other.quota == name and other.used and (label == "runtime" or not other.preemptible):
+                    used = resources.sub(used, other.request)
             over = tuple(sorted(r for r, v in asked.items() if used.get(r, 0) + v > limit.get(r, 0)))
             if over:
                 message = _message(spec, label, limit=limit, runtime=runtime, used=used, asked=asked, over=over)
