@@ -203,6 +203,8 @@ class Pod:
     status_qos_class: str = ""
     #: container name -> runtime id (`containerd://…`), from status.containerStatuses.
     container_ids: Mapping[str, str] = field(default_factory=dict)
+    #: status.nominatedNodeName: where preemption made room for this pending pod.
+    nominated_node_name: str = ""
 
     @property
     def key(self) -> str:
@@ -288,6 +290,7 @@ class Pod:
         return cls(
             meta=meta,
             scheduler_name=f.string(spec, "schedulerName", "spec", obj, "default-scheduler"),
+            nominated_node_name=f.string(status, "nominatedNodeName", "status", obj),
             node_name=f.string(spec, "nodeName", "spec", obj),
             priority=f.integer(spec, "priority", "spec", obj, 0) or 0,
             containers=tuple(
