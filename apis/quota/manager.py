@@ -21,7 +21,9 @@ from dataclasses import dataclass
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError
+from apis.extension import names
 from apis.extension import quota as quota_labels
+from apis.extension.gang import GangSpec, gang_from_pod
 from apis.k8s import resources
 from apis.k8s.core import Pod
 from apis.quota import rules
@@ -53,6 +55,10 @@ class _Charge:
     preemptible: bool
     bound: bool
     reserved: bool = False
+    #: The pod's gang (`namespace/name`) and the gangs of its gang group (its own included);
+    #: empty for a pod on its own.
+    gang: str = ""
+    gangs: tuple[str, ...] = ()
 
     @property
     def used(self) -> bool:
@@ -72,6 +78,8 @@ class QuotaManager:
         self._request: dict[str, dict[str, int]] = {}
         self._used: dict[str, dict[str, int]] = {}
         self._non_preemptible_used: dict[str, dict[str, int]] = {}
+        #: gang name (`namespace/name`) -> idents of its pods, for the gang-wide check
+        self._gang_pods: dict[str, set[str]] = {}
         self._stale = False
 
     @contextlib.contextmanager
@@ -137,6 +145,7 @@ class QuotaManager:
         self._request.clear()
         self._used.clear()
         self._non_preemptible_used.clear()
+        self._gang_pods.clear()
         for pod, reserved in charges:
             self._add(pod, reserved=reserved)
 
@@ -178,15 +187,26 @@ class QuotaManager:
     def _add(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> None:
         name = resolve_quota(pod, self._specs)
         asked = quota_request(pod.requests() if requests is None else requests)
+        gang = _gang_of(pod)
         charge = _Charge(name, asked, quota_labels.is_preemptible(pod), bool(pod.node_name))
         charge.reserved = reserved and not charge.bound
-        self._pods[pod.uid or pod.key] = (pod, charge)
+        ident = pod.uid or pod.key
+        self._pods[ident] = (pod, charge)
+        if gang is not None:
+            charge.gang, charge.gangs = gang.name, gang.groups
+            self._gang_pods.setdefault(gang.name, set()).add(ident)
         self._account(charge, +1)
 
     def _remove(self, ident: str) -> _Charge | None:
         entry = self._pods.pop(ident, None)
         if entry is None:
             return None
+        gang = entry[1].gang
+        if gang:
+            members = self._gang_pods.get(gang, set())
+            members.discard(ident)
+            if not members:
+                self._gang_pods.pop(gang, None)
         self._account(entry[1], -1)
         return entry[1]
 
@@ -252,7 +272,42 @@ class QuotaManager:
                 self._remove(ident)
 
     def _check(self, charge: _Charge, gone: Iterable[_Charge] = ()) -> Admission:
-        name = charge.quota
+        """The pod's check; for a member of a gang not yet placed, the gang's: every member of
+        its gang group that is not placed (bound or reserved) yet must fit together, in each
+        quota they draw on — the pod's own quota first."""
+        gone = list(gone)
+        if charge.used or not charge.gangs:
+            return self._check_quota(charge.quota, [charge], gone, counted=charge if charge.used else None)
+        by_quota: dict[str, list[_Charge]] = {}
+        for member in self._unplaced(charge):
+            by_quota.setdefault(member.quota, []).append(member)
+        for name in sorted(by_quota, key=lambda q: (q != charge.quota, q)):
+            verdict = self._check_quota(name, by_quota[name], gone, gang=charge.gangs)
+            if not verdict.admitted:
+                return verdict
+        return Admission(charge.quota)
+
+    def _unplaced(self, charge: _Charge) -> list[_Charge]:
+        """The members of the charge's gang group not placed yet (the charge itself included)."""
+        out = [charge]
+        for gang in charge.gangs:
+            for ident in self._gang_pods.get(gang, ()):
+                member = self._pods[ident][1]
+                if member is not charge and not member.used:
+                    out.append(member)
+        return out
+
+    def _check_quota(
+        self,
+        name: str,
+        asking: list[_Charge],
+        gone: list[_Charge],
+        *,
+        counted: _Charge | None = None,
+        gang: tuple[str, ...] = (),
+    ) -> Admission:
+        """Do the `asking` pods (of quota `name`) fit it together? `counted`: a pod asked again
+        after Reserve, already in used (not counted twice)."""
         spec = self._specs.get(name)
         if spec is None:
             return Admission(name)
@@ -261,21 +316,29 @@ class QuotaManager:
         on_parent = rules.pod_on_parent(spec)
         if on_parent:
             return Admission(name, on_parent)
-        asked = {r: v for r, v in charge.request.items() if r in spec.max}
+        total = resources.sum_of([c.request for c in asking]) if len(asking) > 1 else asking[0].request
+        asked = {r: v for r, v in total.items() if r in spec.max}
         runtime = self._tree.runtime(name)
         checks: list[tuple[str, Mapping[str, int], dict[str, dict[str, int]]]] = [("runtime", runtime, self._used)]
-        if not charge.preemptible:
+        if any(not c.preemptible for c in asking):
             checks.append(("min", spec.min, self._non_preemptible_used))
         for label, limit, table in checks:
             used = table.get(name, {})
-            if charge.used:  # asked again after Reserve: do not count the pod twice
-                used = resources.sub(used, charge.request)
+            if counted is not None:  # asked again after Reserve: do not count the pod twice
+                used = resources.sub(used, counted.request)
             for other in gone:
                 if other.quota == name and other.used and (label == "runtime" or not other.preemptible):
                     used = resources.sub(used, other.request)
-            over = tuple(sorted(r for r, v in asked.items() if used.get(r, 0) + v > limit.get(r, 0)))
+            wanted = asked
+            if label == "min" and len(asking) > 1:
+                protected = resources.sum_of([c.request for c in asking if not c.preemptible])
+                wanted = {r: v for r, v in protected.items() if r in spec.max}
+            over = tuple(sorted(r for r, v in wanted.items() if used.get(r, 0) + v > limit.get(r, 0)))
             if over:
-                message = _message(spec, label, limit=limit, runtime=runtime, used=used, asked=asked, over=over)
+                message = _message(spec, label, limit=limit, runtime=runtime, used=used, asked=wanted, over=over)
+                if len(asking) > 1:
+                    message = message.replace("pod's request", "gang's request", 1)
+                    message += f", gang: {', '.join(gang)} ({len(asking)} pods not yet placed)"
                 return Admission(name, message, over)
         return Admission(name)
 
@@ -309,3 +372,14 @@ def _show(amounts: Mapping[str, int]) -> str:
 
 def _nonzero(amounts: Mapping[str, int]) -> dict[str, int]:
     return {r: v for r, v in amounts.items() if v}
+
+
+def _gang_of(pod: Pod) -> GangSpec | None:
+    """The pod's gang; None for a pod on its own, or whose gang annotations do not parse (the
+    Coscheduling plugin refuses it with the reason; here it is checked as a pod on its own)."""
+    if names.ANNOTATION_GANG_NAME not in pod.annotations and names.LABEL_POD_GROUP not in pod.labels:
+        return None
+    try:
+        return gang_from_pod(pod)
+    except AnnotationError:
+        return None
