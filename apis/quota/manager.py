@@ -28,7 +28,7 @@ from apis.k8s import resources
 from apis.k8s.core import Pod
 from apis.quota import rules
 from apis.quota.charge import quota_request
-from apis.quota.tree import QuotaSpec, QuotaTree, resolve_quota
+from apis.quota.tree import QuotaSpec, QuotaTree, namespace_index, resolve_quota
 
 __all__ = ["Admission", "QuotaManager"]
 
@@ -64,6 +64,16 @@ class _Charge:
     def used(self) -> bool:
         return self.bound or self.reserved
 
+    def same_claim(self, other: _Charge) -> bool:
+        """Same quota, request, preemptibility and gang: only used may differ."""
+        return (
+            self.quota == other.quota
+            and self.request == other.request
+            and self.preemptible == other.preemptible
+            and self.gang == other.gang
+            and self.gangs == other.gangs
+        )
+
 
 class QuotaManager:
     """See the module docstring."""
@@ -72,6 +82,8 @@ class QuotaManager:
         self._lock = threading.RLock()
         self._quotas: dict[str, ElasticQuota] = {}
         self._specs: dict[str, QuotaSpec] = {}
+        #: namespace -> the quota whose `namespaces` annotation claims it (`namespace_index`)
+        self._listed: dict[str, str] = {}
         self._bad: dict[str, list[str]] = {}
         self._tree = QuotaTree()
         self._pods: dict[str, tuple[Pod, _Charge]] = {}
@@ -138,6 +150,7 @@ class QuotaManager:
             if self._bad.get(name) != found:
                 log.warning("Invalid quota", extra={"quota": name, "problems": found})
         self._specs, self._bad = specs, bad
+        self._listed = namespace_index(specs)
         # Pods may resolve to other quotas now: account every one again on a fresh tree.
         self._tree = QuotaTree(specs.values(), total=self._tree.total)
         charges = [(pod, charge.reserved) for pod, charge in self._pods.values()]
@@ -153,7 +166,17 @@ class QuotaManager:
     def update_pod(self, pod: Pod) -> None:
         """A pod was added or changed: pending pods count in request; bound ones in used too."""
         with self._current():
-            old = self._remove(pod.uid or pod.key)
+            ident = pod.uid or pod.key
+            entry = self._pods.get(ident)
+            if entry is not None and not pod.is_terminal:
+                new = self._charge_of(pod, reserved=entry[1].reserved)
+                if new.same_claim(entry[1]):
+                    # The common update (bound, a status change): only used may move. The request,
+                    # and so every runtime, stays as it is.
+                    self._pods[ident] = (pod, entry[1])
+                    self._set_used(entry[1], bound=new.bound, reserved=new.reserved)
+                    return
+            old = self._remove(ident)
             if not pod.is_terminal:
                 self._add(pod, reserved=old is not None and old.reserved)
 
@@ -180,21 +203,32 @@ class QuotaManager:
         entry = self._pods.get(ident)
         if entry is None or entry[1].reserved == reserved:
             return
-        pod = entry[0]
-        self._remove(ident)
-        self._add(pod, reserved=reserved)
+        self._set_used(entry[1], bound=entry[1].bound, reserved=reserved)
 
-    def _add(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> None:
-        name = resolve_quota(pod, self._specs)
+    def _set_used(self, charge: _Charge, *, bound: bool, reserved: bool) -> None:
+        """Move a charge in or out of used (bound, reserved); its request is untouched."""
+        was = charge.used
+        charge.bound, charge.reserved = bound, reserved and not bound
+        if charge.used != was:
+            self._account_used(charge, +1 if charge.used else -1)
+
+    def _charge_of(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> _Charge:
         asked = quota_request(pod.requests() if requests is None else requests)
-        gang = _gang_of(pod)
-        charge = _Charge(name, asked, quota_labels.is_preemptible(pod), bool(pod.node_name))
+        charge = _Charge(
+            resolve_quota(pod, self._specs, self._listed), asked, quota_labels.is_preemptible(pod), bool(pod.node_name)
+        )
         charge.reserved = reserved and not charge.bound
-        ident = pod.uid or pod.key
-        self._pods[ident] = (pod, charge)
+        gang = _gang_of(pod)
         if gang is not None:
             charge.gang, charge.gangs = gang.name, gang.groups
-            self._gang_pods.setdefault(gang.name, set()).add(ident)
+        return charge
+
+    def _add(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> None:
+        charge = self._charge_of(pod, reserved=reserved, requests=requests)
+        ident = pod.uid or pod.key
+        self._pods[ident] = (pod, charge)
+        if charge.gang:
+            self._gang_pods.setdefault(charge.gang, set()).add(ident)
         self._account(charge, +1)
 
     def _remove(self, ident: str) -> _Charge | None:
@@ -215,16 +249,20 @@ class QuotaManager:
         self._request[charge.quota] = _nonzero(resources.add(self._request.get(charge.quota, {}), delta))
         self._tree.set_own_request(charge.quota, self._request[charge.quota])
         if charge.used:
-            self._used[charge.quota] = _nonzero(resources.add(self._used.get(charge.quota, {}), delta))
-            if not charge.preemptible:
-                table = self._non_preemptible_used
-                table[charge.quota] = _nonzero(resources.add(table.get(charge.quota, {}), delta))
+            self._account_used(charge, sign)
+
+    def _account_used(self, charge: _Charge, sign: int) -> None:
+        delta = resources.scale(charge.request, sign)
+        self._used[charge.quota] = _nonzero(resources.add(self._used.get(charge.quota, {}), delta))
+        if not charge.preemptible:
+            table = self._non_preemptible_used
+            table[charge.quota] = _nonzero(resources.add(table.get(charge.quota, {}), delta))
 
     # --- reads ----------------------------------------------------------------------------------------
     def quota_of(self, pod: Pod) -> str:
         with self._current():
             entry = self._pods.get(pod.uid or pod.key)
-            return entry[1].quota if entry is not None else resolve_quota(pod, self._specs)
+            return entry[1].quota if entry is not None else resolve_quota(pod, self._specs, self._listed)
 
     def has_quota(self, name: str) -> bool:
         """Whether an ElasticQuota of this name exists (the default quota, without one, limits
@@ -244,6 +282,12 @@ class QuotaManager:
         with self._current():
             return self._tree.request(name)
 
+    def recompute(self) -> None:
+        """Recompute every quota's runtime from the current requests (a full recompute: reads
+        otherwise recompute only the stale partitions on their own path)."""
+        with self._current():
+            self._tree.refresh(everything=True)
+
     def specs(self) -> dict[str, QuotaSpec]:
         with self._current():
             return dict(self._specs)
@@ -262,7 +306,7 @@ class QuotaManager:
             ident = pod.uid or pod.key
             if ident in self._pods:
                 return self._check(self._pods[ident][1], gone)
-            name = resolve_quota(pod, self._specs)
+            name = resolve_quota(pod, self._specs, self._listed)
             if name not in self._specs:
                 return Admission(name)  # the default quota, unless a CR gives it a max
             self._add(pod, reserved=False, requests=requests)
