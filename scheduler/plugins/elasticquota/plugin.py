@@ -85,10 +85,10 @@ class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExte
             return None, Status.unschedulable(*reasons, plugin=NAME)
         quota = self.manager.quota_of(pod.pod)
         state.preemption = Preemption(best.node, best.victims, NAME, f"quota {quota}")
-        log.info(
-            "Preempting in quota",
-            extra={"pod": pod.key, "quota": quota, "node": best.node, "victims": [v.key for v in best.victims]},
-        )
+        if not state.dry_run:
+            victims = ",".join(v.key for v in best.victims)
+            extra = {"pod": pod.key, "quota": quota, "node": best.node, "victims": victims}
+            log.info("Preempting in quota", extra=extra)
         return best.node, SUCCESS
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
