@@ -21,7 +21,8 @@ Pure: the decision only; the live scheduler evicts (see `Preemption`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from apis.extension import quota as quota_labels
@@ -31,7 +32,11 @@ from scheduler.framework.cycle_state import CycleState, StateData
 from scheduler.framework.interfaces import NodeCheck
 from scheduler.framework.status import Code, Status
 
-__all__ = ["PREEMPTING", "Candidate", "Preempting", "VictimFinder"]
+__all__ = ["EVICTION_PATIENCE", "PREEMPTING", "Candidate", "Preempting", "VictimFinder"]
+
+#: Seconds a preemptor waits for its victims to go before they may be chosen again: kube's
+#: default termination grace period (30 s) twice over.
+EVICTION_PATIENCE = 60.0
 
 #: The cycle-state key under which a preemption's dry run tells PreFilter to leave the quota
 #: check to the preemption (which checks it per node, with that node's victims gone).
@@ -56,14 +61,27 @@ class Candidate:
 
 class VictimFinder:
     """Finds the best candidate for one pod; remembers the victims of its own choices until
-    they leave the cache, so two cycles never count the same eviction twice."""
+    they leave the cache, so two cycles never count the same eviction twice — or until
+    `patience` seconds passed: an eviction that failed (or a victim that never goes) must not
+    keep its preemptor waiting for ever. A victim still terminating then is no candidate anyway
+    (it is being deleted); one that is not may be chosen, and evicted, again."""
 
-    def __init__(self, cache: ClusterCache, manager: QuotaManager, check: NodeCheck) -> None:
+    def __init__(
+        self,
+        cache: ClusterCache,
+        manager: QuotaManager,
+        check: NodeCheck,
+        *,
+        patience: float = EVICTION_PATIENCE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._cache = cache
         self._manager = manager
         self._check = check
-        #: victim ident -> ident of the pod it makes room for
-        self._evicting: dict[str, str] = {}
+        self._patience = patience
+        self._clock = clock
+        #: victim ident -> (ident of the pod it makes room for, when it was chosen)
+        self._evicting: dict[str, tuple[str, float]] = {}
 
     def find(self, state: CycleState, pod: PodInfo, statuses: dict[str, Status]) -> tuple[Candidate | None, str]:
         """The best candidate, or None and why not ("" when nothing worth saying: no victim
@@ -72,7 +90,7 @@ class VictimFinder:
         quota = self._manager.quota_of(pod.pod)
         if not self._manager.has_quota(quota):
             return None, ""
-        waiting = sorted(v for v, p in self._evicting.items() if p == pod.ident)
+        waiting = sorted(v for v, (p, _) in self._evicting.items() if p == pod.ident)
         if waiting:
             return None, f"waiting for {len(waiting)} preempted pod(s) of quota {quota} to go"
         dry = state.clone()
@@ -112,7 +130,8 @@ class VictimFinder:
             return None, why
         best = min(candidates, key=lambda c: c.rank)
         if not state.dry_run:
-            self._evicting.update((v.ident, pod.ident) for v in best.victims)
+            now = self._clock()
+            self._evicting.update((v.ident, (pod.ident, now)) for v in best.victims)
         return best, ""
 
     def _potential_victims(self, pod: PodInfo, quota: str, node: NodeInfo) -> list[PodInfo]:
@@ -132,6 +151,8 @@ class VictimFinder:
         return out
 
     def _forget_gone(self) -> None:
-        """Victims no longer in the cache are gone: their room is now the quota's (and the node's)."""
-        for ident in [v for v in self._evicting if self._cache.pod_node(v) is None]:
+        """Victims no longer in the cache are gone: their room is now the quota's (and the
+        node's). Victims chosen longer than `patience` ago are forgotten too (class doc)."""
+        since = self._clock() - self._patience
+        for ident in [v for v, (_, at) in self._evicting.items() if at < since or self._cache.pod_node(v) is None]:
             del self._evicting[ident]

@@ -12,6 +12,8 @@ from scheduler.cache import PodInfo
 from scheduler.core import Scheduler, with_elastic_quota
 from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.status import Code
+from scheduler.plugins.elasticquota import ElasticQuota
+from scheduler.plugins.elasticquota.preemption import EVICTION_PATIENCE, VictimFinder
 from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.scheduler.conftest import make_node, make_pod, make_scheduler
 
@@ -125,3 +127,21 @@ def test_the_nominated_pod_keeps_the_room_its_victims_leave() -> None:
     # ...while the nominated pod itself goes there.
     assert scheduler.schedule_one(urgent).node == "n1"
     assert scheduler.cache.nominator.node_of(PodInfo.of(urgent).ident) is None
+
+
+def test_victims_that_never_go_are_chosen_again_after_a_while() -> None:
+    scheduler = scheduler_with("n1")
+    place(scheduler, *(gpu_pod(f"low{p}", p) for p in (1, 2, 3, 4)))
+    framework = scheduler.frameworks[names.SCHEDULER_NAME]
+    plugin = framework.plugin("ElasticQuota")
+    assert isinstance(plugin, ElasticQuota)
+    now = [0.0]
+    plugin._victims = VictimFinder(scheduler.cache, scheduler.quotas, framework.handle.check, clock=lambda: now[0])
+    urgent = gpu_pod("urgent", 10)
+    first = scheduler.schedule_one(urgent).preemption
+    assert first is not None
+    now[0] = EVICTION_PATIENCE - 1  # the eviction failed: the victim is still there
+    assert scheduler.schedule_one(urgent).preemption is None
+    now[0] = EVICTION_PATIENCE + 1  # given up waiting: the same victim, evicted again
+    again = scheduler.schedule_one(urgent).preemption
+    assert again is not None and again.victims == first.victims
