@@ -108,9 +108,11 @@ class NodeInfo:
     def simulate(self, *, remove: Iterable[str] = (), add: Iterable[PodInfo] = ()) -> NodeInfo:
         """A copy of this node without the pods `remove` (by ident) and with the pods `add`
         (counted in its sums, and in its devices as far as their `allocations` say: a nominated
-        pod holds the devices its victims free). For preemption and nominated pods: the Filters
-        run on the copy, the cache is never touched. The copy has a generation of its own, so
-        per-node memos never confuse it with the node."""
+        pod holds the devices its victims free; one that asks for devices without allocations
+        holds devices of those types that are unknown, which keeps them all from other pods, as
+        for a bound pod whose annotation is unreadable). For preemption and nominated pods: the
+        Filters run on the copy, the cache is never touched. The copy has a generation of its
+        own, so per-node memos never confuse it with the node."""
         gone = frozenset(remove)
         added = list(add)
         copy = NodeInfo(self.name)
@@ -118,11 +120,14 @@ class NodeInfo:
         for ident, pod in self.pods.items():
             if ident not in gone:
                 copy.add_pod(pod)
-        holding = [p for p in added if p.allocations]
+        holding = [p for p in added if p.allocations or p.device_requests]
         copy.devices = self.devices.copy_without(gone) if gone or holding else self.devices
         for pod in added:
             copy.add_pod(pod)
         for pod in holding:
-            copy.devices.hold(Holding(pod.key, pod.ident, pod.allocations, pod.pcie_exclusive))
+            if pod.allocations:
+                copy.devices.hold(Holding(pod.key, pod.ident, pod.allocations, pod.pcie_exclusive))
+            else:
+                copy.devices.mark_unknown(pod.ident, pod.key, frozenset(pod.device_requests))
         copy.generation = copy.device_generation = next(_copy_generations)
         return copy

@@ -42,7 +42,8 @@ class Nominator:
         The devices its `victims` held there are kept for it: no filter can tell which GPU a
         pod not yet placed would get, so the room it waits for is the devices its victims free
         (a nomination without victims, read back from `status.nominatedNodeName` after a
-        restart, is counted in the node's sums only)."""
+        restart, keeps every device of the types it asks for on that node, see
+        `NodeInfo.simulate`)."""
         self.forget(pod.ident)
         held: dict[DeviceType, list[DeviceAllocation]] = {}
         for victim in victims:

@@ -19,7 +19,7 @@ from apis.extension import names
 from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from cli.launchers.scheduler import SchedulerProcess
-from kube import Client
+from kube import Client, resources
 
 from .conftest import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod, wait_for_event
 
@@ -63,6 +63,16 @@ def names_of(watch: PodWatch) -> set[str]:
 
 def bound_pod(pods: list[Pod], name: str) -> bool:
     return any(p.name == name and p.node_name for p in pods)
+
+
+def pod_named(pods: list[Pod], name: str) -> Pod | None:
+    return next((p for p in pods if p.name == name), None)
+
+
+def refused(pod: Pod | None) -> bool:
+    """The scheduler said it does not fit (PodScheduled=False)."""
+    state = condition(pod) if pod is not None else None
+    return state is not None and state[0] == "False"
 
 
 def test_preemption_inside_a_quota_by_priority_never_non_preemptible(
@@ -135,3 +145,30 @@ def test_node_full_evicts_enough_gpus_and_nominates_the_node(
     finally:
         watch.stop()
         watch_other.stop()
+
+
+def test_a_restarted_scheduler_keeps_the_room_of_a_nominated_pod(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    create_gpu_nodes(client, "pre-n3")
+    team = create_namespace(client, "team-a")
+    watch = PodWatch(client, team)
+    try:
+        with scheduler(apiserver, work_dir):
+            for i in range(7):
+                create_pod(client, team, f"low{i}", ONE_GPU, priority=0)
+            watch.wait_bound(7)
+        # While no scheduler runs: a pod nominated to the node (as a preemption leaves it, its
+        # victims still going), and, once a scheduler is back, a pod that would fit the one
+        # free GPU.
+        create_pod(client, team, "nominee", {names.NVIDIA_GPU: "2"}, priority=10)
+        pods = client.resource(resources.PODS)
+        pods.patch("nominee", {"status": {"nominatedNodeName": "pre-n3"}}, namespace=team, subresource="status")
+        with scheduler(apiserver, work_dir):
+            create_pod(client, team, "sneak", ONE_GPU, priority=0)
+            watch.wait_for(lambda pods: refused(pod_named(pods, "sneak")), "sneak refused")
+            pods.delete("low0", namespace=team)  # the victim goes: the room is the nominee's
+            watch.wait_for(lambda pods: bound_pod(pods, "nominee"), "nominee bound")
+            assert not watch.pod("sneak").node_name
+    finally:
+        watch.stop()

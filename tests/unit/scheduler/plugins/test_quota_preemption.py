@@ -145,3 +145,13 @@ def test_victims_that_never_go_are_chosen_again_after_a_while() -> None:
     now[0] = EVICTION_PATIENCE + 1  # given up waiting: the same victim, evicted again
     again = scheduler.schedule_one(urgent).preemption
     assert again is not None and again.victims == first.victims
+
+
+def test_a_nomination_read_back_without_victims_keeps_the_nodes_devices() -> None:
+    scheduler = scheduler_with("n1", team_a_max=1600)
+    place(scheduler, *(gpu_pod(f"low{i}", 0) for i in range(7)))
+    # After a restart: the pod says where it was nominated, its victims are not known.
+    scheduler.cache.nominator.nominate(PodInfo.of(gpu_pod("nominee", 10, gpus=2)), "n1")
+    assert scheduler.schedule_one(gpu_pod("sneak", 5)).node is None  # the free GPU is kept
+    assert scheduler.schedule_one(make_pod("cpu-only", namespace="team-b", cpu=1000)).node == "n1"
+    assert scheduler.schedule_one(gpu_pod("higher", 20)).node == "n1"  # not kept from a higher priority
