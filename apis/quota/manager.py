@@ -292,41 +292,53 @@ class QuotaManager:
         with self._current():
             return dict(self._specs)
 
-    def admit(self, pod: Pod, requests: Mapping[str, int] | None = None, *, without: Iterable[Pod] = ()) -> Admission:
+    def admit(
+        self,
+        pod: Pod,
+        requests: Mapping[str, int] | None = None,
+        *,
+        without: Iterable[Pod] = (),
+        ahead: Iterable[Pod] = (),
+    ) -> Admission:
         """Does the pod fit its quota? `used + request ≤ runtime` in every resource the quota
         limits that the pod asks for; a non-preemptible pod must also fit within min.
 
         `without`: pods to count as gone from used (preemption asks whether evicting them
         would make room; the runtime is left as it is now, as Koordinator's check does).
+        `ahead`: pods nominated by preemption that this pod must leave room for (those of at
+        least its priority): not placed yet, they count in their quota's used for this check,
+        so the room their victims free stays theirs.
 
         Changes nothing: a pod the manager was not told of (explain, the gRPC what-if, a
         caller that feeds no pods) counts in its quota's request only for this answer."""
         with self._current():
-            gone = [entry[1] for p in without if (entry := self._pods.get(p.uid or p.key)) is not None]
+            others = _Others(self._charges(without), self._charges(ahead))
             ident = pod.uid or pod.key
             if ident in self._pods:
-                return self._check(self._pods[ident][1], gone)
+                return self._check(self._pods[ident][1], others)
             name = resolve_quota(pod, self._specs, self._listed)
             if name not in self._specs:
                 return Admission(name)  # the default quota, unless a CR gives it a max
             self._add(pod, reserved=False, requests=requests)
             try:
-                return self._check(self._pods[ident][1], gone)
+                return self._check(self._pods[ident][1], others)
             finally:
                 self._remove(ident)
 
-    def _check(self, charge: _Charge, gone: Iterable[_Charge] = ()) -> Admission:
+    def _charges(self, pods: Iterable[Pod]) -> list[_Charge]:
+        return [entry[1] for p in pods if (entry := self._pods.get(p.uid or p.key)) is not None]
+
+    def _check(self, charge: _Charge, others: _Others) -> Admission:
         """The pod's check; for a member of a gang not yet placed, the gang's: every member of
         its gang group that is not placed (bound or reserved) yet must fit together, in each
         quota they draw on — the pod's own quota first."""
-        gone = list(gone)
         if charge.used or not charge.gangs:
-            return self._check_quota(charge.quota, [charge], gone, counted=charge if charge.used else None)
+            return self._check_quota(charge.quota, [charge], others, counted=charge if charge.used else None)
         by_quota: dict[str, list[_Charge]] = {}
         for member in self._unplaced(charge):
             by_quota.setdefault(member.quota, []).append(member)
         for name in sorted(by_quota, key=lambda q: (q != charge.quota, q)):
-            verdict = self._check_quota(name, by_quota[name], gone, gang=charge.gangs)
+            verdict = self._check_quota(name, by_quota[name], others, gang=charge.gangs)
             if not verdict.admitted:
                 return verdict
         return Admission(charge.quota)
@@ -345,7 +357,7 @@ class QuotaManager:
         self,
         name: str,
         asking: list[_Charge],
-        gone: list[_Charge],
+        others: _Others,
         *,
         counted: _Charge | None = None,
         gang: tuple[str, ...] = (),
@@ -370,9 +382,7 @@ class QuotaManager:
             used = table.get(name, {})
             if counted is not None:  # asked again after Reserve: do not count the pod twice
                 used = resources.sub(used, counted.request)
-            for other in gone:
-                if other.quota == name and other.used and (label == "runtime" or not other.preemptible):
-                    used = resources.sub(used, other.request)
+            used, held = others.adjust(used, name, asking, protected_only=label == "min")
             wanted = asked
             if label == "min" and len(asking) > 1:
                 protected = resources.sum_of([c.request for c in asking if not c.preemptible])
@@ -383,8 +393,35 @@ class QuotaManager:
                 if len(asking) > 1:
                     message = message.replace("pod's request", "gang's request", 1)
                     message += f", gang: {', '.join(gang)} ({len(asking)} pods not yet placed)"
+                if held:
+                    message += f", used includes pods nominated ahead: {_show({r: held.get(r, 0) for r in wanted})}"
                 return Admission(name, message, over)
         return Admission(name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Others:
+    """Pods whose charges a check counts differently: `gone` (victims, as if evicted) and
+    `ahead` (nominated pods, as if placed)."""
+
+    gone: list[_Charge]
+    ahead: list[_Charge]
+
+    def adjust(
+        self, used: Mapping[str, int], quota: str, asking: list[_Charge], *, protected_only: bool
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """`used` of `quota` less the gone and plus the pods ahead (only non-preemptible ones
+        for the min check), and what the pods ahead added."""
+        out = dict(used)
+        for other in self.gone:
+            if other.quota == quota and other.used and not (protected_only and other.preemptible):
+                out = resources.sub(out, other.request)
+        held: dict[str, int] = {}
+        for other in self.ahead:
+            wanted = other.quota == quota and not other.used and not (protected_only and other.preemptible)
+            if wanted and all(other is not mine for mine in asking):
+                held = resources.add(held, other.request)
+        return (resources.add(out, held) if held else out), held
 
 
 def _message(

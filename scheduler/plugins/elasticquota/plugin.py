@@ -70,7 +70,9 @@ class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExte
         if not self.manager.has_quotas or state.read(PREEMPTING, Preempting) is not None:
             return None, SUCCESS
         self._refresh_total()
-        verdict = self.manager.admit(pod.pod, pod.requests)
+        nominator = self._cache.nominator
+        ahead = [p.pod for pods in nominator.ahead_of(pod).values() for p in pods] if nominator else ()
+        verdict = self.manager.admit(pod.pod, pod.requests, ahead=ahead)
         if verdict.admitted:
             return None, SUCCESS
         return None, Status.unschedulable(verdict.message, plugin=NAME)

@@ -8,11 +8,12 @@ Koordinator's ElasticQuota PostFilter, on kube's default preemption algorithm:
   preemption whose eviction is still under way.
 - **Per node**, every such pod on it is removed — on a copy of the node (`NodeInfo.simulate`) and
   from the quota's used for the check only — and the pod must then fit both its quota (`used -
-  victims + request ≤ runtime`, and min for a non-preemptible pod) and the node (the profile's own
-  Filter chain on the copy, device share included, with the pods already nominated there ahead of
-  it). A node where it does not fit even so is no candidate: nothing is evicted for a pod that
-  could not run anyway. Then victims are reprieved, highest priority first, as long as the pod
-  still fits without evicting them.
+  victims + request ≤ runtime`, and min for a non-preemptible pod, with the pods of the quota
+  already nominated ahead of it counted in used) and the node (the profile's own Filter chain on
+  the copy, device share included, with the pods already nominated there ahead of it). A node
+  where it does not fit even so is no candidate: nothing is evicted for a pod that could not run
+  anyway. Then victims are reprieved, highest priority first, as long as the pod still fits
+  without evicting them.
 - **The node** is the candidate whose victims are the fewest and lowest: the smallest highest
   victim priority, then the smallest sum of priorities, then the fewest victims, then the name.
 
@@ -100,6 +101,7 @@ class VictimFinder:
         if pre_filter is None or node_filter is None or not pre_filter(dry, pod).is_success:
             return None, ""
         ahead = self._cache.nominator.ahead_of(pod) if self._cache.nominator else {}
+        ahead_pods = [p.pod for pods in ahead.values() for p in pods]
         candidates: list[Candidate] = []
         found_any = False
         for node in self._cache.nodes():
@@ -112,7 +114,8 @@ class VictimFinder:
             found_any = True
 
             def fits(victims: Sequence[PodInfo], node: NodeInfo = node) -> bool:
-                if not self._manager.admit(pod.pod, pod.requests, without=[v.pod for v in victims]).admitted:
+                gone = [v.pod for v in victims]
+                if not self._manager.admit(pod.pod, pod.requests, without=gone, ahead=ahead_pods).admitted:
                     return False
                 copy = node.simulate(remove=[v.ident for v in victims], add=ahead.get(node.name, ()))
                 return node_filter(dry, pod, copy).is_success

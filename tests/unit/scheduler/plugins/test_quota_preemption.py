@@ -155,3 +155,19 @@ def test_a_nomination_read_back_without_victims_keeps_the_nodes_devices() -> Non
     assert scheduler.schedule_one(gpu_pod("sneak", 5)).node is None  # the free GPU is kept
     assert scheduler.schedule_one(make_pod("cpu-only", namespace="team-b", cpu=1000)).node == "n1"
     assert scheduler.schedule_one(gpu_pod("higher", 20)).node == "n1"  # not kept from a higher priority
+
+
+def test_the_quota_room_its_victims_free_is_the_nominated_pods_too() -> None:
+    scheduler = scheduler_with("n1", "n2")
+    place(scheduler, *(gpu_pod(f"low{i}", 0, on="n1") for i in range(4)))
+    urgent = gpu_pod("urgent", 10)
+    outcome = scheduler.schedule_one(urgent)
+    assert outcome.preemption is not None
+    scheduler.cache.nominator.nominate(PodInfo.of(urgent), outcome.preemption.node, outcome.preemption.victims)
+    scheduler.quotas.update_pod(urgent)
+    evict(scheduler, outcome.preemption.victims)
+    # n2 has room, but the quota's freed GPU is the nominee's: a lower-priority pod waits.
+    sneak = scheduler.schedule_one(gpu_pod("sneak", 5))
+    assert sneak.node is None
+    assert "used includes pods nominated ahead: {koordinator.sh/gpu-core: 100}" in sneak.status.message
+    assert scheduler.schedule_one(urgent).scheduled
