@@ -2,6 +2,9 @@
 
 Koordinator's ElasticQuota PostFilter, on kube's default preemption algorithm:
 
+- **Who preempts**: a pod of an ElasticQuota, unless its `preemptionPolicy` is `Never` or pods
+  of its quota of lower priority are still terminating on the node it is nominated to (its last
+  preemption is still under way).
 - **Victims** are pods of the preemptor's own quota only, of lower priority, preemptible
   (`quota.scheduling.koordinator.sh/preemptible` is not "false"), bound (not assumed: a pod being
   bound is not evicted), not already being deleted, and not already chosen for another
@@ -35,6 +38,8 @@ from scheduler.framework.status import Code, Status
 
 __all__ = ["EVICTION_PATIENCE", "PREEMPTING", "Candidate", "Preempting", "VictimFinder"]
 
+#: spec.preemptionPolicy of a pod that never preempts others.
+PREEMPT_NEVER = "Never"
 #: Seconds a preemptor waits for its victims to go before they may be chosen again: kube's
 #: default termination grace period (30 s) twice over.
 EVICTION_PATIENCE = 60.0
@@ -88,12 +93,14 @@ class VictimFinder:
         """The best candidate, or None and why not ("" when nothing worth saying: no victim
         exists anywhere)."""
         self._forget_gone()
+        if pod.pod.preemption_policy == PREEMPT_NEVER:
+            return None, ""
         quota = self._manager.quota_of(pod.pod)
         if not self._manager.has_quota(quota):
             return None, ""
-        waiting = sorted(v for v, (p, _) in self._evicting.items() if p == pod.ident)
+        waiting = len([v for v, (p, _) in self._evicting.items() if p == pod.ident]) or self._terminating(pod, quota)
         if waiting:
-            return None, f"waiting for {len(waiting)} preempted pod(s) of quota {quota} to go"
+            return None, f"waiting for {waiting} preempted pod(s) of quota {quota} to go"
         dry = state.clone()
         dry.dry_run = True
         dry.write(PREEMPTING, Preempting())
@@ -136,6 +143,21 @@ class VictimFinder:
             now = self._clock()
             self._evicting.update((v.ident, (pod.ident, now)) for v in best.victims)
         return best, ""
+
+    def _terminating(self, pod: PodInfo, quota: str) -> int:
+        """Pods of the quota, of lower priority, being deleted on the node the pod is nominated
+        to: victims of its earlier preemption still going (kube and Koordinator do not preempt
+        again meanwhile; after a restart this is all that says so)."""
+        nominated = self._cache.nominator.node_of(pod.ident) or pod.pod.nominated_node_name
+        node = self._cache.node(nominated) if nominated else None
+        if node is None:
+            return 0
+        priority = pod.pod.priority
+        return sum(
+            1
+            for victim in node.pods.values()
+            if victim.pod.is_deleting and victim.pod.priority < priority and self._manager.quota_of(victim.pod) == quota
+        )
 
     def _potential_victims(self, pod: PodInfo, quota: str, node: NodeInfo) -> list[PodInfo]:
         priority = pod.pod.priority

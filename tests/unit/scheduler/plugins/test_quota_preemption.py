@@ -171,3 +171,19 @@ def test_the_quota_room_its_victims_free_is_the_nominated_pods_too() -> None:
     assert sneak.node is None
     assert "used includes pods nominated ahead: {koordinator.sh/gpu-core: 100}" in sneak.status.message
     assert scheduler.schedule_one(urgent).scheduled
+
+
+def test_no_preemption_by_a_pod_that_never_preempts_or_whose_victims_are_still_terminating() -> None:
+    scheduler = scheduler_with("n1")
+    place(scheduler, *(gpu_pod(f"low{p}", p) for p in (1, 2, 3, 4)))
+    polite = dataclasses.replace(gpu_pod("polite", 10), preemption_policy="Never")
+    assert scheduler.schedule_one(polite).preemption is None
+    # Nominated to n1, where a lower-priority pod of its quota is terminating (after a restart:
+    # the finder's own memory is gone, the API says where the pod was nominated).
+    terminating = next(p for p in scheduler.cache.pods() if p.key == "team-a/low1").pod
+    meta = dataclasses.replace(terminating.meta, deletion_timestamp="2026-01-01T00:00:00Z")
+    scheduler.cache.add_pod(dataclasses.replace(terminating, meta=meta))
+    urgent = dataclasses.replace(gpu_pod("urgent", 10), nominated_node_name="n1")
+    outcome = scheduler.schedule_one(urgent)
+    assert outcome.preemption is None
+    assert "waiting for 1 preempted pod(s) of quota team-a to go" in outcome.status.message
