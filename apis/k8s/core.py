@@ -203,6 +203,11 @@ class Pod:
     status_qos_class: str = ""
     #: container name -> runtime id (`containerd://…`), from status.containerStatuses.
     container_ids: Mapping[str, str] = field(default_factory=dict)
+    #: status.nominatedNodeName: where preemption made room for this pending pod.
+    nominated_node_name: str = ""
+    #: spec.preemptionPolicy: "Never" keeps the pod from preempting others ("" is the default,
+    #: PreemptLowerPriority).
+    preemption_policy: str = ""
 
     @property
     def key(self) -> str:
@@ -288,6 +293,8 @@ class Pod:
         return cls(
             meta=meta,
             scheduler_name=f.string(spec, "schedulerName", "spec", obj, "default-scheduler"),
+            nominated_node_name=f.string(status, "nominatedNodeName", "status", obj),
+            preemption_policy=f.string(spec, "preemptionPolicy", "spec", obj),
             node_name=f.string(spec, "nodeName", "spec", obj),
             priority=f.integer(spec, "priority", "spec", obj, 0) or 0,
             containers=tuple(

@@ -21,12 +21,14 @@ from dataclasses import dataclass
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError
+from apis.extension import names
 from apis.extension import quota as quota_labels
+from apis.extension.gang import GangSpec, gang_from_pod
 from apis.k8s import resources
 from apis.k8s.core import Pod
 from apis.quota import rules
 from apis.quota.charge import quota_request
-from apis.quota.tree import QuotaSpec, QuotaTree, resolve_quota
+from apis.quota.tree import QuotaSpec, QuotaTree, namespace_index, resolve_quota
 
 __all__ = ["Admission", "QuotaManager"]
 
@@ -53,10 +55,24 @@ class _Charge:
     preemptible: bool
     bound: bool
     reserved: bool = False
+    #: The pod's gang (`namespace/name`) and the gangs of its gang group (its own included);
+    #: empty for a pod on its own.
+    gang: str = ""
+    gangs: tuple[str, ...] = ()
 
     @property
     def used(self) -> bool:
         return self.bound or self.reserved
+
+    def same_claim(self, other: _Charge) -> bool:
+        """Same quota, request, preemptibility and gang: only used may differ."""
+        return (
+            self.quota == other.quota
+            and self.request == other.request
+            and self.preemptible == other.preemptible
+            and self.gang == other.gang
+            and self.gangs == other.gangs
+        )
 
 
 class QuotaManager:
@@ -66,12 +82,16 @@ class QuotaManager:
         self._lock = threading.RLock()
         self._quotas: dict[str, ElasticQuota] = {}
         self._specs: dict[str, QuotaSpec] = {}
+        #: namespace -> the quota whose `namespaces` annotation claims it (`namespace_index`)
+        self._listed: dict[str, str] = {}
         self._bad: dict[str, list[str]] = {}
         self._tree = QuotaTree()
         self._pods: dict[str, tuple[Pod, _Charge]] = {}
         self._request: dict[str, dict[str, int]] = {}
         self._used: dict[str, dict[str, int]] = {}
         self._non_preemptible_used: dict[str, dict[str, int]] = {}
+        #: gang name (`namespace/name`) -> idents of its pods, for the gang-wide check
+        self._gang_pods: dict[str, set[str]] = {}
         self._stale = False
 
     @contextlib.contextmanager
@@ -130,6 +150,7 @@ class QuotaManager:
             if self._bad.get(name) != found:
                 log.warning("Invalid quota", extra={"quota": name, "problems": found})
         self._specs, self._bad = specs, bad
+        self._listed = namespace_index(specs)
         # Pods may resolve to other quotas now: account every one again on a fresh tree.
         self._tree = QuotaTree(specs.values(), total=self._tree.total)
         charges = [(pod, charge.reserved) for pod, charge in self._pods.values()]
@@ -137,6 +158,7 @@ class QuotaManager:
         self._request.clear()
         self._used.clear()
         self._non_preemptible_used.clear()
+        self._gang_pods.clear()
         for pod, reserved in charges:
             self._add(pod, reserved=reserved)
 
@@ -144,7 +166,17 @@ class QuotaManager:
     def update_pod(self, pod: Pod) -> None:
         """A pod was added or changed: pending pods count in request; bound ones in used too."""
         with self._current():
-            old = self._remove(pod.uid or pod.key)
+            ident = pod.uid or pod.key
+            entry = self._pods.get(ident)
+            if entry is not None and not pod.is_terminal:
+                new = self._charge_of(pod, reserved=entry[1].reserved)
+                if new.same_claim(entry[1]):
+                    # The common update (bound, a status change): only used may move. The request,
+                    # and so every runtime, stays as it is.
+                    self._pods[ident] = (pod, entry[1])
+                    self._set_used(entry[1], bound=new.bound, reserved=new.reserved)
+                    return
+            old = self._remove(ident)
             if not pod.is_terminal:
                 self._add(pod, reserved=old is not None and old.reserved)
 
@@ -171,22 +203,44 @@ class QuotaManager:
         entry = self._pods.get(ident)
         if entry is None or entry[1].reserved == reserved:
             return
-        pod = entry[0]
-        self._remove(ident)
-        self._add(pod, reserved=reserved)
+        self._set_used(entry[1], bound=entry[1].bound, reserved=reserved)
+
+    def _set_used(self, charge: _Charge, *, bound: bool, reserved: bool) -> None:
+        """Move a charge in or out of used (bound, reserved); its request is untouched."""
+        was = charge.used
+        charge.bound, charge.reserved = bound, reserved and not bound
+        if charge.used != was:
+            self._account_used(charge, +1 if charge.used else -1)
+
+    def _charge_of(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> _Charge:
+        asked = quota_request(pod.requests() if requests is None else requests)
+        charge = _Charge(
+            resolve_quota(pod, self._specs, self._listed), asked, quota_labels.is_preemptible(pod), bool(pod.node_name)
+        )
+        charge.reserved = reserved and not charge.bound
+        gang = _gang_of(pod)
+        if gang is not None:
+            charge.gang, charge.gangs = gang.name, gang.groups
+        return charge
 
     def _add(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> None:
-        name = resolve_quota(pod, self._specs)
-        asked = quota_request(pod.requests() if requests is None else requests)
-        charge = _Charge(name, asked, quota_labels.is_preemptible(pod), bool(pod.node_name))
-        charge.reserved = reserved and not charge.bound
-        self._pods[pod.uid or pod.key] = (pod, charge)
+        charge = self._charge_of(pod, reserved=reserved, requests=requests)
+        ident = pod.uid or pod.key
+        self._pods[ident] = (pod, charge)
+        if charge.gang:
+            self._gang_pods.setdefault(charge.gang, set()).add(ident)
         self._account(charge, +1)
 
     def _remove(self, ident: str) -> _Charge | None:
         entry = self._pods.pop(ident, None)
         if entry is None:
             return None
+        gang = entry[1].gang
+        if gang:
+            members = self._gang_pods.get(gang, set())
+            members.discard(ident)
+            if not members:
+                self._gang_pods.pop(gang, None)
         self._account(entry[1], -1)
         return entry[1]
 
@@ -195,15 +249,26 @@ class QuotaManager:
         self._request[charge.quota] = _nonzero(resources.add(self._request.get(charge.quota, {}), delta))
         self._tree.set_own_request(charge.quota, self._request[charge.quota])
         if charge.used:
-            self._used[charge.quota] = _nonzero(resources.add(self._used.get(charge.quota, {}), delta))
-            if not charge.preemptible:
-                table = self._non_preemptible_used
-                table[charge.quota] = _nonzero(resources.add(table.get(charge.quota, {}), delta))
+            self._account_used(charge, sign)
+
+    def _account_used(self, charge: _Charge, sign: int) -> None:
+        delta = resources.scale(charge.request, sign)
+        self._used[charge.quota] = _nonzero(resources.add(self._used.get(charge.quota, {}), delta))
+        if not charge.preemptible:
+            table = self._non_preemptible_used
+            table[charge.quota] = _nonzero(resources.add(table.get(charge.quota, {}), delta))
 
     # --- reads ----------------------------------------------------------------------------------------
     def quota_of(self, pod: Pod) -> str:
         with self._current():
-            return resolve_quota(pod, self._specs)
+            entry = self._pods.get(pod.uid or pod.key)
+            return entry[1].quota if entry is not None else resolve_quota(pod, self._specs, self._listed)
+
+    def has_quota(self, name: str) -> bool:
+        """Whether an ElasticQuota of this name exists (the default quota, without one, limits
+        nothing)."""
+        with self._current():
+            return name in self._specs
 
     def used(self, name: str) -> dict[str, int]:
         with self._current():
@@ -217,31 +282,88 @@ class QuotaManager:
         with self._current():
             return self._tree.request(name)
 
+    def recompute(self) -> None:
+        """Recompute every quota's runtime from the current requests (a full recompute: reads
+        otherwise recompute only the stale partitions on their own path)."""
+        with self._current():
+            self._tree.refresh(everything=True)
+
     def specs(self) -> dict[str, QuotaSpec]:
         with self._current():
             return dict(self._specs)
 
-    def admit(self, pod: Pod, requests: Mapping[str, int] | None = None) -> Admission:
+    def admit(
+        self,
+        pod: Pod,
+        requests: Mapping[str, int] | None = None,
+        *,
+        without: Iterable[Pod] = (),
+        ahead: Iterable[Pod] = (),
+    ) -> Admission:
         """Does the pod fit its quota? `used + request ≤ runtime` in every resource the quota
         limits that the pod asks for; a non-preemptible pod must also fit within min.
+
+        `without`: pods to count as gone from used (preemption asks whether evicting them
+        would make room; the runtime is left as it is now, as Koordinator's check does).
+        `ahead`: pods nominated by preemption that this pod must leave room for (those of at
+        least its priority): not placed yet, they count in their quota's used for this check,
+        so the room their victims free stays theirs.
 
         Changes nothing: a pod the manager was not told of (explain, the gRPC what-if, a
         caller that feeds no pods) counts in its quota's request only for this answer."""
         with self._current():
+            others = _Others(self._charges(without), self._charges(ahead))
             ident = pod.uid or pod.key
             if ident in self._pods:
-                return self._check(self._pods[ident][1])
-            name = resolve_quota(pod, self._specs)
+                return self._check(self._pods[ident][1], others)
+            name = resolve_quota(pod, self._specs, self._listed)
             if name not in self._specs:
                 return Admission(name)  # the default quota, unless a CR gives it a max
             self._add(pod, reserved=False, requests=requests)
             try:
-                return self._check(self._pods[ident][1])
+                return self._check(self._pods[ident][1], others)
             finally:
                 self._remove(ident)
 
-    def _check(self, charge: _Charge) -> Admission:
-        name = charge.quota
+    def _charges(self, pods: Iterable[Pod]) -> list[_Charge]:
+        return [entry[1] for p in pods if (entry := self._pods.get(p.uid or p.key)) is not None]
+
+    def _check(self, charge: _Charge, others: _Others) -> Admission:
+        """The pod's check; for a member of a gang not yet placed, the gang's: every member of
+        its gang group that is not placed (bound or reserved) yet must fit together, in each
+        quota they draw on — the pod's own quota first."""
+        if charge.used or not charge.gangs:
+            return self._check_quota(charge.quota, [charge], others, counted=charge if charge.used else None)
+        by_quota: dict[str, list[_Charge]] = {}
+        for member in self._unplaced(charge):
+            by_quota.setdefault(member.quota, []).append(member)
+        for name in sorted(by_quota, key=lambda q: (q != charge.quota, q)):
+            verdict = self._check_quota(name, by_quota[name], others, gang=charge.gangs)
+            if not verdict.admitted:
+                return verdict
+        return Admission(charge.quota)
+
+    def _unplaced(self, charge: _Charge) -> list[_Charge]:
+        """The members of the charge's gang group not placed yet (the charge itself included)."""
+        out = [charge]
+        for gang in charge.gangs:
+            for ident in self._gang_pods.get(gang, ()):
+                member = self._pods[ident][1]
+                if member is not charge and not member.used:
+                    out.append(member)
+        return out
+
+    def _check_quota(
+        self,
+        name: str,
+        asking: list[_Charge],
+        others: _Others,
+        *,
+        counted: _Charge | None = None,
+        gang: tuple[str, ...] = (),
+    ) -> Admission:
+        """Do the `asking` pods (of quota `name`) fit it together? `counted`: a pod asked again
+        after Reserve, already in used (not counted twice)."""
         spec = self._specs.get(name)
         if spec is None:
             return Admission(name)
@@ -250,20 +372,56 @@ class QuotaManager:
         on_parent = rules.pod_on_parent(spec)
         if on_parent:
             return Admission(name, on_parent)
-        asked = {r: v for r, v in charge.request.items() if r in spec.max}
+        total = resources.sum_of([c.request for c in asking]) if len(asking) > 1 else asking[0].request
+        asked = {r: v for r, v in total.items() if r in spec.max}
         runtime = self._tree.runtime(name)
         checks: list[tuple[str, Mapping[str, int], dict[str, dict[str, int]]]] = [("runtime", runtime, self._used)]
-        if not charge.preemptible:
+        if any(not c.preemptible for c in asking):
             checks.append(("min", spec.min, self._non_preemptible_used))
         for label, limit, table in checks:
             used = table.get(name, {})
-            if charge.used:  # asked again after Reserve: do not count the pod twice
-                used = resources.sub(used, charge.request)
-            over = tuple(sorted(r for r, v in asked.items() if used.get(r, 0) + v > limit.get(r, 0)))
+            if counted is not None:  # asked again after Reserve: do not count the pod twice
+                used = resources.sub(used, counted.request)
+            used, held = others.adjust(used, name, asking, protected_only=label == "min")
+            wanted = asked
+            if label == "min" and len(asking) > 1:
+                protected = resources.sum_of([c.request for c in asking if not c.preemptible])
+                wanted = {r: v for r, v in protected.items() if r in spec.max}
+            over = tuple(sorted(r for r, v in wanted.items() if used.get(r, 0) + v > limit.get(r, 0)))
             if over:
-                message = _message(spec, label, limit=limit, runtime=runtime, used=used, asked=asked, over=over)
+                message = _message(spec, label, limit=limit, runtime=runtime, used=used, asked=wanted, over=over)
+                if len(asking) > 1:
+                    message = message.replace("pod's request", "gang's request", 1)
+                    message += f", gang: {', '.join(gang)} ({len(asking)} pods not yet placed)"
+                if held:
+                    message += f", used includes pods nominated ahead: {_show({r: held.get(r, 0) for r in wanted})}"
                 return Admission(name, message, over)
         return Admission(name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Others:
+    """Pods whose charges a check counts differently: `gone` (victims, as if evicted) and
+    `ahead` (nominated pods, as if placed)."""
+
+    gone: list[_Charge]
+    ahead: list[_Charge]
+
+    def adjust(
+        self, used: Mapping[str, int], quota: str, asking: list[_Charge], *, protected_only: bool
+    ) -> tuple[dict[str, int], dict[str, int]]:
+        """`used` of `quota` less the gone and plus the pods ahead (only non-preemptible ones
+        for the min check), and what the pods ahead added."""
+        out = dict(used)
+        for other in self.gone:
+            if other.quota == quota and other.used and not (protected_only and other.preemptible):
+                out = resources.sub(out, other.request)
+        held: dict[str, int] = {}
+        for other in self.ahead:
+            wanted = other.quota == quota and not other.used and not (protected_only and other.preemptible)
+            if wanted and all(other is not mine for mine in asking):
+                held = resources.add(held, other.request)
+        return (resources.add(out, held) if held else out), held
 
 
 def _message(
@@ -295,3 +453,14 @@ def _show(amounts: Mapping[str, int]) -> str:
 
 def _nonzero(amounts: Mapping[str, int]) -> dict[str, int]:
     return {r: v for r, v in amounts.items() if v}
+
+
+def _gang_of(pod: Pod) -> GangSpec | None:
+    """The pod's gang; None for a pod on its own, or whose gang annotations do not parse (the
+    Coscheduling plugin refuses it with the reason; here it is checked as a pod on its own)."""
+    if names.ANNOTATION_GANG_NAME not in pod.annotations and names.LABEL_POD_GROUP not in pod.labels:
+        return None
+    try:
+        return gang_from_pod(pod)
+    except AnnotationError:
+        return None

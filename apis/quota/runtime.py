@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["Claim", "partition", "split_by_weight"]
+__all__ = ["Claim", "partition", "partition_lists", "split_by_weight"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,39 +37,69 @@ def split_by_weight(amount: int, weights: Iterable[tuple[str, int]]) -> dict[str
     """`amount` in whole units, in proportion to the weights, largest remainder first (ties by
     name). Zero weights get nothing; with no positive weight nothing is handed out."""
     positive = sorted((name, w) for name, w in weights if w > 0)
-    total = sum(w for _, w in positive)
+    shares = _split(amount, [w for _, w in positive])
+    return {name: share for (name, _), share in zip(positive, shares, strict=True)}
+
+
+def _split(amount: int, weights: Sequence[int]) -> list[int]:
+    """`split_by_weight` over positive weights already in name order (the hot path's form)."""
+    total = sum(weights)
     if amount <= 0 or total == 0:
-        return {name: 0 for name, _ in positive}
-    shares = {name: amount * w // total for name, w in positive}
-    left = amount - sum(shares.values())
-    # Largest remainder first; among equal remainders the smaller name wins (sorted() is stable).
-    by_remainder = sorted(positive, key=lambda nw: -(amount * nw[1] % total))
-    for name, _ in by_remainder[:left]:
-        shares[name] += 1
+        return [0] * len(weights)
+    shares = [amount * w // total for w in weights]
+    left = amount - sum(shares)
+    if left:
+        # Largest remainder first; among equal remainders the earlier name wins (sort is stable).
+        by_remainder = sorted(range(len(weights)), key=lambda i: -(amount * weights[i] % total))
+        for i in by_remainder[:left]:
+            shares[i] += 1
     return shares
 
 
 def partition(total: int, claims: Sequence[Claim]) -> dict[str, int]:
     """Each child's runtime for this resource, out of the parent's `total` (see module doc)."""
-    total = max(total, 0)
-    if sum(max(c.request, c.min, 0) for c in claims) <= total and all(
-        c.weight > 0 or c.request <= c.min for c in claims
-    ):  # no contention (the common case): every child gets its request, the rules agree
-        return {c.name: max(c.request, 0) for c in claims}
-    mins = {c.name: max(c.min, 0) for c in claims}
-    if sum(mins.values()) > total:
-        mins = split_by_weight(total, mins.items()) | {n: 0 for n, m in mins.items() if m <= 0}
-    runtime = {c.name: min(max(c.request, 0), mins[c.name]) for c in claims}
-    left = total - sum(runtime.values())
-    hungry = {c.name: c for c in claims if c.request > runtime[c.name] and c.weight > 0}
+    ordered = sorted(claims, key=lambda c: c.name)
+    shares = partition_lists(total, [c.min for c in ordered], [c.request for c in ordered], [c.weight for c in ordered])
+    return {c.name: share for c, share in zip(ordered, shares, strict=True)}
+
+
+def partition_lists(total: int, mins: Sequence[int], requests: Sequence[int], weights: Sequence[int]) -> list[int]:
+    """`partition` over parallel lists of the children's min, request and weight, children in
+    name order (ties go to the earlier one): what the quota tree calls, without a Claim or a
+    dict per child. Returns each child's runtime, in the same order."""
+    # Conditional expressions rather than min()/max(): this runs for every partition of the tree.
+    total = total if total > 0 else 0
+    asked = 0
+    lends_all = True
+    for low, request, weight in zip(mins, requests, weights, strict=True):
+        larger = request if request > low else low
+        if larger > 0:
+            asked += larger
+        if weight <= 0 and request > low:
+            lends_all = False
+    if asked <= total and lends_all:  # no contention (the common case): every child gets its request
+        return [request if request > 0 else 0 for request in requests]
+    floors = [low if low > 0 else 0 for low in mins]
+    if sum(floors) > total:
+        positive = [i for i, low in enumerate(floors) if low > 0]
+        scaled = _split(total, [floors[i] for i in positive])
+        floors = [0] * len(floors)
+        for i, share in zip(positive, scaled, strict=True):
+            floors[i] = share
+    runtime = [
+        (request if request < low else low) if request > 0 else 0 for request, low in zip(requests, floors, strict=True)
+    ]
+    left = total - sum(runtime)
+    hungry = [i for i, request in enumerate(requests) if request > runtime[i] and weights[i] > 0]
     while left > 0 and hungry:
-        shares = split_by_weight(left, ((n, c.weight) for n, c in hungry.items()))
+        shares = _split(left, [weights[i] for i in hungry])
         left = 0
-        for name, share in shares.items():
-            claim = hungry[name]
-            taken = min(share, claim.request - runtime[name])
-            runtime[name] += taken
+        still = []
+        for i, share in zip(hungry, shares, strict=True):
+            taken = min(share, requests[i] - runtime[i])
+            runtime[i] += taken
             left += share - taken
-            if runtime[name] >= claim.request:
-                del hungry[name]
+            if runtime[i] < requests[i]:
+                still.append(i)
+        hungry = still
     return runtime

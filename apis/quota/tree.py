@@ -26,7 +26,7 @@ from apis.extension import names
 from apis.extension import quota as quota_labels
 from apis.k8s import resources
 from apis.k8s.core import Pod
-from apis.quota.runtime import Claim, partition
+from apis.quota.runtime import partition_lists
 
 __all__ = [
     "DEFAULT_QUOTA_NAME",
@@ -34,6 +34,7 @@ __all__ = [
     "SYSTEM_QUOTA_NAME",
     "QuotaSpec",
     "QuotaTree",
+    "namespace_index",
     "resolve_quota",
 ]
 
@@ -103,17 +104,31 @@ def _namespaces(quota: ElasticQuota) -> tuple[str, ...]:
     return tuple(doc)
 
 
-def resolve_quota(pod: Pod, quotas: Mapping[str, QuotaSpec]) -> str:
+def resolve_quota(pod: Pod, quotas: Mapping[str, QuotaSpec], listed: Mapping[str, str] | None = None) -> str:
     """The quota a pod uses: its `quota.scheduling.koordinator.sh/name` label when that quota
     exists, else a quota named after its namespace, else one whose `namespaces` annotation lists
-    the namespace (the smallest name, if several), else the default quota."""
+    the namespace (the smallest name, if several), else the default quota.
+
+    `listed` is `namespace_index(quotas)` when the caller keeps one (a lookup instead of a pass
+    over every quota)."""
     named = quota_labels.pod_quota_name(pod)
     if named and named in quotas:
         return named
     if pod.namespace in quotas:
         return pod.namespace
-    listing = sorted(q.name for q in quotas.values() if pod.namespace in q.namespaces)
-    return listing[0] if listing else DEFAULT_QUOTA_NAME
+    if listed is None:
+        listed = namespace_index(quotas)
+    return listed.get(pod.namespace, DEFAULT_QUOTA_NAME)
+
+
+def namespace_index(quotas: Mapping[str, QuotaSpec]) -> dict[str, str]:
+    """namespace -> the quota whose `namespaces` annotation lists it (the smallest name, if
+    several)."""
+    out: dict[str, str] = {}
+    for name in sorted(quotas):
+        for namespace in quotas[name].namespaces:
+            out.setdefault(namespace, name)
+    return out
 
 
 class QuotaTree:
@@ -143,11 +158,25 @@ class QuotaTree:
         for kids in self.children.values():
             kids.sort()
         self._parent = {child: p for p, kids in self.children.items() for child in kids}
-        #: Per child, per resource of its max: (min, shared-weight), what its partitions read.
-        self._claim_terms = {
-            name: tuple((r, spec.min.get(r, 0), spec.weight(r)) for r in sorted(spec.max))
-            for name, spec in self.specs.items()
-        }
+        #: Per parent, per resource its children limit: the children limiting it (in name
+        #: order), their mins and shared-weights: what its partition reads besides requests.
+        self._terms: dict[str, list[tuple[str, list[str], list[int], list[int]]]] = {}
+        for parent, kids in self.children.items():
+            by_resource: dict[str, tuple[list[str], list[int], list[int]]] = {}
+            for k in kids:
+                spec = self.specs[k]
+                for r in spec.max:
+                    names_, mins, weights = by_resource.setdefault(r, ([], [], []))
+                    names_.append(k)
+                    mins.append(spec.min.get(r, 0))
+                    weights.append(spec.weight(r))
+            self._terms[parent] = [(r, *by_resource[r]) for r in sorted(by_resource)]
+        #: Tree quotas breadth first from the root, and those of them with children: the order
+        #: partitions are recomputed in (a parent's runtime before its children's shares).
+        self._breadth_first = [ROOT_QUOTA_NAME]
+        for node in self._breadth_first:  # grows while it is walked
+            self._breadth_first.extend(self.children.get(node, ()))
+        self._parents = [node for node in self._breadth_first if node in self.children]
         self._request: dict[str, dict[str, int]] = {}
         #: What each quota passes up to its parent (`passed_up`), kept current by `_propagate`.
         self._passed: dict[str, dict[str, int]] = {}
@@ -245,40 +274,44 @@ class QuotaTree:
 
     def runtimes(self) -> dict[str, dict[str, int]]:
         """Every quota's runtime (a full recompute of whatever is stale), parents before children."""
-        order = [ROOT_QUOTA_NAME]
-        for parent in order:  # breadth first: grows while it is walked
-            if parent in self._stale:
-                self._repartition(parent)
-            order.extend(self.children.get(parent, ()))
-        out = {name: dict(self._runtime.get(name, {})) for name in order}
+        self.refresh()
+        out = {name: dict(self._runtime.get(name, {})) for name in self._breadth_first}
         for name in self.specs:
             if name not in out:  # outside the tree
                 out[name] = self.runtime(name)
         return out
 
+    def refresh(self, *, everything: bool = False) -> None:
+        """Recompute every stale partition, parents before children; with `everything`, every
+        partition (a full recompute: what the benchmark times, and a check in tests)."""
+        stale = self._stale
+        if everything:
+            stale.update(self._parents)
+        for parent in self._parents:
+            if parent in stale:
+                self._repartition(parent)
+
     def _bottom_up(self) -> list[str]:
         """Tree quotas, children before parents (so one pass sets every request)."""
-        order = [ROOT_QUOTA_NAME]
-        for node in order:
-            order.extend(self.children.get(node, ()))
-        return order[:0:-1]
+        return self._breadth_first[:0:-1]
 
     def _repartition(self, parent: str) -> None:
+        """Share the parent's runtime among its children, per resource: every child's share
+        depends on every sibling's request (contention), so the whole partition is redone; a
+        child whose runtime changed has its own partition marked stale in turn."""
         self._stale.discard(parent)
         kids = self.children.get(parent, ())
         total = self._runtime.get(parent, {})
         parent_max = self.specs[parent].max
-        claims: dict[str, list[Claim]] = {}
-        for k in kids:
-            asked = self._passed.get(k, {})
-            for r, low, weight in self._claim_terms[k]:
-                claims.setdefault(r, []).append(Claim(k, low, asked.get(r, 0), weight))
+        passed = self._passed
+        empty: dict[str, int] = {}
         result: dict[str, dict[str, int]] = {k: {} for k in kids}
-        for r, listed in claims.items():
+        for r, names_, mins, weights in self._terms.get(parent, ()):
+            requests = [passed.get(k, empty).get(r, 0) for k in names_]
             # A parent that does not limit r (no max for it) hands each child what it asks for.
             limited = parent == ROOT_QUOTA_NAME or r in parent_max
-            amount = total.get(r, 0) if limited else sum(c.request for c in listed)
-            for k, v in partition(amount, listed).items():
+            amount = total.get(r, 0) if limited else sum(requests)
+            for k, v in zip(names_, partition_lists(amount, mins, requests, weights), strict=True):
                 result[k][r] = v
         for k, rt in result.items():
             if self._runtime.get(k) != rt:

@@ -6,6 +6,7 @@ The bottom layer of the scheduler: it imports only `apis`. See `cache.py` for th
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, ClusterCache
 from scheduler.cache.devices import DeviceHolder, DeviceState, DeviceUsage, Holding, NodeDevices, Overcommit
 from scheduler.cache.nodeinfo import NodeInfo
+from scheduler.cache.nominator import Nominator
 from scheduler.cache.podinfo import PodInfo
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "Holding",
     "NodeDevices",
     "NodeInfo",
+    "Nominator",
     "Overcommit",
     "PodInfo",
 ]

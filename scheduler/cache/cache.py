@@ -29,6 +29,7 @@ from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Node, Pod
 from scheduler.cache.devices import DeviceUsage, Holding, Overcommit
 from scheduler.cache.nodeinfo import NodeInfo
+from scheduler.cache.nominator import Nominator
 from scheduler.cache.podinfo import PodInfo
 
 __all__ = ["DEFAULT_ASSUMED_TTL", "ClusterCache"]
@@ -71,6 +72,8 @@ class ClusterCache:
         #: plugin skip work that cannot reject anything in this cluster.
         self._cordoned = 0
         self._taint_effects: dict[str, int] = {}
+        #: Pods nominated to nodes by preemption; a pod placed or deleted is no longer nominated.
+        self.nominator = Nominator()
 
     # --- reads ------------------------------------------------------------------------------------
     def node(self, name: str) -> NodeInfo | None:
@@ -215,6 +218,7 @@ class ClusterCache:
         if not pod.node_name or pod.is_terminal:
             self._remove(ident)
             return
+        self.nominator.forget(ident)
         info = PodInfo.of(pod)
         entry = self._pods.get(ident)
         counted: Holding | None = None
@@ -235,6 +239,7 @@ class ClusterCache:
     def remove_pod(self, pod: Pod) -> None:
         """Remove a pod (deleted, or finished). Idempotent."""
         self._remove(pod.uid or pod.key)
+        self.nominator.forget(pod.uid or pod.key)
 
     # --- pods being scheduled ---------------------------------------------------------------------
     def assume(self, pod: PodInfo, node: str) -> None:
@@ -242,6 +247,7 @@ class ClusterCache:
         is already in the cache (a caller bug: it would be counted twice)."""
         if pod.ident in self._pods:
             raise ValueError(f"pod {pod.key} is already in the scheduler cache")
+        self.nominator.forget(pod.ident)
         info = self._node_info(node)
         info.add_pod(pod)
         self._pods[pod.ident] = _PodEntry(pod, node, assumed=True)

@@ -247,6 +247,17 @@ class NodeDevices:
     def is_unknown(self, ident: str) -> bool:
         return ident in self._unknown
 
+    def copy_without(self, idents: frozenset[str]) -> NodeDevices:
+        """A separate copy, as if the pods `idents` held nothing here (preemption's what-if: the
+        copy is changed and filtered, the original never)."""
+        out = NodeDevices()
+        out.set_device(self.device)
+        for ident, holding in self.holdings.items():
+            if ident not in idents:
+                out.hold(holding)
+        out._unknown = {i: u for i, u in self._unknown.items() if i not in idents}
+        return out
+
     # --- writes (ClusterCache only) -----------------------------------------------------------------
     def set_device(self, device: Device | None) -> list[str]:
         """Replace the inventory and re-apply every holding. Returns problems found (for logs)."""

@@ -10,11 +10,12 @@ was removed and re-added.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterable, Mapping
 
 from apis.extension import names
 from apis.k8s.core import Node
-from scheduler.cache.devices import NodeDevices
+from scheduler.cache.devices import Holding, NodeDevices
 from scheduler.cache.podinfo import PodInfo
 
 __all__ = ["DEFAULT_MEMORY_REQUEST", "DEFAULT_MILLI_CPU_REQUEST", "NodeInfo", "non_zero_requests"]
@@ -24,6 +25,9 @@ DEFAULT_MILLI_CPU_REQUEST = 100
 DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 _EMPTY: Mapping[str, int] = {}
+#: Generations of copies (`NodeInfo.simulate`): negative, so no memo keyed by generation ever
+#: takes a copy for the node itself, nor one copy for another.
+_copy_generations = itertools.count(-1, -1)
 
 
 def non_zero_requests(requests: Mapping[str, int]) -> tuple[int, int]:
@@ -100,3 +104,30 @@ class NodeInfo:
         self.non_zero_requested[0] -= cpu
         self.non_zero_requested[1] -= memory
         return pod
+
+    def simulate(self, *, remove: Iterable[str] = (), add: Iterable[PodInfo] = ()) -> NodeInfo:
+        """A copy of this node without the pods `remove` (by ident) and with the pods `add`
+        (counted in its sums, and in its devices as far as their `allocations` say: a nominated
+        pod holds the devices its victims free; one that asks for devices without allocations
+        holds devices of those types that are unknown, which keeps them all from other pods, as
+        for a bound pod whose annotation is unreadable). For preemption and nominated pods: the
+        Filters run on the copy, the cache is never touched. The copy has a generation of its
+        own, so per-node memos never confuse it with the node."""
+        gone = frozenset(remove)
+        added = list(add)
+        copy = NodeInfo(self.name)
+        copy.node = self.node
+        for ident, pod in self.pods.items():
+            if ident not in gone:
+                copy.add_pod(pod)
+        holding = [p for p in added if p.allocations or p.device_requests]
+        copy.devices = self.devices.copy_without(gone) if gone or holding else self.devices
+        for pod in added:
+            copy.add_pod(pod)
+        for pod in holding:
+            if pod.allocations:
+                copy.devices.hold(Holding(pod.key, pod.ident, pod.allocations, pod.pcie_exclusive))
+            else:
+                copy.devices.mark_unknown(pod.ident, pod.key, frozenset(pod.device_requests))
+        copy.generation = copy.device_generation = next(_copy_generations)
+        return copy

@@ -37,6 +37,7 @@ from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.diagnosis import Diagnosis
+from scheduler.framework.preemption import Preemption
 from scheduler.framework.runtime import Framework, ScoreTable
 from scheduler.framework.status import SUCCESS, Code, Status
 
@@ -90,6 +91,8 @@ class Attempt(Generic[T]):
     scores: ScoreTable | None = None
     #: Pods the plugins want retried now (`CycleState.pods_to_activate`): a gang's siblings.
     activate: frozenset[str] = frozenset()
+    #: No node fits, but PostFilter would make room by evicting these pods (the caller acts).
+    preemption: Preemption | None = None
 
     @property
     def rejected_by(self) -> frozenset[str]:
@@ -161,6 +164,7 @@ class SchedulingCycle(Generic[T]):
                 diagnosis=result.diagnosis,
                 scores=result.scores,
                 activate=activate,
+                preemption=result.preemption,
             )
         placement = Placement(info, node, framework, state, ticket)
         self.cache.assume(info, node)

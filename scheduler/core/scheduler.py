@@ -28,6 +28,7 @@ from scheduler.core.cycle import Attempt, Placement, SchedulingCycle
 from scheduler.core.frameworks import build_frameworks
 from scheduler.framework.config import PluginRef, SchedulerConfig
 from scheduler.framework.diagnosis import Diagnosis
+from scheduler.framework.preemption import Preemption
 from scheduler.framework.runtime import Framework, Registry
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
@@ -48,6 +49,8 @@ class Outcome:
     #: Annotations PreBind asked for (e.g. `scheduling.koordinator.sh/device-allocated`).
     annotations: Mapping[str, str] = field(default_factory=dict)
     diagnosis: Diagnosis = field(default_factory=Diagnosis)
+    #: No node fits, but PostFilter would evict these pods so it does (nothing is evicted here).
+    preemption: Preemption | None = None
 
     @property
     def scheduled(self) -> bool:
@@ -57,7 +60,8 @@ class Outcome:
     def of(cls, attempt: Attempt[None]) -> Outcome:
         held = attempt.placement
         if held is None:
-            return cls(attempt.pod.key, None, attempt.status, diagnosis=attempt.diagnosis)
+            preemption = attempt.preemption
+            return cls(attempt.pod.key, None, attempt.status, diagnosis=attempt.diagnosis, preemption=preemption)
         return cls(attempt.pod.key, held.node, attempt.status, dict(held.annotations), attempt.diagnosis)
 
 

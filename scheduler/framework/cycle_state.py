@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from scheduler.framework.preemption import Preemption
+
 __all__ = ["CycleState", "StateData"]
 
 _D = TypeVar("_D", bound="StateData")
@@ -24,7 +26,7 @@ class StateData:
 class CycleState:
     """Plugin entries plus the framework's per-cycle notes (which Filter/Score to skip)."""
 
-    __slots__ = ("_data", "dry_run", "pods_to_activate", "skip_filter", "skip_score")
+    __slots__ = ("_data", "dry_run", "pods_to_activate", "preemption", "skip_filter", "skip_score")
 
     def __init__(self, *, dry_run: bool = False) -> None:
         #: An explanation, not a cycle: plugins must leave their own bookkeeping alone (a gang's
@@ -38,6 +40,8 @@ class CycleState:
         self.skip_filter: set[str] = set()
         #: Plugins whose PreScore said SKIP: their Score is not run this cycle.
         self.skip_score: set[str] = set()
+        #: What a PostFilter decided to evict for this pod, if anything (see `preemption`).
+        self.preemption: Preemption | None = None
 
     def write(self, key: str, data: StateData) -> None:
         self._data[key] = data

@@ -55,6 +55,7 @@ __all__ = [
     "ExtensionPoint",
     "FilterPlugin",
     "Handle",
+    "NodeCheck",
     "PermitPlugin",
     "Plugin",
     "PodPatch",
@@ -76,6 +77,16 @@ _T = TypeVar("_T")
 MAX_NODE_SCORE = 100
 
 
+@dataclass(slots=True)
+class NodeCheck:
+    """The profile's own PreFilter and Filter chains, for a plugin that must ask whether a pod
+    would fit a node it changed on a copy (preemption: the node without its victims), as kube's
+    framework handle offers. Set by the Framework once it is built; None before."""
+
+    pre_filter: Callable[[CycleState, PodInfo], Status] | None = None
+    filter: Callable[[CycleState, PodInfo, NodeInfo], Status] | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class Handle:
     """What a plugin gets from the framework at construction: the shared cache and its profile."""
@@ -89,6 +100,8 @@ class Handle:
     #: The pods held at Permit, by `PodInfo.ident`: owned by the framework, which adds and
     #: removes them; a plugin only allows or rejects them (a gang all at once).
     waiting: dict[str, WaitingPod] = field(default_factory=dict, compare=False, repr=False)
+    #: The profile's PreFilter and Filter chains (`NodeCheck`), filled in by the Framework.
+    check: NodeCheck = field(default_factory=NodeCheck, compare=False, repr=False)
 
     def shared_object(self, key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
         """The object under `key`, made by `factory()` on first use. Raises TypeError when

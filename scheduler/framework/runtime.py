@@ -64,6 +64,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from scheduler.framework.preemption import Preemption
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.waiting import MAX_PERMIT_TIMEOUT, WaitingPod
 
@@ -133,6 +134,8 @@ class ScheduleResult:
     nominated_node: str | None = None
     #: Per-plugin scores, when asked for with `record_scores=True`.
     scores: ScoreTable | None = None
+    #: What PostFilter decided to evict so the pod fits on `nominated_node`, if anything.
+    preemption: Preemption | None = None
 
 
 class Framework:
@@ -184,6 +187,8 @@ class Framework:
         self._plugins = seen
         self._pod_sets = [p for p in seen.values() if isinstance(p, PodSetExtension)]
         self._queue_sorts = [p for p in seen.values() if isinstance(p, QueueSortExtension)]
+        handle.check.pre_filter = lambda state, pod: self.run_pre_filter(state, pod)[1]
+        handle.check.filter = self.run_filters
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
@@ -330,11 +335,19 @@ class Framework:
         start = self._observe(ExtensionPoint.PRE_FILTER, status.code, start)
         if not status.is_success:
             diagnosis.pre_filter_status = status
+            nominated = None
+            if status.code is Code.UNSCHEDULABLE and self._post_filter:
+                # As kube: a PreFilter rejection that room could cure (a quota's used) may preempt.
+                nominated = self._post_filter_and_observe(state, pod, diagnosis, start)
             summary = Status(status.code, (diagnosis.summary(len(nodes)),), status.plugin, status.shortfalls)
-            return ScheduleResult(None, summary, diagnosis)
+            preemption = state.preemption if nominated is not None else None
+            return ScheduleResult(None, summary, diagnosis, nominated_node=nominated, preemption=preemption)
         allowed = result.node_names if result is not None else None
-        memo = self._memo_for(state, pod)
-        feasible, entries, evaluated = self._find_feasible(state, pod, nodes, allowed, diagnosis, memo=memo)
+        ahead = self.handle.cache.nominator.ahead_of(pod) if self.handle.cache.nominator else None
+        memo = self._memo_for(state, pod) if not ahead else None
+        feasible, entries, evaluated = self._find_feasible(
+            state, pod, nodes, allowed, diagnosis, memo=memo, ahead=ahead
+        )
         if not feasible:
             if allowed is not None and diagnose:
                 for info in nodes:
@@ -343,9 +356,7 @@ class Framework:
             start = self._observe(ExtensionPoint.FILTER, Code.UNSCHEDULABLE, start)
             nominated = None
             if self._post_filter:
-                nominated, post = self.run_post_filter(state, pod, diagnosis.node_statuses)
-                diagnosis.post_filter_status = post
-                self._observe(ExtensionPoint.POST_FILTER, post.code, start)
+                nominated = self._post_filter_and_observe(state, pod, diagnosis, start)
             codes = {s.code for s in diagnosis.node_statuses.values()}
             if Code.ERROR in codes:
                 error = next(s for s in diagnosis.node_statuses.values() if s.code is Code.ERROR)
@@ -354,7 +365,8 @@ class Framework:
             unresolvable = codes == {Code.UNSCHEDULABLE_AND_UNRESOLVABLE}
             code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
             fail = Status(code, (diagnosis.summary(len(nodes)),))
-            return ScheduleResult(None, fail, diagnosis, evaluated, 0, nominated)
+            preemption = state.preemption if nominated is not None else None
+            return ScheduleResult(None, fail, diagnosis, evaluated, 0, nominated, preemption=preemption)
         start = self._observe(ExtensionPoint.FILTER, Code.SUCCESS, start)
         if len(feasible) == 1:
             table = ScoreTable(nodes=(feasible[0].name,)) if record_scores else None
@@ -378,6 +390,14 @@ class Framework:
                 totals=tuple(totals),
             )
         return ScheduleResult(feasible[pick].name, SUCCESS, diagnosis, evaluated, len(feasible), scores=table)
+
+    def _post_filter_and_observe(
+        self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis, start: float
+    ) -> str | None:
+        nominated, post = self.run_post_filter(state, pod, diagnosis.node_statuses)
+        diagnosis.post_filter_status = post
+        self._observe(ExtensionPoint.POST_FILTER, post.code, start)
+        return nominated
 
     def _observe(self, point: ExtensionPoint, code: Code, start: float) -> float:
         """Report how long `point` took since `start`; returns now (the next point's start)."""
@@ -443,7 +463,10 @@ class Framework:
         diagnosis: Diagnosis,
         *,
         memo: dict[str, list[Any]] | None,
+        ahead: Mapping[str, Sequence[PodInfo]] | None = None,
     ) -> tuple[list[NodeInfo], list[list[Any]] | None, int]:
+        """`ahead`: per node, nominated pods to count there first (`Nominator.ahead_of`); the
+        caller passes no memo with them (a node's result then depends on the pod's priority)."""
         total = len(nodes)
         start = self._next_start % total
         order: Iterable[NodeInfo]
@@ -478,7 +501,9 @@ class Framework:
         else:
             for info in order:
                 evaluated += 1
-                status = _run_chain(filters, state, pod, info)
+                nominated = ahead.get(info.name) if ahead else None
+                target = info.simulate(add=nominated) if nominated else info
+                status = _run_chain(filters, state, pod, target)
                 if status is not SUCCESS:
                     statuses[info.name] = status
                     continue

@@ -275,7 +275,18 @@ class ClusterFeed:
         elif pod.is_deleting:
             self._queue.delete(uid)
         elif pod.scheduler_name in self._profiles:
+            if pod.nominated_node_name:
+                self._keep_nomination(pod)
             self._queue.add(pod)
+
+    def _keep_nomination(self, pod: Pod) -> None:
+        """A pending pod nominated by preemption (by us before a restart, or by the replica we
+        took over from) keeps its room on that node. One we nominated ourselves is left as it
+        is: it holds its victims' devices, which the API does not say."""
+        with self._lock:
+            nominator = self._cache.nominator
+            if nominator.node_of(pod.uid or pod.key) is None:
+                nominator.nominate(PodInfo.of(pod), pod.nominated_node_name)
 
     def _pod_deleted(self, pod: Pod) -> None:
         uid = pod.uid or pod.key

@@ -23,10 +23,13 @@ import threading
 import time
 
 from kube.logs import V
+from scheduler.cache import PodInfo
 from scheduler.core import SchedulingCycle
+from scheduler.framework.preemption import Preemption
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.service.binder import Binder, LivePlacement
 from scheduler.service.metrics import SchedulerMetrics
+from scheduler.service.preemptor import Preemptor
 from scheduler.service.queue import POD_DELETED, QueuedPod, QueueName, SchedulingQueue
 from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
 from scheduler.service.scoretable import DebugFlags, score_table
@@ -66,6 +69,7 @@ class SchedulingLoop:
         handoff: Handoff,
         queue: SchedulingQueue,
         binder: Binder,
+        preemptor: Preemptor,
         reporter: FailureReporter,
         metrics: SchedulerMetrics,
         debug: DebugFlags,
@@ -76,6 +80,7 @@ class SchedulingLoop:
         self._handoff = handoff
         self._queue = queue
         self._binder = binder
+        self._preemptor = preemptor
         self._reporter = reporter
         self._metrics = metrics
         self._debug = debug
@@ -169,11 +174,20 @@ class SchedulingLoop:
         if not status.is_success:
             plugins = frozenset() if attempt.pod_must_change else attempt.rejected_by
             self._failed(entry, status, plugins, elapsed, framework.profile, until_pod_changes=attempt.pod_must_change)
+            if attempt.preemption is not None:
+                self._preempt(attempt.pod, attempt.preemption)
             return attempt.activate
         self._metrics.attempt(framework.profile, "scheduled", elapsed)
         log.log(V(4), "Scheduled pod", extra={"pod": pod.key, "node": attempt.node})
         self._pass_on()
         return attempt.activate
+
+    def _preempt(self, pod: PodInfo, preemption: Preemption) -> None:
+        """Nominate the pod at once (its room is kept from now on), evict in the background."""
+        with self._lock:
+            self._cycle.cache.nominator.nominate(pod, preemption.node, preemption.victims)
+        self._metrics.preemption()
+        self._preemptor.submit(pod.pod, preemption)
 
     def _pass_on(self) -> None:
         """Give the binder what the cycle handed over (outside the cache lock)."""

@@ -7,6 +7,8 @@
     tessera_scheduler_pending_pods                                {queue}            active, backoff, unschedulable, …
     tessera_scheduler_bindings_total                              {result}           bound, failed
     tessera_scheduler_bind_failures_total                         {reason}           why a binding failed
+    tessera_scheduler_preemption_attempts_total                                      PostFilter chose victims
+    tessera_scheduler_preemption_victims_total                    {result}           evicted, gone, failed
     tessera_scheduler_cache_pods                                  {state}            bound, assumed
     tessera_scheduler_cache_nodes
     tessera_scheduler_overcommitted_devices                       {node}             over-committed by bypassing pods
@@ -108,6 +110,17 @@ class SchedulerMetrics:
             ["reason"],
             registry=registry,
         )
+        self._preemptions = Counter(
+            "tessera_scheduler_preemption_attempts",
+            "Preemptions decided (a pod nominated, its victims to be evicted).",
+            registry=registry,
+        )
+        self._victims = Counter(
+            "tessera_scheduler_preemption_victims",
+            "Pods evicted to make room for a higher-priority pod, by result (evicted, gone, failed).",
+            ["result"],
+            registry=registry,
+        )
         registry.register(_StateCollector(queue_lengths, cache_sizes, is_leader, overcommitted))
 
     def observer(self, profile: str) -> Callable[[ExtensionPoint, Code, float], None]:
@@ -130,6 +143,12 @@ class SchedulerMetrics:
     def bind_failed(self, reason: str) -> None:
         self._bindings.labels("failed").inc()
         self._bind_failures.labels(reason).inc()
+
+    def preemption(self) -> None:
+        self._preemptions.inc()
+
+    def preempted(self, result: str) -> None:
+        self._victims.labels(result).inc()
 
 
 class _StateCollector(Collector):

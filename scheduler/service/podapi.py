@@ -33,6 +33,14 @@ class PodAPI(Protocol):
     def set_condition(self, pod: Pod, *, status: str, reason: str, message: str) -> None:
         """Write the pod's PodScheduled condition (the status subresource)."""
 
+    def nominate(self, pod: Pod, node: str) -> None:
+        """Write `status.nominatedNodeName` (where preemption makes room for the pod)."""
+
+    def evict(self, pod: Pod) -> None:
+        """Evict the pod through the Eviction API (policy/v1), for this UID only. Raises
+        kube.NotFound when it is gone already, kube.TooManyRequests when a disruption budget
+        forbids it now."""
+
 
 class KubePodAPI:
     """`PodAPI` over `kube` (merge patches carry the UID as a precondition)."""
@@ -77,3 +85,20 @@ class KubePodAPI:
             patch_type=resources.STRATEGIC_MERGE_PATCH,
             subresource="status",
         )
+
+    def nominate(self, pod: Pod, node: str) -> None:
+        self._pods.patch(
+            pod.name,
+            {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}},
+            namespace=pod.namespace,
+            subresource="status",
+        )
+
+    def evict(self, pod: Pod) -> None:
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": pod.name, "namespace": pod.namespace},
+            "deleteOptions": {"preconditions": {"uid": pod.uid}},
+        }
+        self._pods.post(pod.name, "eviction", body, namespace=pod.namespace)

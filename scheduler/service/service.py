@@ -47,6 +47,7 @@ from scheduler.service.leader import Leadership
 from scheduler.service.loop import Handoff, SchedulingLoop
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.podapi import KubePodAPI, PodAPI
+from scheduler.service.preemptor import Preemptor
 from scheduler.service.queue import Interest, QueuedPod, SchedulingQueue
 from scheduler.service.quotafeed import QuotaFeed
 from scheduler.service.reporter import FailureReporter
@@ -127,12 +128,14 @@ class SchedulerService:
             workers=settings.binder.workers,
             clock=clock,
         )
+        self.preemptor = Preemptor(self.pod_api, recorder=self.recorder, metrics=self.metrics)
         self.loop = SchedulingLoop(
             lock=self.lock,
             cycle=self.cycle,
             handoff=handoff,
             queue=self.queue,
             binder=self.binder,
+            preemptor=self.preemptor,
             reporter=self.reporter,
             metrics=self.metrics,
             debug=self.debug,
@@ -222,6 +225,7 @@ class SchedulerService:
         self.queue.close()  # wakes the loop at once
         self.loop.stop()
         self.binder.stop()
+        self.preemptor.stop()
         self.leadership.stop()
         self.reporter.stop()
         self.feed.stop()

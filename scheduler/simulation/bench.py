@@ -10,6 +10,7 @@ latency is measured with the injected clock; nothing is excluded as warm-up.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from apis.crds.device import DeviceType
+from apis.crds.elasticquota import ElasticQuota
 from apis.extension import hints, names
 from apis.k8s import labels
 from apis.k8s.core import Container, Pod
@@ -26,7 +28,7 @@ from scheduler.framework.config import SchedulerConfig
 from scheduler.simulation.cluster import NodeShape, gpu_node
 from scheduler.simulation.trace import TracePod
 
-__all__ = ["TRACE_SHAPES", "BenchResult", "run_bench", "synthetic_pods", "with_gangs"]
+__all__ = ["TRACE_SHAPES", "BenchResult", "run_bench", "synthetic_pods", "with_gangs", "with_quota_per_namespace"]
 
 #: (milli-CPU, memory MiB, GPUs, GPU milli, frequency): the default trace's 30 most common
 #: shapes plus every multi-GPU shape (87% of its pods).
@@ -213,3 +215,31 @@ def run_bench(
         max_ms=latencies[-1] * 1000 if latencies else 0.0,
         setup_seconds=setup,
     )
+
+
+def with_quota_per_namespace(
+    pods: list[Pod], *, quotas: int, cluster: dict[str, int]
+) -> tuple[list[Pod], list[ElasticQuota]]:
+    """`pods` spread round robin over `quotas` namespaces (`team-0`, `team-1`, …), and an
+    ElasticQuota per namespace limiting cpu, memory and gpu-core: min an equal share of
+    `cluster` (what the nodes have, in base units), max all of it, so quotas share by demand
+    as in a busy cluster while admitting about what fits anyway."""
+    limited = (names.CPU, names.MEMORY, names.GPU_CORE)
+    out = []
+    for i, pod in enumerate(pods):
+        namespace = f"team-{i % quotas}"
+        meta = dataclasses.replace(pod.meta, namespace=namespace, uid=f"{namespace}-{pod.uid}")
+        out.append(dataclasses.replace(pod, meta=meta))
+    objects = [
+        ElasticQuota.from_dict(
+            {
+                "metadata": {"name": f"team-{q}", "namespace": f"team-{q}"},
+                "spec": {
+                    "min": {r: str(cluster.get(r, 0) // quotas) for r in limited},
+                    "max": {r: str(cluster.get(r, 0)) for r in limited},
+                },
+            }
+        )
+        for q in range(quotas)
+    ]
+    return out, objects

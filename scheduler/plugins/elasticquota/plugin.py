@@ -5,6 +5,11 @@ PreFilter admits a pod when, in every resource its quota limits, `used + request
 quota's numbers. Reserve counts the pod in its quota's used and Unreserve takes it out, so pods
 assumed but not yet bound are never admitted twice over the same room.
 
+PostFilter preempts inside the pod's own quota (`preemption`): lower-priority preemptible pods of
+that quota, on the node where evicting the fewest and lowest of them makes the pod fit both its
+quota and the node. It only decides: the nominated node and the victims go back to the caller
+in the cycle state (`CycleState.preemption`), and the live scheduler evicts them.
+
 The quota state is the scheduler's `QuotaManager`, shared through `Handle.shared` under
 `QUOTA_MANAGER`: the live service's informers and what-if feed it quotas and
 pods; the plugin tells it the cluster's allocatable whenever a Node changes. With no
@@ -29,11 +34,14 @@ from scheduler.framework.interfaces import (
     EventAction,
     EventResource,
     Handle,
+    PostFilterPlugin,
     PreFilterPlugin,
     PreFilterResult,
     ReservePlugin,
 )
+from scheduler.framework.preemption import Preemption
 from scheduler.framework.status import SUCCESS, Status
+from scheduler.plugins.elasticquota.preemption import PREEMPTING, Preempting, VictimFinder
 
 NAME = "ElasticQuota"
 
@@ -49,22 +57,41 @@ _EVENTS = (
 )
 
 
-class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtension):
+class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExtension):
     name = NAME
 
-    def __init__(self, cache: ClusterCache, manager: QuotaManager) -> None:
+    def __init__(self, cache: ClusterCache, manager: QuotaManager, victims: VictimFinder) -> None:
         self._cache = cache
         self.manager = manager
+        self._victims = victims
         self._seen_nodes = -1
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        if not self.manager.has_quotas:
+        if not self.manager.has_quotas or state.read(PREEMPTING, Preempting) is not None:
             return None, SUCCESS
         self._refresh_total()
-        verdict = self.manager.admit(pod.pod, pod.requests)
+        nominator = self._cache.nominator
+        ahead = [p.pod for pods in nominator.ahead_of(pod).values() for p in pods] if nominator else ()
+        verdict = self.manager.admit(pod.pod, pod.requests, ahead=ahead)
         if verdict.admitted:
             return None, SUCCESS
         return None, Status.unschedulable(verdict.message, plugin=NAME)
+
+    def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
+        if not self.manager.has_quotas:
+            return None, Status.unschedulable()
+        self._refresh_total()
+        best, why = self._victims.find(state, pod, dict(statuses))
+        if best is None:
+            reasons = (f"preemption: {why}.",) if why else ()
+            return None, Status.unschedulable(*reasons, plugin=NAME)
+        quota = self.manager.quota_of(pod.pod)
+        state.preemption = Preemption(best.node, best.victims, NAME, f"quota {quota}")
+        if not state.dry_run:
+            victims = ",".join(v.key for v in best.victims)
+            extra = {"pod": pod.key, "quota": quota, "node": best.node, "victims": victims}
+            log.info("Preempting in quota", extra=extra)
+        return best.node, SUCCESS
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         if self.manager.has_quotas:
@@ -90,4 +117,4 @@ class ElasticQuota(PreFilterPlugin, ReservePlugin, EnqueueExtension):
 def new(args: Mapping[str, object] | None, handle: Handle) -> ElasticQuota:
     config.expect_no_args(NAME, args)
     manager = handle.shared_object(QUOTA_MANAGER, QuotaManager, QuotaManager)
-    return ElasticQuota(handle.cache, manager)
+    return ElasticQuota(handle.cache, manager, VictimFinder(handle.cache, manager, handle.check))

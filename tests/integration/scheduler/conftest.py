@@ -80,6 +80,7 @@ def create_pod(
     annotations: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     node_name: str = "",
+    priority: int | None = None,
 ) -> None:
     """A pod asking for 1 CPU, 1Gi and `requests`, for the tessera scheduler."""
     manifest = pod_manifest(
@@ -89,6 +90,7 @@ def create_pod(
         annotations=annotations,
         labels=labels,
         node_name=node_name,
+        priority=priority,
     )
     client.resource(resources.PODS).create(manifest, namespace=namespace)
 

@@ -80,10 +80,15 @@ def test_pod_fields() -> None:
                 "tolerations": [{"key": "gpu", "operator": "Exists"}],
                 "nodeSelector": {"zone": "a"},
             },
-            "status": {"phase": "Succeeded", "containerStatuses": [{"name": "c", "containerID": "containerd://abc"}]},
+            "status": {
+                "phase": "Succeeded",
+                "containerStatuses": [{"name": "c", "containerID": "containerd://abc"}],
+                "nominatedNodeName": "n2",
+            },
         }
     )
     assert (pod.scheduler_name, pod.node_name, pod.priority) == ("tessera-scheduler", "n1", 7)
+    assert pod.nominated_node_name == "n2"
     assert pod.is_terminal and pod.is_deleting
     assert pod.container_ids == {"c": "containerd://abc"}
 

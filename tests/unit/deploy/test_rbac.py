@@ -53,10 +53,12 @@ NEEDED: dict[str, set[Call]] = {
         # enables the ElasticQuota plugin).
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
         # scheduler/service/podapi.py KubePodAPI: get (read back), annotate (patch),
-        # set_condition (patch pods/status), bind (create pods/binding).
+        # set_condition and nominate (patch pods/status), bind (create pods/binding), evict
+        # (create pods/eviction: preemption, scheduler/service/preemptor.py).
         | calls("get patch", CORE, "pods")
         | calls("patch", CORE, "pods/status")
         | calls("create", CORE, "pods/binding")
+        | calls("create", CORE, "pods/eviction")
         # kube/events.py EventRecorder: create, then patch the count of a repeat. FailedScheduling
         # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
         | calls("create patch", CORE, "events")

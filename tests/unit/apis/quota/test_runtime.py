@@ -65,3 +65,43 @@ def test_properties(total: int, claims: list[Claim]) -> None:
     if sum(result.values()) < total:
         assert all(result[c.name] == c.request for c in claims)
     assert partition(total, list(reversed(claims))) == result
+
+
+def reference_partition(total: int, claims: list[Claim]) -> dict[str, int]:
+    """The rules stated plainly, one dict per step (the first implementation, kept as the oracle
+    for the list-based one the tree runs)."""
+    total = max(total, 0)
+    mins = {c.name: max(c.min, 0) for c in claims}
+    if sum(mins.values()) > total:
+        mins = split_by_weight(total, mins.items()) | {n: 0 for n, m in mins.items() if m <= 0}
+    runtime = {c.name: min(max(c.request, 0), mins[c.name]) for c in claims}
+    left = total - sum(runtime.values())
+    hungry = {c.name: c for c in claims if c.request > runtime[c.name] and c.weight > 0}
+    while left > 0 and hungry:
+        shares = split_by_weight(left, ((n, c.weight) for n, c in hungry.items()))
+        left = 0
+        for name, share in shares.items():
+            taken = min(share, hungry[name].request - runtime[name])
+            runtime[name] += taken
+            left += share - taken
+            if runtime[name] >= hungry[name].request:
+                del hungry[name]
+    return runtime
+
+
+@given(
+    st.integers(0, 5000),
+    st.lists(
+        st.builds(
+            Claim,
+            name=st.text("abcdefgh", min_size=1, max_size=3),
+            min=st.integers(0, 1000),
+            request=st.integers(0, 2000),
+            weight=st.integers(0, 100),
+        ),
+        max_size=12,
+        unique_by=lambda c: c.name,
+    ),
+)
+def test_equals_the_plain_statement_of_the_rules(total: int, claims: list[Claim]) -> None:
+    assert partition(total, claims) == reference_partition(total, claims)

@@ -176,3 +176,38 @@ def test_tree_properties(case: tuple[list[QuotaSpec], dict[str, int], int]) -> N
     for name in sorted(requests, reverse=True):
         fresh.set_own_request(name, {"cpu": requests[name]})
     assert fresh.runtimes() == runtimes
+
+
+def from_scratch(specs: list[QuotaSpec], requests: dict[str, int], total: int) -> QuotaTree:
+    tree = QuotaTree(specs, total={"cpu": total})
+    for name, amount in sorted(requests.items()):
+        tree.set_own_request(name, {"cpu": amount})
+    return tree
+
+
+@given(
+    trees(),
+    st.lists(st.tuples(st.integers(0, 20), st.integers(0, 400), st.sampled_from(["request", "total", "read"]))),
+)
+def test_incremental_recompute_equals_a_full_one_through_any_event_sequence(
+    case: tuple[list[QuotaSpec], dict[str, int], int], events: list[tuple[int, int, str]]
+) -> None:
+    """Pod events (a quota's request), node events (the total) and reads in any order: every
+    runtime read equals that of a tree built from scratch, and so does a full recompute."""
+    specs, requests, total = case
+    tree = from_scratch(specs, requests, total)
+    quotas = [spec.name for spec in specs]
+    for index, amount, kind in events:
+        name = quotas[index % len(quotas)]
+        if kind == "request":
+            requests[name] = amount
+            tree.set_own_request(name, {"cpu": amount})
+        elif kind == "total":
+            total = amount
+            tree.set_total({"cpu": total})
+        else:
+            assert tree.runtime(name) == from_scratch(specs, requests, total).runtime(name)
+    expected = from_scratch(specs, requests, total).runtimes()
+    assert tree.runtimes() == expected
+    tree.refresh(everything=True)
+    assert tree.runtimes() == expected

@@ -64,3 +64,17 @@ def test_no_quota_no_change() -> None:
     for i in range(10):
         pod = make_pod(f"p{i}", extra=GPU, cpu=1000)
         assert plain.schedule_one(pod).node == with_quota.schedule_one(pod).node
+
+
+def test_a_gang_over_its_quota_is_refused_before_any_member_holds_a_node() -> None:
+    scheduler = quota_scheduler()  # team-a: at most 800 gpu-core (the node's 8 GPUs)
+    gang = {names.ANNOTATION_GANG_NAME: "train", names.ANNOTATION_GANG_MIN_AVAILABLE: "3"}
+    members = [make_pod(f"w{i}", namespace="team-a", annotations=gang, extra={names.NVIDIA_GPU: 3}) for i in range(3)]
+    for pod in members:
+        scheduler.observe_pod(pod)
+        scheduler.quotas.update_pod(pod)
+    first = scheduler.schedule_one(members[0])
+    assert not first.scheduled and first.node is None
+    assert "gang's request: {koordinator.sh/gpu-core: 900}" in first.status.message
+    assert "gang: team-a/train (3 pods not yet placed)" in first.status.message
+    assert scheduler.quotas.used("team-a") == {}
