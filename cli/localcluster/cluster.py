@@ -102,6 +102,7 @@ class LocalCluster:
             with self._through_apiserver("removing the nodes an earlier run had"):
                 self._retire_earlier_nodes(client)
         self._start(self._node_and_control_plane())
+        self._start([components.dashboard(self.data_dir, self.kubeconfig, scheduler=self._components["scheduler"])])
         self._phase = "ready"
         self._write_state()
 
