@@ -15,6 +15,7 @@ Amounts follow the protocol: percent of a GPU for `gpu-core` and `gpu-memory-rat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -144,8 +145,11 @@ def build(devices: Iterable[Device], pods: Iterable[Pod]) -> ClusterMap:
     for pod in pods:
         if not pod.node_name or pod.is_terminal:
             continue
+        text = pod.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED)
+        if not text:
+            continue
         try:
-            allocations = allocation.from_pod_annotations(pod.annotations, obj=pod.key)
+            allocations = _decode(text, pod.key)
         except AnnotationError as e:
             problems.append(f"{pod.key}: {e}")
             continue
@@ -157,6 +161,13 @@ def build(devices: Iterable[Device], pods: Iterable[Pod]) -> ClusterMap:
         _node(device, held.get(device.node_name, {})) for device in sorted(devices, key=lambda d: d.node_name)
     )
     return ClusterMap(nodes, tuple(sorted(problems)))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _decode(text: str, obj: str) -> Mapping[DeviceType, tuple[allocation.DeviceAllocation, ...]]:
+    """The annotation, decoded once per distinct value: the map is rebuilt on every change, and
+    most pods' annotations have not changed since the last time."""
+    return allocation.decode(text, obj=obj)
 
 
 def _share(pod: str, a: allocation.DeviceAllocation) -> Share:
@@ -237,30 +248,49 @@ def fragmented(nodes: Sequence[NodeMap], pending: Sequence[DeviceRequest]) -> di
     affinity, RDMA or quota), so this is an upper bound of what the pending mix could use. With
     no pending GPU request nothing is fragmented: idle capacity nobody asks for is just idle.
     """
-    requests = [r for r in pending if r.type is DeviceType.GPU]
+    # Many pending pods ask for the same shape (a gang, a job's replicas): each shape once.
+    shapes = {(r.count, tuple(sorted(r.per_device.items()))): r for r in pending if r.type is DeviceType.GPU}
+    requests = sorted(shapes.values(), key=lambda r: r.count)
     out: dict[tuple[str, int], int] = {}
     if not requests:
         return out
     for node in nodes:
-        gpus = [g for g in node.gpus if g.free_core > 0]
+        gpus = [_Free.of(g) for g in node.gpus if g.free_core > 0]
         usable: set[int] = set()
         for request in requests:
-            fits = [g.minor for g in gpus if _fits(request, g)]
+            if len(usable) == len(gpus):
+                break
+            fits = [g.minor for g in gpus if g.fits(request)]
             if len(fits) >= request.count:
                 usable.update(fits)
         for gpu in gpus:
             if gpu.minor not in usable:
-                out[(node.name, gpu.minor)] = gpu.free_core
+                out[(node.name, gpu.minor)] = gpu.core
     return out
 
 
-def _fits(request: DeviceRequest, gpu: GPU) -> bool:
-    need = gpu_allocation_resources(request, gpu.memory)
-    if need.get(names.GPU_CORE, 0) > gpu.free_core:
-        return False
-    if names.GPU_MEMORY_RATIO in need and need[names.GPU_MEMORY_RATIO] > WHOLE - gpu.used_ratio:
-        return False
-    return not (gpu.memory and need.get(names.GPU_MEMORY, 0) > gpu.memory - gpu.used_memory)
+@dataclass(frozen=True, slots=True)
+class _Free:
+    """What one GPU has free, computed once per `fragmented` call."""
+
+    minor: int
+    core: int
+    ratio: int
+    memory: int  # bytes free; -1 when the Device CR gives no size (memory is then not checked)
+    total_memory: int
+
+    @classmethod
+    def of(cls, gpu: GPU) -> _Free:
+        memory = gpu.memory - gpu.used_memory if gpu.memory else -1
+        return cls(gpu.minor, gpu.free_core, WHOLE - gpu.used_ratio, memory, gpu.memory)
+
+    def fits(self, request: DeviceRequest) -> bool:
+        need = gpu_allocation_resources(request, self.total_memory)
+        if need.get(names.GPU_CORE, 0) > self.core:
+            return False
+        if need.get(names.GPU_MEMORY_RATIO, 0) > self.ratio:
+            return False
+        return self.memory < 0 or need.get(names.GPU_MEMORY, 0) <= self.memory
 
 
 def totals(nodes: Sequence[NodeMap], fragments: Mapping[tuple[str, int], int]) -> Totals:

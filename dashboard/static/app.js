@@ -207,7 +207,12 @@ function showPage() {
 function connect() {
   const live = $("live");
   const events = new EventSource("/api/events");
-  events.addEventListener("state", (e) => { apply(JSON.parse(e.data), true); live.textContent = "live"; live.className = "live on"; });
+  events.addEventListener("state", (e) => {
+    apply(JSON.parse(e.data), true);
+    live.textContent = "live"; live.className = "live on";
+    // When the first full map has been painted (ms since navigation): the benchmark reads it.
+    requestAnimationFrame(() => setTimeout(() => { window.tesseraFirstPaintMs ??= performance.now(); }));
+  });
   events.addEventListener("patch", (e) => apply(JSON.parse(e.data), false));
   events.onerror = () => { live.textContent = "reconnecting…"; live.className = "live off"; };
 }
