@@ -45,6 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the scheduler's Prometheus endpoint, for its health (e.g. http://127.0.0.1:10251/metrics)",
     )
     parser.add_argument(
+        "--scheduler-address-file",
+        type=Path,
+        metavar="PATH",
+        help="or the file the scheduler writes its HTTP HOST:PORT to (its --http-address-file), read at each scrape",
+    )
+    parser.add_argument(
         "--poll-interval",
         type=float,
         default=defaults.poll_interval,
@@ -74,6 +80,7 @@ def settings_from(args: argparse.Namespace) -> dashboard.DashboardSettings:
         address_file=args.listen_address_file,
         scheduler_target=target,
         scheduler_metrics_url=args.scheduler_metrics,
+        scheduler_address_file=args.scheduler_address_file,
         poll_interval=args.poll_interval,
         explain_limit=args.explain_limit,
     )

@@ -156,8 +156,8 @@ class Dashboard:
                 if data is None:
                     break
                 await response.write(_event("patch", data))
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the page went away; aiohttp cancels the handler (CancelledError) in other cases
         finally:
             self._streams.discard(stream)
         return response

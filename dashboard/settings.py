@@ -28,6 +28,9 @@ class DashboardSettings:
     scheduler_target: str = ""
     #: The scheduler's Prometheus endpoint (`http://127.0.0.1:10251/metrics`); "" shows no health.
     scheduler_metrics_url: str = ""
+    #: Or the file where the scheduler writes its HTTP `HOST:PORT` (`--http-address-file`), read
+    #: again at every scrape: a scheduler restarted on another port is still found.
+    scheduler_address_file: Path | None = None
     #: Seconds between questions to the scheduler (pending pods, explanations, metrics).
     poll_interval: float = 1.0
     #: Pending pods explained per poll, oldest first (each is one Explain call).
@@ -46,5 +49,7 @@ class DashboardSettings:
             problems.append(f"--explain-limit {self.explain_limit}: must not be negative")
         if self.scheduler_metrics_url and not self.scheduler_metrics_url.startswith(("http://", "https://")):
             problems.append(f"--scheduler-metrics {self.scheduler_metrics_url!r}: must be an http(s) URL")
+        if self.scheduler_metrics_url and self.scheduler_address_file is not None:
+            problems.append("--scheduler-metrics and --scheduler-address-file: give one, not both")
         if problems:
             raise ConfigError("; ".join(problems))

@@ -109,7 +109,8 @@ class SchedulerPoller:
             return self._report
 
     def start(self) -> None:
-        if not self._settings.scheduler_target and not self._settings.scheduler_metrics_url:
+        settings = self._settings
+        if not settings.scheduler_target and not settings.scheduler_metrics_url and not settings.scheduler_address_file:
             return
         if self._settings.scheduler_target:
             self._channel = grpc.insecure_channel(self._settings.scheduler_target)
@@ -146,17 +147,30 @@ class SchedulerPoller:
             except grpc.RpcError as e:
                 errors.append(f"the scheduler at {self._settings.scheduler_target} did not answer: {e.details()}")
         scrape, previous = None, None
-        if self._settings.scheduler_metrics_url:
+        url = self._metrics_url()
+        if url:
             try:
-                scrape = Scrape(time.monotonic(), _scrape(self._settings.scheduler_metrics_url))
+                scrape = Scrape(time.monotonic(), _scrape(url))
             except (OSError, ValueError) as e:
-                errors.append(f"the scheduler's metrics at {self._settings.scheduler_metrics_url}: {e}")
+                errors.append(f"the scheduler's metrics at {url}: {e}")
             if scrape is not None:
                 self._scrapes.append(scrape)
                 while len(self._scrapes) > 2 and scrape.at - self._scrapes[1].at >= _RATE_WINDOW_S:
                     self._scrapes.popleft()
                 previous = self._scrapes[0] if len(self._scrapes) > 1 else None
         return SchedulerReport(pending, scrape, previous, tuple(errors))
+
+    def _metrics_url(self) -> str:
+        """The metrics URL as given, or from the scheduler's address file as it is now ('' when
+        the file is missing: the scheduler is (re)starting)."""
+        path = self._settings.scheduler_address_file
+        if path is None:
+            return self._settings.scheduler_metrics_url
+        try:
+            address = path.read_text(encoding="utf-8").strip()
+        except OSError:
+            return ""
+        return f"http://{address}/metrics" if address else ""
 
     def _pending(self) -> dict[str, SchedulerView]:
         stub = scheduler_pb2_grpc.SchedulerStub(self._channel)  # type: ignore[no-untyped-call]  # generated, untyped

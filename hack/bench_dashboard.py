@@ -43,7 +43,7 @@ from kube import crds
 from kube.client import Client
 from kube.resources import NAMESPACES, PODS
 from tests.support.browser import Chromium, Page
-from tests.unit.dashboard.conftest import make_device, make_pod
+from tests.support.gpuobjects import make_device, make_pod
 
 NAMESPACE = "bench"
 

@@ -29,11 +29,13 @@ class DashboardProcess(ServingProcess):
         directory: Path,
         scheduler: str = "none",
         scheduler_metrics: str = "",
+        scheduler_address_file: Path | None = None,
         args: Sequence[str] = (),
         verbosity: int = 2,
     ) -> None:
         """`scheduler`: its gRPC address ('none': no explanations); `scheduler_metrics`: its
-        /metrics URL ('' : no health). `args` come last, so they may override these."""
+        /metrics URL, or `scheduler_address_file`: where it writes its HTTP address (neither: no
+        health). `args` come last, so they may override these."""
         super().__init__(
             "the dashboard", directory / "dashboard.log", address_file=directory / "address", ready_path="/readyz"
         )
@@ -53,6 +55,8 @@ class DashboardProcess(ServingProcess):
         ]
         if scheduler_metrics:
             self.args += ["--scheduler-metrics", scheduler_metrics]
+        if scheduler_address_file is not None:
+            self.args += ["--scheduler-address-file", str(scheduler_address_file)]
         self.args += list(args)
 
     def start(self, timeout: float = 60.0) -> DashboardProcess:

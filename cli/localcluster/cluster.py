@@ -102,7 +102,6 @@ class LocalCluster:
             with self._through_apiserver("removing the nodes an earlier run had"):
                 self._retire_earlier_nodes(client)
         self._start(self._node_and_control_plane())
-        self._start([components.dashboard(self.data_dir, self.kubeconfig, scheduler=self._components["scheduler"])])
         self._phase = "ready"
         self._write_state()
 
@@ -131,10 +130,9 @@ class LocalCluster:
     # --- start-up ----------------------------------------------------------------------------------
     def _node_and_control_plane(self) -> list[Component]:
         data, kubeconfig = self.data_dir, self.kubeconfig
-        wanted = [
-            components.controller(data, kubeconfig),
-            components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address),
-        ]
+        scheduler = components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address)
+        dashboard = components.dashboard(data, kubeconfig, scheduler=scheduler)
+        wanted = [components.controller(data, kubeconfig), scheduler, dashboard]
         if self.local_node:
             wanted.append(components.local_agent(data, kubeconfig, node=self.local_node))
         wanted += [

@@ -101,15 +101,17 @@ def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str) -> Compone
 
 
 def dashboard(data_dir: Path, kubeconfig: Path, *, scheduler: Component) -> Component:
-    """The web UI, asking `scheduler` (started already: its metrics port is known only then) for
-    pending pods' reasons and its health."""
-    process = DashboardProcess(
+    """The web UI, asking `scheduler` for pending pods' reasons (gRPC) and its health (its
+    metrics, found through its address file: a restarted scheduler serves on a new port)."""
+    process = scheduler.process
+    address_file = process.address_file if isinstance(process, ServingProcess) else None
+    dash = DashboardProcess(
         kubeconfig,
         directory=data_dir / "dashboard",
         scheduler=scheduler.state(0).grpc or "none",
-        scheduler_metrics=f"{scheduler.process.url}/metrics" if scheduler.process.url else "",
+        scheduler_address_file=address_file,
     )
-    return Component("dashboard", "dashboard", process)
+    return Component("dashboard", "dashboard", dash)
 
 
 def simulated_agent(data_dir: Path, kubeconfig: Path, *, node: str, profile: str) -> Component:

@@ -21,8 +21,9 @@ import pytest
 from apis.crds.device import DeviceType
 from apis.extension import allocation, names
 from cli.localcluster.demo import NAMESPACE
-from tests.e2e.harness import Up
+from tests.e2e.harness import START_TIMEOUT_S, Up
 from tests.support.browser import BrowserUnavailable, Chromium, Page, chromium_binary
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -40,6 +41,8 @@ def demo(workdir: Path) -> Iterator[Up]:
     if chromium_binary() is None:
         pytest.skip("no chromium on PATH: the dashboard's browser tests need it (as root, make test installs it)")
     with Up.started(workdir / "data", "--demo", "--nodes", "2", "--no-local-agent") as running:
+        # Ready comes before the demo's pods: they are submitted, then placed, then the table printed.
+        wait_for(lambda: "(placed in" in running.output(), timeout_s=START_TIMEOUT_S, what="the demo placed")
         with running.cluster() as cluster:
             for name, min_, max_, parent in _QUOTAS:
                 labels = {names.LABEL_QUOTA_PARENT: parent} if parent else {names.LABEL_QUOTA_IS_PARENT: "true"}

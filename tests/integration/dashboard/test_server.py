@@ -24,8 +24,8 @@ from kube import crds
 from kube.client import Client
 from kube.resources import PODS
 from tests.integration.conftest import unique
+from tests.support.gpuobjects import make_device, make_pod
 from tests.support.waiting import wait_for
-from tests.unit.dashboard.conftest import make_device, make_pod
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from apis.extension import names
 from cli import top
-from tests.unit.dashboard.conftest import make_device, make_pod
+from tests.support.gpuobjects import make_device, make_pod
 
 
 def test_cells_fill_by_share_mark_fragments_and_name_failures() -> None:

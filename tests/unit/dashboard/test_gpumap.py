@@ -8,7 +8,7 @@ from apis.crds.device import DeviceType
 from apis.extension import names
 from apis.extension.devicerequest import DeviceRequest
 from dashboard import gpumap
-from tests.unit.dashboard.conftest import GPU_MEMORY, make_device, make_pod
+from tests.support.gpuobjects import GPU_MEMORY, make_device, make_pod
 
 
 def whole(count: int) -> DeviceRequest:

@@ -9,7 +9,7 @@ from apis.crds.device import Device
 from apis.extension import names
 from apis.k8s.core import Pod
 from dashboard import snapshot, view
-from tests.unit.dashboard.conftest import NOW, make_device, make_pod, make_quota
+from tests.support.gpuobjects import NOW, make_device, make_pod, make_quota
 
 
 def state(devices: Sequence[Device], pods: Sequence[Pod]) -> snapshot.State:

@@ -10,7 +10,7 @@ from apis.k8s.meta import Condition, ObjectMeta
 from dashboard import workload
 from dashboard.explanation import Step
 from dashboard.workload import SchedulerView
-from tests.unit.dashboard.conftest import NOW, make_pod, make_quota
+from tests.support.gpuobjects import NOW, make_pod, make_quota
 
 
 def gang(name: str, members: int) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""Factories for the dashboard's pure view: GPU nodes, pods holding shares of them, quotas.
+"""GPU nodes, pods holding shares of them, and quotas, as parsed objects: for the dashboard's
+tests and its benchmark.
 
 `make_device("n", gpus=4)` is a node whose GPUs sit two per PCIe switch (`pci0000:00` holds
 GPUs 0 and 1 and RDMA NIC 0 with 4 VFs, `pci0000:01` GPUs 2 and 3 and NIC 1, ...), 80 GiB each.
