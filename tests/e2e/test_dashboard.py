@@ -135,3 +135,9 @@ def test_every_page_is_captured(page: Page, tmp_path: Path) -> None:
         page.screenshot(path)
         data = path.read_bytes()
         assert data.startswith(_PNG) and len(data) > 10_000, path
+
+
+def test_tessera_up_prints_the_dashboards_url(demo: Up) -> None:
+    url = demo.state().components["dashboard"].url
+    assert url.startswith("http://127.0.0.1:")
+    assert f"Dashboard: {url}/" in demo.output()
