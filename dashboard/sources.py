@@ -99,7 +99,8 @@ class SchedulerPoller:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._channel: grpc.Channel | None = None
-        self._explained: dict[str, tuple[int, float, tuple[explanation.Step, ...]]] = {}
+        #: pod -> (attempts, when, its chain, whether it fits somewhere): what the last Explain said.
+        self._explained: dict[str, tuple[int, float, tuple[explanation.Step, ...], bool]] = {}
         self._scrapes: collections.deque[Scrape] = collections.deque()
         self._report = SchedulerReport({}, None, None, ())
         self._lock = threading.Lock()
@@ -177,7 +178,7 @@ class SchedulerPoller:
         listed = stub.ListPending(pb.ListPendingRequest(), timeout=_RPC_TIMEOUT_S).pods
         now = time.monotonic()
         oldest = sorted(listed, key=lambda p: -p.waiting_seconds)[: self._settings.explain_limit]
-        keep: dict[str, tuple[int, float, tuple[explanation.Step, ...]]] = {}
+        keep: dict[str, tuple[int, float, tuple[explanation.Step, ...], bool]] = {}
         for p in oldest:
             cached = self._explained.get(p.pod)
             if cached is not None and cached[0] == p.attempts and now - cached[1] < _REEXPLAIN_S:
@@ -185,7 +186,7 @@ class SchedulerPoller:
                 continue
             namespace, _, name = p.pod.partition("/")
             answer = stub.Explain(pb.ExplainRequest(namespace=namespace, name=name), timeout=_RPC_TIMEOUT_S)
-            keep[p.pod] = (p.attempts, now, explanation.chain(answer))
+            keep[p.pod] = (p.attempts, now, explanation.chain(answer), bool(answer.fits))
         self._explained = keep
         return {
             p.pod: SchedulerView(
@@ -193,6 +194,7 @@ class SchedulerPoller:
                 attempts=p.attempts,
                 message=p.message,
                 steps=keep[p.pod][2] if p.pod in keep else (),
+                fits=keep[p.pod][3] if p.pod in keep else False,
             )
             for p in listed
         }

@@ -47,6 +47,8 @@ class SchedulerView:
     attempts: int = 0
     message: str = ""
     steps: tuple[Step, ...] = ()
+    #: Some node could take the pod now (the scheduler's `Explain` lists where).
+    fits: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,17 +126,22 @@ def pending(
         if pod.node_name or pod.is_terminal or pod.is_deleting:
             continue
         view = scheduler.get(pod.key, SchedulerView())
+        gang_name = _gang_name(pod)
+        steps = view.steps
+        if view.fits and gang_name:
+            # It fits on its own, so what holds a gang member is its gang: all or nothing.
+            steps = (Step("gang", "Coscheduling", f"fits on its own; waits for the rest of gang {gang_name}"), *steps)
         out.append(
             PendingPod(
                 pod=pod.key,
                 age_seconds=age_seconds(pod.meta.creation_timestamp, now),
                 asks=request_summary(pod.requests()),
-                gang=_gang_name(pod),
+                gang=gang_name,
                 quota=quota.pod_quota_name(pod) or "",
                 queue=view.queue,
                 attempts=view.attempts,
                 message=view.message or pod.pending_message,
-                steps=view.steps,
+                steps=steps,
             )
         )
     return tuple(sorted(out, key=lambda p: (-p.age_seconds, p.pod)))

@@ -38,6 +38,18 @@ def test_pending_pods_oldest_first_with_the_schedulers_view() -> None:
     assert (young.age_seconds, young.asks, young.queue) == (10.0, "gpu-core=50 gpu-memory-ratio=50", "")
 
 
+def test_a_gang_member_that_fits_alone_is_held_by_its_gang() -> None:
+    fits = Step("nodes", "", "2/2 nodes fit the pod now")
+    pods = [make_pod("big-0", annotations=gang("big", 4)), make_pod("solo")]
+    view = {key: SchedulerView(steps=(fits,), fits=True) for key in ("default/big-0", "default/solo")}
+    by_pod = {p.pod: p.steps for p in workload.pending(pods, now=NOW, scheduler=view)}
+    assert by_pod["default/big-0"] == (
+        Step("gang", "Coscheduling", "fits on its own; waits for the rest of gang default/big"),
+        fits,
+    )
+    assert by_pod["default/solo"] == (fits,)
+
+
 def test_a_pending_pods_own_message_stands_in_without_a_scheduler() -> None:
     pod = dataclasses.replace(make_pod("p"), conditions=(Condition("PodScheduled", "False", message="0/1 nodes"),))
     assert workload.pending([pod], now=NOW, scheduler={})[0].message == "0/1 nodes"
