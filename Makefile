@@ -1,6 +1,7 @@
 # The two commands a user types: `make run` (the whole system on this machine) and `make test`.
 # Each creates .venv and installs what it needs; as root, `make test` also installs the Debian
-# packages the real-part tests use (containerd, runc, busybox-static, kubectl, iproute2, curl, jq).
+# packages the real-part tests use (containerd, runc, busybox-static, kubectl, iproute2, curl, jq,
+# chromium).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +9,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: run test lint typecheck unit system-deps proto clean
+.PHONY: run test lint typecheck unit system-deps proto screenshots clean
 
 $(STAMP): pyproject.toml hack/constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +33,10 @@ unit: $(STAMP)
 
 system-deps:
 	@bash hack/install-system-deps.sh
+
+# The dashboard's pages as docs/images/dashboard-*.png, taken by its browser test (needs chromium).
+screenshots: $(STAMP) system-deps
+	TESSERA_SCREENSHOTS=docs/images $(BIN)/pytest -q tests/e2e/test_dashboard.py
 
 proto: $(STAMP)
 	hack/gen-proto.sh

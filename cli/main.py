@@ -19,6 +19,8 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "scheduler": ("cli.scheduler", "run the device-aware scheduler"),
     "controller": ("cli.controller", "run the controller manager"),
     "up": ("cli.up", "run the whole system on this machine (embedded API server, all components)"),
+    "dashboard": ("cli.dashboard", "serve the web UI: GPU map, pending pods, gangs, quotas, scheduler health"),
+    "top": ("cli.top", "print the GPU map in the terminal"),
     "explain": ("cli.explain", "explain why a pod is pending"),
     "what-if": ("cli.whatif", "schedule pods from YAML snapshots without a cluster"),
     "simulate": ("cli.simulate", "replay the Alibaba GPU trace through the scheduling core"),

@@ -287,7 +287,10 @@ def _nodes_not_ready(cluster: LocalCluster, missing: dict[str, str], timeout: fl
 def _print_try(console: _Console, cluster: LocalCluster) -> None:
     kubeconfig = cluster.kubeconfig
     faulty = next((c for c in cluster.components if c.node in cluster.simulated_nodes), None)
+    dashboard = next((c for c in cluster.components if c.name == "dashboard"), None)
     console.say()
+    if dashboard is not None:
+        console.say(f"Dashboard: {dashboard.process.url}/   (tessera top: the same GPU map in this terminal)")
     console.say("Try:")
     console.say(f"  export KUBECONFIG={kubeconfig}")
     if shutil.which("tessera") is None:  # run as .venv/bin/tessera (make run): put it on PATH for the commands below

@@ -11,6 +11,8 @@ command -v ip >/dev/null || want+=(iproute2)
 # The docs test runs the README's and docs' commands as written; they use curl and jq.
 command -v curl >/dev/null || want+=(curl)
 command -v jq >/dev/null || want+=(jq)
+# The dashboard's browser tests drive a real headless Chromium (tests/support/browser.py).
+command -v chromium >/dev/null || want+=(chromium)
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
   echo "note: not root or no apt-get; not installing ${want[*]} (tests that need them will skip)" >&2

@@ -133,10 +133,9 @@ class LocalCluster:
     # --- start-up ----------------------------------------------------------------------------------
     def _node_and_control_plane(self, hooks: webhook.WebhookSetup) -> list[Component]:
         data, kubeconfig = self.data_dir, self.kubeconfig
-        wanted = [
-            components.controller(data, kubeconfig, args=hooks.controller_args()),
-            components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address),
-        ]
+        scheduler = components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address)
+        dashboard = components.dashboard(data, kubeconfig, scheduler=scheduler)
+        wanted = [components.controller(data, kubeconfig, args=hooks.controller_args()), scheduler, dashboard]
         if self.local_node:
             wanted.append(components.local_agent(data, kubeconfig, node=self.local_node))
         wanted += [

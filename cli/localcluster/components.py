@@ -5,6 +5,7 @@
                                                        webhook/ (its webhook's CA and certificate)
     DATA_DIR/scheduler/                                `tessera scheduler`: log, address file,
                                                        config.yaml (its profiles)
+    DATA_DIR/dashboard/                                `tessera dashboard`: log, address file
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
                                                        file, state/ (its --state-dir), hook socket
                                                        (this machine's agent)
@@ -24,12 +25,13 @@ from apis.extension import names
 from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
+from cli.launchers.dashboard import DashboardProcess
 from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster.state import ComponentState
 from kube.process import ServingProcess
 from scheduler.framework.config import KUBE_DEFAULT_SCHEDULER
 
-__all__ = ["Component", "apiserver", "controller", "local_agent", "scheduler", "simulated_agent"]
+__all__ = ["Component", "apiserver", "controller", "dashboard", "local_agent", "scheduler", "simulated_agent"]
 
 #: A unix socket path must fit in 108 bytes (with its terminating NUL).
 _MAX_SOCKET_PATH: Final = 100
@@ -101,6 +103,20 @@ def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str) -> Compone
     config.write_text(_SCHEDULER_CONFIG, encoding="utf-8")
     process = SchedulerProcess(kubeconfig, directory, grpc_address=grpc_address, extra_args=["--config", str(config)])
     return Component("scheduler", "scheduler", process)
+
+
+def dashboard(data_dir: Path, kubeconfig: Path, *, scheduler: Component) -> Component:
+    """The web UI, asking `scheduler` for pending pods' reasons (gRPC) and its health (its
+    metrics, found through its address file: a restarted scheduler serves on a new port)."""
+    process = scheduler.process
+    address_file = process.address_file if isinstance(process, ServingProcess) else None
+    dash = DashboardProcess(
+        kubeconfig,
+        directory=data_dir / "dashboard",
+        scheduler=scheduler.state(0).grpc or "none",
+        scheduler_address_file=address_file,
+    )
+    return Component("dashboard", "dashboard", dash)
 
 
 def simulated_agent(data_dir: Path, kubeconfig: Path, *, node: str, profile: str) -> Component:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = ("apis", "kube", "apiserver", "scheduler", "controller", "agent", "runtimeproxy", "proto", "cli")
+OURS = ("apis", "kube", "apiserver", "scheduler", "controller", "agent", "runtimeproxy", "dashboard", "proto", "cli")
 
 
 def imported_by(module: str) -> set[str]:
@@ -44,7 +44,7 @@ def test_import_contracts_hold() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("package", ["apis"])
+@pytest.mark.parametrize("package", ["apis", "dashboard"])
 def test_all_is_sorted_and_complete(package: str) -> None:
     mod = importlib.import_module(package)
     assert list(mod.__all__) == sorted(mod.__all__)
@@ -66,6 +66,8 @@ def test_help_lists_every_subcommand() -> None:
         "controller",
         "up",
         "explain",
+        "dashboard",
+        "top",
         "what-if",
         "simulate",
         "bench",

@@ -21,6 +21,7 @@ COMPONENTS = {
     "runtime-proxy": ("runtimeproxy", "ProxySettings"),
     "scheduler": ("scheduler.service", "SchedulerSettings"),
     "controller": ("controller", "ControllerSettings"),
+    "dashboard": ("dashboard", "DashboardSettings"),
 }
 
 
@@ -60,6 +61,10 @@ def test_the_command_turns_flags_into_the_settings_its_package_run_takes(command
             "binder: workers must be >= 1",
         ),
         (["controller", "--kubeconfig=/nonexistent", "--resync-period=-1"], "tessera controller: --resync-period"),
+        (
+            ["dashboard", "--kubeconfig=/nonexistent", "--scheduler=none", "--poll-interval=0"],
+            "tessera dashboard: --poll-interval 0: must be above 0",
+        ),
     ],
     ids=list(COMPONENTS),
 )

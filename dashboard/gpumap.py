@@ -1,0 +1,306 @@
+"""The cluster GPU map as plain values: nodes → PCIe switches → GPUs → the pods' fractions.
+
+Pure functions over parsed objects (`Device` CRs, `Pod`s, pending pods' `DeviceRequest`s), so the
+web page, `tessera top` and the benchmark show the same numbers and unit tests check them without
+a server. The I/O that feeds them lives in `dashboard.sources`.
+
+Amounts follow the protocol: percent of a GPU for `gpu-core` and `gpu-memory-ratio`, bytes for
+`gpu-memory`. Totals count GPU capacity in percent of a GPU (800 = eight whole GPUs):
+
+- allocated: the `gpu-core` the pods' `device-allocated` annotations hold on healthy GPUs;
+- idle: the rest of the healthy GPUs' `gpu-core`;
+- fragmented: the part of idle that no pending pod could use (`fragmented` below);
+- unhealthy: the capacity of GPUs the agent reported unhealthy (not idle: nothing can use it).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from apis.crds.device import Device, DeviceInfo, DeviceType
+from apis.errors import AnnotationError
+from apis.extension import allocation, names
+from apis.extension.devicerequest import DeviceRequest, gpu_allocation_resources
+from apis.k8s.core import Pod
+
+__all__ = [
+    "GPU",
+    "RDMA",
+    "ClusterMap",
+    "NodeMap",
+    "PCIeGroup",
+    "Share",
+    "Totals",
+    "build",
+    "fragmented",
+    "totals",
+]
+
+#: A whole device, in the percent units of `gpu-core` and `gpu-memory-ratio`.
+WHOLE = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Share:
+    """What one pod holds of one device."""
+
+    pod: str  # namespace/name
+    core: int = 0  # percent
+    memory: int = 0  # bytes
+    memory_ratio: int = 0  # percent
+    vfs: int = 0  # RDMA virtual functions
+
+
+@dataclass(frozen=True, slots=True)
+class GPU:
+    minor: int
+    healthy: bool
+    #: Why it is unhealthy, as the agent wrote it (`Xid79`); "" when healthy or not said.
+    problem: str
+    #: Total memory in bytes (0 when the Device CR does not say).
+    memory: int
+    #: Index of its NVLink group on the node (`NodeMap.nvlink`), or None without NVLink.
+    nvlink_group: int | None
+    shares: tuple[Share, ...] = ()
+
+    @property
+    def used_core(self) -> int:
+        return min(WHOLE, sum(s.core for s in self.shares))
+
+    @property
+    def used_ratio(self) -> int:
+        return min(WHOLE, sum(s.memory_ratio for s in self.shares))
+
+    @property
+    def used_memory(self) -> int:
+        return sum(s.memory for s in self.shares)
+
+    @property
+    def free_core(self) -> int:
+        """Percent of the GPU's cores nobody holds; 0 when unhealthy (nothing can use it)."""
+        return WHOLE - self.used_core if self.healthy else 0
+
+
+@dataclass(frozen=True, slots=True)
+class RDMA:
+    minor: int
+    healthy: bool
+    problem: str
+    vfs_total: int
+    shares: tuple[Share, ...] = ()
+
+    @property
+    def vfs_used(self) -> int:
+        return sum(s.vfs for s in self.shares)
+
+
+@dataclass(frozen=True, slots=True)
+class PCIeGroup:
+    """The devices behind one PCIe switch (or root): GPUs and the NICs that share their path."""
+
+    pcie: str  # "" when the Device CR gives no topology
+    gpus: tuple[GPU, ...]
+    rdma: tuple[RDMA, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeMap:
+    name: str
+    groups: tuple[PCIeGroup, ...]
+    #: The GPU minors NVLink joins, one tuple per connected group.
+    nvlink: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def gpus(self) -> tuple[GPU, ...]:
+        return tuple(gpu for group in self.groups for gpu in group.gpus)
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """GPU capacity in percent of a GPU; `gpus` and `unhealthy_gpus` count devices."""
+
+    gpus: int
+    unhealthy_gpus: int
+    allocated: int
+    idle: int
+    fragmented: int
+    unhealthy: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMap:
+    nodes: tuple[NodeMap, ...]
+    #: Pods whose `device-allocated` annotation could not be read: `namespace/name: reason`.
+    problems: tuple[str, ...] = ()
+
+
+def build(devices: Iterable[Device], pods: Iterable[Pod]) -> ClusterMap:
+    """The map of every node with a Device CR, nodes sorted by name, with the fractions the
+    bound, live pods hold (from their `device-allocated` annotations). A malformed annotation
+    is skipped and reported in `problems`, never raised."""
+    held: dict[str, dict[tuple[DeviceType, int], list[Share]]] = {}
+    problems: list[str] = []
+    for pod in pods:
+        if not pod.node_name or pod.is_terminal:
+            continue
+        text = pod.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED)
+        if not text:
+            continue
+        try:
+            allocations = _decode(text, pod.key)
+        except AnnotationError as e:
+            problems.append(f"{pod.key}: {e}")
+            continue
+        on_node = held.setdefault(pod.node_name, {})
+        for dtype, allocated in allocations.items():
+            for a in allocated:
+                on_node.setdefault((dtype, a.minor), []).append(_share(pod.key, a))
+    nodes = tuple(
+        _node(device, held.get(device.node_name, {})) for device in sorted(devices, key=lambda d: d.node_name)
+    )
+    return ClusterMap(nodes, tuple(sorted(problems)))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _decode(text: str, obj: str) -> Mapping[DeviceType, tuple[allocation.DeviceAllocation, ...]]:
+    """The annotation, decoded once per distinct value: the map is rebuilt on every change, and
+    most pods' annotations have not changed since the last time."""
+    return allocation.decode(text, obj=obj)
+
+
+def _share(pod: str, a: allocation.DeviceAllocation) -> Share:
+    res = a.resources
+    return Share(
+        pod,
+        core=res.get(names.GPU_CORE, 0),
+        memory=res.get(names.GPU_MEMORY, 0),
+        memory_ratio=res.get(names.GPU_MEMORY_RATIO, 0),
+        vfs=len(a.vfs),
+    )
+
+
+def _node(device: Device, held: Mapping[tuple[DeviceType, int], list[Share]]) -> NodeMap:
+    nvlink = _nvlink_groups(device.nvlink)
+    group_of = {minor: i for i, members in enumerate(nvlink) for minor in members}
+    by_switch: dict[str, tuple[list[GPU], list[RDMA]]] = {}
+    for info in device.devices:
+        pcie = info.topology.pcie_id if info.topology is not None else ""
+        gpus, nics = by_switch.setdefault(pcie, ([], []))
+        shares = tuple(sorted(held.get((info.type, info.minor), ()), key=lambda s: s.pod))
+        if info.type is DeviceType.GPU:
+            memory = info.resources.get(names.GPU_MEMORY, 0)
+            gpus.append(GPU(info.minor, info.health, _problem(info), memory, group_of.get(info.minor), shares))
+        elif info.type is DeviceType.RDMA:
+            vfs = sum(len(g.vfs) for g in info.vf_groups)
+            nics.append(RDMA(info.minor, info.health, _problem(info), vfs, shares))
+    groups = tuple(
+        PCIeGroup(pcie, tuple(gpus), tuple(nics))
+        for pcie, (gpus, nics) in sorted(by_switch.items(), key=lambda kv: _first_minor(kv[1]))
+        if gpus or nics
+    )
+    return NodeMap(device.node_name, groups, nvlink)
+
+
+def _first_minor(devices: tuple[list[GPU], list[RDMA]]) -> tuple[int, int]:
+    """Switches in the order of their first GPU (then first NIC), as people number them."""
+    gpus, nics = devices
+    return (min((g.minor for g in gpus), default=1 << 30), min((n.minor for n in nics), default=1 << 30))
+
+
+def _problem(info: DeviceInfo) -> str:
+    """The reason of the device's failed condition (`Xid79`), else ''."""
+    if info.health:
+        return ""
+    for condition in info.conditions:
+        if condition.status != "True" and condition.reason:
+            return condition.reason
+    return "Unhealthy"
+
+
+def _nvlink_groups(nvlink: Mapping[int, frozenset[int]]) -> tuple[tuple[int, ...], ...]:
+    """Connected components of the NVLink graph, each sorted, ordered by their first GPU."""
+    seen: set[int] = set()
+    groups: list[tuple[int, ...]] = []
+    for start in sorted(nvlink):
+        if start in seen:
+            continue
+        stack, members = [start], set()
+        while stack:
+            minor = stack.pop()
+            if minor in members:
+                continue
+            members.add(minor)
+            stack.extend(nvlink.get(minor, ()))
+        seen |= members
+        groups.append(tuple(sorted(members)))
+    return tuple(groups)
+
+
+def fragmented(nodes: Sequence[NodeMap], pending: Sequence[DeviceRequest]) -> dict[tuple[str, int], int]:
+    """Idle GPU capacity no pending pod could use: (node, GPU minor) -> percent of that GPU.
+
+    A healthy GPU's idle share counts as fragmented when no pending GPU request fits it: a
+    request fits a GPU when its per-GPU `gpu-core` and memory (as `gpu-memory-ratio`, with
+    `gpu-memory` converted at this GPU's size) fit what the GPU has free, and the node has at
+    least as many GPUs it fits as the request needs GPUs. Only devices count (not CPU, memory,
+    affinity, RDMA or quota), so this is an upper bound of what the pending mix could use. With
+    no pending GPU request nothing is fragmented: idle capacity nobody asks for is just idle.
+    """
+    # Many pending pods ask for the same shape (a gang, a job's replicas): each shape once.
+    shapes = {(r.count, tuple(sorted(r.per_device.items()))): r for r in pending if r.type is DeviceType.GPU}
+    requests = sorted(shapes.values(), key=lambda r: r.count)
+    out: dict[tuple[str, int], int] = {}
+    if not requests:
+        return out
+    for node in nodes:
+        gpus = [_Free.of(g) for g in node.gpus if g.free_core > 0]
+        usable: set[int] = set()
+        for request in requests:
+            if len(usable) == len(gpus):
+                break
+            fits = [g.minor for g in gpus if g.fits(request)]
+            if len(fits) >= request.count:
+                usable.update(fits)
+        for gpu in gpus:
+            if gpu.minor not in usable:
+                out[(node.name, gpu.minor)] = gpu.core
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Free:
+    """What one GPU has free, computed once per `fragmented` call."""
+
+    minor: int
+    core: int
+    ratio: int
+    memory: int  # bytes free; -1 when the Device CR gives no size (memory is then not checked)
+    total_memory: int
+
+    @classmethod
+    def of(cls, gpu: GPU) -> _Free:
+        memory = gpu.memory - gpu.used_memory if gpu.memory else -1
+        return cls(gpu.minor, gpu.free_core, WHOLE - gpu.used_ratio, memory, gpu.memory)
+
+    def fits(self, request: DeviceRequest) -> bool:
+        need = gpu_allocation_resources(request, self.total_memory)
+        if need.get(names.GPU_CORE, 0) > self.core:
+            return False
+        if need.get(names.GPU_MEMORY_RATIO, 0) > self.ratio:
+            return False
+        return self.memory < 0 or need.get(names.GPU_MEMORY, 0) <= self.memory
+
+
+def totals(nodes: Sequence[NodeMap], fragments: Mapping[tuple[str, int], int]) -> Totals:
+    gpus = [gpu for node in nodes for gpu in node.gpus]
+    healthy = [g for g in gpus if g.healthy]
+    return Totals(
+        gpus=len(gpus),
+        unhealthy_gpus=len(gpus) - len(healthy),
+        allocated=sum(g.used_core for g in healthy),
+        idle=sum(g.free_core for g in healthy),
+        fragmented=sum(fragments.values()),
+        unhealthy=WHOLE * (len(gpus) - len(healthy)),
+    )

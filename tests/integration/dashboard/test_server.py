@@ -1,0 +1,129 @@
+"""`tessera dashboard` as a process against the embedded API server over real HTTP: the state it
+serves, the patches it streams (server-sent events) when a Device or a pod changes, its probes,
+and a bad kubeconfig ending it with one line."""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apis.extension import names
+from cli.launchers.apiserver import EmbeddedAPIServer
+from cli.launchers.dashboard import DashboardProcess
+from cli.launchers.scheduler import pod_manifest
+from kube import crds
+from kube.client import Client
+from kube.resources import PODS
+from tests.integration.conftest import unique
+from tests.support.gpuobjects import make_device, make_pod
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+
+class Events:
+    """The dashboard's event stream, read on a thread: every event as (name, parsed data)."""
+
+    def __init__(self, url: str) -> None:
+        host = url.removeprefix("http://")
+        self._conn = http.client.HTTPConnection(host, timeout=60)
+        self._conn.request("GET", "/api/events")
+        self._response = self._conn.getresponse()
+        assert self._response.getheader("Content-Type") == "text/event-stream"
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        name = ""
+        try:
+            for raw in self._response:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    name = line.removeprefix("event: ")
+                elif line.startswith("data: "):
+                    self.events.append((name, json.loads(line.removeprefix("data: "))))
+        except (OSError, ValueError, AttributeError, http.client.HTTPException):
+            return  # closed by `close()` (http.client drops its file: AttributeError) or by the server
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+@pytest.fixture
+def dashboard(apiserver: EmbeddedAPIServer, tmp_path: Path) -> Iterator[DashboardProcess]:
+    with DashboardProcess(apiserver.kubeconfig, directory=tmp_path / "dashboard") as process:
+        yield process
+
+
+def node_row(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((n for n in doc["nodes"] if n["name"] == name), None)
+
+
+def test_the_state_shows_devices_and_the_pods_on_them(
+    dashboard: DashboardProcess, client: Client, namespace: str
+) -> None:
+    node = unique("gpu")
+    crds.devices(client).create(make_device(node, gpus=2))
+    allocated = make_pod("x", node=node, gpus={1: 50}).annotations
+    client.resource(PODS).create(
+        pod_manifest("infer", {names.GPU_CORE: 50}, namespace=namespace, annotations=allocated, node_name=node)
+    )
+
+    def shares() -> list[Any] | None:
+        status, body = dashboard.request("GET", "/api/state")
+        assert status == 200
+        row = node_row(json.loads(body), node)
+        return row and [g["shares"] for group in row["groups"] for g in group["gpus"]]
+
+    found = wait_for(lambda: (s := shares()) and s[1] and s, what="the pod on GPU 1")
+    assert found == [[], [{"pod": f"{namespace}/infer", "core": 50, "ratio": 50, "memory": 40 << 30, "vfs": 0}]]
+    assert dashboard.request("GET", "/readyz") == (200, b"ok")
+
+
+def test_a_failing_gpu_is_streamed_as_a_patch_of_its_node_only(dashboard: DashboardProcess, client: Client) -> None:
+    node, other = unique("gpu"), unique("gpu")
+    devices = crds.devices(client)
+    devices.create(make_device(node, gpus=2))
+    devices.create(make_device(other, gpus=2))
+    events = Events(dashboard.url)
+    try:
+        wait_for(lambda: any(node_row(d, other) for _, d in events.events), what="both nodes in the stream")
+        assert events.events[0][0] == "state"
+        seen = len(events.events)
+        current = devices.get(node)
+        devices.update(dataclasses.replace(make_device(node, gpus=2, unhealthy={1: "Xid79"}), meta=current.meta))
+
+        def red() -> dict[str, Any] | None:
+            for name, doc in events.events[seen:]:
+                row = node_row(doc, node)
+                if name == "patch" and row and not row["groups"][0]["gpus"][1]["healthy"]:
+                    return doc
+            return None
+
+        patch = wait_for(red, what="a patch with GPU 1 unhealthy")
+        assert [n["name"] for n in patch["nodes"]] == [node]
+        assert patch["nodes"][0]["groups"][0]["gpus"][1]["problem"] == "Xid79"
+    finally:
+        events.close()
+
+
+def test_a_kubeconfig_that_cannot_be_used_ends_it_in_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "cli", "dashboard", f"--kubeconfig={tmp_path / 'missing'}", "--scheduler=none"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stderr.startswith("tessera dashboard: ") and "Traceback" not in result.stderr

@@ -1,0 +1,70 @@
+"""The page's state as JSON, and patches that carry only the node rows that changed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from apis.crds.device import Device
+from apis.extension import names
+from apis.k8s.core import Pod
+from dashboard import snapshot, view
+from tests.support.gpuobjects import NOW, make_device, make_pod, make_quota
+
+
+def state(devices: Sequence[Device], pods: Sequence[Pod]) -> snapshot.State:
+    return view.state(
+        devices=devices,
+        pods=pods,
+        pod_groups=[],
+        quotas=[make_quota("q", min={names.GPU_CORE: 100}, max={names.GPU_CORE: 200})],
+        scheduler={},
+        scrapes=(None, None),
+        now=NOW,
+    )
+
+
+def test_the_full_state_has_every_node_and_the_summary() -> None:
+    doc = json.loads(
+        state([make_device("n1"), make_device("n2")], [make_pod("a", node="n1", gpus={0: 50}), make_pod("p")]).full()
+    )
+    assert [n["name"] for n in doc["nodes"]] == ["n1", "n2"]
+    gpu0 = doc["nodes"][0]["groups"][0]["gpus"][0]
+    assert gpu0["shares"] == [{"pod": "default/a", "core": 50, "ratio": 50, "memory": 40 << 30, "vfs": 0}]
+    summary = doc["summary"]
+    assert summary["totals"]["allocated"] == 50 and summary["totals"]["gpus"] == 8
+    assert [p["pod"] for p in summary["pending"]] == ["default/p"]
+    assert summary["health"] is None
+    assert summary["quotas"][0]["resources"] == [
+        {
+            "name": names.GPU_CORE,
+            "min": 100,
+            "max": 200,
+            "runtime": None,
+            "used": None,
+            "text": {"min": "100", "max": "200", "runtime": None, "used": None},
+        }
+    ]
+
+
+def test_a_patch_carries_only_changed_and_removed_nodes() -> None:
+    before = state([make_device("n1"), make_device("n2"), make_device("n3")], [])
+    after = state([make_device("n1"), make_device("n2", unhealthy={1: "Xid79"})], [])
+    patch = snapshot.diff(before, after)
+    assert patch is not None
+    doc = json.loads(patch)
+    assert [n["name"] for n in doc["nodes"]] == ["n2"]
+    assert doc["removed"] == ["n3"]
+    assert doc["summary"]["totals"]["unhealthyGpus"] == 1
+
+
+def test_no_change_no_patch_and_no_state_before_means_everything() -> None:
+    one = state([make_device("n1")], [])
+    assert snapshot.diff(one, state([make_device("n1")], [])) is None
+    assert snapshot.diff(None, one) == one.full()
+
+
+def test_pending_pods_sent_are_capped_but_counted() -> None:
+    pods = [make_pod(f"p{i}") for i in range(snapshot.MAX_PENDING + 5)]
+    summary = json.loads(state([], pods).full())["summary"]
+    assert len(summary["pending"]) == snapshot.MAX_PENDING and summary["pendingTotal"] == snapshot.MAX_PENDING + 5
