@@ -1,8 +1,8 @@
 """`controller.run(settings)`: the controller manager process, from settings to clean exit.
 
 Connects to the API server, builds the manager with every controller Tessera has (today: node
-device resources, PodGroup status), and runs until SIGTERM or SIGINT, then shuts down cleanly (see
-`controller.runtime.manager`). `tessera controller` and `tessera up` call it.
+device resources, PodGroup status, ElasticQuota status and reclaim), and runs until SIGTERM or
+SIGINT, then shuts down cleanly (see `controller.runtime.manager`). `tessera controller` and `tessera up` call it.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from controller import noderesources, podgroups
+from controller import noderesources, podgroups, quotas
 from controller.runtime import Manager
 from controller.settings import ControllerSettings
 from kube.client import Client
@@ -34,6 +34,7 @@ def run(settings: ControllerSettings, *, stop: threading.Event | None = None) ->
         manager = Manager(client, settings.manager)
         noderesources.add_to_manager(manager, settings.node_resources)
         podgroups.add_to_manager(manager)
+        quotas.add_to_manager(manager, settings.quotas)
         election = settings.manager.leader_election
         log.info(
             "Starting the controller manager",

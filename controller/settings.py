@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from apis.errors import ConfigError
 from controller.noderesources import NodeResourcesSettings
+from controller.quotas import QuotaSettings
 from controller.runtime import ManagerSettings
 from kube.client import ClientSettings
 
@@ -21,6 +22,7 @@ class ControllerSettings:
     client: ClientSettings = field(default_factory=lambda: ClientSettings(user_agent="tessera-controller"))
     manager: ManagerSettings = field(default_factory=ManagerSettings)
     node_resources: NodeResourcesSettings = field(default_factory=NodeResourcesSettings)
+    quotas: QuotaSettings = field(default_factory=QuotaSettings)
 
     def validate(self) -> None:
         """Raises ConfigError naming the first bad setting."""
@@ -31,3 +33,4 @@ class ControllerSettings:
         if self.manager.leader_election is not None:
             self.manager.leader_election.validate()
         self.node_resources.validate()
+        self.quotas.validate()
