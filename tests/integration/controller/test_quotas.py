@@ -6,12 +6,15 @@ borrows team A's idle GPUs; when A's pods arrive, B's runtime falls back to its 
 has stayed above it for the grace period, the controller evicts B's newest preemptible pods —
 just enough — and A's pods bind. The controller writes each quota's `status.used` and runtime
 annotations once per change; killed and restarted with the scheduler, both rebuild `used` from
-the API alone, write nothing new, and the scheduler refuses B beyond its runtime.
+the API alone, write nothing new, and the scheduler refuses B beyond its runtime. `tessera quota`
+shows what the controller wrote.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -162,3 +165,20 @@ def test_borrow_then_reclaim_and_restart_keeps_used_exact(
             "b7 refused by team-b's quota",
         )
         assert len(watch_b.pods()) == 5  # and the controller evicted nothing more
+        shown = tessera_quota(apiserver, "-o", "json")
+        assert shown.returncode == 0, shown.stderr
+        by_name = {q["name"]: q for q in json.loads(shown.stdout)["quotas"]}
+        assert by_name[team_b]["runtime"][names.GPU_CORE] == "400"
+        assert by_name[team_b]["used"][names.GPU_CORE] == "400"
+        assert by_name[team_b]["request"][names.GPU_CORE] == "500"  # b7 pending asks too
+        table = tessera_quota(apiserver, "-n", team_a).stdout.splitlines()
+        assert table[1].split()[:8] == [team_a, team_a, names.GPU_CORE, "400", "800", "400", "400", "400"]
+        refused = tessera_quota(apiserver, "-n", "no-such-namespace")
+        assert refused.returncode == 2
+        assert "tessera quota: namespace 'no-such-namespace' not found" in refused.stderr
+
+
+def tessera_quota(apiserver: EmbeddedAPIServer, *args: str) -> subprocess.CompletedProcess[str]:
+    """`tessera quota` from the real command line."""
+    command = [sys.executable, "-m", "cli", "quota", "--kubeconfig", str(apiserver.kubeconfig), *args]
+    return subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
