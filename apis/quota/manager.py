@@ -26,7 +26,7 @@ from apis.k8s import resources
 from apis.k8s.core import Pod
 from apis.quota import rules
 from apis.quota.charge import quota_request
-from apis.quota.tree import QuotaSpec, QuotaTree, resolve_quota
+from apis.quota.tree import OUTSIDE_TREE, QuotaSpec, QuotaTree, resolve_quota
 
 __all__ = ["Admission", "QuotaManager"]
 
@@ -193,12 +193,17 @@ class QuotaManager:
     def _account(self, charge: _Charge, sign: int) -> None:
         delta = resources.scale(charge.request, sign)
         self._request[charge.quota] = _nonzero(resources.add(self._request.get(charge.quota, {}), delta))
-        self._tree.set_own_request(charge.quota, self._request[charge.quota])
         if charge.used:
             self._used[charge.quota] = _nonzero(resources.add(self._used.get(charge.quota, {}), delta))
             if not charge.preemptible:
                 table = self._non_preemptible_used
                 table[charge.quota] = _nonzero(resources.add(table.get(charge.quota, {}), delta))
+        if charge.quota in OUTSIDE_TREE:
+            # The root's total is the cluster less what the system and default quotas *use*
+            # (Koordinator's totalResourceExceptSystemAndDefaultUsed): their pending pods take nothing.
+            self._tree.set_own_request(charge.quota, self._used.get(charge.quota, {}))
+        else:
+            self._tree.set_own_request(charge.quota, self._request[charge.quota])
 
     # --- reads ----------------------------------------------------------------------------------------
     def quota_of(self, pod: Pod) -> str:
