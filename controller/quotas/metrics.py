@@ -55,10 +55,14 @@ class QuotaMetrics:
         self._lock = threading.Lock()
         #: (quota, namespace) -> figure -> resources with a sample, so that a resource gone is removed.
         self._shown: dict[tuple[str, str], dict[str, set[str]]] = {}
+        self._last: dict[tuple[str, str], dict[str, dict[str, int]]] = {}
 
     def set(self, quota: str, namespace: str, figures: Mapping[str, Mapping[str, int]]) -> None:
         """Every figure of one quota (figure name -> resource -> amount), replacing the last."""
         with self._lock:
+            if self._last.get((quota, namespace)) == figures:
+                return  # the common case: a pass over every quota after a change elsewhere
+            self._last[(quota, namespace)] = {f: dict(a) for f, a in figures.items()}
             shown = self._shown.setdefault((quota, namespace), {})
             for figure, gauge in self._gauges.items():
                 amounts = figures.get(figure, {})
@@ -74,6 +78,7 @@ class QuotaMetrics:
     def forget(self, quota: str, namespace: str) -> None:
         """The quota is gone: its series go too."""
         with self._lock:
+            self._last.pop((quota, namespace), None)
             shown = self._shown.pop((quota, namespace), {})
             for figure, resources in shown.items():
                 for resource in resources:

@@ -129,11 +129,10 @@ class QuotaReconciler:
             self._malformed(key, quota)
         name = quota.meta.name
         problems = self._manager.problems().get(name, [])
-        figures = QuotaFigures.of(self._manager, name, self._manager.descendants(name))
+        figures = QuotaFigures.of(self._manager, name, quota.min, self._manager.descendants(name))
         if not self._written.behind(key, quota.meta.resource_version):  # else our write's event queues it
             self._write_status(key, quota, figures, problems)
         self._announce(key, quota, problems)
-        spec = self._manager.specs().get(name)
         self._metrics.set(
             name,
             quota.meta.namespace,
@@ -145,7 +144,9 @@ class QuotaReconciler:
                 "max": quota.max,
             },
         )
-        if not self._settings.reclaim or problems or spec is None or spec.is_parent:
+        # Parents hold no pods: their children reclaim. (The spec's label, not a copy of every spec.)
+        is_parent = quota.meta.labels.get(names.LABEL_QUOTA_IS_PARENT) == "true"
+        if not self._settings.reclaim or problems or is_parent:
             self._timer.forget(name)
             return Result()
         return self._reclaim(quota, figures.runtime)
@@ -217,8 +218,12 @@ class QuotaReconciler:
     # --- reclaim ----------------------------------------------------------------------------------
     def _reclaim(self, quota: ElasticQuota, runtime: Mapping[str, int]) -> Result:
         name = quota.meta.name
+        used = self._manager.used(name)
+        if not reclaim.over(used, runtime):
+            self._timer.observe(name, False, self._clock())
+            return Result()  # the common case: no pass over the pods
         candidates, leaving = self._candidates(name)
-        used = resources.sub(self._manager.used(name), leaving)  # pods on their way out give back
+        used = resources.sub(used, leaving)  # pods on their way out give back
         left = self._timer.observe(name, bool(reclaim.over(used, runtime)), self._clock())
         if left is None:
             return Result()

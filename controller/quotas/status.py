@@ -1,6 +1,6 @@
 """What a quota's status and annotations should say, and the patches that make them say it.
 
-Pure: `QuotaFigures.of(manager, name)` reads the shared `QuotaManager` (the same accounting the
+Pure: `QuotaFigures.of(manager, name, min)` reads the shared `QuotaManager` (the same accounting the
 scheduler admits with), and the patch builders compare with the cached object so that nothing is
 written when nothing changed. Koordinator's names and JSON shape:
 
@@ -71,12 +71,11 @@ class QuotaFigures:
     non_preemptible_used: dict[str, int]
 
     @classmethod
-    def of(cls, manager: QuotaManager, name: str, subtree: Iterable[str] = ()) -> QuotaFigures:
-        """`subtree`: the quota's descendants (`QuotaManager.descendants`), whose use counts in its own."""
+    def of(cls, manager: QuotaManager, name: str, low: Mapping[str, int], subtree: Iterable[str] = ()) -> QuotaFigures:
+        """`low`: the quota's min; `subtree`: its descendants (`QuotaManager.descendants`), whose
+        use counts in its own."""
         members = [name, *subtree]
         used = resources.sum_of(manager.used(q) for q in members)
-        spec = manager.specs().get(name)
-        low = spec.min if spec is not None else {}
         return cls(
             used=used,
             runtime=manager.runtime(name),
