@@ -176,9 +176,49 @@ def test_borrow_then_reclaim_and_restart_keeps_used_exact(
         refused = tessera_quota(apiserver, "-n", "no-such-namespace")
         assert refused.returncode == 2
         assert "tessera quota: namespace 'no-such-namespace' not found" in refused.stderr
+        controller.terminate()
 
 
 def tessera_quota(apiserver: EmbeddedAPIServer, *args: str) -> subprocess.CompletedProcess[str]:
     """`tessera quota` from the real command line."""
     command = [sys.executable, "-m", "cli", "quota", "--kubeconfig", str(apiserver.kubeconfig), *args]
     return subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
+
+
+def test_invalid_and_malformed_quotas_get_a_condition_and_an_event(
+    client: Client, start_controller: Callable[..., ControllerProcess]
+) -> None:
+    namespace = create_namespace(client, "broken")
+    api = client.resource(names.ELASTIC_QUOTAS)
+    orphan = {
+        "apiVersion": names.ELASTIC_QUOTAS.api_version,
+        "kind": names.ELASTIC_QUOTAS.kind,
+        "metadata": {"name": "orphan", "namespace": namespace, "labels": {names.LABEL_QUOTA_PARENT: "nowhere"}},
+        "spec": {"max": {names.GPU_CORE: "100"}},
+    }
+    api.create(orphan, namespace=namespace)
+    upside_down = {**orphan, "metadata": {"name": "upside-down", "namespace": namespace}}
+    upside_down["spec"] = {"min": {names.GPU_CORE: "400"}, "max": {names.GPU_CORE: "100"}}
+    api.create(upside_down, namespace=namespace)  # no webhook here: the API server takes it
+    controller = start_controller()
+
+    def valid(name: str) -> dict[str, Any] | None:
+        conditions = (api.get(name, namespace=namespace).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c["type"] == "Valid"), None)
+
+    found = wait_for(lambda: valid("orphan"), what="orphan's Valid condition")
+    assert (found["status"], found["reason"]) == ("False", "InvalidQuota")
+    assert "parent quota nowhere does not exist" in found["message"]
+    found = wait_for(lambda: valid("upside-down"), what="upside-down's Valid condition")
+    assert (found["status"], found["reason"]) == ("False", "MalformedQuota")
+    assert "min 400 exceeds max 100" in found["message"]
+
+    def warnings() -> list[tuple[str, int]]:
+        events = client.resource(EVENTS).list(namespace=namespace).items
+        found = [e for e in events if e.get("reason") == "InvalidElasticQuota"]
+        return sorted((e["involvedObject"]["name"], e.get("count", 1)) for e in found)
+
+    wait_for(lambda: [n for n, _ in warnings()] == ["orphan", "upside-down"], what="a Warning Event about each quota")
+    settled(controller)
+    assert warnings() == [("orphan", 1), ("upside-down", 1)]  # once each, however often they are reconciled
+    assert controller.get("/healthz")[0] == 200
