@@ -162,8 +162,7 @@ class QuotaReconciler:
         if first:
             wanted = valid_condition([message], reason=REASON_MALFORMED)
             patch = status_patch({}, wanted, current_used={}, current_conditions=(), now=self._now())
-            assert patch is not None
-            patch["status"].pop("used", None)
+            assert patch is not None  # no Valid condition is known: it changes
             try:
                 self._api.patch(ref.name, patch, namespace=ref.namespace, subresource="status")
                 self._metrics.status_writes.inc()
