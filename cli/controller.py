@@ -1,4 +1,5 @@
-"""`tessera controller`: the controller manager (node device resources; see docs/user/controller.md).
+"""`tessera controller`: the controller manager (node device resources, PodGroup and
+ElasticQuota status, quota reclaim; see docs/user/controller.md).
 
 Thin: flags become `ControllerSettings`; `controller.run` does the rest.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 import controller
 from apis.errors import ConfigError
 from controller.noderesources import NodeResourcesSettings
+from controller.quotas import QuotaSettings
 from controller.runtime import ManagerSettings
 from controller.webhook import WebhookSettings
 from kube import leaderelectionflags
@@ -77,6 +79,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"the longest such an increase waits (default {node_defaults.max_delay:g})",
     )
 
+    quota_defaults = QuotaSettings()
+    quota_flags = parser.add_argument_group("elastic quota")
+    quota_flags.add_argument(
+        "--quota-reclaim-grace",
+        type=float,
+        default=quota_defaults.reclaim_grace,
+        metavar="SECONDS",
+        help="how long a quota may use more than its runtime before its lowest-priority preemptible pods "
+        f"are evicted (default {quota_defaults.reclaim_grace:g})",
+    )
+    quota_flags.add_argument(
+        "--quota-eviction-qps",
+        type=float,
+        default=quota_defaults.eviction_qps,
+        metavar="N",
+        help=f"reclaim evictions per second over all quotas, after a burst (default {quota_defaults.eviction_qps:g})",
+    )
+    quota_flags.add_argument(
+        "--quota-eviction-burst",
+        type=int,
+        default=quota_defaults.eviction_burst,
+        metavar="N",
+        help=f"reclaim evictions allowed at once (default {quota_defaults.eviction_burst})",
+    )
+    quota_flags.add_argument(
+        "--no-quota-reclaim",
+        dest="quota_reclaim",
+        action="store_false",
+        help="write quota status and annotations, but never evict",
+    )
+
 
 def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
     """The validated settings; raises ConfigError for flags that cannot work."""
@@ -98,6 +131,12 @@ def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
         ),
         webhook=WebhookSettings(
             host=webhook_host, port=webhook_port, cert_file=args.webhook_cert_file, key_file=args.webhook_key_file
+        ),
+        quotas=QuotaSettings(
+            reclaim_grace=args.quota_reclaim_grace,
+            eviction_qps=args.quota_eviction_qps,
+            eviction_burst=args.quota_eviction_burst,
+            reclaim=args.quota_reclaim,
         ),
     )
     settings.validate()

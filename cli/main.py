@@ -25,6 +25,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "what-if": ("cli.whatif", "schedule pods from YAML snapshots without a cluster"),
     "simulate": ("cli.simulate", "replay the Alibaba GPU trace through the scheduling core"),
     "bench": ("cli.bench", "benchmark a component's hot path"),
+    "quota": ("cli.quota", "show the ElasticQuota tree: min, max, runtime, used and request per resource"),
 }
 
 

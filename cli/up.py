@@ -23,7 +23,7 @@ from typing import Final
 
 from agent.discovery.simulated import BUILTIN_PROFILES, load_profile
 from apis.errors import ConfigError, TesseraError
-from cli.localcluster import demo, state
+from cli.localcluster import demo, quotademo, state
 from cli.localcluster.cluster import LocalCluster
 from cli.localcluster.settings import DEFAULT_DATA_DIR, MAX_NODES, UpSettings
 from cli.localcluster.supervisor import EventKind, SupervisorEvent
@@ -260,6 +260,9 @@ def _run_demo(console: _Console, cluster: LocalCluster) -> None:
         created = demo.submit(client)
         unplaced = demo.wait_placed(client, timeout)
         rows = demo.placements(client)
+        quotademo.submit(client)  # after: team B takes only the GPUs the pods above left
+        quotas_missing = quotademo.wait_written(client, timeout)
+        quotas = quotademo.render(client)
     kept = len(demo.DEMO_PODS) - created
     note = f"; {kept} kept from an earlier run" if kept else ""
     console.say()
@@ -272,6 +275,14 @@ def _run_demo(console: _Console, cluster: LocalCluster) -> None:
             f"`kubectl get pods -n {demo.NAMESPACE} -w` shows what happens next."
         )
     console.say(f"(placed in {time.monotonic() - started:.1f} s)")
+    console.say()
+    console.say(
+        f"Elastic quota: {quotademo.TEAM_B} asks for {quotademo.BORROWERS} one-GPU pods, 4 on its min and 2 on "
+        f"{quotademo.TEAM_A}'s idle guarantee (docs/user/quota.md shows them given back):"
+    )
+    console.say(quotas)
+    if quotas_missing:
+        console.say(f"! Not written within {timeout:g} s: " + "; ".join(f"{q}: {w}" for q, w in quotas_missing.items()))
 
 
 def _nodes_not_ready(cluster: LocalCluster, missing: dict[str, str], timeout: float) -> str:
@@ -300,6 +311,7 @@ def _print_try(console: _Console, cluster: LocalCluster) -> None:
     console.say("  kubectl get pods -A -o wide")
     if cluster.settings.demo:
         console.say(f"  tessera explain too-big -n {demo.NAMESPACE}   # why a pod is pending")
+        console.say("  tessera quota                     # the teams' quotas: min, max, runtime, used, request")
     else:
         console.say("  tessera explain POD -n NAMESPACE  # why a pod is pending")
     console.say("  kubectl get nodes,devices,pods -A -o yaml > cluster.yaml")

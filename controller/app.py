@@ -1,8 +1,8 @@
 """`controller.run(settings)`: the controller manager process, from settings to clean exit.
 
 Connects to the API server, builds the manager with every controller Tessera has (today: node
-device resources, PodGroup status) and the admission webhook server (when given a certificate),
-and runs until SIGTERM or SIGINT, then shuts down cleanly (see
+device resources, PodGroup status, ElasticQuota status and reclaim) and the admission webhook
+server (when given a certificate), and runs until SIGTERM or SIGINT, then shuts down cleanly (see
 `controller.runtime.manager`). `tessera controller` and `tessera up` call it.
 """
 
@@ -14,7 +14,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from controller import noderesources, podgroups, webhook
+from controller import noderesources, podgroups, quotas, webhook
 from controller.runtime import Manager
 from controller.settings import ControllerSettings
 from kube.client import Client
@@ -36,6 +36,7 @@ def run(settings: ControllerSettings, *, stop: threading.Event | None = None) ->
         noderesources.add_to_manager(manager, settings.node_resources)
         podgroups.add_to_manager(manager)
         webhooks = webhook.for_manager(manager, settings.webhook)
+        quotas.add_to_manager(manager, settings.quotas)
         election = settings.manager.leader_election
         log.info(
             "Starting the controller manager",

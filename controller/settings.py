@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from apis.errors import ConfigError
 from controller.noderesources import NodeResourcesSettings
+from controller.quotas import QuotaSettings
 from controller.runtime import ManagerSettings
 from controller.webhook import WebhookSettings
 from kube.client import ClientSettings
@@ -23,6 +24,7 @@ class ControllerSettings:
     manager: ManagerSettings = field(default_factory=ManagerSettings)
     node_resources: NodeResourcesSettings = field(default_factory=NodeResourcesSettings)
     webhook: WebhookSettings = field(default_factory=WebhookSettings)
+    quotas: QuotaSettings = field(default_factory=QuotaSettings)
 
     def validate(self) -> None:
         """Raises ConfigError naming the first bad setting."""
@@ -34,3 +36,4 @@ class ControllerSettings:
             self.manager.leader_election.validate()
         self.node_resources.validate()
         self.webhook.validate()
+        self.quotas.validate()

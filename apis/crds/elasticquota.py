@@ -2,8 +2,8 @@
 
 Quotas form a tree through labels (`quota.scheduling.koordinator.sh/parent`, `is-parent`). The
 scheduler's ElasticQuota plugin (opt-in) admits pods against each quota's runtime; in Koordinator
-the controller also writes `status.used` and the runtime annotations back, which Tessera's
-controller does not do yet. Readers for those labels and annotations live in
+the controller writes `status.used` and the runtime annotations back (Tessera's does too, with a
+`Valid` condition: `controller/quotas`). Readers for those labels and annotations live in
 `apis.extension.quota`.
 
 For quota charging, when it is built: a pod's requests (`Pod.requests()`) already carry only the
@@ -24,7 +24,7 @@ from apis import _fields as f
 from apis.errors import ValidationError
 from apis.extension import names
 from apis.k8s import resources
-from apis.k8s.meta import ObjectMeta
+from apis.k8s.meta import Condition, ObjectMeta
 
 __all__ = ["ElasticQuota"]
 
@@ -35,6 +35,8 @@ class ElasticQuota:
     min: resources.ResourceList = field(default_factory=dict)
     max: resources.ResourceList = field(default_factory=dict)
     used: resources.ResourceList = field(default_factory=dict)
+    #: status.conditions: Tessera's controller says there whether the quota obeys the tree's rules.
+    conditions: tuple[Condition, ...] = ()
 
     @classmethod
     def from_dict(cls, raw: object) -> ElasticQuota:
@@ -48,6 +50,10 @@ class ElasticQuota:
             min=resources.parse_list(spec.get("min"), field="spec.min", obj=obj),
             max=resources.parse_list(spec.get("max"), field="spec.max", obj=obj),
             used=resources.parse_list(status.get("used"), field="status.used", obj=obj),
+            conditions=tuple(
+                Condition.from_dict(c, f"status.conditions[{i}]", obj)
+                for i, c in enumerate(f.items(status, "conditions", "status", obj))
+            ),
         )
         for name, amount in quota.min.items():
             if amount < 0:
@@ -63,6 +69,9 @@ class ElasticQuota:
             "metadata": self.meta.to_dict(),
             "spec": f.drop_empty({"min": resources.format_list(self.min), "max": resources.format_list(self.max)}),
         }
-        if self.used:
-            out["status"] = {"used": resources.format_list(self.used)}
+        status = f.drop_empty(
+            {"used": resources.format_list(self.used), "conditions": [c.to_dict() for c in self.conditions]}
+        )
+        if status:
+            out["status"] = status
         return out

@@ -28,7 +28,7 @@ from apis.k8s import resources
 from apis.k8s.core import Pod
 from apis.quota import rules
 from apis.quota.charge import quota_request
-from apis.quota.tree import QuotaSpec, QuotaTree, namespace_index, resolve_quota
+from apis.quota.tree import OUTSIDE_TREE, QuotaSpec, QuotaTree, namespace_index, resolve_quota
 
 __all__ = ["Admission", "QuotaManager"]
 
@@ -247,7 +247,8 @@ class QuotaManager:
     def _account(self, charge: _Charge, sign: int) -> None:
         delta = resources.scale(charge.request, sign)
         self._request[charge.quota] = _nonzero(resources.add(self._request.get(charge.quota, {}), delta))
-        self._tree.set_own_request(charge.quota, self._request[charge.quota])
+        if charge.quota not in OUTSIDE_TREE:
+            self._tree.set_own_request(charge.quota, self._request[charge.quota])
         if charge.used:
             self._account_used(charge, sign)
 
@@ -257,6 +258,11 @@ class QuotaManager:
         if not charge.preemptible:
             table = self._non_preemptible_used
             table[charge.quota] = _nonzero(resources.add(table.get(charge.quota, {}), delta))
+        if charge.quota in OUTSIDE_TREE:
+            # The root's total is the cluster less what the system and default quotas *use*
+            # (Koordinator's totalResourceExceptSystemAndDefaultUsed): their pending pods take
+            # nothing. Other quotas' used never moves a runtime.
+            self._tree.set_own_request(charge.quota, self._used[charge.quota])
 
     # --- reads ----------------------------------------------------------------------------------------
     def quota_of(self, pod: Pod) -> str:
@@ -273,6 +279,25 @@ class QuotaManager:
     def used(self, name: str) -> dict[str, int]:
         with self._current():
             return dict(self._used.get(name, {}))
+
+    def non_preemptible_used(self, name: str) -> dict[str, int]:
+        """What the quota's own non-preemptible pods use (bound or reserved)."""
+        with self._current():
+            return dict(self._non_preemptible_used.get(name, {}))
+
+    def descendants(self, name: str) -> list[str]:
+        """Every quota below `name` in the tree (children, their children, ...), by name. A
+        cycle (quotas that name each other as parent) ends the walk where it closes."""
+        with self._current():
+            found: list[str] = []
+            todo = list(self._tree.children.get(name, ()))
+            while todo:
+                child = todo.pop()
+                if child == name or child in found:
+                    continue
+                found.append(child)
+                todo.extend(self._tree.children.get(child, ()))
+            return sorted(found)
 
     def runtime(self, name: str) -> dict[str, int]:
         with self._current():

@@ -2,9 +2,10 @@
 
     DATA_DIR/kubeconfig, token, db/, apiserver.log     the API server (HTTPS, bearer token)
     DATA_DIR/controller/                               `tessera controller`: log, address file,
-                                                       webhook/ (its webhook's CA and certificate)
+                                                       webhook/ (its webhook's CA and certificate),
+                                                       a 30 s quota reclaim grace
     DATA_DIR/scheduler/                                `tessera scheduler`: log, address file,
-                                                       config.yaml (its profiles)
+                                                       config.yaml (its profiles, ElasticQuota on)
     DATA_DIR/dashboard/                                `tessera dashboard`: log, address file
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
                                                        file, state/ (its --state-dir), hook socket
@@ -43,10 +44,15 @@ _AGENT_FLAGS: Final = ("--simulate-kubelet", "--qos", "off")
 _SCHEDULER_CONFIG: Final = f"""\
 # Written by `tessera up`: pods that name no scheduler get {KUBE_DEFAULT_SCHEDULER}, and there
 # is no kube-scheduler in this cluster, so this scheduler serves both names, alike.
+# ElasticQuota is on: the demo's teams share GPUs by quota (docs/user/quota.md).
 profiles:
   - schedulerName: {names.SCHEDULER_NAME}
+    plugins: {{multiPoint: {{enabled: [{{name: ElasticQuota}}]}}}}
   - schedulerName: {KUBE_DEFAULT_SCHEDULER}
+    plugins: {{multiPoint: {{enabled: [{{name: ElasticQuota}}]}}}}
 """
+#: A borrowing quota gives back after 30 s here, not 120 s: the demo shows reclaim while one waits.
+QUOTA_RECLAIM_GRACE: Final = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,10 +94,10 @@ def apiserver(data_dir: Path, *, port: int) -> Component:
 
 
 def controller(data_dir: Path, kubeconfig: Path, *, args: Sequence[str] = ()) -> Component:
-    """`args`: its webhook's flags (cli/localcluster/webhook.py)."""
-    return Component(
-        "controller", "controller", ControllerProcess(kubeconfig, directory=data_dir / "controller", args=args)
-    )
+    """`args`: its webhook's flags (cli/localcluster/webhook.py); the quota reclaim grace is added."""
+    args = ["--quota-reclaim-grace", str(QUOTA_RECLAIM_GRACE), *args]
+    process = ControllerProcess(kubeconfig, directory=data_dir / "controller", args=args)
+    return Component("controller", "controller", process)
 
 
 def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str) -> Component:

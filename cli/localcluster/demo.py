@@ -39,6 +39,7 @@ __all__ = [
     "NAMESPACE",
     "DemoPod",
     "Placement",
+    "Watched",
     "placements",
     "render",
     "submit",
@@ -111,7 +112,7 @@ def submit(client: Client, pods: Sequence[DemoPod] = DEMO_PODS) -> int:
 T = TypeVar("T")
 
 
-class _Watched(Generic[T]):
+class Watched(Generic[T]):
     """An informer whose every change wakes those waiting on a condition over its objects."""
 
     def __init__(self, informer: Informer[T]) -> None:
@@ -160,7 +161,7 @@ def wait_nodes_ready(
                 )
         return out
 
-    return _Watched(Informer(client, NODES, parse=Node.from_dict)).wait_until(missing, timeout)
+    return Watched(Informer(client, NODES, parse=Node.from_dict)).wait_until(missing, timeout)
 
 
 def wait_placed(client: Client, timeout: float, pods: Sequence[DemoPod] = DEMO_PODS) -> dict[str, str]:
@@ -178,7 +179,7 @@ def wait_placed(client: Client, timeout: float, pods: Sequence[DemoPod] = DEMO_P
                 out[demo.name] = f"not bound ({pod.pending_message or 'not tried yet'})"
         return out
 
-    return _Watched(Informer(client, PODS, parse=Pod.from_dict, namespace=NAMESPACE)).wait_until(missing, timeout)
+    return Watched(Informer(client, PODS, parse=Pod.from_dict, namespace=NAMESPACE)).wait_until(missing, timeout)
 
 
 # --- the table ----------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from apis.k8s.core import Node
 from controller.noderesources import desired, plan
 from controller.noderesources.metrics import NodeResourcesMetrics
 from controller.runtime import Controller, ControllerOptions, Malformed, Manager, PermanentError, Result, tolerant
+from controller.runtime.written import WrittenVersions
 from kube import errors
 from kube.cache import Store
 from kube.events import ObjectReference
@@ -94,7 +95,7 @@ class NodeResourcesReconciler:
         self._metrics = metrics
         self._clock = clock
         self._deferred: dict[str, float] = {}  # node -> when a small increase started waiting
-        self._written: dict[str, str] = {}  # node -> resourceVersion our last write returned
+        self._written = WrittenVersions()  # the resourceVersion our last write to each node returned
         self._lock = threading.Lock()
 
     @property
@@ -110,7 +111,7 @@ class NodeResourcesReconciler:
         if node is None:
             self._forget(key)
             return Result()  # nothing to write to; the Node's creation will bring the key back
-        if self._cache_behind(key, node):
+        if self._written.behind(key, node.meta.resource_version):
             # Our last write has not reached the cache yet; its watch event brings the key back.
             log.log(V(5), "Cache behind our last write", extra={"node": key})
             return Result()
@@ -166,26 +167,7 @@ class NodeResourcesReconciler:
         except errors.NotFound:
             log.log(V(4), "Node deleted meanwhile", extra={"node": key})
         if written is not None:
-            with self._lock:
-                self._written[key] = str((written.get("metadata") or {}).get("resourceVersion", ""))
-
-    def _cache_behind(self, key: str, node: Node) -> bool:
-        """True while the cached Node is older than what our last write to it returned.
-
-        Acting on it would write the same change again (the status and label writes are two
-        requests, and each one's event arrives before the other's result is in the cache).
-        resourceVersions are compared as integers, which both etcd revisions and the embedded
-        server's are; anything else counts as caught up, which costs at most a no-op write.
-        """
-        with self._lock:
-            written = self._written.get(key)
-            if written is None:
-                return False
-            cached = node.meta.resource_version
-            if cached.isdigit() and written.isdigit() and int(cached) < int(written):
-                return True
-            del self._written[key]
-            return False
+            self._written.record(key, written)
 
     def _wait_left(self, key: str) -> float:
         """Seconds a small increase of `key` may still wait (counted from when it first waited)."""
@@ -205,7 +187,7 @@ class NodeResourcesReconciler:
         """The Node is gone: drop all bookkeeping about it."""
         with self._lock:
             self._deferred.pop(key, None)
-            self._written.pop(key, None)
+        self._written.forget(key)
 
 
 def add_to_manager(manager: Manager, settings: NodeResourcesSettings) -> Controller:

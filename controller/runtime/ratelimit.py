@@ -91,6 +91,18 @@ class TokenBucket:
             self._tokens -= 1.0
             return 0.0 if self._tokens >= 0 else -self._tokens / self.qps
 
+    def take(self) -> float:
+        """Take a token if one is there (0.0); else take nothing and say how many seconds until
+        one will be (for callers that come back later rather than queue behind each other)."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+            self._last = now
+            if self._tokens >= 1.0:
+                self._tokens -= 1.0
+                return 0.0
+            return (1.0 - self._tokens) / self.qps
+
     def forget(self, key: Hashable) -> None:
         return None
 

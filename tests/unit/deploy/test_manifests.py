@@ -35,12 +35,9 @@ ALLOWED_KINDS = {
 }
 
 #: Namespaced objects outside tessera-system, and why.
-OTHER_NAMESPACES = {
-    # Events about cluster-scoped objects (Nodes, Devices) live in `default`: the controller may
-    # record Events there and nowhere else.
-    ("Role", "tessera-controller-events"): "default",
-    ("RoleBinding", "tessera-controller-events"): "default",
-}
+#: (None today: the controller's Events, once only in `default`, now go to the namespaces of the
+#: quotas and pods they are about, through its ClusterRole.)
+OTHER_NAMESPACES: dict[tuple[str, str], str] = {}
 
 
 def test_kustomization_lists_every_manifest_and_nothing_else() -> None:

@@ -70,12 +70,21 @@ NEEDED: dict[str, set[Call]] = {
         calls("list watch patch", CORE, "nodes")
         | calls("patch", CORE, "nodes/status")
         | calls("list watch", *DEVICES)
-        # controller/webhook/__init__.py for_manager: an Informer of ElasticQuotas (the quota
-        # webhook checks a quota against the others).
-        | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
-        # controller/runtime/manager.py EventRecorder: its Events are about Nodes and Devices,
-        # cluster-scoped objects, whose Events kube/events.py puts in `default`.
-        | calls("create patch", CORE, "events", "default")
+        # controller/quotas/reconciler.py add_to_manager: Informers of ElasticQuotas (the webhook,
+        # controller/webhook/__init__.py for_manager, has one too), every pod
+        # and Nodes; QuotaReconciler._write_status: patch elasticquotas (annotations) and
+        # elasticquotas/status; QuotaReconciler._evict: create pods/eviction.
+        | calls("list watch patch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
+        | calls("patch", names.ELASTIC_QUOTAS.group, f"{names.ELASTIC_QUOTAS.plural}/status")
+        | calls("list watch", CORE, "pods")
+        | calls("create", CORE, "pods/eviction")
+        # controller/podgroups/reconciler.py add_to_manager: an Informer of PodGroups (and of the
+        # labelled pods); PodGroupReconciler.reconcile: patch podgroups/status.
+        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("patch", names.POD_GROUPS.group, f"{names.POD_GROUPS.plural}/status")
+        # controller/runtime/manager.py EventRecorder: Events about quotas and evicted pods go to
+        # their namespaces; those about Nodes and Devices (cluster-scoped) to `default`.
+        | calls("create patch", CORE, "events")
         | leader_election("tessera-controller")
     ),
     "tessera-agent": (
@@ -214,7 +223,8 @@ def test_the_evaluator_can_refuse() -> None:
     assert not allowed("tessera-scheduler", Call("update", *DEVICES))
     assert not allowed("tessera-scheduler", Call("update", *LEASES, NAMESPACE, "tessera-controller"))
     assert not allowed("tessera-scheduler", Call("update", *LEASES, "kube-system", names.SCHEDULER_NAME))
-    assert not allowed("tessera-controller", Call("create", CORE, "events", "ml"))
+    assert not allowed("tessera-controller", Call("delete", CORE, "events", "ml"))
+    assert not allowed("tessera-controller", Call("delete", CORE, "pods", "ml"))
     assert not allowed("tessera-controller", Call("create", CORE, "pods/binding", "ml"))
     for account in NEEDED:
         assert not allowed(account, Call("get", CORE, "secrets", "ml"))

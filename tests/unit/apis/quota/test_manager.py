@@ -150,3 +150,11 @@ def test_used_and_request_stay_exact_through_any_sequence(ops: list[tuple[str, i
         assert m.request(quota) == ({"cpu": 1000 * len(mine)} if mine else {})
         used = sum(1 for _, bound, reserved in mine if bound or reserved)
         assert m.used(quota) == ({"cpu": 1000 * used} if used else {})
+
+
+def test_root_total_excludes_what_default_quota_pods_use_not_what_they_ask() -> None:
+    m = manager()
+    m.update_pod(make_pod("huge", namespace="elsewhere", extra={names.NVIDIA_GPU: 16}))  # pending, default quota
+    assert m.runtime("koordinator-root-quota")[names.GPU_CORE] == 800
+    m.update_pod(make_pod("placed", namespace="elsewhere", node="n1", extra={names.NVIDIA_GPU: 2}))
+    assert m.runtime("koordinator-root-quota")[names.GPU_CORE] == 600

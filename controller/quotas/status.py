@@ -1,0 +1,150 @@
+"""What a quota's status and annotations should say, and the patches that make them say it.
+
+Pure: `QuotaFigures.of(manager, name, min)` reads the shared `QuotaManager` (the same accounting the
+scheduler admits with), and the patch builders compare with the cached object so that nothing is
+written when nothing changed. Koordinator's names and JSON shape:
+
+| field | what |
+| --- | --- |
+| `status.used` | what the quota's pods use, its children's included (bound or reserved pods) |
+| `quota.scheduling.koordinator.sh/runtime` | the runtime: what the quota may use now |
+| `.../request` | what its pods (pending or placed) and children ask for |
+| `.../allocated` | what is allocated to it and its children: `used`, summed over the subtree |
+| `.../guaranteed` | per resource, the larger of min and allocated (what it keeps, as Koordinator says) |
+| `.../non-preemptible-used` | what its non-preemptible pods use, its children's included |
+
+Each annotation is a JSON object of resource name to Kubernetes quantity string.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from apis.crds.elasticquota import ElasticQuota
+from apis.extension import names
+from apis.extension.quota import encode_resource_annotation
+from apis.k8s import resources
+from apis.k8s.meta import Condition
+from apis.quota import QuotaManager
+
+__all__ = [
+    "CONDITION_VALID",
+    "REASON_INVALID",
+    "REASON_MALFORMED",
+    "REASON_VALID",
+    "STATUS_ANNOTATIONS",
+    "QuotaFigures",
+    "annotations_patch",
+    "status_patch",
+    "valid_condition",
+]
+
+#: The condition Tessera's controller keeps on every quota: True, or False with the broken rule.
+CONDITION_VALID: Final = "Valid"
+REASON_VALID: Final = "RulesSatisfied"
+#: The quota breaks one of the tree's rules (or has a bad annotation): see its message.
+REASON_INVALID: Final = "InvalidQuota"
+#: The quota does not parse at all (a bad quantity, min above max): nobody can use it.
+REASON_MALFORMED: Final = "MalformedQuota"
+
+#: The annotations this controller owns, in the order they are listed.
+STATUS_ANNOTATIONS: Final = (
+    names.ANNOTATION_QUOTA_RUNTIME,
+    names.ANNOTATION_QUOTA_REQUEST,
+    names.ANNOTATION_QUOTA_ALLOCATED,
+    names.ANNOTATION_QUOTA_GUARANTEED,
+    names.ANNOTATION_QUOTA_NON_PREEMPTIBLE_USED,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaFigures:
+    """One quota's numbers, in base units (see the module docstring for each)."""
+
+    used: dict[str, int]
+    runtime: dict[str, int]
+    request: dict[str, int]
+    allocated: dict[str, int]
+    guaranteed: dict[str, int]
+    non_preemptible_used: dict[str, int]
+
+    @classmethod
+    def of(cls, manager: QuotaManager, name: str, low: Mapping[str, int], subtree: Iterable[str] = ()) -> QuotaFigures:
+        """`low`: the quota's min; `subtree`: its descendants (`QuotaManager.descendants`), whose
+        use counts in its own."""
+        members = [name, *subtree]
+        used = resources.sum_of(manager.used(q) for q in members)
+        return cls(
+            used=used,
+            runtime=manager.runtime(name),
+            request=manager.request(name),
+            allocated=used,
+            guaranteed=resources.max_of(low, used),
+            non_preemptible_used=resources.sum_of(manager.non_preemptible_used(q) for q in members),
+        )
+
+    def annotations(self) -> dict[str, str]:
+        values = (self.runtime, self.request, self.allocated, self.guaranteed, self.non_preemptible_used)
+        return {key: encode_resource_annotation(v) for key, v in zip(STATUS_ANNOTATIONS, values, strict=True)}
+
+
+def valid_condition(problems: list[str], *, reason: str = REASON_INVALID) -> tuple[str, str, str]:
+    """(status, reason, message) of the `Valid` condition for a quota with these problems."""
+    if not problems:
+        return "True", REASON_VALID, "the quota obeys the tree's rules"
+    return "False", reason, "; ".join(problems)
+
+
+def _condition_changed(current: Iterable[Condition], wanted: tuple[str, str, str]) -> bool:
+    for c in current:
+        if c.type == CONDITION_VALID:
+            return (c.status, c.reason, c.message) != wanted
+    return True
+
+
+def _conditions(current: Iterable[Condition], wanted: tuple[str, str, str], now: str) -> list[dict[str, Any]]:
+    """Every condition as it is, with `Valid` set to `wanted` (its transition time kept unless
+    its status flips)."""
+    status, reason, message = wanted
+    out: list[dict[str, Any]] = []
+    found = False
+    for c in current:
+        if c.type != CONDITION_VALID:
+            out.append(c.to_dict())
+            continue
+        found = True
+        since = c.last_transition_time if c.status == status and c.last_transition_time else now
+        out.append(Condition(CONDITION_VALID, status, reason, message, since).to_dict())
+    if not found:
+        out.append(Condition(CONDITION_VALID, status, reason, message, now).to_dict())
+    return out
+
+
+def status_patch(
+    used: Mapping[str, int],
+    condition: tuple[str, str, str],
+    *,
+    current_used: Mapping[str, int],
+    current_conditions: Iterable[Condition],
+    now: str,
+) -> dict[str, Any] | None:
+    """A merge patch of `status` (used and the `Valid` condition); None when both are as wanted.
+    A resource that left `used` is removed (null), as a merge patch of a map needs."""
+    conditions = tuple(current_conditions)
+    used_changed = dict(used) != dict(current_used)
+    if not used_changed and not _condition_changed(conditions, condition):
+        return None
+    status: dict[str, Any] = {"conditions": _conditions(conditions, condition, now)}
+    if used_changed:
+        gone: dict[str, Any] = {r: None for r in current_used if r not in used}
+        status["used"] = {**gone, **resources.format_list(used)}
+    return {"status": status}
+
+
+def annotations_patch(quota: ElasticQuota, figures: QuotaFigures) -> dict[str, Any] | None:
+    """A merge patch of the annotations this controller owns that differ; None when none do."""
+    wanted = figures.annotations()
+    changed = {k: v for k, v in wanted.items() if quota.meta.annotations.get(k) != v}
+    return {"metadata": {"annotations": changed}} if changed else None
