@@ -25,7 +25,7 @@ from pathlib import Path
 from aiohttp import web
 
 from apis.errors import ConfigError
-from apiserver import pki
+from apiserver import pki, workloads
 from apiserver.catalog import Catalog
 from apiserver.crds import CRDStrategy
 from apiserver.discovery import Discovery
@@ -139,6 +139,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
             "pods": PodStrategy(),
             "namespaces": NamespaceStrategy(),
             CRDS: CRDStrategy(catalog),
+            **workloads.STRATEGIES,
         }
         failure: list[BaseException] = []
 
