@@ -8,7 +8,18 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = ("apis", "kube", "apiserver", "scheduler", "controller", "agent", "runtimeproxy", "proto", "cli")
+OURS = (
+    "apis",
+    "kube",
+    "apiserver",
+    "scheduler",
+    "controller",
+    "kubecontrollers",
+    "agent",
+    "runtimeproxy",
+    "proto",
+    "cli",
+)
 
 
 def imported_by(module: str) -> set[str]:
