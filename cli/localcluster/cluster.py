@@ -132,6 +132,7 @@ class LocalCluster:
         data, kubeconfig = self.data_dir, self.kubeconfig
         wanted = [
             components.controller(data, kubeconfig),
+            components.kube_controller_manager(data, kubeconfig),
             components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address),
         ]
         if self.local_node:

@@ -2,6 +2,8 @@
 
     DATA_DIR/kubeconfig, token, db/, apiserver.log     the API server (HTTPS, bearer token)
     DATA_DIR/controller/                               `tessera controller`: log, address file
+    DATA_DIR/kube-controller-manager/                  `tessera kube-controller-manager` (the
+                                                       workload controllers): log, address file
     DATA_DIR/scheduler/                                `tessera scheduler`: log, address file,
                                                        config.yaml (its profiles)
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
@@ -22,12 +24,21 @@ from apis.extension import names
 from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
+from cli.launchers.kubecontrollers import KubeControllersProcess
 from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster.state import ComponentState
 from kube.process import ServingProcess
 from scheduler.framework.config import KUBE_DEFAULT_SCHEDULER
 
-__all__ = ["Component", "apiserver", "controller", "local_agent", "scheduler", "simulated_agent"]
+__all__ = [
+    "Component",
+    "apiserver",
+    "controller",
+    "kube_controller_manager",
+    "local_agent",
+    "scheduler",
+    "simulated_agent",
+]
 
 #: A unix socket path must fit in 108 bytes (with its terminating NUL).
 _MAX_SOCKET_PATH: Final = 100
@@ -85,6 +96,13 @@ def apiserver(data_dir: Path, *, port: int) -> Component:
 
 def controller(data_dir: Path, kubeconfig: Path) -> Component:
     return Component("controller", "controller", ControllerProcess(kubeconfig, directory=data_dir / "controller"))
+
+
+def kube_controller_manager(data_dir: Path, kubeconfig: Path) -> Component:
+    """The workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs, budgets, garbage
+    collection): kube-controller-manager's job, which a real cluster does itself."""
+    process = KubeControllersProcess(kubeconfig, directory=data_dir / "kube-controller-manager")
+    return Component("kube-controller-manager", "kube-controller-manager", process)
 
 
 def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str) -> Component:
