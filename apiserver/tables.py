@@ -92,6 +92,10 @@ def _pod_row(obj: Obj) -> list[Any]:
     statuses = [s for s in status.get("containerStatuses") or () if isinstance(s, Mapping)]
     ready = sum(1 for s in statuses if s.get("ready"))
     phase = status.get("reason") or status.get("phase") or "Pending"
+    for s in statuses:  # as kubectl's printer: an exited container's reason (Completed, Error)
+        terminated = (s.get("state") or {}).get("terminated")
+        if isinstance(terminated, Mapping) and terminated.get("reason"):
+            phase = terminated["reason"]
     if _meta(obj).get("deletionTimestamp"):
         phase = "Terminating"
     restarts = sum(s.get("restartCount", 0) for s in statuses if isinstance(s.get("restartCount"), int))
