@@ -58,6 +58,12 @@ def _status(rs: Obj, field: str) -> int:
     return int((rs.get("status") or {}).get(field, 0))
 
 
+def _available(rs: Obj) -> int:
+    """Available pods an RS will keep: a status not yet caught up with a scale-down counts no more
+    than the new spec (never spend availability twice)."""
+    return min(_replicas(rs), _status(rs, "availableReplicas"))
+
+
 def _revision(rs: Obj) -> int:
     text = (_meta(rs).get("annotations") or {}).get(REVISION, "0")
     return int(text) if str(text).isdigit() else 0
@@ -133,13 +139,16 @@ def _rolling(d: Obj, new: Obj, olds: list[Obj], plan: Plan) -> dict[str, int]:
     surge, max_unavailable = _limits(d)
     targets = {str(_meta(rs)["name"]): _replicas(rs) for rs in [new, *olds]}
     new_name = str(_meta(new)["name"])
-    total = sum(targets.values())
+    # Pods an RS still has count until its controller has removed them (its status says so): a
+    # scale-down not carried out yet must not make room for a surge, or the pods would exceed
+    # replicas + maxSurge for a moment (kube counts spec only; this is stricter on purpose).
+    total = sum(max(_replicas(rs), _status(rs, "replicas")) for rs in [new, *olds])
     if targets[new_name] > wanted:
         targets[new_name] = wanted
     elif total < wanted + surge and targets[new_name] < wanted:
         targets[new_name] += min(wanted + surge - total, wanted - targets[new_name])
     min_available = wanted - max_unavailable
-    new_unavailable = _replicas(new) - _status(new, "availableReplicas")
+    new_unavailable = _replicas(new) - _available(new)
     oldest_first = sorted(olds, key=lambda rs: str(_meta(rs).get("creationTimestamp") or ""))
     # Old pods that are not available go first: removing them costs no availability.
     cleanup = sum(targets.values()) - min_available - new_unavailable
@@ -149,7 +158,7 @@ def _rolling(d: Obj, new: Obj, olds: list[Obj], plan: Plan) -> dict[str, int]:
         step = min(unhealthy, max(0, cleanup))
         targets[name] -= step
         cleanup -= step
-    can_go = sum(_status(rs, "availableReplicas") for rs in [new, *olds]) - min_available
+    can_go = sum(_available(rs) for rs in [new, *olds]) - min_available
     for rs in oldest_first:
         name = str(_meta(rs)["name"])
         step = min(targets[name], max(0, can_go))

@@ -133,11 +133,19 @@ def test_a_statefulset_starts_its_pods_in_order(up: Up, cluster: Cluster, namesp
     assert [p.metadata.name for p in pods] == ["db-0", "db-1", "db-2"]
 
 
-def test_an_evicted_pod_is_replaced_and_a_budget_refuses_with_429(up: Up, cluster: Cluster, namespace: str) -> None:
+def test_an_evicted_pod_is_replaced_and_a_budget_refuses_with_429(
+    up: Up, cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
     ns = ("-n", namespace)
     up.kubectl("create", "deployment", "infer", "--image=vllm", "--replicas=3", *ns)
     pods = wait_for(lambda: running_ready(cluster, namespace, "app=infer", 3), timeout_s=TIMEOUT_S, what="3 pods")
-    up.kubectl("create", "pdb", "infer", "--selector=app=infer", "--min-available=3", *ns)
+    budget = {  # as a policy/v1 manifest: kubectl 1.20's `create pdb` writes policy/v1beta1, which 1.25+ do not serve
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "infer"},
+        "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "infer"}}},
+    }
+    apply(up, tmp_path, budget, namespace)
     victim = pods[0].metadata.name
     eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": victim}}
     with pytest.raises(kubernetes.client.ApiException) as refused:

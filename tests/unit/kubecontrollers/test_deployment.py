@@ -79,3 +79,13 @@ def test_recreate_scales_old_to_zero_and_waits_for_their_pods() -> None:
     assert scaled(sync_deployment(d, [old, new], [old_pod]).actions) == {"old": 0}
     old = rs_of(deployment(2), "old", 0, 0, 1)
     assert scaled(sync_deployment(d, [old, new], []).actions) == {"new": 2}
+
+
+def test_a_scale_down_not_carried_out_yet_makes_no_room_for_a_surge() -> None:
+    d = deployment(6, image="y")
+    old = rs_of(deployment(6), "old", 5, 5, 1)
+    old["status"] = {"replicas": 6, "availableReplicas": 6}  # its controller has not removed the pod yet
+    new = rs_of(d, "new", 1, 1, 2)
+    assert "new" not in scaled(sync_deployment(d, [old, new], []).actions)
+    old["status"] = {"replicas": 5, "availableReplicas": 5}
+    assert scaled(sync_deployment(d, [old, new], []).actions)["new"] == 2
