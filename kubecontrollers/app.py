@@ -38,6 +38,10 @@ __all__ = ["run"]
 log = logging.getLogger(__name__)
 
 _BY_NAMESPACE = {"namespace": lambda o: [str((o.get("metadata") or {}).get("namespace", ""))]}
+#: Dependents by the uids of their owners, for the garbage collector.
+_BY_OWNER = {"owner": lambda o: [str(r.get("uid")) for r in (o.get("metadata") or {}).get("ownerReferences") or ()]}
+#: The resources whose objects have owners the collector looks after.
+_DEPENDENTS = {"pods": PODS, "replicasets": REPLICA_SETS}
 #: Owner kind -> the controller that syncs it.
 _CONTROLLER_OF_KIND = {
     "ReplicaSet": "replicaset",
@@ -45,6 +49,7 @@ _CONTROLLER_OF_KIND = {
     "StatefulSet": "statefulset",
     "Job": "job",
 }
+_KIND_OF = {r.plural: kind for kind, r in OWNER_KINDS.items()}
 _RESOURCES = (PODS, REPLICA_SETS, DEPLOYMENTS, STATEFUL_SETS, JOBS, POD_DISRUPTION_BUDGETS, OWNER_KINDS["DaemonSet"])
 
 
@@ -53,9 +58,15 @@ def _key(obj: Obj) -> str:
     return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
-def _on_new(route: Callable[[Obj], None]) -> Callable[[Obj, Obj], None]:
-    """An update handler that routes the new object."""
-    return lambda _old, new: route(new)
+def _on_update(route: Callable[[Obj], None]) -> Callable[[Obj, Obj], None]:
+    """An update handler that routes both versions: what the old one named (an owner reference
+    just removed) needs a look as much as what the new one names."""
+
+    def both(old: Obj, new: Obj) -> None:
+        route(new)
+        route(old)
+
+    return both
 
 
 class KubeControllers:
@@ -64,33 +75,54 @@ class KubeControllers:
     def __init__(self, client: Client, settings: KubeControllersSettings, metrics: Metrics) -> None:
         self.settings = settings
         self.factory = InformerFactory(client)
-        self.informers = {r.plural: self.factory.informer(r, parse=raw, indexers=_BY_NAMESPACE) for r in _RESOURCES}
+        self.informers = {
+            r.plural: self.factory.informer(
+                r, parse=raw, indexers={**_BY_NAMESPACE, **(_BY_OWNER if r.plural in _DEPENDENTS else {})}
+            )
+            for r in _RESOURCES
+        }
         syncs = {
             "replicaset": self._sync_replicaset,
             "deployment": self._sync_deployment,
             "statefulset": self._sync_statefulset,
             "job": self._sync_job,
             "disruption": self._sync_disruption,
-            "gc": self._sync_gc,
+            "gc": self._sync_dependent,
+            "gc-owner": self._sync_owner,
         }
         self.engine = Engine(client, self.informers, syncs, metrics=metrics, resync_s=settings.resync_period)
         self._rng = random.Random()
         for plural, informer in self.informers.items():
-            route = self._router(plural)
-            informer.add_handlers(on_add=route, on_update=_on_new(route), on_delete=route)
+            route = self._router(plural, deleted=False)
+            informer.add_handlers(
+                on_add=route, on_update=_on_update(route), on_delete=self._router(plural, deleted=True)
+            )
 
     # --- routing events to keys ---------------------------------------------------------------------
-    def _router(self, plural: str) -> Callable[[Obj], None]:
+    def _router(self, plural: str, *, deleted: bool) -> Callable[[Obj], None]:
         def route(obj: Obj) -> None:
-            for key in self.keys_for(plural, obj):
+            for key in self.keys_for(plural, obj, deleted=deleted):
                 self.engine.add(key)
 
         return route
 
-    def keys_for(self, plural: str, obj: Obj) -> list[Key]:
-        """The keys an event on `obj` (of resource `plural`) concerns."""
+    def keys_for(self, plural: str, obj: Obj, *, deleted: bool = False) -> list[Key]:
+        """The keys an event on `obj` (of resource `plural`; `deleted`: it is gone) concerns."""
         key = _key(obj)
-        keys: list[Key] = [("gc", "")]
+        keys: list[Key] = []
+        if plural in _DEPENDENTS:
+            keys.append(("gc", f"{plural}|{key}"))
+            namespace = key.partition("/")[0]
+            keys += [  # an owner waiting for its dependents to go (or let go) looks again
+                ("gc-owner", f"{r.get('kind')}|{namespace}/{r.get('name')}")
+                for r in (obj.get("metadata") or {}).get("ownerReferences") or ()
+                if r.get("kind") in OWNER_KINDS
+            ]
+        kind = _KIND_OF.get(plural)
+        if kind is not None:
+            keys.append(("gc-owner", f"{kind}|{key}"))
+            if (obj.get("metadata") or {}).get("deletionTimestamp") or deleted:  # its dependents may act now
+                keys += self._dependent_keys(str((obj.get("metadata") or {}).get("uid")))
         own = {"replicasets": "replicaset", "deployments": "deployment", "statefulsets": "statefulset", "jobs": "job"}
         if plural in own:
             keys.append((own[plural], key))
@@ -107,7 +139,9 @@ class KubeControllers:
         return keys
 
     def all_keys(self) -> Iterable[Key]:
-        yield ("gc", "")
+        for plural in _DEPENDENTS:
+            for obj in self.informers[plural].store.list():
+                yield ("gc", f"{plural}|{_key(obj)}")
         for plural, controller in (
             ("replicasets", "replicaset"),
             ("deployments", "deployment"),
@@ -175,14 +209,36 @@ class KubeControllers:
 
         return disruption.sync_budget(pdb, self._in_namespace("pods", key), scale_of)
 
-    def _sync_gc(self, _unused: str) -> Plan:
-        owners = {
-            kind: {_key(o): o for o in self.informers[resource.plural].store.list()}
-            for kind, resource in OWNER_KINDS.items()
-        }
-        dependents = [(PODS, p) for p in self.informers["pods"].store.list()]
-        dependents += [(REPLICA_SETS, rs) for rs in self.informers["replicasets"].store.list()]
-        return garbagecollector.collect(owners, dependents)
+    def _owner(self, kind: str, key: str) -> Obj | None:
+        resource = OWNER_KINDS.get(kind)
+        return self._get(resource.plural, key) if resource is not None else None
+
+    def _dependent_keys(self, uid: str) -> list[Key]:
+        return [
+            ("gc", f"{plural}|{_key(d)}")
+            for plural in _DEPENDENTS
+            for d in self.informers[plural].store.by_index("owner", uid)
+        ]
+
+    def _sync_dependent(self, key: str) -> Plan | None:
+        plural, _, name = key.partition("|")
+        dependent = self._get(plural, name)
+        if dependent is None:
+            return None
+        return garbagecollector.collect_dependent(_DEPENDENTS[plural], dependent, self._owner)
+
+    def _sync_owner(self, key: str) -> Plan | None:
+        kind, _, name = key.partition("|")
+        owner = self._owner(kind, name)
+        if owner is None:
+            return None
+        uid = str((owner.get("metadata") or {}).get("uid"))
+        dependents = [
+            (resource, d)
+            for plural, resource in _DEPENDENTS.items()
+            for d in self.informers[plural].store.by_index("owner", uid)
+        ]
+        return garbagecollector.collect_owner(kind, owner, dependents, self._owner)
 
     # --- lifecycle ----------------------------------------------------------------------------------
     def run(self, stop: threading.Event, http: serving.Server, synced: threading.Event) -> None:

@@ -15,19 +15,19 @@ ReplicaSets, linked by ownerReferences. As kube's garbage collector, for what is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from apis.extension.names import GroupVersionResource
 from kubecontrollers.kinds import OWNER_KINDS
 from kubecontrollers.plan import Delete, Obj, Patch, Plan
 
-__all__ = ["FOREGROUND", "ORPHAN", "collect"]
+__all__ = ["FOREGROUND", "ORPHAN", "Owners", "collect_dependent", "collect_owner"]
 
 FOREGROUND = "foregroundDeletion"
 ORPHAN = "orphan"
-#: kind -> "namespace/name" -> object
-Owners = Mapping[str, Mapping[str, Obj]]
+#: Finds an owner: (kind, "namespace/name") -> the object, or None (the informers' caches).
+Owners = Callable[[str, str], Obj | None]
 
 
 def _meta(obj: Obj) -> Obj:
@@ -49,7 +49,7 @@ def _refs(obj: Obj) -> list[Obj]:
 
 def _owner(owners: Owners, namespace: str, ref: Obj) -> Obj | None:
     """The live owner `ref` names, or None when it is gone (another object of the name is not it)."""
-    owner = owners.get(str(ref.get("kind")), {}).get(f"{namespace}/{ref.get('name')}")
+    owner = owners(str(ref.get("kind")), f"{namespace}/{ref.get('name')}")
     return owner if owner is not None and _meta(owner).get("uid") == ref.get("uid") else None
 
 
@@ -89,24 +89,33 @@ def _dependent_action(resource: GroupVersionResource, dependent: Obj, owners: Ow
     return _without_refs(dependent, resource, gone)
 
 
-def collect(owners: Owners, dependents: Sequence[tuple[GroupVersionResource, Obj]]) -> Plan:
-    """Everything the collector should do now, over every owner and dependent it knows."""
+def collect_dependent(resource: GroupVersionResource, dependent: Obj, owners: Owners) -> Plan:
+    """What one dependent needs: its owners gone, orphaning or deleting in the foreground."""
     plan = Plan()
-    referenced: set[str] = set()
-    for resource, dependent in dependents:
-        referenced.update(str(r.get("uid")) for r in _refs(dependent))
-        action = _dependent_action(resource, dependent, owners)
-        if action is not None:
-            plan.actions.append(action)
-    for kind, objects in owners.items():
-        for owner in objects.values():
-            meta = _meta(owner)
-            finalizers = _finalizers(owner)
-            pending = [f for f in (FOREGROUND, ORPHAN) if f in finalizers]
-            if not meta.get("deletionTimestamp") or not pending or meta.get("uid") in referenced:
-                continue
-            kept = [f for f in finalizers if f not in pending]
-            body = {"metadata": {"finalizers": kept, "resourceVersion": meta.get("resourceVersion")}}
-            namespace, _, name = _key(owner).partition("/")
-            plan.actions.append(Patch(OWNER_KINDS[kind], namespace, name, body))
+    action = _dependent_action(resource, dependent, owners)
+    if action is not None:
+        plan.actions.append(action)
+    return plan
+
+
+def collect_owner(
+    kind: str, owner: Obj, dependents: Sequence[tuple[GroupVersionResource, Obj]], owners: Owners
+) -> Plan:
+    """What an owner being deleted in the foreground or orphaning needs: its dependents handled
+    (`collect_dependent`), then, once none refers to it, its finalizer lifted."""
+    plan = Plan()
+    meta = _meta(owner)
+    finalizers = _finalizers(owner)
+    pending = [f for f in (FOREGROUND, ORPHAN) if f in finalizers]
+    if not meta.get("deletionTimestamp") or not pending:
+        return plan
+    uid = meta.get("uid")
+    mine = [(r, d) for r, d in dependents if any(ref.get("uid") == uid for ref in _refs(d))]
+    for resource, dependent in mine:
+        plan.actions += collect_dependent(resource, dependent, owners).actions
+    if not mine:
+        kept = [f for f in finalizers if f not in pending]
+        body = {"metadata": {"finalizers": kept, "resourceVersion": meta.get("resourceVersion")}}
+        namespace, _, name = _key(owner).partition("/")
+        plan.actions.append(Patch(OWNER_KINDS[kind], namespace, name, body))
     return plan

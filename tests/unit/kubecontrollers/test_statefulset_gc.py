@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from kubecontrollers.garbagecollector import collect
+from kubecontrollers.garbagecollector import Owners, collect_dependent, collect_owner
 from kubecontrollers.kinds import PODS, REPLICA_SETS
 from kubecontrollers.plan import Create, Delete, Patch
 from kubecontrollers.statefulset import sync_statefulset
@@ -38,31 +38,34 @@ def test_scale_down_removes_the_highest_ordinal_first() -> None:
     assert [a.name for a in plan.actions if isinstance(a, Delete)] == ["db-2"]
 
 
-def owners(*objects: dict[str, Any], kind: str = "ReplicaSet") -> dict[str, dict[str, Any]]:
-    return {kind: {f"ns/{o['metadata']['name']}": o for o in objects}}
+def owners(*objects: dict[str, Any]) -> Owners:
+    """A cache of ReplicaSets, as the collector looks owners up."""
+    cached = {("ReplicaSet", f"ns/{o['metadata']['name']}"): o for o in objects}
+    return lambda kind, key: cached.get((kind, key))
 
 
 def test_background_deletes_dependents_of_a_gone_owner_after_checking_the_server() -> None:
     orphaned = pod("p", owned_by=("ReplicaSet", "gone", "uid-gone"))
-    plan = collect(owners(), [(PODS, orphaned)])
+    plan = collect_dependent(PODS, orphaned, owners())
     delete = plan.actions[0]
     assert isinstance(delete, Delete) and delete.name == "p"
     assert delete.unless_owners == ((REPLICA_SETS, "gone", "uid-gone"),)
     alive = replicaset("web", 1)
-    assert collect(owners(alive), [(PODS, pod("q", owned_by=("ReplicaSet", "web", "uid-web")))]).actions == []
+    assert collect_dependent(PODS, pod("q", owned_by=("ReplicaSet", "web", "uid-web")), owners(alive)).actions == []
 
 
 def test_foreground_deletes_dependents_then_lifts_the_finalizer() -> None:
     rs = replicaset("web", 1, deletionTimestamp="2024-01-01T00:00:01Z", finalizers=["foregroundDeletion"])
-    plan = collect(owners(rs), [(PODS, pod("q", owned_by=("ReplicaSet", "web", "uid-web")))])
+    dependent = (PODS, pod("q", owned_by=("ReplicaSet", "web", "uid-web")))
+    plan = collect_owner("ReplicaSet", rs, [dependent], owners(rs))
     assert [(type(a).__name__, a.name) for a in plan.actions] == [("Delete", "q")]
-    plan = collect(owners(rs), [])
-    lift = plan.actions[0]
+    lift = collect_owner("ReplicaSet", rs, [], owners(rs)).actions[0]
     assert isinstance(lift, Patch) and lift.patch["metadata"]["finalizers"] == []
 
 
 def test_orphan_removes_the_owner_reference_then_the_finalizer() -> None:
     rs = replicaset("web", 1, deletionTimestamp="2024-01-01T00:00:01Z", finalizers=["orphan"])
-    plan = collect(owners(rs), [(PODS, pod("q", owned_by=("ReplicaSet", "web", "uid-web")))])
-    patch = plan.actions[0]
+    dependent = pod("q", owned_by=("ReplicaSet", "web", "uid-web"))
+    patch = collect_dependent(PODS, dependent, owners(rs)).actions[0]
     assert isinstance(patch, Patch) and patch.name == "q" and patch.patch["metadata"]["ownerReferences"] is None
+    assert not collect_owner("ReplicaSet", replicaset("web", 1), [(PODS, dependent)], owners(rs)).actions
