@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from apis.k8s.workloads import Scale, controller_of
 from kube import serving
 from kube.client import Client
+from kube.events import EventRecorder
 from kube.informer import InformerFactory, raw
 from kube.lifecycle import stop_on_signals, write_atomically
 from kubecontrollers import deployment, disruption, garbagecollector, job, replicaset, statefulset
@@ -90,7 +91,10 @@ class KubeControllers:
             "gc": self._sync_dependent,
             "gc-owner": self._sync_owner,
         }
-        self.engine = Engine(client, self.informers, syncs, metrics=metrics, resync_s=settings.resync_period)
+        self.events = EventRecorder(client, "kube-controller-manager")
+        self.engine = Engine(
+            client, self.informers, syncs, metrics=metrics, events=self.events, resync_s=settings.resync_period
+        )
         self._rng = random.Random()
         for plural, informer in self.informers.items():
             route = self._router(plural, deleted=False)
@@ -254,6 +258,7 @@ class KubeControllers:
         finally:
             self.engine.stop()
             self.factory.stop()
+            self.events.close()
 
 
 def run(settings: KubeControllersSettings, *, stop: threading.Event | None = None) -> int:

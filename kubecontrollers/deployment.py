@@ -28,6 +28,7 @@ from kubecontrollers.plan import (
     adopt,
     controlled_by,
     has_controller,
+    note,
     owner_reference,
     safe_hash,
     status_patch,
@@ -118,7 +119,14 @@ def _size_annotations(d: Obj) -> dict[str, str]:
 def _scale(rs: Obj, replicas: int, d: Obj) -> Patch:
     meta = _meta(rs)
     body = {"metadata": {"annotations": _size_annotations(d)}, "spec": {"replicas": replicas}}
-    return Patch(REPLICA_SETS, str(meta.get("namespace", "")), str(meta["name"]), body)
+    way = "up" if replicas > _replicas(rs) else "down"
+    told = note(
+        d,
+        DEPLOYMENTS,
+        "ScalingReplicaSet",
+        f"Scaled {way} replica set {meta['name']} from {_replicas(rs)} to {replicas}",
+    )
+    return Patch(REPLICA_SETS, str(meta.get("namespace", "")), str(meta["name"]), body, note=told)
 
 
 def _limits(d: Obj) -> tuple[int, int]:
@@ -249,7 +257,8 @@ def sync_deployment(d: Obj, replicasets: Sequence[Obj], pods: Sequence[Obj]) -> 
             surge, _ = _limits(d)
             first = max(0, min(first, int(spec.get("replicas", 1)) + surge - busy))
         created = _new_replicaset(d, max_old + 1, first)
-        plan.actions.append(Create(REPLICA_SETS, namespace, created))
+        told = f"Scaled up replica set {created['metadata']['name']} from 0 to {first}"
+        plan.actions.append(Create(REPLICA_SETS, namespace, created, note(d, DEPLOYMENTS, "ScalingReplicaSet", told)))
         plan.actions.append(_revision_patch(d, max_old + 1))
         plan.later(1.0)
         return plan  # the next sync sees it in the cache and goes on from there

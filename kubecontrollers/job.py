@@ -16,10 +16,12 @@ from __future__ import annotations
 import datetime
 import random
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from apis.k8s.meta import now_rfc3339
 from apis.k8s.workloads import is_pod_active, is_pod_ready
+from kube.events import WARNING
 from kubecontrollers.kinds import JOBS, PODS
 from kubecontrollers.plan import (
     Delete,
@@ -27,6 +29,7 @@ from kubecontrollers.plan import (
     Plan,
     controlled_by,
     create_pod,
+    note,
     owner_reference,
     pod_from_template,
     random_suffix,
@@ -124,7 +127,8 @@ def sync_job(
     if removed:
         for pod in active[:removed]:
             pmeta = _meta(pod)
-            plan.actions.append(Delete(PODS, namespace, str(pmeta["name"]), str(pmeta["uid"])))
+            told = note(job, JOBS, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}")
+            plan.actions.append(Delete(PODS, namespace, str(pmeta["name"]), str(pmeta["uid"]), note=told))
     elif len(active) < want:
         wait = _backoff_left(failed_pods, len(failed_pods), now, backoff_base_s)
         if wait > 0:
@@ -134,7 +138,8 @@ def sync_job(
             template = spec.get("template") or {}
             for _ in range(want - len(active)):
                 body = pod_from_template(template, namespace=namespace, name=f"{name}-{random_suffix(rng)}", owner=ref)
-                plan.actions.append(create_pod(body))
+                told = note(job, JOBS, "SuccessfulCreate", f"Created pod: {body['metadata']['name']}")
+                plan.actions.append(create_pod(body, told))
     if failure:
         conditions = with_condition(conditions, "FailureTarget", "True", failure, message)
         conditions = with_condition(conditions, "Failed", "True", failure, message)
@@ -161,6 +166,10 @@ def sync_job(
         status["conditions"] = conditions
     write = status_patch(job, JOBS, status)
     if write is not None:
+        if failure and not is_finished(job):
+            write = replace(write, note=note(job, JOBS, failure, message, WARNING))
+        elif complete and not active and not is_finished(job):
+            write = replace(write, note=note(job, JOBS, "Completed", "Job completed"))
         plan.actions.append(write)
     return plan
 

@@ -31,6 +31,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from apis.extension.names import GroupVersionResource
 from kube import errors
 from kube.client import Client
+from kube.events import EventRecorder
 from kube.informer import Informer
 from kube.logs import V
 from kubecontrollers.plan import Action, Create, Delete, Obj, Patch, Plan
@@ -94,11 +95,13 @@ class Engine:
         syncs: Mapping[str, SyncFunction],
         *,
         metrics: Metrics,
+        events: EventRecorder | None = None,
         resync_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """`informers`: resource plural -> its informer (for expectations); `syncs`: controller -> sync(key)."""
         self._client = client
+        self._events = events
         self._informers = informers
         self._syncs = syncs
         self.metrics = metrics
@@ -188,7 +191,7 @@ class Engine:
         failed = False
         for action in plan.actions:
             try:
-                self._perform(controller, action, expectation)
+                done = self._perform(controller, action, expectation)
             except errors.APIError as e:
                 failed = True
                 self.metrics.errors.labels(controller).inc()
@@ -198,6 +201,9 @@ class Engine:
                     extra={"controller": controller, "key": name, "action": type(action).__name__, "error": str(e)},
                 )
                 break  # the rest was decided from the same view: decide again
+            if done and action.note is not None and self._events is not None:
+                told = action.note
+                self._events.event(told.about, told.type, told.reason, told.message)
         if expectation.present or expectation.absent or expectation.newer:
             self._expect[key] = expectation
             self.add(key, after=EXPECTATION_TIMEOUT_S)
@@ -207,17 +213,19 @@ class Engine:
             self.add(key, after=max(plan.requeue_after, 0.05))
 
     # --- writes ------------------------------------------------------------------------------------
-    def _perform(self, controller: str, action: Action, expect: _Expectation) -> None:
+    def _perform(self, controller: str, action: Action, expect: _Expectation) -> bool:
+        """Make the write; whether it changed anything (False: it had been done, or was not needed)."""
         api = self._client.resource(action.resource)
         plural = action.resource.plural
         if isinstance(action, Create):
             try:
                 api.create(action.body, namespace=action.namespace)
             except errors.AlreadyExists:
-                return
+                return False
             expect.present.add((plural, f"{action.namespace}/{action.name}"))
             self.metrics.writes.labels(controller, "create").inc()
             log.log(V(2), "Created", extra={"controller": controller, "resource": plural, "object": action.name})
+            return True
         elif isinstance(action, Patch):
             result = api.patch(
                 action.name,
@@ -230,18 +238,20 @@ class Engine:
             expect.newer[(plural, f"{action.namespace}/{action.name}")] = rv
             self.metrics.writes.labels(controller, "patch").inc()
             log.log(V(4), "Patched", extra={"controller": controller, "resource": plural, "object": action.name})
+            return True
         elif isinstance(action, Delete):
             if action.unless_owners and self._any_owner_exists(action.namespace, action.unless_owners):
-                return
+                return False
             try:
                 api.delete(
                     action.name, namespace=action.namespace, uid=action.uid, propagation_policy=action.propagation
                 )
             except errors.NotFound:
-                return
+                return False
             expect.absent.add((plural, f"{action.namespace}/{action.name}", action.uid))
             self.metrics.writes.labels(controller, "delete").inc()
             log.log(V(2), "Deleted", extra={"controller": controller, "resource": plural, "object": action.name})
+            return True
 
     def _any_owner_exists(self, namespace: str, owners: Iterable[tuple[GroupVersionResource, str, str]]) -> bool:
         for resource, name, uid in owners:

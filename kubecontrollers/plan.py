@@ -14,12 +14,14 @@ from typing import Any, Final
 
 from apis.extension.names import GroupVersionResource
 from apis.k8s.meta import now_rfc3339
+from kube.events import NORMAL, ObjectReference
 from kube.resources import MERGE_PATCH
 from kubecontrollers.kinds import PODS
 
 __all__ = [
     "Create",
     "Delete",
+    "Note",
     "Obj",
     "Patch",
     "Plan",
@@ -37,10 +39,33 @@ _ALPHABET: Final = "bcdfghjklmnpqrstvwxz2456789"
 
 
 @dataclass(frozen=True, slots=True)
+class Note:
+    """The Event a write is worth once it succeeded (`kubectl describe` shows it), as upstream's."""
+
+    about: ObjectReference
+    reason: str
+    message: str
+    type: str = NORMAL
+
+
+def note(obj: Obj, resource: GroupVersionResource, reason: str, message: str, type: str = NORMAL) -> Note:
+    meta = _meta(obj)
+    ref = ObjectReference(
+        resource.kind,
+        str(meta.get("name", "")),
+        str(meta.get("namespace", "")),
+        str(meta.get("uid", "")),
+        resource.api_version,
+    )
+    return Note(ref, reason, message, type)
+
+
+@dataclass(frozen=True, slots=True)
 class Create:
     resource: GroupVersionResource
     namespace: str
     body: dict[str, Any]
+    note: Note | None = None
 
     @property
     def name(self) -> str:
@@ -55,6 +80,7 @@ class Patch:
     patch: dict[str, Any]
     subresource: str = ""
     patch_type: str = MERGE_PATCH
+    note: Note | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +93,7 @@ class Delete:
     #: Delete only if none of these owners (resource, name, uid) exists any more, checked against
     #: the API server itself (the garbage collector must not trust a cache that may lag).
     unless_owners: tuple[tuple[GroupVersionResource, str, str], ...] = ()
+    note: Note | None = None
 
 
 Action = Create | Patch | Delete
@@ -157,8 +184,8 @@ def pod_from_template(
     }
 
 
-def create_pod(body: dict[str, Any]) -> Create:
-    return Create(PODS, str(body["metadata"]["namespace"]), body)
+def create_pod(body: dict[str, Any], note: Note | None = None) -> Create:
+    return Create(PODS, str(body["metadata"]["namespace"]), body, note)
 
 
 def with_condition(

@@ -25,6 +25,7 @@ from kubecontrollers.plan import (
     controlled_by,
     create_pod,
     has_controller,
+    note,
     owner_reference,
     pod_from_template,
     random_suffix,
@@ -91,11 +92,15 @@ def sync_replicaset(rs: Obj, pods: Sequence[Obj], *, now: float, rng: random.Ran
             template = spec.get("template") or {}
             for _ in range(min(wanted - len(active), BURST)):
                 name = f"{meta['name']}-{random_suffix(rng)}"
-                plan.actions.append(create_pod(pod_from_template(template, namespace=namespace, name=name, owner=ref)))
+                body = pod_from_template(template, namespace=namespace, name=name, owner=ref)
+                plan.actions.append(
+                    create_pod(body, note(rs, REPLICA_SETS, "SuccessfulCreate", f"Created pod: {name}"))
+                )
         elif len(active) > wanted:
             for pod in surplus(active, min(len(active) - wanted, BURST)):
                 pmeta = _meta(pod)
-                plan.actions.append(Delete(PODS, namespace, str(pmeta["name"]), str(pmeta["uid"])))
+                told = note(rs, REPLICA_SETS, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}")
+                plan.actions.append(Delete(PODS, namespace, str(pmeta["name"]), str(pmeta["uid"]), note=told))
     min_ready = int(spec.get("minReadySeconds") or 0)
     template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
     ready = [p for p in active if is_pod_ready(p)]

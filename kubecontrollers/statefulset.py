@@ -24,6 +24,7 @@ from kubecontrollers.plan import (
     Plan,
     controlled_by,
     create_pod,
+    note,
     owner_reference,
     pod_from_template,
     safe_hash,
@@ -46,9 +47,15 @@ def _ordinal(set_name: str, pod: Obj) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _delete(pod: Obj) -> Delete:
+def _delete(pod: Obj, sts: Obj) -> Delete:
     meta = _meta(pod)
-    return Delete(PODS, str(meta.get("namespace", "")), str(meta["name"]), str(meta["uid"]))
+    told = note(
+        sts,
+        STATEFUL_SETS,
+        "SuccessfulDelete",
+        f"delete Pod {meta['name']} in StatefulSet {_meta(sts)['name']} successful",
+    )
+    return Delete(PODS, str(meta.get("namespace", "")), str(meta["name"]), str(meta["uid"]), note=told)
 
 
 def sync_statefulset(sts: Obj, pods: Sequence[Obj]) -> Plan:
@@ -73,7 +80,7 @@ def sync_statefulset(sts: Obj, pods: Sequence[Obj]) -> Plan:
     for ordinal in range(replicas):
         pod = by_ordinal.get(ordinal)
         if pod is not None and (pod.get("status") or {}).get("phase") == "Failed":
-            plan.actions.append(_delete(pod))
+            plan.actions.append(_delete(pod, sts))
             blocked = blocked or ordered
             continue
         if pod is None:
@@ -84,7 +91,8 @@ def sync_statefulset(sts: Obj, pods: Sequence[Obj]) -> Plan:
             body["spec"].setdefault("hostname", f"{name}-{ordinal}")
             if spec.get("serviceName"):
                 body["spec"].setdefault("subdomain", spec["serviceName"])
-            plan.actions.append(create_pod(body))
+            told = f"create Pod {name}-{ordinal} in StatefulSet {name} successful"
+            plan.actions.append(create_pod(body, note(sts, STATEFUL_SETS, "SuccessfulCreate", told)))
             blocked = blocked or ordered
         elif ordered and not (is_pod_active(pod) and is_pod_ready(pod)):
             blocked = True
@@ -92,7 +100,7 @@ def sync_statefulset(sts: Obj, pods: Sequence[Obj]) -> Plan:
     if surplus and not (ordered and blocked):
         for ordinal in surplus[:1] if ordered else surplus:
             if is_pod_active(by_ordinal[ordinal]):
-                plan.actions.append(_delete(by_ordinal[ordinal]))
+                plan.actions.append(_delete(by_ordinal[ordinal], sts))
     current = [by_ordinal[o] for o in sorted(by_ordinal) if o < replicas]
     all_ready = len(current) == replicas and all(is_pod_ready(p) for p in current)
     strategy = spec.get("updateStrategy") or {}
@@ -104,7 +112,7 @@ def sync_statefulset(sts: Obj, pods: Sequence[Obj]) -> Plan:
             if partition <= o < replicas and (_meta(by_ordinal[o]).get("labels") or {}).get(REVISION_LABEL) != revision
         ]
         if outdated:
-            plan.actions.append(_delete(by_ordinal[outdated[0]]))
+            plan.actions.append(_delete(by_ordinal[outdated[0]], sts))
     updated = sum(1 for p in current if (_meta(p).get("labels") or {}).get(REVISION_LABEL) == revision)
     old = sts.get("status") or {}
     done = updated == replicas and all_ready

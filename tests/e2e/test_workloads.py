@@ -70,6 +70,11 @@ def test_deployment_create_rollout_scale_and_delete_with_kubectl(up: Up, cluster
     up.kubectl("rollout", "status", "deployment/web", "--timeout=120s", *ns)
     pods = wait_for(lambda: running_ready(cluster, namespace, "app=web", 4), timeout_s=TIMEOUT_S, what="4 web pods")
     assert all(p.spec.containers[0].image == "nginx:1.27" for p in pods)
+    wait_for(
+        lambda: "Scaled up replica set web-" in up.kubectl("describe", "deployment", "web", *ns),
+        timeout_s=TIMEOUT_S,
+        what="the Deployment's ScalingReplicaSet events",
+    )
     assert "deleted" in up.kubectl("delete", "deployment", "web", "--cascade=foreground", *ns)  # waits until gone
     assert up.kubectl("get", "replicasets,pods", "-o", "name", *ns).strip() == ""
 
@@ -91,6 +96,11 @@ def test_a_job_completes_and_a_failing_one_stops_at_its_backoff_limit(up: Up, na
     up.kubectl("wait", "--for=condition=complete", "job/train", "--timeout=120s", *ns)
     assert "Complete   1/1" in up.kubectl("get", "jobs", *ns)
     assert "Completed" in up.kubectl("get", "pods", "-l", "job-name=train", *ns)
+    wait_for(
+        lambda: "Job completed" in up.kubectl("describe", "job", "train", *ns),
+        timeout_s=TIMEOUT_S,
+        what="the Job's Completed event",
+    )
     failing = {
         "apiVersion": "batch/v1",
         "kind": "Job",

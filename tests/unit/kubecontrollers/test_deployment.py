@@ -58,7 +58,10 @@ def test_rolling_update_surges_by_one_and_keeps_every_old_pod_until_a_new_one_is
     d = deployment(3, image="y")
     old = rs_of(deployment(3), "old", 3, 3, 1)
     new = rs_of(d, "new", 0, 0, 2)
-    assert scaled(sync_deployment(d, [old, new], []).actions) == {"new": 1}  # maxSurge 1, maxUnavailable 0
+    first = sync_deployment(d, [old, new], []).actions
+    assert scaled(first) == {"new": 1}  # maxSurge 1, maxUnavailable 0
+    told = next(a.note for a in first if isinstance(a, Patch) and a.note is not None)
+    assert (told.reason, told.message) == ("ScalingReplicaSet", "Scaled up replica set new from 0 to 1")
     new = rs_of(d, "new", 1, 0, 2)
     assert scaled(sync_deployment(d, [old, new], []).actions) == {}  # waiting: the new pod is not available
     new = rs_of(d, "new", 1, 1, 2)

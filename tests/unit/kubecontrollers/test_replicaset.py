@@ -15,6 +15,9 @@ def test_creates_the_missing_pods_from_the_template_with_a_controller_reference(
     assert len(created) == 2
     body = created[0].body
     assert body["metadata"]["name"].startswith("web-") and body["metadata"]["labels"] == {"app": "web"}
+    told = created[0].note
+    assert told is not None and (told.reason, told.message) == ("SuccessfulCreate", f"Created pod: {created[0].name}")
+    assert (told.about.kind, told.about.name, told.about.uid) == ("ReplicaSet", "web", "uid-web")
     ref = body["metadata"]["ownerReferences"][0]
     assert (ref["kind"], ref["uid"], ref["controller"], ref["blockOwnerDeletion"]) == (
         "ReplicaSet",
