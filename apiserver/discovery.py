@@ -31,6 +31,7 @@ _SUBRESOURCE_VERBS = {
     "exec": ["create", "get"],
     "attach": ["create", "get"],
     "portforward": ["create", "get"],
+    "scale": ["get", "patch", "update"],
 }
 _SUBRESOURCE_KINDS = {
     "binding": ("", "", "Binding"),
@@ -38,6 +39,7 @@ _SUBRESOURCE_KINDS = {
     "exec": ("", "", "PodExecOptions"),
     "attach": ("", "", "PodAttachOptions"),
     "portforward": ("", "", "PodPortForwardOptions"),
+    "scale": ("autoscaling", "v1", "Scale"),
 }
 
 

@@ -17,10 +17,11 @@ from typing import Any
 
 from aiohttp import web
 
-from apiserver import bodies, kubelet, tables
+from apiserver import bodies, kubelet, scale, tables
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.discovery import Discovery
-from apiserver.errors import StatusError, status_body, success_body
+from apiserver.errors import Cause, StatusError, status_body, success_body
+from apiserver.eviction import check_budgets
 from apiserver.pods import binder
 from apiserver.registry import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Entry, Registry, encode
 from apiserver.routing import RequestInfo, parse_path
@@ -99,6 +100,29 @@ def _dry_run(query: Mapping[str, str], options: Mapping[str, Any] | None = None)
         if value != "All":
             raise StatusError.bad_request(f'dryRun: unsupported value {value!r}: supported values: "All"')
     return bool(values)
+
+
+_PROPAGATION = ("Foreground", "Background", "Orphan")
+
+
+def _propagation(query: Mapping[str, str], options: Mapping[str, Any]) -> str:
+    """A delete's propagationPolicy ("" for the type's default), from the query or DeleteOptions,
+    with the deprecated `orphanDependents` read as kube-apiserver reads it."""
+    policy = query.get("propagationPolicy") or options.get("propagationPolicy") or ""
+    orphan = options.get("orphanDependents")
+    if policy and orphan is not None:
+        cause = Cause("propagationPolicy", "Invalid value: orphanDependents and propagationPolicy cannot both be set")
+        raise StatusError.invalid("DeleteOptions", "", [cause])
+    if orphan is not None:
+        return "Orphan" if orphan else "Background"
+    if policy and policy not in _PROPAGATION:
+        cause = Cause(
+            "propagationPolicy",
+            f'Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"',
+            "FieldValueNotSupported",
+        )
+        raise StatusError.invalid("DeleteOptions", "", [cause])
+    return str(policy)
 
 
 class Handlers:
@@ -230,7 +254,9 @@ class Handlers:
             if method == "DELETE":
                 options = await self._delete_options(request)
                 flt = self._filter(rt, namespace, query)
-                deleted = await self._registry.delete_collection(rt, flt, dry_run=_dry_run(query, options))
+                deleted = await self._registry.delete_collection(
+                    rt, flt, dry_run=_dry_run(query, options), propagation=_propagation(query, options)
+                )
                 return self._list_response(request, rt, deleted, self._registry.rv)
             raise StatusError.method_not_allowed(method, info.path)
         if method == "GET":
@@ -250,7 +276,12 @@ class Handlers:
         if method == "DELETE":
             options = await self._delete_options(request)
             entry, removed = await self._registry.delete(
-                rt, namespace, info.name, preconditions=options.get("preconditions"), dry_run=_dry_run(query, options)
+                rt,
+                namespace,
+                info.name,
+                preconditions=options.get("preconditions"),
+                dry_run=_dry_run(query, options),
+                propagation=_propagation(query, options),
             )
             return self._object(request, rt, entry, 200 if removed else 202)
         raise StatusError.method_not_allowed(method, info.path)
@@ -275,6 +306,8 @@ class Handlers:
             if method == "PATCH":
                 return self._object(request, rt, await self._patch(request, rt, namespace, name, "status"))
             raise StatusError.method_not_allowed(method, info.path)
+        if sub == "scale":
+            return await self._scale(request, rt, namespace, name)
         if method != "POST":
             raise StatusError.method_not_allowed(method, info.path)
         body = await self._body(request)
@@ -316,8 +349,29 @@ class Handlers:
         options = eviction.get("deleteOptions") or {}
         if not isinstance(options, dict):
             raise StatusError.bad_request("deleteOptions must be an object")
+        check_budgets(self._registry, self._catalog, self._registry.get(pods, namespace, name).obj)
+        # No await between the check and the delete's staging: no other eviction runs in between.
         await self._registry.delete(pods, namespace, name, preconditions=options.get("preconditions"))
         return _json_response(encode(success_body(201)), 201)
+
+    async def _scale(self, request: web.Request, rt: ResourceType, namespace: str, name: str) -> web.Response:
+        """GET, PUT or PATCH `…/NAME/scale` (`scale.py`)."""
+        method, dry_run = request.method, _dry_run(request.query)
+        if method == "GET":
+            doc = scale.scale_of(self._registry.get(rt, namespace, name))
+        elif method == "PUT":
+            doc = await scale.update_scale(
+                self._registry, rt, namespace, name, await self._body(request), dry_run=dry_run
+            )
+        elif method == "PATCH":
+            content_type = _content_type(request)
+            if content_type not in PATCH_TYPES:
+                raise StatusError.unsupported_media_type(content_type)
+            patch = (content_type, await self._body(request, content_type))
+            doc = await scale.patch_scale(self._registry, rt, namespace, name, patch, dry_run=dry_run)
+        else:
+            raise StatusError.method_not_allowed(method, request.path)
+        return _json_response(encode(doc))
 
     async def _patch(
         self, request: web.Request, rt: ResourceType, namespace: str, name: str, subresource: str

@@ -22,7 +22,7 @@ from apiserver.errors import Cause, StatusError
 from apiserver.strategy import Strategy
 from apiserver.validation import dns_label, dns_subdomain
 
-__all__ = ["PodStrategy", "binder"]
+__all__ = ["PodStrategy", "binder", "default_pod_spec"]
 
 _IMMUTABLE_MESSAGE = (
     "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
@@ -44,7 +44,8 @@ def _default_container(c: dict[str, Any]) -> None:
         res["requests"] = {**res["limits"], **(requests if isinstance(requests, dict) else {})}
 
 
-def _default_spec(obj: dict[str, Any]) -> None:
+def default_pod_spec(obj: dict[str, Any]) -> None:
+    """Fill the defaults kube-apiserver gives a pod (or a pod template: `{"metadata", "spec"}`)."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return
@@ -77,11 +78,11 @@ def _mutable_view(spec: Any) -> Any:
 
 class PodStrategy(Strategy):
     def prepare_create(self, obj: dict[str, Any]) -> None:
-        _default_spec(obj)
+        default_pod_spec(obj)
         obj["status"] = {"phase": "Pending"}
 
     def prepare_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
-        _default_spec(new)
+        default_pod_spec(new)
 
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
         causes = super().validate(obj, old)

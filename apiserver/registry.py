@@ -41,7 +41,16 @@ from apiserver.strategy import Strategy
 from apiserver.watch import Event, WatchHub
 from kube.logs import V
 
-__all__ = ["JSON_PATCH", "MERGE_PATCH", "STRATEGIC_MERGE_PATCH", "Entry", "ListResult", "Registry", "encode"]
+__all__ = [
+    "JSON_PATCH",
+    "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
+    "Entry",
+    "ListResult",
+    "Registry",
+    "apply_patch",
+    "encode",
+]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +63,11 @@ DEFAULT_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease"
 #: Namespaces that cannot be deleted (kube-apiserver's NamespaceLifecycle admission).
 IMMORTAL_NAMESPACES = frozenset({"default", "kube-system", "kube-public"})
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+#: What a delete's propagationPolicy leaves on the object for the garbage collector to finish.
+PROPAGATION_FINALIZERS = {"Foreground": "foregroundDeletion", "Orphan": "orphan"}
+#: Types whose dependents a delete orphans unless asked otherwise (kube-apiserver's
+#: DefaultGarbageCollectionPolicy: batch/v1 Jobs keep their pods).
+_ORPHAN_BY_DEFAULT = frozenset({"jobs.batch"})
 #: Fields of metadata that only the server sets; a client's values are ignored on update.
 _SERVER_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation")
 
@@ -301,19 +315,9 @@ class Registry:
         dry_run: bool = False,
     ) -> Entry:
         old = self.get(rt, namespace, name)
-        try:
-            if patch_type == MERGE_PATCH:
-                if not isinstance(patch, dict):
-                    raise patches.PatchError("a merge patch must be a JSON object")
-                patched = patches.merge_patch(old.fresh(), patch)
-            elif patch_type == JSON_PATCH:
-                patched = patches.json_patch(old.fresh(), patch)
-            elif patch_type == STRATEGIC_MERGE_PATCH and rt.strategic_merge:
-                patched = patches.strategic_merge_patch(old.fresh(), patch, kind=rt.kind)
-            else:
-                raise StatusError.unsupported_media_type(patch_type)
-        except patches.PatchError as e:
-            raise StatusError(422, "Invalid", f"the patch does not apply: {e}", kind=rt.plural, name=name) from None
+        patched = apply_patch(
+            old.fresh(), patch_type, patch, kind=rt.kind, strategic=rt.strategic_merge, resource=rt.plural, name=name
+        )
         if not isinstance(patched, dict) or not isinstance(patched.get("metadata"), dict):
             raise StatusError(422, "Invalid", "the patched object is not an object with metadata", name=name)
         return await self.update(rt, namespace, name, patched, subresource=subresource, dry_run=dry_run)
@@ -335,8 +339,14 @@ class Registry:
         *,
         preconditions: Mapping[str, Any] | None = None,
         dry_run: bool = False,
+        propagation: str = "",
     ) -> tuple[Entry, bool]:
-        """Delete (or mark for deletion); returns the object's last state and whether it is gone."""
+        """Delete (or mark for deletion); returns the object's last state and whether it is gone.
+
+        `propagation` (Foreground / Orphan / Background, "" for the type's default) decides what
+        the garbage collector does with dependents: Foreground and Orphan leave a finalizer for it
+        (`foregroundDeletion`, `orphan`) and the object stays, marked, until it has done so.
+        """
         old = self.get(rt, namespace, name)
         self._check_preconditions(rt, old, preconditions or {})
         if (admitted := self._admit("DELETE", rt, namespace, name, None, old.obj, "", dry_run)) is not None:
@@ -345,14 +355,16 @@ class Registry:
             self._check_preconditions(rt, old, preconditions or {})
         if dry_run:
             return old, True
-        staged = self._stage_delete(rt.storage_id, old)
+        staged = self._stage_delete(rt.storage_id, old, propagation)
         await self._commit(staged)
         if not staged:
             return old, False
         first: _Staged = staged[0]
         return first.entry, first.deleted
 
-    async def delete_collection(self, rt: ResourceType, flt: ObjectFilter, *, dry_run: bool = False) -> list[Entry]:
+    async def delete_collection(
+        self, rt: ResourceType, flt: ObjectFilter, *, dry_run: bool = False, propagation: str = ""
+    ) -> list[Entry]:
         entries = self.list_objects(rt, flt).entries
         for entry in entries:
             meta = entry.obj["metadata"]
@@ -365,7 +377,7 @@ class Registry:
         entries = [c for e in entries if (c := current.get(_key_of(e))) is not None]
         staged = []
         for entry in entries:
-            staged += self._stage_delete(rt.storage_id, entry)
+            staged += self._stage_delete(rt.storage_id, entry, propagation)
         await self._commit(staged)
         return [s.entry for s in staged if s.storage_id == rt.storage_id]
 
@@ -577,15 +589,21 @@ class Registry:
                 staged += self._stage_removal(NAMESPACES, ns)
         return staged
 
-    def _stage_delete(self, storage_id: str, old: Entry) -> list[_Staged]:
+    def _stage_delete(self, storage_id: str, old: Entry, propagation: str = "") -> list[_Staged]:
         """Delete: mark when finalizers remain, else remove; a namespace takes its contents along."""
         meta = old.obj["metadata"]
         if meta.get("deletionTimestamp"):
             return []  # already being deleted
         if storage_id == NAMESPACES:
             return self._stage_namespace_delete(old)
-        if meta.get("finalizers"):
-            return [self._stage(storage_id, _key_of(old), _marked_deleted(old), old)]
+        if not propagation and storage_id in _ORPHAN_BY_DEFAULT:
+            propagation = "Orphan"
+        extra = PROPAGATION_FINALIZERS.get(propagation)
+        if meta.get("finalizers") or extra:
+            marked = _marked_deleted(old)
+            if extra and extra not in (marked["metadata"].get("finalizers") or ()):
+                marked["metadata"]["finalizers"] = [*(marked["metadata"].get("finalizers") or ()), extra]
+            return [self._stage(storage_id, _key_of(old), marked, old)]
         return self._stage_removal(storage_id, old)
 
     def _stage_namespace_delete(self, ns: Entry) -> list[_Staged]:
@@ -601,8 +619,8 @@ class Registry:
             keys = self._sorted_keys(storage_id)
             lo = bisect.bisect_left(keys, name + "/")
             hi = bisect.bisect_left(keys, name + "0", lo)
-            for key in keys[lo:hi]:
-                staged += self._stage_delete(storage_id, objects[key])
+            for key in keys[lo:hi]:  # as the namespace controller deletes: in the background
+                staged += self._stage_delete(storage_id, objects[key], "Background")
         if self._population[name] == 0 and name in self._objects.get(NAMESPACES, {}):
             staged += self._stage_removal(NAMESPACES, self._objects[NAMESPACES][name])
         return staged
@@ -680,6 +698,23 @@ class Registry:
         for _, done in batch:
             if done is not None and not done.done():
                 done.set_result(None)
+
+
+def apply_patch(doc: Any, patch_type: str, patch: Any, *, kind: str, strategic: bool, resource: str, name: str) -> Any:
+    """`doc` (a private copy) with `patch` applied. Raises StatusError: 415 for a patch type the
+    kind does not take, 422 for a patch that does not apply."""
+    try:
+        if patch_type == MERGE_PATCH:
+            if not isinstance(patch, dict):
+                raise patches.PatchError("a merge patch must be a JSON object")
+            return patches.merge_patch(doc, patch)
+        if patch_type == JSON_PATCH:
+            return patches.json_patch(doc, patch)
+        if patch_type == STRATEGIC_MERGE_PATCH and strategic:
+            return patches.strategic_merge_patch(doc, patch, kind=kind)
+    except patches.PatchError as e:
+        raise StatusError(422, "Invalid", f"the patch does not apply: {e}", kind=resource, name=name) from None
+    raise StatusError.unsupported_media_type(patch_type)
 
 
 def _key_of(entry: Entry) -> str:

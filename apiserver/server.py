@@ -25,7 +25,7 @@ from pathlib import Path
 from aiohttp import web
 
 from apis.errors import ConfigError
-from apiserver import pki
+from apiserver import pki, workloads
 from apiserver.admission import ADMIN, USER, Admission, WebhookConfigurationStrategy
 from apiserver.catalog import Catalog
 from apiserver.crds import CRDStrategy
@@ -144,6 +144,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
             "namespaces": NamespaceStrategy(),
             CRDS: CRDStrategy(catalog),
             WEBHOOK_CONFIGURATIONS: WebhookConfigurationStrategy(admission),
+            **workloads.STRATEGIES,
         }
         failure: list[BaseException] = []
 

@@ -92,6 +92,10 @@ def _pod_row(obj: Obj) -> list[Any]:
     statuses = [s for s in status.get("containerStatuses") or () if isinstance(s, Mapping)]
     ready = sum(1 for s in statuses if s.get("ready"))
     phase = status.get("reason") or status.get("phase") or "Pending"
+    for s in statuses:  # as kubectl's printer: an exited container's reason (Completed, Error)
+        terminated = (s.get("state") or {}).get("terminated")
+        if isinstance(terminated, Mapping) and terminated.get("reason"):
+            phase = terminated["reason"]
     if _meta(obj).get("deletionTimestamp"):
         phase = "Terminating"
     restarts = sum(s.get("restartCount", 0) for s in statuses if isinstance(s.get("restartCount"), int))
@@ -139,6 +143,115 @@ def _event_row(obj: Obj) -> list[Any]:
     ]
 
 
+def _replicas(obj: Obj, field: str) -> int:
+    value = _section(obj, "status").get(field)
+    return value if isinstance(value, int) else 0
+
+
+def _desired(obj: Obj) -> int:
+    value = _section(obj, "spec").get("replicas")
+    return value if isinstance(value, int) else 0
+
+
+def _deployment_row(obj: Obj) -> list[Any]:
+    return [
+        f"{_replicas(obj, 'readyReplicas')}/{_desired(obj)}",
+        _replicas(obj, "updatedReplicas"),
+        _replicas(obj, "availableReplicas"),
+        _age(_meta(obj).get("creationTimestamp")),
+    ]
+
+
+def _replicaset_row(obj: Obj) -> list[Any]:
+    return [
+        _desired(obj),
+        _replicas(obj, "replicas"),
+        _replicas(obj, "readyReplicas"),
+        _age(_meta(obj).get("creationTimestamp")),
+    ]
+
+
+def _statefulset_row(obj: Obj) -> list[Any]:
+    return [f"{_replicas(obj, 'readyReplicas')}/{_desired(obj)}", _age(_meta(obj).get("creationTimestamp"))]
+
+
+def _daemonset_row(obj: Obj) -> list[Any]:
+    selector = _section(_section(_section(obj, "spec"), "template"), "spec").get("nodeSelector") or {}
+    return [
+        _replicas(obj, "desiredNumberScheduled"),
+        _replicas(obj, "currentNumberScheduled"),
+        _replicas(obj, "numberReady"),
+        _replicas(obj, "updatedNumberScheduled"),
+        _replicas(obj, "numberAvailable"),
+        ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<none>",
+        _age(_meta(obj).get("creationTimestamp")),
+    ]
+
+
+def _job_state(obj: Obj) -> str:
+    conditions = [c for c in _section(obj, "status").get("conditions") or () if isinstance(c, Mapping)]
+    for kind in ("Complete", "Failed", "FailureTarget", "Suspended"):
+        if any(c.get("type") == kind and c.get("status") == "True" for c in conditions):
+            return {"FailureTarget": "Failed"}.get(kind, kind)
+    return "Running"
+
+
+def _seconds_between(start: object, end: object) -> str:
+    try:
+        began = datetime.datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        ended = (
+            datetime.datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+            if end
+            else datetime.datetime.now(datetime.UTC)
+        )
+    except ValueError:
+        return ""
+    return human_duration((ended - began).total_seconds())
+
+
+def _job_row(obj: Obj) -> list[Any]:
+    spec, status = _section(obj, "spec"), _section(obj, "status")
+    completions = spec.get("completions")
+    done = _replicas(obj, "succeeded")
+    return [
+        _job_state(obj),
+        f"{done}/{completions}" if isinstance(completions, int) else f"{done}/1 of {spec.get('parallelism', 1)}",
+        _seconds_between(status.get("startTime"), status.get("completionTime")) if status.get("startTime") else "",
+        _age(_meta(obj).get("creationTimestamp")),
+    ]
+
+
+def _pdb_row(obj: Obj) -> list[Any]:
+    spec = _section(obj, "spec")
+    return [
+        "N/A" if spec.get("minAvailable") is None else str(spec["minAvailable"]),
+        "N/A" if spec.get("maxUnavailable") is None else str(spec["maxUnavailable"]),
+        _replicas(obj, "disruptionsAllowed"),
+        _age(_meta(obj).get("creationTimestamp")),
+    ]
+
+
+def _strings(*names: str) -> tuple[Column, ...]:
+    return tuple(Column(n, "integer" if n in _INTEGER_COLUMNS else "string", "") for n in names)
+
+
+_INTEGER_COLUMNS = frozenset({"Up-to-date", "Available", "Desired", "Current", "Allowed Disruptions"})
+#: Columns of the kinds of API groups, by storage id (kube-apiserver's printers for them).
+_GROUPED: Mapping[str, tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]] = {
+    "deployments.apps": (_strings("Ready", "Up-to-date", "Available", "Age"), _deployment_row),
+    "replicasets.apps": (_strings("Desired", "Current", "Ready", "Age"), _replicaset_row),
+    "statefulsets.apps": (_strings("Ready", "Age"), _statefulset_row),
+    "daemonsets.apps": (
+        _strings("Desired", "Current", "Ready", "Up-to-date", "Available", "Node Selector", "Age"),
+        _daemonset_row,
+    ),
+    "jobs.batch": (_strings("Status", "Completions", "Duration", "Age"), _job_row),
+    "poddisruptionbudgets.policy": (
+        _strings("Min Available", "Max Unavailable", "Allowed Disruptions", "Age"),
+        _pdb_row,
+    ),
+}
+
 _BUILTIN: Mapping[str, tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]] = {
     "pods": (
         (
@@ -177,6 +290,8 @@ _BUILTIN: Mapping[str, tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]] = 
 def _columns_of(rt: ResourceType) -> tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]:
     if not rt.group and rt.plural in _BUILTIN:
         return _BUILTIN[rt.plural]
+    if rt.storage_id in _GROUPED and not rt.crd_name:
+        return _GROUPED[rt.storage_id]
     columns = rt.columns or (Column("Age", "date", ".metadata.creationTimestamp"),)
 
     def row(obj: Obj) -> list[Any]:

@@ -18,6 +18,10 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "runtime-proxy": ("cli.runtime_proxy", "run the CRI runtime proxy between kubelet and containerd"),
     "scheduler": ("cli.scheduler", "run the device-aware scheduler"),
     "controller": ("cli.controller", "run the controller manager"),
+    "kube-controller-manager": (
+        "cli.kube_controller_manager",
+        "run the workload controllers of the embedded cluster (Deployments, Jobs, GC; tessera up runs it)",
+    ),
     "up": ("cli.up", "run the whole system on this machine (embedded API server, all components)"),
     "dashboard": ("cli.dashboard", "serve the web UI: GPU map, pending pods, gangs, quotas, scheduler health"),
     "top": ("cli.top", "print the GPU map in the terminal"),

@@ -23,7 +23,7 @@ from typing import Final
 
 from agent.discovery.simulated import BUILTIN_PROFILES, load_profile
 from apis.errors import ConfigError, TesseraError
-from cli.localcluster import demo, quotademo, state
+from cli.localcluster import demo, demoworkloads, quotademo, state
 from cli.localcluster.cluster import LocalCluster
 from cli.localcluster.settings import DEFAULT_DATA_DIR, MAX_NODES, UpSettings
 from cli.localcluster.supervisor import EventKind, SupervisorEvent
@@ -259,7 +259,10 @@ def _run_demo(console: _Console, cluster: LocalCluster) -> None:
             raise _StartTimeout(_nodes_not_ready(cluster, missing, timeout))
         created = demo.submit(client)
         unplaced = demo.wait_placed(client, timeout)
-        rows = demo.placements(client)
+        workloads = demoworkloads.submit(client)
+        owned = demoworkloads.wait_pods(client, timeout)
+        unplaced |= demo.wait_placed(client, timeout, owned)
+        rows = demo.placements(client) + demo.placements(client, owned)
         quotademo.submit(client)  # after: team B takes only the GPUs the pods above left
         quotas_missing = quotademo.wait_written(client, timeout)
         quotas = quotademo.render(client)
@@ -268,6 +271,10 @@ def _run_demo(console: _Console, cluster: LocalCluster) -> None:
     console.say()
     console.say(f"Demo workload in namespace {demo.NAMESPACE} ({created} pods submitted{note}):")
     console.say(demo.render(rows))
+    console.say(
+        f"(the last rows are the pods of Deployment infer and Job train{'' if workloads else ', kept'}: "
+        f"`kubectl get deploy,job,pods -n {demo.NAMESPACE}`)"
+    )
     if unplaced:
         scheduler = next(c for c in cluster.components if c.name == "scheduler").process.log_path
         console.say(

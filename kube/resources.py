@@ -276,10 +276,13 @@ class ResourceAPI:
         resource_version: str = "",
         dry_run: bool = False,
         grace_period_seconds: int | None = None,
+        propagation_policy: str = "",
     ) -> Obj:
         """Delete (preconditions: uid/resourceVersion). Returns the object's last state.
 
         `grace_period_seconds=0` removes a pod at once, as kubelet does once its containers are gone.
+        `propagation_policy` (Foreground / Background / Orphan; "" for the type's default) is what
+        the garbage collector does with the object's dependents.
         """
         options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
         preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
@@ -289,6 +292,8 @@ class ResourceAPI:
             options["gracePeriodSeconds"] = grace_period_seconds
         if dry_run:
             options["dryRun"] = ["All"]
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
         return self._call("DELETE", self.path(namespace, name), body=options)
 
     def post(self, name: str, subresource: str, body: Obj, *, namespace: str = "") -> Obj:

@@ -5,7 +5,9 @@ status; when a pod is deleted it stops them and removes the pod (a delete with g
 `PodLifecycle` reports the same without running anything: phase Running, the Initialized /
 PodReadyToStartContainers / ContainersReady / Ready conditions, a pod IP, and for each container
 a running state with a made-up id (`containerd://<64 hex>`, stable per pod and container, so
-tools that parse container ids keep working). Init containers are reported as completed.
+tools that parse container ids keep working). Init containers are reported as completed. A pod
+whose containers would exit (a Job's; `completion.py`) is reported Succeeded or Failed when its
+time is up, or restarted in place as its restartPolicy says.
 
 It is fed by the agent's informer of this node's pods: handlers queue pod keys, one worker thread
 writes. A write the API server refuses or cannot take is retried with backoff; the informer's
@@ -15,12 +17,15 @@ cache decides what still needs doing, so nothing is done twice and nothing is lo
 from __future__ import annotations
 
 import hashlib
+import heapq
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
+from agent.kubeletsim import completion
 from apis.k8s.core import Pod
 from apis.k8s.meta import now_rfc3339
 from kube import errors
@@ -28,7 +33,7 @@ from kube.backoff import Backoff
 from kube.client import Client
 from kube.informer import Informer
 from kube.logs import V
-from kube.resources import PODS, STRATEGIC_MERGE_PATCH
+from kube.resources import MERGE_PATCH, PODS, STRATEGIC_MERGE_PATCH
 
 __all__ = ["PodLifecycle", "fake_container_id", "running_status"]
 
@@ -114,6 +119,7 @@ class PodLifecycle:
         self._backoff = backoff
         self._queue: deque[str] = deque()
         self._queued: set[str] = set()
+        self._due: list[tuple[float, str]] = []  # (monotonic time, pod key): containers exit then
         self._cond = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
@@ -134,7 +140,10 @@ class PodLifecycle:
 
     # --- queue -------------------------------------------------------------------------------------
     def _needs_action(self, pod: Pod) -> bool:
-        return pod.node_name == self.node_name and (pod.is_deleting or pod.phase == "Pending")
+        if pod.node_name != self.node_name:
+            return False
+        exits = pod.phase == "Running" and completion.run_seconds(pod) is not None
+        return pod.is_deleting or pod.phase == "Pending" or exits
 
     def _enqueue(self, pod: Pod) -> None:
         if not self._needs_action(pod):
@@ -147,7 +156,15 @@ class PodLifecycle:
 
     def _next(self) -> str | None:
         with self._cond:
-            self._cond.wait_for(lambda: self._queue or self._stopping)
+            while not self._queue and not self._stopping:
+                now = time.monotonic()
+                while self._due and self._due[0][0] <= now:
+                    _, due_key = heapq.heappop(self._due)
+                    if due_key not in self._queued:
+                        self._queued.add(due_key)
+                        self._queue.append(due_key)
+                if not self._queue:
+                    self._cond.wait(timeout=self._due[0][0] - now if self._due else None)
             if self._stopping:
                 return None
             key = self._queue.popleft()
@@ -172,6 +189,26 @@ class PodLifecycle:
             except Exception:  # the loop boundary: one pod's bug must not stop the others
                 log.exception("Pod handling failed", extra={"pod": key})
 
+    def _exit_when_due(self, key: str, raw: dict[str, Any], pod: Pod) -> None:
+        """The containers of a running pod exit once its run time is up (`completion.py`)."""
+        seconds = completion.run_seconds(pod)
+        started = completion.started_at(raw)
+        if seconds is None or started is None:
+            return
+        left = started + seconds - time.time()
+        if left > 0:
+            with self._cond:
+                heapq.heappush(self._due, (time.monotonic() + left, key))
+                self._cond.notify()
+            return
+        patch = completion.exit_status(raw, pod, now=now_rfc3339())
+        self._pods.patch(pod.name, patch, namespace=pod.namespace, patch_type=MERGE_PATCH, subresource="status")
+        log.log(
+            V(2),
+            "Pod containers exited (SIMULATED kubelet)",
+            extra={"pod": key, "node": self.node_name, "phase": patch["status"].get("phase", "Running")},
+        )
+
     # --- one pod -----------------------------------------------------------------------------------
     def handle(self, key: str) -> None:
         """Do what the pod `key` (namespace/name) needs now, if anything. Raises APIError."""
@@ -186,7 +223,13 @@ class PodLifecycle:
             log.log(V(2), "Removed deleted pod (SIMULATED kubelet)", extra={"pod": key, "node": self.node_name})
             return
         raw = self._pods.get(pod.name, namespace=pod.namespace)  # the images and init containers
-        if (raw.get("status") or {}).get("phase") != "Pending" or (raw.get("metadata") or {}).get("uid") != pod.uid:
+        if (raw.get("metadata") or {}).get("uid") != pod.uid:
+            return
+        phase = (raw.get("status") or {}).get("phase")
+        if phase == "Running":
+            self._exit_when_due(key, raw, pod)
+            return
+        if phase != "Pending":
             return
         patch = running_status(raw, host_ip=self._host_ip, pod_ip=self._pod_ip(pod.uid), now=now_rfc3339())
         self._pods.patch(

@@ -142,6 +142,11 @@ LABEL_ARCH: Final = "kubernetes.io/arch"
 NAMESPACE_NODE_LEASE: Final = "kube-node-lease"
 #: Marks Nodes whose kubelet is simulated by the agent (`tessera agent --simulate-kubelet`).
 LABEL_SIMULATED_KUBELET: Final = f"{TESSERA_DOMAIN}/simulated-kubelet"
+#: On a pod that a simulated kubelet runs: how long its containers run before they exit (a number
+#: of seconds; "never" keeps them running), and with which exit code (default 0). A pod of
+#: restartPolicy Never or OnFailure (a Job's) exits after 5 s unless this says otherwise.
+ANNOTATION_SIMULATED_RUN_SECONDS: Final = f"{TESSERA_DOMAIN}/simulated-run-seconds"
+ANNOTATION_SIMULATED_EXIT_CODE: Final = f"{TESSERA_DOMAIN}/simulated-exit-code"
 
 # --- Kubernetes taints the scheduler honours -----------------------------------------------------
 TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"

@@ -196,6 +196,8 @@ class Pod:
     node_affinity: NodeAffinity | None = None
     tolerations: tuple[Toleration, ...] = ()
     host_network: bool = False
+    #: spec.restartPolicy (Always, OnFailure, Never), as the API server defaults it.
+    restart_policy: str = "Always"
     phase: str = "Pending"
     conditions: tuple[Condition, ...] = ()
     pod_ip: str = ""
@@ -313,6 +315,7 @@ class Pod:
                 for i, t in enumerate(f.items(spec, "tolerations", "spec", obj))
             ),
             host_network=f.boolean(spec, "hostNetwork", "spec", obj),
+            restart_policy=str(spec.get("restartPolicy") or "Always"),
             phase=f.string(status, "phase", "status", obj, "Pending"),
             conditions=_pod_conditions(status, obj),
             pod_ip=f.string(status, "podIP", "status", obj),

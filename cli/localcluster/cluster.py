@@ -135,7 +135,12 @@ class LocalCluster:
         data, kubeconfig = self.data_dir, self.kubeconfig
         scheduler = components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address)
         dashboard = components.dashboard(data, kubeconfig, scheduler=scheduler)
-        wanted = [components.controller(data, kubeconfig, args=hooks.controller_args()), scheduler, dashboard]
+        wanted = [
+            components.controller(data, kubeconfig, args=hooks.controller_args()),
+            components.kube_controller_manager(data, kubeconfig),
+            scheduler,
+            dashboard,
+        ]
         if self.local_node:
             wanted.append(components.local_agent(data, kubeconfig, node=self.local_node))
         wanted += [

@@ -4,6 +4,8 @@
     DATA_DIR/controller/                               `tessera controller`: log, address file,
                                                        webhook/ (its webhook's CA and certificate),
                                                        a 30 s quota reclaim grace
+    DATA_DIR/kube-controller-manager/                  `tessera kube-controller-manager` (the
+                                                       workload controllers): log, address file
     DATA_DIR/scheduler/                                `tessera scheduler`: log, address file,
                                                        config.yaml (its profiles, ElasticQuota on)
     DATA_DIR/dashboard/                                `tessera dashboard`: log, address file
@@ -27,12 +29,22 @@ from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
 from cli.launchers.dashboard import DashboardProcess
+from cli.launchers.kubecontrollers import KubeControllersProcess
 from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster.state import ComponentState
 from kube.process import ServingProcess
 from scheduler.framework.config import KUBE_DEFAULT_SCHEDULER
 
-__all__ = ["Component", "apiserver", "controller", "dashboard", "local_agent", "scheduler", "simulated_agent"]
+__all__ = [
+    "Component",
+    "apiserver",
+    "controller",
+    "dashboard",
+    "kube_controller_manager",
+    "local_agent",
+    "scheduler",
+    "simulated_agent",
+]
 
 #: A unix socket path must fit in 108 bytes (with its terminating NUL).
 _MAX_SOCKET_PATH: Final = 100
@@ -98,6 +110,13 @@ def controller(data_dir: Path, kubeconfig: Path, *, args: Sequence[str] = ()) ->
     args = ["--quota-reclaim-grace", str(QUOTA_RECLAIM_GRACE), *args]
     process = ControllerProcess(kubeconfig, directory=data_dir / "controller", args=args)
     return Component("controller", "controller", process)
+
+
+def kube_controller_manager(data_dir: Path, kubeconfig: Path) -> Component:
+    """The workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs, budgets, garbage
+    collection): kube-controller-manager's job, which a real cluster does itself."""
+    process = KubeControllersProcess(kubeconfig, directory=data_dir / "kube-controller-manager")
+    return Component("kube-controller-manager", "kube-controller-manager", process)
 
 
 def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str) -> Component:

@@ -48,7 +48,9 @@ def answered(read: Callable[[], T]) -> Callable[[], T | None]:
     return attempt
 
 
-@pytest.mark.parametrize("component", ["apiserver", "scheduler", "controller", "agent/sim-1"])
+@pytest.mark.parametrize(
+    "component", ["apiserver", "scheduler", "controller", "kube-controller-manager", "agent/sim-1"]
+)
 def test_a_killed_component_is_restarted_and_nothing_is_lost_or_double_allocated(
     up: Up, cluster: Cluster, component: str
 ) -> None:

@@ -91,7 +91,15 @@ def test_port_the_kubeconfig_points_at_it_and_kubectl_answers_there(flagged: Fla
 
 def test_nodes_and_no_local_agent_two_simulated_nodes_ready_and_no_other(flagged: Flagged, cluster: Cluster) -> None:
     components = sorted(flagged.up.state().components)
-    assert components == ["agent/sim-1", "agent/sim-2", "apiserver", "controller", "dashboard", "scheduler"]
+    assert components == [
+        "agent/sim-1",
+        "agent/sim-2",
+        "apiserver",
+        "controller",
+        "dashboard",
+        "kube-controller-manager",
+        "scheduler",
+    ]
     wait_for(
         lambda: sorted(n.name for n in cluster.nodes().values() if n.ready) == NODES,
         timeout_s=TIMEOUT_S,

@@ -55,3 +55,33 @@ def test_custom_columns_follow_json_paths() -> None:
         query={"includeObject": "None"},
     )
     assert doc["rows"] == [{"cells": ["t", 3]}]
+
+
+def test_workload_tables_print_kubectls_columns() -> None:
+    catalog = Catalog()
+    deployments, jobs, pods = (
+        catalog.lookup("apps", "v1", "deployments"),
+        catalog.lookup("batch", "v1", "jobs"),
+        catalog.lookup("", "v1", "pods"),
+    )
+    assert deployments is not None and jobs is not None and pods is not None
+    deployment = {
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 3},
+        "status": {"readyReplicas": 2, "updatedReplicas": 3, "availableReplicas": 2},
+    }
+    doc = table(deployments, [deployment], rv="1", query={})
+    assert [c["name"] for c in doc["columnDefinitions"]] == ["Name", "Ready", "Up-to-date", "Available", "Age"]
+    assert doc["rows"][0]["cells"][:4] == ["web", "2/3", 3, 2]
+    job = {
+        "metadata": {"name": "train"},
+        "spec": {"completions": 2},
+        "status": {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]},
+    }
+    assert table(jobs, [job], rv="1", query={})["rows"][0]["cells"][:3] == ["train", "Complete", "2/2"]
+    done = {
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{}]},
+        "status": {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {"reason": "Completed"}}}]},
+    }
+    assert table(pods, [done], rv="1", query={})["rows"][0]["cells"][2] == "Completed"

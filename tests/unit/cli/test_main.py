@@ -13,8 +13,16 @@ from cli.main import main
     [
         (["apiserver", "--listen", "bad"], "tessera apiserver: --listen 'bad': expected HOST:PORT"),
         (["runtime-proxy", "--hook-timeout", "-1"], "tessera runtime-proxy: runtime proxy settings: hook_timeout_s"),
+        (
+            ["kube-controller-manager", "--listen", "x"],
+            "tessera kube-controller-manager: --listen 'x': expected HOST:PORT",
+        ),
+        (
+            ["kube-controller-manager", "--job-backoff", "-1"],
+            "tessera kube-controller-manager: --job-backoff -1.0: must be >= 0 seconds",
+        ),
     ],
-    ids=["apiserver", "runtime-proxy"],
+    ids=["apiserver", "runtime-proxy", "kube-controller-manager-listen", "kube-controller-manager-backoff"],
 )
 def test_bad_flags_are_one_line_and_exit_code_2(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import copy
+
+from apiserver.workloads import STRATEGIES
 from cli.localcluster.demo import DEMO_PODS, Placement, render
+from cli.localcluster.demoworkloads import INFERENCE, TRAINING
 
 
 def test_the_table_shows_devices_of_placed_pods_and_the_reason_of_the_others() -> None:
@@ -24,3 +28,14 @@ def test_the_demo_has_each_kind_of_request_and_one_pod_that_cannot_fit() -> None
     assert [p.name for p in DEMO_PODS if p.unschedulable] == ["too-big", "big-0", "big-1", "big-2", "big-3"]
     manifests = [p.manifest() for p in DEMO_PODS]
     assert all(m["spec"]["schedulerName"] == "tessera-scheduler" for m in manifests)
+
+
+def test_the_demo_workloads_are_what_the_api_server_accepts() -> None:
+    """The Deployment and the Job, defaulted and validated as the embedded API server does."""
+    for storage, manifest in (("deployments.apps", INFERENCE), ("jobs.batch", TRAINING)):
+        obj = copy.deepcopy(manifest)
+        obj["metadata"].update(uid="u", namespace="tessera-demo")
+        STRATEGIES[storage].prepare_create(obj)
+        assert STRATEGIES[storage].validate(obj, None) == [], storage
+    half = INFERENCE["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert half == {"koordinator.sh/gpu-core": "50", "koordinator.sh/gpu-memory-ratio": "50"}

@@ -1,0 +1,44 @@
+"""What every component process does at its edges: publish its address, stop on a signal.
+
+(The older components carry private copies of these; new ones use this module.)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+__all__ = ["stop_on_signals", "write_atomically"]
+
+log = logging.getLogger(__name__)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Readers (a parent waiting for the address file) see the whole content or no file at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    os.replace(partial, path)
+
+
+@contextmanager
+def stop_on_signals() -> Iterator[threading.Event]:
+    """An event set by SIGTERM or SIGINT while inside (main thread only); the previous handlers come back after."""
+    stop = threading.Event()
+
+    def handle(signum: int, _frame: Any) -> None:
+        log.info("Signal received; stopping", extra={"signal": signal.Signals(signum).name})
+        stop.set()
+
+    previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield stop
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
