@@ -8,7 +8,19 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-OURS = ("apis", "kube", "apiserver", "scheduler", "controller", "kubecontrollers", "agent", "runtimeproxy", "dashboard", "proto", "cli")
+OURS = (
+    "apis",
+    "kube",
+    "apiserver",
+    "scheduler",
+    "controller",
+    "kubecontrollers",
+    "agent",
+    "runtimeproxy",
+    "dashboard",
+    "proto",
+    "cli",
+)
 
 
 def imported_by(module: str) -> set[str]:
