@@ -14,6 +14,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apiserver.schema.structural import SchemaError, Structural, compile_schema
+
 __all__ = ["Catalog", "Column", "GroupInfo", "ResourceType", "sort_versions"]
 
 #: Selectable on every type, as in Kubernetes.
@@ -53,6 +55,8 @@ class ResourceType:
     columns: tuple[Column, ...] = ()
     #: The CRD that registered this type ("" for built-ins).
     crd_name: str = ""
+    #: A custom resource's structural schema (pruning, defaulting, validation, OpenAPI).
+    schema: Structural | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -300,6 +304,19 @@ def types_from_crd(crd: Mapping[str, Any]) -> tuple[ResourceType, ...]:
                 strategic_merge=False,
                 columns=columns,
                 crd_name=name,
+                schema=version_schema(v),
             )
         )
     return tuple(out)
+
+
+def version_schema(version: Mapping[str, Any]) -> Structural | None:
+    """The compiled schema of one CRD version; None when it has none (CRDs are checked on
+    write, so only a CRD stored before schemas were enforced can fail here)."""
+    raw = (version.get("schema") or {}).get("openAPIV3Schema")
+    if raw is None:
+        return None
+    try:
+        return compile_schema(raw)
+    except SchemaError:
+        return None

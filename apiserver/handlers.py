@@ -24,6 +24,7 @@ from apiserver.errors import StatusError, status_body, success_body
 from apiserver.pods import binder
 from apiserver.registry import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Entry, Registry, encode
 from apiserver.routing import RequestInfo, parse_path
+from apiserver.schema import fieldvalidation
 from apiserver.selectors import ObjectFilter, parse_field_selector, parse_label_selector
 from apiserver.watch import Expired
 from kube.logs import V
@@ -127,7 +128,10 @@ class Handlers:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
         try:
-            response = await self._dispatch(request)
+            with fieldvalidation.scope(request.query.get("fieldValidation", "")) as fields:
+                response = await self._dispatch(request)
+            for warning in fields.warnings:
+                response.headers.add("Warning", f'299 - "{warning}"')
         except StatusError as e:
             response = status_response(e)
         except web.HTTPRequestEntityTooLarge as e:
@@ -175,8 +179,9 @@ class Handlers:
         if path == "/version":
             return self._discovery.version()
         if path == "/openapi/v2":
-            # An empty protobuf document: kubectl finds no schemas and leaves validation to the server.
-            return web.Response(body=b"", content_type=_PROTOBUF)
+            if "protobuf" in request.headers.get("Accept", ""):
+                return web.Response(body=self._discovery.openapi_v2(protobuf=True), content_type=_PROTOBUF)
+            return self._discovery.openapi_v2(protobuf=False)
         if path == "/openapi/v3":
             return self._discovery.openapi_v3_root()
         if path.startswith("/openapi/v3/"):

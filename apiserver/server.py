@@ -33,6 +33,7 @@ from apiserver.errors import StatusError
 from apiserver.handlers import Handlers, WatchSettings, status_response
 from apiserver.pods import PodStrategy
 from apiserver.registry import CRDS, Registry
+from apiserver.schema.strategy import Strategies
 from apiserver.storage import Storage
 from apiserver.strategy import NamespaceStrategy, Strategy
 from apiserver.watch import WatchHub
@@ -135,11 +136,12 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         start_rv, rows = storage.load() if storage is not None else (0, iter(()))
         catalog = Catalog()
         hub = WatchHub(settings.watch_window, start_rv)
-        strategies: dict[str, Strategy] = {
+        builtin: dict[str, Strategy] = {
             "pods": PodStrategy(),
             "namespaces": NamespaceStrategy(),
             CRDS: CRDStrategy(catalog),
         }
+        strategies = Strategies(catalog, builtin)
         failure: list[BaseException] = []
 
         def fatal(error: BaseException) -> None:
