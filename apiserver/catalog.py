@@ -20,6 +20,8 @@ __all__ = ["Catalog", "Column", "GroupInfo", "ResourceType", "sort_versions"]
 
 #: Selectable on every type, as in Kubernetes.
 META_FIELDS: Mapping[str, str] = {"metadata.name": "metadata.name", "metadata.namespace": "metadata.namespace"}
+RBAC_GROUP = "rbac.authorization.k8s.io"
+AUTHORIZATION_GROUP = "authorization.k8s.io"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -197,6 +199,26 @@ BUILTINS: tuple[ResourceType, ...] = (
         True,
         ("ev",),
         fields=_fields(*_REGARDING, "reason", "reportingController", "type"),
+    ),
+    ResourceType("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",), columns=(_AGE,)),
+    *(
+        ResourceType(RBAC_GROUP, "v1", plural, plural[:-1], kind, namespaced, columns=(_AGE,))
+        for plural, kind, namespaced in (
+            ("roles", "Role", True),
+            ("rolebindings", "RoleBinding", True),
+            ("clusterroles", "ClusterRole", False),
+            ("clusterrolebindings", "ClusterRoleBinding", False),
+        )
+    ),
+    # Access reviews are answered, never stored (apiserver/authz/reviews.py).
+    *(
+        ResourceType(AUTHORIZATION_GROUP, "v1", plural, plural[:-1], kind, namespaced, verbs=("create",))
+        for plural, kind, namespaced in (
+            ("selfsubjectaccessreviews", "SelfSubjectAccessReview", False),
+            ("subjectaccessreviews", "SubjectAccessReview", False),
+            ("localsubjectaccessreviews", "LocalSubjectAccessReview", True),
+            ("selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
+        )
     ),
     ResourceType(
         "apiextensions.k8s.io",

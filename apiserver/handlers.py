@@ -23,7 +23,7 @@ from apiserver.discovery import Discovery
 from apiserver.errors import StatusError, status_body, success_body
 from apiserver.pods import binder
 from apiserver.registry import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Entry, Registry, encode
-from apiserver.routing import RequestInfo, parse_path
+from apiserver.routing import RequestInfo, parse_path, request_verb
 from apiserver.schema import fieldvalidation
 from apiserver.selectors import ObjectFilter, parse_field_selector, parse_label_selector
 from apiserver.watch import Expired
@@ -63,18 +63,6 @@ def status_response(error: StatusError) -> web.Response:
 def _content_type(request: web.Request) -> str:
     """The body's media type; none given means JSON, as kube-apiserver assumes."""
     return request.content_type if "Content-Type" in request.headers else ""
-
-
-_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
-def _verb(method: str, item: bool, watch: bool) -> str:
-    """The Kubernetes verb of a request (what discovery lists per resource)."""
-    if watch:
-        return "watch"
-    if not item and method in ("GET", "DELETE"):
-        return "list" if method == "GET" else "deletecollection"
-    return _VERBS.get(method, method.lower())
 
 
 def _flag(query: Mapping[str, str], name: str) -> bool:
@@ -210,7 +198,7 @@ class Handlers:
         query = request.query
         if info.subresource:
             return await self._subresource(request, rt, namespace, info)
-        verb = _verb(method, bool(info.name), _flag(query, "watch"))
+        verb = request_verb(method, bool(info.name), _flag(query, "watch"))
         if verb not in rt.verbs:
             raise StatusError.method_not_allowed(method, info.path)
         if rt.verbs == ("create",):  # the `bindings` collection

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import ipaddress
 import logging
 import secrets
@@ -18,7 +17,6 @@ import signal
 import socket
 import sqlite3
 import tempfile
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,10 +24,15 @@ from aiohttp import web
 
 from apis.errors import ConfigError
 from apiserver import pki
+from apiserver.authz import bootstrap
+from apiserver.authz.gate import Gate
+from apiserver.authz.identity import TokenAuthenticator
+from apiserver.authz.policy import RegistryPolicy
+from apiserver.authz.rbac import AlwaysAllow, RBACAuthorizer
+from apiserver.authz.strategy import RBAC_STRATEGIES
 from apiserver.catalog import Catalog
 from apiserver.crds import CRDStrategy
 from apiserver.discovery import Discovery
-from apiserver.errors import StatusError
 from apiserver.handlers import Handlers, WatchSettings, status_response
 from apiserver.pods import PodStrategy
 from apiserver.registry import CRDS, Registry
@@ -43,8 +46,6 @@ __all__ = ["APIServerSettings", "run", "serve"]
 
 log = logging.getLogger(__name__)
 
-_UNAUTHENTICATED = ("/healthz", "/livez", "/readyz")
-
 
 @dataclass(frozen=True, slots=True)
 class APIServerSettings:
@@ -56,6 +57,9 @@ class APIServerSettings:
     kubeconfig_out: Path | None = None
     #: Clients must send `Authorization: Bearer <token>` (over HTTPS); None serves plain HTTP, no auth.
     token: str | None = None
+    #: More identities, in kube's `--token-auth-file` CSV format (`token,user,uid,"g1,g2"`); with a
+    #: token, requests are authorized by RBAC (the `token` itself is cluster-admin).
+    token_auth_file: Path | None = None
     #: Where the TLS CA and serving certificate live (default: DATA_DIR/pki, or a temporary directory).
     cert_dir: Path | None = None
     #: Events retained per resource for watches to resume from (older resume → 410 Gone).
@@ -70,6 +74,8 @@ class APIServerSettings:
                 f"refusing to listen on {self.host} without a token: anyone who can reach it could change the "
                 "cluster; pass --token-file or listen on a loopback address"
             )
+        if self.token_auth_file is not None and self.token is None:
+            raise ConfigError("--token-auth-file needs --token-file: identities are only checked over HTTPS")
         if self.watch_window < 100:
             raise ConfigError(f"watch window {self.watch_window} is too small (at least 100 events)")
 
@@ -107,21 +113,12 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _authenticating(
-    token: str | None, handle: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    if token is None:
-        return handle
-    expected = f"Bearer {token}".encode()
-
-    async def authenticated(request: web.Request) -> web.StreamResponse:
-        if not request.path.startswith(_UNAUTHENTICATED) and not hmac.compare_digest(
-            request.headers.get("Authorization", "").encode(), expected
-        ):
-            return status_response(StatusError.unauthorized())
-        return await handle(request)
-
-    return authenticated
+def _gate(settings: APIServerSettings, registry: Registry, handlers: Handlers) -> Gate:
+    """Authentication and RBAC with a token; without one, everyone is allowed everything."""
+    if settings.token is None:
+        return Gate(None, AlwaysAllow(), handlers.handle, status_response)
+    authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
+    return Gate(authenticator, RBACAuthorizer(RegistryPolicy(registry)), handlers.handle, status_response)
 
 
 async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
@@ -140,6 +137,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
             "pods": PodStrategy(),
             "namespaces": NamespaceStrategy(),
             CRDS: CRDStrategy(catalog),
+            **RBAC_STRATEGIES,
         }
         strategies = Strategies(catalog, builtin)
         failure: list[BaseException] = []
@@ -155,10 +153,12 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         if storage is not None:
             storage.start()
         await registry.ensure_namespaces()
+        await bootstrap.ensure_policy(registry)
         ready = False
         handlers = Handlers(registry, catalog, Discovery(catalog, address), watch=settings.watch, ready=lambda: ready)
         app = web.Application(client_max_size=settings.max_body_bytes)
-        app.router.add_route("*", "/{tail:.*}", _authenticating(settings.token, handlers.handle))
+        gate = _gate(settings, registry, handlers)
+        app.router.add_route("*", "/{tail:.*}", gate)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         cert = None
