@@ -52,6 +52,8 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/service/quotafeed.py QuotaFeed: an Informer of ElasticQuotas (when a profile
         # enables the ElasticQuota plugin).
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
+        # scheduler/service/informers.py ClusterFeed: an Informer of PodGroups (gang scheduling).
+        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
         # scheduler/service/podapi.py KubePodAPI: get (read back), annotate (patch),
         # set_condition (patch pods/status), bind (create pods/binding).
         | calls("get patch", CORE, "pods")
@@ -68,9 +70,14 @@ NEEDED: dict[str, set[Call]] = {
         calls("list watch patch", CORE, "nodes")
         | calls("patch", CORE, "nodes/status")
         | calls("list watch", *DEVICES)
-        # controller/runtime/manager.py EventRecorder: its Events are about Nodes and Devices,
-        # cluster-scoped objects, whose Events kube/events.py puts in `default`.
-        | calls("create patch", CORE, "events", "default")
+        # controller/podgroups/reconciler.py add_to_manager: Informers of PodGroups and of the pods
+        # labelled with one (RBAC has no label selectors); PodGroupReconciler: patch podgroups/status.
+        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", CORE, "pods")
+        | calls("patch", names.POD_GROUPS.group, f"{names.POD_GROUPS.plural}/status")
+        # controller/runtime/manager.py EventRecorder: Events about Nodes and Devices (cluster-scoped,
+        # so kube/events.py puts them in `default`) and about PodGroups, in the PodGroup's namespace.
+        | calls("create patch", CORE, "events")
         | leader_election("tessera-controller")
     ),
     "tessera-agent": (
@@ -209,7 +216,7 @@ def test_the_evaluator_can_refuse() -> None:
     assert not allowed("tessera-scheduler", Call("update", *DEVICES))
     assert not allowed("tessera-scheduler", Call("update", *LEASES, NAMESPACE, "tessera-controller"))
     assert not allowed("tessera-scheduler", Call("update", *LEASES, "kube-system", names.SCHEDULER_NAME))
-    assert not allowed("tessera-controller", Call("create", CORE, "events", "ml"))
+    assert not allowed("tessera-controller", Call("delete", CORE, "events", "ml"))
     assert not allowed("tessera-controller", Call("create", CORE, "pods/binding", "ml"))
     for account in NEEDED:
         assert not allowed(account, Call("get", CORE, "secrets", "ml"))
