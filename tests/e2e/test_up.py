@@ -133,6 +133,7 @@ def test_demo_ctrl_c_and_resuming_on_the_same_data_directory(workdir: Path, star
         pods = cluster.pods(demo.NAMESPACE)
         assert sorted(p.name for p in pods if not p.node_name) == ["big-0", "big-1", "big-2", "big-3", "too-big"]
         assert allocation_problems(pods, cluster.devices()) == []
+    assert first.forbidden_calls() == [], "a component called what its role in deploy/ lacks"
     kept = objects(first)
     state = first.state()
     sockets = [Path(state.components["scheduler"].grpc.removeprefix("unix://"))]
