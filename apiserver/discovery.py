@@ -199,7 +199,7 @@ class Discovery:
                 continue
             base = f"/{self._gv_path(group, version)}"
             ns = "/namespaces/{namespace}" if rt.namespaced else ""
-            content = ["application/json-patch+json", "application/merge-patch+json"]
+            content = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
             paths[f"{base}{ns}/{rt.plural}/{{name}}"] = {
                 "patch": {
                     "operationId": f"patch{rt.kind}",

@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from apiserver import bodies, kubelet, tables
+from apiserver.apply.server import APPLY_PATCH, server_side_apply
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.discovery import Discovery
 from apiserver.errors import StatusError, status_body, success_body
@@ -316,6 +317,20 @@ class Handlers:
         self, request: web.Request, rt: ResourceType, namespace: str, name: str, subresource: str
     ) -> Entry:
         content_type = _content_type(request)
+        if content_type == APPLY_PATCH:
+            query = request.query
+            entry, _ = await server_side_apply(
+                self._registry,
+                rt,
+                namespace,
+                name,
+                await self._body(request, content_type),
+                manager=query.get("fieldManager", ""),
+                force=_flag(query, "force"),
+                subresource=subresource,
+                dry_run=_dry_run(query),
+            )
+            return entry
         if content_type not in PATCH_TYPES:
             raise StatusError.unsupported_media_type(content_type)
         patch = await self._body(request, content_type)

@@ -220,7 +220,7 @@ class Registry:
         meta["uid"] = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
-        for server_only in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "resourceVersion"):
+        for server_only in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
             meta.pop(server_only, None)
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         strategy.prepare_create(obj)
@@ -425,7 +425,8 @@ class Registry:
                 meta[field] = old_meta[field]
             else:
                 meta.pop(field, None)
-        meta.pop("managedFields", None)
+        if "managedFields" not in meta and "managedFields" in old_meta:
+            meta["managedFields"] = old_meta["managedFields"]  # server-side apply's owners stay (apply/)
         meta["resourceVersion"] = str(old.rv)
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
         if rt.has_status:
