@@ -18,6 +18,7 @@ from typing import Any
 from aiohttp import web
 
 from apiserver import bodies, kubelet, tables
+from apiserver.apply import tracking
 from apiserver.apply.server import APPLY_PATCH, server_side_apply
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.discovery import Discovery
@@ -117,7 +118,11 @@ class Handlers:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
         try:
-            with fieldvalidation.scope(request.query.get("fieldValidation", "")) as fields:
+            manager = tracking.manager_for(request.query.get("fieldManager", ""), request.headers.get("User-Agent", ""))
+            with (
+                fieldvalidation.scope(request.query.get("fieldValidation", "")) as fields,
+                tracking.updates_by(manager),
+            ):
                 response = await self._dispatch(request)
             for warning in fields.warnings:
                 response.headers.add("Warning", f'299 - "{warning}"')

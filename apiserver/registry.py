@@ -32,6 +32,7 @@ from typing import Any
 
 from apis.k8s.meta import now_rfc3339
 from apiserver import patch as patches
+from apiserver.apply import tracking
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.errors import Cause, StatusError
 from apiserver.selectors import ObjectFilter
@@ -436,6 +437,7 @@ class Registry:
             else:
                 new["status"] = status
         strategy.prepare_update(new, old.obj)
+        tracking.record_update(rt, new, old.obj)
         if old_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
             if added:

@@ -4,8 +4,7 @@ Managed fields are kept in `metadata.managedFields` as kube keeps them (`manager
 Apply`, `apiVersion`, `time`, `fieldsType: FieldsV1`, `fieldsV1`). A conflict is kube's 409:
 `Apply failed with 1 conflict: conflict with "team-a" using v1: .spec.replicas`, with one
 `FieldManagerConflict` cause per field; `?force=true` takes the fields over instead.
-Writes other than apply keep the managed fields they find but do not record themselves
-(docs/user/apiserver.md says what that leaves out).
+Writes other than apply are recorded by `tracking.py`.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from apis.k8s.meta import now_rfc3339
+from apiserver.apply import tracking
 from apiserver.apply.fields import ListKinds, Path, decode, encode, leaves
 from apiserver.apply.merge import conflicting, merge, path_string, remove
 from apiserver.catalog import ResourceType
@@ -122,5 +122,6 @@ async def server_side_apply(
     for path in sorted(previous - mine - others, key=len, reverse=True):
         remove(merged, path)
     merged["metadata"]["managedFields"] = [*kept, _entry(manager, rt.api_version, mine, subresource)]
-    stored = await registry.update(rt, namespace, name, merged, subresource=subresource, dry_run=dry_run)
+    with tracking.suspended():
+        stored = await registry.update(rt, namespace, name, merged, subresource=subresource, dry_run=dry_run)
     return stored, False

@@ -77,3 +77,19 @@ def test_official_client_server_side_apply(server: EmbeddedAPIServer) -> None:
         body={**body, "data": {"a": "2"}}, name="ssa", namespace="default", field_manager="two", force_conflicts=True
     )
     assert forced.data.a == "2"
+
+
+@pytest.mark.skipif(not KUBECTLS, reason="no kubectl installed")
+def test_a_label_set_by_kubectl_label_conflicts_with_a_later_apply(server: EmbeddedAPIServer) -> None:
+    kubectl = KUBECTLS[-1]
+    name = "ssa-label"
+    applied = kubectl.run(
+        server.kubeconfig, "apply", "--server-side", "-f", "-", stdin=DEVICE.format(name=name, pool="a")
+    )
+    assert applied.returncode == 0, applied.stderr
+    labelled = kubectl.run(server.kubeconfig, "label", "--overwrite", "device", name, "pool=z")
+    assert labelled.returncode == 0, labelled.stderr
+    clash = kubectl.run(
+        server.kubeconfig, "apply", "--server-side", "-f", "-", stdin=DEVICE.format(name=name, pool="a")
+    )
+    assert clash.returncode == 1 and 'conflict with "kubectl-label"' in clash.stderr, clash.stderr

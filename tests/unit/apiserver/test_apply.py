@@ -5,11 +5,12 @@ from typing import Any
 
 import pytest
 
+from apiserver.apply import tracking
 from apiserver.apply.fields import ListKinds, decode, encode, leaves
 from apiserver.apply.merge import merge, path_string, remove
 from apiserver.apply.server import server_side_apply
 from apiserver.errors import StatusError
-from apiserver.registry import Registry
+from apiserver.registry import MERGE_PATCH, Registry
 from tests.unit.apiserver.conftest import rt
 
 POD_LISTS = ListKinds.for_type("Pod", None)
@@ -87,3 +88,26 @@ def test_apply_needs_a_field_manager(registry: Registry) -> None:
     with pytest.raises(StatusError) as e:
         run(server_side_apply(registry, rt(registry, "configmaps"), "default", "c", cm("1"), manager="", force=False))
     assert e.value.code == 400 and "fieldManager is required" in e.value.message
+
+
+def test_an_update_takes_fields_over_and_a_later_apply_conflicts_with_it(registry: Registry) -> None:
+    run(registry.ensure_namespaces())
+    kind = rt(registry, "configmaps")
+    run(server_side_apply(registry, kind, "default", "c", cm("1"), manager="a", force=False))
+    with tracking.updates_by("kubectl-edit"):
+        edited = run(registry.patch(kind, "default", "c", MERGE_PATCH, {"data": {"x": "9"}}))
+    owners = {m["manager"]: (m["operation"], decode(m["fieldsV1"])) for m in edited.obj["metadata"]["managedFields"]}
+    assert owners["kubectl-edit"] == ("Update", {("f:data", "f:x")})
+    assert "a" not in owners, "a manager left with no fields is dropped"
+    with pytest.raises(StatusError) as e:
+        run(server_side_apply(registry, kind, "default", "c", cm("1"), manager="a", force=False))
+    assert e.value.message == 'Apply failed with 1 conflict: conflict with "kubectl-edit" using v1: .data.x'
+
+
+def test_objects_nobody_applied_carry_no_managed_fields(registry: Registry) -> None:
+    run(registry.ensure_namespaces())
+    kind = rt(registry, "configmaps")
+    run(registry.create(kind, "default", cm("1")))
+    with tracking.updates_by("kubectl-edit"):
+        edited = run(registry.patch(kind, "default", "c", MERGE_PATCH, {"data": {"x": "9"}}))
+    assert "managedFields" not in edited.obj["metadata"]
