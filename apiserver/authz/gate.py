@@ -65,7 +65,8 @@ class Gate:
             )
         if attrs.resource_request and attrs.group == AUTHORIZATION_GROUP and attrs.resource in reviews.KINDS:
             try:
-                review = bodies.decode(await request.read(), request.content_type)
+                content_type = request.content_type if "Content-Type" in request.headers else ""  # none: JSON
+                review = bodies.decode(await request.read(), content_type)
                 body = reviews.answer(attrs, review, self._authorizer)
             except StatusError as e:
                 return self._respond(e)

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes
 import pytest
 
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
@@ -171,3 +172,22 @@ def test_kubectl_auth_can_i(cluster: tuple[EmbeddedAPIServer, dict[str, Path]], 
         'secrets is forbidden: User "system:serviceaccount:tessera-system:tessera-scheduler" cannot list '
         'resource "secrets" in API group "" in the namespace "default"' in refused.stderr
     )
+
+
+def test_official_client_as_a_component(cluster: tuple[EmbeddedAPIServer, dict[str, Path]]) -> None:
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=str(cluster[1]["tessera-scheduler"]), client_configuration=config)
+    core = kubernetes.client.CoreV1Api(kubernetes.client.ApiClient(config))
+    core.list_pod_for_all_namespaces()
+    with pytest.raises(kubernetes.client.ApiException) as e:
+        core.list_namespaced_secret("default")
+    assert e.value.status == 403 and '"reason":"Forbidden"' in e.value.body.replace(" ", "")
+    review = kubernetes.client.V1SelfSubjectAccessReview(
+        spec=kubernetes.client.V1SelfSubjectAccessReviewSpec(
+            resource_attributes=kubernetes.client.V1ResourceAttributes(verb="delete", resource="nodes")
+        )
+    )
+    answer = kubernetes.client.AuthorizationV1Api(
+        kubernetes.client.ApiClient(config)
+    ).create_self_subject_access_review(review)
+    assert answer.status.allowed is False
