@@ -244,8 +244,8 @@ class Handlers:
             entry = await self._registry.update(rt, namespace, info.name, body, dry_run=_dry_run(query))
             return self._object(request, rt, entry)
         if method == "PATCH":
-            entry = await self._patch(request, rt, namespace, info.name, "")
-            return self._object(request, rt, entry)
+            entry, created = await self._patch(request, rt, namespace, info.name, "")
+            return self._object(request, rt, entry, 201 if created else 200)
         if method == "DELETE":
             options = await self._delete_options(request)
             entry, removed = await self._registry.delete(
@@ -272,7 +272,8 @@ class Handlers:
                 )
                 return self._object(request, rt, entry)
             if method == "PATCH":
-                return self._object(request, rt, await self._patch(request, rt, namespace, name, "status"))
+                entry, _ = await self._patch(request, rt, namespace, name, "status")
+                return self._object(request, rt, entry)
             raise StatusError.method_not_allowed(method, info.path)
         if method != "POST":
             raise StatusError.method_not_allowed(method, info.path)
@@ -320,11 +321,12 @@ class Handlers:
 
     async def _patch(
         self, request: web.Request, rt: ResourceType, namespace: str, name: str, subresource: str
-    ) -> Entry:
+    ) -> tuple[Entry, bool]:
+        """The patched object, and whether the patch created it (server-side apply can)."""
         content_type = _content_type(request)
         if content_type == APPLY_PATCH:
             query = request.query
-            entry, _ = await server_side_apply(
+            return await server_side_apply(
                 self._registry,
                 rt,
                 namespace,
@@ -335,13 +337,13 @@ class Handlers:
                 subresource=subresource,
                 dry_run=_dry_run(query),
             )
-            return entry
         if content_type not in PATCH_TYPES:
             raise StatusError.unsupported_media_type(content_type)
         patch = await self._body(request, content_type)
-        return await self._registry.patch(
+        entry = await self._registry.patch(
             rt, namespace, name, content_type, patch, subresource=subresource, dry_run=_dry_run(request.query)
         )
+        return entry, False
 
     async def _body(self, request: web.Request, content_type: str | None = None) -> Any:
         data = await request.read()

@@ -4,6 +4,7 @@ from collections.abc import Iterator
 
 import kubernetes
 import pytest
+import urllib3
 import yaml
 
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
@@ -93,3 +94,14 @@ def test_a_label_set_by_kubectl_label_conflicts_with_a_later_apply(server: Embed
         server.kubeconfig, "apply", "--server-side", "-f", "-", stdin=DEVICE.format(name=name, pool="a")
     )
     assert clash.returncode == 1 and 'conflict with "kubectl-label"' in clash.stderr, clash.stderr
+
+
+def test_an_apply_that_creates_is_201(server: EmbeddedAPIServer) -> None:
+    pool = urllib3.PoolManager(ssl_context=server.ssl_context())
+    headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/apply-patch+yaml"}
+    url = f"{server.url}/api/v1/namespaces/default/configmaps/made?fieldManager=t"
+    body = b"{apiVersion: v1, kind: ConfigMap, metadata: {name: made}, data: {a: '1'}}"
+    assert pool.request("PATCH", url, body=body, headers=headers).status == 201
+    assert pool.request("PATCH", url, body=body, headers=headers).status == 200
+    no_manager = pool.request("PATCH", url.partition("?")[0], body=body, headers=headers)
+    assert no_manager.status == 400 and b"fieldManager is required for apply requests" in no_manager.data
