@@ -14,10 +14,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from apiserver.schema.structural import SchemaError, Structural, compile_schema
+
 __all__ = ["Catalog", "Column", "GroupInfo", "ResourceType", "sort_versions"]
 
 #: Selectable on every type, as in Kubernetes.
 META_FIELDS: Mapping[str, str] = {"metadata.name": "metadata.name", "metadata.namespace": "metadata.namespace"}
+RBAC_GROUP = "rbac.authorization.k8s.io"
+AUTHORIZATION_GROUP = "authorization.k8s.io"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -53,6 +57,8 @@ class ResourceType:
     columns: tuple[Column, ...] = ()
     #: The CRD that registered this type ("" for built-ins).
     crd_name: str = ""
+    #: A custom resource's structural schema (pruning, defaulting, validation, OpenAPI).
+    schema: Structural | None = field(default=None, compare=False)
 
     @property
     def api_version(self) -> str:
@@ -204,6 +210,26 @@ BUILTINS: tuple[ResourceType, ...] = (
         True,
         ("ev",),
         fields=_fields(*_REGARDING, "reason", "reportingController", "type"),
+    ),
+    ResourceType("", "v1", "serviceaccounts", "serviceaccount", "ServiceAccount", True, ("sa",), columns=(_AGE,)),
+    *(
+        ResourceType(RBAC_GROUP, "v1", plural, plural[:-1], kind, namespaced, columns=(_AGE,))
+        for plural, kind, namespaced in (
+            ("roles", "Role", True),
+            ("rolebindings", "RoleBinding", True),
+            ("clusterroles", "ClusterRole", False),
+            ("clusterrolebindings", "ClusterRoleBinding", False),
+        )
+    ),
+    # Access reviews are answered, never stored (apiserver/authz/reviews.py).
+    *(
+        ResourceType(AUTHORIZATION_GROUP, "v1", plural, plural[:-1], kind, namespaced, verbs=("create",))
+        for plural, kind, namespaced in (
+            ("selfsubjectaccessreviews", "SelfSubjectAccessReview", False),
+            ("subjectaccessreviews", "SubjectAccessReview", False),
+            ("localsubjectaccessreviews", "LocalSubjectAccessReview", True),
+            ("selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
+        )
     ),
     ResourceType(
         "apiextensions.k8s.io",
@@ -378,6 +404,19 @@ def types_from_crd(crd: Mapping[str, Any]) -> tuple[ResourceType, ...]:
                 strategic_merge=False,
                 columns=columns,
                 crd_name=name,
+                schema=version_schema(v),
             )
         )
     return tuple(out)
+
+
+def version_schema(version: Mapping[str, Any]) -> Structural | None:
+    """The compiled schema of one CRD version; None when it has none (CRDs are checked on
+    write, so only a CRD stored before schemas were enforced can fail here)."""
+    raw = (version.get("schema") or {}).get("openAPIV3Schema")
+    if raw is None:
+        return None
+    try:
+        return compile_schema(raw)
+    except SchemaError:
+        return None

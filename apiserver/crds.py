@@ -3,7 +3,8 @@
 Creating a CRD through `apiextensions.k8s.io/v1` makes its resource servable at once (the server
 sets `Established` itself; there is no separate controller), so `kubectl apply -f deploy/crds/`
 followed by `kubectl get devices` works. Deleting a CRD deletes its objects (the registry
-cascades). Objects are not checked against `openAPIV3Schema` (see docs/user/apiserver.md).
+cascades). Each version's `openAPIV3Schema` must be structural (`schema/structural.py`); objects
+are pruned, defaulted and validated against it (`schema/strategy.py`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from apis.k8s.meta import now_rfc3339
 from apiserver.catalog import Catalog, types_from_crd
 from apiserver.errors import Cause
+from apiserver.schema.structural import SchemaError, compile_schema
 from apiserver.strategy import Strategy
 from apiserver.validation import dns_label, dns_subdomain
 
@@ -104,6 +106,7 @@ class CRDStrategy(Strategy):
                     or not _VERSION_RE.fullmatch(v["name"])
                 ):
                     causes.append(Cause(f"spec.versions[{i}].name", "Invalid value: must be a DNS label"))
+            causes += _schema_causes(versions)
             if sum(1 for v in versions if isinstance(v, dict) and v.get("storage")) != 1:
                 causes.append(Cause("spec.versions", "Invalid value: must have exactly one version marked as storage"))
         if isinstance(group, str) and isinstance(plural, str) and self._catalog.is_builtin(group, plural):
@@ -121,3 +124,21 @@ class CRDStrategy(Strategy):
                 self._catalog.unregister_crd(old["metadata"]["name"])
             return
         self._catalog.register_crd(new["metadata"]["name"], types_from_crd(new))
+
+
+def _schema_causes(versions: list[Any]) -> list[Cause]:
+    """Every served version needs a structural schema, as `apiextensions.k8s.io/v1` requires."""
+    causes = []
+    for i, v in enumerate(versions):
+        if not isinstance(v, dict):
+            continue
+        path = f"spec.versions[{i}].schema.openAPIV3Schema"
+        raw = (v.get("schema") or {}).get("openAPIV3Schema") if isinstance(v.get("schema"), dict) else None
+        if raw is None:
+            causes.append(Cause.required(path, "schemas are required"))
+            continue
+        try:
+            compile_schema(raw, path)
+        except SchemaError as e:
+            causes.append(Cause(e.path, e.message if ":" in e.message else f"Invalid value: {e.message}"))
+    return causes

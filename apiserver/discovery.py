@@ -5,8 +5,9 @@ client asking for aggregated discovery gets plain JSON and falls back, as agains
 server). OpenAPI is served only as far as kubectl needs it to work without `--validate=false`:
 `/openapi/v3` lists each group-version, whose document declares a PATCH operation per kind that
 accepts the `fieldValidation` parameter, so kubectl (1.24+) leaves validation to the server;
-`/openapi/v2` is an empty protobuf document, so older kubectl finds no schema and skips
-client-side validation. No schemas are published (`kubectl explain` does not work).
+`/openapi/v2` (JSON, or gnostic protobuf for kubectl before 1.27) holds the definitions. Custom
+resources' schemas are published in both (`schema/openapi.py`), so `kubectl explain` works for
+them; built-in kinds have no schema published (kubectl skips client-side validation for them).
 
 Documents are rebuilt only when the catalog changes (a CRD is created or deleted).
 """
@@ -16,9 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+from collections.abc import Callable
 from typing import Any
 
 from apiserver.catalog import Catalog, ResourceType
+from apiserver.schema import gnostic, openapi
 
 __all__ = ["KUBE_VERSION", "Discovery"]
 
@@ -58,13 +61,13 @@ class Discovery:
         self._cache: dict[str, bytes] = {}
         self._generation = -1
 
-    def _cached(self, key: str, build: Any) -> bytes:
+    def _cached(self, key: str, build: Any, encode: Callable[[Any], bytes] = _json) -> bytes:
         if self._generation != self._catalog.generation:
             self._cache.clear()
             self._generation = self._catalog.generation
         body = self._cache.get(key)
         if body is None:
-            body = self._cache[key] = _json(build())
+            body = self._cache[key] = encode(build())
         return body
 
     @staticmethod
@@ -198,7 +201,7 @@ class Discovery:
                 continue
             base = f"/{self._gv_path(group, version)}"
             ns = "/namespaces/{namespace}" if rt.namespaced else ""
-            content = ["application/json-patch+json", "application/merge-patch+json"]
+            content = ["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"]
             paths[f"{base}{ns}/{rt.plural}/{{name}}"] = {
                 "patch": {
                     "operationId": f"patch{rt.kind}",
@@ -216,5 +219,26 @@ class Discovery:
             "openapi": "3.0.0",
             "info": {"title": "Kubernetes", "version": f"v{major}.{minor}.{patch}"},
             "paths": paths,
-            "components": {"schemas": {}},
+            "components": {"schemas": openapi.v3_schemas(self._catalog.resources(group, version))},
         }
+
+    def openapi_v2(self, protobuf: bool) -> bytes:
+        """The v2 document with every custom kind's definition: JSON, or gnostic's protobuf."""
+        major, minor, patch = KUBE_VERSION
+        if protobuf:
+            return self._cached(
+                "/openapi/v2.pb",
+                lambda: gnostic.encode_document(
+                    "Kubernetes", f"v{major}.{minor}.{patch}", openapi.v2_definitions(self._catalog.all())
+                ),
+                encode=bytes,
+            )
+        return self._cached(
+            "/openapi/v2",
+            lambda: {
+                "swagger": "2.0",
+                "info": {"title": "Kubernetes", "version": f"v{major}.{minor}.{patch}"},
+                "paths": {},
+                "definitions": openapi.v2_definitions(self._catalog.all()),
+            },
+        )

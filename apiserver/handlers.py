@@ -18,13 +18,16 @@ from typing import Any
 from aiohttp import web
 
 from apiserver import bodies, kubelet, scale, tables
+from apiserver.apply import tracking
+from apiserver.apply.server import APPLY_PATCH, server_side_apply
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.discovery import Discovery
 from apiserver.errors import Cause, StatusError, status_body, success_body
 from apiserver.eviction import check_budgets
 from apiserver.pods import binder
 from apiserver.registry import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Entry, Registry, encode
-from apiserver.routing import RequestInfo, parse_path
+from apiserver.routing import RequestInfo, parse_path, request_verb
+from apiserver.schema import fieldvalidation
 from apiserver.selectors import ObjectFilter, parse_field_selector, parse_label_selector
 from apiserver.watch import Expired
 from kube.logs import V
@@ -63,18 +66,6 @@ def status_response(error: StatusError) -> web.Response:
 def _content_type(request: web.Request) -> str:
     """The body's media type; none given means JSON, as kube-apiserver assumes."""
     return request.content_type if "Content-Type" in request.headers else ""
-
-
-_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
-
-
-def _verb(method: str, item: bool, watch: bool) -> str:
-    """The Kubernetes verb of a request (what discovery lists per resource)."""
-    if watch:
-        return "watch"
-    if not item and method in ("GET", "DELETE"):
-        return "list" if method == "GET" else "deletecollection"
-    return _VERBS.get(method, method.lower())
 
 
 def _flag(query: Mapping[str, str], name: str) -> bool:
@@ -151,7 +142,14 @@ class Handlers:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         started = time.monotonic()
         try:
-            response = await self._dispatch(request)
+            manager = tracking.manager_for(request.query.get("fieldManager", ""), request.headers.get("User-Agent", ""))
+            with (
+                fieldvalidation.scope(request.query.get("fieldValidation", "")) as fields,
+                tracking.updates_by(manager),
+            ):
+                response = await self._dispatch(request)
+            for warning in fields.warnings:
+                response.headers.add("Warning", f'299 - "{warning}"')
         except StatusError as e:
             response = status_response(e)
         except web.HTTPRequestEntityTooLarge as e:
@@ -199,8 +197,9 @@ class Handlers:
         if path == "/version":
             return self._discovery.version()
         if path == "/openapi/v2":
-            # An empty protobuf document: kubectl finds no schemas and leaves validation to the server.
-            return web.Response(body=b"", content_type=_PROTOBUF)
+            if "protobuf" in request.headers.get("Accept", ""):
+                return web.Response(body=self._discovery.openapi_v2(protobuf=True), content_type=_PROTOBUF)
+            return self._discovery.openapi_v2(protobuf=False)
         if path == "/openapi/v3":
             return self._discovery.openapi_v3_root()
         if path.startswith("/openapi/v3/"):
@@ -229,7 +228,7 @@ class Handlers:
         query = request.query
         if info.subresource:
             return await self._subresource(request, rt, namespace, info)
-        verb = _verb(method, bool(info.name), _flag(query, "watch"))
+        verb = request_verb(method, bool(info.name), _flag(query, "watch"))
         if verb not in rt.verbs:
             raise StatusError.method_not_allowed(method, info.path)
         if rt.verbs == ("create",):  # the `bindings` collection
@@ -271,8 +270,8 @@ class Handlers:
             entry = await self._registry.update(rt, namespace, info.name, body, dry_run=_dry_run(query))
             return self._object(request, rt, entry)
         if method == "PATCH":
-            entry = await self._patch(request, rt, namespace, info.name, "")
-            return self._object(request, rt, entry)
+            entry, created = await self._patch(request, rt, namespace, info.name, "")
+            return self._object(request, rt, entry, 201 if created else 200)
         if method == "DELETE":
             options = await self._delete_options(request)
             entry, removed = await self._registry.delete(
@@ -304,7 +303,8 @@ class Handlers:
                 )
                 return self._object(request, rt, entry)
             if method == "PATCH":
-                return self._object(request, rt, await self._patch(request, rt, namespace, name, "status"))
+                entry, _ = await self._patch(request, rt, namespace, name, "status")
+                return self._object(request, rt, entry)
             raise StatusError.method_not_allowed(method, info.path)
         if sub == "scale":
             return await self._scale(request, rt, namespace, name)
@@ -375,14 +375,29 @@ class Handlers:
 
     async def _patch(
         self, request: web.Request, rt: ResourceType, namespace: str, name: str, subresource: str
-    ) -> Entry:
+    ) -> tuple[Entry, bool]:
+        """The patched object, and whether the patch created it (server-side apply can)."""
         content_type = _content_type(request)
+        if content_type == APPLY_PATCH:
+            query = request.query
+            return await server_side_apply(
+                self._registry,
+                rt,
+                namespace,
+                name,
+                await self._body(request, content_type),
+                manager=query.get("fieldManager", ""),
+                force=_flag(query, "force"),
+                subresource=subresource,
+                dry_run=_dry_run(query),
+            )
         if content_type not in PATCH_TYPES:
             raise StatusError.unsupported_media_type(content_type)
         patch = await self._body(request, content_type)
-        return await self._registry.patch(
+        entry = await self._registry.patch(
             rt, namespace, name, content_type, patch, subresource=subresource, dry_run=_dry_run(request.query)
         )
+        return entry, False
 
     async def _body(self, request: web.Request, content_type: str | None = None) -> Any:
         data = await request.read()

@@ -33,6 +33,7 @@ from typing import Any
 from apis.k8s.meta import now_rfc3339
 from apiserver import patch as patches
 from apiserver.admission import Admission
+from apiserver.apply import tracking
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.errors import Cause, StatusError
 from apiserver.selectors import ObjectFilter
@@ -243,7 +244,7 @@ class Registry:
         meta["uid"] = str(uuid.UUID(int=self._random.getrandbits(128), version=4))
         meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
-        for server_only in ("deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "resourceVersion"):
+        for server_only in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion"):
             meta.pop(server_only, None)
         obj["apiVersion"], obj["kind"] = rt.api_version, rt.kind
         strategy.prepare_create(obj)
@@ -497,7 +498,8 @@ class Registry:
                 meta[field] = old_meta[field]
             else:
                 meta.pop(field, None)
-        meta.pop("managedFields", None)
+        if "managedFields" not in meta and "managedFields" in old_meta:
+            meta["managedFields"] = old_meta["managedFields"]  # server-side apply's owners stay (apply/)
         meta["resourceVersion"] = str(old.rv)
         new["apiVersion"], new["kind"] = rt.api_version, rt.kind
         if rt.has_status:
@@ -507,6 +509,7 @@ class Registry:
             else:
                 new["status"] = status
         strategy.prepare_update(new, old.obj)
+        tracking.record_update(rt, new, old.obj)
         if old_meta.get("deletionTimestamp"):
             added = set(meta.get("finalizers") or ()) - set(old_meta.get("finalizers") or ())
             if added:

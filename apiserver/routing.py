@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-__all__ = ["RequestInfo", "parse_path"]
+__all__ = ["RequestInfo", "parse_path", "request_verb"]
 
 #: Path segments after `namespaces/{name}` that address the namespace itself, not a resource in it.
 _NAMESPACE_SUBRESOURCES = frozenset({"status", "finalize"})
@@ -33,6 +33,18 @@ class RequestInfo:
     namespaced_path: bool = False
     #: Segments past what Kubernetes' grammar allows (always a 404).
     extra: bool = False
+
+
+_VERBS = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def request_verb(method: str, item: bool, watch: bool) -> str:
+    """The Kubernetes verb of a resource request (what discovery lists and RBAC grants)."""
+    if watch:
+        return "watch"
+    if not item and method in ("GET", "DELETE"):
+        return "list" if method == "GET" else "deletecollection"
+    return _VERBS.get(method, method.lower())
 
 
 def parse_path(path: str) -> RequestInfo:

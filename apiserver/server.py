@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import ipaddress
 import logging
 import secrets
@@ -18,7 +17,6 @@ import signal
 import socket
 import sqlite3
 import tempfile
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,14 +24,20 @@ from aiohttp import web
 
 from apis.errors import ConfigError
 from apiserver import pki, workloads
-from apiserver.admission import ADMIN, USER, Admission, WebhookConfigurationStrategy
+from apiserver.admission import USER, Admission, WebhookConfigurationStrategy
+from apiserver.authz import bootstrap
+from apiserver.authz.gate import Gate
+from apiserver.authz.identity import TokenAuthenticator, User
+from apiserver.authz.policy import RegistryPolicy
+from apiserver.authz.rbac import AlwaysAllow, RBACAuthorizer
+from apiserver.authz.strategy import RBAC_STRATEGIES
 from apiserver.catalog import Catalog
 from apiserver.crds import CRDStrategy
 from apiserver.discovery import Discovery
-from apiserver.errors import StatusError
 from apiserver.handlers import Handlers, WatchSettings, status_response
 from apiserver.pods import PodStrategy
 from apiserver.registry import CRDS, Registry
+from apiserver.schema.strategy import Strategies
 from apiserver.storage import Storage
 from apiserver.strategy import NamespaceStrategy, Strategy
 from apiserver.watch import WatchHub
@@ -43,7 +47,6 @@ __all__ = ["APIServerSettings", "run", "serve"]
 
 log = logging.getLogger(__name__)
 
-_UNAUTHENTICATED = ("/healthz", "/livez", "/readyz")
 WEBHOOK_CONFIGURATIONS = "validatingwebhookconfigurations.admissionregistration.k8s.io"
 
 
@@ -57,6 +60,9 @@ class APIServerSettings:
     kubeconfig_out: Path | None = None
     #: Clients must send `Authorization: Bearer <token>` (over HTTPS); None serves plain HTTP, no auth.
     token: str | None = None
+    #: More identities, in kube's `--token-auth-file` CSV format (`token,user,uid,"g1,g2"`); with a
+    #: token, requests are authorized by RBAC (the `token` itself is cluster-admin).
+    token_auth_file: Path | None = None
     #: Where the TLS CA and serving certificate live (default: DATA_DIR/pki, or a temporary directory).
     cert_dir: Path | None = None
     #: Events retained per resource for watches to resume from (older resume → 410 Gone).
@@ -71,6 +77,8 @@ class APIServerSettings:
                 f"refusing to listen on {self.host} without a token: anyone who can reach it could change the "
                 "cluster; pass --token-file or listen on a loopback address"
             )
+        if self.token_auth_file is not None and self.token is None:
+            raise ConfigError("--token-auth-file needs --token-file: identities are only checked over HTTPS")
         if self.watch_window < 100:
             raise ConfigError(f"watch window {self.watch_window} is too small (at least 100 events)")
 
@@ -108,22 +116,18 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _authenticating(
-    token: str | None, handle: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
-    if token is None:
-        return handle
-    expected = f"Bearer {token}".encode()
+def _gate(settings: APIServerSettings, registry: Registry, handlers: Handlers) -> Gate:
+    """Authentication and RBAC with a token; without one, everyone is allowed everything."""
+    if settings.token is None:
+        return Gate(None, AlwaysAllow(), handlers.handle, status_response, on_user=_admission_user)
+    authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
+    policy = RBACAuthorizer(RegistryPolicy(registry))
+    return Gate(authenticator, policy, handlers.handle, status_response, on_user=_admission_user)
 
-    async def authenticated(request: web.Request) -> web.StreamResponse:
-        if not request.path.startswith(_UNAUTHENTICATED) and not hmac.compare_digest(
-            request.headers.get("Authorization", "").encode(), expected
-        ):
-            return status_response(StatusError.unauthorized())
-        USER.set(ADMIN)  # this request's task only: admission webhooks see who asked
-        return await handle(request)
 
-    return authenticated
+def _admission_user(user: User) -> None:
+    """This request's task only: admission webhooks see who asked (AdmissionReview userInfo)."""
+    USER.set({"username": user.name, "uid": user.uid, "groups": list(user.groups)})
 
 
 async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
@@ -139,13 +143,15 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         catalog = Catalog()
         hub = WatchHub(settings.watch_window, start_rv)
         admission = Admission(catalog)
-        strategies: dict[str, Strategy] = {
+        builtin: dict[str, Strategy] = {
             "pods": PodStrategy(),
             "namespaces": NamespaceStrategy(),
             CRDS: CRDStrategy(catalog),
             WEBHOOK_CONFIGURATIONS: WebhookConfigurationStrategy(admission),
             **workloads.STRATEGIES,
+            **RBAC_STRATEGIES,
         }
+        strategies = Strategies(catalog, builtin)
         failure: list[BaseException] = []
 
         def fatal(error: BaseException) -> None:
@@ -166,10 +172,12 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         if storage is not None:
             storage.start()
         await registry.ensure_namespaces()
+        await bootstrap.ensure_policy(registry)
         ready = False
         handlers = Handlers(registry, catalog, Discovery(catalog, address), watch=settings.watch, ready=lambda: ready)
         app = web.Application(client_max_size=settings.max_body_bytes)
-        app.router.add_route("*", "/{tail:.*}", _authenticating(settings.token, handlers.handle))
+        gate = _gate(settings, registry, handlers)
+        app.router.add_route("*", "/{tail:.*}", gate)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()
         cert = None

@@ -41,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="require this bearer token (created with a random token if the file does not exist)",
     )
     parser.add_argument(
+        "--token-auth-file",
+        type=Path,
+        metavar="PATH",
+        help='more identities, one `token,user,uid,"group1,group2"` line each (kube\'s static token file); '
+        "with --token-file, requests are authorized by RBAC",
+    )
+    parser.add_argument(
         "--cert-dir", type=Path, metavar="DIR", help="TLS CA and serving certificate (default DATA_DIR/pki)"
     )
     parser.add_argument(
@@ -76,6 +83,7 @@ def settings_from(args: argparse.Namespace) -> APIServerSettings:
         data_dir=None if args.in_memory else (args.data_dir or _default_data_dir()),
         kubeconfig_out=args.kubeconfig_out,
         token=_token(args.token_file),
+        token_auth_file=args.token_auth_file,
         cert_dir=args.cert_dir,
         watch_window=args.watch_window,
         watch=WatchSettings(bookmark_interval=args.bookmark_interval),

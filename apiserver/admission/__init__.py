@@ -6,7 +6,7 @@ HTTPS, `dispatcher.Admission` ties them into the one step the registry awaits be
 and `strategy` keeps `Admission` in step with the stored configurations.
 """
 
-from apiserver.admission.dispatcher import ADMIN, ANONYMOUS, USER, Admission
+from apiserver.admission.dispatcher import ANONYMOUS, USER, Admission
 from apiserver.admission.strategy import WebhookConfigurationStrategy
 
-__all__ = ["ADMIN", "ANONYMOUS", "USER", "Admission", "WebhookConfigurationStrategy"]
+__all__ = ["ANONYMOUS", "USER", "Admission", "WebhookConfigurationStrategy"]

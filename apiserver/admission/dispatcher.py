@@ -27,14 +27,12 @@ from apiserver.admission.matching import Attributes, matched_version, selectors_
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.errors import StatusError
 
-__all__ = ["ADMIN", "ANONYMOUS", "USER", "Admission"]
+__all__ = ["ANONYMOUS", "USER", "Admission"]
 
 log = logging.getLogger(__name__)
 
 GROUP = "admissionregistration.k8s.io"
 ANONYMOUS: Mapping[str, Any] = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
-#: Who holds the server's token: it is the cluster's administrator.
-ADMIN: Mapping[str, Any] = {"username": "admin", "groups": ["system:masters", "system:authenticated"]}
 #: The user of the request being served (set per request by the server's authentication).
 USER: ContextVar[Mapping[str, Any]] = ContextVar("tessera_admission_user", default=ANONYMOUS)
 

@@ -2,7 +2,8 @@
 
 `tessera up` (cli/up.py) builds a `LocalCluster` from its flags, starts it, and stops it on
 Ctrl-C. Start-up is as parallel as the dependencies allow — the API server first (everything
-needs it), the CRDs, then the controller, the scheduler and every agent at once — and waits on
+needs it), the CRDs and the components' RBAC (cli/localcluster/identities.py: each runs as its
+own ServiceAccount with deploy/'s roles), then the controller, the scheduler and every agent at once — and waits on
 readiness, never on a clock: each component says when it is ready (`/readyz`, `/healthz`).
 Every step has a deadline (`--start-timeout`): past it, start-up fails naming the component,
 what it was still waiting for and the end of its log; while a step takes long, a notice says
@@ -23,13 +24,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
+from pathlib import Path
 from typing import Final
 
 import psutil
 
 from apis.errors import ConfigError
 from cli.launchers.apiserver import DEFAULT_CRDS
-from cli.localcluster import components, state, webhook
+from cli.localcluster import components, identities, state, webhook
 from cli.localcluster.components import Component
 from cli.localcluster.retire import retire_nodes
 from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
@@ -70,6 +72,7 @@ class LocalCluster:
         self._on_event = on_event
         self._on_notice = on_notice
         self._components: dict[str, Component] = {}
+        self._kubeconfigs: dict[str, Path] = {}
         self._supervised: dict[str, Supervised] = {}
         self._state_lock = threading.Lock()
         self._phase = "starting"
@@ -95,10 +98,14 @@ class LocalCluster:
         self._take_over()
         self.owns_data_dir = True
         self._write_state()
+        tokens = identities.ensure_tokens(components.token_file(self.data_dir), identities.IDENTITIES.values())
         self._start([components.apiserver(self.data_dir, port=self.settings.port)])
+        self._kubeconfigs = identities.component_kubeconfigs(self.data_dir / "kubeconfigs", self.kubeconfig, tokens)
         with self.client() as client:
             with self._through_apiserver(f"installing the CRDs of {DEFAULT_CRDS}"):
                 install_crds(client, DEFAULT_CRDS, timeout=self.settings.start_timeout)
+            with self._through_apiserver(f"applying the RBAC of {identities.DEPLOY}/*-rbac.yaml"):
+                identities.apply_rbac(client)
             with self._through_apiserver("removing the nodes an earlier run had"):
                 self._retire_earlier_nodes(client)
         hooks = webhook.prepare(self.data_dir / "controller" / "webhook")
@@ -131,20 +138,24 @@ class LocalCluster:
         return Client.from_kubeconfig(self.kubeconfig, user_agent=user_agent)
 
     # --- start-up ----------------------------------------------------------------------------------
+    def _kubeconfig_of(self, component: str) -> Path:
+        """The kubeconfig with the component's own identity (`identities.py`)."""
+        return self._kubeconfigs[identities.identity_of(component).service_account]
+
     def _node_and_control_plane(self, hooks: webhook.WebhookSetup) -> list[Component]:
-        data, kubeconfig = self.data_dir, self.kubeconfig
-        scheduler = components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address)
-        dashboard = components.dashboard(data, kubeconfig, scheduler=scheduler)
+        data, kubeconfig = self.data_dir, self._kubeconfig_of
+        scheduler = components.scheduler(data, kubeconfig("scheduler"), grpc_address=self.settings.scheduler_address)
+        dashboard = components.dashboard(data, kubeconfig("dashboard"), scheduler=scheduler)
         wanted = [
-            components.controller(data, kubeconfig, args=hooks.controller_args()),
-            components.kube_controller_manager(data, kubeconfig),
+            components.controller(data, kubeconfig("controller"), args=hooks.controller_args()),
+            components.kube_controller_manager(data, kubeconfig("kube-controller-manager")),
             scheduler,
             dashboard,
         ]
         if self.local_node:
-            wanted.append(components.local_agent(data, kubeconfig, node=self.local_node))
+            wanted.append(components.local_agent(data, kubeconfig("agent"), node=self.local_node))
         wanted += [
-            components.simulated_agent(data, kubeconfig, node=node, profile=self.settings.profile)
+            components.simulated_agent(data, kubeconfig("agent"), node=node, profile=self.settings.profile)
             for node in self.simulated_nodes
         ]
         return wanted

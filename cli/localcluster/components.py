@@ -1,6 +1,7 @@
 """The processes `tessera up` runs, with the flags and places each gets in the data directory.
 
     DATA_DIR/kubeconfig, token, db/, apiserver.log     the API server (HTTPS, bearer token)
+    DATA_DIR/tokens.csv, kubeconfigs/NAME.kubeconfig   each component's identity (identities.py)
     DATA_DIR/controller/                               `tessera controller`: log, address file,
                                                        webhook/ (its webhook's CA and certificate),
                                                        a 30 s quota reclaim grace
@@ -13,7 +14,8 @@
                                                        file, state/ (its --state-dir), hook socket
                                                        (this machine's agent)
 
-Every component talks to the API server through the kubeconfig, as in a cluster; each serves
+Every component talks to the API server through its own kubeconfig (its ServiceAccount's token),
+as in a cluster; each serves
 HTTP on a port it picks itself and writes the address to its directory, so nothing is guessed.
 """
 
@@ -44,6 +46,7 @@ __all__ = [
     "local_agent",
     "scheduler",
     "simulated_agent",
+    "token_file",
 ]
 
 #: A unix socket path must fit in 108 bytes (with its terminating NUL).
@@ -98,9 +101,15 @@ def _hook_socket(process: ServingProcess | EmbeddedAPIServer) -> str:
     return ""
 
 
+def token_file(data_dir: Path) -> Path:
+    """The components' tokens (kube's static token file; `identities.ensure_tokens` writes it)."""
+    return data_dir / "tokens.csv"
+
+
 def apiserver(data_dir: Path, *, port: int) -> Component:
-    """The embedded API server over HTTPS with a bearer token, objects in `DATA_DIR/db`."""
-    server = EmbeddedAPIServer(data_dir, secure=True)
+    """The embedded API server over HTTPS with a bearer token (the user's, cluster-admin) and the
+    components' tokens, objects in `DATA_DIR/db`."""
+    server = EmbeddedAPIServer(data_dir, secure=True, extra_args=["--token-auth-file", str(token_file(data_dir))])
     server.port = port  # 0: a free one, kept for its restarts (the others' kubeconfig stays valid)
     return Component("apiserver", "apiserver", server)
 

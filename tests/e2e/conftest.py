@@ -79,6 +79,7 @@ def up(workdir: Path) -> Iterator[Up]:
     """`tessera up` with 3 simulated 8-GPU nodes (and this machine), for the module's tests."""
     with Up.started(workdir / "data", "--nodes", "3", "--profile", "a100-8x") as running:
         yield running
+        assert running.forbidden_calls() == [], "a component called what its role in deploy/ lacks"
         code = running.interrupt()
         assert code == 0, running.output()
 

@@ -151,6 +151,18 @@ class Up:
         assert current is not None, f"no state file in {self.data_dir}"
         return current
 
+    def forbidden_calls(self) -> list[str]:
+        """Every 403 a component got, from its log: each runs as its own ServiceAccount with the
+        RBAC of deploy/ (cli/localcluster/identities.py), so a verb missing there shows up here."""
+        found = []
+        for name, component in self.state().components.items():
+            log = Path(component.log)
+            if name == "apiserver" or not log.exists():
+                continue
+            text = log.read_text(errors="replace")
+            found += [f"{name}: {line.strip()}" for line in text.splitlines() if "is forbidden: User" in line]
+        return found
+
     def wait_restarted(self, component: str, old_pid: int | None) -> int:
         """Wait until `tessera up` has started `component` again; its new pid."""
 

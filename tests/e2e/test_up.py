@@ -147,6 +147,7 @@ def test_demo_ctrl_c_and_resuming_on_the_same_data_directory(workdir: Path, star
             "too-big",
         ]
         assert allocation_problems(pods, cluster.devices()) == []
+    assert first.forbidden_calls() == [], "a component called what its role in deploy/ lacks"
     kept = objects(first)
     state = first.state()
     sockets = [Path(state.components["scheduler"].grpc.removeprefix("unix://"))]

@@ -175,7 +175,8 @@ def test_qos_is_off_with_simulated_devices(agent: AgentProcess) -> None:
 def test_a_malformed_cr_on_the_server_is_replaced(agent: AgentProcess, client: Client) -> None:
     devices = client.resource(names.DEVICES)
     wait_for(lambda: device(client) is not None, what="the CR")
-    devices.patch(NODE, {"spec": {"devices": [{"type": "tpu", "minor": "zero"}]}})
+    # The same GPU twice: what the CRD's schema cannot refuse (a mistyped minor it does).
+    devices.patch(NODE, {"spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}] * 2}})
     wait_for(lambda: (d := device(client)) is not None and len(d.devices) == 12, what="the CR to be repaired")
     assert "Device CR on the API server is malformed; replacing it" in agent.log_text()
 

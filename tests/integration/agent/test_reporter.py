@@ -149,7 +149,8 @@ def test_a_malformed_cr_on_the_server_is_replaced(node: Node, client: Client, ca
         "apiVersion": names.DEVICES.api_version,
         "kind": names.DEVICES.kind,
         "metadata": {"name": node.name, "labels": {"team": "a"}},
-        "spec": {"devices": [{"type": "tpu", "minor": "zero"}]},
+        # The same GPU twice: what the CRD's schema cannot refuse (a mistyped minor it does).
+        "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}] * 2},
     }
     client.resource(names.DEVICES).create(broken)
     with caplog.at_level(logging.WARNING, logger="agent.devices.reporter"):

@@ -105,7 +105,10 @@ def test_handlers_added_late_see_existing_objects_and_failures_are_contained(cli
 def test_malformed_objects_are_skipped_not_fatal(client: Client) -> None:
     devices = client.resource(DEVICES)
     good = {"metadata": {"name": "good-node"}, "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}]}}
-    bad = {"metadata": {"name": "bad-node"}, "spec": {"devices": [{"type": "gpu", "minor": -1, "health": True}]}}
+    # Malformed past what the CRD's schema can say (the API server refuses a negative minor):
+    # the same GPU listed twice.
+    twice = [{"type": "gpu", "minor": 0, "health": True}] * 2
+    bad = {"metadata": {"name": "bad-node"}, "spec": {"devices": twice}}
     devices.create(good)
     devices.create(bad)
     added: list[str] = []

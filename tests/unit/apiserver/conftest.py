@@ -9,13 +9,15 @@ from apiserver.catalog import Catalog, ResourceType
 from apiserver.crds import CRDStrategy
 from apiserver.pods import PodStrategy
 from apiserver.registry import CRDS, Registry
+from apiserver.schema.strategy import Strategies
 from apiserver.strategy import NamespaceStrategy
 from apiserver.watch import WatchHub
 
 
 def make_registry(watch_window: int = 1000) -> Registry:
     catalog = Catalog()
-    strategies = {"pods": PodStrategy(), "namespaces": NamespaceStrategy(), CRDS: CRDStrategy(catalog)}
+    builtin = {"pods": PodStrategy(), "namespaces": NamespaceStrategy(), CRDS: CRDStrategy(catalog)}
+    strategies = Strategies(catalog, builtin)
     return Registry(catalog, WatchHub(watch_window, 0), None, strategies)
 
 
@@ -41,6 +43,10 @@ def make_pod(
     }
 
 
+#: A schema that keeps whatever it is given (tests about the registry, not about schemas).
+OPEN_SCHEMA = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+
+
 def make_crd(plural: str = "widgets", group: str = "example.com", *, scope: str = "Namespaced") -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
@@ -50,7 +56,15 @@ def make_crd(plural: str = "widgets", group: str = "example.com", *, scope: str 
             "group": group,
             "names": {"plural": plural, "kind": plural.capitalize()[:-1], "singular": plural[:-1]},
             "scope": scope,
-            "versions": [{"name": "v1", "served": True, "storage": True, "subresources": {"status": {}}}],
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": OPEN_SCHEMA},
+                }
+            ],
         },
     }
 

@@ -52,6 +52,8 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/service/quotafeed.py QuotaFeed: an Informer of ElasticQuotas (when a profile
         # enables the ElasticQuota plugin).
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
+        # scheduler/service/informers.py ClusterFeed: an Informer of PodGroups (gang scheduling).
+        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
         # scheduler/service/podapi.py KubePodAPI: get (read back), annotate (patch),
         # set_condition and nominate (patch pods/status), bind (create pods/binding), evict
         # (create pods/eviction: preemption, scheduler/service/preemptor.py).

@@ -1,0 +1,91 @@
+"""Authentication: a bearer token names a user, as kube-apiserver's token authenticators do.
+
+The server's own token (`--token-file`) is the administrator: user `tessera-admin` in group
+`system:masters`, which RBAC's bootstrap policy makes cluster-admin (so the user's kubeconfig
+can do anything, as a cluster's admin kubeconfig can). More identities come from a file in kube's
+`--token-auth-file` format, one CSV line per user: `token,user,uid,"group1,group2"`. `tessera up`
+writes one for its components, each a ServiceAccount-style user
+(`system:serviceaccount:tessera-system:tessera-scheduler`), so RBAC applies to them as in a
+cluster. Every authenticated user is also in `system:authenticated`.
+"""
+
+from __future__ import annotations
+
+import csv
+import hmac
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from apis.errors import ConfigError
+
+__all__ = ["ADMIN", "TokenAuthenticator", "User", "parse_token_file", "service_account_user"]
+
+AUTHENTICATED = "system:authenticated"
+
+
+@dataclass(frozen=True, slots=True)
+class User:
+    name: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+
+
+ADMIN = User("tessera-admin", "", ("system:masters", AUTHENTICATED))
+#: Who a server without authentication (plain HTTP on loopback) treats every request as.
+UNAUTHENTICATED_ADMIN = User("system:admin", "", ("system:masters", AUTHENTICATED))
+
+
+def service_account_user(namespace: str, name: str) -> User:
+    """The user a ServiceAccount's token authenticates as, with kube's groups."""
+    return User(
+        f"system:serviceaccount:{namespace}:{name}",
+        "",
+        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", AUTHENTICATED),
+    )
+
+
+def parse_token_file(text: str, source: str = "token file") -> dict[str, User]:
+    """kube's static token file: `token,user,uid[,"group1,group2,..."]` per line."""
+    users: dict[str, User] = {}
+    for number, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if not row or (len(row) == 1 and not row[0].strip()) or row[0].startswith("#"):
+            continue
+        if len(row) < 3 or not row[0] or not row[1]:
+            raise ConfigError(f"{source} line {number}: want token,user,uid[,groups], got {len(row)} fields")
+        token, name, uid = (f.strip() for f in row[:3])
+        groups = tuple(g.strip() for g in row[3].split(",") if g.strip()) if len(row) > 3 else ()
+        if token in users:
+            raise ConfigError(f"{source} line {number}: a token is listed twice")
+        users[token] = User(name, uid, (*groups, AUTHENTICATED) if AUTHENTICATED not in groups else groups)
+    return users
+
+
+class TokenAuthenticator:
+    """Bearer tokens to users; constant-time comparison against each known token."""
+
+    def __init__(self, admin_token: str, others: Mapping[str, User] | None = None) -> None:
+        self._tokens = [(admin_token.encode(), ADMIN)]
+        self._tokens += [(t.encode(), u) for t, u in (others or {}).items()]
+
+    @classmethod
+    def from_files(cls, admin_token: str, token_auth_file: Path | None) -> TokenAuthenticator:
+        if token_auth_file is None:
+            return cls(admin_token)
+        try:
+            text = token_auth_file.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError(f"cannot read token auth file {token_auth_file}: {e.strerror}") from None
+        return cls(admin_token, parse_token_file(text, str(token_auth_file)))
+
+    def authenticate(self, authorization: str) -> User | None:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            return None
+        given = token.strip().encode()
+        found = None
+        for known, user in self._tokens:
+            if hmac.compare_digest(given, known):
+                found = user
+        return found

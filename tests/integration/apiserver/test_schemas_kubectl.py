@@ -1,0 +1,105 @@
+"""CRD schemas as a real cluster enforces and publishes them, seen through each kubectl and the official client.
+
+kubectl 1.27+ reads `/openapi/v3` for `kubectl explain` and sends `fieldValidation=Strict`;
+kubectl 1.20 reads `/openapi/v2` in protobuf and validates manifests on the client. Either way an
+invalid Device is refused naming the field, and a typo in a field name does not pass silently.
+"""
+
+from collections.abc import Iterator
+
+import kubernetes
+import pytest
+
+from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from tests.support.kubectl import KubectlBinary, kubectl_binaries
+
+pytestmark = pytest.mark.integration
+
+KUBECTLS = kubectl_binaries()
+if not KUBECTLS:
+    pytest.skip(
+        "no kubectl installed (as root, `make test` installs Debian's kubernetes-client)", allow_module_level=True
+    )
+
+DEVICE = """
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Device
+metadata: {{name: {name}}}
+spec:
+  {field}:
+  - {{type: gpu, minor: {minor}, health: true}}
+"""
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[EmbeddedAPIServer]:
+    with run_apiserver(secure=True) as server:
+        server.install_crds()
+        yield server
+
+
+@pytest.fixture(params=KUBECTLS, ids=lambda k: k.id)
+def kubectl(request: pytest.FixtureRequest) -> KubectlBinary:
+    binary: KubectlBinary = request.param
+    return binary
+
+
+def test_explain_shows_the_crd_schema(server: EmbeddedAPIServer, kubectl: KubectlBinary) -> None:
+    spec = kubectl.run(server.kubeconfig, "explain", "device.spec")
+    assert spec.returncode == 0, spec.stderr
+    assert "devices\t<[]Object>" in spec.stdout
+    minor = kubectl.run(server.kubeconfig, "explain", "device.spec.devices.minor")
+    assert minor.returncode == 0 and "minor <integer>" in " ".join(minor.stdout.split("\t"))
+    metadata = kubectl.run(server.kubeconfig, "explain", "podgroup.metadata.labels")
+    assert metadata.returncode == 0 and "labels" in metadata.stdout, metadata.stderr
+
+
+def test_an_invalid_device_is_refused_naming_the_field(server: EmbeddedAPIServer, kubectl: KubectlBinary) -> None:
+    bad = DEVICE.format(name=f"bad-{kubectl.minor}", field="devices", minor='"three"')
+    result = kubectl.run(server.kubeconfig, "apply", "--validate=false", "-f", "-", stdin=bad)
+    assert result.returncode == 1
+    field = "spec.devices[0].minor"
+    assert f'{field}: Invalid value: "string": {field} in body must be of type integer: "string"' in result.stderr
+    client_side = kubectl.run(server.kubeconfig, "apply", "-f", "-", stdin=bad)
+    assert client_side.returncode == 1 and "minor" in client_side.stderr
+
+
+def test_a_misspelt_field_fails_apply(server: EmbeddedAPIServer, kubectl: KubectlBinary) -> None:
+    typo = DEVICE.format(name=f"typo-{kubectl.minor}", field="devicez", minor=0)
+    result = kubectl.run(server.kubeconfig, "apply", "-f", "-", stdin=typo)
+    assert result.returncode == 1 and "devicez" in result.stderr
+    ignored = kubectl.run(server.kubeconfig, "apply", "--validate=false", "-f", "-", stdin=typo)
+    assert ignored.returncode == 0, ignored.stderr
+    stored = kubectl.run(server.kubeconfig, "get", "device", f"typo-{kubectl.minor}", "-o", "jsonpath={.spec}")
+    assert stored.stdout in ("", "{}"), "the unknown field was pruned"
+
+
+def test_official_client_gets_422_with_causes(server: EmbeddedAPIServer) -> None:
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=str(server.kubeconfig), client_configuration=config)
+    api = kubernetes.client.CustomObjectsApi(kubernetes.client.ApiClient(config))
+    body = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Device",
+        "metadata": {"name": "official"},
+        "spec": {"devices": [{"type": "tpu", "minor": 0, "health": True}]},
+    }
+    with pytest.raises(kubernetes.client.ApiException) as e:
+        api.create_cluster_custom_object("scheduling.koordinator.sh", "v1alpha1", "devices", body)
+    assert e.value.status == 422
+    assert '"field":"spec.devices[0].type"' in e.value.body.replace(" ", "")
+    assert "FieldValueNotSupported" in e.value.body
+
+
+def test_openapi_documents_name_crds_as_kube_does(server: EmbeddedAPIServer) -> None:
+    with server.client() as client:
+        v2 = client.request("GET", "/openapi/v2")
+        v3 = client.request("GET", "/openapi/v3/apis/scheduling.koordinator.sh/v1alpha1")
+    device = v2["definitions"]["sh.koordinator.scheduling.v1alpha1.Device"]
+    assert device["x-kubernetes-group-version-kind"] == [
+        {"group": "scheduling.koordinator.sh", "kind": "Device", "version": "v1alpha1"}
+    ]
+    assert device["properties"]["metadata"]["$ref"] == "#/definitions/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+    schemas = v3["components"]["schemas"]
+    assert schemas["sh.koordinator.scheduling.v1alpha1.Device"]["properties"]["spec"]["properties"]["devices"]
+    assert "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" in schemas
