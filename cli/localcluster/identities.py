@@ -53,6 +53,9 @@ NAMESPACE = "tessera-system"
 class Identity:
     #: The ServiceAccount in `tessera-system` the component runs as.
     service_account: str
+    #: Whether `deploy/` runs the component in a cluster (with its RBAC there); False for what
+    #: only `tessera up` runs, whose rights are in `LOCAL_ROLES`.
+    deployed: bool = True
 
     @property
     def user(self) -> str:
@@ -68,8 +71,8 @@ IDENTITIES: Mapping[str, Identity] = {
     "controller": Identity("tessera-controller"),
     "scheduler": Identity("tessera-scheduler"),
     "agent": Identity("tessera-agent"),
-    "kube-controller-manager": Identity("tessera-kube-controller-manager"),
-    "dashboard": Identity("tessera-dashboard"),
+    "kube-controller-manager": Identity("tessera-kube-controller-manager", deployed=False),
+    "dashboard": Identity("tessera-dashboard", deployed=False),
 }
 
 _RBAC = "rbac.authorization.k8s.io"
