@@ -284,7 +284,7 @@ def _run_demo(console: _Console, cluster: LocalCluster) -> None:
     console.say(f"(placed in {time.monotonic() - started:.1f} s)")
     console.say()
     console.say(
-        f"Elastic quota: {quotademo.TEAM_B} asks for {quotademo.BORROWERS} one-GPU pods, 4 on its min and 2 on "
+        f"Elastic quota: {quotademo.TEAM_B} asks for {quotademo.BORROWERS} one-GPU pods, 3 on its min and 2 on "
         f"{quotademo.TEAM_A}'s idle guarantee (docs/user/quota.md shows them given back):"
     )
     console.say(quotas)

@@ -1,12 +1,16 @@
-"""`tessera up --demo`, elastic quota: two teams share 8 GPUs, and one borrows the other's.
+"""`tessera up --demo`, elastic quota: two teams share 6 GPUs, and one borrows the other's.
 
-The ElasticQuota `gpu-teams` (8 GPUs: min = max = `koordinator.sh/gpu-core: 800`) has two
-children, `team-a` and `team-b`, each guaranteed 4 GPUs (min 400) and allowed all 8 (max 800),
-each the quota of the namespace of its name. Team B submits 6 one-GPU pods: team A is idle, so
-B's runtime is 6 GPUs and all 6 bind — 2 of them on A's guarantee. When team A's pods arrive
+The ElasticQuota `gpu-teams` (6 GPUs: min = max = `koordinator.sh/gpu-core: 600`) has two
+children, `team-a` and `team-b`, each guaranteed 3 GPUs (min 300) and allowed all 6 (max 600),
+each the quota of the namespace of its name. Team B submits 5 one-GPU pods: team A is idle, so
+B's runtime is 5 GPUs and all 5 bind — 2 of them on A's guarantee. When team A's pods arrive
 (docs/examples/quota-team-a.yaml, the steps in docs/user/quota.md), A's runtime rises to its
-min, B's falls to 4 GPUs, and once B has stayed above it for the controller's grace period the
+min, B's falls to 3 GPUs, and once B has stayed above it for the controller's grace period the
 controller evicts B's 2 newest pods and A's pods bind.
+
+The sizes leave room for the rest of the demo: the root's total is the cluster's GPUs less what
+pods outside every quota use (the demo's other pods, its Deployment and Job: 9 of 16 GPUs while
+the Job runs), and must hold gpu-teams' min for the teams to get their guarantees whole.
 
 Submitting is idempotent (fixed names), as for the rest of the demo.
 """
@@ -33,9 +37,9 @@ __all__ = ["BORROWERS", "PARENT", "TEAM_A", "TEAM_B", "render", "submit", "wait_
 PARENT: Final = "gpu-teams"
 TEAM_A: Final = "team-a"
 TEAM_B: Final = "team-b"
-#: Team B's one-GPU pods: 4 on its own min, 2 borrowed from team A's.
-BORROWERS: Final = 6
-_GPUS: Final = {PARENT: (800, 800), TEAM_A: (400, 800), TEAM_B: (400, 800)}
+#: Team B's one-GPU pods: 3 on its own min, 2 borrowed from team A's.
+BORROWERS: Final = 5
+_GPUS: Final = {PARENT: (600, 600), TEAM_A: (300, 600), TEAM_B: (300, 600)}
 _PART_OF: Final = {"app.kubernetes.io/part-of": "tessera-demo"}
 _BORROWER: Final = "b-train-"
 

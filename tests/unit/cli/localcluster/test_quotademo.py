@@ -24,7 +24,7 @@ def test_team_b_borrows_then_falls_back_to_its_min() -> None:
     m.set_quotas(demo_quotas())
     for i in range(quotademo.BORROWERS):
         m.update_pod(make_pod(f"b{i}", namespace="team-b", node="sim-1", extra={names.NVIDIA_GPU: 1}))
-    assert m.runtime("team-b")[names.GPU_CORE] == 600
-    for i in range(4):
+    assert m.runtime("team-b")[names.GPU_CORE] == 500
+    for i in range(3):
         m.update_pod(make_pod(f"a{i}", namespace="team-a", extra={names.NVIDIA_GPU: 1}))
-    assert (m.runtime("team-a")[names.GPU_CORE], m.runtime("team-b")[names.GPU_CORE]) == (400, 400)
+    assert (m.runtime("team-a")[names.GPU_CORE], m.runtime("team-b")[names.GPU_CORE]) == (300, 300)
