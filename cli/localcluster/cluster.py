@@ -132,7 +132,12 @@ class LocalCluster:
         data, kubeconfig = self.data_dir, self.kubeconfig
         wanted = [
             components.controller(data, kubeconfig),
-            components.scheduler(data, kubeconfig, grpc_address=self.settings.scheduler_address),
+            components.scheduler(
+                data,
+                kubeconfig,
+                grpc_address=self.settings.scheduler_address,
+                plugins=self.settings.scheduler_plugins,
+            ),
         ]
         if self.local_node:
             wanted.append(components.local_agent(data, kubeconfig, node=self.local_node))

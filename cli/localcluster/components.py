@@ -14,6 +14,7 @@ HTTP on a port it picks itself and writes the address to its directory, so nothi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -40,9 +41,16 @@ _SCHEDULER_CONFIG: Final = f"""\
 # Written by `tessera up`: pods that name no scheduler get {KUBE_DEFAULT_SCHEDULER}, and there
 # is no kube-scheduler in this cluster, so this scheduler serves both names, alike.
 profiles:
-  - schedulerName: {names.SCHEDULER_NAME}
-  - schedulerName: {KUBE_DEFAULT_SCHEDULER}
 """
+
+
+def _scheduler_config(plugins: Sequence[str]) -> str:
+    """Both profiles, each also enabling the opt-in `plugins` (ElasticQuota) when given."""
+    enabled = ", ".join(f"{{name: {name}}}" for name in plugins)
+    extra = f"\n    plugins:\n      multiPoint:\n        enabled: [{enabled}]" if plugins else ""
+    return _SCHEDULER_CONFIG + "".join(
+        f"  - schedulerName: {profile}{extra}\n" for profile in (names.SCHEDULER_NAME, KUBE_DEFAULT_SCHEDULER)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,13 +95,14 @@ def controller(data_dir: Path, kubeconfig: Path) -> Component:
     return Component("controller", "controller", ControllerProcess(kubeconfig, directory=data_dir / "controller"))
 
 
-def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str) -> Component:
+def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str, plugins: Sequence[str] = ()) -> Component:
     """`tessera scheduler` with profiles for both `tessera-scheduler` and `default-scheduler`
-    (`DATA_DIR/scheduler/config.yaml`, rewritten on every start)."""
+    (`DATA_DIR/scheduler/config.yaml`, rewritten on every start), each also enabling the opt-in
+    `plugins` (the soak turns on ElasticQuota)."""
     directory = data_dir / "scheduler"
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / "config.yaml"
-    config.write_text(_SCHEDULER_CONFIG, encoding="utf-8")
+    config.write_text(_scheduler_config(plugins), encoding="utf-8")
     process = SchedulerProcess(kubeconfig, directory, grpc_address=grpc_address, extra_args=["--config", str(config)])
     return Component("scheduler", "scheduler", process)
 

@@ -48,6 +48,8 @@ class UpSettings:
     #: Seconds each start-up step may take: a component getting ready, the CRDs being
     #: established, the demo's nodes getting Ready. Past it, `tessera up` stops and says why.
     start_timeout: float = DEFAULT_START_TIMEOUT_S
+    #: Opt-in scheduler plugins enabled in both profiles (`tessera bench soak` enables ElasticQuota).
+    scheduler_plugins: tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Raise ConfigError naming every problem at once."""
