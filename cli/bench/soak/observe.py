@@ -39,10 +39,15 @@ class Record:
         self.created: dict[str, float] = {}
         self.bound_at: dict[str, float] = {}
         self.unhealthy_since: dict[GPUKey, float] = {}
+        #: Pods that may wait for their quota: their create → bound says more of the quota than of
+        #: the scheduler, so it is left out of the latency.
+        self.may_wait: set[str] = set()
 
-    def sending_create(self, key: str) -> None:
+    def sending_create(self, key: str, *, may_wait: bool = False) -> None:
         with self._lock:
             self.created[key] = time.time()
+            if may_wait:
+                self.may_wait.add(key)
 
     def acknowledge(self, key: str, uid: str) -> None:
         with self._lock:
@@ -68,9 +73,13 @@ class Record:
                         self.unhealthy_since.setdefault(key, now)
 
     def create_to_bound_s(self) -> list[float]:
-        """Seconds from sending each create to first seeing the pod bound."""
+        """Seconds from sending each create to first seeing the pod bound (not `may_wait` pods)."""
         with self._lock:
-            return [at - self.created[key] for key, at in self.bound_at.items() if key in self.created]
+            return [
+                at - self.created[key]
+                for key, at in self.bound_at.items()
+                if key in self.created and key not in self.may_wait
+            ]
 
     def state(self, now: float, **objects: Any) -> ClusterState:
         with self._lock:

@@ -1,8 +1,9 @@
 """A soak's result as a `tessera bench` report: what ran, what was killed, what broke.
 
 The main timing is create → bound (from sending the create to the watch seeing the pod bound,
-kills included). `violations` is the count; `violation_list` names each broken invariant with
-the objects involved. The run passes when there is none.
+kills included; quota-limited pods, which wait for their quota by design, left out).
+`violations` is the count; `violation_list` names each broken invariant with the objects
+involved. The run passes when there is none.
 """
 
 from __future__ import annotations

@@ -208,7 +208,7 @@ class Workload:
             )
             key = f"{namespace}/{name}"
             keys.append(key)
-            self._record.sending_create(key)
+            self._record.sending_create(key, may_wait=shape.quota)
             try:
                 created = self._pods.create(manifest, namespace=namespace)
             except errors.APIError as e:
