@@ -81,11 +81,20 @@ class Record:
                 if key in self.created and key not in self.may_wait
             ]
 
-    def state(self, now: float, **objects: Any) -> ClusterState:
+    def acknowledged_now(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self.acknowledged)
+
+    def state(self, now: float, acknowledged: dict[str, str], **objects: Any) -> ClusterState:
+        """The state with the API server's `objects` as listed at `now`. `acknowledged` must be
+        taken (`acknowledged_now`) before they were listed, and the rest of the record is taken
+        now, after: a pod created while they were listed would otherwise count as lost (it is
+        acknowledged, not listed), and one deleted meanwhile likewise (listed as gone, not yet
+        recorded as deleted)."""
         with self._lock:
             return ClusterState(
                 now=now,
-                acknowledged=dict(self.acknowledged),
+                acknowledged=acknowledged,
                 deleted=frozenset(self.deleted),
                 created=dict(self.created),
                 unhealthy_since=dict(self.unhealthy_since),
@@ -106,13 +115,14 @@ def _parsed(items: Iterable[object], parse: Callable[[object], T], what: str) ->
 def read_state(client: Client, record: Record) -> ClusterState:
     """Everything the invariants need, listed from the API server now. Raises kube's APIError
     (or OSError) while it does not answer: the caller skips that check."""
+    acknowledged = record.acknowledged_now()  # before the list: see Record.state
     now = time.time()
     pods = _parsed(client.resource(resources.PODS).list_all().items, Pod.from_dict, "pod")
     nodes = _parsed(client.resource(resources.NODES).list_all().items, Node.from_dict, "node")
     devices = _parsed(client.resource(names.DEVICES).list_all().items, Device.from_dict, "device")
     quotas = _parsed(client.resource(names.ELASTIC_QUOTAS).list_all().items, ElasticQuota.from_dict, "quota")
     record.saw_devices(devices, now)
-    return record.state(now, pods=pods, nodes=nodes, devices=devices, quotas=quotas)
+    return record.state(now, acknowledged, pods=pods, nodes=nodes, devices=devices, quotas=quotas)
 
 
 class BoundWatch:
