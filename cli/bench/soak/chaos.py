@@ -82,11 +82,11 @@ class Killer:
 
     def run(self) -> None:
         while not self._stop.is_set():
-            if self._stop.wait(self._rng.uniform(0.5, 1.5) * self._interval):
-                return
-            while self.outstanding():  # one victim at a time
+            while self.outstanding():  # one victim at a time; the gap starts once it is back
                 if self._stop.wait(_TICK_S):
                     return
+            if self._stop.wait(self._rng.uniform(0.5, 1.5) * self._interval):
+                return
             self.kill_one()
 
     def stop(self) -> None:
