@@ -171,8 +171,8 @@ class Workload:
             self._record.deleting(key)
             try:
                 self._pods.delete(name, namespace=namespace)
-            except errors.NotFound:
-                pass
+            except errors.NotFound:  # a create that failed, or a delete that was done but not answered
+                continue
             except errors.APIError as e:
                 log.info("Delete failed; retrying later", extra={"pod": key, "error": str(e)})
                 remaining.append(key)
