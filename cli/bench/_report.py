@@ -22,7 +22,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, TextIO
@@ -32,7 +32,7 @@ __all__ = ["OUTPUTS", "Latencies", "Output", "Report", "Scalar", "Timer"]
 Output = Literal["table", "json"]
 OUTPUTS: tuple[Output, ...] = ("table", "json")
 Scalar = int | float | str | bool | None
-JSONValue = Scalar | dict[str, Scalar]
+JSONValue = Scalar | dict[str, Scalar] | list[dict[str, Scalar]]
 
 _LABEL_WIDTH = 48
 
@@ -165,6 +165,16 @@ class Report:
         legacy = {"name": label, "value": fields["p50_ms"], "unit": "ms", **fields, **_all_rounded(detail)}
         self._row(_Row(label, _with_detail(summary.row(), detail), legacy))
 
+    def listing(self, key: str, items: Sequence[Mapping[str, Scalar]], /, *, label: str) -> None:
+        """A list of records (a soak's violations): a JSON array under `key`; in the table a row
+        with their count, then one indented line per record."""
+        records = [dict(item) for item in items]
+        self._put(key, records)
+        self._row(_Row(label, f"{len(records):>12}", {"name": label, "value": len(records), "unit": ""}))
+        if self.output == "table":
+            for record in records:
+                print(f"  {_with_detail('-', record)}", file=self.stream, flush=True)
+
     def note(self, line: str) -> None:
         """Progress or a remark, not a result: a `# line` in the table, stderr with JSON."""
         if self.output == "json":
@@ -192,7 +202,7 @@ class Report:
     def _put(self, key: str, value: JSONValue) -> None:
         if key in self._doc:
             raise ValueError(f"benchmark {self.benchmark}: {key!r} reported twice")
-        self._doc[key] = _rounded(value) if not isinstance(value, dict) else value
+        self._doc[key] = value if isinstance(value, dict | list) else _rounded(value)
 
     def _row(self, row: _Row) -> None:
         self._rows.append(row)

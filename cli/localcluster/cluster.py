@@ -144,7 +144,12 @@ class LocalCluster:
 
     def _node_and_control_plane(self, hooks: webhook.WebhookSetup) -> list[Component]:
         data, kubeconfig = self.data_dir, self._kubeconfig_of
-        scheduler = components.scheduler(data, kubeconfig("scheduler"), grpc_address=self.settings.scheduler_address)
+        scheduler = components.scheduler(
+            data,
+            kubeconfig("scheduler"),
+            grpc_address=self.settings.scheduler_address,
+            plugins=self.settings.scheduler_plugins,
+        )
         dashboard = components.dashboard(data, kubeconfig("dashboard"), scheduler=scheduler)
         wanted = [
             components.controller(data, kubeconfig("controller"), args=hooks.controller_args()),

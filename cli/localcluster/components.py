@@ -59,15 +59,19 @@ _AGENT_FLAGS: Final = ("--simulate-kubelet", "--qos", "off")
 _SCHEDULER_CONFIG: Final = f"""\
 # Written by `tessera up`: pods that name no scheduler get {KUBE_DEFAULT_SCHEDULER}, and there
 # is no kube-scheduler in this cluster, so this scheduler serves both names, alike.
-# ElasticQuota is on: the demo's teams share GPUs by quota (docs/user/quota.md).
 profiles:
-  - schedulerName: {names.SCHEDULER_NAME}
-    plugins: {{multiPoint: {{enabled: [{{name: ElasticQuota}}]}}}}
-  - schedulerName: {KUBE_DEFAULT_SCHEDULER}
-    plugins: {{multiPoint: {{enabled: [{{name: ElasticQuota}}]}}}}
 """
 #: A borrowing quota gives back after 30 s here, not 120 s: the demo shows reclaim while one waits.
 QUOTA_RECLAIM_GRACE: Final = 30
+
+
+def _scheduler_config(plugins: Sequence[str]) -> str:
+    """Both profiles, each also enabling the opt-in `plugins` (ElasticQuota) when given."""
+    enabled = ", ".join(f"{{name: {name}}}" for name in plugins)
+    extra = f"\n    plugins:\n      multiPoint:\n        enabled: [{enabled}]" if plugins else ""
+    return _SCHEDULER_CONFIG + "".join(
+        f"  - schedulerName: {profile}{extra}\n" for profile in (names.SCHEDULER_NAME, KUBE_DEFAULT_SCHEDULER)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +132,14 @@ def kube_controller_manager(data_dir: Path, kubeconfig: Path) -> Component:
     return Component("kube-controller-manager", "kube-controller-manager", process)
 
 
-def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str) -> Component:
+def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str, plugins: Sequence[str] = ()) -> Component:
     """`tessera scheduler` with profiles for both `tessera-scheduler` and `default-scheduler`
-    (`DATA_DIR/scheduler/config.yaml`, rewritten on every start)."""
+    (`DATA_DIR/scheduler/config.yaml`, rewritten on every start), each also enabling the opt-in
+    `plugins` (`UpSettings.scheduler_plugins`: ElasticQuota)."""
     directory = data_dir / "scheduler"
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / "config.yaml"
-    config.write_text(_SCHEDULER_CONFIG, encoding="utf-8")
+    config.write_text(_scheduler_config(plugins), encoding="utf-8")
     process = SchedulerProcess(kubeconfig, directory, grpc_address=grpc_address, extra_args=["--config", str(config)])
     return Component("scheduler", "scheduler", process)
 

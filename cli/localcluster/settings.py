@@ -48,6 +48,9 @@ class UpSettings:
     #: Seconds each start-up step may take: a component getting ready, the CRDs being
     #: established, the demo's nodes getting Ready. Past it, `tessera up` stops and says why.
     start_timeout: float = DEFAULT_START_TIMEOUT_S
+    #: Opt-in scheduler plugins enabled in both profiles: ElasticQuota (the demo's teams share
+    #: GPUs by quota, docs/user/quota.md).
+    scheduler_plugins: tuple[str, ...] = ("ElasticQuota",)
 
     def validate(self) -> None:
         """Raise ConfigError naming every problem at once."""

@@ -97,3 +97,17 @@ def test_notes_go_to_stderr_with_json(capsys: pytest.CaptureFixture[str]) -> Non
     report = Report("demo", output="json", stream=out)
     report.note("working")
     assert out.getvalue() == "" and capsys.readouterr().err == "# working\n"
+
+
+def test_a_listing_is_a_json_array_and_an_indented_line_per_record_in_the_table() -> None:
+    records = [{"invariant": "object-lost", "objects": "soak/a"}, {"invariant": "device-given-twice", "objects": "x"}]
+    as_json = io.StringIO()
+    report = Report("soak", output="json", stream=as_json)
+    report.listing("violation_list", records, label="violations")
+    report.finish()
+    assert json.loads(as_json.getvalue())["violation_list"] == records
+    table = io.StringIO()
+    Report("soak", stream=table).listing("violation_list", records, label="violations")
+    lines = table.getvalue().splitlines()
+    assert lines[1].split() == ["violations", "2"]
+    assert lines[2:] == ["  - invariant=object-lost, objects=soak/a", "  - invariant=device-given-twice, objects=x"]

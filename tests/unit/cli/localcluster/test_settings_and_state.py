@@ -8,11 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from apis.errors import ConfigError
 from cli import up as cli_up
-from cli.localcluster import state
+from cli.localcluster import components, state
 from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
+from scheduler.framework.config import parse_config
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -146,3 +148,16 @@ def test_only_processes_started_for_the_data_directory_are_leftovers(tmp_path: P
     components = {"me": state.ComponentState(pid=os.getpid()), "gone": state.ComponentState(pid=None)}
     unrelated = state.UpState(pid=1, phase="ready", data_dir=str(tmp_path), kubeconfig="", components=components)
     assert state.leftovers(unrelated) == []  # this test process has no path in tmp_path on its command line
+
+
+def test_the_scheduler_config_enables_opt_in_plugins_in_both_profiles(tmp_path: Path) -> None:
+    component = components.scheduler(tmp_path, tmp_path / "kubeconfig", grpc_address="", plugins=("ElasticQuota",))
+    config = parse_config(yaml.safe_load((tmp_path / "scheduler" / "config.yaml").read_text()))
+    assert {p.scheduler_name: [r.name for r in p.multi_point.enabled] for p in config.profiles} == {
+        "tessera-scheduler": ["ElasticQuota"],
+        "default-scheduler": ["ElasticQuota"],
+    }
+    assert component.name == "scheduler"
+    components.scheduler(tmp_path, tmp_path / "kubeconfig", grpc_address="")
+    plain = parse_config(yaml.safe_load((tmp_path / "scheduler" / "config.yaml").read_text()))
+    assert [p.multi_point.enabled for p in plain.profiles] == [(), ()]

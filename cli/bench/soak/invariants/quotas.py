@@ -1,0 +1,102 @@
+"""Quotas: what each quota's pods use stays within its max, its runtime too, and the status the
+controller writes (once it writes one) matches what its pods use.
+
+Everything is recomputed with `apis.quota.QuotaManager` — the code the scheduler and the controller
+share — from the API server's quotas, pods and nodes: used is the sum of the bound pods' quota
+requests (whole GPUs as gpu-core percent), runtime the tree's share of the nodes' allocatable.
+With the ElasticQuota plugin on, the scheduler admits a pod only when `used + request ≤ runtime
+≤ max`, so a bound set above max is a quota leak, whatever happened in between (a scheduler
+killed between Reserve and Bind, a restart that lost a charge).
+
+`status.used` is checked only when a quota has one: Tessera's controller does not write it yet
+(docs/scheduling.md); the check is here for when it does, with the grace a controller needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from apis.k8s import resources
+from apis.quota import QuotaManager
+from apis.quota.charge import quota_capacity
+from cli.bench.soak.invariants.base import Bounds, Invariant, Violation
+from cli.bench.soak.state import ClusterState
+
+__all__ = ["invariants", "manager_of"]
+
+
+def invariants(bounds: Bounds) -> list[Invariant]:
+    return [
+        Invariant("quota-used-over-max", used_over_max),
+        Invariant("quota-runtime-over-max", runtime_over_max),
+        Invariant("quota-status-used", status_used, grace_s=bounds.pending_s),
+    ]
+
+
+def manager_of(state: ClusterState) -> QuotaManager:
+    """A QuotaManager fed the state's quotas, nodes (the cluster's total) and pods."""
+    manager = QuotaManager()
+    manager.set_quotas(state.quotas)
+    total: dict[str, int] = {}
+    for node in state.nodes:
+        total = resources.add(total, quota_capacity(node.allocatable))
+    manager.set_cluster_total(total)
+    for pod in state.pods:
+        manager.update_pod(pod)
+    return manager
+
+
+def _over(amounts: Mapping[str, int], limit: Mapping[str, int]) -> dict[str, str]:
+    return {name: f"{amounts[name]} > {cap}" for name, cap in limit.items() if amounts.get(name, 0) > cap}
+
+
+def _leaf_quotas(manager: QuotaManager) -> dict[str, Mapping[str, int]]:
+    """Quotas pods can use (not parents), with their max."""
+    return {name: spec.max for name, spec in manager.specs().items() if not spec.is_parent}
+
+
+def used_over_max(state: ClusterState) -> list[Violation]:
+    if not state.quotas:
+        return []
+    manager = manager_of(state)
+    violations = []
+    for name, limit in _leaf_quotas(manager).items():
+        if over := _over(manager.used(name), limit):
+            pods = sorted(p.key for p in state.pods if p.node_name and manager.quota_of(p) == name)
+            violations.append(
+                Violation("quota-used-over-max", (f"quota {name}", *pods), f"quota {name}: bound pods use {over}")
+            )
+    return violations
+
+
+def runtime_over_max(state: ClusterState) -> list[Violation]:
+    if not state.quotas:
+        return []
+    manager = manager_of(state)
+    return [
+        Violation("quota-runtime-over-max", (f"quota {name}",), f"quota {name}: runtime {over}")
+        for name, limit in _leaf_quotas(manager).items()
+        if (over := _over(manager.runtime(name), limit))
+    ]
+
+
+def status_used(state: ClusterState) -> list[Violation]:
+    if not state.quotas:
+        return []
+    manager = manager_of(state)
+    violations = []
+    for quota in state.quotas:
+        if not quota.used:
+            continue
+        name = quota.meta.name
+        computed = {k: v for k, v in manager.used(name).items() if k in quota.max}
+        written = {k: v for k, v in quota.used.items() if k in quota.max}
+        if computed != written:
+            violations.append(
+                Violation(
+                    "quota-status-used",
+                    (f"quota {name}",),
+                    f"quota {name}: status.used {written}, but its bound pods use {computed}",
+                )
+            )
+    return violations

@@ -1,0 +1,145 @@
+"""The soak's own record (what it created, deleted, saw bound, saw unhealthy) and reading the
+API server's objects into a `ClusterState`.
+
+`Record` is shared by the workload, the bound watch and the checker (threads), so every change
+holds its lock. Times are wall-clock seconds (`time.time()`), comparable with creationTimestamps.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from apis.crds.device import Device, DeviceType
+from apis.crds.elasticquota import ElasticQuota
+from apis.errors import TesseraError
+from apis.extension import names
+from apis.k8s.core import Node, Pod
+from cli.bench.soak.state import ClusterState, GPUKey
+from kube import resources
+from kube.client import Client
+from kube.informer import Informer
+
+__all__ = ["BoundWatch", "Record", "read_state"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Record:
+    """See the module docstring."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.acknowledged: dict[str, str] = {}
+        self.deleted: set[str] = set()
+        self.created: dict[str, float] = {}
+        self.bound_at: dict[str, float] = {}
+        self.unhealthy_since: dict[GPUKey, float] = {}
+        #: Pods that may wait for their quota: their create → bound says more of the quota than of
+        #: the scheduler, so it is left out of the latency.
+        self.may_wait: set[str] = set()
+
+    def sending_create(self, key: str, *, may_wait: bool = False) -> None:
+        with self._lock:
+            self.created[key] = time.time()
+            if may_wait:
+                self.may_wait.add(key)
+
+    def acknowledge(self, key: str, uid: str) -> None:
+        with self._lock:
+            self.acknowledged[key] = uid
+
+    def deleting(self, key: str) -> None:
+        with self._lock:
+            self.deleted.add(key)
+
+    def saw_bound(self, key: str) -> None:
+        with self._lock:
+            self.bound_at.setdefault(key, time.time())
+
+    def saw_devices(self, devices: Iterable[Device], now: float) -> None:
+        """Keep `unhealthy_since`: a GPU's first sighting unhealthy, until it is seen healthy."""
+        with self._lock:
+            for device in devices:
+                for gpu in device.of_type(DeviceType.GPU):
+                    key = (device.node_name, gpu.minor)
+                    if gpu.health:
+                        self.unhealthy_since.pop(key, None)
+                    else:
+                        self.unhealthy_since.setdefault(key, now)
+
+    def create_to_bound_s(self) -> list[float]:
+        """Seconds from sending each create to first seeing the pod bound (not `may_wait` pods)."""
+        with self._lock:
+            return [
+                at - self.created[key]
+                for key, at in self.bound_at.items()
+                if key in self.created and key not in self.may_wait
+            ]
+
+    def acknowledged_now(self) -> dict[str, str]:
+        with self._lock:
+            return dict(self.acknowledged)
+
+    def state(self, now: float, acknowledged: dict[str, str], **objects: Any) -> ClusterState:
+        """The state with the API server's `objects` as listed at `now`. `acknowledged` must be
+        taken (`acknowledged_now`) before they were listed, and the rest of the record is taken
+        now, after: a pod created while they were listed would otherwise count as lost (it is
+        acknowledged, not listed), and one deleted meanwhile likewise (listed as gone, not yet
+        recorded as deleted)."""
+        with self._lock:
+            return ClusterState(
+                now=now,
+                acknowledged=acknowledged,
+                deleted=frozenset(self.deleted),
+                created=dict(self.created),
+                unhealthy_since=dict(self.unhealthy_since),
+                **objects,
+            )
+
+
+def _parsed(items: Iterable[object], parse: Callable[[object], T], what: str) -> tuple[T, ...]:
+    out = []
+    for raw in items:
+        try:
+            out.append(parse(raw))
+        except TesseraError as e:  # a component wrote something malformed: say so, judge the rest
+            log.warning("Skipping an object that does not parse", extra={"kind": what, "error": str(e)})
+    return tuple(out)
+
+
+def read_state(client: Client, record: Record) -> ClusterState:
+    """Everything the invariants need, listed from the API server now. Raises kube's APIError
+    (or OSError) while it does not answer: the caller skips that check."""
+    acknowledged = record.acknowledged_now()  # before the list: see Record.state
+    now = time.time()
+    pods = _parsed(client.resource(resources.PODS).list_all().items, Pod.from_dict, "pod")
+    nodes = _parsed(client.resource(resources.NODES).list_all().items, Node.from_dict, "node")
+    devices = _parsed(client.resource(names.DEVICES).list_all().items, Device.from_dict, "device")
+    quotas = _parsed(client.resource(names.ELASTIC_QUOTAS).list_all().items, ElasticQuota.from_dict, "quota")
+    record.saw_devices(devices, now)
+    return record.state(now, acknowledged, pods=pods, nodes=nodes, devices=devices, quotas=quotas)
+
+
+class BoundWatch:
+    """An informer on every pod that records when each is first seen bound (for create → bound).
+    It rides out API server restarts (kube.informer re-watches or relists)."""
+
+    def __init__(self, client: Client, record: Record) -> None:
+        self._informer: Informer[Pod] = Informer(client, resources.PODS, parse=Pod.from_dict)
+        self._informer.add_handlers(on_add=self._seen, on_update=lambda _old, new: self._seen(new))
+        self._record = record
+
+    def _seen(self, pod: Pod) -> None:
+        if pod.node_name:
+            self._record.saw_bound(pod.key)
+
+    def start(self) -> None:
+        self._informer.start()
+
+    def stop(self) -> None:
+        self._informer.stop()

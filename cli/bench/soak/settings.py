@@ -1,0 +1,91 @@
+"""What a soak is asked to do: its flags as one value, checked before anything starts."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from apis.errors import ConfigError
+from apis.extension.gang import parse_duration
+from cli.bench.soak.invariants import Bounds
+from cli.localcluster.settings import MAX_NODES
+
+__all__ = ["SoakSettings", "duration"]
+
+
+def duration(text: str) -> float:
+    """`90s`, `10m`, `1h30m` or plain seconds (`90`); ConfigError names the text."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise ConfigError(f"{text!r} is not a duration such as 90s, 10m or 1h30m") from e
+
+
+@dataclass(frozen=True, slots=True)
+class SoakSettings:
+    #: How long the workload runs and components are killed; then the soak lets things settle.
+    duration_s: float = 600.0
+    #: Simulated GPU nodes, each its own agent process.
+    nodes: int = 50
+    profile: str = "a100-8x"
+    #: Mean seconds between kills (each gap drawn uniformly from half to one and a half of it).
+    kill_interval_s: float = 20.0
+    #: Mean seconds between GPU faults (an XID 79, recovered by a reset `fault_duration_s` later).
+    fault_interval_s: float = 15.0
+    fault_duration_s: float = 20.0
+    #: Pods (or gangs) created per second, while the GPUs in use stay below `target_load`.
+    rate: float = 2.0
+    #: The share of the cluster's GPUs the workload keeps busy, at most.
+    target_load: float = 0.5
+    #: Seconds a pod lives once bound, drawn uniformly from this range; then the soak deletes it.
+    lifetime_s: tuple[float, float] = (10.0, 60.0)
+    #: Seconds between invariant checks.
+    check_interval_s: float = 3.0
+    #: A pod that fits is bound within this long (after its creation or the last kill).
+    pending_bound_s: float = 30.0
+    #: The Strict gangs' waiting time.
+    gang_waiting_s: float = 30.0
+    seed: int = 1
+    #: Where the system keeps its objects and logs; None: a temporary directory, removed after.
+    data_dir: Path | None = None
+    start_timeout_s: float = 180.0
+
+    def validate(self) -> None:
+        """Raise ConfigError naming every problem at once."""
+        problems = []
+        for flag, value in (
+            ("--duration", self.duration_s),
+            ("--kill-interval", self.kill_interval_s),
+            ("--fault-interval", self.fault_interval_s),
+            ("--rate", self.rate),
+            ("--pending-bound", self.pending_bound_s),
+            ("--check-interval", self.check_interval_s),
+        ):
+            if not 0 < value < math.inf:
+                problems.append(f"{flag} must be a positive number of seconds, got {value:g}")
+        if not 1 <= self.nodes <= MAX_NODES:
+            problems.append(f"--nodes must be between 1 and {MAX_NODES}, got {self.nodes}")
+        if not 0 < self.target_load <= 1:
+            problems.append(f"--target-load must be within (0, 1], got {self.target_load:g}")
+        if problems:
+            raise ConfigError("; ".join(problems))
+
+    def bounds(self) -> Bounds:
+        """The liveness bounds: generous on a loaded machine, derived from the settings."""
+        return Bounds(
+            pending_s=self.pending_bound_s,
+            gang_waiting_s=self.gang_waiting_s,
+            gang_slack_s=self.pending_bound_s,
+            health_s=max(10.0, 2 * self.check_interval_s),
+        )
+
+    @property
+    def settle_s(self) -> float:
+        """After the last kill: how long the soak waits for the cluster to converge before the
+        liveness invariants' graces have all run out (and what is still wrong counts)."""
+        return self.pending_bound_s + self.gang_waiting_s + self.pending_bound_s + 2 * self.check_interval_s

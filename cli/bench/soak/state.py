@@ -1,0 +1,55 @@
+"""What the invariants look at: the API server's objects at one moment, and what the soak itself knows.
+
+The API server's objects (pods, nodes, Device CRs, ElasticQuotas) are parsed into `apis` types once, by
+`observe.read_state`; the rest is the soak's own record, which no component can vouch for: which
+creates the API server acknowledged (and the uid it gave), which pods the soak deleted, when it
+sent each create, and since when it has seen each GPU unhealthy. Every invariant is a pure function
+of one `ClusterState`, so each can be tested on a hand-built bad state.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from apis.crds.device import Device
+from apis.crds.elasticquota import ElasticQuota
+from apis.k8s.core import Node, Pod
+
+__all__ = ["ClusterState", "GPUKey", "created_at"]
+
+#: (node, GPU minor).
+GPUKey = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterState:
+    #: Wall-clock seconds (time.time()) when the objects were read.
+    now: float
+    pods: tuple[Pod, ...] = ()
+    nodes: tuple[Node, ...] = ()
+    devices: tuple[Device, ...] = ()
+    quotas: tuple[ElasticQuota, ...] = ()
+    #: Pod key → uid, for every create the API server answered with success.
+    acknowledged: Mapping[str, str] = field(default_factory=dict)
+    #: Pod keys the soak deleted or tried to (a failed delete may still have happened).
+    deleted: frozenset[str] = frozenset()
+    #: Pod key → wall-clock time the soak sent its create (creationTimestamp has only seconds).
+    created: Mapping[str, float] = field(default_factory=dict)
+    #: GPUs the soak has seen unhealthy in their Device CR, since when (wall clock), this stretch.
+    unhealthy_since: Mapping[GPUKey, float] = field(default_factory=dict)
+
+    def devices_by_node(self) -> dict[str, Device]:
+        return {d.node_name: d for d in self.devices}
+
+
+def created_at(pod: Pod, state: ClusterState) -> float:
+    """When the pod was created: the soak's own record, else its creationTimestamp (0 if none)."""
+    if pod.key in state.created:
+        return state.created[pod.key]
+    try:
+        stamp = datetime.datetime.fromisoformat(pod.meta.creation_timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return stamp.timestamp()
