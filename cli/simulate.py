@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from apis.errors import ConfigError, ValidationError
-from scheduler.core import FGD, SCORING_CHOICES, with_percentage_of_nodes_to_score, with_scoring_choice
+from scheduler.core import FGD, FGD_CHOICES, SCORING_CHOICES, with_percentage_of_nodes_to_score, with_scoring_choice
 from scheduler.framework.config import SchedulerConfig, load_config
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.simulation import replay, trace
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         with pods_path.open(encoding="utf-8") as f:
             pods = trace.parse_pods(f, source=str(pods_path))
         config = load_config(args.config.read_text(encoding="utf-8")) if args.config else SchedulerConfig()
-        workload = trace.workload(pods) if args.scoring == FGD else ()
+        workload = trace.workload(pods) if args.scoring in FGD_CHOICES else ()
         config = with_scoring_choice(config, args.scoring, workload)
         config = with_percentage_of_nodes_to_score(config, args.percentage_of_nodes_to_score)
     except (OSError, ValueError, ValidationError, ConfigError) as e:

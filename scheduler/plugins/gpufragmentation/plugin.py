@@ -8,9 +8,13 @@ share goes to is the one losing least (what DeviceShare's FragmentationAware pol
 whole GPUs are all alike to the measure.
 
 - PreFilter records the pod's shape in the learned workload (when learning) and its request.
-- Score is minus the loss; normalization gives the least-loss nodes 100 and spreads the rest
-  over 0…99, so the best placement wins whatever the spread of losses (kube's linear scaling
-  would round close losses together).
+- Score is minus the loss, with the node's consolidation (the share of its GPUs already
+  allocated) packed below it. Normalization treats losses within `tolerancePercent` of a GPU
+  (per task of the workload) of the least as ties and gives the most consolidated of those
+  100; the rest spread below. Without the tolerance, differences far below one task's worth
+  of GPU decide and pods scatter over nodes that are all but equal; with it, pods pile onto
+  nodes already in use and keep whole nodes free for the large tasks (the paper's integer
+  sigmoid score and fixed node order have the same effect: docs/scheduling.md measures it).
 - Per node, a `NodeTable` (the shapes the node's CPU, memory and GPU model admit) is kept while
   the node's generation and the workload's version hold: only the node the last pod went to is
   rebuilt. `memo_key` lets the framework reuse scores for pods of the same request.
@@ -22,6 +26,7 @@ from collections.abc import Hashable, Mapping
 
 from apis.crds.device import DeviceType
 from apis.extension import names
+from apis.extension.devicerequest import DeviceRequest
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.framework.cycle_state import CycleState
@@ -55,7 +60,11 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         self._index = self._learner.index()
         gpu = pod.device_requests.get(DeviceType.GPU)  # none when invalid: DeviceShare rejects the pod
         requests = pod.requests
-        state.write(NAME, PodState(requests.get(names.CPU, 0), requests.get(names.MEMORY, 0), gpu, workload.version))
+        tolerance = self.args.tolerance_percent * self._index.total_weight
+        state.write(
+            NAME,
+            PodState(requests.get(names.CPU, 0), requests.get(names.MEMORY, 0), gpu, workload.version, tolerance),
+        )
         return None, SUCCESS
 
     def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable:
@@ -67,19 +76,35 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         if found is None or not self._index.workload.shapes:
             return 0
         table = self._table(node, found.version)
-        return -loss(table, node, found, self._index.demand)
+        lost = loss(table, node, found, self._index.demand)
+        if self.args.balance_percent:
+            index = self._index
+            stranded = stranding(table.resources, node, found, index.balance)
+            lost += stranded * index.total_weight * self.args.balance_percent // 100
+        return pack(lost, consolidation(table.resources.gpu_free))
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
-        """Least loss -> 100; the others linearly over 0…99 by how much more they lose."""
+        """Losses within the tolerance of the least are ties: the most consolidated of them
+        100, the others 90…99 by consolidation; nodes losing more 0…89 linearly by loss."""
         if not scores:
             return
-        best, worst = max(scores), min(scores)
-        if best == worst:
-            scores[:] = [MAX_NODE_SCORE] * len(scores)
-            return
-        span = best - worst
-        top = MAX_NODE_SCORE - 1
-        scores[:] = [MAX_NODE_SCORE if s == best else (s - worst) * top // span for s in scores]
+        found = state.read(NAME, PodState)
+        tolerance = found.tolerance if found is not None else 0
+        parts = [unpack(s) for s in scores]
+        least, most = min(p[0] for p in parts), max(p[0] for p in parts)
+        near = least + tolerance
+        packed = [consolidated for lost, consolidated in parts if lost <= near]
+        low, high = min(packed), max(packed)
+        out = []
+        steps = MAX_NODE_SCORE - 1 - _NEAR_LOW
+        for lost, consolidated in parts:
+            if lost > near:
+                out.append((most - lost) * _FAR_TOP // max(1, most - near))
+            elif consolidated == high:
+                out.append(MAX_NODE_SCORE)
+            else:
+                out.append(_NEAR_LOW + (consolidated - low) * steps // (high - low))
+        scores[:] = out
 
     def _table(self, node: NodeInfo, version: int) -> fragmentation.NodeTable:
         cached = self._tables.get(node.name)
@@ -98,6 +123,32 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         return table
 
 
+#: A raw score is −loss × _CONSOLIDATION_SCALE + consolidation (0 ≤ consolidation < scale).
+_CONSOLIDATION_SCALE = 1 << 20
+#: Normalized scores: nodes beyond the tolerance get 0…_FAR_TOP, nodes within it _NEAR_LOW…100.
+_FAR_TOP = 89
+_NEAR_LOW = 90
+
+
+def pack(lost: int, consolidated: int) -> int:
+    """One raw score holding both: the loss decides, consolidation breaks what it leaves tied."""
+    return -lost * _CONSOLIDATION_SCALE + consolidated
+
+
+def unpack(raw: int) -> tuple[int, int]:
+    """(loss, consolidation) of a raw score: what `pack` packed."""
+    return -(raw // _CONSOLIDATION_SCALE), raw % _CONSOLIDATION_SCALE
+
+
+def consolidation(free: tuple[int, ...]) -> int:
+    """The share of the node's GPUs already allocated, in 0…_CONSOLIDATION_SCALE − 1 (0 for a
+    node without GPUs): the fuller, the better a place for a pod the measure cannot tell apart."""
+    if not free:
+        return 0
+    capacity = fragmentation.WHOLE_GPU * len(free)
+    return (capacity - sum(free)) * (_CONSOLIDATION_SCALE - 1) // capacity
+
+
 def loss(table: fragmentation.NodeTable, node: NodeInfo, pod: PodState, placing: fragmentation.Demand) -> int:
     """Usable GPU the pod would cost on this node, with its GPUs where DeviceShare puts them.
 
@@ -113,9 +164,7 @@ def loss(table: fragmentation.NodeTable, node: NodeInfo, pod: PodState, placing:
     if not gpu.shared:
         idle = [i for i, f in enumerate(free) if f >= 100][: gpu.count]
         return table.loss(pod.milli_cpu, pod.memory, tuple((i, 100) for i in idle))
-    states = node.devices.states(DeviceType.GPU)
-    memory = states[0].info.resources.get(names.GPU_MEMORY, 0) if states else 0
-    take = fragmentation.gpu_share(gpu, memory)
+    take = _share(node, gpu)
     fits = [i for i, f in enumerate(free) if f >= take]
     if gpu.count > 1:  # a share of several GPUs: the fullest that fit, as best fit would
         fits.sort(key=lambda i: (free[i], i))
@@ -131,6 +180,36 @@ def loss(table: fragmentation.NodeTable, node: NodeInfo, pod: PodState, placing:
         if best is None or rank < best:
             best = rank
     return best[1] if best is not None else 0
+
+
+def stranding(
+    resources: fragmentation.NodeResources, node: NodeInfo, pod: PodState, balance: fragmentation.Balance
+) -> int:
+    """How much more of the node's GPU (percent) the workload could not feed with CPU and
+    memory once the pod is placed there (negative: less)."""
+    free = sum(resources.gpu_free)
+    before = balance.stranded(free, resources.milli_cpu, resources.memory)
+    after = balance.stranded(
+        max(0, free - gpu_taken(node, pod)), resources.milli_cpu - pod.milli_cpu, resources.memory - pod.memory
+    )
+    return after - before
+
+
+def gpu_taken(node: NodeInfo, pod: PodState) -> int:
+    """Percent of GPU the pod takes on the node, over all its GPUs."""
+    gpu = pod.gpu
+    if gpu is None:
+        return 0
+    if not gpu.shared:
+        return fragmentation.WHOLE_GPU * gpu.count
+    return _share(node, gpu) * gpu.count
+
+
+def _share(node: NodeInfo, gpu: DeviceRequest) -> int:
+    """Percent of one GPU a shared request takes on each of its GPUs on this node."""
+    states = node.devices.states(DeviceType.GPU)
+    memory = states[0].info.resources.get(names.GPU_MEMORY, 0) if states else 0
+    return fragmentation.gpu_share(gpu, memory)
 
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> GPUFragmentation:

@@ -10,7 +10,7 @@ from scheduler.framework.cycle_state import StateData
 
 @dataclass(frozen=True, slots=True)
 class PodState(StateData):
-    """Written by PreFilter, read by Score."""
+    """Written by PreFilter, read by Score and NormalizeScore."""
 
     milli_cpu: int
     memory: int
@@ -18,6 +18,9 @@ class PodState(StateData):
     gpu: DeviceRequest | None
     #: Version of the target workload the pod is scored against.
     version: int
+    #: Losses at most this much above the least are ties (weight × percent: the tolerance in
+    #: percent of one GPU times the workload's total weight).
+    tolerance: int = 0
 
     @property
     def key(self) -> tuple[object, ...]:
