@@ -15,20 +15,22 @@ whole GPUs are all alike to the measure.
   of GPU decide and pods scatter over nodes that are all but equal; with it, pods pile onto
   nodes already in use and keep whole nodes free for the large tasks (the paper's integer
   sigmoid score and fixed node order have the same effect: docs/scheduling.md measures it).
-- Per node, a `NodeTable` (the shapes the node's CPU, memory and GPU model admit) is kept while
-  the node's generation and the workload's version hold: only the node the last pod went to is
-  rebuilt. `memo_key` lets the framework reuse scores for pods of the same request.
+- Per node, a `_NodeView` (its `NodeTable`: the shapes the node's CPU, memory and GPU model
+  admit; its stranded GPU and consolidation) is kept while the node's generation and the
+  workload's version hold: only the node the last pod went to is rebuilt. `memo_key` lets
+  the framework reuse scores for pods of the same request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 
 from apis.crds.device import DeviceType
 from apis.extension import names
 from apis.extension.devicerequest import DeviceRequest
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
+from scheduler.cache.devices import DeviceState
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import MAX_NODE_SCORE, Handle, PreFilterPlugin, PreFilterResult, ScorePlugin
 from scheduler.framework.status import SUCCESS, Status
@@ -47,8 +49,11 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         #: Shared with DeviceShare's FragmentationAware policy (`fragmentation.shared_learner`).
         self._learner = fragmentation.shared_learner(handle, args.workload)
         self._index = self._learner.index()
-        #: node name -> (generation, workload version, table)
-        self._tables: dict[str, tuple[int, int, fragmentation.NodeTable]] = {}
+        #: node name -> (generation, workload version, what score needs of the node)
+        self._views: dict[str, tuple[int, int, _NodeView]] = {}
+        #: (pod key, node key) -> raw score: nodes left alike (all the empty ones of a kind, say)
+        #: are scored once per pod shape, whichever node they are.
+        self._scores: dict[tuple[Hashable, Hashable], int] = {}
 
     @property
     def workload(self) -> fragmentation.TargetWorkload:
@@ -75,13 +80,30 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         found = state.read(NAME, PodState)
         if found is None or not self._index.workload.shapes:
             return 0
-        table = self._table(node, found.version)
-        lost = loss(table, node, found, self._index.demand)
-        if self.args.balance_percent:
-            index = self._index
-            stranded = stranding(table.resources, node, found, index.balance)
-            lost += stranded * index.total_weight * self.args.balance_percent // 100
-        return pack(lost, consolidation(table.resources.gpu_free))
+        view = self._view(node, found.version)
+        key = (found.key, view.key)
+        raw = self._scores.get(key)
+        if raw is None:
+            lost = loss(view.table, node, found, self._index.demand)
+            if self.args.balance_percent:
+                lost += self._stranding(view, node, found) * self.args.balance_percent // 100
+            raw = pack(lost, view.consolidated)
+            if len(self._scores) >= _MAX_SCORES:
+                self._scores.clear()
+            self._scores[key] = raw
+        return raw
+
+    def _stranding(self, view: _NodeView, node: NodeInfo, pod: PodState) -> int:
+        """How much more of the node's GPU the workload could not feed with CPU and memory
+        once the pod is placed there (negative: less), weighted like a loss."""
+        index = self._index
+        resources = view.table.resources
+        after = index.balance.stranded(
+            max(0, view.gpu_free - gpu_taken(node, pod)),
+            resources.milli_cpu - pod.milli_cpu,
+            resources.memory - pod.memory,
+        )
+        return (after - view.stranded) * index.total_weight
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
         """Losses within the tolerance of the least are ties: the most consolidated of them
@@ -90,39 +112,62 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
             return
         found = state.read(NAME, PodState)
         tolerance = found.tolerance if found is not None else 0
-        parts = [unpack(s) for s in scores]
-        least, most = min(p[0] for p in parts), max(p[0] for p in parts)
-        near = least + tolerance
-        packed = [consolidated for lost, consolidated in parts if lost <= near]
+        # divmod(raw) = (−loss, consolidation): work on −loss, higher is better.
+        parts = [divmod(s, _CONSOLIDATION_SCALE) for s in scores]
+        best = max(p[0] for p in parts)
+        worst = min(p[0] for p in parts)
+        near = best - tolerance
+        packed = [c for q, c in parts if q >= near]
         low, high = min(packed), max(packed)
-        out = []
+        far_span = max(1, near - worst)
         steps = MAX_NODE_SCORE - 1 - _NEAR_LOW
-        for lost, consolidated in parts:
-            if lost > near:
-                out.append((most - lost) * _FAR_TOP // max(1, most - near))
-            elif consolidated == high:
-                out.append(MAX_NODE_SCORE)
-            else:
-                out.append(_NEAR_LOW + (consolidated - low) * steps // (high - low))
-        scores[:] = out
+        scores[:] = [
+            (q - worst) * _FAR_TOP // far_span
+            if q < near
+            else MAX_NODE_SCORE
+            if c == high
+            else _NEAR_LOW + (c - low) * steps // (high - low)
+            for q, c in parts
+        ]
 
-    def _table(self, node: NodeInfo, version: int) -> fragmentation.NodeTable:
-        cached = self._tables.get(node.name)
+    def _view(self, node: NodeInfo, version: int) -> _NodeView:
+        cached = self._views.get(node.name)
         if cached is not None and cached[0] == node.generation and cached[1] == version:
             return cached[2]
         allocatable, requested = node.allocatable, node.requested
         labels = node.node.labels if node.node is not None else {}
+        states = node.devices.states(DeviceType.GPU)
         resources = fragmentation.NodeResources(
             allocatable.get(names.CPU, 0) - requested.get(names.CPU, 0),
             allocatable.get(names.MEMORY, 0) - requested.get(names.MEMORY, 0),
             labels.get(names.LABEL_GPU_MODEL, ""),
-            fragmentation.gpu_free(node.devices.states(DeviceType.GPU)),
+            fragmentation.gpu_free(states),
         )
-        table = self._index.table(resources)
-        self._tables[node.name] = (node.generation, version, table)
-        return table
+        view = _NodeView(self._index.table(resources), self._index.balance, _gpu_memory(states))
+        self._views[node.name] = (node.generation, version, view)
+        return view
 
 
+class _NodeView:
+    """What score needs of one node that does not depend on the pod, kept while the node's
+    generation and the workload's version hold: its table, free GPU, GPU stranded for want
+    of CPU or memory, and consolidation."""
+
+    __slots__ = ("consolidated", "gpu_free", "key", "stranded", "table")
+
+    def __init__(self, table: fragmentation.NodeTable, balance: fragmentation.Balance, gpu_memory: int) -> None:
+        resources = table.resources
+        self.table = table
+        #: Equal for nodes that score alike for any pod: what is left, and the GPU memory that
+        #: turns a request in bytes into a share.
+        self.key = (resources, gpu_memory)
+        self.gpu_free = sum(resources.gpu_free)
+        self.stranded = balance.stranded(self.gpu_free, resources.milli_cpu, resources.memory)
+        self.consolidated = consolidation(resources.gpu_free)
+
+
+#: Raw scores kept by (pod key, node key) before the cache starts over.
+_MAX_SCORES = 1 << 16
 #: A raw score is −loss × _CONSOLIDATION_SCALE + consolidation (0 ≤ consolidation < scale).
 _CONSOLIDATION_SCALE = 1 << 20
 #: Normalized scores: nodes beyond the tolerance get 0…_FAR_TOP, nodes within it _NEAR_LOW…100.
@@ -182,19 +227,6 @@ def loss(table: fragmentation.NodeTable, node: NodeInfo, pod: PodState, placing:
     return best[1] if best is not None else 0
 
 
-def stranding(
-    resources: fragmentation.NodeResources, node: NodeInfo, pod: PodState, balance: fragmentation.Balance
-) -> int:
-    """How much more of the node's GPU (percent) the workload could not feed with CPU and
-    memory once the pod is placed there (negative: less)."""
-    free = sum(resources.gpu_free)
-    before = balance.stranded(free, resources.milli_cpu, resources.memory)
-    after = balance.stranded(
-        max(0, free - gpu_taken(node, pod)), resources.milli_cpu - pod.milli_cpu, resources.memory - pod.memory
-    )
-    return after - before
-
-
 def gpu_taken(node: NodeInfo, pod: PodState) -> int:
     """Percent of GPU the pod takes on the node, over all its GPUs."""
     gpu = pod.gpu
@@ -207,9 +239,12 @@ def gpu_taken(node: NodeInfo, pod: PodState) -> int:
 
 def _share(node: NodeInfo, gpu: DeviceRequest) -> int:
     """Percent of one GPU a shared request takes on each of its GPUs on this node."""
-    states = node.devices.states(DeviceType.GPU)
-    memory = states[0].info.resources.get(names.GPU_MEMORY, 0) if states else 0
-    return fragmentation.gpu_share(gpu, memory)
+    return fragmentation.gpu_share(gpu, _gpu_memory(node.devices.states(DeviceType.GPU)))
+
+
+def _gpu_memory(states: Sequence[DeviceState]) -> int:
+    """Bytes of memory of the node's GPUs (the first one's: a node has one model)."""
+    return states[0].info.resources.get(names.GPU_MEMORY, 0) if states else 0
 
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> GPUFragmentation:
