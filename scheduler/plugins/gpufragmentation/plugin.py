@@ -23,6 +23,7 @@ whole GPUs are all alike to the measure.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Hashable, Mapping, Sequence
 
 from apis.crds.device import DeviceType
@@ -49,8 +50,11 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         #: Shared with DeviceShare's FragmentationAware policy (`fragmentation.shared_learner`).
         self._learner = fragmentation.shared_learner(handle, args.workload)
         self._index = self._learner.index()
-        #: node name -> (generation, workload version, what score needs of the node)
-        self._views: dict[str, tuple[int, int, _NodeView]] = {}
+        #: node name -> what score needs of the node
+        self._views: dict[str, _NodeView] = {}
+        #: (what is left on a node, its GPUs' memory) -> a small number naming it.
+        self._node_keys: dict[tuple[fragmentation.NodeResources, int], int] = {}
+        self._numbers = itertools.count()
         #: (pod key, node key) -> raw score: nodes left alike (all the empty ones of a kind, say)
         #: are scored once per pod shape, whichever node they are.
         self._scores: dict[tuple[Hashable, Hashable], int] = {}
@@ -97,7 +101,7 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         """How much more of the node's GPU the workload could not feed with CPU and memory
         once the pod is placed there (negative: less), weighted like a loss."""
         index = self._index
-        resources = view.table.resources
+        resources = view.resources
         after = index.balance.stranded(
             max(0, view.gpu_free - gpu_taken(node, pod)),
             resources.milli_cpu - pod.milli_cpu,
@@ -131,39 +135,63 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         ]
 
     def _view(self, node: NodeInfo, version: int) -> _NodeView:
-        cached = self._views.get(node.name)
-        if cached is not None and cached[0] == node.generation and cached[1] == version:
-            return cached[2]
-        allocatable, requested = node.allocatable, node.requested
-        labels = node.node.labels if node.node is not None else {}
-        states = node.devices.states(DeviceType.GPU)
-        resources = fragmentation.NodeResources(
-            allocatable.get(names.CPU, 0) - requested.get(names.CPU, 0),
-            allocatable.get(names.MEMORY, 0) - requested.get(names.MEMORY, 0),
-            labels.get(names.LABEL_GPU_MODEL, ""),
-            fragmentation.gpu_free(states),
-        )
-        view = _NodeView(self._index.table(resources), self._index.balance, _gpu_memory(states))
-        self._views[node.name] = (node.generation, version, view)
+        view = self._views.get(node.name)
+        if view is None or view.generation != node.generation:
+            allocatable, requested = node.allocatable, node.requested
+            labels = node.node.labels if node.node is not None else {}
+            states = node.devices.states(DeviceType.GPU)
+            resources = fragmentation.NodeResources(
+                allocatable.get(names.CPU, 0) - requested.get(names.CPU, 0),
+                allocatable.get(names.MEMORY, 0) - requested.get(names.MEMORY, 0),
+                labels.get(names.LABEL_GPU_MODEL, ""),
+                fragmentation.gpu_free(states),
+            )
+            # Nodes left alike share one number, so the score cache hashes an int. Numbers are
+            # never reused: forgetting them (a bound on memory) only loses sharing.
+            alike = (resources, _gpu_memory(states))
+            key = self._node_keys.get(alike)
+            if key is None:
+                if len(self._node_keys) >= _MAX_SCORES:
+                    self._node_keys.clear()
+                key = self._node_keys[alike] = next(self._numbers)
+            view = self._views[node.name] = _NodeView(node.generation, resources, key, self._index, version)
+        elif view.version != version:
+            view.against(self._index, version)
         return view
 
 
 class _NodeView:
-    """What score needs of one node that does not depend on the pod, kept while the node's
-    generation and the workload's version hold: its table, free GPU, GPU stranded for want
-    of CPU or memory, and consolidation."""
+    """What score needs of one node that does not depend on the pod: what is left on it (kept
+    while the node's generation holds), and its table and stranded GPU against the workload
+    (while the workload's version holds too)."""
 
-    __slots__ = ("consolidated", "gpu_free", "key", "stranded", "table")
+    __slots__ = ("consolidated", "generation", "gpu_free", "key", "resources", "stranded", "table", "version")
 
-    def __init__(self, table: fragmentation.NodeTable, balance: fragmentation.Balance, gpu_memory: int) -> None:
-        resources = table.resources
-        self.table = table
-        #: Equal for nodes that score alike for any pod: what is left, and the GPU memory that
-        #: turns a request in bytes into a share.
-        self.key = (resources, gpu_memory)
+    table: fragmentation.NodeTable
+    stranded: int
+    version: int
+
+    def __init__(
+        self,
+        generation: int,
+        resources: fragmentation.NodeResources,
+        key: int,
+        index: fragmentation.WorkloadIndex,
+        version: int,
+    ) -> None:
+        self.generation = generation
+        self.resources = resources
+        #: Equal for nodes that score alike for any pod (what is left, the GPUs' memory).
+        self.key = key
         self.gpu_free = sum(resources.gpu_free)
-        self.stranded = balance.stranded(self.gpu_free, resources.milli_cpu, resources.memory)
         self.consolidated = consolidation(resources.gpu_free)
+        self.against(index, version)
+
+    def against(self, index: fragmentation.WorkloadIndex, version: int) -> None:
+        """Measure the node against the workload `index` arranges (of `version`)."""
+        self.table = index.table(self.resources)
+        self.stranded = index.balance.stranded(self.gpu_free, self.resources.milli_cpu, self.resources.memory)
+        self.version = version
 
 
 #: Raw scores kept by (pod key, node key) before the cache starts over.
