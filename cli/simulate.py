@@ -2,8 +2,10 @@
 
 Follows the trace's published protocol (see `scheduler.simulation.replay`) and reports the
 unallocated GPU share when demand reaches the cluster's capacity, for comparison with the
-paper's baselines (Random 13.70 … BestFit 7.14, FGD 4.77 on the default trace). Seeds run in
-parallel processes (`--jobs`); each is deterministic.
+paper's baselines (`scheduler.simulation.published`; Random 13.70 … BestFit 7.14, FGD 4.77 on
+the default trace). `--scoring A,B,C` runs several policies side by side; every (policy, seed)
+run is a process of its own (`--jobs` at once) and deterministic. A progress bar shows on a
+terminal only; `--plot out.png` draws the curves (matplotlib, an optional extra).
 """
 
 from __future__ import annotations
@@ -14,13 +16,23 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from apis.errors import ConfigError, ValidationError
-from scheduler.core import FGD, SCORING_CHOICES, with_percentage_of_nodes_to_score, with_scoring_choice
+from cli import simulate_plot
+from cli.progress import ProgressBar
+from scheduler.core import (
+    BALANCED_FGD,
+    FGD,
+    FGD_CHOICES,
+    SCORING_CHOICES,
+    with_percentage_of_nodes_to_score,
+    with_scoring_choice,
+)
 from scheduler.framework.config import SchedulerConfig, load_config
 from scheduler.framework.scoring import ScoringStrategyType
-from scheduler.simulation import replay, trace
+from scheduler.simulation import published, replay, trace
 
 NODES_FILE = "openb_node_list_gpu_node.csv"
 _TRACE_DIR = Path("shared") / "data" / "alibaba-gpu-2023"
@@ -48,10 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pods", type=Path, help="pod list CSV (overrides --trace)")
     parser.add_argument(
         "--scoring",
-        choices=SCORING_CHOICES,
         default=ScoringStrategyType.LEAST_ALLOCATED.value,
-        help=f"scoring strategy of NodeResourcesFit and DeviceShare, or {FGD}: fragmentation gradient descent "
-        "against the trace's own mix of task shapes",
+        metavar="POLICY[,POLICY…]",
+        help=f"placement policies to compare, comma-separated, of {', '.join(SCORING_CHOICES)}: the scoring "
+        f"strategy of NodeResourcesFit and DeviceShare, {FGD} (fragmentation gradient descent) or {BALANCED_FGD} "
+        "(FGD plus CPU/memory balance), both against the trace's own mix of task shapes (default LeastAllocated)",
     )
     parser.add_argument("--seeds", default="1-10", help="seeds: 1-10, or 1,3,5 (default 1-10)")
     parser.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
@@ -62,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="as kube-scheduler; 100 (default) scores every feasible node, like the paper's baselines",
     )
     parser.add_argument("--config", type=Path, help="scheduler configuration (YAML)")
+    parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw unallocated GPU %% vs arrived load")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
 
 
@@ -76,34 +90,108 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
+def parse_scoring(text: str) -> list[str]:
+    """`A,B,C` of SCORING_CHOICES, each once, in order. Raises ValueError naming the bad one."""
+    out: list[str] = []
+    for part in text.split(","):
+        name = part.strip()
+        if name not in SCORING_CHOICES:
+            raise ValueError(f"--scoring: unknown policy {name!r} (choose from {', '.join(SCORING_CHOICES)})")
+        if name in out:
+            raise ValueError(f"--scoring: {name} given twice")
+        out.append(name)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Policy:
+    """One policy of the comparison: its config, its seeds' results and wall time."""
+
+    name: str
+    config: SchedulerConfig
+    results: list[replay.SeedResult] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         seeds = parse_seeds(args.seeds)
+        policies = parse_scoring(args.scoring)
         nodes_path = args.nodes or args.data / NODES_FILE
         pods_path = args.pods or args.data / f"openb_pod_list_{args.trace}.csv"
         with nodes_path.open(encoding="utf-8") as f:
             nodes = trace.parse_nodes(f, source=str(nodes_path))
         with pods_path.open(encoding="utf-8") as f:
             pods = trace.parse_pods(f, source=str(pods_path))
-        config = load_config(args.config.read_text(encoding="utf-8")) if args.config else SchedulerConfig()
-        workload = trace.workload(pods) if args.scoring == FGD else ()
-        config = with_scoring_choice(config, args.scoring, workload)
-        config = with_percentage_of_nodes_to_score(config, args.percentage_of_nodes_to_score)
-    except (OSError, ValueError, ValidationError, ConfigError) as e:
+        base = load_config(args.config.read_text(encoding="utf-8")) if args.config else SchedulerConfig()
+        base = with_percentage_of_nodes_to_score(base, args.percentage_of_nodes_to_score)
+        workload = trace.workload(pods) if any(p in FGD_CHOICES for p in policies) else ()
+        runs = [
+            _Policy(name, with_scoring_choice(base, name, workload if name in FGD_CHOICES else ())) for name in policies
+        ]
+        if args.plot is not None:
+            simulate_plot.check_available()
+    except (OSError, ValueError, ValidationError, ConfigError, simulate_plot.PlotUnavailable) as e:
         print(f"tessera simulate: {e}", file=sys.stderr)
         return 1
     started = time.monotonic()
-    jobs = args.jobs or min(len(seeds), os.cpu_count() or 1)
-    results = _run_seeds(nodes, pods, seeds, config, jobs, show_progress=sys.stderr.isatty())
+    jobs = args.jobs or min(len(seeds) * len(runs), os.cpu_count() or 1)
+    _run_all(nodes, pods, seeds, runs, jobs=jobs, bar=ProgressBar(len(seeds) * len(runs), sys.stderr))
     wall = time.monotonic() - started
-    summary = replay.summarize(results)
-    doc = {
+    common = {
         "nodes": str(nodes_path),
         "pods": str(pods_path),
         "gpus": sum(n.gpus for n in nodes),
-        "scoring": args.scoring,
         "percentage_of_nodes_to_score": args.percentage_of_nodes_to_score,
         "seeds": seeds,
+    }
+    docs = {r.name: _policy_doc(r) for r in runs}
+    reference = published.PUBLISHED.get(args.trace) if args.pods is None else None
+    if args.plot is not None:
+        try:
+            curves = {r.name: replay.summarize(r.results).curve for r in runs}
+            paper = {"FGD": reference["FGD"]} if reference else None
+            simulate_plot.plot_curves(curves, args.plot, title=f"{pods_path.name}, seeds {args.seeds}", reference=paper)
+        except (OSError, simulate_plot.PlotUnavailable) as e:
+            print(f"tessera simulate: --plot {args.plot}: {e}", file=sys.stderr)
+            return 1
+    if args.output == "json":
+        if len(runs) == 1:  # the shape scripts already read
+            only = runs[0].name
+            print(json.dumps({**common, "scoring": only, **docs[only], "wall_seconds": round(wall, 1)}, indent=2))
+        else:
+            doc = {**common, "scoring": policies, "policies": docs, "wall_seconds": round(wall, 1)}
+            if reference:
+                doc["published"] = dict(reference)
+            print(json.dumps(doc, indent=2))
+        return 0
+    print(f"trace {pods_path.name} on {common['gpus']} GPUs, seeds {args.seeds}, {wall:.0f}s")
+    print(_table(runs))
+    if reference:
+        print("published (paper, x=100): " + ", ".join(f"{k} {v:.2f}" for k, v in reference.items()))
+    return 0
+
+
+_CURVE_COLUMNS = (90, 110, 130)
+
+
+def _table(runs: list[_Policy]) -> str:
+    """Policies side by side: unallocated GPU % at x = 100 (mean ± sd), a few more x, time."""
+    head = ["policy", "x=100 (mean ± sd)", *(f"x={x}" for x in _CURVE_COLUMNS), "CPU s/seed"]
+    rows = [head]
+    for r in runs:
+        summary = replay.summarize(r.results)
+        mean, sd = summary.unallocated_at_100
+        curve = [f"{summary.curve[x]:.2f}" if x in summary.curve else "-" for x in _CURVE_COLUMNS]
+        per_seed = sum(r.seconds) / len(r.seconds) if r.seconds else 0.0
+        rows.append([r.name, f"{mean:.2f} ± {sd:.2f}", *curve, f"{per_seed:.1f}"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def _policy_doc(run: _Policy) -> dict[str, object]:
+    summary = replay.summarize(run.results)
+    return {
         "unallocated_gpu_pct_at_100": {
             "mean": round(summary.unallocated_at_100[0], 3),
             "sd": round(summary.unallocated_at_100[1], 3),
@@ -114,60 +202,60 @@ def run(args: argparse.Namespace) -> int:
                 "unallocated_gpu_pct_at_100": _round(r.unallocated(100)),
                 "pods_tried": r.pods_tried,
                 "pods_scheduled": r.pods_scheduled,
+                "seconds": round(s, 1),
             }
-            for r in results
+            for r, s in zip(run.results, run.seconds, strict=True)
         ],
         "curve": {str(x): round(v, 3) for x, v in summary.curve.items()},
-        "wall_seconds": round(wall, 1),
     }
-    if args.output == "json":
-        print(json.dumps(doc, indent=2))
-    else:
-        mean, sd = summary.unallocated_at_100
-        print(f"trace {pods_path.name} on {doc['gpus']} GPUs, {args.scoring}, seeds {args.seeds}")
-        print(f"unallocated GPU at 100% demand: {mean:.2f}% (sd {sd:.2f}) in {wall:.0f}s")
-        for x in (50, 60, 70, 80, 90, 100, 110, 120, 130):
-            if x in summary.curve:
-                print(f"  x={x:3d}: {summary.curve[x]:6.2f}% unallocated")
-    return 0
 
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _run_seeds(
+def _timed_replay(
+    nodes: list[trace.TraceNode], pods: list[trace.TracePod], seed: int, config: SchedulerConfig
+) -> tuple[replay.SeedResult, float]:
+    """One seed, with the CPU time it took (the wall time of a run depends on its neighbours)."""
+    start = time.process_time()
+    result = replay.replay(nodes, pods, seed=seed, config=config)
+    return result, time.process_time() - start
+
+
+def _run_all(
     nodes: list[trace.TraceNode],
     pods: list[trace.TracePod],
     seeds: list[int],
-    config: SchedulerConfig,
-    jobs: int,
+    runs: list[_Policy],
     *,
-    show_progress: bool,
-) -> list[replay.SeedResult]:
-    if jobs <= 1:
-        out = []
-        for seed in seeds:
+    jobs: int,
+    bar: ProgressBar,
+) -> None:
+    """Every (policy, seed), `jobs` processes at once (in this one when 1); results land in
+    each policy's lists in seed order."""
+    tasks = [(r, seed) for r in runs for seed in seeds]
+    done: dict[tuple[str, int], tuple[replay.SeedResult, float]] = {}
 
-            def progress(done: int, total: int, seed: int = seed) -> None:
-                if show_progress:
-                    print(f"\rseed {seed}: {done}/{total} pods", end="", file=sys.stderr, flush=True)
-
-            out.append(replay.replay(nodes, pods, seed=seed, config=config, progress=progress))
-            _report(out[-1], show_progress)
-        return out
-    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(replay.replay, nodes, pods, seed=seed, config=config): seed for seed in seeds}
-        done: dict[int, replay.SeedResult] = {}
-        for future in concurrent.futures.as_completed(futures):
-            result = future.result()
-            done[result.seed] = result
-            _report(result, show_progress)
-    return [done[seed] for seed in seeds]
-
-
-def _report(result: replay.SeedResult, show_progress: bool) -> None:
-    if show_progress:
-        value = result.unallocated(100)
+    def finished(r: _Policy, seed: int, outcome: tuple[replay.SeedResult, float]) -> None:
+        done[(r.name, seed)] = outcome
+        value = outcome[0].unallocated(100)
         shown = f"{value:.2f}%" if value is not None else "n/a"
-        print(f"\rseed {result.seed}: {shown} unallocated at x=100" + " " * 20, file=sys.stderr, flush=True)
+        bar.update(len(done), f"{r.name} seed {seed}: {shown} unallocated at x=100")
+
+    try:
+        if jobs <= 1:
+            for r, seed in tasks:
+                finished(r, seed, _timed_replay(nodes, pods, seed, r.config))
+        else:
+            with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = {pool.submit(_timed_replay, nodes, pods, seed, r.config): (r, seed) for r, seed in tasks}
+                for future in concurrent.futures.as_completed(futures):
+                    r, seed = futures[future]
+                    finished(r, seed, future.result())
+    finally:
+        bar.close()
+    for r, seed in tasks:
+        result, seconds = done[(r.name, seed)]
+        r.results.append(result)
+        r.seconds.append(seconds)

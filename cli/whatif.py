@@ -24,7 +24,15 @@ from apis.extension import allocation
 from apis.k8s import resources
 from scheduler import fragmentation, whatif
 from scheduler.cache import PodInfo
-from scheduler.core import FGD, SCORING_CHOICES, Scheduler, with_elastic_quota, with_scoring_choice
+from scheduler.core import (
+    BALANCED_FGD,
+    FGD,
+    FGD_CHOICES,
+    SCORING_CHOICES,
+    Scheduler,
+    with_elastic_quota,
+    with_scoring_choice,
+)
 from scheduler.framework.config import SchedulerConfig, load_config
 
 
@@ -36,8 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scoring",
         choices=SCORING_CHOICES,
-        help=f"scoring strategy of NodeResourcesFit and DeviceShare (spread or pack), or {FGD}: "
-        "fragmentation gradient descent against the snapshot's own mix of pod shapes",
+        help=f"scoring strategy of NodeResourcesFit and DeviceShare (spread or pack), {FGD} (fragmentation "
+        f"gradient descent) or {BALANCED_FGD} (FGD plus CPU/memory balance), against the snapshot's own mix of "
+        "pod shapes",
     )
     parser.add_argument("--config", metavar="FILE", help="scheduler configuration (YAML)")
     parser.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
@@ -53,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(Path(args.config).read_text(encoding="utf-8")) if args.config else SchedulerConfig()
         if args.scoring:
             pods = (PodInfo.of(p) for p in snapshot.pods if not p.is_terminal)
-            workload = fragmentation.workload_of(pods) if args.scoring == FGD else ()
+            workload = fragmentation.workload_of(pods) if args.scoring in FGD_CHOICES else ()
             config = with_scoring_choice(config, args.scoring, workload)
         if snapshot.quotas:
             config = with_elastic_quota(config)

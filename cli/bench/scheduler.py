@@ -31,6 +31,7 @@ from apis.k8s import resources
 from apis.quota.charge import quota_capacity
 from cli.bench._report import Report, Timer
 from scheduler.core import (
+    BALANCED_FGD,
     FGD,
     SCORING_CHOICES,
     Scheduler,
@@ -51,7 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scoring",
         choices=SCORING_CHOICES,
-        help=f"scoring strategy, or {FGD} (fragmentation gradient descent, workload learned from the pods)",
+        help=f"scoring strategy, or {FGD} / {BALANCED_FGD} (fragmentation gradient descent, without or with "
+        "CPU/memory balance; workload learned from the pods)",
     )
     parser.add_argument(
         "--percentage-of-nodes-to-score", type=int, help="as kube-scheduler (default: the config's; 0 = adaptive)"

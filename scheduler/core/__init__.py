@@ -13,7 +13,9 @@ the other way round.
 from scheduler.core.cycle import Attempt, Bind, Placement, SchedulingCycle
 from scheduler.core.frameworks import build_frameworks
 from scheduler.core.profiles import (
+    BALANCED_FGD,
     FGD,
+    FGD_CHOICES,
     SCORING_CHOICES,
     with_elastic_quota,
     with_fgd,
@@ -24,7 +26,9 @@ from scheduler.core.profiles import (
 from scheduler.core.scheduler import Outcome, Scheduler
 
 __all__ = [
+    "BALANCED_FGD",
     "FGD",
+    "FGD_CHOICES",
     "SCORING_CHOICES",
     "Attempt",
     "Bind",

@@ -13,9 +13,12 @@ from scheduler.framework.config import PluginRef, PluginSet, SchedulerConfig
 from scheduler.framework.interfaces import ExtensionPoint
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.plugins import FGD_PLUGIN, SCORING_STRATEGY_PLUGINS, deviceshare, elasticquota
+from scheduler.plugins.gpufragmentation import DEFAULT_BALANCE_PERCENT
 
 __all__ = [
+    "BALANCED_FGD",
     "FGD",
+    "FGD_CHOICES",
     "SCORING_CHOICES",
     "with_elastic_quota",
     "with_fgd",
@@ -24,10 +27,16 @@ __all__ = [
     "with_scoring_choice",
 ]
 
-#: The `--scoring` choice that places by fragmentation (FGD) rather than by a resource strategy.
+#: The `--scoring` choice that places by fragmentation (FGD, as the paper) rather than by a
+#: resource strategy.
 FGD = "FGD"
-#: What `--scoring` accepts: the resource-allocation strategies, and FGD.
-SCORING_CHOICES: tuple[str, ...] = (*(t.value for t in ScoringStrategyType), FGD)
+#: FGD plus the CPU/memory balance term (`fragmentation.Balance`): GPU that the workload could
+#: not feed with the node's CPU and memory counts as lost too.
+BALANCED_FGD = "BalancedFGD"
+#: The `--scoring` choices that measure against a target workload.
+FGD_CHOICES: tuple[str, ...] = (FGD, BALANCED_FGD)
+#: What `--scoring` accepts: the resource-allocation strategies, FGD and BalancedFGD.
+SCORING_CHOICES: tuple[str, ...] = (*(t.value for t in ScoringStrategyType), FGD, BALANCED_FGD)
 
 
 def with_scoring(config: SchedulerConfig, strategy: ScoringStrategyType) -> SchedulerConfig:
@@ -53,15 +62,23 @@ def with_percentage_of_nodes_to_score(config: SchedulerConfig, percentage: int) 
     return dataclasses.replace(config, profiles=profiles, percentage_of_nodes_to_score=percentage)
 
 
-def with_fgd(config: SchedulerConfig, workload: Sequence[tuple[fragmentation.TaskShape, int]] = ()) -> SchedulerConfig:
+def with_fgd(
+    config: SchedulerConfig,
+    workload: Sequence[tuple[fragmentation.TaskShape, int]] = (),
+    *,
+    balanced: bool = False,
+) -> SchedulerConfig:
     """The config with every profile placing by FGD (Fragmentation Gradient Descent): the
     GPUFragmentation plugin scores nodes, DeviceShare places a share of one GPU by its
     FragmentationAware policy, and the resource-allocation scores (NodeResourcesFit,
     DeviceShare) are disabled so that, as in the paper, the fragmentation measure alone ranks
     nodes (other preferences — taints, preferred affinity — still count). Both measure against
     `workload` (shape, weight) when given, else against a workload learned from the pods seen.
+    `balanced`: BalancedFGD (GPUFragmentation's CPU/memory balance term on), else the paper's
+    FGD (off).
     """
     workload_args = {"targetWorkload": fragmentation.shapes_to_args(workload)} if workload else {}
+    balance = {"balancePercent": DEFAULT_BALANCE_PERCENT if balanced else 0}
     profiles = []
     for profile in config.profiles:
         plugin_args = dict(profile.plugin_args)
@@ -69,7 +86,7 @@ def with_fgd(config: SchedulerConfig, workload: Sequence[tuple[fragmentation.Tas
         device_args["allocationPolicy"] = deviceshare.FragmentationAwarePolicy.name
         device_args.update(workload_args)
         plugin_args[deviceshare.NAME] = device_args
-        plugin_args[FGD_PLUGIN] = {**(plugin_args.get(FGD_PLUGIN) or {}), **workload_args}
+        plugin_args[FGD_PLUGIN] = {**(plugin_args.get(FGD_PLUGIN) or {}), **workload_args, **balance}
         multi = _enabled(profile.multi_point, FGD_PLUGIN)
         points = dict(profile.points)
         score = points.get(ExtensionPoint.SCORE, PluginSet())
@@ -99,8 +116,8 @@ def _enabled(multi: PluginSet, name: str) -> PluginSet:
 def with_scoring_choice(
     config: SchedulerConfig, choice: str, workload: Sequence[tuple[fragmentation.TaskShape, int]] = ()
 ) -> SchedulerConfig:
-    """`--scoring`: a resource-allocation strategy (`with_scoring`) or FGD (`with_fgd`, with
-    `workload` as its target). Raises ValueError for another choice."""
-    if choice == FGD:
-        return with_fgd(config, workload)
+    """`--scoring`: a resource-allocation strategy (`with_scoring`) or FGD / BalancedFGD
+    (`with_fgd`, with `workload` as its target). Raises ValueError for another choice."""
+    if choice in FGD_CHOICES:
+        return with_fgd(config, workload, balanced=choice == BALANCED_FGD)
     return with_scoring(config, ScoringStrategyType(choice))

@@ -18,6 +18,7 @@ Callers import the names below from the package: `from scheduler import fragment
 from scheduler.fragmentation.args import LearnSettings, WorkloadArgs, parse_workload_args, shapes_to_args
 from scheduler.fragmentation.learner import WorkloadLearner, shared_learner
 from scheduler.fragmentation.measure import (
+    Balance,
     Demand,
     NodeResources,
     NodeTable,
@@ -29,6 +30,7 @@ from scheduler.fragmentation.measure import (
 )
 from scheduler.fragmentation.shapes import (
     WEIGHT_SCALE,
+    WHOLE_GPU,
     TargetWorkload,
     TaskShape,
     gpu_models,
@@ -39,6 +41,8 @@ from scheduler.fragmentation.shapes import (
 
 __all__ = [
     "WEIGHT_SCALE",
+    "WHOLE_GPU",
+    "Balance",
     "Demand",
     "LearnSettings",
     "NodeResources",

@@ -25,13 +25,20 @@ class WorkloadLearner:
     the one before, so the workload follows a cluster whose mix changes, and counts a pod once
     however often it is retried (by identity, over a bounded window). The published workload
     (`current`) changes only every `refresh_every` observations — sooner at the start, when
-    every pod says a lot — so per-node results memoised under its version stay useful.
+    every pod says a lot — and only when the mix has moved by at least `_MIN_MOVE` (total
+    variation distance, parts per million), so that per-node results memoised under its
+    version stay useful: a new version makes every node's score stale, and a mix that only
+    wobbles would otherwise cost a rescoring of the whole cluster each time.
     Deterministic: no clock, only the order of observations.
     """
 
     __slots__ = ("_args", "_current", "_growth", "_histogram", "_index", "_scale", "_seen", "_since", "_total")
 
     _MAX_TRACKED = 4096
+    #: 5% of the workload's weight must have moved between shapes for a new version: more
+    #: than the sampling noise of a stable mix between refreshes (about 3% for 40 shapes
+    #: and 1,000 pods), less than any real change of mix.
+    _MIN_MOVE = WEIGHT_SCALE // 20
     _SEEN_WINDOW = 1 << 16
 
     def __init__(self, args: WorkloadArgs) -> None:
@@ -82,8 +89,18 @@ class WorkloadLearner:
         kept = heaviest[: self._args.learn.max_shapes]
         total = math.fsum(w for _, w in kept)
         shapes = tuple((s, weight) for s, w in kept if (weight := round(w * WEIGHT_SCALE / total)) > 0)
-        if shapes != self._current.shapes:
+        if _moved(self._current.shapes, shapes) >= self._MIN_MOVE or not self._current.shapes:
             self._current = TargetWorkload(shapes, self._current.version + 1)
+
+
+def _moved(before: tuple[tuple[TaskShape, int], ...], after: tuple[tuple[TaskShape, int], ...]) -> int:
+    """Total variation distance between two workloads of WEIGHT_SCALE each: the weight that
+    would have to move from some shapes to others to turn one into the other."""
+    old = dict(before)
+    change = 0
+    for shape, weight in after:
+        change += abs(weight - old.pop(shape, 0))
+    return (change + sum(old.values())) // 2
 
 
 def shared_learner(handle: Handle, args: WorkloadArgs) -> WorkloadLearner:

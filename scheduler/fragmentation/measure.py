@@ -24,6 +24,15 @@ V_n − V_n′ ≥ 0, and shapes asking for no GPU drop out. The loss needs no p
 - shapes that stop fitting the node's CPU or memory (`NodeTable`, sorted by CPU and by memory,
   so only those are visited) lose what they could still have used.
 
+Balance. F_n looks at one task of each shape at a time: a node with six idle GPUs and CPU left
+for one task is, for every shape that fits once, six usable GPUs. Under a workload that asks
+more CPU (or memory) per GPU than such nodes have, most of those GPUs are stranded whatever
+is placed. `Balance` estimates that part: the node's free GPU beyond what its free CPU and
+memory could feed at the workload's own ratios (CPU and memory per percent of GPU, over its
+GPU shapes), S_n = max(0, T_n − min(C_n / r_cpu, M_n / r_memory)). A placement's change of
+S_n, weighted like a loss, is what the balanced policy adds: it steers CPU-light GPU pods to
+CPU-poor nodes and CPU-heavy pods (and CPU-only ones) to where CPU is plentiful.
+
 Units: GPU in percent of one GPU (the protocol's unit); weights are integers, WEIGHT_SCALE in
 all for a learned workload; a loss is weight × percent. Everything here is pure and exact
 (integers only), so the plugin and the policy agree to the unit.
@@ -40,6 +49,7 @@ from scheduler.cache.devices import DeviceState
 from scheduler.fragmentation.shapes import WHOLE_GPU, TargetWorkload, TaskShape
 
 __all__ = [
+    "Balance",
     "Demand",
     "NodeResources",
     "NodeTable",
@@ -152,6 +162,39 @@ class Demand:
 
 
 @dataclass(frozen=True, slots=True)
+class Balance:
+    """The CPU and memory a workload's GPU tasks ask per unit of GPU, as sums over its GPU
+    shapes (weight × amount), and the GPU of a node they would leave stranded."""
+
+    #: Σ weight × GPUs × percent.
+    gpu: int = 0
+    #: Σ weight × milli-CPU.
+    milli_cpu: int = 0
+    #: Σ weight × bytes.
+    memory: int = 0
+
+    @classmethod
+    def of(cls, shapes: Iterable[tuple[TaskShape, int]]) -> Balance:
+        gpu = cpu = memory = 0
+        for shape, weight in shapes:
+            if shape.uses_gpu:
+                gpu += weight * shape.gpus * min(shape.gpu_percent, WHOLE_GPU)
+                cpu += weight * shape.milli_cpu
+                memory += weight * shape.memory
+        return cls(gpu, cpu, memory)
+
+    def stranded(self, gpu_free: int, milli_cpu: int, memory: int) -> int:
+        """Percent of GPU among `gpu_free` that `milli_cpu` and `memory` cannot feed at the
+        workload's ratios (0 without GPU shapes)."""
+        fed = gpu_free
+        if self.milli_cpu:
+            fed = min(fed, max(0, milli_cpu) * self.gpu // self.milli_cpu)
+        if self.memory:
+            fed = min(fed, max(0, memory) * self.gpu // self.memory)
+        return gpu_free - fed
+
+
+@dataclass(frozen=True, slots=True)
 class _Fit:
     """A GPU shape of the workload, as the per-node arithmetic reads it."""
 
@@ -178,7 +221,7 @@ class WorkloadIndex:
     only on its GPU model and on how many shapes its free CPU and free memory each cover, so
     nodes alike in those share one `Demand` (at first, all nodes of a model)."""
 
-    __slots__ = ("_admitted", "_cpus", "_fits", "_memories", "demand", "workload")
+    __slots__ = ("_admitted", "_cpus", "_fits", "_memories", "balance", "demand", "total_weight", "workload")
 
     _MAX_CLASSES = 1 << 14
 
@@ -187,6 +230,10 @@ class WorkloadIndex:
         #: The GPU demand of every GPU shape, whatever node it could run on: what DeviceShare's
         #: FragmentationAware policy places a share of one GPU by (it sees devices only).
         self.demand = Demand(workload.gpu_shapes())
+        #: The GPU shapes' CPU and memory per GPU (the balanced policy's stranding estimate).
+        self.balance = Balance.of(workload.gpu_shapes())
+        #: P: the weight of every shape, GPU or not (a loss per task of the workload is loss / P).
+        self.total_weight = sum(w for _, w in workload.shapes)
         fits = [(s, _Fit(s.milli_cpu, s.memory, s.gpus, s.gpu_percent, w)) for s, w in workload.gpu_shapes()]
         self._fits = fits
         self._cpus = sorted(f.milli_cpu for _, f in fits)

@@ -8,22 +8,30 @@ share goes to is the one losing least (what DeviceShare's FragmentationAware pol
 whole GPUs are all alike to the measure.
 
 - PreFilter records the pod's shape in the learned workload (when learning) and its request.
-- Score is minus the loss; normalization gives the least-loss nodes 100 and spreads the rest
-  over 0…99, so the best placement wins whatever the spread of losses (kube's linear scaling
-  would round close losses together).
-- Per node, a `NodeTable` (the shapes the node's CPU, memory and GPU model admit) is kept while
-  the node's generation and the workload's version hold: only the node the last pod went to is
-  rebuilt. `memo_key` lets the framework reuse scores for pods of the same request.
+- Score is minus the loss, with the node's consolidation (the share of its GPUs already
+  allocated) packed below it. Normalization treats losses within `tolerancePercent` of a GPU
+  (per task of the workload) of the least as ties and gives the most consolidated of those
+  100; the rest spread below. Without the tolerance, differences far below one task's worth
+  of GPU decide and pods scatter over nodes that are all but equal; with it, pods pile onto
+  nodes already in use and keep whole nodes free for the large tasks (the paper's integer
+  sigmoid score and fixed node order have the same effect: docs/scheduling.md measures it).
+- Per node, a `_NodeView` (its `NodeTable`: the shapes the node's CPU, memory and GPU model
+  admit; its stranded GPU and consolidation) is kept while the node's generation and the
+  workload's version hold: only the node the last pod went to is rebuilt. `memo_key` lets
+  the framework reuse scores for pods of the same request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+import itertools
+from collections.abc import Hashable, Mapping, Sequence
 
 from apis.crds.device import DeviceType
 from apis.extension import names
+from apis.extension.devicerequest import DeviceRequest
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
+from scheduler.cache.devices import DeviceState
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import MAX_NODE_SCORE, Handle, PreFilterPlugin, PreFilterResult, ScorePlugin
 from scheduler.framework.status import SUCCESS, Status
@@ -42,8 +50,14 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         #: Shared with DeviceShare's FragmentationAware policy (`fragmentation.shared_learner`).
         self._learner = fragmentation.shared_learner(handle, args.workload)
         self._index = self._learner.index()
-        #: node name -> (generation, workload version, table)
-        self._tables: dict[str, tuple[int, int, fragmentation.NodeTable]] = {}
+        #: node name -> what score needs of the node
+        self._views: dict[str, _NodeView] = {}
+        #: (what is left on a node, its GPUs' memory) -> a small number naming it.
+        self._node_keys: dict[tuple[fragmentation.NodeResources, int], int] = {}
+        self._numbers = itertools.count()
+        #: (pod key, node key) -> raw score: nodes left alike (all the empty ones of a kind, say)
+        #: are scored once per pod shape, whichever node they are.
+        self._scores: dict[tuple[Hashable, Hashable], int] = {}
 
     @property
     def workload(self) -> fragmentation.TargetWorkload:
@@ -55,7 +69,11 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         self._index = self._learner.index()
         gpu = pod.device_requests.get(DeviceType.GPU)  # none when invalid: DeviceShare rejects the pod
         requests = pod.requests
-        state.write(NAME, PodState(requests.get(names.CPU, 0), requests.get(names.MEMORY, 0), gpu, workload.version))
+        tolerance = self.args.tolerance_percent * self._index.total_weight
+        state.write(
+            NAME,
+            PodState(requests.get(names.CPU, 0), requests.get(names.MEMORY, 0), gpu, workload.version, tolerance),
+        )
         return None, SUCCESS
 
     def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable:
@@ -66,36 +84,142 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         found = state.read(NAME, PodState)
         if found is None or not self._index.workload.shapes:
             return 0
-        table = self._table(node, found.version)
-        return -loss(table, node, found, self._index.demand)
+        view = self._view(node, found.version)
+        key = (found.key, view.key)
+        raw = self._scores.get(key)
+        if raw is None:
+            lost = loss(view.table, node, found, self._index.demand)
+            if self.args.balance_percent:
+                lost += self._stranding(view, node, found) * self.args.balance_percent // 100
+            raw = pack(lost, view.consolidated)
+            if len(self._scores) >= _MAX_SCORES:
+                self._scores.clear()
+            self._scores[key] = raw
+        return raw
+
+    def _stranding(self, view: _NodeView, node: NodeInfo, pod: PodState) -> int:
+        """How much more of the node's GPU the workload could not feed with CPU and memory
+        once the pod is placed there (negative: less), weighted like a loss."""
+        index = self._index
+        resources = view.resources
+        after = index.balance.stranded(
+            max(0, view.gpu_free - gpu_taken(node, pod)),
+            resources.milli_cpu - pod.milli_cpu,
+            resources.memory - pod.memory,
+        )
+        return (after - view.stranded) * index.total_weight
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
-        """Least loss -> 100; the others linearly over 0…99 by how much more they lose."""
+        """Losses within the tolerance of the least are ties: the most consolidated of them
+        100, the others 90…99 by consolidation; nodes losing more 0…89 linearly by loss."""
         if not scores:
             return
-        best, worst = max(scores), min(scores)
-        if best == worst:
-            scores[:] = [MAX_NODE_SCORE] * len(scores)
-            return
-        span = best - worst
-        top = MAX_NODE_SCORE - 1
-        scores[:] = [MAX_NODE_SCORE if s == best else (s - worst) * top // span for s in scores]
+        found = state.read(NAME, PodState)
+        tolerance = found.tolerance if found is not None else 0
+        # divmod(raw) = (−loss, consolidation): work on −loss, higher is better.
+        parts = [divmod(s, _CONSOLIDATION_SCALE) for s in scores]
+        best = max(p[0] for p in parts)
+        worst = min(p[0] for p in parts)
+        near = best - tolerance
+        packed = [c for q, c in parts if q >= near]
+        low, high = min(packed), max(packed)
+        far_span = max(1, near - worst)
+        steps = MAX_NODE_SCORE - 1 - _NEAR_LOW
+        scores[:] = [
+            (q - worst) * _FAR_TOP // far_span
+            if q < near
+            else MAX_NODE_SCORE
+            if c == high
+            else _NEAR_LOW + (c - low) * steps // (high - low)
+            for q, c in parts
+        ]
 
-    def _table(self, node: NodeInfo, version: int) -> fragmentation.NodeTable:
-        cached = self._tables.get(node.name)
-        if cached is not None and cached[0] == node.generation and cached[1] == version:
-            return cached[2]
-        allocatable, requested = node.allocatable, node.requested
-        labels = node.node.labels if node.node is not None else {}
-        resources = fragmentation.NodeResources(
-            allocatable.get(names.CPU, 0) - requested.get(names.CPU, 0),
-            allocatable.get(names.MEMORY, 0) - requested.get(names.MEMORY, 0),
-            labels.get(names.LABEL_GPU_MODEL, ""),
-            fragmentation.gpu_free(node.devices.states(DeviceType.GPU)),
-        )
-        table = self._index.table(resources)
-        self._tables[node.name] = (node.generation, version, table)
-        return table
+    def _view(self, node: NodeInfo, version: int) -> _NodeView:
+        view = self._views.get(node.name)
+        if view is None or view.generation != node.generation:
+            allocatable, requested = node.allocatable, node.requested
+            labels = node.node.labels if node.node is not None else {}
+            states = node.devices.states(DeviceType.GPU)
+            resources = fragmentation.NodeResources(
+                allocatable.get(names.CPU, 0) - requested.get(names.CPU, 0),
+                allocatable.get(names.MEMORY, 0) - requested.get(names.MEMORY, 0),
+                labels.get(names.LABEL_GPU_MODEL, ""),
+                fragmentation.gpu_free(states),
+            )
+            # Nodes left alike share one number, so the score cache hashes an int. Numbers are
+            # never reused: forgetting them (a bound on memory) only loses sharing.
+            alike = (resources, _gpu_memory(states))
+            key = self._node_keys.get(alike)
+            if key is None:
+                if len(self._node_keys) >= _MAX_SCORES:
+                    self._node_keys.clear()
+                key = self._node_keys[alike] = next(self._numbers)
+            view = self._views[node.name] = _NodeView(node.generation, resources, key, self._index, version)
+        elif view.version != version:
+            view.against(self._index, version)
+        return view
+
+
+class _NodeView:
+    """What score needs of one node that does not depend on the pod: what is left on it (kept
+    while the node's generation holds), and its table and stranded GPU against the workload
+    (while the workload's version holds too)."""
+
+    __slots__ = ("consolidated", "generation", "gpu_free", "key", "resources", "stranded", "table", "version")
+
+    table: fragmentation.NodeTable
+    stranded: int
+    version: int
+
+    def __init__(
+        self,
+        generation: int,
+        resources: fragmentation.NodeResources,
+        key: int,
+        index: fragmentation.WorkloadIndex,
+        version: int,
+    ) -> None:
+        self.generation = generation
+        self.resources = resources
+        #: Equal for nodes that score alike for any pod (what is left, the GPUs' memory).
+        self.key = key
+        self.gpu_free = sum(resources.gpu_free)
+        self.consolidated = consolidation(resources.gpu_free)
+        self.against(index, version)
+
+    def against(self, index: fragmentation.WorkloadIndex, version: int) -> None:
+        """Measure the node against the workload `index` arranges (of `version`)."""
+        self.table = index.table(self.resources)
+        self.stranded = index.balance.stranded(self.gpu_free, self.resources.milli_cpu, self.resources.memory)
+        self.version = version
+
+
+#: Raw scores kept by (pod key, node key) before the cache starts over.
+_MAX_SCORES = 1 << 16
+#: A raw score is −loss × _CONSOLIDATION_SCALE + consolidation (0 ≤ consolidation < scale).
+_CONSOLIDATION_SCALE = 1 << 20
+#: Normalized scores: nodes beyond the tolerance get 0…_FAR_TOP, nodes within it _NEAR_LOW…100.
+_FAR_TOP = 89
+_NEAR_LOW = 90
+
+
+def pack(lost: int, consolidated: int) -> int:
+    """One raw score holding both: the loss decides, consolidation breaks what it leaves tied."""
+    return -lost * _CONSOLIDATION_SCALE + consolidated
+
+
+def unpack(raw: int) -> tuple[int, int]:
+    """(loss, consolidation) of a raw score: what `pack` packed."""
+    return -(raw // _CONSOLIDATION_SCALE), raw % _CONSOLIDATION_SCALE
+
+
+def consolidation(free: tuple[int, ...]) -> int:
+    """The share of the node's GPUs already allocated, in 0…_CONSOLIDATION_SCALE − 1 (0 for a
+    node without GPUs): the fuller, the better a place for a pod the measure cannot tell apart."""
+    if not free:
+        return 0
+    capacity = fragmentation.WHOLE_GPU * len(free)
+    return (capacity - sum(free)) * (_CONSOLIDATION_SCALE - 1) // capacity
 
 
 def loss(table: fragmentation.NodeTable, node: NodeInfo, pod: PodState, placing: fragmentation.Demand) -> int:
@@ -113,9 +237,7 @@ def loss(table: fragmentation.NodeTable, node: NodeInfo, pod: PodState, placing:
     if not gpu.shared:
         idle = [i for i, f in enumerate(free) if f >= 100][: gpu.count]
         return table.loss(pod.milli_cpu, pod.memory, tuple((i, 100) for i in idle))
-    states = node.devices.states(DeviceType.GPU)
-    memory = states[0].info.resources.get(names.GPU_MEMORY, 0) if states else 0
-    take = fragmentation.gpu_share(gpu, memory)
+    take = _share(node, gpu)
     fits = [i for i, f in enumerate(free) if f >= take]
     if gpu.count > 1:  # a share of several GPUs: the fullest that fit, as best fit would
         fits.sort(key=lambda i: (free[i], i))
@@ -131,6 +253,26 @@ def loss(table: fragmentation.NodeTable, node: NodeInfo, pod: PodState, placing:
         if best is None or rank < best:
             best = rank
     return best[1] if best is not None else 0
+
+
+def gpu_taken(node: NodeInfo, pod: PodState) -> int:
+    """Percent of GPU the pod takes on the node, over all its GPUs."""
+    gpu = pod.gpu
+    if gpu is None:
+        return 0
+    if not gpu.shared:
+        return fragmentation.WHOLE_GPU * gpu.count
+    return _share(node, gpu) * gpu.count
+
+
+def _share(node: NodeInfo, gpu: DeviceRequest) -> int:
+    """Percent of one GPU a shared request takes on each of its GPUs on this node."""
+    return fragmentation.gpu_share(gpu, _gpu_memory(node.devices.states(DeviceType.GPU)))
+
+
+def _gpu_memory(states: Sequence[DeviceState]) -> int:
+    """Bytes of memory of the node's GPUs (the first one's: a node has one model)."""
+    return states[0].info.resources.get(names.GPU_MEMORY, 0) if states else 0
 
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> GPUFragmentation:

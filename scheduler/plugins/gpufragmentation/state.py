@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apis.extension.devicerequest import DeviceRequest
 from scheduler.framework.cycle_state import StateData
@@ -10,7 +10,7 @@ from scheduler.framework.cycle_state import StateData
 
 @dataclass(frozen=True, slots=True)
 class PodState(StateData):
-    """Written by PreFilter, read by Score."""
+    """Written by PreFilter, read by Score and NormalizeScore."""
 
     milli_cpu: int
     memory: int
@@ -18,10 +18,14 @@ class PodState(StateData):
     gpu: DeviceRequest | None
     #: Version of the target workload the pod is scored against.
     version: int
+    #: Losses at most this much above the least are ties (weight × percent: the tolerance in
+    #: percent of one GPU times the workload's total weight).
+    tolerance: int = 0
+    #: Equal for pods this plugin scores alike on every node (computed once: score reads it
+    #: for every node).
+    key: tuple[object, ...] = field(init=False, compare=False)
 
-    @property
-    def key(self) -> tuple[object, ...]:
-        """Equal for pods this plugin scores alike on every node."""
+    def __post_init__(self) -> None:
         gpu = self.gpu
         gpu_key = (gpu.count, tuple(sorted(gpu.per_device.items())), gpu.shared) if gpu is not None else None
-        return (self.milli_cpu, self.memory, gpu_key, self.version)
+        object.__setattr__(self, "key", (self.milli_cpu, self.memory, gpu_key, self.version))

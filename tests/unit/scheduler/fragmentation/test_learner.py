@@ -35,3 +35,21 @@ def test_learner_is_shared_per_profile_and_arguments() -> None:
     assert fragmentation.shared_learner(handle, fragmentation.WorkloadArgs()) is first
     assert fragmentation.shared_learner(Handle(ClusterCache(), "tessera"), args) is not first
     assert fragmentation.shared_learner(handle, fragmentation.WorkloadArgs(shapes=((A, 1),))) is not first
+
+
+def test_a_mix_that_only_wobbles_keeps_its_version() -> None:
+    # Two shapes alternating: after the first few publications the mix moves by less than 5%,
+    # so the version (under which scores are memoised) stays; a new shape taking over moves it.
+    learner = fragmentation.WorkloadLearner(
+        fragmentation.WorkloadArgs(learn=fragmentation.LearnSettings(refresh_every=10))
+    )
+    share, whole = TaskShape(gpus=1, gpu_percent=50), TaskShape(gpus=1, gpu_percent=100)
+    versions = []
+    for i in range(400):
+        versions.append(learner.observe(f"p{i}", share if i % 2 else whole).version)
+    assert versions[-1] == versions[200] > 0
+    other = TaskShape(gpus=2, gpu_percent=100)
+    for i in range(400, 440):
+        learner.observe(f"p{i}", other)
+    assert learner.current.version > versions[-1]
+    assert other in dict(learner.current.shapes)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler import fragmentation
-from scheduler.fragmentation import NodeResources, TargetWorkload, TaskShape
+from scheduler.fragmentation import Balance, NodeResources, TargetWorkload, TaskShape
 
 from .conftest import NODE, WORKLOAD, A
 
@@ -122,3 +122,21 @@ def test_fast_loss_equals_the_definition(
 ) -> None:
     node, workload, cpu, memory, changes = case
     assert fast_loss(node, workload, cpu, memory, changes) == brute_loss(node, workload, cpu, memory, changes)
+
+
+def test_balance_counts_the_gpu_cpu_and_memory_cannot_feed() -> None:
+    # GPU shapes ask 2 CPUs per 50% (weight 2) and 8 CPUs per whole GPU: 12 CPUs and 3 GiB per
+    # 200% of GPU, i.e. 60 milli-CPU and 16 MiB per percent. CPU-only shapes do not count.
+    balance = Balance.of(
+        [
+            (TaskShape(milli_cpu=2000, memory=1 << 30, gpus=1, gpu_percent=50), 2),
+            (TaskShape(milli_cpu=8000, memory=1 << 30, gpus=1, gpu_percent=100), 1),
+            (TaskShape(milli_cpu=64_000), 5),
+        ]
+    )
+    assert balance == Balance(gpu=200, milli_cpu=12_000, memory=3 << 30)
+    assert balance.stranded(400, 24_000, 1 << 40) == 0  # 24 CPUs feed exactly 400%
+    assert balance.stranded(400, 12_000, 1 << 40) == 200
+    assert balance.stranded(400, 1 << 40, 3 << 30) == 200  # memory feeds 200%
+    assert balance.stranded(400, -1000, 1 << 40) == 400  # over-committed CPU feeds nothing
+    assert Balance.of([(TaskShape(milli_cpu=1000), 1)]).stranded(300, 0, 0) == 0  # no GPU shapes

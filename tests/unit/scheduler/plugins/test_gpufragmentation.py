@@ -3,6 +3,8 @@ FGD profile (`scheduler.core.with_fgd`) end to end."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from apis.errors import ConfigError
@@ -19,6 +21,8 @@ from scheduler.plugins.deviceshare import DeviceShareArgs, FragmentationAwarePol
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest
 from scheduler.plugins.deviceshare.args import DEFAULT_SCORING
 from scheduler.plugins.gpufragmentation import GPUFragmentation, GPUFragmentationArgs
+from scheduler.plugins.gpufragmentation.plugin import consolidation, pack, unpack
+from scheduler.plugins.gpufragmentation.state import PodState
 
 from ..conftest import allocated, bound_pod, gpu_alloc, make_cache, make_node, make_pod, make_scheduler
 
@@ -79,7 +83,9 @@ def test_plugin_scores_nodes_by_loss_and_normalizes_the_best_to_100() -> None:
     plugin.pre_filter(state, pod)
     nodes = [scheduler.cache.node(n) for n in ("a", "b")]
     raw = [plugin.score(state, pod, n) for n in nodes if n is not None]
-    assert raw == [0, -100]
+    # (loss, consolidation): half of one of a's four GPUs is allocated, b is empty.
+    assert [unpack(r) for r in raw] == [(0, consolidation((50, 100, 100, 100))), (100, 0)]
+    assert 0 < consolidation((50, 100, 100, 100)) < consolidation((0, 50, 100, 100))
     plugin.normalize_scores(state, pod, raw)
     assert raw == [100, 0]
     outcome = scheduler.schedule_one(pod.pod)
@@ -87,16 +93,67 @@ def test_plugin_scores_nodes_by_loss_and_normalizes_the_best_to_100() -> None:
 
 
 @pytest.mark.parametrize(
-    ("scores", "expected"),
-    [([-5, -5], [100, 100]), ([0, -100, -50], [100, 0, 49]), ([-1, -2, -1000], [100, 98, 0]), ([], [])],
-    ids=["tie", "linear", "close-losses-stay-apart", "none"],
+    ("parts", "tolerance", "expected"),
+    [
+        ([(5, 0), (5, 0)], 0, [100, 100]),
+        ([(0, 0), (100, 0), (50, 0)], 0, [100, 0, 44]),
+        ([(1, 0), (2, 0), (1000, 0)], 0, [100, 88, 0]),
+        ([(10, 3), (12, 9), (14, 6), (40, 9)], 4, [90, 100, 94, 0]),
+        ([(10, 3), (12, 9), (14, 6), (40, 9)], 0, [100, 83, 77, 0]),
+        ([], 4, []),
+    ],
+    ids=["tie", "linear", "close-losses-stay-apart", "within-tolerance-fullest-wins", "exact", "none"],
 )
-def test_normalize(scores: list[int], expected: list[int]) -> None:
+def test_normalize(parts: list[tuple[int, int]], tolerance: int, expected: list[int]) -> None:
     plugin = fgd_scheduler("a").frameworks[names.SCHEDULER_NAME].plugin("GPUFragmentation")
     assert isinstance(plugin, GPUFragmentation)
     pod = PodInfo.of(make_pod())
-    plugin.normalize_scores(CycleState(), pod, scores)
+    state = CycleState()
+    state.write("GPUFragmentation", PodState(0, 0, None, 0, tolerance))
+    scores = [pack(lost, consolidated) for lost, consolidated in parts]
+    assert [unpack(s) for s in scores] == parts
+    plugin.normalize_scores(state, pod, scores)
     assert scores == expected
+
+
+def fgd_config(workload: tuple[tuple[TaskShape, int], ...], *, balanced: bool, tolerance: int) -> SchedulerConfig:
+    config = with_fgd(SchedulerConfig(), workload, balanced=balanced)
+    profile = config.profiles[0]
+    args = {**profile.plugin_args["GPUFragmentation"], "tolerancePercent": tolerance}
+    plugin_args = {**profile.plugin_args, "GPUFragmentation": args}
+    return dataclasses.replace(config, profiles=(dataclasses.replace(profile, plugin_args=plugin_args),))
+
+
+def test_near_losses_tie_and_the_fuller_node_wins() -> None:
+    # A 30% share against 30% and 40% shares (total weight 2): on "used" (both GPUs half taken)
+    # it costs 100 (the 40% shape loses a GPU), on "empty" 60. Exact, "empty" wins; with a
+    # tolerance of 20% of a GPU (40 for weight 2) the two tie and the fuller node wins.
+    workload = ((TaskShape(gpus=1, gpu_percent=30), 1), (TaskShape(gpus=1, gpu_percent=40), 1))
+    for tolerance, node in ((0, "empty"), (19, "empty"), (20, "used")):
+        config = fgd_config(workload, balanced=False, tolerance=tolerance)
+        scheduler = make_scheduler(make_node("used", gpus=2), make_node("empty", gpus=2), config=config)
+        scheduler.cache.add_pod(bound_pod("half", "used", gpu_alloc(0, 50), gpu_alloc(1, 50)))
+        outcome = scheduler.schedule_one(make_pod("p", gpu_core=30, gpu_ratio=30))
+        assert outcome.node == node, tolerance
+
+
+def test_balance_sends_a_cpu_light_gpu_pod_to_the_cpu_poor_node() -> None:
+    # The workload asks 8 CPUs per GPU. "poor" has 4 GPUs and 16 CPUs: two of its GPUs are
+    # stranded for want of CPU. A whole-GPU pod with 1 CPU costs FGD one idle GPU on either
+    # node (a tie, broken at random); the balance term sends it to "poor", where it takes a
+    # GPU that the workload could not have fed anyway.
+    workload = ((TaskShape(milli_cpu=8000, gpus=1, gpu_percent=100), 1),)
+    chosen: dict[bool, set[str | None]] = {False: set(), True: set()}
+    for balanced in (False, True):
+        for seed in range(8):
+            scheduler = make_scheduler(
+                make_node("poor", gpus=4, milli_cpu=16_000),
+                make_node("rich", gpus=4, milli_cpu=64_000),
+                config=fgd_config(workload, balanced=balanced, tolerance=0),
+                seed=seed,
+            )
+            chosen[balanced].add(scheduler.schedule_one(make_pod("p", cpu=1000, nvidia_gpu=1)).node)
+    assert chosen == {False: {"poor", "rich"}, True: {"poor"}}
 
 
 def test_cpu_only_pod_goes_where_it_strands_least_gpu() -> None:
@@ -165,3 +222,10 @@ def test_bad_arguments_fail_at_start_up() -> None:
         GPUFragmentationArgs.from_dict({"targetWorkload": {"learn": {"halfLife": -1}}})
     with pytest.raises(ConfigError, match="colour: unknown field"):
         GPUFragmentationArgs.from_dict({"colour": 1})
+    with pytest.raises(ConfigError, match=r"tolerancePercent: expected an integer in 0..100, got 101"):
+        GPUFragmentationArgs.from_dict({"tolerancePercent": 101})
+    with pytest.raises(ConfigError, match=r"balancePercent: expected an integer in 0..1000, got True"):
+        GPUFragmentationArgs.from_dict({"balancePercent": True})
+    assert GPUFragmentationArgs.from_dict({"balancePercent": 0, "tolerancePercent": 0}) == GPUFragmentationArgs(
+        tolerance_percent=0, balance_percent=0
+    )

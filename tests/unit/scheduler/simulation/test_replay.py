@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from apis.errors import ValidationError
 from apis.extension import names
 from cli.main import main
+from cli.progress import ProgressBar
 from scheduler.core import with_percentage_of_nodes_to_score
 from scheduler.framework.config import SchedulerConfig
 from scheduler.simulation import replay, trace
@@ -96,8 +98,56 @@ def test_simulate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert set(doc["unallocated_gpu_pct_at_100"]) == {"mean", "sd"}
     assert 0 <= doc["unallocated_gpu_pct_at_100"]["mean"] <= 100
     assert "100" in doc["curve"] and doc["wall_seconds"] >= 0
+    assert doc["scoring"] == "LeastAllocated" and "policies" not in doc
     assert main(["simulate", "--data", str(tmp_path / "missing")]) == 1
     assert "No such file" in capsys.readouterr().err
+
+
+def test_simulate_compares_policies_side_by_side(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)
+    (tmp_path / "openb_pod_list_default.csv").write_text(pods_csv(60))
+    args = ["simulate", "--data", str(tmp_path), "--seeds", "1-2", "--jobs", "2", "--scoring", "MostAllocated,FGD"]
+    assert main([*args, "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["scoring"] == ["MostAllocated", "FGD"] and list(doc["policies"]) == ["MostAllocated", "FGD"]
+    for policy in doc["policies"].values():
+        assert set(policy["unallocated_gpu_pct_at_100"]) == {"mean", "sd"}
+        assert [s["seed"] for s in policy["per_seed"]] == [1, 2]
+    assert doc["published"]["FGD"] == 4.77  # the trace is named default: the paper's row
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[1].split()[:2] == ["policy", "x=100"]
+    assert [line.split()[0] for line in lines[2:4]] == ["MostAllocated", "FGD"]
+    assert "published (paper, x=100): Random 13.70" in out
+    assert err == ""  # no progress bar when stderr is not a terminal
+    assert main([*args[:-1], "FGD,Best"]) == 1
+    assert "--scoring: unknown policy 'Best'" in capsys.readouterr().err
+
+
+def test_simulate_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)
+    (tmp_path / "openb_pod_list_tiny.csv").write_text(pods_csv(40))
+    out = tmp_path / "curves.png"
+    args = ["simulate", "--data", str(tmp_path), "--trace", "tiny", "--seeds", "1", "--jobs", "1"]
+    assert main([*args, "--scoring", "LeastAllocated,BalancedFGD", "--plot", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main([*args, "--plot", str(tmp_path / "no-such-dir" / "x.png")]) == 1
+    assert "--plot" in capsys.readouterr().err
+
+
+def test_progress_bar_draws_on_a_terminal_only() -> None:
+    stream = io.StringIO()
+    bar = ProgressBar(4, stream)
+    bar.update(1, "seed 1")
+    bar.close()
+    assert stream.getvalue() == ""  # StringIO is no terminal
+    bar = ProgressBar(4, stream, force=True)
+    bar.update(2, "seed 2")
+    bar.close()
+    assert stream.getvalue().startswith("\r[###############...............] 2/4 seed 2")
+    assert stream.getvalue().endswith("\n")
 
 
 def test_bench_runs_the_whole_cycle(capsys: pytest.CaptureFixture[str]) -> None:
