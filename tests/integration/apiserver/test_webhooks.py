@@ -136,7 +136,7 @@ def test_the_review_carries_what_kube_apiserver_sends(
     assert create["requestResource"] == create["resource"] and "subResource" not in create
     assert (create["operation"], create["name"], create["namespace"]) == ("CREATE", "a", namespace)
     assert create["object"]["data"] == {"k": "1"} and create["oldObject"] is None
-    assert create["userInfo"]["username"] == "admin" and create["dryRun"] is False
+    assert create["userInfo"]["username"] == "tessera-admin" and create["dryRun"] is False
     assert create["options"] == {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
     assert len({create["uid"], update["uid"], delete["uid"]}) == 3
     assert update["operation"] == "UPDATE" and update["object"]["data"] == {"k": "2"}
