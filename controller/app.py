@@ -9,15 +9,13 @@ server (when given a certificate), and runs until SIGTERM or SIGINT, then shuts 
 from __future__ import annotations
 
 import logging
-import signal
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from controller import noderesources, podgroups, quotas, webhook
 from controller.runtime import Manager
 from controller.settings import ControllerSettings
 from kube.client import Client
+from kube.lifecycle import stop_on_signals
 
 __all__ = ["run"]
 
@@ -53,26 +51,9 @@ def run(settings: ControllerSettings, *, stop: threading.Event | None = None) ->
             if stop is not None:
                 manager.run(stop)
             else:
-                with _stop_on_signals() as signalled:
+                with stop_on_signals() as signalled:
                     manager.run(signalled)
         finally:
             if webhooks is not None:
                 webhooks.stop()
     return 0
-
-
-@contextmanager
-def _stop_on_signals() -> Iterator[threading.Event]:
-    """An event set by SIGTERM or SIGINT while inside; the previous handlers come back after."""
-    stop = threading.Event()
-
-    def handle(signum: int, _frame: object) -> None:
-        log.info("Signal received; stopping", extra={"signal": signal.Signals(signum).name})
-        stop.set()
-
-    previous = {s: signal.signal(s, handle) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield stop
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)

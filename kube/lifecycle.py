@@ -1,6 +1,6 @@
 """What every component process does at its edges: publish its address, stop on a signal.
 
-(The older components carry private copies of these; new ones use this module.)
+(The agent and the scheduler still carry their own signal handling: theirs also wake loops.)
 """
 
 from __future__ import annotations
