@@ -22,6 +22,37 @@ from tests.unit.deploy.manifests import DEPLOY, NAMESPACE, Obj
 CHART = DEPLOY / "helm" / "tessera"
 RELEASE = "tessera"
 
+#: Values that differ from every default, for the tests that check each value is used.
+CUSTOM: dict[str, Any] = {
+    "image": {"repository": "registry.example.com/tessera", "tag": "9.9.9", "pullPolicy": "Always"},
+    "imagePullSecrets": [{"name": "regcred"}],
+    "scheduler": {
+        "name": "gpu-scheduler",
+        "replicas": 1,
+        "leaderElect": False,
+        "logLevel": 4,
+        "deviceScoringStrategy": "MostAllocated",
+        # Helm merges maps with the defaults: null removes a default key.
+        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": None},
+        "podDisruptionBudget": {"enabled": False},
+        "networkPolicy": {"enabled": False},
+    },
+    "controller": {
+        "replicas": 3,
+        "leaderElect": True,
+        "logLevel": 5,
+        "webhook": {"enabled": True, "certManager": False, "caBundle": "Q0EK", "failurePolicy": "Ignore"},
+        "podDisruptionBudget": {"enabled": False},
+    },
+    "agent": {
+        "logLevel": 3,
+        "affinity": None,
+        "nodeSelector": {"nvidia.com/gpu.present": "true"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "resources": {"requests": None, "limits": {"memory": "1Gi"}},
+    },
+}
+
 #: Helm's lint severities (helm.sh/helm/v4/pkg/chart/v2/lint/support): info is advice, the rest is not.
 LINT_INFO = 1
 

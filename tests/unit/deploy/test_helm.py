@@ -10,40 +10,9 @@ import yaml
 from tests.unit.deploy import chart, manifests
 from tests.unit.deploy.manifests import DEPLOY, NAMESPACE
 
-#: Values that differ from every default, for the tests that check each value is used.
-CUSTOM: dict[str, Any] = {
-    "image": {"repository": "registry.example.com/tessera", "tag": "9.9.9", "pullPolicy": "Always"},
-    "imagePullSecrets": [{"name": "regcred"}],
-    "scheduler": {
-        "name": "gpu-scheduler",
-        "replicas": 1,
-        "leaderElect": False,
-        "logLevel": 4,
-        "deviceScoringStrategy": "MostAllocated",
-        # Helm merges maps with the defaults: null removes a default key.
-        "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": None},
-        "podDisruptionBudget": {"enabled": False},
-        "networkPolicy": {"enabled": False},
-    },
-    "controller": {
-        "replicas": 3,
-        "leaderElect": True,
-        "logLevel": 5,
-        "webhook": {"enabled": True, "certManager": False, "caBundle": "Q0EK", "failurePolicy": "Ignore"},
-        "podDisruptionBudget": {"enabled": False},
-    },
-    "agent": {
-        "logLevel": 3,
-        "affinity": None,
-        "nodeSelector": {"nvidia.com/gpu.present": "true"},
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "resources": {"requests": None, "limits": {"memory": "1Gi"}},
-    },
-}
-
 
 def test_helm_lint_strict_finds_nothing_but_advice() -> None:
-    for values in ({}, CUSTOM):
+    for values in ({}, chart.CUSTOM):
         found = chart.lint(values)
         assert found["errors"] == []
         assert [m for m in found["messages"] if m["severity"] > chart.LINT_INFO] == []
@@ -84,7 +53,7 @@ def test_release_namespace_is_used_everywhere() -> None:
 
 
 def test_image_values_reach_every_container() -> None:
-    objs = chart.objects(CUSTOM)
+    objs = chart.objects(chart.CUSTOM)
     workloads = [o for o in objs if o["kind"] in manifests.WORKLOAD_KINDS]
     assert len(workloads) == 3
     for w in workloads:
@@ -96,7 +65,7 @@ def test_image_values_reach_every_container() -> None:
 
 
 def test_scheduler_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    objs = chart.objects(CUSTOM)
+    objs = chart.objects(chart.CUSTOM)
     deployment = chart.one(objs, "Deployment", "tessera-scheduler")
     container = chart.container(objs, "Deployment", "tessera-scheduler")
     assert deployment["spec"]["replicas"] == 1
@@ -111,11 +80,11 @@ def test_scheduler_values(monkeypatch: pytest.MonkeyPatch) -> None:
     assert strategies == {"NodeResourcesFit": "LeastAllocated", "DeviceShare": "MostAllocated"}
     kinds = {o["kind"] for o in objs if o["metadata"]["name"] == "tessera-scheduler"}
     assert "PodDisruptionBudget" not in kinds and "NetworkPolicy" not in kinds
-    assert "gpu-scheduler" in chart.notes(CUSTOM)
+    assert "gpu-scheduler" in chart.notes(chart.CUSTOM)
 
 
 def test_controller_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    objs = chart.objects(CUSTOM)
+    objs = chart.objects(chart.CUSTOM)
     assert chart.one(objs, "Deployment", "tessera-controller")["spec"]["replicas"] == 3
     args = manifests.parse_args(chart.container(objs, "Deployment", "tessera-controller"), monkeypatch)
     assert args.leader_elect is True
@@ -141,11 +110,11 @@ def test_webhook_disabled_leaves_no_webhook_and_no_certificate_to_wait_for(monke
 
 
 def test_agent_values(monkeypatch: pytest.MonkeyPatch) -> None:
-    objs = chart.objects(CUSTOM)
+    objs = chart.objects(chart.CUSTOM)
     spec = chart.one(objs, "DaemonSet", "tessera-agent")["spec"]["template"]["spec"]
     assert "affinity" not in spec
     assert spec["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
-    assert spec["tolerations"] == CUSTOM["agent"]["tolerations"]
+    assert spec["tolerations"] == chart.CUSTOM["agent"]["tolerations"]
     container = chart.container(objs, "DaemonSet", "tessera-agent")
     assert container["resources"] == {"limits": {"memory": "1Gi"}}
     assert manifests.parse_args(container, monkeypatch).v == 3
