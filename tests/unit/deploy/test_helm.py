@@ -109,6 +109,21 @@ def test_webhook_disabled_leaves_no_webhook_and_no_certificate_to_wait_for(monke
     assert "tessera-controller-webhook-cert" not in chart.notes({"controller": {"webhook": {"enabled": False}}})
 
 
+def test_issue_certificate_renders_deploy_cert_manager_for_the_release_namespace() -> None:
+    issue = {"controller": {"webhook": {"issueCertificate": True}}}
+    rendered = [o for o in chart.objects(issue) if o["apiVersion"].startswith("cert-manager.io/")]
+    assert chart.by_identity(rendered) == chart.by_identity(chart.kustomize(DEPLOY / "cert-manager"))
+    assert "cert-manager makes it" in chart.notes(issue)
+    elsewhere = chart.objects(issue, namespace="gpu")
+    certificate = chart.one(elsewhere, "Certificate", "tessera-controller-webhook")
+    assert certificate["spec"]["dnsNames"][0] == "tessera-controller-webhook.gpu.svc"
+    configuration = chart.one(elsewhere, "ValidatingWebhookConfiguration", "tessera-controller")
+    assert configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        "gpu/" + certificate["metadata"]["name"]
+    )
+    assert not [o for o in chart.objects() if o["kind"] == "Certificate"]
+
+
 def test_agent_values(monkeypatch: pytest.MonkeyPatch) -> None:
     objs = chart.objects(chart.CUSTOM)
     spec = chart.one(objs, "DaemonSet", "tessera-agent")["spec"]["template"]["spec"]
