@@ -50,6 +50,7 @@ CUSTOM: dict[str, Any] = {
         "nodeSelector": {"nvidia.com/gpu.present": "true"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "resources": {"requests": None, "limits": {"memory": "1Gi"}},
+        "qos": {"beCPUSuppression": True, "ls": {"cpuQOS": True}, "be": {"memoryQOS": True}},
     },
 }
 

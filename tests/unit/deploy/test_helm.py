@@ -7,6 +7,10 @@ import helm_python as helm
 import pytest
 import yaml
 
+from agent.qos import config as qos_config
+from scheduler.cache import ClusterCache
+from scheduler.core import build_frameworks
+from scheduler.framework import load_config
 from tests.unit.deploy import chart, manifests
 from tests.unit.deploy.manifests import DEPLOY, NAMESPACE
 
@@ -73,8 +77,9 @@ def test_scheduler_values(monkeypatch: pytest.MonkeyPatch) -> None:
     args = manifests.parse_args(container, monkeypatch)
     assert args.leader_elect is False
     assert args.v == 4
-    config = yaml.safe_load(chart.one(objs, "ConfigMap", "tessera-scheduler-config")["data"]["scheduler.yaml"])
-    (profile,) = config["profiles"]
+    text = chart.one(objs, "ConfigMap", "tessera-scheduler-config")["data"]["scheduler.yaml"]
+    assert "gpu-scheduler" in build_frameworks(load_config(text), ClusterCache())  # each plugin checks its args
+    (profile,) = yaml.safe_load(text)["profiles"]
     assert profile["schedulerName"] == "gpu-scheduler"
     strategies = {p["name"]: p["args"]["scoringStrategy"]["type"] for p in profile["pluginConfig"]}
     assert strategies == {"NodeResourcesFit": "LeastAllocated", "DeviceShare": "MostAllocated"}
@@ -133,6 +138,16 @@ def test_agent_values(monkeypatch: pytest.MonkeyPatch) -> None:
     container = chart.container(objs, "DaemonSet", "tessera-agent")
     assert container["resources"] == {"limits": {"memory": "1Gi"}}
     assert manifests.parse_args(container, monkeypatch).v == 3
+    # The QoS switches, as the agent's own parser reads the file.
+    qos = qos_config.load(chart.one(objs, "ConfigMap", "tessera-agent-config")["data"]["nodeslo.yaml"])
+    assert qos.cpu_suppress.enable
+    switched = {
+        (name, knob)
+        for name in ("lsr", "ls", "be")
+        for knob in ("cpu", "memory", "network")
+        if getattr(getattr(qos.resource_qos, name), knob).enable
+    }
+    assert switched == {("ls", "cpu"), ("be", "memory")}
 
 
 def test_notes_say_how_to_check_every_workload() -> None:
