@@ -1,6 +1,8 @@
 """deploy/helm/tessera, rendered by real Helm: it lints, its defaults are deploy/ object for object,
 each value changes what values.yaml says it does, and values.schema.json refuses bad values."""
 
+import tarfile
+from pathlib import Path
 from typing import Any
 
 import helm_python as helm
@@ -46,6 +48,21 @@ def test_crds_are_deploy_crds() -> None:
     expected = [doc for path in files for doc in chart.documents(path.read_text())]
     assert sorted(map(chart.identity, chart.crds())) == sorted(map(chart.identity, expected))
     assert len(expected) == 4
+
+
+def test_the_packaged_chart_carries_the_crds_and_renders_the_same(tmp_path: Path) -> None:
+    # `helm package` (what a chart repository serves) copies the linked CRDs in as plain files.
+    archive = Path(helm.package(str(chart.CHART), destination=str(tmp_path)))
+    with tarfile.open(archive) as tar:
+        packed = {m.name: m for m in tar.getmembers() if m.name.startswith("tessera/crds/")}
+        for path in DEPLOY.joinpath("crds").glob("*.yaml"):
+            member = packed.pop(f"tessera/crds/{path.name}")
+            assert member.isfile()
+            extracted = tar.extractfile(member)
+            assert extracted is not None and extracted.read() == path.read_bytes()
+    assert packed == {}
+    with helm.Chart.load(str(archive)) as loaded:
+        assert loaded.render({}, name=chart.RELEASE, namespace=NAMESPACE, is_install=True) == chart.render()
 
 
 def test_release_namespace_is_used_everywhere() -> None:
