@@ -310,6 +310,18 @@ BUILTINS: tuple[ResourceType, ...] = (
         ("pdb",),
         subresources=frozenset({"status"}),
     ),
+    # Stored and served so manifests that ship one (deploy/scheduler-networkpolicy.yaml) apply;
+    # nothing here enforces it, as on a cluster whose network plugin ignores NetworkPolicy.
+    ResourceType(
+        "networking.k8s.io",
+        "v1",
+        "networkpolicies",
+        "networkpolicy",
+        "NetworkPolicy",
+        True,
+        ("netpol",),
+        columns=(_AGE,),
+    ),
 )
 
 

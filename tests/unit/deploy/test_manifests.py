@@ -48,7 +48,9 @@ def test_kustomization_lists_every_manifest_and_nothing_else() -> None:
 
 
 def test_every_yaml_file_under_deploy_parses() -> None:
-    files = sorted(DEPLOY.rglob("*.yaml"))
+    # The Helm chart's templates are Go templates, not YAML: test_helm.py renders them with Helm.
+    templates = DEPLOY / "helm" / "tessera" / "templates"
+    files = sorted(p for p in DEPLOY.rglob("*.yaml") if templates not in p.parents)
     assert files
     for path in files:
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
