@@ -1,11 +1,12 @@
 """Chaos: `kill -9` of a random component at random moments, and GPU faults with recoveries.
 
-`Killer` picks, from a seeded RNG, a kind (API server, scheduler, controller, an agent — the
-runtime proxy too once `tessera up` runs one) and then one process of that kind that runs, and
-sends it SIGKILL through its pid: no chance to clean up, as in an OOM kill or a node crash. The
-supervisor (cli/localcluster/supervisor.py) restarts it; its STARTED event marks the kill
-survived. One kill at a time: the next waits until the last victim is back, so every kill is a
-separate disturbance, and the gaps (uniform in [0.5, 1.5] × the interval) start from there.
+`Killer` picks, from a seeded RNG, a kind (API server, scheduler, controller, kube-controller-
+manager, dashboard, an agent — the runtime proxy too once `tessera up` runs one) and then one
+process of that kind that runs, and sends it SIGKILL through its pid: no chance to clean up, as in
+an OOM kill or a node crash. The supervisor (cli/localcluster/supervisor.py) restarts it; its
+STARTED event marks the kill survived. One kill at a time: the next waits until the last victim is
+back, so every kill is a separate disturbance, and the gaps (uniform in [0.5, 1.5] × the interval)
+start from there.
 
 `GPUFaults` injects an XID 79 (fallen off the bus: unhealthy until reset) into a random GPU of a
 random simulated node over the agent's fault routes (agent/devices/faults.py), and resets it
@@ -29,14 +30,23 @@ from cli.localcluster.components import Component
 from cli.localcluster.supervisor import EventKind, SupervisorEvent
 from kube.process import ServingProcess
 
-__all__ = ["GPUFaults", "Kill", "Killer"]
+__all__ = ["KINDS", "GPUFaults", "Kill", "Killer", "kind_of"]
 
 log = logging.getLogger(__name__)
 
-#: The kinds of component a kill picks from, alike: each is a `Component.name` or its prefix.
-KINDS: Final = ("apiserver", "scheduler", "controller", "agent/")
+#: The kinds of component a kill picks from, alike.
+#: A kind ending in "/" is a prefix (one per node); the others are whole names (`kind_of`).
+KINDS: Final = ("apiserver", "scheduler", "controller", "kube-controller-manager", "dashboard", "agent/")
 _TICK_S: Final = 0.5
 _XID_FALLEN_OFF_THE_BUS: Final = 79
+
+
+def kind_of(component: str) -> str | None:
+    """The kind in `KINDS` a component's name belongs to: its name, or for agents its prefix."""
+    for kind in KINDS:
+        if component == kind or (kind.endswith("/") and component.startswith(kind)):
+            return kind
+    return None
 
 
 @dataclass(slots=True)
@@ -95,7 +105,7 @@ class Killer:
     def kill_one(self) -> Kill | None:
         """SIGKILL one running component of a random kind; None when none of that kind runs."""
         kind = self._rng.choice(KINDS)
-        running = [c for c in self._components() if c.name.startswith(kind) and c.process.pid and c.process.running]
+        running = [c for c in self._components() if kind_of(c.name) == kind and c.process.pid and c.process.running]
         if not running:
             return None
         victim = self._rng.choice(running)

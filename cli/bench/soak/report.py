@@ -27,7 +27,7 @@ def put(result: SoakResult, report: Report) -> None:
     report.value(
         "pods_deleted", result.pods_deleted, "pods", label="pods deleted", failed_creates=result.create_failures
     )
-    by_component = Counter(k.component.split("/")[0] for k in result.kills)
+    by_component = Counter(k.component.split("/")[0].replace("-", "_") for k in result.kills)
     report.value(
         "kills",
         len(result.kills),
