@@ -24,6 +24,7 @@ from pathlib import Path
 from apis.crds.device import Device, DeviceType
 from apis.errors import ConfigError
 from apis.extension import names
+from cli.bench.soak.apps import DEPLOYMENTS, GPUS_RESERVED, Apps
 from cli.bench.soak.chaos import GPUFaults, Kill, Killer
 from cli.bench.soak.checker import Checker
 from cli.bench.soak.invariants import Violation, all_invariants
@@ -62,6 +63,10 @@ class SoakResult:
     create_to_bound_s: list[float]
     violations: list[Violation]
     shapes: dict[str, int] = field(default_factory=dict)
+    deployments: int = 0
+    rollouts: int = 0
+    jobs_created: int = 0
+    jobs_completed: int = 0
 
     @property
     def kills_survived(self) -> int:
@@ -125,8 +130,11 @@ def _soak(
 
     record = Record()
     watch = BoundWatch(client, record)
-    workload = Workload(client, record, settings, total_gpus=gpus)
+    # The Deployments' and Jobs' pods take their share first, so the bare pods that fit still fit.
+    workload = Workload(client, record, settings, total_gpus=max(0.0, gpus - GPUS_RESERVED))
     workload.setup()
+    apps = Apps(client, seed=settings.seed)
+    apps.setup()
     agents = [c for c in cluster.components if c.node]
     faults = GPUFaults(
         agents,
@@ -145,6 +153,7 @@ def _soak(
     watch.start()
     threads = [
         threading.Thread(target=workload.run, name="soak-workload", daemon=True),
+        threading.Thread(target=apps.run, name="soak-apps", daemon=True),
         threading.Thread(target=killer.run, name="soak-killer", daemon=True),
         threading.Thread(target=faults.run, name="soak-faults", daemon=True),
         threading.Thread(target=checker.run, args=(settings.check_interval_s,), name="soak-checker", daemon=True),
@@ -154,7 +163,7 @@ def _soak(
         for thread in threads:
             thread.start()
         _report_progress(settings, began, workload=workload, killer=killer, checker=checker, progress=progress)
-        for stoppable in (killer, faults, workload, checker):
+        for stoppable in (killer, faults, workload, apps, checker):
             stoppable.stop()
         for thread in threads:
             thread.join()
@@ -184,6 +193,10 @@ def _soak(
         create_to_bound_s=record.create_to_bound_s(),
         violations=checker.violations,
         shapes=dict(workload.by_shape),
+        deployments=len(DEPLOYMENTS),
+        rollouts=apps.rollouts,
+        jobs_created=apps.jobs_created,
+        jobs_completed=apps.jobs_completed,
     )
 
 

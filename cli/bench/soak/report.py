@@ -35,6 +35,15 @@ def put(result: SoakResult, report: Report) -> None:
         label="components killed (SIGKILL)",
         **{f"kills_{kind}": count for kind, count in sorted(by_component.items())},
     )
+    report.value(
+        "jobs_completed",
+        result.jobs_completed,
+        "jobs",
+        label="Jobs seen complete",
+        jobs_created=result.jobs_created,
+        deployments=result.deployments,
+        rollouts=result.rollouts,
+    )
     report.value("kills_survived", result.kills_survived, "kills", label="killed components back up")
     report.value(
         "faults_injected",

@@ -104,7 +104,7 @@ class _Item:
 class Workload:
     """Creates and deletes the soak's pods; `run` until `stop` (from its own thread)."""
 
-    def __init__(self, client: Client, record: Record, settings: SoakSettings, *, total_gpus: int) -> None:
+    def __init__(self, client: Client, record: Record, settings: SoakSettings, *, total_gpus: float) -> None:
         self._client = client
         self._pods = client.resource(resources.PODS)
         self._record = record
