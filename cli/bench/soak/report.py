@@ -44,6 +44,13 @@ def put(result: SoakResult, report: Report) -> None:
         deployments=result.deployments,
         rollouts=result.rollouts,
     )
+    report.value(
+        "node_losses",
+        len(result.node_losses),
+        "nodes",
+        label="nodes lost (agent frozen, Node deleted)",
+        nodes_back=sum(1 for loss in result.node_losses if loss.back_at is not None),
+    )
     report.value("kills_survived", result.kills_survived, "kills", label="killed components back up")
     report.value(
         "faults_injected",
