@@ -198,7 +198,7 @@ class Workload:
                 names.ANNOTATION_GANG_WAITING_TIME: f"{self._settings.gang_waiting_s:g}s",
             }
         labels = {**_PART_OF, "soak.tessera.dev/shape": shape.name} | ({MAY_WAIT: "true"} if shape.quota else {})
-        keys = []
+        keys: list[str] = []
         item = _Item(keys, shape.gpus * size, shape.quota, self._rng.uniform(*self._settings.lifetime_s), time.time())
         self._items.append(item)
         for member in range(size):

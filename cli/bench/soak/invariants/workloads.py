@@ -62,7 +62,7 @@ def _max_surge(deployment: Obj) -> int:
 
 
 def over_surge(state: ClusterState) -> list[Violation]:
-    owner_of_rs = {}
+    owner_of_rs: dict[str, str] = {}
     for rs in state.replicasets:
         ref = controller_of(rs)
         if ref is not None and ref.get("kind") == "Deployment":
@@ -72,9 +72,9 @@ def over_surge(state: ClusterState) -> list[Violation]:
     for pod in state.pods:
         if pod.meta.deletion_timestamp or pod.phase in ("Succeeded", "Failed"):
             continue
-        for ref in pod.meta.owner_references:
-            if ref.controller and ref.kind == "ReplicaSet" and ref.uid in owner_of_rs:
-                deployment_uid = owner_of_rs[ref.uid]
+        for owner in pod.meta.owner_references:
+            if owner.controller and owner.kind == "ReplicaSet" and owner.uid in owner_of_rs:
+                deployment_uid = owner_of_rs[owner.uid]
                 active[deployment_uid] += 1
                 pods_of.setdefault(deployment_uid, []).append(pod.key)
     violations = []
