@@ -1,6 +1,7 @@
 """`tessera bench soak`, short: the whole system under load while components are killed, and no
 invariant breaks. The soak itself checks the invariants (cli/bench/soak/invariants); this test
-checks that it ran what it says — pods scheduled, kills survived, faults injected — and its report.
+checks that it ran what it says — pods scheduled, kills survived, faults injected, nodes lost
+and back, Jobs completed, Deployments rolled out — and its report.
 
 Bounds are generous for a loaded 2-core CI machine: the soak's own (pending within 30 s of the
 last kill) come from its settings, and the process gets its duration plus start-up, settling
@@ -25,7 +26,8 @@ TIMEOUT_S = DURATION_S + 300
 
 
 def test_a_short_soak_schedules_pods_survives_kills_and_breaks_no_invariant() -> None:
-    args = ["bench", "soak", "--duration", f"{DURATION_S}s", "--nodes", "3", "--kill-interval", "8s", "-o", "json"]
+    args = ["bench", "soak", "--duration", f"{DURATION_S}s", "--nodes", "3", "--kill-interval", "8s"]
+    args += ["--node-loss-interval", "20s", "-o", "json"]
     run = subprocess.run([*tessera_command(), *args], capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
     assert run.returncode == 0, f"the soak failed:\n{run.stdout}\n{run.stderr[-4000:]}"
     report = json.loads(run.stdout)
@@ -37,5 +39,9 @@ def test_a_short_soak_schedules_pods_survives_kills_and_breaks_no_invariant() ->
     assert report["pods_scheduled"] >= 20
     assert report["faults_injected"] >= 1
     assert report["checks"] >= 10
+    assert report["node_losses"] >= 1
+    assert report["nodes_back"] == report["node_losses"]
+    assert report["jobs_completed"] >= 3  # a Job every 8 s, each 3 s long
+    assert report["rollouts"] >= 1
     for key in ("samples", "p50_ms", "p99_ms", "max_ms", "pods_created", "pods_deleted", "seconds"):
         assert key in report

@@ -34,6 +34,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kill-interval", default="20s", help="mean time between kills (default 20s)")
     parser.add_argument("--fault-interval", default="15s", help="mean time between GPU faults (default 15s)")
     parser.add_argument(
+        "--node-loss-interval", default="45s", help="mean time between node losses, each 15 s long (default 45s)"
+    )
+    parser.add_argument(
         "--rate", type=float, default=d.rate, help=f"pods (or gangs) created per second (default {d.rate:g})"
     )
     parser.add_argument(
@@ -65,6 +68,7 @@ def run(args: argparse.Namespace, report: Report) -> int:
         profile=args.profile,
         kill_interval_s=duration(args.kill_interval),
         fault_interval_s=duration(args.fault_interval),
+        node_loss_interval_s=duration(args.node_loss_interval),
         rate=args.rate,
         target_load=args.target_load,
         pending_bound_s=duration(args.pending_bound),
@@ -78,6 +82,7 @@ def run(args: argparse.Namespace, report: Report) -> int:
         profile=settings.profile,
         kill_interval_s=settings.kill_interval_s,
         fault_interval_s=settings.fault_interval_s,
+        node_loss_interval_s=settings.node_loss_interval_s,
         rate=settings.rate,
         target_load=settings.target_load,
         pending_bound_s=settings.pending_bound_s,

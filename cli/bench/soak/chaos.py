@@ -1,11 +1,19 @@
 """Chaos: `kill -9` of a random component at random moments, and GPU faults with recoveries.
 
-`Killer` picks, from a seeded RNG, a kind (API server, scheduler, controller, an agent — the
-runtime proxy too once `tessera up` runs one) and then one process of that kind that runs, and
-sends it SIGKILL through its pid: no chance to clean up, as in an OOM kill or a node crash. The
-supervisor (cli/localcluster/supervisor.py) restarts it; its STARTED event marks the kill
-survived. One kill at a time: the next waits until the last victim is back, so every kill is a
-separate disturbance, and the gaps (uniform in [0.5, 1.5] × the interval) start from there.
+`Killer` picks, from a seeded RNG, a kind (API server, scheduler, controller, kube-controller-
+manager, dashboard, an agent — the runtime proxy too once `tessera up` runs one) and then one
+process of that kind that runs, and sends it SIGKILL through its pid: no chance to clean up, as in
+an OOM kill or a node crash. The supervisor (cli/localcluster/supervisor.py) restarts it; its
+STARTED event marks the kill survived. One kill at a time: the next waits until the last victim is
+back, so every kill is a separate disturbance, and the gaps (uniform in [0.5, 1.5] × the interval)
+start from there.
+
+`NodeLoss` makes a node die for a while: its agent (the node's kubelet too, simulated) is frozen
+with SIGSTOP — no heartbeat, no answer, as a machine that lost power — and its Node is deleted, as
+an operator or a cloud controller removes a dead machine; `down_s` later the agent gets SIGCONT,
+sees its Node gone and registers it again (agent/kubeletsim/node.py), as the machine rebooting
+into the cluster. Its pods stay bound through it, holding their devices: the device invariants
+check that nothing is given twice once the node is back.
 
 `GPUFaults` injects an XID 79 (fallen off the bus: unhealthy until reset) into a random GPU of a
 random simulated node over the agent's fault routes (agent/devices/faults.py), and resets it
@@ -27,16 +35,26 @@ from typing import Final
 
 from cli.localcluster.components import Component
 from cli.localcluster.supervisor import EventKind, SupervisorEvent
+from kube import errors
 from kube.process import ServingProcess
 
-__all__ = ["GPUFaults", "Kill", "Killer"]
+__all__ = ["KINDS", "GPUFaults", "Kill", "Killer", "NodeLoss", "kind_of"]
 
 log = logging.getLogger(__name__)
 
-#: The kinds of component a kill picks from, alike: each is a `Component.name` or its prefix.
-KINDS: Final = ("apiserver", "scheduler", "controller", "agent/")
+#: The kinds of component a kill picks from, alike.
+#: A kind ending in "/" is a prefix (one per node); the others are whole names (`kind_of`).
+KINDS: Final = ("apiserver", "scheduler", "controller", "kube-controller-manager", "dashboard", "agent/")
 _TICK_S: Final = 0.5
 _XID_FALLEN_OFF_THE_BUS: Final = 79
+
+
+def kind_of(component: str) -> str | None:
+    """The kind in `KINDS` a component's name belongs to: its name, or for agents its prefix."""
+    for kind in KINDS:
+        if component == kind or (kind.endswith("/") and component.startswith(kind)):
+            return kind
+    return None
 
 
 @dataclass(slots=True)
@@ -95,7 +113,7 @@ class Killer:
     def kill_one(self) -> Kill | None:
         """SIGKILL one running component of a random kind; None when none of that kind runs."""
         kind = self._rng.choice(KINDS)
-        running = [c for c in self._components() if c.name.startswith(kind) and c.process.pid and c.process.running]
+        running = [c for c in self._components() if kind_of(c.name) == kind and c.process.pid and c.process.running]
         if not running:
             return None
         victim = self._rng.choice(running)
@@ -181,3 +199,79 @@ class GPUFaults:
         if status != 200:
             log.warning("Fault request refused", extra={"component": agent.name, "route": route, "status": status})
         return status == 200
+
+
+@dataclass(slots=True)
+class Loss:
+    node: str
+    pid: int
+    at: float
+    #: When the agent was let go on (None: not yet).
+    back_at: float | None = None
+
+
+class NodeLoss:
+    """See the module docstring. `delete_node(name)` deletes the Node (raises when it cannot)."""
+
+    def __init__(
+        self,
+        agents: Sequence[Component],
+        delete_node: Callable[[str], object],
+        *,
+        interval_s: float,
+        down_s: float,
+        seed: int,
+    ) -> None:
+        self._agents = list(agents)
+        self._delete_node = delete_node
+        self._interval = interval_s
+        self._down = down_s
+        self._rng = random.Random(f"node-loss-{seed}")
+        self._stop = threading.Event()
+        self.losses: list[Loss] = []
+
+    def run(self) -> None:
+        while not self._stop.wait(self._rng.uniform(0.5, 1.5) * self._interval):
+            loss = self.lose_one()
+            if loss is not None:
+                self._stop.wait(self._down)
+                self.bring_back(loss)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def calm_since(self) -> float:
+        """The last disturbance: now while a node is lost, else the last one's return."""
+        if any(loss.back_at is None for loss in self.losses):
+            return time.time()
+        return max((loss.back_at for loss in self.losses if loss.back_at is not None), default=0.0)
+
+    def lose_one(self) -> Loss | None:
+        running = [a for a in self._agents if a.process.pid and a.process.running]
+        if not running:
+            return None
+        victim = self._rng.choice(running)
+        pid = victim.process.pid
+        assert pid is not None
+        loss = Loss(victim.node, pid, time.time())
+        self.losses.append(loss)
+        log.info("Losing a node", extra={"node": victim.node, "pid": pid})
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            self._delete_node(victim.node)
+        except (errors.APIError, OSError) as e:  # the API server is being restarted: lost all the same
+            log.info("Deleting the lost node failed", extra={"node": victim.node, "error": str(e)})
+        return loss
+
+    def bring_back(self, loss: Loss) -> None:
+        """SIGCONT its agent (a killed one was restarted by its supervisor: nothing to do)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(loss.pid, signal.SIGCONT)
+        loss.back_at = time.time()
+        log.info("Node back", extra={"node": loss.node, "pid": loss.pid})
+
+    def bring_all_back(self) -> None:
+        for loss in self.losses:
+            if loss.back_at is None:
+                self.bring_back(loss)

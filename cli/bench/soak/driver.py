@@ -24,7 +24,8 @@ from pathlib import Path
 from apis.crds.device import Device, DeviceType
 from apis.errors import ConfigError
 from apis.extension import names
-from cli.bench.soak.chaos import GPUFaults, Kill, Killer
+from cli.bench.soak.apps import DEPLOYMENTS, GPUS_RESERVED, Apps
+from cli.bench.soak.chaos import GPUFaults, Kill, Killer, Loss, NodeLoss
 from cli.bench.soak.checker import Checker
 from cli.bench.soak.invariants import Violation, all_invariants
 from cli.bench.soak.invariants.liveness import components_down
@@ -33,6 +34,7 @@ from cli.bench.soak.settings import SoakSettings
 from cli.bench.soak.workload import Workload
 from cli.localcluster import LocalCluster, UpSettings, demo
 from cli.localcluster.components import Component
+from kube import resources
 from kube.client import Client
 from kube.process import ServingProcess
 
@@ -62,6 +64,11 @@ class SoakResult:
     create_to_bound_s: list[float]
     violations: list[Violation]
     shapes: dict[str, int] = field(default_factory=dict)
+    deployments: int = 0
+    rollouts: int = 0
+    jobs_created: int = 0
+    jobs_completed: int = 0
+    node_losses: list[Loss] = field(default_factory=list)
 
     @property
     def kills_survived(self) -> int:
@@ -125,8 +132,11 @@ def _soak(
 
     record = Record()
     watch = BoundWatch(client, record)
-    workload = Workload(client, record, settings, total_gpus=gpus)
+    # The Deployments' and Jobs' pods take their share first, so the bare pods that fit still fit.
+    workload = Workload(client, record, settings, total_gpus=max(0.0, gpus - GPUS_RESERVED))
     workload.setup()
+    apps = Apps(client, seed=settings.seed)
+    apps.setup()
     agents = [c for c in cluster.components if c.node]
     faults = GPUFaults(
         agents,
@@ -135,18 +145,28 @@ def _soak(
         duration_s=settings.fault_duration_s,
         seed=settings.seed,
     )
+    nodes_api = client.resource(resources.NODES)
+    node_loss = NodeLoss(
+        agents,
+        nodes_api.delete,
+        interval_s=settings.node_loss_interval_s,
+        down_s=settings.node_down_s,
+        seed=settings.seed,
+    )
     checker = Checker(
         client,
         record,
         all_invariants(settings.bounds()),
-        calm_since=killer.calm_since,
+        calm_since=lambda: max(killer.calm_since(), node_loss.calm_since()),
         on_violation=lambda v: progress(f"VIOLATION {v.invariant}: {v.message}"),
     )
     watch.start()
     threads = [
         threading.Thread(target=workload.run, name="soak-workload", daemon=True),
+        threading.Thread(target=apps.run, name="soak-apps", daemon=True),
         threading.Thread(target=killer.run, name="soak-killer", daemon=True),
         threading.Thread(target=faults.run, name="soak-faults", daemon=True),
+        threading.Thread(target=node_loss.run, name="soak-node-loss", daemon=True),
         threading.Thread(target=checker.run, args=(settings.check_interval_s,), name="soak-checker", daemon=True),
     ]
     began = time.time()
@@ -154,10 +174,11 @@ def _soak(
         for thread in threads:
             thread.start()
         _report_progress(settings, began, workload=workload, killer=killer, checker=checker, progress=progress)
-        for stoppable in (killer, faults, workload, checker):
+        for stoppable in (killer, faults, node_loss, workload, apps, checker):
             stoppable.stop()
         for thread in threads:
             thread.join()
+        node_loss.bring_all_back()
         ran_s = time.time() - began
         progress(f"duration over after {ran_s:.0f} s; resetting faulted GPUs and letting the cluster settle")
         faults.recover_all(settings.settle_s)
@@ -184,6 +205,11 @@ def _soak(
         create_to_bound_s=record.create_to_bound_s(),
         violations=checker.violations,
         shapes=dict(workload.by_shape),
+        deployments=len(DEPLOYMENTS),
+        rollouts=apps.rollouts,
+        jobs_created=apps.jobs_created,
+        jobs_completed=apps.jobs_completed,
+        node_losses=list(node_loss.losses),
     )
 
 

@@ -22,6 +22,7 @@ from cli.bench.soak.state import ClusterState, GPUKey
 from kube import resources
 from kube.client import Client
 from kube.informer import Informer
+from kubecontrollers.kinds import DEPLOYMENTS, JOBS, REPLICA_SETS
 
 __all__ = ["BoundWatch", "Record", "read_state"]
 
@@ -121,8 +122,13 @@ def read_state(client: Client, record: Record) -> ClusterState:
     nodes = _parsed(client.resource(resources.NODES).list_all().items, Node.from_dict, "node")
     devices = _parsed(client.resource(names.DEVICES).list_all().items, Device.from_dict, "device")
     quotas = _parsed(client.resource(names.ELASTIC_QUOTAS).list_all().items, ElasticQuota.from_dict, "quota")
+    workloads = {
+        "deployments": tuple(client.resource(DEPLOYMENTS).list_all().items),
+        "replicasets": tuple(client.resource(REPLICA_SETS).list_all().items),
+        "jobs": tuple(client.resource(JOBS).list_all().items),
+    }
     record.saw_devices(devices, now)
-    return record.state(now, acknowledged, pods=pods, nodes=nodes, devices=devices, quotas=quotas)
+    return record.state(now, acknowledged, pods=pods, nodes=nodes, devices=devices, quotas=quotas, **workloads)
 
 
 class BoundWatch:

@@ -27,13 +27,29 @@ def put(result: SoakResult, report: Report) -> None:
     report.value(
         "pods_deleted", result.pods_deleted, "pods", label="pods deleted", failed_creates=result.create_failures
     )
-    by_component = Counter(k.component.split("/")[0] for k in result.kills)
+    by_component = Counter(k.component.split("/")[0].replace("-", "_") for k in result.kills)
     report.value(
         "kills",
         len(result.kills),
         "kills",
         label="components killed (SIGKILL)",
         **{f"kills_{kind}": count for kind, count in sorted(by_component.items())},
+    )
+    report.value(
+        "jobs_completed",
+        result.jobs_completed,
+        "jobs",
+        label="Jobs seen complete",
+        jobs_created=result.jobs_created,
+        deployments=result.deployments,
+        rollouts=result.rollouts,
+    )
+    report.value(
+        "node_losses",
+        len(result.node_losses),
+        "nodes",
+        label="nodes lost (agent frozen, Node deleted)",
+        nodes_back=sum(1 for loss in result.node_losses if loss.back_at is not None),
     )
     report.value("kills_survived", result.kills_survived, "kills", label="killed components back up")
     report.value(

@@ -38,6 +38,9 @@ class SoakSettings:
     #: Mean seconds between GPU faults (an XID 79, recovered by a reset `fault_duration_s` later).
     fault_interval_s: float = 15.0
     fault_duration_s: float = 20.0
+    #: Mean seconds between node losses (an agent frozen and its Node deleted for `node_down_s`).
+    node_loss_interval_s: float = 45.0
+    node_down_s: float = 15.0
     #: Pods (or gangs) created per second, while the GPUs in use stay below `target_load`.
     rate: float = 2.0
     #: The share of the cluster's GPUs the workload keeps busy, at most.
@@ -62,6 +65,7 @@ class SoakSettings:
             ("--duration", self.duration_s),
             ("--kill-interval", self.kill_interval_s),
             ("--fault-interval", self.fault_interval_s),
+            ("--node-loss-interval", self.node_loss_interval_s),
             ("--rate", self.rate),
             ("--pending-bound", self.pending_bound_s),
             ("--check-interval", self.check_interval_s),

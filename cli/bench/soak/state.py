@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from apis.crds.device import Device
 from apis.crds.elasticquota import ElasticQuota
@@ -31,6 +32,10 @@ class ClusterState:
     nodes: tuple[Node, ...] = ()
     devices: tuple[Device, ...] = ()
     quotas: tuple[ElasticQuota, ...] = ()
+    #: Deployments, ReplicaSets and Jobs as the API serves them (raw: `apis.k8s.workloads` judges dicts).
+    deployments: tuple[Mapping[str, Any], ...] = ()
+    replicasets: tuple[Mapping[str, Any], ...] = ()
+    jobs: tuple[Mapping[str, Any], ...] = ()
     #: Pod key → uid, for every create the API server answered with success.
     acknowledged: Mapping[str, str] = field(default_factory=dict)
     #: Pod keys the soak deleted or tried to (a failed delete may still have happened).

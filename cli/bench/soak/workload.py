@@ -104,7 +104,7 @@ class _Item:
 class Workload:
     """Creates and deletes the soak's pods; `run` until `stop` (from its own thread)."""
 
-    def __init__(self, client: Client, record: Record, settings: SoakSettings, *, total_gpus: int) -> None:
+    def __init__(self, client: Client, record: Record, settings: SoakSettings, *, total_gpus: float) -> None:
         self._client = client
         self._pods = client.resource(resources.PODS)
         self._record = record
@@ -198,7 +198,7 @@ class Workload:
                 names.ANNOTATION_GANG_WAITING_TIME: f"{self._settings.gang_waiting_s:g}s",
             }
         labels = {**_PART_OF, "soak.tessera.dev/shape": shape.name} | ({MAY_WAIT: "true"} if shape.quota else {})
-        keys = []
+        keys: list[str] = []
         item = _Item(keys, shape.gpus * size, shape.quota, self._rng.uniform(*self._settings.lifetime_s), time.time())
         self._items.append(item)
         for member in range(size):

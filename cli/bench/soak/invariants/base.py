@@ -40,6 +40,10 @@ class Bounds:
     gang_slack_s: float = 30.0
     #: The scheduler has seen a Device CR's health change within this long.
     health_s: float = 10.0
+    #: A Deployment's pods are within replicas + maxSurge this long after the last disturbance.
+    workload_settle_s: float = 10.0
+    #: Longer than a soak Job's pods run (`apps.JOB_RUN_S`), added to a Job's bound.
+    job_run_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cli.bench.soak.invariants import devices, gangs, health, liveness, quotas
+from cli.bench.soak.invariants import devices, gangs, health, liveness, quotas, workloads
 from cli.bench.soak.invariants.base import Bounds, Invariant
 
 __all__ = ["FAMILIES", "all_invariants"]
@@ -14,6 +14,7 @@ FAMILIES: tuple[Callable[[Bounds], list[Invariant]], ...] = (
     health.invariants,
     gangs.invariants,
     quotas.invariants,
+    workloads.invariants,
     liveness.invariants,
 )
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
-from cli.bench.soak.chaos import Kill, Killer
+from cli.bench.soak.chaos import KINDS, Kill, Killer, kind_of
 from cli.bench.soak.settings import SoakSettings, duration
+from cli.localcluster import components
 from cli.localcluster.supervisor import EventKind, SupervisorEvent
 from cli.main import main
 
@@ -61,3 +63,20 @@ def test_a_kill_is_survived_when_its_component_starts_again() -> None:
 
 def test_nothing_to_kill_is_no_kill() -> None:
     assert Killer(list, interval_s=1, seed=1).kill_one() is None
+
+
+def test_every_component_tessera_up_builds_is_a_kind_the_killer_picks(tmp_path: Path) -> None:
+    """A component added to `tessera up` without a kill kind would never be killed by the soak."""
+    kubeconfig = tmp_path / "kubeconfig"
+    scheduler = components.scheduler(tmp_path, kubeconfig, grpc_address=f"unix://{tmp_path / 's.sock'}")
+    built = [
+        components.apiserver(tmp_path, port=0),
+        components.controller(tmp_path, kubeconfig),
+        components.kube_controller_manager(tmp_path, kubeconfig),
+        scheduler,
+        components.dashboard(tmp_path, kubeconfig, scheduler=scheduler),
+        components.simulated_agent(tmp_path, kubeconfig, node="sim-0", profile="a100-8x"),
+    ]
+    assert sorted(str(kind_of(c.name)) for c in built) == sorted(KINDS)
+    assert kind_of("kube-controller-manager") != kind_of("controller")
+    assert kind_of("runtimeproxy") is None

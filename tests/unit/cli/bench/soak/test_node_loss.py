@@ -1,0 +1,65 @@
+"""A lost node: its agent's process is frozen (SIGSTOP) and its Node deleted, then it goes on
+(SIGCONT) — on a real process, whose state the kernel reports."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from cli.bench.soak.chaos import NodeLoss
+from cli.localcluster.components import Component
+
+
+class _Process:
+    """The two things NodeLoss reads of an agent's process, over a real child process."""
+
+    def __init__(self, child: subprocess.Popen[bytes]) -> None:
+        self._child = child
+
+    @property
+    def pid(self) -> int:
+        return self._child.pid
+
+    @property
+    def running(self) -> bool:
+        return self._child.poll() is None
+
+
+def _state(pid: int) -> str:
+    """The kernel's one-letter state of a process: T when stopped."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+@pytest.fixture
+def agent() -> Iterator[Component]:
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        yield Component("agent/sim-1", "agent sim-1", cast(Any, _Process(child)), node="sim-1")
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_lost_node_is_frozen_and_deleted_until_brought_back(agent: Component) -> None:
+    deleted: list[str] = []
+    loss = NodeLoss([agent], deleted.append, interval_s=1, down_s=1, seed=1)
+    lost = loss.lose_one()
+    assert lost is not None and lost.node == "sim-1"
+    assert deleted == ["sim-1"]
+    assert _state(lost.pid) == "T"
+    assert loss.calm_since() >= time.time() - 0.1  # a node is down: no calm
+    loss.bring_all_back()
+    deadline = time.time() + 5
+    while _state(lost.pid) == "T" and time.time() < deadline:
+        time.sleep(0.05)
+    assert _state(lost.pid) != "T"
+    assert loss.calm_since() == lost.back_at
+
+
+def test_no_running_agent_is_no_loss() -> None:
+    assert NodeLoss([], lambda _: None, interval_s=1, down_s=1, seed=1).lose_one() is None
