@@ -17,6 +17,7 @@ identity) are granted by `LOCAL_ROLES` below, never by `deploy/`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -25,11 +26,13 @@ from typing import Any
 
 import yaml
 
+from apis.extension.names import GroupVersionResource
 from apiserver.authz.identity import parse_token_file
 from kube import errors
 from kube.client import Client
 from kube.kubeconfig import write_kubeconfig
-from kube.patch import retry_on_conflict
+from kube.patch import create_or_replace
+from kube.resources import NAMESPACES
 
 __all__ = [
     "DEPLOY",
@@ -218,38 +221,36 @@ def rbac_manifests(deploy: Path = DEPLOY) -> list[dict[str, Any]]:
     return docs
 
 
-_PATHS = {
-    ("v1", "Namespace"): ("/api/v1", "namespaces", False),
-    ("v1", "ServiceAccount"): ("/api/v1", "serviceaccounts", True),
-    (f"{_RBAC}/v1", "Role"): (f"/apis/{_RBAC}/v1", "roles", True),
-    (f"{_RBAC}/v1", "RoleBinding"): (f"/apis/{_RBAC}/v1", "rolebindings", True),
-    (f"{_RBAC}/v1", "ClusterRole"): (f"/apis/{_RBAC}/v1", "clusterroles", False),
-    (f"{_RBAC}/v1", "ClusterRoleBinding"): (f"/apis/{_RBAC}/v1", "clusterrolebindings", False),
+#: What `apply_manifests` knows how to store, by (apiVersion, kind).
+_RESOURCES = {
+    ("v1", "Namespace"): NAMESPACES,
+    ("v1", "ServiceAccount"): GroupVersionResource("", "v1", "serviceaccounts", "ServiceAccount", True),
+    **{
+        (f"{_RBAC}/v1", kind): GroupVersionResource(_RBAC, "v1", plural, kind, namespaced)
+        for kind, plural, namespaced in (
+            ("Role", "roles", True),
+            ("RoleBinding", "rolebindings", True),
+            ("ClusterRole", "clusterroles", False),
+            ("ClusterRoleBinding", "clusterrolebindings", False),
+        )
+    },
 }
 
 
 def apply_manifests(client: Client, docs: Iterable[Mapping[str, Any]]) -> None:
-    """Create each object, or replace it when it exists (what `kubectl apply` ends with)."""
+    """Create each object, or replace it when it exists (what `kubectl apply` ends with); a
+    Namespace or ServiceAccount that exists is left as it is."""
     for doc in docs:
-        found = _PATHS.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
-        if found is None:
+        gvr = _RESOURCES.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
+        if gvr is None:
             raise errors.APIError(f"cannot apply a {doc.get('kind')} ({doc.get('apiVersion')})")
-        base, plural, namespaced = found
-        meta = doc["metadata"]
-        ns = f"/namespaces/{meta.get('namespace') or 'default'}" if namespaced else ""
-        collection = f"{base}{ns}/{plural}"
-
-        def apply(doc: Mapping[str, Any] = doc, collection: str = collection, name: str = meta["name"]) -> None:
-            try:
-                client.request("POST", collection, body=doc)
-            except errors.AlreadyExists:
-                if doc.get("kind") in ("Namespace", "ServiceAccount"):
-                    return
-                current = client.request("GET", f"{collection}/{name}")
-                meta = {**doc["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]}
-                client.request("PUT", f"{collection}/{name}", body={**doc, "metadata": meta})
-
-        retry_on_conflict(apply)
+        api = client.resource(gvr)
+        namespace = (doc["metadata"].get("namespace") or "default") if gvr.namespaced else ""
+        if gvr.kind in ("Namespace", "ServiceAccount"):
+            with contextlib.suppress(errors.AlreadyExists):
+                api.create(dict(doc), namespace=namespace)
+        else:
+            create_or_replace(api, doc, namespace=namespace)
 
 
 def apply_rbac(client: Client, deploy: Path = DEPLOY) -> None:
