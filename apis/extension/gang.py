@@ -8,7 +8,6 @@ total-number, mode, waiting time and the groups that must be satisfied together;
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,6 +15,7 @@ from apis._annotation import load_json
 from apis.errors import AnnotationError
 from apis.extension import names
 from apis.k8s.core import Pod
+from apis.k8s.duration import parse_duration
 
 __all__ = ["DEFAULT_WAITING_SECONDS", "GangMode", "GangSpec", "gang_from_pod", "parse_duration", "parse_groups"]
 
@@ -36,25 +36,6 @@ class GangSpec:
     waiting_seconds: float = DEFAULT_WAITING_SECONDS
     groups: tuple[str, ...] = ()  # gangs that must be satisfied together, including this one
     from_pod_group: bool = False
-
-
-_DURATION_PART = re.compile(r"([0-9]*\.?[0-9]+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Parse a Go duration (`600s`, `1h30m`, `1.5m`) into seconds. Raises ValueError."""
-    if not text:
-        raise ValueError("empty duration")
-    pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        pos = m.end()
-    if pos != len(text):
-        raise ValueError(f"{text!r} is not a duration such as 600s or 1h30m")
-    return total
 
 
 def _positive_int(annotations: Mapping[str, str], key: str, obj: str) -> int | None:

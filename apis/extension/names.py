@@ -124,6 +124,18 @@ ANNOTATION_QUOTA_NON_PREEMPTIBLE_USED: Final = f"{QUOTA_DOMAIN}/non-preemptible-
 
 LABEL_SKIP_HOOKSERVER: Final = f"{RUNTIMEPROXY_DOMAIN}/skip-hookserver"
 
+# --- reservations and migration (Koordinator's apis/extension/reservation.go) ---------------------
+#: On a pod placed onto a Reservation's resources: `{"name": ..., "uid": ...}`.
+ANNOTATION_RESERVATION_ALLOCATED: Final = f"{SCHEDULING_DOMAIN}/reservation-allocated"
+#: On a pod: only these Reservations (by name or label selector) may take it.
+ANNOTATION_RESERVATION_AFFINITY: Final = f"{SCHEDULING_DOMAIN}/reservation-affinity"
+#: `"true"` on a pod: never place it onto a Reservation, even one whose owners it matches.
+LABEL_RESERVATION_IGNORED: Final = f"{SCHEDULING_DOMAIN}/reservation-ignored"
+#: On a Reservation or PodMigrationJob a descheduler created: the pod it migrates (`ns/name`).
+ANNOTATION_MIGRATION_POD: Final = f"{TESSERA_DOMAIN}/migration-pod"
+#: On a PodMigrationJob: why it was created (the strategy and the pending pod it frees room for).
+ANNOTATION_MIGRATION_REASON: Final = f"{TESSERA_DOMAIN}/migration-reason"
+
 # --- node and device labels -----------------------------------------------------------------------
 LABEL_GPU_VENDOR: Final = f"{NODE_DOMAIN}/gpu-vendor"
 LABEL_GPU_MODEL: Final = f"{NODE_DOMAIN}/gpu-model"
@@ -177,5 +189,9 @@ class GroupVersionResource:
 DEVICES: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "devices", "Device", False)
 ELASTIC_QUOTAS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "elasticquotas", "ElasticQuota", True)
 POD_GROUPS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "podgroups", "PodGroup", True)
+RESERVATIONS: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "reservations", "Reservation", False)
+POD_MIGRATION_JOBS: Final = GroupVersionResource(
+    SCHEDULING_DOMAIN, "v1alpha1", "podmigrationjobs", "PodMigrationJob", False
+)
 #: One per node, named after it: the node's QoS configuration (Koordinator's slo-controller writes it).
 NODE_SLOS: Final = GroupVersionResource(SLO_DOMAIN, "v1alpha1", "nodeslos", "NodeSLO", False)

@@ -13,6 +13,8 @@ from agent.qos import config as qos_config
 from apis.crds.device import Device
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
+from apis.crds.podmigrationjob import PodMigrationJob
+from apis.crds.reservation import Reservation
 from apis.extension import names
 from tests.unit.apis.strategies import devices
 
@@ -85,6 +87,30 @@ PODGROUP = {
     "spec": {"minMember": 4, "scheduleTimeoutSeconds": 600, "minResources": {"cpu": "4"}},
     "status": {"phase": "Scheduling", "scheduled": 2},
 }
+RESERVATION = {
+    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+    "kind": "Reservation",
+    "metadata": {"name": "for-infer", "creationTimestamp": "2026-01-01T00:00:00Z"},
+    "spec": {
+        "template": {
+            "metadata": {"namespace": "ml"},
+            "spec": {
+                "containers": [{"name": "c", "resources": {"requests": {names.GPU_SHARED: "1", names.GPU_CORE: "50"}}}]
+            },
+        },
+        "owners": [{"controller": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "infer-5d8", "uid": "u"}}],
+        "ttl": "1h",
+        "allocateOnce": True,
+    },
+    "status": {"phase": "Available", "nodeName": "node-1", "allocatable": {names.GPU_CORE: "50"}},
+}
+MIGRATION = {
+    "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+    "kind": "PodMigrationJob",
+    "metadata": {"name": "move-infer-0"},
+    "spec": {"podRef": {"namespace": "ml", "name": "infer-0"}, "mode": "ReservationFirst", "ttl": "5m0s"},
+    "status": {"phase": "Running", "status": "ReservationCreated"},
+}
 
 
 @pytest.mark.parametrize(
@@ -93,8 +119,10 @@ PODGROUP = {
         (names.DEVICES, DEVICE, Device.from_dict),
         (names.ELASTIC_QUOTAS, QUOTA, ElasticQuota.from_dict),
         (names.POD_GROUPS, PODGROUP, PodGroup.from_dict),
+        (names.RESERVATIONS, RESERVATION, Reservation.from_dict),
+        (names.POD_MIGRATION_JOBS, MIGRATION, PodMigrationJob.from_dict),
     ],
-    ids=["device", "elasticquota", "podgroup"],
+    ids=["device", "elasticquota", "podgroup", "reservation", "podmigrationjob"],
 )
 def test_samples_and_serialized_objects_validate(
     gvr: names.GroupVersionResource, sample: dict[str, Any], parse: Any
@@ -120,6 +148,12 @@ def test_samples_and_serialized_objects_validate(
         (names.ELASTIC_QUOTAS, QUOTA, ("spec", "max", "cpu"), "8 cores"),
         (names.POD_GROUPS, PODGROUP, ("spec", "minMember"), 0),
         (names.POD_GROUPS, PODGROUP, ("status", "phase"), "Done"),
+        (names.RESERVATIONS, RESERVATION, ("spec", "owners"), []),
+        (names.RESERVATIONS, RESERVATION, ("spec", "owners", 0), {}),
+        (names.RESERVATIONS, RESERVATION, ("spec", "allocatePolicy"), "Loose"),
+        (names.RESERVATIONS, RESERVATION, ("spec", "allocateOnce"), "yes"),
+        (names.POD_MIGRATION_JOBS, MIGRATION, ("spec", "mode"), "Teleport"),
+        (names.POD_MIGRATION_JOBS, MIGRATION, ("spec", "podRef"), "infer-0"),
     ],
 )
 def test_schema_rejects_bad_objects(

@@ -47,7 +47,7 @@ def test_crds_are_deploy_crds() -> None:
     files = sorted(DEPLOY.joinpath("crds").glob("*.yaml"))
     expected = [doc for path in files for doc in chart.documents(path.read_text())]
     assert sorted(map(chart.identity, chart.crds())) == sorted(map(chart.identity, expected))
-    assert len(expected) == 4
+    assert len(expected) == 6
 
 
 def test_the_packaged_chart_carries_the_crds_and_renders_the_same(tmp_path: Path) -> None:

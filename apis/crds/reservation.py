@@ -1,0 +1,436 @@
+"""The `Reservation` CR (scheduling.koordinator.sh/v1alpha1, cluster-scoped): resources held on a
+node for pods that do not exist yet.
+
+The scheduler places a Reservation as it places a pod (its `template` is the pod it stands for,
+device requests included) and then keeps the node's resources — CPU, memory, whole GPUs, GPU
+shares, VFs — out of every other pod's reach. A pod matching one of `owners` is placed onto them
+in preference and consumes them; with `allocateOnce` (the default) the first such pod ends the
+Reservation (`Succeeded`). `ttl` (default 24h, `0` never) or `expires` ends an unused one
+(`Failed`, its Ready condition `False` with reason `Expired`, as Koordinator writes it).
+
+Owner matching follows Koordinator's `MatchReservationOwners`: `owners` is a disjunction; inside
+one owner, `object`, `controller` and `labelSelector` are ANDed; an empty owner `{}` matches every
+pod (and the CRD refuses it, `minProperties: 1`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from apis import _fields as f
+from apis._annotation import load_json
+from apis.errors import AnnotationError, ValidationError
+from apis.extension import names
+from apis.k8s import resources
+from apis.k8s.core import Pod
+from apis.k8s.duration import format_duration, parse_duration
+from apis.k8s.labels import LabelSelector
+from apis.k8s.meta import Condition, ObjectMeta
+
+__all__ = [
+    "DEFAULT_TTL_SECONDS",
+    "ControllerRef",
+    "ObjectRef",
+    "Reservation",
+    "ReservationAllocated",
+    "ReservationOwner",
+    "ReservationPhase",
+    "allocated_from_pod",
+    "reservation_allocated_annotation",
+]
+
+GROUP_VERSION = f"{names.SCHEDULING_DOMAIN}/v1alpha1"
+KIND = "Reservation"
+PLURAL = "reservations"
+DEFAULT_TTL_SECONDS = 24 * 3600.0
+
+#: Condition types and reasons, as Koordinator names them.
+CONDITION_SCHEDULED = "Scheduled"
+CONDITION_READY = "Ready"
+REASON_SCHEDULED = "Scheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_AVAILABLE = "Available"
+REASON_SUCCEEDED = "Succeeded"
+REASON_EXPIRED = "Expired"
+
+
+class ReservationPhase(enum.Enum):
+    PENDING = "Pending"  # not placed yet (or unschedulable for now)
+    AVAILABLE = "Available"  # placed: its resources wait for an owner
+    WAITING = "Waiting"  # placed, resources not ready (pre-allocation; accepted, not produced)
+    SUCCEEDED = "Succeeded"  # an owner consumed it (allocateOnce)
+    FAILED = "Failed"  # expired or unusable: holds nothing
+
+    @property
+    def holds_resources(self) -> bool:
+        """Whether the node's resources are still set aside for this Reservation's owners."""
+        return self in (ReservationPhase.AVAILABLE, ReservationPhase.WAITING)
+
+    @property
+    def terminal(self) -> bool:
+        return self in (ReservationPhase.SUCCEEDED, ReservationPhase.FAILED)
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """corev1.ObjectReference, the fields owner matching and status use (empty = any)."""
+
+    api_version: str = ""
+    kind: str = ""
+    namespace: str = ""
+    name: str = ""
+    uid: str = ""
+
+    @classmethod
+    def from_dict(cls, raw: object, path: str, obj: str = "") -> ObjectRef:
+        d = f.mapping(raw, path, obj)
+        return cls(
+            api_version=f.string(d, "apiVersion", path, obj),
+            kind=f.string(d, "kind", path, obj),
+            namespace=f.string(d, "namespace", path, obj),
+            name=f.string(d, "name", path, obj),
+            uid=f.string(d, "uid", path, obj),
+        )
+
+    @classmethod
+    def to_pod(cls, pod: Pod) -> ObjectRef:
+        return cls(api_version="v1", kind="Pod", namespace=pod.meta.namespace, name=pod.meta.name, uid=pod.meta.uid)
+
+    def matches_pod(self, pod: Pod) -> bool:
+        # apiVersion and kind are not compared: only pods are matched (as Koordinator does).
+        return (
+            (not self.uid or self.uid == pod.meta.uid)
+            and (not self.name or self.name == pod.meta.name)
+            and (not self.namespace or self.namespace == pod.meta.namespace)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return f.drop_empty(
+            {
+                "apiVersion": self.api_version,
+                "kind": self.kind,
+                "namespace": self.namespace,
+                "name": self.name,
+                "uid": self.uid,
+            }
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRef:
+    """An owner reference plus a namespace: pods whose owner (typically their controller) it is."""
+
+    api_version: str = ""
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool | None = None
+    namespace: str = ""
+
+    @classmethod
+    def from_dict(cls, raw: object, path: str, obj: str = "") -> ControllerRef:
+        d = f.mapping(raw, path, obj)
+        controller = d.get("controller")
+        if controller is not None and not isinstance(controller, bool):
+            raise ValidationError(f"{path}.controller", f"must be a boolean, got {controller!r}", obj=obj)
+        return cls(
+            api_version=f.string(d, "apiVersion", path, obj),
+            kind=f.string(d, "kind", path, obj),
+            name=f.string(d, "name", path, obj),
+            uid=f.string(d, "uid", path, obj),
+            controller=controller,
+            namespace=f.string(d, "namespace", path, obj),
+        )
+
+    def matches_pod(self, pod: Pod) -> bool:
+        if self.namespace and self.namespace != pod.meta.namespace:
+            return False
+        return any(
+            (self.controller is None or ref.controller == self.controller)
+            and (not self.uid or self.uid == ref.uid)
+            and (not self.name or self.name == ref.name)
+            and (not self.kind or self.kind == ref.kind)
+            and (not self.api_version or self.api_version == ref.api_version)
+            for ref in pod.meta.owner_references
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out = f.drop_empty(
+            {
+                "apiVersion": self.api_version,
+                "kind": self.kind,
+                "name": self.name,
+                "uid": self.uid,
+                "namespace": self.namespace,
+            }
+        )
+        if self.controller is not None:
+            out["controller"] = self.controller
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationOwner:
+    """One alternative of `spec.owners`: every part that is set must match."""
+
+    object_ref: ObjectRef | None = None  # `object`
+    controller: ControllerRef | None = None
+    label_selector: LabelSelector | None = None
+
+    @classmethod
+    def from_dict(cls, raw: object, path: str, obj: str = "") -> ReservationOwner:
+        d = f.mapping(raw, path, obj)
+        return cls(
+            object_ref=ObjectRef.from_dict(d["object"], f"{path}.object", obj) if d.get("object") is not None else None,
+            controller=(
+                ControllerRef.from_dict(d["controller"], f"{path}.controller", obj)
+                if d.get("controller") is not None
+                else None
+            ),
+            label_selector=(
+                LabelSelector.from_dict(d["labelSelector"], f"{path}.labelSelector", obj)
+                if d.get("labelSelector") is not None
+                else None
+            ),
+        )
+
+    def matches(self, pod: Pod) -> bool:
+        return (
+            (self.object_ref is None or self.object_ref.matches_pod(pod))
+            and (self.controller is None or self.controller.matches_pod(pod))
+            and (self.label_selector is None or self.label_selector.matches(pod.meta.labels))
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.object_ref is not None:
+            out["object"] = self.object_ref.to_dict()
+        if self.controller is not None:
+            out["controller"] = self.controller.to_dict()
+        if self.label_selector is not None:
+            out["labelSelector"] = self.label_selector.to_dict()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    meta: ObjectMeta
+    #: The pod template as written (`metadata` + `spec`): the scheduler places it as a pod.
+    template: Mapping[str, Any] = field(default_factory=dict)
+    owners: tuple[ReservationOwner, ...] = ()
+    #: Seconds after creation it expires; None: never (`ttl: 0`). Ignored when `expires` is set.
+    ttl_seconds: float | None = DEFAULT_TTL_SECONDS
+    expires: str = ""
+    allocate_once: bool = True
+    allocate_policy: str = ""
+    unschedulable: bool = False
+    phase: ReservationPhase = ReservationPhase.PENDING
+    node_name: str = ""
+    conditions: tuple[Condition, ...] = ()
+    current_owners: tuple[ObjectRef, ...] = ()
+    allocatable: resources.ResourceList = field(default_factory=dict)
+    allocated: resources.ResourceList = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def uid(self) -> str:
+        return self.meta.uid
+
+    @classmethod
+    def from_dict(cls, raw: object) -> Reservation:
+        d = f.mapping(raw, "reservation")
+        meta = ObjectMeta.from_dict(d.get("metadata"))
+        obj = f"reservation {meta.key}"
+        spec = f.mapping(d.get("spec"), "spec", obj)
+        status = f.mapping(d.get("status"), "status", obj)
+        template = f.mapping(spec.get("template"), "spec.template", obj)
+        if not template or not isinstance(template.get("spec"), Mapping):
+            raise ValidationError("spec.template", "is required and must hold a pod spec", obj=obj)
+        owners = tuple(
+            ReservationOwner.from_dict(o, f"spec.owners[{i}]", obj)
+            for i, o in enumerate(f.items(spec, "owners", "spec", obj))
+        )
+        if not owners:
+            raise ValidationError("spec.owners", "must name at least one owner", obj=obj)
+        for i, owner in enumerate(owners):
+            if owner == ReservationOwner():
+                raise ValidationError(f"spec.owners[{i}]", "must set object, controller or labelSelector", obj=obj)
+        ttl_text = f.string(spec, "ttl", "spec", obj)
+        ttl: float | None = DEFAULT_TTL_SECONDS
+        if ttl_text:
+            try:
+                ttl = parse_duration(ttl_text)
+            except ValueError as e:
+                raise ValidationError("spec.ttl", str(e), obj=obj) from None
+            ttl = ttl or None
+        expires = f.string(spec, "expires", "spec", obj)
+        if expires:
+            _parse_time(expires, "spec.expires", obj)
+        phase_text = f.string(status, "phase", "status", obj, ReservationPhase.PENDING.value)
+        try:
+            phase = ReservationPhase(phase_text)
+        except ValueError:
+            raise ValidationError("status.phase", f"unknown phase {phase_text!r}", obj=obj) from None
+        allocate_policy = f.string(spec, "allocatePolicy", "spec", obj)
+        if allocate_policy not in ("", "Aligned", "Restricted"):
+            raise ValidationError(
+                "spec.allocatePolicy", f"must be Aligned or Restricted, got {allocate_policy!r}", obj=obj
+            )
+        reservation = cls(
+            meta=meta,
+            template=template,
+            owners=owners,
+            ttl_seconds=ttl,
+            expires=expires,
+            allocate_once=f.boolean(spec, "allocateOnce", "spec", obj, True),
+            allocate_policy=allocate_policy,
+            unschedulable=f.boolean(spec, "unschedulable", "spec", obj),
+            phase=phase,
+            node_name=f.string(status, "nodeName", "status", obj),
+            conditions=tuple(
+                Condition.from_dict(c, f"status.conditions[{i}]", obj)
+                for i, c in enumerate(f.items(status, "conditions", "status", obj))
+            ),
+            current_owners=tuple(
+                ObjectRef.from_dict(o, f"status.currentOwners[{i}]", obj)
+                for i, o in enumerate(f.items(status, "currentOwners", "status", obj))
+            ),
+            allocatable=resources.parse_list(status.get("allocatable"), field="status.allocatable", obj=obj),
+            allocated=resources.parse_list(status.get("allocated"), field="status.allocated", obj=obj),
+        )
+        reservation.reserve_pod()  # a template that is no valid pod is refused here, not in the scheduler
+        return reservation
+
+    # --- what the scheduler needs --------------------------------------------------------------
+
+    def reserve_pod(self) -> Pod:
+        """The pod this Reservation stands for, as Koordinator's `NewReservePod` builds it.
+
+        Name and UID are the Reservation's, the namespace the template's (or `default`), the
+        Reservation's labels and annotations override the template's, the priority defaults to the
+        highest (a Reservation is never a preemption victim), and `spec.nodeName` is the placement
+        once made.
+        """
+        meta = dict(f.mapping(self.template.get("metadata"), "spec.template.metadata", f"reservation {self.name}"))
+        labels = {**f.string_map(meta, "labels", "spec.template.metadata"), **self.meta.labels}
+        annotations = {**f.string_map(meta, "annotations", "spec.template.metadata"), **self.meta.annotations}
+        spec = dict(self.template["spec"])
+        if self.node_name:
+            spec["nodeName"] = self.node_name
+        spec.setdefault("priority", 2**31 - 1)
+        raw = {
+            "metadata": {
+                "name": self.name,
+                "namespace": str(meta.get("namespace") or "default"),
+                "uid": self.uid,
+                "labels": labels,
+                "annotations": annotations,
+                "creationTimestamp": self.meta.creation_timestamp,
+            },
+            "spec": spec,
+        }
+        try:
+            return Pod.from_dict(raw)
+        except ValidationError as e:
+            raise ValidationError(f"spec.template.{e.field}", e.reason, obj=f"reservation {self.name}") from None
+
+    def matches_owner(self, pod: Pod) -> bool:
+        """Whether `pod` may use this Reservation's resources (owners, and the pod's own opt-out)."""
+        if pod.meta.labels.get(names.LABEL_RESERVATION_IGNORED) == "true":
+            return False
+        return any(owner.matches(pod) for owner in self.owners)
+
+    def expiry(self) -> datetime.datetime | None:
+        """When this Reservation stops holding resources if unused; None: never."""
+        if self.expires:
+            return _parse_time(self.expires, "spec.expires", f"reservation {self.name}")
+        if self.ttl_seconds is None or not self.meta.creation_timestamp:
+            return None
+        created = _parse_time(self.meta.creation_timestamp, "metadata.creationTimestamp", f"reservation {self.name}")
+        return created + datetime.timedelta(seconds=self.ttl_seconds)
+
+    def expired(self, now: datetime.datetime) -> bool:
+        at = self.expiry()
+        return at is not None and now >= at
+
+    @property
+    def is_expired(self) -> bool:
+        """Failed because it expired (Ready False, reason Expired), as opposed to failed otherwise."""
+        return self.phase is ReservationPhase.FAILED and any(
+            c.type == CONDITION_READY and c.status == "False" and c.reason == REASON_EXPIRED for c in self.conditions
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "template": dict(self.template),
+            "owners": [o.to_dict() for o in self.owners],
+            "allocateOnce": self.allocate_once,
+        }
+        if self.expires:
+            spec["expires"] = self.expires
+        else:
+            spec["ttl"] = format_duration(self.ttl_seconds) if self.ttl_seconds is not None else "0s"
+        if self.allocate_policy:
+            spec["allocatePolicy"] = self.allocate_policy
+        if self.unschedulable:
+            spec["unschedulable"] = True
+        status: dict[str, Any] = {"phase": self.phase.value}
+        if self.node_name:
+            status["nodeName"] = self.node_name
+        if self.conditions:
+            status["conditions"] = [c.to_dict() for c in self.conditions]
+        if self.current_owners:
+            status["currentOwners"] = [o.to_dict() for o in self.current_owners]
+        if self.allocatable:
+            status["allocatable"] = resources.format_list(self.allocatable)
+        if self.allocated:
+            status["allocated"] = resources.format_list(self.allocated)
+        return {
+            "apiVersion": GROUP_VERSION,
+            "kind": KIND,
+            "metadata": self.meta.to_dict(),
+            "spec": spec,
+            "status": status,
+        }
+
+
+def _parse_time(text: str, path: str, obj: str) -> datetime.datetime:
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(path, f"{text!r} is not an RFC 3339 time", obj=obj) from None
+
+
+# --- the pod side: `scheduling.koordinator.sh/reservation-allocated` ----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReservationAllocated:
+    """Which Reservation a pod was placed onto (the pod's annotation)."""
+
+    name: str
+    uid: str
+
+
+def reservation_allocated_annotation(reservation: Reservation) -> str:
+    return json.dumps({"name": reservation.name, "uid": reservation.uid}, separators=(",", ":"))
+
+
+def allocated_from_pod(pod: Pod) -> ReservationAllocated | None:
+    """The Reservation `pod` consumed, or None. A malformed annotation is an AnnotationError."""
+    raw = pod.meta.annotations.get(names.ANNOTATION_RESERVATION_ALLOCATED)
+    if not raw:
+        return None
+    key, obj = names.ANNOTATION_RESERVATION_ALLOCATED, f"pod {pod.meta.key}"
+    data = load_json(key, raw, obj, expect=dict, shape='an object {"name": ..., "uid": ...}')
+    if not isinstance(data.get("name"), str) or not data["name"]:
+        raise AnnotationError(key, "name must be a non-empty string", obj=obj)
+    return ReservationAllocated(name=data["name"], uid=str(data.get("uid") or ""))
