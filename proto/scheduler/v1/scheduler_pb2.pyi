@@ -253,3 +253,41 @@ class ListPendingResponse(_message.Message):
     pods: _containers.RepeatedCompositeFieldContainer[PendingPod]
     leader: bool
     def __init__(self, pods: _Optional[_Iterable[_Union[PendingPod, _Mapping]]] = ..., leader: _Optional[bool] = ...) -> None: ...
+
+class PlanMigrationsRequest(_message.Message):
+    __slots__ = ("namespace", "name", "pod_json", "max_migrations", "exclude")
+    NAMESPACE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    POD_JSON_FIELD_NUMBER: _ClassVar[int]
+    MAX_MIGRATIONS_FIELD_NUMBER: _ClassVar[int]
+    EXCLUDE_FIELD_NUMBER: _ClassVar[int]
+    namespace: str
+    name: str
+    pod_json: str
+    max_migrations: int
+    exclude: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., pod_json: _Optional[str] = ..., max_migrations: _Optional[int] = ..., exclude: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Migration(_message.Message):
+    __slots__ = ("pod", "uid", "from_node", "to_node")
+    POD_FIELD_NUMBER: _ClassVar[int]
+    UID_FIELD_NUMBER: _ClassVar[int]
+    FROM_NODE_FIELD_NUMBER: _ClassVar[int]
+    TO_NODE_FIELD_NUMBER: _ClassVar[int]
+    pod: str
+    uid: str
+    from_node: str
+    to_node: str
+    def __init__(self, pod: _Optional[str] = ..., uid: _Optional[str] = ..., from_node: _Optional[str] = ..., to_node: _Optional[str] = ...) -> None: ...
+
+class PlanMigrationsResponse(_message.Message):
+    __slots__ = ("feasible", "node", "migrations", "message")
+    FEASIBLE_FIELD_NUMBER: _ClassVar[int]
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    MIGRATIONS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    feasible: bool
+    node: str
+    migrations: _containers.RepeatedCompositeFieldContainer[Migration]
+    message: str
+    def __init__(self, feasible: _Optional[bool] = ..., node: _Optional[str] = ..., migrations: _Optional[_Iterable[_Union[Migration, _Mapping]]] = ..., message: _Optional[str] = ...) -> None: ...

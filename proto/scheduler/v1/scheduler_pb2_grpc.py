@@ -54,6 +54,11 @@ class SchedulerStub:
                 request_serializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingRequest.SerializeToString,
                 response_deserializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingResponse.FromString,
                 _registered_method=True)
+        self.PlanMigrations = channel.unary_unary(
+                '/tessera.scheduler.v1.Scheduler/PlanMigrations',
+                request_serializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.PlanMigrationsRequest.SerializeToString,
+                response_deserializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.PlanMigrationsResponse.FromString,
+                _registered_method=True)
 
 
 class SchedulerServicer:
@@ -87,6 +92,14 @@ class SchedulerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PlanMigrations(self, request, context):
+        """GPU defragmentation: which bound pods to move, and where, so that a pending pod fits. A
+        what-if on a copy of the live cache (the descheduler acts on it); nothing is reserved or evicted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SchedulerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +122,11 @@ def add_SchedulerServicer_to_server(servicer, server):
                     servicer.ListPending,
                     request_deserializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingRequest.FromString,
                     response_serializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingResponse.SerializeToString,
+            ),
+            'PlanMigrations': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanMigrations,
+                    request_deserializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.PlanMigrationsRequest.FromString,
+                    response_serializer=proto_dot_scheduler_dot_v1_dot_scheduler__pb2.PlanMigrationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -219,6 +237,33 @@ class Scheduler:
             '/tessera.scheduler.v1.Scheduler/ListPending',
             proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingRequest.SerializeToString,
             proto_dot_scheduler_dot_v1_dot_scheduler__pb2.ListPendingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PlanMigrations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/tessera.scheduler.v1.Scheduler/PlanMigrations',
+            proto_dot_scheduler_dot_v1_dot_scheduler__pb2.PlanMigrationsRequest.SerializeToString,
+            proto_dot_scheduler_dot_v1_dot_scheduler__pb2.PlanMigrationsResponse.FromString,
             options,
             channel_credentials,
             insecure,
