@@ -258,6 +258,7 @@ def sync_nodes(
     plan = Plan()
     stamp = now_rfc3339()
     ready: dict[str, str | None] = {}
+    marks: dict[str, Patch] = {}
     for node in nodes:
         name = _name(node)
         probe = probes.get(name)
@@ -265,7 +266,7 @@ def sync_nodes(
         if now - fresh_from > grace_s:
             ready[name] = "Unknown"
             if (_condition(node, "Ready") or {}).get("status") != "Unknown":
-                plan.actions.append(_mark_unknown(node, stamp))
+                marks[name] = _mark_unknown(node, stamp)
         else:
             ready[name] = str(c["status"]) if (c := _condition(node, "Ready")) is not None else None
             plan.later(fresh_from + grace_s - now + 0.01)
@@ -277,9 +278,13 @@ def sync_nodes(
         name = _name(node)
         taints = _desired_taints(node, ready[name], states[_zone(node)], stamp)
         if taints != list((node.get("spec") or {}).get("taints") or ()):
+            # Guarded by the resourceVersion read (someone's `kubectl taint` meanwhile is not
+            # overwritten), so before the status write, which changes it.
             rv = _meta(node).get("resourceVersion")
             body = {"metadata": {"resourceVersion": rv}, "spec": {"taints": taints or None}}
             plan.actions.append(Patch(NODES, "", name, body))
+        if name in marks:
+            plan.actions.append(marks[name])
         plan.actions += _pod_actions(pods_by_node.get(name, ()), ready[name], taints, plan, wall=wall, stamp=stamp)
     return plan
 

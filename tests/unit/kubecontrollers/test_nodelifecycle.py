@@ -82,6 +82,8 @@ def test_a_silent_node_is_marked_unknown_tainted_unreachable_and_its_pods_not_re
         grace_s=GRACE,
         wall=1000.0,
     )
+    writes = [(a.name, a.subresource) for a in plan.actions if isinstance(a, Patch) and a.resource == NODES]
+    assert writes == [("n1", ""), ("n1", "status")]  # the taints first: the status write changes the rv
     [status] = patches(plan, subresource="status")
     assert status.name == "n1" and status.note is not None and status.note.reason == "NodeNotReady"
     ready = status.patch["status"]["conditions"][0]
