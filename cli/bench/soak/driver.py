@@ -218,7 +218,7 @@ def _soak(
         jobs_completed=apps.jobs_completed,
         node_losses=list(node_loss.losses),
         nodes_seen_lost=record.nodes_seen_lost,
-        pods_evicted=record.evicted(),
+        pods_evicted=record.evicted,
     )
 
 

@@ -42,9 +42,10 @@ class Record:
         self.unhealthy_since: dict[GPUKey, float] = {}
         self.lost_since: dict[str, float] = {}
         self.evictable: set[str] = set()
-        #: Times a node was seen lost (a new stretch each time), and pods the watch saw go.
+        #: Times a node was seen lost (a new stretch each time), and pods seen where they may be
+        #: evicted that the watch then saw go without the soak having deleted them.
         self.nodes_seen_lost = 0
-        self.gone: set[str] = set()
+        self.evicted = 0
         #: Pods that may wait for their quota: their create → bound says more of the quota than of
         #: the scheduler, so it is left out of the latency.
         self.may_wait: set[str] = set()
@@ -97,14 +98,11 @@ class Record:
             self.evictable.update(p.key for p in pods if p.node_name in no_execute)
 
     def saw_gone(self, key: str) -> None:
+        """A pod went: counted as evicted when it was seen on a lost node (with the NoExecute taint)
+        and the soak had not deleted it by then (a Job deleted meanwhile would count too)."""
         with self._lock:
-            self.gone.add(key)
-
-    def evicted(self) -> int:
-        """Pods seen on a lost node (with the NoExecute taint) that went without the soak deleting
-        them: the node lifecycle controller's evictions, give or take a Job deleted meanwhile."""
-        with self._lock:
-            return len((self.evictable & self.gone) - self.deleted)
+            if key in self.evictable and key not in self.deleted:
+                self.evicted += 1
 
     def create_to_bound_s(self) -> list[float]:
         """Seconds from sending each create to first seeing the pod bound (not `may_wait` pods)."""

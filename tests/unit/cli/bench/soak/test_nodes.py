@@ -75,3 +75,13 @@ def test_a_lost_node_has_no_room_for_pending_pods() -> None:
     back = dataclasses.replace(_lost(), ready=True)  # Ready again, the taint not yet cleared
     assert FreeDevices(state([waiting], [(back, device)])).place(waiting) is False
     assert FreeDevices(state([waiting], [node("n1")])).place(waiting) is True
+
+
+def test_a_pod_gone_from_a_lost_node_counts_as_evicted_unless_the_soak_deleted_it_first() -> None:
+    record = Record()
+    record.saw_nodes([_lost()], [pod("a", node_name="n1"), pod("b", node_name="n1")], 10.0)
+    record.deleting("soak/b")
+    for key in ("soak/a", "soak/b", "soak/c"):
+        record.saw_gone(key)
+    record.deleting("soak/a")  # the soak's own delete of it, later, changes nothing
+    assert record.evicted == 1
