@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
+from apis.k8s.core import Taint, Toleration
 from kube.resources import NODES
 from kubecontrollers.kinds import PODS
 from kubecontrollers.nodelifecycle import Probe, ZoneState, eviction_time, observe, sync_nodes, zone_state
 from kubecontrollers.plan import Delete, Patch, Plan
+from tests.unit.scheduler.conftest import make_node, make_pod, make_scheduler
 
 GRACE = 40.0
 UNREACHABLE = "node.kubernetes.io/unreachable"
@@ -195,3 +197,30 @@ def test_pods_are_evicted_once_their_toleration_ran_out_and_looked_at_again_befo
     assert [(d.name, d.uid) for d in deletes] == [("late", "uid-late")]
     assert deletes[0].note is not None and deletes[0].note.reason == "TaintManagerEviction"
     assert plan.requeue_after is not None and plan.requeue_after <= 30.01  # n2's grace; "later" at 1200
+
+
+# --- what the scheduler makes of it --------------------------------------------------------------------
+
+
+def test_the_scheduler_places_nothing_on_a_node_with_the_taints_written_for_a_lost_node() -> None:
+    """TaintToleration with the taints as this controller writes them: a pod that tolerates the
+    NoExecute taint for a while (the soak's, the API server's 300 s) still may not go there."""
+    plan = sync_nodes(
+        [node("lost"), node("ok"), node("n3")],
+        {},
+        {"lost": Probe(("r", "b"), 0.0), "ok": Probe(("r", "b"), GRACE), "n3": Probe(("r", "b"), GRACE)},
+        now=GRACE + 1,
+        reachable_since=0.0,
+        grace_s=GRACE,
+        wall=1000.0,
+    )
+    [write] = patches(plan)
+    taints = [Taint.from_dict(t, "spec.taints") for t in write.patch["spec"]["taints"]]
+    scheduler = make_scheduler(make_node("lost", taints=taints))
+    tolerant = make_pod("p", tolerations=[Toleration(UNREACHABLE, "Exists", "", "NoExecute")])
+    outcome = scheduler.schedule_one(tolerant)
+    assert outcome.node is None and "untolerated taint" in outcome.status.message
+    healthy, device = make_node("ok")
+    scheduler.cache.add_node(healthy)
+    scheduler.cache.add_device(device)
+    assert scheduler.schedule_one(tolerant).node == "ok"
