@@ -72,4 +72,5 @@ class NodeMonitor:
             wall=self._wall(),
         )
         plan.later(self._period)
+        plan.track = False  # each pass recomputes everything; its writes are idempotent
         return plan
