@@ -14,15 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 from apis.errors import TesseraError, ValidationError
-from apis.extension import qos
-from apis.k8s.core import Pod
+from apis.extension import names, qos
+from apis.k8s.core import Pod, Taint, Toleration
 from apis.k8s.meta import now_rfc3339
 from apiserver import requirements
 from apiserver.errors import Cause, StatusError
 from apiserver.strategy import Strategy
 from apiserver.validation import dns_label, dns_subdomain
 
-__all__ = ["PodStrategy", "binder", "default_pod_spec"]
+__all__ = ["PodStrategy", "binder", "default_pod_spec", "default_toleration_seconds"]
 
 _IMMUTABLE_MESSAGE = (
     "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
@@ -62,6 +62,45 @@ def default_pod_spec(obj: dict[str, Any]) -> None:
                 _default_container(c)
 
 
+def _tolerates(tolerations: list[Any], taint: Taint) -> bool:
+    """Whether any of `tolerations` (raw, as stored) tolerates `taint`; one that does not parse
+    tolerates nothing (validation reports it)."""
+    for i, raw in enumerate(tolerations):
+        try:
+            if Toleration.from_dict(raw, f"spec.tolerations[{i}]").tolerates(taint):
+                return True
+        except ValidationError:
+            continue
+    return False
+
+
+def default_toleration_seconds(obj: dict[str, Any]) -> None:
+    """kube-apiserver's DefaultTolerationSeconds admission, on create: a pod that tolerates neither
+    `node.kubernetes.io/not-ready:NoExecute` nor `node.kubernetes.io/unreachable:NoExecute` gets a
+    toleration of each for 300 s, so that the node lifecycle controller evicts it from a lost node
+    after five minutes rather than at once."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return
+    tolerations = spec.get("tolerations")
+    if tolerations is None:
+        tolerations = []
+    if not isinstance(tolerations, list):
+        return  # validation says why
+    added = [
+        {
+            "key": key,
+            "operator": "Exists",
+            "effect": names.TAINT_EFFECT_NO_EXECUTE,
+            "tolerationSeconds": names.DEFAULT_TOLERATION_SECONDS,
+        }
+        for key in (names.TAINT_NODE_NOT_READY, names.TAINT_NODE_UNREACHABLE)
+        if not _tolerates(tolerations, Taint(key, "", names.TAINT_EFFECT_NO_EXECUTE))
+    ]
+    if added:
+        spec["tolerations"] = [*tolerations, *added]
+
+
 def _mutable_view(spec: Any) -> Any:
     """The spec without the fields an update may change."""
     if not isinstance(spec, dict):
@@ -79,6 +118,7 @@ def _mutable_view(spec: Any) -> Any:
 class PodStrategy(Strategy):
     def prepare_create(self, obj: dict[str, Any]) -> None:
         default_pod_spec(obj)
+        default_toleration_seconds(obj)
         obj["status"] = {"phase": "Pending"}
 
     def prepare_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:

@@ -41,6 +41,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"delay before a failed Job pod is replaced, doubling per failure (default {defaults.job_backoff:g})",
     )
+    parser.add_argument(
+        "--node-monitor-grace-period",
+        type=float,
+        default=defaults.node_monitor_grace_period,
+        metavar="SECONDS",
+        help="a node without a heartbeat this long is marked Unknown and tainted unreachable "
+        f"(default {defaults.node_monitor_grace_period:g})",
+    )
+    parser.add_argument(
+        "--node-monitor-period",
+        type=float,
+        default=defaults.node_monitor_period,
+        metavar="SECONDS",
+        help=f"how often every node's heartbeat is looked at (default {defaults.node_monitor_period:g})",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> kubecontrollers.KubeControllersSettings:
@@ -55,6 +70,8 @@ def settings_from(args: argparse.Namespace) -> kubecontrollers.KubeControllersSe
         address_file=args.listen_address_file,
         resync_period=args.resync_period,
         job_backoff=args.job_backoff,
+        node_monitor_grace_period=args.node_monitor_grace_period,
+        node_monitor_period=args.node_monitor_period,
     )
     settings.validate()
     return settings

@@ -7,8 +7,8 @@ the same split as a cluster, so Tessera's own controller (`controller/`) never c
 Kubernetes' job, and restarting or killing one does not touch the other.
 
 Each controller is a pure decision over cached objects (`replicaset.py`, `deployment.py`,
-`statefulset.py`, `job.py`, `disruption.py`, `garbagecollector.py`: object + pods in, a `Plan` of
-writes out); `loop.py` feeds them from informers and performs their plans; `app.py` wires the
+`statefulset.py`, `job.py`, `disruption.py`, `garbagecollector.py`, `nodelifecycle.py`: objects
+in, a `Plan` of writes out); `loop.py` feeds them from informers and performs their plans; `app.py` wires the
 process. They are faithful to upstream for what they cover, and each module says what it leaves out.
 """
 

@@ -24,6 +24,7 @@ from kubecontrollers import deployment, disruption, garbagecollector, job, repli
 from kubecontrollers.kinds import (
     DEPLOYMENTS,
     JOBS,
+    NODES,
     OWNER_KINDS,
     POD_DISRUPTION_BUDGETS,
     PODS,
@@ -31,6 +32,7 @@ from kubecontrollers.kinds import (
     STATEFUL_SETS,
 )
 from kubecontrollers.loop import Engine, Key, Metrics
+from kubecontrollers.nodemonitor import NodeMonitor
 from kubecontrollers.plan import Obj, Plan
 from kubecontrollers.settings import KubeControllersSettings
 
@@ -51,7 +53,20 @@ _CONTROLLER_OF_KIND = {
     "Job": "job",
 }
 _KIND_OF = {r.plural: kind for kind, r in OWNER_KINDS.items()}
-_RESOURCES = (PODS, REPLICA_SETS, DEPLOYMENTS, STATEFUL_SETS, JOBS, POD_DISRUPTION_BUDGETS, OWNER_KINDS["DaemonSet"])
+#: Pods by the node they are bound to, for the node lifecycle controller.
+_BY_NODE = {"node": lambda o: [str((o.get("spec") or {}).get("nodeName") or "")]}
+_RESOURCES = (
+    PODS,
+    REPLICA_SETS,
+    DEPLOYMENTS,
+    STATEFUL_SETS,
+    JOBS,
+    POD_DISRUPTION_BUDGETS,
+    OWNER_KINDS["DaemonSet"],
+    NODES,
+)
+#: The node lifecycle controller's one key: each pass looks at every node (zones are judged whole).
+NODE_LIFECYCLE_KEY: Key = ("nodelifecycle", "")
 
 
 def _key(obj: Obj) -> str:
@@ -78,7 +93,13 @@ class KubeControllers:
         self.factory = InformerFactory(client)
         self.informers = {
             r.plural: self.factory.informer(
-                r, parse=raw, indexers={**_BY_NAMESPACE, **(_BY_OWNER if r.plural in _DEPENDENTS else {})}
+                r,
+                parse=raw,
+                indexers={
+                    **_BY_NAMESPACE,
+                    **(_BY_OWNER if r.plural in _DEPENDENTS else {}),
+                    **(_BY_NODE if r.plural == "pods" else {}),
+                },
             )
             for r in _RESOURCES
         }
@@ -90,7 +111,11 @@ class KubeControllers:
             "disruption": self._sync_disruption,
             "gc": self._sync_dependent,
             "gc-owner": self._sync_owner,
+            "nodelifecycle": self._sync_node_lifecycle,
         }
+        self.nodes = NodeMonitor(
+            client, grace_s=settings.node_monitor_grace_period, period_s=settings.node_monitor_period
+        )
         self.events = EventRecorder(client, "kube-controller-manager")
         self.engine = Engine(
             client, self.informers, syncs, metrics=metrics, events=self.events, resync_s=settings.resync_period
@@ -112,6 +137,8 @@ class KubeControllers:
 
     def keys_for(self, plural: str, obj: Obj, *, deleted: bool = False) -> list[Key]:
         """The keys an event on `obj` (of resource `plural`; `deleted`: it is gone) concerns."""
+        if plural == "nodes":
+            return [NODE_LIFECYCLE_KEY]
         key = _key(obj)
         keys: list[Key] = []
         if plural in _DEPENDENTS:
@@ -143,6 +170,7 @@ class KubeControllers:
         return keys
 
     def all_keys(self) -> Iterable[Key]:
+        yield NODE_LIFECYCLE_KEY
         for plural in _DEPENDENTS:
             for obj in self.informers[plural].store.list():
                 yield ("gc", f"{plural}|{_key(obj)}")
@@ -213,6 +241,12 @@ class KubeControllers:
 
         return disruption.sync_budget(pdb, self._in_namespace("pods", key), scale_of)
 
+    def _sync_node_lifecycle(self, _key: str) -> Plan:
+        nodes = self.informers["nodes"].store.list()
+        pods = self.informers["pods"].store
+        names = [str((n.get("metadata") or {}).get("name", "")) for n in nodes]
+        return self.nodes.sync(nodes, {name: pods.by_index("node", name) for name in names})
+
     def _owner(self, kind: str, key: str) -> Obj | None:
         resource = OWNER_KINDS.get(kind)
         return self._get(resource.plural, key) if resource is not None else None
@@ -282,7 +316,10 @@ def run(settings: KubeControllersSettings, *, stop: threading.Event | None = Non
                 write_atomically(settings.address_file, http.address + "\n")
             log.info(
                 "Starting the workload controllers (embedded kube-controller-manager)",
-                extra={"server": client.host, "controllers": "replicaset,deployment,statefulset,job,disruption,gc"},
+                extra={
+                    "server": client.host,
+                    "controllers": "replicaset,deployment,statefulset,job,disruption,gc,nodelifecycle",
+                },
             )
             if stop is not None:
                 controllers.run(stop, http, synced)

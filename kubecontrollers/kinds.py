@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Final
 
 from apis.extension.names import GroupVersionResource
-from kube.resources import PODS
+from kube.resources import NODES, PODS
 
 __all__ = [
     "DAEMON_SETS",
     "DEPLOYMENTS",
     "JOBS",
+    "NODES",
     "OWNER_KINDS",
     "PODS",
     "POD_DISRUPTION_BUDGETS",

@@ -204,7 +204,7 @@ class Engine:
             if done and action.note is not None and self._events is not None:
                 told = action.note
                 self._events.event(told.about, told.type, told.reason, told.message)
-        if expectation.present or expectation.absent or expectation.newer:
+        if plan.track and (expectation.present or expectation.absent or expectation.newer):
             self._expect[key] = expectation
             self.add(key, after=EXPECTATION_TIMEOUT_S)
         if failed:

@@ -104,6 +104,10 @@ class Plan:
     actions: list[Action] = field(default_factory=list)
     #: Look at the object again after this many seconds even without an event (None: no need).
     requeue_after: float | None = None
+    #: Wait for the informers to show these writes before syncing the key again (expectations).
+    #: False for a controller that recomputes everything from scratch on a timer and whose writes
+    #: are idempotent (the node lifecycle controller): it must never stall behind a slow cache.
+    track: bool = True
 
     def later(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)

@@ -9,8 +9,10 @@ kubelet, and says so: the label `tessera.dev/simulated-kubelet`, the kubelet ver
 Writes touch only what kubelet owns, so others' writes survive: capacity and allocatable are
 patched key by key (cpu, memory, pods — the controller's `koordinator.sh/*` resources stay), and
 conditions are merged by type (a strategic merge patch). A Node deleted behind its back is
-registered again at the next step (each step reads the Node); an API server that does not answer is
-logged and tried again at the next step.
+registered again at the next step (each step reads the Node), and a Node whose Ready condition
+someone else changed (the node lifecycle controller, after missed heartbeats) gets its status
+reported at once, as kubelet does when the status it would post differs from the API server's;
+an API server that does not answer is logged and tried again at the next step.
 """
 
 from __future__ import annotations
@@ -96,13 +98,19 @@ class NodeHeartbeat:
     def step(self) -> None:
         """Register if needed, renew the Lease, and report status when due. Never raises APIError."""
         try:
-            if self._uid and self._current_uid() != self._uid:
+            node = self._current()
+            if self._uid and str(((node or {}).get("metadata") or {}).get("uid", "")) != self._uid:
                 log.warning("Node vanished; registering it again (SIMULATED kubelet)", extra={"node": self.node_name})
                 self._uid = ""
             if not self._uid:
                 self._register()
+                node = None  # registering reported the status
             self._renew_lease()
-            if self._clock() >= self._next_report:
+            marked = node is not None and not _ready(node)
+            if marked:  # the node lifecycle controller marked it while this kubelet was away
+                log.info("Node was marked not ready; reporting Ready again", extra={"node": self.node_name})
+                self._ready_since = now_rfc3339()
+            if marked or self._clock() >= self._next_report:
                 self._report_status()
         except errors.APIError as e:
             level = V(4) if self._failing else logging.WARNING
@@ -114,12 +122,12 @@ class NodeHeartbeat:
             self._failing = False
 
     # --- the requests ------------------------------------------------------------------------------
-    def _current_uid(self) -> str:
-        """The uid of the Node on the server now; "" when there is none (deleted behind our back)."""
+    def _current(self) -> dict[str, Any] | None:
+        """The Node on the server now; None when there is none (deleted behind our back)."""
         try:
-            return str(self._nodes.get(self.node_name)["metadata"]["uid"])
+            return self._nodes.get(self.node_name)
         except errors.NotFound:
-            return ""
+            return None
 
     def _register(self) -> None:
         labels = {
@@ -226,6 +234,15 @@ class NodeHeartbeat:
                 },
             }
         }
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    """Whether the Node's Ready condition is True (a Node without one yet counts as ready: its
+    first status report is on its way)."""
+    for c in (node.get("status") or {}).get("conditions") or ():
+        if isinstance(c, dict) and c.get("type") == "Ready":
+            return c.get("status") == "True"
+    return True
 
 
 def _micro_time() -> str:

@@ -7,7 +7,8 @@ PodReadyToStartContainers / ContainersReady / Ready conditions, a pod IP, and fo
 a running state with a made-up id (`containerd://<64 hex>`, stable per pod and container, so
 tools that parse container ids keep working). Init containers are reported as completed. A pod
 whose containers would exit (a Job's; `completion.py`) is reported Succeeded or Failed when its
-time is up, or restarted in place as its restartPolicy says.
+time is up, or restarted in place as its restartPolicy says. A running pod whose Ready condition
+the node lifecycle controller set False while the node was away is reported Ready again.
 
 It is fed by the agent's informer of this node's pods: handlers queue pod keys, one worker thread
 writes. A write the API server refuses or cannot take is retried with backoff; the informer's
@@ -41,6 +42,12 @@ log = logging.getLogger(__name__)
 
 _BACKOFF: Final = Backoff(initial=0.5, maximum=10.0)
 _RUNNING_CONDITIONS: Final = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
+_READY_CONDITIONS: Final = ("ContainersReady", "Ready")
+
+
+def _marked_not_ready(pod: Pod) -> bool:
+    """A running pod whose Ready condition someone else set False (its containers still run)."""
+    return pod.phase == "Running" and any(c.type == "Ready" and c.status == "False" for c in pod.conditions)
 
 
 def fake_container_id(pod_uid: str, container: str) -> str:
@@ -143,7 +150,7 @@ class PodLifecycle:
         if pod.node_name != self.node_name:
             return False
         exits = pod.phase == "Running" and completion.run_seconds(pod) is not None
-        return pod.is_deleting or pod.phase == "Pending" or exits
+        return pod.is_deleting or pod.phase == "Pending" or exits or _marked_not_ready(pod)
 
     def _enqueue(self, pod: Pod) -> None:
         if not self._needs_action(pod):
@@ -209,6 +216,19 @@ class PodLifecycle:
             extra={"pod": key, "node": self.node_name, "phase": patch["status"].get("phase", "Running")},
         )
 
+    def _report_ready(self, key: str, pod: Pod) -> None:
+        """Ready again: the node lifecycle controller set it False while this node was away."""
+        now = now_rfc3339()
+        conditions = [{"type": kind, "status": "True", "lastTransitionTime": now} for kind in _READY_CONDITIONS]
+        self._pods.patch(
+            pod.name,
+            {"status": {"conditions": conditions}},
+            namespace=pod.namespace,
+            patch_type=STRATEGIC_MERGE_PATCH,
+            subresource="status",
+        )
+        log.log(V(2), "Pod Ready again (SIMULATED kubelet)", extra={"pod": key, "node": self.node_name})
+
     # --- one pod -----------------------------------------------------------------------------------
     def handle(self, key: str) -> None:
         """Do what the pod `key` (namespace/name) needs now, if anything. Raises APIError."""
@@ -227,6 +247,8 @@ class PodLifecycle:
             return
         phase = (raw.get("status") or {}).get("phase")
         if phase == "Running":
+            if _marked_not_ready(pod):
+                self._report_ready(key, pod)
             self._exit_when_due(key, raw, pod)
             return
         if phase != "Pending":

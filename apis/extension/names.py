@@ -165,6 +165,13 @@ TAINT_NODE_UNSCHEDULABLE: Final = "node.kubernetes.io/unschedulable"
 TAINT_EFFECT_NO_SCHEDULE: Final = "NoSchedule"
 TAINT_EFFECT_PREFER_NO_SCHEDULE: Final = "PreferNoSchedule"
 TAINT_EFFECT_NO_EXECUTE: Final = "NoExecute"
+#: The node lifecycle controller's taints: the node's Ready condition is False / Unknown (its
+#: kubelet stopped posting status). Both come as NoSchedule and NoExecute.
+TAINT_NODE_NOT_READY: Final = "node.kubernetes.io/not-ready"
+TAINT_NODE_UNREACHABLE: Final = "node.kubernetes.io/unreachable"
+#: kube-apiserver's DefaultTolerationSeconds: how long a pod that says nothing about them
+#: tolerates the two NoExecute taints above before it is evicted.
+DEFAULT_TOLERATION_SECONDS: Final = 300
 
 # --- Tessera's own --------------------------------------------------------------------------------
 SCHEDULER_NAME: Final = "tessera-scheduler"

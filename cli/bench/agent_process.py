@@ -11,6 +11,8 @@ takes to reach the API server.
 from __future__ import annotations
 
 import argparse
+import functools
+import operator
 import threading
 import time
 import urllib.request
@@ -45,6 +47,8 @@ def run(args: argparse.Namespace, report: Report) -> int:
                 if time.monotonic() > wait_for_cr:
                     raise RuntimeError(f"the agent wrote no Device CR within 60 s:\n{agent.log_tail()}")
                 time.sleep(0.1)
+            if agent.pid is None:
+                raise RuntimeError(f"the agent is not running:\n{agent.log_tail()}")
             _measure(report, agent.pid, agent.url, args.seconds, args.scrape_interval)
             report.latencies(
                 Latencies.of(_health_latencies(client, agent, node, args.xid)),
@@ -121,7 +125,7 @@ def _health_latencies(client: Client, agent: AgentProcess, node: str, xid: int) 
         sent = time.monotonic()
         agent.inject("xid", minor=gpu.minor, xid=xid)
         with seen:
-            if not seen.wait_for(lambda m=gpu.minor: m in unhealthy, timeout=30):
+            if not seen.wait_for(functools.partial(operator.contains, unhealthy, gpu.minor), timeout=30):
                 raise RuntimeError(f"GPU {gpu.minor} not reported unhealthy within 30 s")
             latencies.append(unhealthy[gpu.minor] - sent)
     stream.close()

@@ -40,7 +40,8 @@ def measure(iterations: int, warmup: int) -> Latencies:
         HookServer(plugins, socket_path=Path(workdir) / "agent.sock") as server,
         grpc.insecure_channel(server.address) as channel,
     ):
-        call = api_pb2_grpc.RuntimeHookServiceStub(channel).PreCreateContainerHook
+        stub = api_pb2_grpc.RuntimeHookServiceStub(channel)  # type: ignore[no-untyped-call]
+        call = stub.PreCreateContainerHook
         message = request()
         for _ in range(warmup):
             call(message, timeout=5)

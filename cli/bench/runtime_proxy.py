@@ -93,7 +93,8 @@ def _wait_ready(target: str, process: multiprocessing.process.BaseProcess) -> No
     while time.monotonic() < deadline and process.is_alive():
         with grpc.insecure_channel(target) as channel:  # fresh channel: no reconnect backoff
             try:
-                cri_grpc.RuntimeServiceStub(channel).Version(cri.VersionRequest(), timeout=1)
+                stub = cri_grpc.RuntimeServiceStub(channel)  # type: ignore[no-untyped-call]
+                stub.Version(cri.VersionRequest(), timeout=1)
                 return
             except grpc.RpcError:
                 time.sleep(0.05)
@@ -107,10 +108,11 @@ def _run(
         grpc.insecure_channel(unixsocket.target(runtime_endpoint)) as direct_channel,
         grpc.insecure_channel(unixsocket.target(proxy_socket)) as proxy_channel,
     ):
-        direct = cri_grpc.RuntimeServiceStub(direct_channel)
+        direct = cri_grpc.RuntimeServiceStub(direct_channel)  # type: ignore[no-untyped-call]
+        proxied = cri_grpc.RuntimeServiceStub(proxy_channel)  # type: ignore[no-untyped-call]
         config = sandbox_config(cgroup_parent)
         sandbox = direct.RunPodSandbox(cri.RunPodSandboxRequest(config=config), timeout=60).pod_sandbox_id
-        creator = _Creator(direct, cri_grpc.RuntimeServiceStub(proxy_channel), sandbox, config, image)
+        creator = _Creator(direct, proxied, sandbox, config, image)
         direct_timer, proxied_timer = Timer(), Timer()
         try:
             for index in range(warmup):

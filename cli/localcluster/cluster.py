@@ -153,14 +153,18 @@ class LocalCluster:
         dashboard = components.dashboard(data, kubeconfig("dashboard"), scheduler=scheduler)
         wanted = [
             components.controller(data, kubeconfig("controller"), args=hooks.controller_args()),
-            components.kube_controller_manager(data, kubeconfig("kube-controller-manager")),
+            components.kube_controller_manager(
+                data, kubeconfig("kube-controller-manager"), args=self.settings.kube_controller_manager_args
+            ),
             scheduler,
             dashboard,
         ]
         if self.local_node:
             wanted.append(components.local_agent(data, kubeconfig("agent"), node=self.local_node))
         wanted += [
-            components.simulated_agent(data, kubeconfig("agent"), node=node, profile=self.settings.profile)
+            components.simulated_agent(
+                data, kubeconfig("agent"), node=node, profile=self.settings.profile, args=self.settings.agent_args
+            )
             for node in self.simulated_nodes
         ]
         return wanted

@@ -125,10 +125,10 @@ def controller(data_dir: Path, kubeconfig: Path, *, args: Sequence[str] = ()) ->
     return Component("controller", "controller", process)
 
 
-def kube_controller_manager(data_dir: Path, kubeconfig: Path) -> Component:
+def kube_controller_manager(data_dir: Path, kubeconfig: Path, *, args: Sequence[str] = ()) -> Component:
     """The workload controllers (Deployments, ReplicaSets, StatefulSets, Jobs, budgets, garbage
-    collection): kube-controller-manager's job, which a real cluster does itself."""
-    process = KubeControllersProcess(kubeconfig, directory=data_dir / "kube-controller-manager")
+    collection, node lifecycle): kube-controller-manager's job, which a real cluster does itself."""
+    process = KubeControllersProcess(kubeconfig, directory=data_dir / "kube-controller-manager", args=args)
     return Component("kube-controller-manager", "kube-controller-manager", process)
 
 
@@ -158,13 +158,15 @@ def dashboard(data_dir: Path, kubeconfig: Path, *, scheduler: Component) -> Comp
     return Component("dashboard", "dashboard", dash)
 
 
-def simulated_agent(data_dir: Path, kubeconfig: Path, *, node: str, profile: str) -> Component:
-    """A node with simulated devices; nothing calls hooks on it, so it serves none."""
+def simulated_agent(
+    data_dir: Path, kubeconfig: Path, *, node: str, profile: str, args: Sequence[str] = ()
+) -> Component:
+    """A node with simulated devices; nothing calls hooks on it, so it serves none. `args`: more flags."""
     process = AgentProcess(
         kubeconfig,
         node_name=node,
         directory=data_dir / "agents" / node,
-        args=[*_AGENT_FLAGS, "--simulate-devices", profile, "--no-hook-server"],
+        args=[*_AGENT_FLAGS, "--simulate-devices", profile, "--no-hook-server", *args],
     )
     return Component(f"agent/{node}", f"agent {node}: simulated {profile}", process, node=node)
 

@@ -154,6 +154,11 @@ LOCAL_ROLES: list[dict[str, Any]] = [
                 "verbs": ["patch"],
             },
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+            # kubecontrollers/nodelifecycle.py: watch Nodes, read their Leases, mark them and their
+            # pods not ready, taint them, evict (delete) their pods.
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
+            {"apiGroups": [""], "resources": ["nodes/status", "pods/status"], "verbs": ["patch"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
         ],
     ),
     *_local_role(

@@ -51,6 +51,10 @@ class UpSettings:
     #: Opt-in scheduler plugins enabled in both profiles: ElasticQuota (the demo's teams share
     #: GPUs by quota, docs/user/quota.md).
     scheduler_plugins: tuple[str, ...] = ("ElasticQuota",)
+    #: Extra flags of the kube-controller-manager (the soak's short node monitor grace) and of
+    #: every simulated node's agent (its Lease renewal interval).
+    kube_controller_manager_args: tuple[str, ...] = ()
+    agent_args: tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Raise ConfigError naming every problem at once."""

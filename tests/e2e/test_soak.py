@@ -43,5 +43,8 @@ def test_a_short_soak_schedules_pods_survives_kills_and_breaks_no_invariant() ->
     assert report["nodes_back"] == report["node_losses"]
     assert report["jobs_completed"] >= 3  # a Job every 8 s, each 3 s long
     assert report["rollouts"] >= 1
-    for key in ("samples", "p50_ms", "p99_ms", "max_ms", "pods_created", "pods_deleted", "seconds"):
+    # Whether the lost node was judged lost (and its pods evicted) within its 30 s depends on the
+    # API server kills meanwhile (each gives every node a whole grace again): counted, not required.
+    assert report["nodes_seen_tainted"] <= report["node_losses"] + report["kills"]
+    for key in ("samples", "p50_ms", "p99_ms", "max_ms", "pods_created", "pods_deleted", "seconds", "pods_evicted"):
         assert key in report

@@ -33,8 +33,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", default=d.profile, help=f"their devices (default {d.profile})")
     parser.add_argument("--kill-interval", default="20s", help="mean time between kills (default 20s)")
     parser.add_argument("--fault-interval", default="15s", help="mean time between GPU faults (default 15s)")
+    parser.add_argument("--node-loss-interval", default="45s", help="mean time between node losses (default 45s)")
     parser.add_argument(
-        "--node-loss-interval", default="45s", help="mean time between node losses, each 15 s long (default 45s)"
+        "--node-down",
+        default=f"{d.node_down_s:g}s",
+        help=f"how long a lost node stays lost (default {d.node_down_s:g}s)",
+    )
+    parser.add_argument(
+        "--node-monitor-grace",
+        default=f"{d.node_monitor_grace_s:g}s",
+        help="a node without a heartbeat this long is marked unreachable and tainted "
+        f"(kube-controller-manager's --node-monitor-grace-period; default {d.node_monitor_grace_s:g}s)",
+    )
+    parser.add_argument(
+        "--eviction-toleration",
+        default=f"{d.eviction_toleration_s:g}s",
+        help="the soak's pods tolerate an unreachable node this long, then are evicted "
+        f"(default {d.eviction_toleration_s:g}s)",
     )
     parser.add_argument(
         "--rate", type=float, default=d.rate, help=f"pods (or gangs) created per second (default {d.rate:g})"
@@ -69,6 +84,9 @@ def run(args: argparse.Namespace, report: Report) -> int:
         kill_interval_s=duration(args.kill_interval),
         fault_interval_s=duration(args.fault_interval),
         node_loss_interval_s=duration(args.node_loss_interval),
+        node_down_s=duration(args.node_down),
+        node_monitor_grace_s=duration(args.node_monitor_grace),
+        eviction_toleration_s=duration(args.eviction_toleration),
         rate=args.rate,
         target_load=args.target_load,
         pending_bound_s=duration(args.pending_bound),
@@ -83,6 +101,9 @@ def run(args: argparse.Namespace, report: Report) -> int:
         kill_interval_s=settings.kill_interval_s,
         fault_interval_s=settings.fault_interval_s,
         node_loss_interval_s=settings.node_loss_interval_s,
+        node_down_s=settings.node_down_s,
+        node_monitor_grace_s=settings.node_monitor_grace_s,
+        eviction_toleration_s=settings.eviction_toleration_s,
         rate=settings.rate,
         target_load=settings.target_load,
         pending_bound_s=settings.pending_bound_s,

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 from apis.errors import TesseraError
 from apis.extension import names
+from cli.bench.soak.tolerations import lost_node_tolerations
 from cli.bench.soak.workload import NAMESPACE
 from kube import errors
 from kube.client import Client
@@ -46,13 +47,19 @@ _TICK_S: Final = 1.0
 _LABELS: Final = {"app.kubernetes.io/part-of": "tessera-soak"}
 
 
-def _pod_spec(restart_policy: str) -> dict[str, Any]:
+def _pod_spec(restart_policy: str, toleration_s: float) -> dict[str, Any]:
     requests = {names.CPU: "10m", names.MEMORY: "16Mi", **_QUARTER}
     container = {"name": "main", "image": "soak", "resources": {"requests": requests, "limits": dict(requests)}}
-    return {"schedulerName": names.SCHEDULER_NAME, "restartPolicy": restart_policy, "containers": [container]}
+    return {
+        "schedulerName": names.SCHEDULER_NAME,
+        "restartPolicy": restart_policy,
+        "containers": [container],
+        "tolerations": lost_node_tolerations(toleration_s),
+    }
 
 
-def deployment_manifest(name: str, replicas: int) -> dict[str, Any]:
+def deployment_manifest(name: str, replicas: int, toleration_s: float) -> dict[str, Any]:
+    """`toleration_s`: how long its pods tolerate a lost node (`tolerations.py`)."""
     labels = {**_LABELS, "app": name}
     return {
         "apiVersion": "apps/v1",
@@ -62,12 +69,12 @@ def deployment_manifest(name: str, replicas: int) -> dict[str, Any]:
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "template": {"metadata": {"labels": labels}, "spec": _pod_spec("Always")},
+            "template": {"metadata": {"labels": labels}, "spec": _pod_spec("Always", toleration_s)},
         },
     }
 
 
-def job_manifest(name: str) -> dict[str, Any]:
+def job_manifest(name: str, toleration_s: float) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -79,7 +86,7 @@ def job_manifest(name: str) -> dict[str, Any]:
                     "labels": {**_LABELS, "job": name},
                     "annotations": {names.ANNOTATION_SIMULATED_RUN_SECONDS: str(JOB_RUN_S)},
                 },
-                "spec": _pod_spec("Never"),
+                "spec": _pod_spec("Never", toleration_s),
             },
         },
     }
@@ -93,7 +100,9 @@ def is_complete(job: dict[str, Any]) -> bool:
 class Apps:
     """See the module docstring; `run` until `stop` (from its own thread)."""
 
-    def __init__(self, client: Client, *, seed: int) -> None:
+    def __init__(self, client: Client, *, seed: int, toleration_s: float) -> None:
+        """`toleration_s`: how long their pods tolerate a lost node (`tolerations.py`)."""
+        self._toleration_s = toleration_s
         self._deployments = client.resource(DEPLOYMENT_RESOURCE)
         self._jobs = client.resource(JOB_RESOURCE)
         self._rng = random.Random(f"apps-{seed}")
@@ -109,7 +118,7 @@ class Apps:
         """The Deployments (idempotent)."""
         for name, replicas in DEPLOYMENTS:
             try:
-                self._deployments.create(deployment_manifest(name, replicas), namespace=NAMESPACE)
+                self._deployments.create(deployment_manifest(name, replicas, self._toleration_s), namespace=NAMESPACE)
             except errors.AlreadyExists:
                 continue
 
@@ -138,7 +147,7 @@ class Apps:
 
     def _create_job(self) -> None:
         self._serial += 1
-        self._jobs.create(job_manifest(f"train-{self._serial}"), namespace=NAMESPACE)
+        self._jobs.create(job_manifest(f"train-{self._serial}", self._toleration_s), namespace=NAMESPACE)
         self.jobs_created += 1
 
     def _delete_completed_jobs(self) -> None:

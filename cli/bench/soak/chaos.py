@@ -1,19 +1,22 @@
 """Chaos: `kill -9` of a random component at random moments, and GPU faults with recoveries.
 
-`Killer` picks, from a seeded RNG, a kind (API server, scheduler, controller, kube-controller-
-manager, dashboard, an agent — the runtime proxy too once `tessera up` runs one) and then one
-process of that kind that runs, and sends it SIGKILL through its pid: no chance to clean up, as in
+`Killer` picks, from a seeded RNG, a kind among those the cluster runs (API server, scheduler,
+controller, kube-controller-manager, dashboard, an agent, the runtime proxy — which `tessera up`
+runs only where it is given one, so the soak, on simulated nodes, has none: `runtime_proxy_note`)
+and then one process of that kind that runs, and sends it SIGKILL through its pid: no chance to clean up, as in
 an OOM kill or a node crash. The supervisor (cli/localcluster/supervisor.py) restarts it; its
 STARTED event marks the kill survived. One kill at a time: the next waits until the last victim is
 back, so every kill is a separate disturbance, and the gaps (uniform in [0.5, 1.5] × the interval)
 start from there.
 
 `NodeLoss` makes a node die for a while: its agent (the node's kubelet too, simulated) is frozen
-with SIGSTOP — no heartbeat, no answer, as a machine that lost power — and its Node is deleted, as
-an operator or a cloud controller removes a dead machine; `down_s` later the agent gets SIGCONT,
-sees its Node gone and registers it again (agent/kubeletsim/node.py), as the machine rebooting
-into the cluster. Its pods stay bound through it, holding their devices: the device invariants
-check that nothing is given twice once the node is back.
+with SIGSTOP — no heartbeat, no answer, as a machine that lost power. The node lifecycle
+controller (kubecontrollers/nodelifecycle.py) notices the silent Lease, marks the node Unknown,
+taints it unreachable and evicts its pods once they stop tolerating it; in every other loss
+(seeded) the Node is also deleted after that, `delete_after_s` into the loss, as an operator or a
+cloud controller removes a dead machine. `down_s` after the freeze the agent gets SIGCONT: it
+reports its Node Ready again, or finds it gone and registers it again (agent/kubeletsim/node.py),
+as the machine rebooting into the cluster; the controller clears the taints.
 
 `GPUFaults` injects an XID 79 (fallen off the bus: unhealthy until reset) into a random GPU of a
 random simulated node over the agent's fault routes (agent/devices/faults.py), and resets it
@@ -38,13 +41,21 @@ from cli.localcluster.supervisor import EventKind, SupervisorEvent
 from kube import errors
 from kube.process import ServingProcess
 
-__all__ = ["KINDS", "GPUFaults", "Kill", "Killer", "NodeLoss", "kind_of"]
+__all__ = ["KINDS", "GPUFaults", "Kill", "Killer", "NodeLoss", "kind_of", "runtime_proxy_note"]
 
 log = logging.getLogger(__name__)
 
 #: The kinds of component a kill picks from, alike.
 #: A kind ending in "/" is a prefix (one per node); the others are whole names (`kind_of`).
-KINDS: Final = ("apiserver", "scheduler", "controller", "kube-controller-manager", "dashboard", "agent/")
+KINDS: Final = (
+    "apiserver",
+    "scheduler",
+    "controller",
+    "kube-controller-manager",
+    "dashboard",
+    "agent/",
+    "runtime-proxy",
+)
 _TICK_S: Final = 0.5
 _XID_FALLEN_OFF_THE_BUS: Final = 79
 
@@ -55,6 +66,16 @@ def kind_of(component: str) -> str | None:
         if component == kind or (kind.endswith("/") and component.startswith(kind)):
             return kind
     return None
+
+
+def runtime_proxy_note(components: Sequence[Component]) -> str:
+    """Whether the runtime proxy is among the kills, and why not when it is not."""
+    if any(kind_of(c.name) == "runtime-proxy" for c in components):
+        return "the runtime proxy is among the components killed"
+    return (
+        "the runtime proxy is not killed: this cluster runs none (simulated nodes start no containers; "
+        "a runtime proxy needs containerd and root, docs/runtime-proxy.md)"
+    )
 
 
 @dataclass(slots=True)
@@ -112,8 +133,12 @@ class Killer:
 
     def kill_one(self) -> Kill | None:
         """SIGKILL one running component of a random kind; None when none of that kind runs."""
-        kind = self._rng.choice(KINDS)
-        running = [c for c in self._components() if kind_of(c.name) == kind and c.process.pid and c.process.running]
+        components = self._components()
+        present = [k for k in KINDS if any(kind_of(c.name) == k for c in components)]
+        if not present:
+            return None
+        kind = self._rng.choice(present)
+        running = [c for c in components if kind_of(c.name) == kind and c.process.pid and c.process.running]
         if not running:
             return None
         victim = self._rng.choice(running)
@@ -208,10 +233,13 @@ class Loss:
     at: float
     #: When the agent was let go on (None: not yet).
     back_at: float | None = None
+    #: Whether its Node was deleted while it was lost.
+    deleted: bool = False
 
 
 class NodeLoss:
-    """See the module docstring. `delete_node(name)` deletes the Node (raises when it cannot)."""
+    """See the module docstring. `delete_node(name)` deletes the Node (raises when it cannot);
+    `delete_after_s` None: never."""
 
     def __init__(
         self,
@@ -221,21 +249,32 @@ class NodeLoss:
         interval_s: float,
         down_s: float,
         seed: int,
+        delete_after_s: float | None = None,
     ) -> None:
         self._agents = list(agents)
         self._delete_node = delete_node
         self._interval = interval_s
         self._down = down_s
+        self._delete_after = delete_after_s
         self._rng = random.Random(f"node-loss-{seed}")
         self._stop = threading.Event()
         self.losses: list[Loss] = []
 
     def run(self) -> None:
         while not self._stop.wait(self._rng.uniform(0.5, 1.5) * self._interval):
+            delete = self._delete_after is not None and self._delete_after < self._down and self._rng.random() < 0.5
             loss = self.lose_one()
-            if loss is not None:
-                self._stop.wait(self._down)
-                self.bring_back(loss)
+            if loss is None:
+                continue
+            waited = 0.0
+            if delete and self._delete_after is not None:
+                if self._stop.wait(self._delete_after):
+                    self.bring_back(loss)
+                    return
+                self.delete(loss)
+                waited = self._delete_after
+            self._stop.wait(self._down - waited)
+            self.bring_back(loss)
 
     def stop(self) -> None:
         self._stop.set()
@@ -258,11 +297,17 @@ class NodeLoss:
         log.info("Losing a node", extra={"node": victim.node, "pid": pid})
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGSTOP)
-        try:
-            self._delete_node(victim.node)
-        except (errors.APIError, OSError) as e:  # the API server is being restarted: lost all the same
-            log.info("Deleting the lost node failed", extra={"node": victim.node, "error": str(e)})
         return loss
+
+    def delete(self, loss: Loss) -> None:
+        """Delete the lost node's Node, as an operator removes a dead machine."""
+        try:
+            self._delete_node(loss.node)
+        except (errors.APIError, OSError) as e:  # the API server is being restarted: left as it is
+            log.info("Deleting the lost node failed", extra={"node": loss.node, "error": str(e)})
+            return
+        loss.deleted = True
+        log.info("Deleted the lost node", extra={"node": loss.node})
 
     def bring_back(self, loss: Loss) -> None:
         """SIGCONT its agent (a killed one was restarted by its supervisor: nothing to do)."""

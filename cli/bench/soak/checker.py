@@ -31,12 +31,14 @@ class Checker:
         invariants: list[Invariant],
         *,
         calm_since: Callable[[], float],
+        kills_calm_since: Callable[[], float] | None = None,
         on_violation: Callable[[Violation], None] = lambda _: None,
     ) -> None:
         self._client = client
         self._record = record
         self._invariants = invariants
         self._calm_since = calm_since
+        self._kills_calm_since = kills_calm_since
         self._on_violation = on_violation
         self.persistence = Persistence(invariants)
         self._stop = threading.Event()
@@ -55,7 +57,11 @@ class Checker:
                 return False
             found = check(self._invariants, state)
             self.checks += 1
-            for violation in self.persistence.update(found, now=state.now, calm_since=self._calm_since()):
+            kills_calm = self._kills_calm_since() if self._kills_calm_since is not None else None
+            new = self.persistence.update(
+                found, now=state.now, calm_since=self._calm_since(), kills_calm_since=kills_calm
+            )
+            for violation in new:
                 log.error(
                     "Invariant violated",
                     extra={

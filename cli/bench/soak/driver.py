@@ -25,7 +25,7 @@ from apis.crds.device import Device, DeviceType
 from apis.errors import ConfigError
 from apis.extension import names
 from cli.bench.soak.apps import DEPLOYMENTS, GPUS_RESERVED, Apps
-from cli.bench.soak.chaos import GPUFaults, Kill, Killer, Loss, NodeLoss
+from cli.bench.soak.chaos import GPUFaults, Kill, Killer, Loss, NodeLoss, runtime_proxy_note
 from cli.bench.soak.checker import Checker
 from cli.bench.soak.invariants import Violation, all_invariants
 from cli.bench.soak.invariants.liveness import components_down
@@ -69,6 +69,8 @@ class SoakResult:
     jobs_created: int = 0
     jobs_completed: int = 0
     node_losses: list[Loss] = field(default_factory=list)
+    nodes_seen_lost: int = 0
+    pods_evicted: int = 0
 
     @property
     def kills_survived(self) -> int:
@@ -85,6 +87,8 @@ def run_soak(settings: SoakSettings, *, progress: Callable[[str], None] = lambda
             scheduler_address=f"unix://{data_dir / 'scheduler.sock'}",
             start_timeout=settings.start_timeout_s,
             scheduler_plugins=("ElasticQuota",),
+            kube_controller_manager_args=settings.kube_controller_manager_args(),
+            agent_args=settings.agent_args(),
         )
         up.validate()
         # The killer hears the supervisor's events; it reads the components once they exist.
@@ -129,13 +133,14 @@ def _soak(
     gpus_per_node = max(len(d.of_type(DeviceType.GPU)) for d in devices)
     setup_s = time.time() - started
     progress(f"{settings.nodes} nodes with {gpus} GPUs ready after {setup_s:.1f} s")
+    progress(runtime_proxy_note(cluster.components))
 
     record = Record()
     watch = BoundWatch(client, record)
     # The Deployments' and Jobs' pods take their share first, so the bare pods that fit still fit.
     workload = Workload(client, record, settings, total_gpus=max(0.0, gpus - GPUS_RESERVED))
     workload.setup()
-    apps = Apps(client, seed=settings.seed)
+    apps = Apps(client, seed=settings.seed, toleration_s=settings.eviction_toleration_s)
     apps.setup()
     agents = [c for c in cluster.components if c.node]
     faults = GPUFaults(
@@ -152,12 +157,14 @@ def _soak(
         interval_s=settings.node_loss_interval_s,
         down_s=settings.node_down_s,
         seed=settings.seed,
+        delete_after_s=settings.node_delete_after_s,
     )
     checker = Checker(
         client,
         record,
         all_invariants(settings.bounds()),
         calm_since=lambda: max(killer.calm_since(), node_loss.calm_since()),
+        kills_calm_since=killer.calm_since,
         on_violation=lambda v: progress(f"VIOLATION {v.invariant}: {v.message}"),
     )
     watch.start()
@@ -210,6 +217,8 @@ def _soak(
         jobs_created=apps.jobs_created,
         jobs_completed=apps.jobs_completed,
         node_losses=list(node_loss.losses),
+        nodes_seen_lost=record.nodes_seen_lost,
+        pods_evicted=record.evicted,
     )
 
 

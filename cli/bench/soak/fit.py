@@ -2,13 +2,14 @@
 pending" invariant.
 
 Free is each healthy GPU's capacity (its Device CR's resources) less what the pods' annotations
-hold, and each healthy NIC's virtual functions less those held, on nodes that are Ready and
-schedulable. A pod fits when one node has `count` GPUs each with its per-GPU request free (for
-`device-joint-allocate`, GPUs on a PCIe switch with a free VF) and enough free VFs. Placing a
-pod takes what it fits into, so two pending pods never both "fit" into the last GPU; a gang fits
-only when every pending member does, together. CPU and memory are not modelled: the soak's pods
-ask for little of either. The model errs towards "does not fit", so it can miss a stuck pod but
-not accuse a pod that could not be placed.
+hold, and each healthy NIC's virtual functions less those held, on nodes that are Ready,
+schedulable and without the node lifecycle controller's taints. A pod fits when one node has
+`count` GPUs each with its per-GPU request free (for `device-joint-allocate`, GPUs on a PCIe
+switch with a free VF) and enough free VFs. Placing a pod takes what it fits into, so two pending
+pods never both "fit" into the last GPU; a gang fits only when every pending member does,
+together. CPU and memory are not modelled: the soak's pods ask for little of either. The model
+errs towards "does not fit", so it can miss a stuck pod but not accuse a pod that could not be
+placed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from apis.extension import names
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s.core import Pod
 from cli.bench.soak.holdings import holdings
-from cli.bench.soak.state import ClusterState
+from cli.bench.soak.state import LIFECYCLE_TAINTS, ClusterState
 
 __all__ = ["FreeDevices"]
 
@@ -39,7 +40,11 @@ class FreeDevices:
             for name, amount in h.resources.items():
                 used[(h.node, h.type, h.minor)][name] += amount
             taken_vfs.update((h.node, h.minor, vf) for vf in h.vfs)
-        usable = {n.name for n in state.nodes if n.ready and not n.unschedulable}
+        usable = {
+            n.name
+            for n in state.nodes
+            if n.ready and not n.unschedulable and not any(t.key in LIFECYCLE_TAINTS for t in n.taints)
+        }
         #: node → GPU minor → (its PCIe switch, free resources)
         self._gpus: dict[str, dict[int, tuple[str, dict[str, int]]]] = {}
         #: node → PCIe switch → free VF minors

@@ -18,7 +18,7 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Node, Pod
-from cli.bench.soak.state import ClusterState, GPUKey
+from cli.bench.soak.state import LIFECYCLE_TAINTS, ClusterState, GPUKey
 from kube import resources
 from kube.client import Client
 from kube.informer import Informer
@@ -40,6 +40,12 @@ class Record:
         self.created: dict[str, float] = {}
         self.bound_at: dict[str, float] = {}
         self.unhealthy_since: dict[GPUKey, float] = {}
+        self.lost_since: dict[str, float] = {}
+        self.evictable: set[str] = set()
+        #: Times a node was seen lost (a new stretch each time), and pods seen where they may be
+        #: evicted that the watch then saw go without the soak having deleted them.
+        self.nodes_seen_lost = 0
+        self.evicted = 0
         #: Pods that may wait for their quota: their create → bound says more of the quota than of
         #: the scheduler, so it is left out of the latency.
         self.may_wait: set[str] = set()
@@ -73,6 +79,31 @@ class Record:
                     else:
                         self.unhealthy_since.setdefault(key, now)
 
+    def saw_nodes(self, nodes: Iterable[Node], pods: Iterable[Pod], now: float) -> None:
+        """Keep `lost_since` (a node's first sighting with a lifecycle taint, until seen without
+        one) and `evictable` (pods seen on a node with a lifecycle NoExecute taint)."""
+        lost = {n.name: n for n in nodes if any(t.key in LIFECYCLE_TAINTS for t in n.taints)}
+        no_execute = {
+            name
+            for name, n in lost.items()
+            if any(t.key in LIFECYCLE_TAINTS and t.effect == names.TAINT_EFFECT_NO_EXECUTE for t in n.taints)
+        }
+        with self._lock:
+            for name in [n for n in self.lost_since if n not in lost]:
+                del self.lost_since[name]
+            for name in lost:
+                if name not in self.lost_since:
+                    self.lost_since[name] = now
+                    self.nodes_seen_lost += 1
+            self.evictable.update(p.key for p in pods if p.node_name in no_execute)
+
+    def saw_gone(self, key: str) -> None:
+        """A pod went: counted as evicted when it was seen on a lost node (with the NoExecute taint)
+        and the soak had not deleted it by then (a Job deleted meanwhile would count too)."""
+        with self._lock:
+            if key in self.evictable and key not in self.deleted:
+                self.evicted += 1
+
     def create_to_bound_s(self) -> list[float]:
         """Seconds from sending each create to first seeing the pod bound (not `may_wait` pods)."""
         with self._lock:
@@ -99,6 +130,8 @@ class Record:
                 deleted=frozenset(self.deleted),
                 created=dict(self.created),
                 unhealthy_since=dict(self.unhealthy_since),
+                lost_since=dict(self.lost_since),
+                evictable=frozenset(self.evictable),
                 **objects,
             )
 
@@ -128,16 +161,22 @@ def read_state(client: Client, record: Record) -> ClusterState:
         "jobs": tuple(client.resource(JOBS).list_all().items),
     }
     record.saw_devices(devices, now)
+    record.saw_nodes(nodes, pods, now)
     return record.state(now, acknowledged, pods=pods, nodes=nodes, devices=devices, quotas=quotas, **workloads)
 
 
 class BoundWatch:
-    """An informer on every pod that records when each is first seen bound (for create → bound).
+    """An informer on every pod that records when each is first seen bound (for create → bound)
+    and which pods went (for the evictions count).
     It rides out API server restarts (kube.informer re-watches or relists)."""
 
     def __init__(self, client: Client, record: Record) -> None:
         self._informer: Informer[Pod] = Informer(client, resources.PODS, parse=Pod.from_dict)
-        self._informer.add_handlers(on_add=self._seen, on_update=lambda _old, new: self._seen(new))
+        self._informer.add_handlers(
+            on_add=self._seen,
+            on_update=lambda _old, new: self._seen(new),
+            on_delete=lambda pod: record.saw_gone(pod.key),
+        )
         self._record = record
 
     def _seen(self, pod: Pod) -> None:

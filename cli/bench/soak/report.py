@@ -48,9 +48,12 @@ def put(result: SoakResult, report: Report) -> None:
         "node_losses",
         len(result.node_losses),
         "nodes",
-        label="nodes lost (agent frozen, Node deleted)",
+        label="nodes lost (agent frozen)",
         nodes_back=sum(1 for loss in result.node_losses if loss.back_at is not None),
+        nodes_deleted=sum(1 for loss in result.node_losses if loss.deleted),
+        nodes_seen_tainted=result.nodes_seen_lost,
     )
+    report.value("pods_evicted", result.pods_evicted, "pods", label="pods evicted from lost nodes")
     report.value("kills_survived", result.kills_survived, "kills", label="killed components back up")
     report.value(
         "faults_injected",

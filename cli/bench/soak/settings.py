@@ -38,9 +38,16 @@ class SoakSettings:
     #: Mean seconds between GPU faults (an XID 79, recovered by a reset `fault_duration_s` later).
     fault_interval_s: float = 15.0
     fault_duration_s: float = 20.0
-    #: Mean seconds between node losses (an agent frozen and its Node deleted for `node_down_s`).
+    #: Mean seconds between node losses (an agent frozen for `node_down_s`; see chaos.NodeLoss).
     node_loss_interval_s: float = 45.0
-    node_down_s: float = 15.0
+    node_down_s: float = 30.0
+    #: The node lifecycle controller's grace (`--node-monitor-grace-period`; kube: 40 s) and the
+    #: agents' Lease renewal (kube: 10 s), short so that a lost node is noticed while it is lost.
+    node_monitor_grace_s: float = 8.0
+    node_lease_interval_s: float = 2.0
+    #: How long the soak's pods tolerate an unreachable or not-ready node before they are evicted
+    #: (their NoExecute tolerations' tolerationSeconds; kube's default 300 s).
+    eviction_toleration_s: float = 8.0
     #: Pods (or gangs) created per second, while the GPUs in use stay below `target_load`.
     rate: float = 2.0
     #: The share of the cluster's GPUs the workload keeps busy, at most.
@@ -66,12 +73,20 @@ class SoakSettings:
             ("--kill-interval", self.kill_interval_s),
             ("--fault-interval", self.fault_interval_s),
             ("--node-loss-interval", self.node_loss_interval_s),
+            ("--node-down", self.node_down_s),
+            ("--node-monitor-grace", self.node_monitor_grace_s),
+            ("--eviction-toleration", self.eviction_toleration_s),
             ("--rate", self.rate),
             ("--pending-bound", self.pending_bound_s),
             ("--check-interval", self.check_interval_s),
         ):
             if not 0 < value < math.inf:
                 problems.append(f"{flag} must be a positive number of seconds, got {value:g}")
+        if self.node_monitor_grace_s <= 2 * self.node_lease_interval_s:
+            problems.append(
+                f"--node-monitor-grace ({self.node_monitor_grace_s:g} s) must be more than two Lease renewals "
+                f"({self.node_lease_interval_s:g} s each), or live nodes are judged lost"
+            )
         if not 1 <= self.nodes <= MAX_NODES:
             problems.append(f"--nodes must be between 1 and {MAX_NODES}, got {self.nodes}")
         if not 0 < self.target_load <= 1:
@@ -86,7 +101,30 @@ class SoakSettings:
             gang_waiting_s=self.gang_waiting_s,
             gang_slack_s=self.pending_bound_s,
             health_s=max(10.0, 2 * self.check_interval_s),
+            eviction_s=self.eviction_toleration_s,
         )
+
+    @property
+    def node_monitor_period_s(self) -> float:
+        """How often the node lifecycle controller looks (kube: 5 s of a 40 s grace)."""
+        return max(0.5, self.node_monitor_grace_s / 8)
+
+    @property
+    def node_delete_after_s(self) -> float:
+        """When, into a loss, the lost Node is deleted (every other loss): once the controller has
+        had time to judge it lost and evict its pods."""
+        return self.node_monitor_grace_s + self.node_monitor_period_s + self.eviction_toleration_s + 5.0
+
+    def kube_controller_manager_args(self) -> tuple[str, ...]:
+        return (
+            "--node-monitor-grace-period",
+            f"{self.node_monitor_grace_s:g}",
+            "--node-monitor-period",
+            f"{self.node_monitor_period_s:g}",
+        )
+
+    def agent_args(self) -> tuple[str, ...]:
+        return ("--node-lease-interval", f"{self.node_lease_interval_s:g}")
 
     @property
     def settle_s(self) -> float:

@@ -3,7 +3,8 @@
 The API server's objects (pods, nodes, Device CRs, ElasticQuotas) are parsed into `apis` types once, by
 `observe.read_state`; the rest is the soak's own record, which no component can vouch for: which
 creates the API server acknowledged (and the uid it gave), which pods the soak deleted, when it
-sent each create, and since when it has seen each GPU unhealthy. Every invariant is a pure function
+sent each create, since when it has seen each GPU unhealthy and each node lost, and which pods
+it saw where the node lifecycle controller may evict them. Every invariant is a pure function
 of one `ClusterState`, so each can be tested on a hand-built bad state.
 """
 
@@ -12,16 +13,19 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from apis.crds.device import Device
 from apis.crds.elasticquota import ElasticQuota
+from apis.extension import names
 from apis.k8s.core import Node, Pod
 
-__all__ = ["ClusterState", "GPUKey", "created_at"]
+__all__ = ["LIFECYCLE_TAINTS", "ClusterState", "GPUKey", "created_at"]
 
 #: (node, GPU minor).
 GPUKey = tuple[str, int]
+#: The node lifecycle controller's taints: a node with one is judged lost (or not ready).
+LIFECYCLE_TAINTS: Final = frozenset({names.TAINT_NODE_UNREACHABLE, names.TAINT_NODE_NOT_READY})
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +48,12 @@ class ClusterState:
     created: Mapping[str, float] = field(default_factory=dict)
     #: GPUs the soak has seen unhealthy in their Device CR, since when (wall clock), this stretch.
     unhealthy_since: Mapping[GPUKey, float] = field(default_factory=dict)
+    #: Nodes the soak has seen tainted unreachable or not-ready (the node lifecycle controller
+    #: judged them lost), since when (wall clock), this stretch.
+    lost_since: Mapping[str, float] = field(default_factory=dict)
+    #: Pods the soak has seen bound to such a node while it had the NoExecute taint: the node
+    #: lifecycle controller may evict (delete) them, so their going is no loss.
+    evictable: frozenset[str] = frozenset()
 
     def devices_by_node(self) -> dict[str, Device]:
         return {d.node_name: d for d in self.devices}

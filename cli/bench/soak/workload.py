@@ -33,6 +33,7 @@ from apis.extension import names
 from cli.bench.soak.invariants.liveness import MAY_WAIT
 from cli.bench.soak.observe import Record
 from cli.bench.soak.settings import SoakSettings
+from cli.bench.soak.tolerations import lost_node_tolerations
 from cli.launchers.scheduler import pod_manifest
 from kube import errors, resources
 from kube.client import Client
@@ -206,6 +207,7 @@ class Workload:
             manifest = pod_manifest(
                 name, {**_BASE, **shape.requests}, namespace=namespace, annotations=annotations, labels=labels
             )
+            manifest["spec"]["tolerations"] = lost_node_tolerations(self._settings.eviction_toleration_s)
             key = f"{namespace}/{name}"
             keys.append(key)
             self._record.sending_create(key, may_wait=shape.quota)

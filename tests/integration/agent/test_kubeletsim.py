@@ -118,6 +118,20 @@ def test_a_deleted_node_is_registered_again(client: Client, node_name: str) -> N
     assert node.meta.uid != old and node.ready
 
 
+def test_a_node_marked_not_ready_by_the_node_lifecycle_controller_is_reported_ready_at_once(
+    client: Client, node_name: str
+) -> None:
+    beat = heartbeat(client, node_name, Clock())  # the status report is not due for 60 s
+    beat.step()
+    unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}
+    nodes = client.resource(NODES)
+    nodes.patch(
+        node_name, {"status": {"conditions": [unknown]}}, patch_type=STRATEGIC_MERGE_PATCH, subresource="status"
+    )
+    beat.step()
+    assert Node.from_dict(nodes.get(node_name)).ready
+
+
 def test_the_heartbeat_survives_an_api_server_outage(apiserver: EmbeddedAPIServer, node_name: str) -> None:
     with apiserver.client() as client:
         beat = heartbeat(client, node_name, Clock())
@@ -222,3 +236,26 @@ def test_a_pod_being_deleted_is_removed_with_grace_period_zero(
     kubelet.pods.handle(key)  # the kubelet's own delete (grace period 0) is accepted ...
     pods.patch("held", {"metadata": {"finalizers": None}}, namespace=namespace)
     wait_for(lambda: kubelet.pods.informer.store.get(key) is None, what="the pod to go")  # ... and it is gone
+
+
+def test_a_running_pod_marked_not_ready_while_the_node_was_away_is_ready_again(
+    client: Client, namespace: str, node_name: str, kubelet: SimulatedKubelet
+) -> None:
+    pods = client.resource(PODS)
+    pods.create(pod("p"), namespace=namespace)
+    pods.post("p", "binding", {"target": {"kind": "Node", "name": node_name}}, namespace=namespace)
+    wait_for(lambda: pods.get("p", namespace=namespace)["status"].get("phase") == "Running", what="Running")
+    not_ready = {"type": "Ready", "status": "False"}
+    pods.patch(
+        "p",
+        {"status": {"conditions": [not_ready]}},
+        namespace=namespace,
+        patch_type=STRATEGIC_MERGE_PATCH,
+        subresource="status",
+    )
+
+    def ready() -> bool:
+        conditions = pods.get("p", namespace=namespace)["status"]["conditions"]
+        return {c["type"]: c["status"] for c in conditions}.get("Ready") == "True"
+
+    wait_for(ready, what="the pod Ready again")

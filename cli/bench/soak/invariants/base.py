@@ -44,6 +44,8 @@ class Bounds:
     workload_settle_s: float = 10.0
     #: Longer than a soak Job's pods run (`apps.JOB_RUN_S`), added to a Job's bound.
     job_run_s: float = 5.0
+    #: The soak's pods tolerate an unreachable node this long (tolerationSeconds), then go.
+    eviction_s: float = 8.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,8 @@ class Invariant:
     check: Callable[[ClusterState], list[Violation]]
     #: 0: counts at once; else only once seen continuously for this long (see the module docstring).
     grace_s: float = 0.0
+    #: Only kills restart its grace, not node losses: it is about what happens while a node is lost.
+    during_node_loss: bool = False
 
 
 def check(invariants: Iterable[Invariant], state: ClusterState) -> dict[str, list[Violation]]:
@@ -64,24 +68,36 @@ class Persistence:
 
     A violation is a candidate from the first check that sees it; it counts once it has been
     seen in every check since, for `grace_s` measured from the later of its first sighting and
-    the last disturbance. A check that does not see it drops it. Counted violations are kept
+    the last disturbance (for an invariant `during_node_loss`, the last kill). A check that does not
+    see it drops it. Counted violations are kept
     (the first sighting of each key, with the message it had then).
     """
 
     def __init__(self, invariants: Iterable[Invariant]) -> None:
         self._grace = {i.name: i.grace_s for i in invariants}
+        self._during_node_loss = {i.name for i in invariants if i.during_node_loss}
         self._first_seen: dict[tuple[str, tuple[str, ...]], float] = {}
         self.counted: dict[tuple[str, tuple[str, ...]], Violation] = {}
 
-    def update(self, found: dict[str, list[Violation]], *, now: float, calm_since: float) -> list[Violation]:
-        """Record one check's findings; the violations that count for the first time."""
+    def update(
+        self,
+        found: dict[str, list[Violation]],
+        *,
+        now: float,
+        calm_since: float,
+        kills_calm_since: float | None = None,
+    ) -> list[Violation]:
+        """Record one check's findings; the violations that count for the first time.
+        `kills_calm_since`: the last kill's return alone, for invariants judged during node losses
+        (None: `calm_since`)."""
         seen = {v.key: v for violations in found.values() for v in violations}
         self._first_seen = {key: self._first_seen.get(key, now) for key in seen}
         new = []
         for key, violation in seen.items():
             if key in self.counted:
                 continue
-            since = max(self._first_seen[key], calm_since) if self._grace.get(key[0], 0.0) else now
+            calm = kills_calm_since if key[0] in self._during_node_loss and kills_calm_since is not None else calm_since
+            since = max(self._first_seen[key], calm) if self._grace.get(key[0], 0.0) else now
             if now - since >= self._grace.get(key[0], 0.0):
                 self.counted[key] = violation
                 new.append(violation)

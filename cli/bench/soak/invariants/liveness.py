@@ -1,8 +1,9 @@
 """Liveness: nothing acknowledged is lost, no pod that fits stays pending, every component is up.
 
 - An object is lost when a create the API server acknowledged (with a uid) is gone, or has another
-  uid, without the soak having deleted it: SQLite must keep every acknowledged write across
-  `kill -9` of the API server.
+  uid, without the soak having deleted it or having seen it where the node lifecycle controller may
+  evict it (on a lost node: `ClusterState.evictable`): SQLite must keep every acknowledged write
+  across `kill -9` of the API server.
 - A pod that fits (`fit.FreeDevices`) and stays pending for `Bounds.pending_s` — counted from its
   first sighting or the last kill, whichever is later — is stuck. Pods labelled `MAY_WAIT` (those
   a quota may hold back: admission depends on the other quotas' demand) are left to the quota
@@ -41,7 +42,7 @@ def lost(state: ClusterState) -> list[Violation]:
     present = {p.key: p.uid for p in state.pods}
     violations = []
     for key, uid in sorted(state.acknowledged.items()):
-        if key in state.deleted or present.get(key) == uid:
+        if key in state.deleted or key in state.evictable or present.get(key) == uid:
             continue
         now = f"it has uid {present[key]}" if key in present else "it is gone"
         violations.append(Violation("object-lost", (key,), f"{key} was created with uid {uid}; {now}"))

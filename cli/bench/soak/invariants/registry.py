@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cli.bench.soak.invariants import devices, gangs, health, liveness, quotas, workloads
+from cli.bench.soak.invariants import devices, gangs, health, liveness, nodes, quotas, workloads
 from cli.bench.soak.invariants.base import Bounds, Invariant
 
 __all__ = ["FAMILIES", "all_invariants"]
@@ -12,6 +12,7 @@ __all__ = ["FAMILIES", "all_invariants"]
 FAMILIES: tuple[Callable[[Bounds], list[Invariant]], ...] = (
     devices.invariants,
     health.invariants,
+    nodes.invariants,
     gangs.invariants,
     quotas.invariants,
     workloads.invariants,

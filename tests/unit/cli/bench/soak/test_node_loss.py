@@ -1,9 +1,10 @@
-"""A lost node: its agent's process is frozen (SIGSTOP) and its Node deleted, then it goes on
-(SIGCONT) — on a real process, whose state the kernel reports."""
+"""A lost node: its agent's process is frozen (SIGSTOP), its Node deleted in some losses, then it
+goes on (SIGCONT) — on a real process, whose state the kernel reports."""
 
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,13 +46,18 @@ def agent() -> Iterator[Component]:
         child.wait()
 
 
-def test_a_lost_node_is_frozen_and_deleted_until_brought_back(agent: Component) -> None:
+def test_a_lost_node_is_frozen_until_brought_back_and_deleted_when_asked(agent: Component) -> None:
     deleted: list[str] = []
     loss = NodeLoss([agent], deleted.append, interval_s=1, down_s=1, seed=1)
     lost = loss.lose_one()
     assert lost is not None and lost.node == "sim-1"
-    assert deleted == ["sim-1"]
+    assert deleted == [] and not lost.deleted  # the node lifecycle controller judges it first
+    deadline = time.time() + 5
+    while _state(lost.pid) != "T" and time.time() < deadline:  # the signal takes a moment
+        time.sleep(0.01)
     assert _state(lost.pid) == "T"
+    loss.delete(lost)
+    assert deleted == ["sim-1"] and lost.deleted
     assert loss.calm_since() >= time.time() - 0.1  # a node is down: no calm
     loss.bring_all_back()
     deadline = time.time() + 5
@@ -63,3 +69,19 @@ def test_a_lost_node_is_frozen_and_deleted_until_brought_back(agent: Component) 
 
 def test_no_running_agent_is_no_loss() -> None:
     assert NodeLoss([], lambda _: None, interval_s=1, down_s=1, seed=1).lose_one() is None
+
+
+def test_run_deletes_the_node_in_some_losses_only_and_always_brings_it_back(agent: Component) -> None:
+    deleted: list[str] = []
+    loss = NodeLoss([agent], deleted.append, interval_s=0.05, down_s=0.1, seed=3, delete_after_s=0.02)
+    thread = threading.Thread(target=loss.run)
+    thread.start()
+    deadline = time.time() + 10
+    while len([x for x in loss.losses if x.back_at is not None]) < 8 and time.time() < deadline:
+        time.sleep(0.05)
+    loss.stop()
+    thread.join()
+    loss.bring_all_back()
+    assert all(x.back_at is not None for x in loss.losses)
+    assert 0 < len(deleted) < len(loss.losses)
+    assert deleted == [x.node for x in loss.losses if x.deleted]

@@ -34,3 +34,16 @@ def test_a_disturbance_restarts_the_grace_and_a_gap_forgets_the_candidate() -> N
     assert p.update(_found(), now=140, calm_since=120) == []
     assert p.update(_found(STUCK), now=160, calm_since=120) == []  # seen again from 160
     assert p.update(_found(STUCK), now=190, calm_since=120) == [STUCK]
+
+
+def test_an_invariant_judged_during_node_losses_is_restarted_by_kills_only() -> None:
+    during = Invariant("during", lambda _: [], grace_s=10, during_node_loss=True)
+    seen = Violation("during", ("soak/p",), "not evicted")
+    p = Persistence([during, LIVENESS])
+    found = {"during": [seen], "liveness": [STUCK]}
+    p.update(found, now=100, calm_since=100, kills_calm_since=50)  # a node is lost now
+    assert p.update(found, now=110, calm_since=110, kills_calm_since=50) == [seen]
+    assert p.update({"during": [], "liveness": [STUCK]}, now=140, calm_since=110, kills_calm_since=50) == [STUCK]
+    killed = Persistence([during])
+    killed.update({"during": [seen]}, now=100, calm_since=100, kills_calm_since=105)
+    assert killed.update({"during": [seen]}, now=110, calm_since=110, kills_calm_since=105) == []

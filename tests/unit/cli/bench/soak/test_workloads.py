@@ -13,7 +13,7 @@ from tests.unit.cli.bench.soak.builders import pod, state
 
 
 def _deployment(replicas: int, *, ready: int = 0, deleting: bool = False) -> dict[str, Any]:
-    d = deployment_manifest("web", replicas)
+    d = deployment_manifest("web", replicas, 8)
     d["metadata"] |= {"namespace": "soak", "uid": "d-uid"} | ({"deletionTimestamp": "x"} if deleting else {})
     d["status"] = {"readyReplicas": ready}
     return d
@@ -54,7 +54,7 @@ def test_a_deployment_short_of_ready_replicas_is_named_unless_it_is_being_delete
 
 
 def test_a_job_not_complete_is_named_and_a_failed_one_says_so() -> None:
-    job = job_manifest("train-1")
+    job = job_manifest("train-1", 8)
     job["metadata"]["namespace"] = "soak"
     [running] = job_incomplete(state(jobs=(job,)))
     assert running.objects == ("job soak/train-1",)
