@@ -36,11 +36,9 @@ one), a malformed object on the server (logged and skipped or replaced).
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psutil
@@ -67,6 +65,7 @@ from kube import errors, serving
 from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import Informer
+from kube.lifecycle import write_atomically
 from kube.resources import NODES, PODS
 
 if TYPE_CHECKING:
@@ -208,7 +207,7 @@ class Agent:
         if self.qos is not None:
             self.qos.start()
         if s.metrics.address_file is not None:
-            _write_atomically(s.metrics.address_file, http.address + "\n")  # ready
+            write_atomically(s.metrics.address_file, http.address + "\n")  # ready
         log.info(
             "Agent started",
             extra={
@@ -305,13 +304,6 @@ class Agent:
 def _this_machine() -> NodeCapacity:
     """This machine's CPUs and memory, for a simulated kubelet over real devices."""
     return NodeCapacity(cpus=psutil.cpu_count(logical=True) or 1, memory_bytes=psutil.virtual_memory().total)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def run(settings: AgentSettings) -> int:

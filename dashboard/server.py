@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import datetime
 import logging
-import os
 import signal
 from pathlib import Path
 from typing import Final
@@ -32,6 +31,7 @@ from dashboard import snapshot, view
 from dashboard.settings import DashboardSettings
 from dashboard.sources import ClusterSources, SchedulerPoller
 from kube.client import Client
+from kube.lifecycle import write_atomically
 
 __all__ = ["STATIC", "Dashboard", "run"]
 
@@ -193,7 +193,7 @@ async def serve(settings: DashboardSettings, stop: asyncio.Event) -> None:
         address = f"{host}:{port}"
         await dashboard.start()
         if settings.address_file is not None:
-            _write_atomically(settings.address_file, address + "\n")
+            write_atomically(settings.address_file, address + "\n")
         log.info("Serving", extra={"url": f"http://{address}/", "apiserver": client.host})
         await stop.wait()
         log.info("Shutting down", extra={"url": f"http://{address}/"})
@@ -210,12 +210,6 @@ def _bound(runner: web.AppRunner) -> tuple[str, int]:
             host, port = sock.getsockname()[:2]
             return (f"[{host}]" if ":" in host else host), int(port)
     raise ConfigError("the dashboard's HTTP server has no socket")
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def run(settings: DashboardSettings) -> int:

@@ -21,7 +21,6 @@ the HTTP endpoints — and their lifecycle:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +33,7 @@ from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import InformerFactory
 from kube.leaderelection import LeaderElectionSettings, LeaderElector
+from kube.lifecycle import write_atomically
 from kube.logs import V
 
 __all__ = ["Manager", "ManagerSettings"]
@@ -97,7 +97,7 @@ class Manager:
         self._http.start()
         try:
             if self.settings.address_file is not None:
-                _write_atomically(self.settings.address_file, self._http.address + "\n")
+                write_atomically(self.settings.address_file, self._http.address + "\n")
             self.informers.start()
             log.log(V(2), "Waiting for informer caches to sync")
             while not self.informers.wait_for_sync(timeout=0.5):
@@ -155,11 +155,3 @@ class Manager:
 
     def _not_stopping(self) -> str:
         return "shutting down" if self._stopping.is_set() else ""
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers see the whole content or no file at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    os.replace(partial, path)

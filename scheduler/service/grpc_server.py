@@ -91,12 +91,16 @@ class SchedulerAPI:
             leader=self._inspector.is_leader(),
         )
 
+    def plan_migrations(self, request: pb.PlanMigrationsRequest) -> pb.PlanMigrationsResponse:
+        raise _Abort(grpc.StatusCode.UNIMPLEMENTED, "PlanMigrations is not implemented yet")
+
     def handler(self) -> grpc.GenericRpcHandler:
         methods: Mapping[str, Callable[[Any], Message]] = {
             "Schedule": self.schedule,
             "Explain": self.explain,
             "GetNodeDevices": self.get_node_devices,
             "ListPending": self.list_pending,
+            "PlanMigrations": self.plan_migrations,
         }
         handlers = {}
         for method in SERVICE.methods:

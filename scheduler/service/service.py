@@ -18,11 +18,9 @@ benchmark use the service directly.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -30,6 +28,7 @@ from apis.errors import ConfigError
 from apis.k8s.core import Pod
 from apis.quota import QuotaManager
 from kube import Client, EventRecorder
+from kube.lifecycle import write_atomically
 from scheduler.cache import ClusterCache
 from scheduler.core import SchedulingCycle, build_frameworks
 from scheduler.framework import Framework, PluginRef, SchedulerConfig
@@ -190,7 +189,7 @@ class SchedulerService:
         if self.http is not None:
             self.http.start()
             if self.settings.http.address_file is not None:
-                _write_atomically(self.settings.http.address_file, self.http.address + "\n")
+                write_atomically(self.settings.http.address_file, self.http.address + "\n")
         if self.grpc is not None:
             self.grpc.start()
         self.reporter.start()
@@ -250,14 +249,6 @@ class SchedulerService:
 
     def _readiness(self) -> str:
         return "" if self.feed.synced else "the informers have not synced yet"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Readers see the whole content or no file at all."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    os.replace(partial, path)
 
 
 def _enabled(frameworks: Mapping[str, Framework], plugin: str) -> bool:
