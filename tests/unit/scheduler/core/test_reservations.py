@@ -161,3 +161,22 @@ def test_not_allocate_once_holds_again_when_its_owner_leaves(scheduler: Schedule
     assert [h.name for h in scheduler.cache.reservations_on("node-a")] == ["r"]
     assert bind(scheduler, make_pod("five", nvidia_gpu=5))[0] is None
     assert bind(scheduler, make_pod("four", nvidia_gpu=4))[0] == "node-a"
+
+
+@pytest.mark.parametrize(
+    ("requests", "owner", "before"),
+    [(FOUR_GPUS, {"nvidia_gpu": 4}, 3), (HALF_GPU, {"gpu_core": 50, "gpu_ratio": 50}, 1)],
+    ids=["four-gpus", "half-gpu"],
+)
+def test_owner_gets_the_reserved_devices_even_when_others_look_better(
+    scheduler: Scheduler, requests: Mapping[str, str], owner: Mapping[str, int], before: int
+) -> None:
+    # A pod takes the first GPUs, so the Reservation gets later ones; once that pod is gone, a
+    # fresh allocation would prefer the first GPUs again: the owner must still get the reserved.
+    node, annotations = bind(scheduler, make_pod("first", nvidia_gpu=before))
+    assert node == "node-a"
+    outcome, _ = scheduler.place_reservation(make_reservation(requests=requests), now=NOW)
+    reserved = allocated(outcome.annotations)["gpu"]
+    scheduler.cache.remove_pod(make_pod("first", node="node-a", annotations=annotations))
+    node, annotations = bind(scheduler, make_pod("owner", labels={"app": "train"}, **owner))
+    assert node == "node-a" and allocated(annotations)["gpu"] == reserved
