@@ -415,3 +415,58 @@ def test_a_pod_for_a_scheduler_no_profile_serves_is_not_placed(
     assert main(["what-if", "-f", str(snapshot), "-f", str(unnamed), "--config", str(config), "-o", "json"]) == 0
     results = {r["pod"]: r for r in json.loads(capsys.readouterr().out)["results"]}
     assert results["ml/no-scheduler-name"]["node"] == "node-a"
+
+
+RESERVATIONS = """
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Reservation
+metadata: {name: hold-a1, uid: r-1, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  template:
+    metadata: {namespace: ml}
+    spec:
+      schedulerName: tessera-scheduler
+      containers:
+      - {name: c, resources: {limits: {koordinator.sh/gpu-core: "40", koordinator.sh/gpu-memory-ratio: "40"}}}
+  owners: [{labelSelector: {matchLabels: {app: serve}}}]
+  ttl: 0s
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Reservation
+metadata: {name: never, uid: r-2, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  template:
+    spec:
+      schedulerName: tessera-scheduler
+      containers:
+      - {name: c, resources: {limits: {koordinator.sh/gpu-core: "200", koordinator.sh/gpu-memory-ratio: "200"}}}
+  owners: [{object: {name: x}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: owner, namespace: ml, labels: {app: serve}}
+spec:
+  schedulerName: tessera-scheduler
+  containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "40", koordinator.sh/gpu-memory-ratio: "40"}}}]
+"""
+
+
+def test_reservations_in_a_snapshot_hold_room_and_hand_it_to_their_owner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "snapshot.yaml"
+    path.write_text(SNAPSHOT + RESERVATIONS)
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by_name = {r["name"]: r for r in out["reservations"]}
+    assert by_name["hold-a1"]["phase"] == "Available" and by_name["hold-a1"]["node"] == "node-a"
+    assert by_name["never"]["phase"] == "Pending" and "Insufficient gpu" in by_name["never"]["message"]
+    results = {r["pod"]: r for r in out["results"]}
+    # GPU 1 is 40 % reserved: `half` (50 %) still fits there, the owner gets the reserved 40 %.
+    assert results["ml/half"]["node"] == "node-a"
+    assert results["ml/owner"]["node"] == "node-a"
+    assert "hold-a1" in results["ml/owner"]["annotations"][names.ANNOTATION_RESERVATION_ALLOCATED]
+    assert main(["what-if", "-f", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "RESERVATION" in table and "never" in table and "Pending" in table

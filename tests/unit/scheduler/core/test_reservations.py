@@ -3,48 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import pytest
 
-from apis.crds.reservation import Reservation, ReservationPhase, allocated_from_pod
+from apis.crds.reservation import ReservationPhase, allocated_from_pod
 from apis.extension import names
 from apis.k8s.core import Pod
 from scheduler.core import Scheduler
 from scheduler.core import reservations as transitions
-from tests.unit.scheduler.conftest import allocated, make_node, make_pod, make_scheduler
+from tests.unit.scheduler.conftest import allocated, make_node, make_pod, make_reservation, make_scheduler
 
 NOW = "2026-01-01T00:00:00Z"
-
-
-def make_reservation(
-    name: str = "r",
-    *,
-    requests: Mapping[str, str],
-    owner_labels: Mapping[str, str] | None = None,
-    allocate_once: bool = True,
-    ttl: str = "1h",
-) -> Reservation:
-    raw: dict[str, Any] = {
-        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
-        "kind": "Reservation",
-        "metadata": {"name": name, "uid": f"uid-r-{name}", "creationTimestamp": NOW},
-        "spec": {
-            "template": {
-                "metadata": {"namespace": "default"},
-                "spec": {
-                    "schedulerName": names.SCHEDULER_NAME,
-                    "containers": [
-                        {"name": "main", "resources": {"requests": dict(requests), "limits": dict(requests)}}
-                    ],
-                },
-            },
-            "owners": [{"labelSelector": {"matchLabels": dict(owner_labels or {"app": "train"})}}],
-            "allocateOnce": allocate_once,
-            "ttl": ttl,
-        },
-    }
-    return Reservation.from_dict(raw)
 
 
 def bind(scheduler: Scheduler, pod: Pod) -> tuple[str | None, Mapping[str, str]]:
