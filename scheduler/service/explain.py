@@ -64,12 +64,11 @@ def evaluate(framework: Framework, cache: ClusterCache, pod: Pod, *, nearest: in
     merged = Diagnosis()
     for node in nodes:
         rejections = tuple(framework.diagnose_node(state, info, framework.node_view(state, node)))
-        if rejections:
-            rejections += _reserved_for_others(cache, state, node.name)
         if not rejections:
             fits.append(node.name)
             continue
-        verdicts.append(NodeVerdict(node.name, rejections))
+        reserved = _reserved_for_others(cache, state, node.name)
+        verdicts.append(NodeVerdict(node.name, rejections + reserved))
         first.node_statuses[node.name] = rejections[0]
         merged.node_statuses[node.name] = _merge(rejections)
     if fits:

@@ -13,6 +13,7 @@ from apis.errors import ValidationError
 from apis.extension import names
 from cli.main import main
 from scheduler import whatif
+from scheduler.core import Scheduler
 from scheduler.simulation.cluster import gpu_node
 
 SNAPSHOT = """
@@ -470,3 +471,20 @@ def test_reservations_in_a_snapshot_hold_room_and_hand_it_to_their_owner(
     assert main(["what-if", "-f", str(path)]) == 0
     table = capsys.readouterr().out
     assert "RESERVATION" in table and "never" in table and "Pending" in table
+
+
+def test_the_docs_example_reservations_are_placed() -> None:
+    _, device = gpu_node("gpu-1")
+    node = {"kind": "Node", "metadata": {"name": "gpu-1"}, "status": {"allocatable": {"cpu": "64", "memory": "256Gi"}}}
+    examples = Path(__file__).resolve().parents[3] / "docs" / "examples"
+    docs = [
+        doc
+        for name in ("gpus", "cpu")
+        for doc in yaml.safe_load_all((examples / f"reservation-{name}.yaml").read_text())
+    ]
+    report = whatif.report(whatif.parse_objects([node, device.to_dict(), *docs]), Scheduler())
+    assert {r.name: (r.phase, r.node) for r in report.reservations} == {
+        "trainer-4gpu": ("Available", "gpu-1"),
+        "infer-half": ("Available", "gpu-1"),
+        "docs-cpu": ("Available", "gpu-1"),
+    }
