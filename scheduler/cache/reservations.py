@@ -74,6 +74,11 @@ class ReservationBook:
     consumers: dict[str, set[str]] = field(default_factory=dict)
     #: pod ident -> the Reservation UID (or name) it consumed.
     consumed_by: dict[str, str] = field(default_factory=dict)
+    #: Owner index of the held Reservations: a key every owner of one must carry (see
+    #: `_owner_keys`) -> their UIDs; `_ANY` for those no key narrows.
+    by_key: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
+    #: uid -> node, of the held Reservations.
+    node_of: dict[str, str] = field(default_factory=dict)
 
     def uid_of(self, name: str, uid: str) -> str:
         """The UID of a Reservation named by a pod's annotation (which may lack the UID)."""
@@ -89,16 +94,26 @@ class ReservationBook:
         return bool(self.consumers.get(ident) or self.consumers.get(reservation.name))
 
     def hold(self, held: HeldReservation) -> None:
+        self.unhold(held.uid)
         self.held.setdefault(held.node, {})[held.uid] = held
+        self.node_of[held.uid] = held.node
+        for key in _owner_keys(held.reservation):
+            self.by_key.setdefault(key, set()).add(held.uid)
 
     def unhold(self, uid: str) -> HeldReservation | None:
-        for node, entries in self.held.items():
-            found = entries.pop(uid, None)
-            if found is not None:
-                if not entries:
-                    del self.held[node]
-                return found
-        return None
+        node = self.node_of.pop(uid, None)
+        entries = self.held.get(node, {}) if node is not None else {}
+        found = entries.pop(uid, None)
+        if node is not None and not entries:
+            self.held.pop(node, None)
+        if found is not None:
+            for key in _owner_keys(found.reservation):
+                uids = self.by_key.get(key)
+                if uids is not None:
+                    uids.discard(uid)
+                    if not uids:
+                        del self.by_key[key]
+        return found
 
     def on_node(self, node: str) -> Iterable[HeldReservation]:
         return self.held.get(node, {}).values()
@@ -111,11 +126,16 @@ class ReservationBook:
         owners it matches); empty for a reserve pod itself or a pod that opts out."""
         if not self.held or pod.ident in self.known:
             return {}
+        candidates: set[str] = set()
+        for key in _pod_keys(pod):
+            candidates.update(self.by_key.get(key, ()))
         out: dict[str, HeldReservation] = {}
-        for node, entries in self.held.items():
-            matching = [h for h in entries.values() if h.reservation.matches_owner(pod.pod)]
-            if matching:
-                out[node] = min(matching, key=lambda h: h.name)
+        for uid in candidates:
+            held = self.held[self.node_of[uid]][uid]
+            if held.reservation.matches_owner(pod.pod):
+                best = out.get(held.node)
+                if best is None or held.name < best.name:
+                    out[held.node] = held
         return out
 
     def consume(self, uid: str, pod: str) -> None:
@@ -140,3 +160,37 @@ class ReservationBook:
         self.unhold(uid)
         for pod in self.consumers.pop(uid, set()):
             self.consumed_by.pop(pod, None)
+
+
+#: The index key of Reservations with an owner no key narrows (every pod is a candidate).
+_ANY: tuple[str, ...] = ("any",)
+
+
+def _owner_keys(reservation: Reservation) -> set[tuple[str, ...]]:
+    """Keys of which a pod must carry one to match an owner of `reservation`: per owner, one it
+    needs for sure (a label of its selector, its object's UID or name, its controller's UID or
+    name), or `_ANY`. Matching stays `Reservation.matches_owner`; the keys only skip the
+    Reservations a pod cannot match, so a cycle costs the same with 100 of them held."""
+    keys: set[tuple[str, ...]] = set()
+    for owner in reservation.owners:
+        selector, ref, controller = owner.label_selector, owner.object_ref, owner.controller
+        if selector is not None and selector.match_labels:
+            key, value = min(selector.match_labels.items())
+            keys.add(("label", key, value))
+        elif ref is not None and (ref.uid or ref.name):
+            keys.add(("pod-uid", ref.uid) if ref.uid else ("pod-name", ref.name))
+        elif controller is not None and (controller.uid or controller.name):
+            keys.add(("owner-uid", controller.uid) if controller.uid else ("owner-name", controller.name))
+        else:
+            keys.add(_ANY)
+    return keys
+
+
+def _pod_keys(pod: PodInfo) -> list[tuple[str, ...]]:
+    """The keys `pod` carries (see `_owner_keys`)."""
+    meta = pod.pod.meta
+    keys: list[tuple[str, ...]] = [_ANY, ("pod-uid", meta.uid), ("pod-name", meta.name)]
+    keys += [("label", k, v) for k, v in meta.labels.items()]
+    for ref in meta.owner_references:
+        keys += [("owner-uid", ref.uid), ("owner-name", ref.name)]
+    return keys
