@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.crds.device import Device, DeviceType
@@ -288,9 +288,11 @@ class ClusterCache:
         """Whether `ident` is a (non-terminal) Reservation's UID: its reserve pod's identity."""
         return ident in self._book.known
 
-    def reservations_for(self, pod: PodInfo) -> dict[str, HeldReservation]:
+    def reservations_for(
+        self, pod: PodInfo, accept: Callable[[Reservation], bool] | None = None
+    ) -> dict[str, HeldReservation]:
         """Per node, the held Reservation `pod` may be placed onto (see `ReservationBook.for_pod`)."""
-        return self._book.for_pod(pod)
+        return self._book.for_pod(pod, accept)
 
     def reservations_on(self, node: str) -> list[HeldReservation]:
         """The Reservations held on `node`, by name."""

@@ -18,7 +18,7 @@ Pure bookkeeping, driven by `ClusterCache` under its contract (one thread, no I/
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from apis.crds.device import DeviceType
@@ -121,9 +121,10 @@ class ReservationBook:
     def all_held(self) -> list[HeldReservation]:
         return [h for entries in self.held.values() for h in entries.values()]
 
-    def for_pod(self, pod: PodInfo) -> dict[str, HeldReservation]:
+    def for_pod(self, pod: PodInfo, accept: Callable[[Reservation], bool] | None = None) -> dict[str, HeldReservation]:
         """Per node, the held Reservation `pod` may use there (the first by name among those whose
-        owners it matches); empty for a reserve pod itself or a pod that opts out."""
+        owners it matches, and that `accept` takes); empty for a reserve pod itself or a pod that
+        opts out."""
         if not self.held or pod.ident in self.known:
             return {}
         candidates: set[str] = set()
@@ -132,7 +133,7 @@ class ReservationBook:
         out: dict[str, HeldReservation] = {}
         for uid in candidates:
             held = self.held[self.node_of[uid]][uid]
-            if held.reservation.matches_owner(pod.pod):
+            if held.reservation.matches_owner(pod.pod) and (accept is None or accept(held.reservation)):
                 best = out.get(held.node)
                 if best is None or held.name < best.name:
                     out[held.node] = held

@@ -10,6 +10,8 @@ is the owners' side, as Koordinator's Reservation plugin:
   resources were free, and DeviceShare gives the reserved devices.
 - Score puts a node with such a Reservation first (MAX_NODE_SCORE, the others 0; its default
   weight makes it outweigh every other plugin's preference).
+- A pod with Koordinator's `reservation-affinity` annotation may use only the Reservations it
+  selects, and nothing else: PreFilter narrows the nodes to theirs, or rejects the pod.
 - Reserve consumes the Reservation in the cache (it stops counting, the pod counts); Unreserve
   gives it back. It runs before DeviceShare's Reserve, which takes the reserved devices.
 - PreBind asks for the pod's `reservation-allocated` annotation, which the scheduler's
@@ -23,7 +25,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.crds.reservation import reservation_allocated_annotation
-from apis.extension import names
+from apis.errors import AnnotationError
+from apis.extension import names, reservationaffinity
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.cache.reservations import HeldReservation
 from scheduler.framework import config
@@ -40,6 +43,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.status import SKIP, SUCCESS, Status
+from scheduler.plugins.reservation import reasons
 
 NAME = "Reservation"
 #: Default score weight: a node with the pod's Reservation beats any other plugin's preference.
@@ -60,8 +64,17 @@ class ReservationPlugin(PreFilterPlugin, PreScorePlugin, ScorePlugin, ReservePlu
         self._cache = handle.cache
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        state.reservations = self._cache.reservations_for(pod)
-        return None, SKIP  # no Filter: the runtime's node view does the work
+        try:
+            affinity = reservationaffinity.from_pod_annotations(pod.pod.annotations, obj=pod.key)
+        except AnnotationError as e:
+            return None, Status.invalid_pod(str(e), plugin=NAME)
+        if affinity is None:
+            state.reservations = self._cache.reservations_for(pod)
+            return None, SKIP  # no Filter: the runtime's node view does the work
+        state.reservations = self._cache.reservations_for(pod, lambda r: affinity.matches(r.name, r.meta.labels))
+        if not state.reservations:
+            return None, Status.unschedulable(reasons.NO_MATCHING_RESERVATION, plugin=NAME)
+        return PreFilterResult(frozenset(state.reservations)), SKIP
 
     def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
         # With a Reservation, results depend on which one: no memo. Without, nothing changes.

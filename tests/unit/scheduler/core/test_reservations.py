@@ -149,3 +149,20 @@ def test_owner_gets_the_reserved_devices_even_when_others_look_better(
     scheduler.cache.remove_pod(make_pod("first", node="node-a", annotations=annotations))
     node, annotations = bind(scheduler, make_pod("owner", labels={"app": "train"}, **owner))
     assert node == "node-a" and allocated(annotations)["gpu"] == reserved
+
+
+def test_reservation_affinity_pins_a_pod_to_the_reservations_it_selects() -> None:
+    scheduler = make_scheduler(make_node("node-a"), make_node("node-b"))
+    _, first = scheduler.place_reservation(make_reservation("first", requests={names.NVIDIA_GPU: "1"}), now=NOW)
+    _, second = scheduler.place_reservation(make_reservation("second", requests={names.NVIDIA_GPU: "1"}), now=NOW)
+    assert first.node_name != second.node_name
+    wants_second = {names.ANNOTATION_RESERVATION_AFFINITY: '{"name": "second"}'}
+    owner = make_pod("owner", labels={"app": "train"}, annotations=wants_second, nvidia_gpu=1)
+    node, annotations = bind(scheduler, owner)
+    assert node == second.node_name and '"name":"second"' in annotations[names.ANNOTATION_RESERVATION_ALLOCATED]
+    # Second is consumed: a pod with the same affinity waits, though first and free GPUs remain.
+    outcome = scheduler.schedule_one(make_pod("again", labels={"app": "train"}, annotations=wants_second, nvidia_gpu=1))
+    assert not outcome.scheduled and "reservation-affinity" in outcome.status.message
+    broken = {names.ANNOTATION_RESERVATION_AFFINITY: "{"}
+    outcome = scheduler.schedule_one(make_pod("broken", annotations=broken, nvidia_gpu=1))
+    assert not outcome.scheduled and "not valid JSON" in outcome.status.message
