@@ -1,7 +1,8 @@
 """The Reservation controller of the leading scheduler: status that follows from the cluster.
 
-Run by the leader only (a follower's informers stay warm). Every `interval` seconds, and at once
-when kicked (a pod or Reservation changed), one pass over the Reservations:
+Run by the leader only (a follower's informers stay warm). Every `interval` seconds (and at once
+when a Reservation that does not parse is reported), one pass over the Reservations that are not
+over (none: the pods are not even looked at):
 
 - **owners**: bound pods whose `reservation-allocated` annotation names a Reservation are its
   `currentOwners` (and `allocated` their requests); an allocateOnce Reservation is then
@@ -79,10 +80,6 @@ class ReservationController:
         if registry is not None:
             registry.register(_PhaseCollector(reservations))
 
-    def kick(self) -> None:
-        """Run a pass soon (something changed)."""
-        self._wake.set()
-
     def invalid(self, name: str, uid: str, message: str) -> None:
         """Say on the Reservation why it cannot be read (written by the next pass)."""
         with self._guard:
@@ -114,11 +111,10 @@ class ReservationController:
 
     def run_once(self) -> None:
         """One pass (see the module docstring). Never raises for an API error."""
-        owners = self._owners()
+        live = [r for r in self._reservations.store.list() if not r.phase.terminal]
+        owners = self._owners() if live else {}
         now = self._now()
-        for reservation in self._reservations.store.list():
-            if reservation.phase.terminal:
-                continue
+        for reservation in live:
             found = {p.uid or p.key: p for key in (reservation.uid, reservation.name) for p in owners.get(key, ())}
             mine = list(found.values())
             if mine and reservation.phase.holds_resources:
