@@ -102,8 +102,9 @@ def _config(args: argparse.Namespace) -> SchedulerConfig:
         config = with_scoring_choice(config, args.scoring)
     if args.percentage_of_nodes_to_score is not None:
         config = with_percentage_of_nodes_to_score(config, args.percentage_of_nodes_to_score)
-    if args.quotas < 0 or args.reservations < 0:
-        raise ConfigError("--quotas and --reservations must not be negative")
+    for flag, value in (("--quotas", args.quotas), ("--reservations", args.reservations)):
+        if value < 0:
+            raise ConfigError(f"{flag} must not be negative, got {value}")
     if args.quotas:
         config = with_elastic_quota(config)
     return config
