@@ -155,6 +155,7 @@ class SchedulerService:
             recorder=self.recorder,
             reporter=self.reservation_reporter,
             on_invalid=lambda name, uid, message: self.reservations.invalid(name, uid, message),  # noqa: PLW0108 (built below)
+            on_released=self.quotas.remove_pod,
         )
         self.loop = SchedulingLoop(
             lock=self.lock,

@@ -8,7 +8,8 @@ What each change means, in one place:
 - a Reservation **pending** (no node, not terminal, not `spec.unschedulable`) is queued as its
   reserve pod (`api.reserve_pod`), and retried like a pod when it does not fit;
 - a Reservation **terminal** (Succeeded, Failed) or **deleted** holds nothing any more: it leaves
-  the cache and the queue, and the pods that waited for room are moved;
+  the cache, the queue and the quota manager (what ElasticQuota's Reserve charged for it), and
+  the pods that waited for room are moved;
 - a Reservation that **does not parse** (a bad ttl, a template that is no valid pod, ...) gets a
   Warning Event naming the field, and the controller writes its Scheduled condition (reason
   Invalid); the informer keeps the last good version, and the scheduler goes on.
@@ -26,6 +27,7 @@ from typing import Any
 from apis.crds.reservation import GROUP_VERSION, KIND, Reservation
 from apis.errors import TesseraError
 from apis.extension import names
+from apis.k8s.core import Pod
 from kube import Client, EventRecorder, Informer, ObjectReference
 from scheduler.cache import ClusterCache
 from scheduler.core.reservations import REASON_INVALID
@@ -52,9 +54,13 @@ class ReservationFeed:
         recorder: EventRecorder,
         reporter: FailureReporter,
         on_invalid: Callable[[str, str, str], None],
+        on_released: Callable[[Pod], None] = lambda _pod: None,
     ) -> None:
         """`profiles`: ours, the first taking Reservations whose template names no scheduler.
-        `on_invalid(name, uid, message)` is told about a Reservation that does not parse."""
+        `on_invalid(name, uid, message)` is told about a Reservation that does not parse;
+        `on_released(reserve_pod)` about one that holds nothing any more (the quota manager
+        forgets what a Reserve charged for it)."""
+        self._on_released = on_released
         self._lock = lock
         self._cache = cache
         self._queue = queue
@@ -125,6 +131,7 @@ class ReservationFeed:
             self._uids.discard(uid)
         with self._lock:
             self._cache.remove_reservation(uid)
+        self._on_released(reservation.reserve_pod())
         self._queue.delete(uid)
         self._reporter.forget(uid)
         if reservation.node_name:
