@@ -10,7 +10,9 @@ The cycle (`scheduler.core.SchedulingCycle`) is the one the offline scheduler ru
 to bind is the loop's `Handoff` to the asynchronous binder. One `threading.RLock` guards the
 cache, the cycle and the frameworks (the core is not thread-safe): the informers' handlers, the
 scheduling cycle, the binder's bookkeeping and the inspector take it; API calls never happen
-under it. `SchedulerService` only wires parts together and orders their start and stop;
+under it. Reservations (`reservations/`) go through the same queue and cycle as their reserve
+pods, with a second `Binder` and `FailureReporter` whose API writes the Reservation; the loop
+routes to them by UID. `SchedulerService` only wires parts together and orders their start and stop;
 `scheduler.service.run` adds signals and exit codes for the command line, and tests and the
 benchmark use the service directly.
 """
