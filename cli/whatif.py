@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
         print(render_table(list(report.results)))
         if report.gangs:
             print(render_gangs(report.gangs))
+        if report.reservations:
+            print(render_reservations(report.reservations))
     return 0
 
 
@@ -112,6 +114,16 @@ def render_gangs(gangs: tuple[whatif.GangResult, ...]) -> str:
         lines.append(
             f"{g.name:<{width}}  {f'{g.placed}/{g.min}':<10}  {'yes' if g.satisfied else 'no':<9}  {g.reason or '-'}"
         )
+    return "\n".join(lines)
+
+
+def render_reservations(reservations: tuple[whatif.ReservationResult, ...]) -> str:
+    """One line per Reservation: `RESERVATION  PHASE  NODE  HOLDS / REASON`."""
+    width = max(len("RESERVATION"), *(len(r.name) for r in reservations))
+    lines = ["", f"{'RESERVATION':<{width}}  {'PHASE':<9}  {'NODE':<12}  HOLDS / REASON"]
+    for r in reservations:
+        holds = " ".join(f"{k}={v}" for k, v in r.allocatable.items())
+        lines.append(f"{r.name:<{width}}  {r.phase:<9}  {r.node or '-':<12}  {r.message or holds or '-'}")
     return "\n".join(lines)
 
 

@@ -1,8 +1,12 @@
 """What would the scheduler do with these pods on this cluster? No cluster needed.
 
-`tessera what-if -f snapshot.yaml` feeds Nodes, Device CRs, PodGroups, ElasticQuotas and Pods (as
+`tessera what-if -f snapshot.yaml` feeds Nodes, Device CRs, PodGroups, ElasticQuotas, Reservations
+and Pods (as
 `kubectl get -o yaml` writes them, `List` kinds included) to the same core the live scheduler
-runs: pods that already have `spec.nodeName` are loaded as running, then every other pod is
+runs: Reservations placed already (Available, with a node) hold their resources for their owners,
+pending ones are placed first (as the live scheduler would, with the status it would write:
+`reservations` in the report), pods that already have `spec.nodeName` are loaded as running (an
+owner's `reservation-allocated` annotation consumes its Reservation), then every other pod is
 scheduled in the order given — except that a gang's members are scheduled one after another,
 where its first member is — each placement committed before the next. The result per pod is its
 node (or none), the annotations the scheduler would write — and for two or more GPUs, whether
@@ -31,10 +35,12 @@ from typing import TypeVar
 from apis.crds.device import Device, DeviceType
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
+from apis.crds.reservation import CONDITION_SCHEDULED, Reservation
 from apis.errors import AnnotationError, ValidationError
 from apis.extension import allocation, names
 from apis.k8s import resources
 from apis.k8s.core import Node, Pod
+from apis.k8s.meta import now_rfc3339
 from scheduler.core import Outcome, Scheduler
 from scheduler.core import gangs as core_gangs
 from scheduler.framework.status import Code, Shortfall
@@ -43,6 +49,7 @@ from scheduler.plugins.coscheduling import GangSummary
 __all__ = [
     "GangResult",
     "QuotaReport",
+    "ReservationResult",
     "Snapshot",
     "WhatIfReport",
     "WhatIfResult",
@@ -53,7 +60,15 @@ __all__ = [
 ]
 
 _LIST_KINDS = frozenset(
-    {"List", "NodeList", "PodList", "DeviceList", f"{names.POD_GROUPS.kind}List", f"{names.ELASTIC_QUOTAS.kind}List"}
+    {
+        "List",
+        "NodeList",
+        "PodList",
+        "DeviceList",
+        f"{names.POD_GROUPS.kind}List",
+        f"{names.ELASTIC_QUOTAS.kind}List",
+        f"{names.RESERVATIONS.kind}List",
+    }
 )
 _T = TypeVar("_T")
 
@@ -65,6 +80,7 @@ class Snapshot:
     pods: tuple[Pod, ...] = ()
     pod_groups: tuple[PodGroup, ...] = ()
     quotas: tuple[ElasticQuota, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
     #: `kind` of every object skipped (Namespaces, Services, ...), for a warning.
     ignored: tuple[str, ...] = ()
 
@@ -128,11 +144,41 @@ class GangResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ReservationResult:
+    """One Reservation of the snapshot after what-if: its phase and node, and why not placed."""
+
+    name: str
+    phase: str
+    node: str = ""
+    message: str = ""
+    #: What it holds for its owners (placed ones), as Kubernetes strings.
+    allocatable: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, reservation: Reservation) -> ReservationResult:
+        scheduled = next((c for c in reservation.conditions if c.type == CONDITION_SCHEDULED), None)
+        message = scheduled.message if scheduled is not None and scheduled.status == "False" else ""
+        phase = "Expired" if reservation.is_expired else reservation.phase.value
+        allocatable = resources.format_list(reservation.allocatable)
+        return cls(reservation.name, phase, reservation.node_name, message, allocatable)
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name, "phase": self.phase, "node": self.node or None}
+        if self.message:
+            out["message"] = self.message
+        if self.allocatable:
+            out["allocatable"] = dict(self.allocatable)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
 class WhatIfReport:
     results: tuple[WhatIfResult, ...]
     gangs: tuple[GangResult, ...] = ()
     #: One per ElasticQuota of the snapshot; the JSON has `quotas` only when the snapshot had some.
     quotas: tuple[QuotaReport, ...] = ()
+    #: One per Reservation of the snapshot; the JSON has `reservations` only when it had some.
+    reservations: tuple[ReservationResult, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -141,6 +187,8 @@ class WhatIfReport:
         }
         if self.quotas:
             out["quotas"] = [q.to_dict() for q in self.quotas]
+        if self.reservations:
+            out["reservations"] = [r.to_dict() for r in self.reservations]
         return out
 
 
@@ -152,6 +200,7 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
     pods: list[Pod] = []
     groups: list[PodGroup] = []
     quotas: list[ElasticQuota] = []
+    reservations: list[Reservation] = []
     ignored: list[str] = []
 
     def visit(doc: object, where: str) -> None:
@@ -176,12 +225,16 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
             groups.append(_parse(PodGroup.from_dict, doc, where))
         elif kind == names.ELASTIC_QUOTAS.kind:
             quotas.append(_parse(ElasticQuota.from_dict, doc, where))
+        elif kind == names.RESERVATIONS.kind:
+            reservations.append(_parse(Reservation.from_dict, doc, where))
         else:
             ignored.append(str(kind))
 
     for i, doc in enumerate(docs):
         visit(doc, f"{source}[{i}]")
-    return Snapshot(tuple(nodes), tuple(devices), tuple(pods), tuple(groups), tuple(quotas), tuple(ignored))
+    return Snapshot(
+        tuple(nodes), tuple(devices), tuple(pods), tuple(groups), tuple(quotas), tuple(reservations), tuple(ignored)
+    )
 
 
 def _parse(parser: Callable[[object], _T], doc: Mapping[str, object], where: str) -> _T:
@@ -196,11 +249,12 @@ def run(snapshot: Snapshot, scheduler: Scheduler) -> list[WhatIfResult]:
     return list(report(snapshot, scheduler).results)
 
 
-def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
+def report(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> WhatIfReport:
     """`run`, plus one line per gang and per quota. Results come in the snapshot's order.
 
     The snapshot's ElasticQuotas and every pod (pending or placed) go to the scheduler's quota
-    manager first, so each quota's runtime is shared by the demand of the whole snapshot."""
+    manager first, so each quota's runtime is shared by the demand of the whole snapshot.
+    `now` (RFC 3339, default the current time) stamps the conditions of placed Reservations."""
     cache = scheduler.cache
     if snapshot.quotas:
         scheduler.quotas.set_quotas(snapshot.quotas)
@@ -212,6 +266,7 @@ def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
         cache.add_device(device)
     for group in snapshot.pod_groups:
         scheduler.observe_pod_group(group)
+    placed = _reservations(snapshot, scheduler, now or now_rfc3339())
     pending = []
     for pod in snapshot.pods:
         if pod.node_name:
@@ -250,7 +305,21 @@ def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
     )
     found = core_gangs.gangs(scheduler.frameworks)
     gangs = tuple(GangResult.of(g) for g in found if g.created)
-    return WhatIfReport(results, gangs, tuple(quota_reports(snapshot, scheduler)))
+    return WhatIfReport(results, gangs, tuple(quota_reports(snapshot, scheduler)), placed)
+
+
+def _reservations(snapshot: Snapshot, scheduler: Scheduler, now: str) -> tuple[ReservationResult, ...]:
+    """Hold the placed Reservations, then place the pending ones (in the snapshot's order)."""
+    pending = []
+    for reservation in snapshot.reservations:
+        if reservation.node_name or reservation.phase.terminal:
+            scheduler.cache.add_reservation(reservation)
+        elif not reservation.unschedulable:
+            pending.append(reservation)
+    after = {r.uid or r.name: r for r in snapshot.reservations}
+    for reservation in pending:
+        after[reservation.uid or reservation.name] = scheduler.place_reservation(reservation, now=now)[1]
+    return tuple(ReservationResult.of(r) for r in after.values())
 
 
 def _result(outcome: Outcome, gang: GangSummary | None, devices: Mapping[str, Device]) -> WhatIfResult:

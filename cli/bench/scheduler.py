@@ -16,6 +16,10 @@ whole gang took (from the last member's arrival to the whole gang allowed and bo
 of the cluster, max all of it) and enables the ElasticQuota plugin; every pod is charged to its
 quota before the first cycle, as the live scheduler's informers do. Compare its pods/s with a run
 without quotas (the issue asks ≥ 90 %).
+
+`--reservations 100` places 100 Reservations of one whole GPU each first (owners: pods labelled
+`app=bench-reserved`, which no benchmark pod is), so every cycle runs with that many Available
+Reservations held in the cache: compare the cycle's cost with a run without.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ import math
 import time
 from pathlib import Path
 
+from apis.crds.reservation import Reservation
 from apis.errors import ConfigError
 from apis.extension import names
 from apis.k8s import resources
+from apis.k8s.meta import now_rfc3339
 from apis.quota.charge import quota_capacity
 from cli.bench._report import Report, Timer
 from scheduler.core import (
@@ -72,6 +78,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="spread the pods over N namespaces with an ElasticQuota each, ElasticQuota on (default 0: none)",
     )
+    parser.add_argument(
+        "--reservations",
+        type=int,
+        default=0,
+        metavar="N",
+        help="place N Reservations of 1 GPU first, owned by no benchmark pod (default 0: none)",
+    )
 
 
 def _config(args: argparse.Namespace) -> SchedulerConfig:
@@ -89,11 +102,35 @@ def _config(args: argparse.Namespace) -> SchedulerConfig:
         config = with_scoring_choice(config, args.scoring)
     if args.percentage_of_nodes_to_score is not None:
         config = with_percentage_of_nodes_to_score(config, args.percentage_of_nodes_to_score)
-    if args.quotas < 0:
-        raise ConfigError(f"--quotas must not be negative, got {args.quotas}")
+    for flag, value in (("--quotas", args.quotas), ("--reservations", args.reservations)):
+        if value < 0:
+            raise ConfigError(f"{flag} must not be negative, got {value}")
     if args.quotas:
         config = with_elastic_quota(config)
     return config
+
+
+def _reservations(count: int) -> list[Reservation]:
+    """`count` Reservations of one whole GPU, for pods labelled app=bench-reserved."""
+    template = {
+        "spec": {
+            "schedulerName": names.SCHEDULER_NAME,
+            "containers": [{"name": "main", "resources": {"limits": {names.NVIDIA_GPU: "1"}}}],
+        }
+    }
+    return [
+        Reservation.from_dict(
+            {
+                "metadata": {"name": f"bench-{i:05d}", "uid": f"bench-reservation-{i}"},
+                "spec": {
+                    "template": template,
+                    "owners": [{"labelSelector": {"matchLabels": {"app": "bench-reserved"}}}],
+                    "ttl": "0s",
+                },
+            }
+        )
+        for i in range(count)
+    ]
 
 
 def _gang_sizes(text: str) -> tuple[int, int]:
@@ -112,6 +149,7 @@ def run(args: argparse.Namespace, report: Report) -> int:
         seed=args.seed,
         gang_fraction=args.gang_fraction,
         quotas=args.quotas,
+        reservations=args.reservations,
     )
     setup_start = time.perf_counter()
     scheduler = Scheduler(config, seed=args.seed)
@@ -120,6 +158,10 @@ def run(args: argparse.Namespace, report: Report) -> int:
         node, device = gpu_node(f"node-{i:05d}", shape)
         scheduler.cache.add_node(node)
         scheduler.cache.add_device(device)
+    now = now_rfc3339()
+    placed = sum(scheduler.place_reservation(r, now=now)[0].scheduled for r in _reservations(args.reservations))
+    if args.reservations:
+        report.value("reservations_available", placed, "reservations", label="Reservations available")
     workload = synthetic_pods(args.pods, seed=args.seed)
     if args.quotas:
         # As the live scheduler's informers do: every pod is charged (pending) before any cycle.

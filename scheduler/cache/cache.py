@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.crds.device import Device, DeviceType
+from apis.crds.reservation import Reservation, allocated_from_pod
 from apis.errors import AnnotationError
 from apis.extension import names
 from apis.extension.allocation import DeviceAllocation
@@ -31,6 +32,7 @@ from scheduler.cache.devices import DeviceUsage, Holding, Overcommit
 from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.nominator import Nominator
 from scheduler.cache.podinfo import PodInfo
+from scheduler.cache.reservations import HeldReservation, ReservationBook
 
 __all__ = ["DEFAULT_ASSUMED_TTL", "ClusterCache"]
 
@@ -74,6 +76,8 @@ class ClusterCache:
         self._taint_effects: dict[str, int] = {}
         #: Pods nominated to nodes by preemption; a pod placed or deleted is no longer nominated.
         self.nominator = Nominator()
+        #: Reservations: held per node, and consumed by their owners (see `reservations.py`).
+        self._book = ReservationBook()
 
     # --- reads ------------------------------------------------------------------------------------
     def node(self, name: str) -> NodeInfo | None:
@@ -217,8 +221,10 @@ class ClusterCache:
         ident = pod.uid or pod.key
         if not pod.node_name or pod.is_terminal:
             self._remove(ident)
+            self._give_back(ident)
             return
         self.nominator.forget(ident)
+        self._consume_from_annotation(pod, ident)
         info = PodInfo.of(pod)
         entry = self._pods.get(ident)
         counted: Holding | None = None
@@ -239,7 +245,76 @@ class ClusterCache:
     def remove_pod(self, pod: Pod) -> None:
         """Remove a pod (deleted, or finished). Idempotent."""
         self._remove(pod.uid or pod.key)
+        self._give_back(pod.uid or pod.key)
         self.nominator.forget(pod.uid or pod.key)
+
+    # --- reservations -----------------------------------------------------------------------------
+    def add_reservation(self, reservation: Reservation) -> None:
+        """Add or update a Reservation. Idempotent.
+
+        An Available (or Waiting) Reservation with a node and no consumer is counted there as its
+        reserve pod (its devices from its `device-allocated` annotation), confirming the
+        assumption made while it was being scheduled. A terminal or deleting one is removed
+        (`remove_reservation`). A pending one is only remembered: its reserve pod is not an
+        owner of any other Reservation.
+        """
+        uid = reservation.uid
+        if reservation.phase.terminal or reservation.meta.deletion_timestamp:
+            self.remove_reservation(uid)
+            return
+        book = self._book
+        book.known[uid] = reservation
+        if not reservation.node_name or not reservation.phase.holds_resources or book.is_consumed(reservation):
+            if book.unhold(uid) is not None:
+                self._remove(uid)
+            return
+        self.add_pod(reservation.reserve_pod())
+        info = self.pod_info(uid)
+        if info is not None:
+            book.hold(HeldReservation(reservation, info))
+
+    update_reservation = add_reservation
+
+    def remove_reservation(self, uid: str) -> None:
+        """The Reservation is deleted or terminal: what it held is free. Idempotent."""
+        self._book.forget(uid)
+        self._remove(uid)
+
+    def reservation(self, uid: str) -> Reservation | None:
+        """A known, non-terminal Reservation by UID."""
+        return self._book.known.get(uid)
+
+    def is_reservation(self, ident: str) -> bool:
+        """Whether `ident` is a (non-terminal) Reservation's UID: its reserve pod's identity."""
+        return ident in self._book.known
+
+    def reservations_for(
+        self, pod: PodInfo, accept: Callable[[Reservation], bool] | None = None
+    ) -> dict[str, HeldReservation]:
+        """Per node, the held Reservation `pod` may be placed onto (see `ReservationBook.for_pod`)."""
+        return self._book.for_pod(pod, accept)
+
+    def reservations_on(self, node: str) -> list[HeldReservation]:
+        """The Reservations held on `node`, by name."""
+        return sorted(self._book.on_node(node), key=lambda h: h.name)
+
+    def held_reservations(self) -> list[HeldReservation]:
+        return self._book.all_held()
+
+    def consume_reservation(self, uid: str, pod: str) -> None:
+        """`pod` (an ident) is placed onto the Reservation: it stops counting, the pod counts.
+        Idempotent; undone by `restore_reservation`."""
+        self._book.consume(uid, pod)
+        if self._book.unhold(uid) is not None:
+            self._remove(uid)
+
+    def restore_reservation(self, pod: str) -> None:
+        """Undo `consume_reservation` (the pod's cycle failed): the Reservation is held again
+        when it is still Available and nobody else consumed it. Idempotent."""
+        uid = self._book.give_back(pod)
+        reservation = self._book.known.get(uid) if uid is not None else None
+        if reservation is not None:
+            self.add_reservation(reservation)
 
     # --- pods being scheduled ---------------------------------------------------------------------
     def assume(self, pod: PodInfo, node: str) -> None:
@@ -330,6 +405,27 @@ class ClusterCache:
             self._touch(info, devices=True)
 
     # --- internals --------------------------------------------------------------------------------
+    def _consume_from_annotation(self, pod: Pod, ident: str) -> None:
+        """A bound pod that says it was placed onto a Reservation consumed it (also after a
+        restart, whichever of the two the informers deliver first)."""
+        try:
+            allocated = allocated_from_pod(pod)
+        except AnnotationError as e:
+            log.warning("Ignoring malformed reservation annotation", extra={"pod": pod.key, "error": str(e)})
+            return
+        if allocated is None:
+            return
+        uid = self._book.uid_of(allocated.name, allocated.uid)
+        if self._book.consumed_by.get(ident) != uid:
+            self.consume_reservation(uid, ident)
+
+    def _give_back(self, ident: str) -> None:
+        """A pod that consumed a Reservation is gone: one that is not allocateOnce holds again."""
+        uid = self._book.consumed_by.get(ident)
+        reservation = self._book.known.get(uid) if uid is not None else None
+        if reservation is not None and not reservation.allocate_once:
+            self.restore_reservation(ident)
+
     def _node_info(self, name: str) -> NodeInfo:
         info = self._nodes.get(name)
         if info is None:

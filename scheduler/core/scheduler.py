@@ -20,10 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from apis.crds.podgroup import PodGroup
+from apis.crds.reservation import Reservation
 from apis.k8s.core import Pod
 from apis.k8s.meta import ObjectMeta
 from apis.quota import QuotaManager
 from scheduler.cache import ClusterCache
+from scheduler.core import reservations
 from scheduler.core.cycle import Attempt, Placement, SchedulingCycle
 from scheduler.core.frameworks import build_frameworks
 from scheduler.framework.config import PluginRef, SchedulerConfig
@@ -111,6 +113,21 @@ class Scheduler:
             # Scheduling it again would count it twice (a snapshot listing the same pod twice).
             return Outcome(pod.key, None, Status.error(f"pod {pod.key} is already scheduled or running"))
         return Outcome.of(attempt)
+
+    def place_reservation(self, reservation: Reservation, *, now: str) -> tuple[Outcome, Reservation]:
+        """Schedule a pending Reservation as its reserve pod; placed, it is Available and holds
+        its node's resources for its owners from now on. Returns the outcome and the Reservation
+        with the status the live scheduler would write (`scheduler.core.reservations`)."""
+        self.cache.add_reservation(reservation)  # known: its reserve pod is nobody's owner
+        outcome = self.schedule_one(reservation.reserve_pod())
+        if not outcome.scheduled or outcome.node is None:
+            return outcome, reservations.unschedulable(reservation, message=outcome.status.message, now=now)
+        meta = dataclasses.replace(
+            reservation.meta, annotations={**reservation.meta.annotations, **outcome.annotations}
+        )
+        placed = reservations.placed(dataclasses.replace(reservation, meta=meta), node=outcome.node, now=now)
+        self.cache.add_reservation(placed)
+        return outcome, placed
 
     def observe_pod(self, pod: Pod) -> None:
         """Tell every profile that a pod exists (pending or bound), before it is scheduled: a

@@ -7,8 +7,10 @@ removing pods on a copy) without touching the original; entries decide how deep 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TypeVar
 
+from scheduler.cache.reservations import HeldReservation
 from scheduler.framework.preemption import Preemption
 
 __all__ = ["CycleState", "StateData"]
@@ -26,7 +28,7 @@ class StateData:
 class CycleState:
     """Plugin entries plus the framework's per-cycle notes (which Filter/Score to skip)."""
 
-    __slots__ = ("_data", "dry_run", "pods_to_activate", "preemption", "skip_filter", "skip_score")
+    __slots__ = ("_data", "dry_run", "pods_to_activate", "preemption", "reservations", "skip_filter", "skip_score")
 
     def __init__(self, *, dry_run: bool = False) -> None:
         #: An explanation, not a cycle: plugins must leave their own bookkeeping alone (a gang's
@@ -42,6 +44,10 @@ class CycleState:
         self.skip_score: set[str] = set()
         #: What a PostFilter decided to evict for this pod, if anything (see `preemption`).
         self.preemption: Preemption | None = None
+        #: Per node, the Reservation the pod may be placed onto there (written at PreFilter by
+        #: the Reservation plugin): the runtime filters that node as if the Reservation's
+        #: resources were free, DeviceShare gives the reserved devices.
+        self.reservations: Mapping[str, HeldReservation] = {}
 
     def write(self, key: str, data: StateData) -> None:
         self._data[key] = data
@@ -59,4 +65,5 @@ class CycleState:
         copy._data = {k: v.clone() for k, v in self._data.items()}
         copy.skip_filter = set(self.skip_filter)
         copy.skip_score = set(self.skip_score)
+        copy.reservations = self.reservations
         return copy

@@ -344,7 +344,7 @@ class Framework:
             return ScheduleResult(None, summary, diagnosis, nominated_node=nominated, preemption=preemption)
         allowed = result.node_names if result is not None else None
         ahead = self.handle.cache.nominator.ahead_of(pod) if self.handle.cache.nominator else None
-        memo = self._memo_for(state, pod) if not ahead else None
+        memo = self._memo_for(state, pod) if not ahead and not state.reservations else None
         feasible, entries, evaluated = self._find_feasible(
             state, pod, nodes, allowed, diagnosis, memo=memo, ahead=ahead
         )
@@ -352,7 +352,7 @@ class Framework:
             if allowed is not None and diagnose:
                 for info in nodes:
                     if info.name not in allowed:
-                        diagnosis.node_statuses[info.name] = self.run_filters(state, pod, info)
+                        diagnosis.node_statuses[info.name] = self.run_filters(state, pod, self.node_view(state, info))
             start = self._observe(ExtensionPoint.FILTER, Code.UNSCHEDULABLE, start)
             nominated = None
             if self._post_filter:
@@ -501,9 +501,7 @@ class Framework:
         else:
             for info in order:
                 evaluated += 1
-                nominated = ahead.get(info.name) if ahead else None
-                target = info.simulate(add=nominated) if nominated else info
-                status = _run_chain(filters, state, pod, target)
+                status = _run_chain(filters, state, pod, self.node_view(state, info, ahead))
                 if status is not SUCCESS:
                     statuses[info.name] = status
                     continue
@@ -516,6 +514,18 @@ class Framework:
         elif len(feasible) >= want:
             self._next_start = (self.handle.cache.positions()[feasible[-1].name] + 1) % total
         return feasible, (entries if memo is not None else None), evaluated
+
+    def node_view(
+        self, state: CycleState, info: NodeInfo, ahead: Mapping[str, Sequence[PodInfo]] | None = None
+    ) -> NodeInfo:
+        """The node as the pod's Filters see it: with the nominated pods `ahead` counted first,
+        and without the Reservation the pod may use there (`CycleState.reservations`): its
+        resources are the pod's. The node itself when neither applies."""
+        nominated = ahead.get(info.name) if ahead else None
+        held = state.reservations.get(info.name) if state.reservations else None
+        if not nominated and held is None:
+            return info
+        return info.simulate(remove=(held.uid,) if held is not None else (), add=nominated or ())
 
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]

@@ -20,12 +20,14 @@ from scheduler.plugins import (
     nodename,
     noderesources,
     nodeunschedulable,
+    reservation,
     tainttoleration,
 )
 
 __all__ = ["DEFAULT_PLUGINS", "FGD_PLUGIN", "OPT_IN_PLUGINS", "REGISTRY", "SCORING_STRATEGY_PLUGINS"]
 
 REGISTRY: Final[Registry] = {
+    reservation.NAME: reservation.new,
     nodeunschedulable.NAME: nodeunschedulable.new,
     nodename.NAME: nodename.new,
     tainttoleration.NAME: tainttoleration.new,
@@ -39,6 +41,8 @@ REGISTRY: Final[Registry] = {
 
 #: Enabled in every profile unless disabled, in this order, with kube-scheduler's score weights.
 DEFAULT_PLUGINS: Final = (
+    # First: its Reserve consumes the Reservation before DeviceShare's takes the reserved devices.
+    PluginRef(reservation.NAME, reservation.DEFAULT_WEIGHT),
     PluginRef(nodeunschedulable.NAME),
     PluginRef(nodename.NAME),
     PluginRef(tainttoleration.NAME, 3),

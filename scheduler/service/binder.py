@@ -77,8 +77,11 @@ class Binder:
         metrics: SchedulerMetrics,
         workers: int = 16,
         clock: Callable[[], float] = time.monotonic,
+        refer: Callable[[Pod], ObjectReference] = ObjectReference.of,
     ) -> None:
+        """`refer` names the object Events are about (a Reservation's binder names the Reservation)."""
         self._api = api
+        self._refer = refer
         self._recorder = recorder
         self._lock = lock
         self._cycle = cycle
@@ -230,7 +233,7 @@ class Binder:
         entry = placement.ticket
         self._metrics.bound(attempts=entry.attempts, e2e_seconds=self._clock() - entry.first_seen)
         self._recorder.normal(
-            ObjectReference.of(placement.pod.pod),
+            self._refer(placement.pod.pod),
             REASON_SCHEDULED,
             f"Successfully assigned {placement.pod.key} to {placement.node}",
         )

@@ -3,7 +3,9 @@
 A scheduling cycle stops at the first Filter that rejects a node, and at enough feasible nodes;
 an explanation runs them all, so a user sees every reason a node says no ("TaintToleration:
 untolerated taint" *and* "DeviceShare: Insufficient gpu devices") and, for the nodes that miss by
-resources alone, exactly what is missing. The one-line summary is the same the cycle would
+resources alone, exactly what is missing. A node holding Reservations for other owners says so
+("reserved by reservation X (...) for its owners"); for an owner, its Reservation's resources
+count as free, as in the cycle. The one-line summary is the same the cycle would
 write into the pod's condition (first rejection per node), so the two never disagree.
 
 Pure: reads the cache and runs the profile's PreFilter and Filter plugins; the caller holds the
@@ -14,9 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from apis.k8s import resources
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework import CycleState, Diagnosis, Framework, Shortfall, Status
+from scheduler.framework.status import Code
+from scheduler.plugins import reservation
 
 __all__ = ["Evaluation", "NodeVerdict", "evaluate"]
 
@@ -58,11 +63,12 @@ def evaluate(framework: Framework, cache: ClusterCache, pod: Pod, *, nearest: in
     first = Diagnosis()
     merged = Diagnosis()
     for node in nodes:
-        rejections = tuple(framework.diagnose_node(state, info, node))
+        rejections = tuple(framework.diagnose_node(state, info, framework.node_view(state, node)))
         if not rejections:
             fits.append(node.name)
             continue
-        verdicts.append(NodeVerdict(node.name, rejections))
+        reserved = _reserved_for_others(cache, state, node.name)
+        verdicts.append(NodeVerdict(node.name, rejections + reserved))
         first.node_statuses[node.name] = rejections[0]
         merged.node_statuses[node.name] = _merge(rejections)
     if fits:
@@ -72,6 +78,20 @@ def evaluate(framework: Framework, cache: ClusterCache, pod: Pod, *, nearest: in
     else:
         message = "no nodes available to schedule pods"
     return Evaluation(total, message, None, tuple(verdicts), tuple(fits), tuple(merged.nearest(nearest)))
+
+
+def _reserved_for_others(cache: ClusterCache, state: CycleState, node: str) -> tuple[Status, ...]:
+    """Why resources the node seems to have are not the pod's: Reservations held there for
+    other owners (their requests named), appended to a node that rejects the pod."""
+    mine = state.reservations.get(node)
+    out = []
+    for held in cache.reservations_on(node):
+        if mine is not None and held.uid == mine.uid:
+            continue
+        what = ", ".join(f"{k}={v}" for k, v in resources.format_list(held.pod.requests).items())
+        reason = f"reserved by reservation {held.name} ({what}) for its owners"
+        out.append(Status(Code.UNSCHEDULABLE, (reason,), reservation.NAME))
+    return tuple(out)
 
 
 def _merge(rejections: tuple[Status, ...]) -> Status:

@@ -257,6 +257,15 @@ class Inspector:
                 if pod.allocation_error:
                     entry["allocationError"] = pod.allocation_error
                 pods.append(entry)
+            reserved = [
+                {
+                    "reservation": held.name,
+                    "uid": held.uid,
+                    "requests": resources.format_list(held.pod.requests),
+                    "devices": _allocations_json(held.allocations),
+                }
+                for held in self._cache.reservations_on(node)
+            ]
             node_obj = info.node
             assert node_obj is not None
             usage = self._cache.device_usage(node)
@@ -269,6 +278,7 @@ class Inspector:
                 "labels": dict(node_obj.labels),
                 "generation": info.generation,
                 "pods": pods,
+                "reservations": reserved,
                 "devices": [usage_json(u) for u in usage],
             }
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from kube.logs import V
 from scheduler.cache import PodInfo
@@ -34,7 +36,7 @@ from scheduler.service.queue import POD_DELETED, QueuedPod, QueueName, Schedulin
 from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
 from scheduler.service.scoretable import DebugFlags, score_table
 
-__all__ = ["Handoff", "SchedulingLoop"]
+__all__ = ["Handoff", "ReservationRoute", "SchedulingLoop"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,16 @@ class Handoff:
         return placements
 
 
+@dataclass(frozen=True, slots=True)
+class ReservationRoute:
+    """Where a Reservation's placement and failures go (its reserve pod is queued as a pod):
+    a `Binder` and a `FailureReporter` over `ReservationAPI`. A Reservation never preempts."""
+
+    owns: Callable[[str], bool]
+    binder: Binder
+    reporter: FailureReporter
+
+
 class SchedulingLoop:
     def __init__(
         self,
@@ -73,8 +85,11 @@ class SchedulingLoop:
         reporter: FailureReporter,
         metrics: SchedulerMetrics,
         debug: DebugFlags,
+        reservations: ReservationRoute | None = None,
     ) -> None:
-        """`handoff` must be `cycle`'s bind: what the cycle hands over goes to `binder`."""
+        """`handoff` must be `cycle`'s bind: what the cycle hands over goes to `binder` (a
+        Reservation's to `reservations.binder`)."""
+        self._reservations = reservations
         self._lock = lock
         self._cycle = cycle
         self._handoff = handoff
@@ -174,7 +189,7 @@ class SchedulingLoop:
         if not status.is_success:
             plugins = frozenset() if attempt.pod_must_change else attempt.rejected_by
             self._failed(entry, status, plugins, elapsed, framework.profile, until_pod_changes=attempt.pod_must_change)
-            if attempt.preemption is not None:
+            if attempt.preemption is not None and not self._is_reservation(entry.uid):
                 self._preempt(attempt.pod, attempt.preemption)
             return attempt.activate
         self._metrics.attempt(framework.profile, "scheduled", elapsed)
@@ -192,7 +207,11 @@ class SchedulingLoop:
     def _pass_on(self) -> None:
         """Give the binder what the cycle handed over (outside the cache lock)."""
         for placement in self._handoff.take():
-            self._binder.submit(placement)
+            route = self._reservations if self._is_reservation(placement.uid) else None
+            (route.binder if route is not None else self._binder).submit(placement)
+
+    def _is_reservation(self, uid: str) -> bool:
+        return self._reservations is not None and self._reservations.owns(uid)
 
     def _failed(
         self,
@@ -213,7 +232,10 @@ class SchedulingLoop:
         self._queue.requeue(
             entry.uid, unschedulable=not error, plugins=plugins, message=message, until_pod_changes=until_pod_changes
         )
-        self._reporter.unschedulable(pod, message, reason=REASON_SCHEDULER_ERROR if error else "Unschedulable")
+        reporter = self._reservations.reporter if self._reservations and self._is_reservation(entry.uid) else None
+        (reporter or self._reporter).unschedulable(
+            pod, message, reason=REASON_SCHEDULER_ERROR if error else "Unschedulable"
+        )
 
     # --- pods held at Permit ------------------------------------------------------------------------
     def _resolve_waiting(self) -> None:

@@ -13,6 +13,7 @@
     tessera_scheduler_cache_nodes
     tessera_scheduler_overcommitted_devices                       {node}             over-committed by bypassing pods
     tessera_scheduler_leader                                      1 on the replica that schedules
+    tessera_scheduler_reservations                                {phase}            registered by service.reservations
 
 Names follow kube-scheduler's (`scheduler_schedule_attempts_total`, ...) with Tessera's prefix;
 durations are in seconds. Gauges that mirror state (queue depth, cache size, leadership) are read

@@ -55,8 +55,11 @@ class FailureReporter:
         *,
         event_interval: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        refer: Callable[[Pod], ObjectReference] = ObjectReference.of,
     ) -> None:
+        """`refer` names the object Events are about (a Reservation's reporter names the Reservation)."""
         self._api = api
+        self._refer = refer
         self._recorder = recorder
         self._event_interval = event_interval
         self._clock = clock
@@ -159,7 +162,7 @@ class FailureReporter:
             self._events.move_to_end(uid)
             while len(self._events) > _MEMORY:
                 self._events.popitem(last=False)
-        self._recorder.warning(ObjectReference.of(pod), EVENT_FAILED_SCHEDULING, message)
+        self._recorder.warning(self._refer(pod), EVENT_FAILED_SCHEDULING, message)
 
 
 def _has_condition(pod: Pod, reason: str, message: str) -> bool:

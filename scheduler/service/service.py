@@ -10,7 +10,9 @@ The cycle (`scheduler.core.SchedulingCycle`) is the one the offline scheduler ru
 to bind is the loop's `Handoff` to the asynchronous binder. One `threading.RLock` guards the
 cache, the cycle and the frameworks (the core is not thread-safe): the informers' handlers, the
 scheduling cycle, the binder's bookkeeping and the inspector take it; API calls never happen
-under it. `SchedulerService` only wires parts together and orders their start and stop;
+under it. Reservations (`reservations/`) go through the same queue and cycle as their reserve
+pods, with a second `Binder` and `FailureReporter` whose API writes the Reservation; the loop
+routes to them by UID. `SchedulerService` only wires parts together and orders their start and stop;
 `scheduler.service.run` adds signals and exit codes for the command line, and tests and the
 benchmark use the service directly.
 """
@@ -43,13 +45,14 @@ from scheduler.service.grpc_server import GRPCServer
 from scheduler.service.informers import ClusterFeed
 from scheduler.service.inspector import Inspector
 from scheduler.service.leader import Leadership
-from scheduler.service.loop import Handoff, SchedulingLoop
+from scheduler.service.loop import Handoff, ReservationRoute, SchedulingLoop
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.podapi import KubePodAPI, PodAPI
 from scheduler.service.preemptor import Preemptor
 from scheduler.service.queue import Interest, QueuedPod, SchedulingQueue
 from scheduler.service.quotafeed import QuotaFeed
 from scheduler.service.reporter import FailureReporter
+from scheduler.service.reservations import ReservationAPI, ReservationController, ReservationFeed, reference
 from scheduler.service.scoretable import DebugFlags
 from scheduler.service.settings import SchedulerSettings
 
@@ -128,6 +131,34 @@ class SchedulerService:
             clock=clock,
         )
         self.preemptor = Preemptor(self.pod_api, recorder=self.recorder, metrics=self.metrics)
+        # Reservations are scheduled as their reserve pods; writes go to the Reservation.
+        reservation_api = ReservationAPI(client)
+        self.reservation_reporter = FailureReporter(
+            reservation_api, self.recorder, event_interval=settings.binder.event_interval, clock=clock, refer=reference
+        )
+        self.reservation_binder = Binder(
+            reservation_api,
+            lock=self.lock,
+            cycle=self.cycle,
+            queue=self.queue,
+            reporter=self.reservation_reporter,
+            recorder=self.recorder,
+            metrics=self.metrics,
+            workers=2,
+            clock=clock,
+            refer=reference,
+        )
+        self.reservation_feed = ReservationFeed(
+            client,
+            lock=self.lock,
+            cache=self.cache,
+            queue=self.queue,
+            profiles=tuple(self.frameworks),
+            recorder=self.recorder,
+            reporter=self.reservation_reporter,
+            on_invalid=lambda name, uid, message: self.reservations.invalid(name, uid, message),  # noqa: PLW0108 (built below)
+            on_released=self.quotas.remove_pod,
+        )
         self.loop = SchedulingLoop(
             lock=self.lock,
             cycle=self.cycle,
@@ -138,6 +169,9 @@ class SchedulerService:
             reporter=self.reporter,
             metrics=self.metrics,
             debug=self.debug,
+            reservations=ReservationRoute(
+                self.reservation_feed.owns, self.reservation_binder, self.reservation_reporter
+            ),
         )
         self.feed = ClusterFeed(
             client,
@@ -153,6 +187,15 @@ class SchedulerService:
             QuotaFeed(client, manager=self.quotas, pods=self.feed.pods, queue=self.queue, recorder=self.recorder)
             if _enabled(self.frameworks, elasticquota.NAME)
             else None
+        )
+        #: The leader's Reservation status writes (owners, expiry, invalid ones) and their metrics.
+        self.reservations = ReservationController(
+            client,
+            reservations=self.reservation_feed.informer,
+            pods=self.feed.pods,
+            recorder=self.recorder,
+            is_leader=lambda: self.leadership.is_leader,
+            registry=self.registry,
         )
         self.leadership = Leadership(
             client,
@@ -193,12 +236,18 @@ class SchedulerService:
         if self.grpc is not None:
             self.grpc.start()
         self.reporter.start()
+        self.reservation_reporter.start()
         self.feed.start()
+        # Reservations before pods: an owner's annotation then finds the Reservation it consumed.
+        self.reservation_feed.start()
         started = time.monotonic()
         if self.quota_feed is not None:
             self.quota_feed.start()
-        if not self.feed.wait_for_sync(self.settings.sync_timeout) or not (
-            self.quota_feed is None or self.quota_feed.wait_for_sync(self.settings.sync_timeout)
+        timeout = self.settings.sync_timeout
+        if (
+            not self.reservation_feed.wait_for_sync(timeout)
+            or not self.feed.wait_for_sync(timeout)
+            or not (self.quota_feed is None or self.quota_feed.wait_for_sync(timeout))
         ):
             raise ConfigError(f"the informers did not sync within {self.settings.sync_timeout:.0f}s")
         log.info(
@@ -212,6 +261,7 @@ class SchedulerService:
         )
         if self.grpc is not None:
             self.grpc.set_serving(True)
+        self.reservations.start()
         self.leadership.start()
 
     def stop(self) -> None:
@@ -224,10 +274,14 @@ class SchedulerService:
         self.queue.close()  # wakes the loop at once
         self.loop.stop()
         self.binder.stop()
+        self.reservation_binder.stop()
         self.preemptor.stop()
+        self.reservations.stop()
         self.leadership.stop()
         self.reporter.stop()
+        self.reservation_reporter.stop()
         self.feed.stop()
+        self.reservation_feed.stop()
         if self.quota_feed is not None:
             self.quota_feed.stop()
         self.recorder.close()

@@ -12,7 +12,8 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
   a rejection names them.
 - Score is the policy's node score, normalized (kube's DefaultNormalizeScore).
 - Reserve records the chosen devices in the cluster cache (shared by every profile); Unreserve
-  releases them (idempotent). PreBind writes the `device-allocated` annotation.
+  releases them (idempotent). A pod placed onto a Reservation that asks for exactly the devices
+  it reserved gets those very devices (`CycleState.reservations`). PreBind writes the `device-allocated` annotation.
 """
 
 from __future__ import annotations
@@ -109,6 +110,9 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         state.write(NAME, RequestState(request, shape_id))
         self._index.sync()
         candidates = self._index.candidates(request)
+        if candidates is not None and state.reservations:
+            # The index counts reserved devices as used; the pod's own Reservation frees them.
+            candidates = candidates | frozenset(state.reservations)
         return (PreFilterResult(candidates) if candidates is not None else None), SUCCESS
 
     def _observe(self, pod: PodInfo) -> tuple[int, fragmentation.Demand] | None:
@@ -184,11 +188,19 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         info = self._cache.node(node)
         if found is None or info is None:
             return SUCCESS
+        held = state.reservations.get(node) if state.reservations else None
+        if held is not None and held.devices_fit(pod):
+            # The pod takes the reserved devices themselves (the Reservation plugin's Reserve,
+            # which runs first, stopped counting them for the Reservation).
+            return self._take(state, pod, node, Allocation(held.allocations), found)
         fit = self._fit(state, pod, info)
         if fit is None or fit.allocation is None:
             return fit.status if fit is not None else SUCCESS
-        self._cache.reserve_devices(pod, node, fit.allocation.devices, pcie_exclusive=found.request.pcie_exclusive)
-        state.write(_RESERVED, ReservedState(node, fit.allocation))
+        return self._take(state, pod, node, fit.allocation, found)
+
+    def _take(self, state: CycleState, pod: PodInfo, node: str, allocation: Allocation, found: RequestState) -> Status:
+        self._cache.reserve_devices(pod, node, allocation.devices, pcie_exclusive=found.request.pcie_exclusive)
+        state.write(_RESERVED, ReservedState(node, allocation))
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:

@@ -54,6 +54,11 @@ NEEDED: dict[str, set[Call]] = {
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
         # scheduler/service/informers.py ClusterFeed: an Informer of PodGroups (gang scheduling).
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        # scheduler/service/reservations: ReservationFeed's Informer (list + watch); ReservationAPI:
+        # get (read before placing, and back), annotate (patch), bind and set_condition (patch
+        # reservations/status); ReservationController: patch reservations/status (owners, expiry).
+        | calls("get list watch patch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
+        | calls("patch", names.RESERVATIONS.group, f"{names.RESERVATIONS.plural}/status")
         # scheduler/service/podapi.py KubePodAPI: get (read back), annotate (patch),
         # set_condition and nominate (patch pods/status), bind (create pods/binding), evict
         # (create pods/eviction: preemption, scheduler/service/preemptor.py).

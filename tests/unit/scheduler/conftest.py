@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from apis.crds.device import Device, DeviceType
+from apis.crds.reservation import Reservation
 from apis.extension import allocation, names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Container, Node, NodeAffinity, Pod, Taint, Toleration
@@ -133,3 +134,33 @@ def allocated(annotations: Mapping[str, str]) -> dict[str, list[int]]:
     """device type -> minors, from a device-allocated annotation."""
     decoded = allocation.from_pod_annotations(annotations)
     return {t.value: [a.minor for a in allocs] for t, allocs in decoded.items()}
+
+
+def make_reservation(
+    name: str = "r",
+    *,
+    requests: Mapping[str, str],
+    owner_labels: Mapping[str, str] | None = None,
+    allocate_once: bool = True,
+    ttl: str = "1h",
+) -> Reservation:
+    raw: dict[str, Any] = {
+        "apiVersion": "scheduling.koordinator.sh/v1alpha1",
+        "kind": "Reservation",
+        "metadata": {"name": name, "uid": f"uid-r-{name}", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {
+            "template": {
+                "metadata": {"namespace": "default"},
+                "spec": {
+                    "schedulerName": names.SCHEDULER_NAME,
+                    "containers": [
+                        {"name": "main", "resources": {"requests": dict(requests), "limits": dict(requests)}}
+                    ],
+                },
+            },
+            "owners": [{"labelSelector": {"matchLabels": dict(owner_labels or {"app": "train"})}}],
+            "allocateOnce": allocate_once,
+            "ttl": ttl,
+        },
+    }
+    return Reservation.from_dict(raw)

@@ -13,6 +13,7 @@ from apis.errors import ValidationError
 from apis.extension import names
 from cli.main import main
 from scheduler import whatif
+from scheduler.core import Scheduler
 from scheduler.simulation.cluster import gpu_node
 
 SNAPSHOT = """
@@ -415,3 +416,75 @@ def test_a_pod_for_a_scheduler_no_profile_serves_is_not_placed(
     assert main(["what-if", "-f", str(snapshot), "-f", str(unnamed), "--config", str(config), "-o", "json"]) == 0
     results = {r["pod"]: r for r in json.loads(capsys.readouterr().out)["results"]}
     assert results["ml/no-scheduler-name"]["node"] == "node-a"
+
+
+RESERVATIONS = """
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Reservation
+metadata: {name: hold-a1, uid: r-1, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  template:
+    metadata: {namespace: ml}
+    spec:
+      schedulerName: tessera-scheduler
+      containers:
+      - {name: c, resources: {limits: {koordinator.sh/gpu-core: "40", koordinator.sh/gpu-memory-ratio: "40"}}}
+  owners: [{labelSelector: {matchLabels: {app: serve}}}]
+  ttl: 0s
+---
+apiVersion: scheduling.koordinator.sh/v1alpha1
+kind: Reservation
+metadata: {name: never, uid: r-2, creationTimestamp: "2026-01-01T00:00:00Z"}
+spec:
+  template:
+    spec:
+      schedulerName: tessera-scheduler
+      containers:
+      - {name: c, resources: {limits: {koordinator.sh/gpu-core: "200", koordinator.sh/gpu-memory-ratio: "200"}}}
+  owners: [{object: {name: x}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: owner, namespace: ml, labels: {app: serve}}
+spec:
+  schedulerName: tessera-scheduler
+  containers: [{name: c, resources: {limits: {koordinator.sh/gpu-core: "40", koordinator.sh/gpu-memory-ratio: "40"}}}]
+"""
+
+
+def test_reservations_in_a_snapshot_hold_room_and_hand_it_to_their_owner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "snapshot.yaml"
+    path.write_text(SNAPSHOT + RESERVATIONS)
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    by_name = {r["name"]: r for r in out["reservations"]}
+    assert by_name["hold-a1"]["phase"] == "Available" and by_name["hold-a1"]["node"] == "node-a"
+    assert by_name["never"]["phase"] == "Pending" and "Insufficient gpu" in by_name["never"]["message"]
+    results = {r["pod"]: r for r in out["results"]}
+    # GPU 1 is 40 % reserved: `half` (50 %) still fits there, the owner gets the reserved 40 %.
+    assert results["ml/half"]["node"] == "node-a"
+    assert results["ml/owner"]["node"] == "node-a"
+    assert "hold-a1" in results["ml/owner"]["annotations"][names.ANNOTATION_RESERVATION_ALLOCATED]
+    assert main(["what-if", "-f", str(path)]) == 0
+    table = capsys.readouterr().out
+    assert "RESERVATION" in table and "never" in table and "Pending" in table
+
+
+def test_the_docs_example_reservations_are_placed() -> None:
+    _, device = gpu_node("gpu-1")
+    node = {"kind": "Node", "metadata": {"name": "gpu-1"}, "status": {"allocatable": {"cpu": "64", "memory": "256Gi"}}}
+    examples = Path(__file__).resolve().parents[3] / "docs" / "examples"
+    docs = [
+        doc
+        for name in ("gpus", "cpu")
+        for doc in yaml.safe_load_all((examples / f"reservation-{name}.yaml").read_text())
+    ]
+    report = whatif.report(whatif.parse_objects([node, device.to_dict(), *docs]), Scheduler())
+    assert {r.name: (r.phase, r.node) for r in report.reservations} == {
+        "trainer-4gpu": ("Available", "gpu-1"),
+        "infer-half": ("Available", "gpu-1"),
+        "docs-cpu": ("Available", "gpu-1"),
+    }

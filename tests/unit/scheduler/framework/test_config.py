@@ -22,7 +22,7 @@ def test_empty_config_is_one_default_profile() -> None:
         "NodeResourcesFit",
         "DeviceShare",
     ]
-    assert framework.plugin_names(ExtensionPoint.RESERVE) == ["DeviceShare", "Coscheduling"]
+    assert framework.plugin_names(ExtensionPoint.RESERVE) == ["Reservation", "DeviceShare", "Coscheduling"]
     assert [framework.weight(n) for n in ("TaintToleration", "NodeAffinity", "DeviceShare")] == [3, 2, 1]
 
 
@@ -50,7 +50,7 @@ def test_profiles_enable_disable_and_weigh_plugins() -> None:
     scheduler = Scheduler(config)
     gpu = scheduler.frameworks["gpu"]
     assert "NodeAffinity" not in gpu.plugin_names(ExtensionPoint.FILTER)
-    assert gpu.plugin_names(ExtensionPoint.SCORE) == ["TaintToleration", "DeviceShare"]
+    assert gpu.plugin_names(ExtensionPoint.SCORE) == ["Reservation", "TaintToleration", "DeviceShare"]
     assert gpu.weight("DeviceShare") == 5
     assert scheduler.frameworks["plain"].plugin_names(ExtensionPoint.FILTER) == ["NodeResourcesFit"]
     assert config.percentage_for(config.profiles[0]) == 30

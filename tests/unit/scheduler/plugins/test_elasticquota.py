@@ -29,7 +29,12 @@ def test_plugin_is_opt_in() -> None:
     framework = make_scheduler(make_node("n1")).frameworks["tessera-scheduler"]
     assert "ElasticQuota" not in framework.plugin_names(ExtensionPoint.PRE_FILTER)
     enabled = make_scheduler(config=with_elastic_quota(SchedulerConfig())).frameworks["tessera-scheduler"]
-    assert enabled.plugin_names(ExtensionPoint.RESERVE) == ["DeviceShare", "Coscheduling", "ElasticQuota"]
+    assert enabled.plugin_names(ExtensionPoint.RESERVE) == [
+        "Reservation",
+        "DeviceShare",
+        "Coscheduling",
+        "ElasticQuota",
+    ]
 
 
 def test_borrow_idle_then_refuse_once_the_lender_asks() -> None:

@@ -187,6 +187,7 @@ def test_with_fgd_enables_the_plugin_and_turns_resource_scores_off() -> None:
     assert with_fgd(config, WORKLOAD) == config  # idempotent
     framework = Scheduler(config).frameworks[names.SCHEDULER_NAME]
     assert framework.plugin_names(ExtensionPoint.SCORE) == [
+        "Reservation",
         "TaintToleration",
         "NodeAffinity",
         "GPUFragmentation",

@@ -1,0 +1,198 @@
+"""The Reservation controller of the leading scheduler: status that follows from the cluster.
+
+Run by the leader only (a follower's informers stay warm). Every `interval` seconds (and at once
+when a Reservation that does not parse is reported), one pass over the Reservations that are not
+over (none: the pods are not even looked at):
+
+- **owners**: bound pods whose `reservation-allocated` annotation names a Reservation are its
+  `currentOwners` (and `allocated` their requests); an allocateOnce Reservation is then
+  Succeeded and holds nothing. The pod's annotation is written before it is bound, so a
+  scheduler that died in between finds the pod and finishes the job on its next pass;
+- **expiry**: a Reservation without owners whose `expiry()` passed is Failed, Ready False with
+  reason Expired (Koordinator's), and its resources are released (the informer's update);
+- **invalid**: a Reservation that does not parse gets its Scheduled condition False, reason
+  Invalid, saying why (the Warning Event was recorded by the feed).
+
+Writes go through the status subresource, conditional on the version read; a conflict is left to
+the next pass. `tessera_scheduler_reservations{phase}` counts them at scrape time.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from collections.abc import Callable, Iterator, Sequence
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from apis.crds.reservation import (
+    GROUP_VERSION,
+    KIND,
+    REASON_EXPIRED,
+    Reservation,
+    ReservationPhase,
+    allocated_from_pod,
+)
+from apis.errors import AnnotationError
+from apis.extension import names
+from apis.k8s.core import Pod
+from apis.k8s.meta import now_rfc3339
+from kube import Client, EventRecorder, Informer, ObjectReference, errors
+from scheduler.core import reservations as transitions
+
+__all__ = ["ReservationController"]
+
+log = logging.getLogger(__name__)
+
+REASON_EXPIRED_EVENT = "Expired"
+REASON_ALLOCATED_EVENT = "Allocated"
+
+
+class ReservationController:
+    def __init__(
+        self,
+        client: Client,
+        *,
+        reservations: Informer[Reservation],
+        pods: Informer[Pod],
+        recorder: EventRecorder,
+        is_leader: Callable[[], bool],
+        registry: CollectorRegistry | None = None,
+        interval: float = 1.0,
+        now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        self._api = client.resource(names.RESERVATIONS)
+        self._reservations = reservations
+        self._pods = pods
+        self._recorder = recorder
+        self._is_leader = is_leader
+        self._interval = interval
+        self._now = now
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+        #: name -> (uid, message) of Reservations that do not parse, to be written.
+        self._invalid: dict[str, tuple[str, str]] = {}
+        if registry is not None:
+            registry.register(_PhaseCollector(reservations))
+
+    def invalid(self, name: str, uid: str, message: str) -> None:
+        """Say on the Reservation why it cannot be read (written by the next pass)."""
+        with self._guard:
+            self._invalid[name] = (uid, message)
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="scheduler-reservations", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if self._stop.is_set() or not self._is_leader():
+                continue
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("Reservation pass failed")
+
+    def run_once(self) -> None:
+        """One pass (see the module docstring). Never raises for an API error."""
+        live = [r for r in self._reservations.store.list() if not r.phase.terminal]
+        owners = self._owners() if live else {}
+        now = self._now()
+        for reservation in live:
+            found = {p.uid or p.key: p for key in (reservation.uid, reservation.name) for p in owners.get(key, ())}
+            mine = list(found.values())
+            if mine and reservation.phase.holds_resources:
+                self._consumed(reservation, mine)
+            elif not mine and reservation.expired(now):
+                self._expired(reservation)
+        with self._guard:
+            invalid, self._invalid = self._invalid, {}
+        for name, (uid, message) in invalid.items():
+            self._write_invalid(name, uid, message)
+
+    def _owners(self) -> dict[str, list[Pod]]:
+        """Reservation UID (or name, when the annotation has no UID) -> bound pods placed onto it."""
+        out: dict[str, list[Pod]] = {}
+        for pod in self._pods.store.list():
+            if not pod.node_name or pod.is_terminal:
+                continue
+            try:
+                allocated = allocated_from_pod(pod)
+            except AnnotationError:
+                continue  # the cache logs it
+            if allocated is not None:
+                out.setdefault(allocated.uid or allocated.name, []).append(pod)
+        return out
+
+    def _consumed(self, reservation: Reservation, owners: Sequence[Pod]) -> None:
+        after = transitions.consumed(reservation, owners, now=now_rfc3339())
+        if after.current_owners == reservation.current_owners and after.phase is reservation.phase:
+            return
+        if self._write(reservation, after) and after.phase is ReservationPhase.SUCCEEDED:
+            keys = ", ".join(sorted(p.key for p in owners))
+            self._recorder.normal(_ref(reservation), REASON_ALLOCATED_EVENT, f"allocated to {keys}")
+            log.info("Reservation succeeded", extra={"reservation": reservation.name, "owners": keys})
+
+    def _expired(self, reservation: Reservation) -> None:
+        after = transitions.expired(reservation, now=now_rfc3339())
+        if self._write(reservation, after):
+            message = next((c.message for c in after.conditions if c.reason == REASON_EXPIRED), "")
+            self._recorder.normal(_ref(reservation), REASON_EXPIRED_EVENT, message)
+            log.info("Reservation expired", extra={"reservation": reservation.name, "node": reservation.node_name})
+
+    def _write(self, before: Reservation, after: Reservation) -> bool:
+        meta = {"uid": before.uid, "resourceVersion": before.meta.resource_version}
+        try:
+            self._api.patch(
+                before.name, {"metadata": meta, "status": transitions.status_of(after)}, subresource="status"
+            )
+        except (errors.Conflict, errors.NotFound):
+            return False  # changed or gone meanwhile: the next pass sees the new version
+        except errors.APIError as e:
+            log.warning("Could not write reservation status", extra={"reservation": before.name, "error": str(e)})
+            return False
+        return True
+
+    def _write_invalid(self, name: str, uid: str, message: str) -> None:
+        status = transitions.invalid_status(message, now=now_rfc3339())
+        try:
+            self._api.patch(name, {"metadata": {"uid": uid}, "status": status}, subresource="status")
+        except errors.APIError as e:
+            log.warning("Could not write reservation status", extra={"reservation": name, "error": str(e)})
+
+
+def _ref(reservation: Reservation) -> ObjectReference:
+    return ObjectReference(KIND, reservation.name, "", reservation.uid, GROUP_VERSION)
+
+
+class _PhaseCollector(Collector):
+    """`tessera_scheduler_reservations{phase}`, from the informer's store at scrape time."""
+
+    def __init__(self, reservations: Informer[Reservation]) -> None:
+        self._reservations = reservations
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        counts = dict.fromkeys((p.value for p in ReservationPhase), 0)
+        for reservation in self._reservations.store.list():
+            phase = "Expired" if reservation.is_expired else reservation.phase.value
+            counts[phase] = counts.get(phase, 0) + 1
+        family = GaugeMetricFamily("tessera_scheduler_reservations", "Reservations by phase.", labels=["phase"])
+        for phase, count in sorted(counts.items()):
+            family.add_metric([phase], count)
+        yield family
