@@ -28,13 +28,22 @@ from apiserver.schema.structural import Structural
 from apiserver.schema.validate import validate
 from apiserver.strategy import Strategy
 
-__all__ = ["BuiltinStrategy", "CustomResourceStrategy", "Strategies"]
+__all__ = ["BuiltinStrategy", "CustomResourceStrategy", "Strategies", "drop_unknown", "drop_unknown_applied"]
 
 
 def drop_unknown(schema: Structural, rt: ResourceType, obj: dict[str, Any], *, custom: bool) -> None:
     """Prune `obj` and report what went to the request's field validation. A custom resource's
     metadata is the registry's (kept whole at the root); a built-in kind's schema has ObjectMeta."""
     fieldvalidation.report_unknown(rt.kind, rt.version, prune(schema, obj, root=custom))
+
+
+def drop_unknown_applied(rt: ResourceType, applied: dict[str, Any]) -> None:
+    """Prune a server-side apply's configuration before its fields are counted, so a manager
+    never owns a field the object cannot hold (kube drops them before the merge too)."""
+    custom = bool(rt.crd_name)
+    schema = rt.schema if custom else builtin.load().structural(rt.group, rt.version, rt.kind)
+    if schema is not None:
+        drop_unknown(schema, rt, applied, custom=custom)
 
 
 class BuiltinStrategy(Strategy):

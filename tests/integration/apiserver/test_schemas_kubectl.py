@@ -7,7 +7,9 @@ of a built-in kind — does not pass silently. Built-in kinds are explained as i
 """
 
 import json
+import re
 from collections.abc import Iterator
+from typing import Any
 
 import kubernetes
 import kubernetes.dynamic
@@ -194,3 +196,38 @@ def test_warn_and_ignore_store_the_pod_without_the_field(server: EmbeddedAPIServ
                 query=[("fieldValidation", "Strict")],
                 body={**stored, "spec": {**stored["spec"], "containerz": 1}},
             )
+
+
+@pytest.mark.parametrize(
+    ("content_type", "patch", "unknown"),
+    [
+        ("application/merge-patch+json", {"spec": {"containerz": 1}}, "spec.containerz"),
+        (
+            "application/strategic-merge-patch+json",
+            {"spec": {"containers": [{"name": "main", "imagez": "y"}]}},
+            "spec.containers[0].imagez",
+        ),
+        ("application/json-patch+json", [{"op": "add", "path": "/metadata/typo", "value": 1}], "metadata.typo"),
+        (
+            "application/apply-patch+yaml",
+            {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "main", "imagez": "y"}]}},
+            "spec.containers[0].imagez",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) and "/" in v else "",
+)
+def test_every_write_of_a_builtin_kind_is_checked(
+    server: EmbeddedAPIServer, content_type: str, patch: Any, unknown: str
+) -> None:
+    name = "patched-" + content_type.split("/")[1].split("-", maxsplit=1)[0]
+    pod = yaml.safe_load(POD.format(name=name, field="containers", image="image"))
+    path = f"/api/v1/namespaces/default/pods/{name}"
+    manager = [("fieldManager", "tester")]
+    with server.client() as client:
+        client.request("POST", "/api/v1/namespaces/default/pods", body=pod)
+        with pytest.raises(APIError, match=f'strict decoding error: unknown field "{re.escape(unknown)}"'):
+            query = [("fieldValidation", "Strict"), *manager]
+            client.request("PATCH", path, query=query, body=patch, content_type=content_type)
+        stored = client.request("PATCH", path, query=manager, body=patch, content_type=content_type)
+    leaf = unknown.rsplit(".", 1)[1]
+    assert leaf not in json.dumps(stored), "dropped, and no manager owns it"
