@@ -81,11 +81,21 @@ def v3_schemas(types: Iterable[ResourceType]) -> dict[str, Any]:
 
 
 def _to_v2(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_to_v2(n) for n in node]
+    """One schema node as Swagger 2.0 can say it. Only schema-valued keys are walked: a
+    `properties` map's keys are field names (JSONSchemaProps has fields named `anyOf`, `not`,
+    `nullable` and `$ref`), and `default`/`enum`/`example` values are data."""
     if not isinstance(node, Mapping):
         return node
-    out = {k: _to_v2(v) for k, v in node.items() if k not in _DROPPED_IN_V2}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROPPED_IN_V2:
+            continue
+        if key == "properties" and isinstance(value, Mapping):
+            out[key] = {name: _to_v2(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties"):
+            out[key] = _to_v2(value)
+        else:
+            out[key] = value
     ref = out.get("$ref")
     if isinstance(ref, str) and ref.startswith(REF_PREFIX):  # a property may be named "$ref"
         out["$ref"] = "#/definitions/" + ref.removeprefix(REF_PREFIX)

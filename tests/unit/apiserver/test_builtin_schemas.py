@@ -59,6 +59,8 @@ def test_openapi_documents_hold_builtin_kinds_with_what_they_refer_to() -> None:
     v2 = openapi.v2_definitions(catalog.all())
     ref = v2["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["$ref"]
     assert ref == "#/definitions/io.k8s.api.core.v1.PodSpec"
+    fields = v2["io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSONSchemaProps"]["properties"]
+    assert {"anyOf", "oneOf", "allOf", "not", "nullable", "$ref"} <= set(fields), "field names are not keywords"
 
 
 def _pod(**extra: Any) -> dict[str, Any]:
