@@ -102,6 +102,8 @@ _MERGE_KEYS = {
     "PodStatus": {"podIPs": "ip", "hostIPs": "ip", "resourceClaimStatuses": "name"},
     "NodeStatus": {"addresses": "type"},
     "ServiceSpec": {"ports": "port"},
+    "ServiceAccount": {"secrets": "name"},
+    "ValidatingWebhookConfiguration": {"webhooks": "name"},
 }
 #: Lists of scalars merged as sets (`patchStrategy:"merge"` without a key).
 _MERGE_SETS = {"ObjectMeta": {"finalizers"}, "NodeSpec": {"podCIDRs"}}
