@@ -10,9 +10,10 @@ storage id: each built-in type's strategy (or the default one) wrapped, and for 
 registered a `CustomResourceStrategy` that finds the schema of the version the object is written
 in (each served version has its own).
 
-Fields are dropped before the type's own strategy prepares a write (so neither defaults, the
-generation bump nor managed fields see them) and again when it validates, because a status
-write skips the preparation; the second pass finds nothing on the other writes.
+Fields are dropped when a write is prepared (`prepare_create`, `prepare_update`, and
+`prepare_status` for the status subresource), before the type's own strategy sees it, so neither
+its defaults, the generation bump nor managed fields see them; validation then needs no second
+walk.
 """
 
 from __future__ import annotations
@@ -64,8 +65,11 @@ class BuiltinStrategy(Strategy):
         drop_unknown(self._schema, self._rt, new, custom=False)
         self._inner.prepare_update(new, old)
 
+    def prepare_status(self, new: dict[str, Any], old: dict[str, Any]) -> None:
+        drop_unknown(self._schema, self._rt, new, custom=False)
+        self._inner.prepare_status(new, old)
+
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
-        drop_unknown(self._schema, self._rt, obj, custom=False)
         return self._inner.validate(obj, old)
 
     def on_stored(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
@@ -94,13 +98,14 @@ class CustomResourceStrategy(Strategy):
     def prepare_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
         self._normalize(new)
 
+    def prepare_status(self, new: dict[str, Any], old: dict[str, Any]) -> None:
+        self._normalize(new)
+
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
         causes = super().validate(obj, old)
         rt = self._type(obj)
         if rt is None or rt.schema is None:
             return causes
-        drop_unknown(rt.schema, rt, obj, custom=True)  # a status write skipped prepare_update
-        apply_defaults(rt.schema, obj)
         return causes + validate(rt.schema, obj)
 
 

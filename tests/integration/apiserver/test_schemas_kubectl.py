@@ -231,3 +231,16 @@ def test_every_write_of_a_builtin_kind_is_checked(
         stored = client.request("PATCH", path, query=manager, body=patch, content_type=content_type)
     leaf = unknown.rsplit(".", 1)[1]
     assert leaf not in json.dumps(stored), "dropped, and no manager owns it"
+
+
+def test_a_status_write_of_a_builtin_kind_is_checked(server: EmbeddedAPIServer) -> None:
+    pod = yaml.safe_load(POD.format(name="status-typo", field="containers", image="image"))
+    path = "/api/v1/namespaces/default/pods/status-typo/status"
+    patch = {"status": {"phase": "Running", "bogus": 1}}
+    merge = "application/merge-patch+json"
+    with server.client() as client:
+        client.request("POST", "/api/v1/namespaces/default/pods", body=pod)
+        with pytest.raises(APIError, match='strict decoding error: unknown field "status.bogus"'):
+            client.request("PATCH", path, query=[("fieldValidation", "Strict")], body=patch, content_type=merge)
+        stored = client.request("PATCH", path, body=patch, content_type=merge)
+    assert stored["status"]["phase"] == "Running" and "bogus" not in stored["status"]
