@@ -107,7 +107,13 @@ _MERGE_KEYS = {
 }
 #: Lists of scalars merged as sets (`patchStrategy:"merge"` without a key).
 _MERGE_SETS = {"ObjectMeta": {"finalizers"}, "NodeSpec": {"podCIDRs"}}
-_INT_OR_STRING = {"type": "string", "format": "int-or-string"}
+#: kube's definition of int-or-string fields, which they refer to (`kubectl explain` shows the name).
+_INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+_INT_OR_STRING_DEFINITION = {
+    "description": "IntOrString is a type that can hold an int32 or a string.",
+    "type": "string",
+    "format": "int-or-string",
+}
 
 
 def _split(cls_name: str) -> tuple[str, str, str]:
@@ -199,7 +205,8 @@ class Builder:
                 return self._annotation(kept[0], group)
             plain = {typing.get_args(a)[0] if typing.get_origin(a) is typing.Annotated else a for a in kept}
             if plain == {int, str}:
-                return dict(_INT_OR_STRING)
+                self.definitions[_INT_OR_STRING] = _INT_OR_STRING_DEFINITION
+                return {"$ref": REF + _INT_OR_STRING}
             return {"x-kubernetes-preserve-unknown-fields": True}
         if origin is list:
             return {"type": "array", "items": self._annotation(args[0], group)}

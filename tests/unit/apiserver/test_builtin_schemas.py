@@ -47,8 +47,9 @@ def test_every_served_builtin_kind_has_a_definition_and_every_ref_resolves() -> 
     spec = schemas.definitions["io.k8s.api.core.v1.PodSpec"]
     assert spec["required"] == ["containers"]
     assert spec["properties"]["containers"]["x-kubernetes-patch-merge-key"] == "name"
-    strategy = schemas.definitions["io.k8s.api.apps.v1.RollingUpdateDeployment"]["properties"]["maxSurge"]
-    assert strategy["format"] == "int-or-string"
+    surge = schemas.definitions["io.k8s.api.apps.v1.RollingUpdateDeployment"]["properties"]["maxSurge"]
+    assert surge["$ref"] == "#/components/schemas/io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+    assert schemas.definitions["io.k8s.apimachinery.pkg.util.intstr.IntOrString"]["format"] == "int-or-string"
 
 
 def test_openapi_documents_hold_builtin_kinds_with_what_they_refer_to() -> None:
