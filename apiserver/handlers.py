@@ -116,6 +116,13 @@ def _propagation(query: Mapping[str, str], options: Mapping[str, Any]) -> str:
     return str(policy)
 
 
+def _warning_header(text: str) -> str:
+    """RFC 7234's `299 - "text"`, the text a quoted-string (kube escapes `"` and `\\`), so
+    kubectl and client-go parse it and print the warning."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'299 - "{escaped}"'
+
+
 class Handlers:
     def __init__(
         self,
@@ -149,7 +156,7 @@ class Handlers:
             ):
                 response = await self._dispatch(request)
             for warning in fields.warnings:
-                response.headers.add("Warning", f'299 - "{warning}"')
+                response.headers.add("Warning", _warning_header(warning))
         except StatusError as e:
             response = status_response(e)
         except web.HTTPRequestEntityTooLarge as e:

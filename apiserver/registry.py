@@ -490,6 +490,7 @@ class Registry:
                 new.pop("status", None)
             else:
                 new["status"] = obj["status"]
+            strategy.prepare_status(new, old.obj)
             return new
         new = obj
         meta = new["metadata"]

@@ -31,6 +31,9 @@ class Strategy:
     def prepare_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
         """Adjust an update of the main resource (status is already reset to the old one)."""
 
+    def prepare_status(self, new: dict[str, Any], old: dict[str, Any]) -> None:
+        """Adjust a write of the status subresource (all but `status` is already the old object)."""
+
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
         """Problems with `obj` (old: the stored version, None on create). May fill fields derived
         from what it parsed (a pod's QoS class), so the expensive parse happens once."""

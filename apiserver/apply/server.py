@@ -19,6 +19,7 @@ from apiserver.apply.merge import conflicting, merge, path_string, remove
 from apiserver.catalog import ResourceType
 from apiserver.errors import Cause, StatusError
 from apiserver.registry import Entry, Registry
+from apiserver.schema import strategy
 
 __all__ = ["APPLY_PATCH", "server_side_apply"]
 
@@ -85,6 +86,7 @@ async def server_side_apply(
     if not manager:
         raise StatusError.bad_request("fieldManager is required for apply requests")
     applied = _check(applied, rt, name)
+    strategy.drop_unknown_applied(rt, applied)
     lists = ListKinds.for_type(rt.kind, rt.schema)
     mine = leaves(applied, lists, status=subresource == "status")
     try:

@@ -1,7 +1,10 @@
-"""Custom resources held to their CRD's structural schema, as kube-apiserver holds them.
+"""Objects held to their schema, as kube-apiserver holds them.
 
-`structural` compiles a CRD's `openAPIV3Schema`; `prune` drops unknown fields and fills defaults;
-`validate` reports every bad field as kube's 422 causes; `strategy` plugs these into the
-registry's write path; `fieldvalidation` is the request's `fieldValidation` mode; `openapi`
-publishes the schemas at `/openapi/v2` and `/openapi/v3` for `kubectl explain`.
+`structural` compiles a CRD's `openAPIV3Schema` (or, through `$ref`s, a built-in kind's
+Kubernetes definition: `builtin`, from `builtin.json`); `prune` drops unknown fields and fills
+defaults; `validate` reports every bad field of a custom resource as kube's 422 causes;
+`strategy` plugs these into the registry's write path (custom resources: prune, default,
+validate; built-in kinds: prune); `fieldvalidation` is the request's `fieldValidation` mode;
+`openapi` publishes every served kind's schema at `/openapi/v2` and `/openapi/v3` for `kubectl
+explain`.
 """

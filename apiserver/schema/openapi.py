@@ -1,10 +1,11 @@
-"""Publishing custom resources' schemas as OpenAPI definitions, named and shaped as kube does.
+"""Publishing the served kinds' schemas as OpenAPI definitions, named and shaped as kube does.
 
 `kubectl explain` finds a kind's schema by its `x-kubernetes-group-version-kind` extension:
 kubectl 1.27+ in the `/openapi/v3/<group-version>` document's `components.schemas`, older
-kubectl (Debian's 1.20) in `/openapi/v2`'s `definitions`. Both name a CRD's kind by the reversed
-group (`sh.koordinator.scheduling.v1alpha1.Device`) and point `metadata` at ObjectMeta, as
-kube-apiserver does. The v2 form drops what Swagger 2.0 cannot say (nullable, anyOf/oneOf/not,
+kubectl (Debian's 1.20) in `/openapi/v2`'s `definitions`. Built-in kinds are published under
+kube's names with what they refer to (`builtin.py`); a CRD's kind is named by the reversed
+group (`sh.koordinator.scheduling.v1alpha1.Device`) and points `metadata` at the built-in
+ObjectMeta, as kube-apiserver does. The v2 form drops what Swagger 2.0 cannot say (nullable, anyOf/oneOf/not,
 the types of int-or-string and of fields that keep unknown fields), because kubectl 1.20 also
 validates manifests against v2 on the client and must not refuse what the server accepts.
 """
@@ -15,11 +16,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from apiserver.catalog import ResourceType
+from apiserver.schema.builtin import REF_PREFIX, load
 
 __all__ = ["OBJECT_META", "definition_name", "v2_definitions", "v3_schemas"]
 
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
-_META_REF = "#/components/schemas/" + OBJECT_META
+_META_REF = REF_PREFIX + OBJECT_META
 _V2_META_REF = "#/definitions/" + OBJECT_META
 _DROPPED_IN_V2 = ("nullable", "anyOf", "oneOf", "allOf", "not")
 
@@ -27,53 +29,6 @@ _DROPPED_IN_V2 = ("nullable", "anyOf", "oneOf", "allOf", "not")
 def _strings(description: str) -> dict[str, Any]:
     return {"type": "string", "description": description}
 
-
-def _string_map(description: str) -> dict[str, Any]:
-    return {"type": "object", "additionalProperties": {"type": "string", "default": ""}, "description": description}
-
-
-_OBJECT_META: dict[str, Any] = {
-    "description": "ObjectMeta is metadata that all persisted resources must have, "
-    "which includes all objects users must create.",
-    "type": "object",
-    "properties": {
-        "annotations": _string_map("Annotations is an unstructured key value map stored with a resource."),
-        "creationTimestamp": {**_strings("Time at which this object was created (RFC3339)."), "format": "date-time"},
-        "deletionGracePeriodSeconds": {
-            "type": "integer",
-            "format": "int64",
-            "description": "Seconds allowed for this object to gracefully terminate before it is removed.",
-        },
-        "deletionTimestamp": {**_strings("When this resource will be deleted (RFC3339)."), "format": "date-time"},
-        "finalizers": {
-            "type": "array",
-            "items": {"type": "string", "default": ""},
-            "description": "Must be empty before the object is deleted from the registry.",
-        },
-        "generateName": _strings("An optional prefix used to generate a unique name if name is not provided."),
-        "generation": {
-            "type": "integer",
-            "format": "int64",
-            "description": "A sequence number representing a specific generation of the desired state.",
-        },
-        "labels": _string_map("Map of string keys and values that can be used to organize and categorize objects."),
-        "managedFields": {
-            "type": "array",
-            "items": {"type": "object"},
-            "description": "Maps workflow-id and version to the set of fields that are managed by that workflow.",
-        },
-        "name": _strings("Name must be unique within a namespace."),
-        "namespace": _strings("Namespace defines the space within which each name must be unique."),
-        "ownerReferences": {
-            "type": "array",
-            "items": {"type": "object"},
-            "description": "List of objects depended by this object.",
-        },
-        "resourceVersion": _strings("An opaque value that represents the internal version of this object."),
-        "selfLink": _strings("Deprecated: selfLink is a legacy read-only field that is no longer populated."),
-        "uid": _strings("UID is the unique in time and space value for this object."),
-    },
-}
 
 _API_VERSION = _strings(
     "APIVersion defines the versioned schema of this representation of an object. Servers should convert "
@@ -106,24 +61,44 @@ def _published(types: Iterable[ResourceType]) -> list[ResourceType]:
     return sorted((rt for rt in types if rt.schema is not None), key=definition_name)
 
 
+def _definitions(types: Iterable[ResourceType], meta_ref: str) -> dict[str, Any]:
+    """Every served kind's definition and what it refers to: built-in kinds' from `builtin.json`,
+    custom kinds' from their CRDs (pointing at the built-in ObjectMeta)."""
+    types = list(types)
+    builtin = load()
+    roots = {builtin.root(rt.group, rt.version, rt.kind) for rt in types if not rt.crd_name}
+    custom = _published(types)
+    if custom:
+        roots.add(OBJECT_META)
+    schemas: dict[str, Any] = dict(builtin.closure(sorted(r for r in roots if r is not None)))
+    schemas.update({definition_name(rt): _root(rt, meta_ref) for rt in custom})
+    return dict(sorted(schemas.items()))
+
+
 def v3_schemas(types: Iterable[ResourceType]) -> dict[str, Any]:
     """`components.schemas` of one group-version's v3 document."""
-    published = _published(types)
-    if not published:
-        return {}
-    schemas = {definition_name(rt): _root(rt, _META_REF) for rt in published}
-    schemas[OBJECT_META] = _OBJECT_META
-    return schemas
+    return _definitions(types, _META_REF)
 
 
 def _to_v2(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_to_v2(n) for n in node]
+    """One schema node as Swagger 2.0 can say it. Only schema-valued keys are walked: a
+    `properties` map's keys are field names (JSONSchemaProps has fields named `anyOf`, `not`,
+    `nullable` and `$ref`), and `default`/`enum`/`example` values are data."""
     if not isinstance(node, Mapping):
         return node
-    out = {k: _to_v2(v) for k, v in node.items() if k not in _DROPPED_IN_V2}
-    if out.get("$ref", "").startswith("#/components/schemas/"):
-        out["$ref"] = "#/definitions/" + out["$ref"].removeprefix("#/components/schemas/")
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROPPED_IN_V2:
+            continue
+        if key == "properties" and isinstance(value, Mapping):
+            out[key] = {name: _to_v2(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties"):
+            out[key] = _to_v2(value)
+        else:
+            out[key] = value
+    ref = out.get("$ref")
+    if isinstance(ref, str) and ref.startswith(REF_PREFIX):  # a property may be named "$ref"
+        out["$ref"] = "#/definitions/" + ref.removeprefix(REF_PREFIX)
     if node.get("nullable") is True or node.get("x-kubernetes-int-or-string") is True:
         out.pop("type", None)
     if node.get("x-kubernetes-preserve-unknown-fields") is True:
@@ -133,10 +108,5 @@ def _to_v2(node: Any) -> Any:
 
 
 def v2_definitions(types: Iterable[ResourceType]) -> dict[str, Any]:
-    """`definitions` of the v2 document: every custom kind, across versions."""
-    published = _published(types)
-    if not published:
-        return {}
-    definitions = {definition_name(rt): _to_v2(_root(rt, _V2_META_REF)) for rt in published}
-    definitions[OBJECT_META] = _OBJECT_META
-    return definitions
+    """`definitions` of the v2 document: every served kind, across versions."""
+    return {name: _to_v2(schema) for name, schema in _definitions(types, _V2_META_REF).items()}

@@ -1,8 +1,19 @@
-"""The strategy of every custom resource: prune, default and validate against its CRD's schema.
+"""The schema half of every type's strategy: unknown fields dropped (and reported), as kube does.
 
-The registry looks strategies up by storage id; `Strategies` answers for the built-in types from
-a fixed table and, for any type a CRD registered, with a `CustomResourceStrategy` that finds the
-schema of the version the object is written in (each served version has its own).
+kube-apiserver decodes a built-in kind strictly against its Go types and a custom resource against
+its CRD's structural schema; either way a field the schema does not know is dropped and, under
+`fieldValidation=Strict|Warn`, reported. Both use one walker here (`prune.py`) over a compiled
+schema: the CRD's own (`CustomResourceStrategy`, which also defaults and validates) or Kubernetes'
+definition of the built-in kind (`BuiltinStrategy`, in front of the kind's own strategy, whose
+defaults and validation are kube's rules written out). `Strategies` is the registry's lookup by
+storage id: each built-in type's strategy (or the default one) wrapped, and for any type a CRD
+registered a `CustomResourceStrategy` that finds the schema of the version the object is written
+in (each served version has its own).
+
+Fields are dropped when a write is prepared (`prepare_create`, `prepare_update`, and
+`prepare_status` for the status subresource), before the type's own strategy sees it, so neither
+its defaults, the generation bump nor managed fields see them; validation then needs no second
+walk.
 """
 
 from __future__ import annotations
@@ -12,12 +23,57 @@ from typing import Any
 
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.errors import Cause
-from apiserver.schema import fieldvalidation
+from apiserver.schema import builtin, fieldvalidation
 from apiserver.schema.prune import apply_defaults, prune
+from apiserver.schema.structural import Structural
 from apiserver.schema.validate import validate
 from apiserver.strategy import Strategy
 
-__all__ = ["CustomResourceStrategy", "Strategies"]
+__all__ = ["BuiltinStrategy", "CustomResourceStrategy", "Strategies", "drop_unknown", "drop_unknown_applied"]
+
+
+def drop_unknown(schema: Structural, rt: ResourceType, obj: dict[str, Any], *, custom: bool) -> None:
+    """Prune `obj` and report what went to the request's field validation. A custom resource's
+    metadata is the registry's (kept whole at the root); a built-in kind's schema has ObjectMeta."""
+    fieldvalidation.report_unknown(rt.kind, rt.version, prune(schema, obj, root=custom))
+
+
+def drop_unknown_applied(rt: ResourceType, applied: dict[str, Any]) -> None:
+    """Prune a server-side apply's configuration before its fields are counted, so a manager
+    never owns a field the object cannot hold (kube drops them before the merge too)."""
+    custom = bool(rt.crd_name)
+    schema = rt.schema if custom else builtin.load().structural(rt.group, rt.version, rt.kind)
+    if schema is not None:
+        drop_unknown(schema, rt, applied, custom=custom)
+
+
+class BuiltinStrategy(Strategy):
+    """A built-in kind's strategy behind kube's strict decoding against the kind's definition."""
+
+    def __init__(self, inner: Strategy, rt: ResourceType, schema: Structural) -> None:
+        self._inner = inner
+        self._rt = rt
+        self._schema = schema
+        self.name_rule = inner.name_rule
+        self.restore_on_load = inner.restore_on_load
+
+    def prepare_create(self, obj: dict[str, Any]) -> None:
+        drop_unknown(self._schema, self._rt, obj, custom=False)
+        self._inner.prepare_create(obj)
+
+    def prepare_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
+        drop_unknown(self._schema, self._rt, new, custom=False)
+        self._inner.prepare_update(new, old)
+
+    def prepare_status(self, new: dict[str, Any], old: dict[str, Any]) -> None:
+        drop_unknown(self._schema, self._rt, new, custom=False)
+        self._inner.prepare_status(new, old)
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+        return self._inner.validate(obj, old)
+
+    def on_stored(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self._inner.on_stored(old, new)
 
 
 class CustomResourceStrategy(Strategy):
@@ -33,8 +89,7 @@ class CustomResourceStrategy(Strategy):
         rt = self._type(obj)
         if rt is None or rt.schema is None:
             return
-        removed = prune(rt.schema, obj)
-        fieldvalidation.report_unknown(rt.kind, rt.version, removed)
+        drop_unknown(rt.schema, rt, obj, custom=True)
         apply_defaults(rt.schema, obj)
 
     def prepare_create(self, obj: dict[str, Any]) -> None:
@@ -43,22 +98,30 @@ class CustomResourceStrategy(Strategy):
     def prepare_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
         self._normalize(new)
 
+    def prepare_status(self, new: dict[str, Any], old: dict[str, Any]) -> None:
+        self._normalize(new)
+
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
         causes = super().validate(obj, old)
         rt = self._type(obj)
         if rt is None or rt.schema is None:
             return causes
-        prune(rt.schema, obj)  # a status write skips prepare_update; pruning twice changes nothing
-        apply_defaults(rt.schema, obj)
         return causes + validate(rt.schema, obj)
 
 
 class Strategies(Mapping[str, Strategy]):
-    """Built-in strategies by storage id, and a schema strategy for every custom resource."""
+    """Every type's strategy by storage id: built-in ones behind their kind's schema, and a
+    schema strategy for every custom resource."""
 
-    def __init__(self, catalog: Catalog, builtin: Mapping[str, Strategy]) -> None:
+    def __init__(self, catalog: Catalog, builtin_strategies: Mapping[str, Strategy]) -> None:
         self._catalog = catalog
-        self._builtin = dict(builtin)
+        schemas = builtin.load()
+        self._builtin: dict[str, Strategy] = {}
+        for rt in catalog.all():
+            schema = None if rt.crd_name else schemas.structural(rt.group, rt.version, rt.kind)
+            inner = builtin_strategies.get(rt.storage_id, Strategy())
+            self._builtin[rt.storage_id] = inner if schema is None else BuiltinStrategy(inner, rt, schema)
+        self._builtin.update((k, v) for k, v in builtin_strategies.items() if k not in self._builtin)
         self._custom: dict[str, CustomResourceStrategy] = {}
         self._generation = -1
         self._plurals: dict[str, str] = {}

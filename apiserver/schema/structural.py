@@ -10,7 +10,7 @@ kept as compiled sub-schemas and only checked.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,13 +107,22 @@ def _pattern(raw: Mapping[str, Any], path: str) -> re.Pattern[str] | None:
 
 
 def compile_schema(
-    raw: Any, path: str = "openAPIV3Schema", *, structural: bool = True, int_or_string: bool = False
+    raw: Any,
+    path: str = "openAPIV3Schema",
+    *,
+    structural: bool = True,
+    int_or_string: bool = False,
+    refs: Callable[[str], Structural] | None = None,
 ) -> Structural:
     """Compile (and check) one schema; `structural=False` inside anyOf/allOf/oneOf/not, where
     kube-apiserver forbids types and defaults but allows value constraints (and, under
-    `x-kubernetes-int-or-string`, the types integer and string)."""
+    `x-kubernetes-int-or-string`, the types integer and string). `refs` resolves `$ref`s in
+    properties, items and additionalProperties (built-in kinds' definitions, `builtin.py`); CRD
+    schemas may not use them, so without it a `$ref` is a node without a type."""
     if not isinstance(raw, Mapping):
         raise SchemaError(path, "must be an object")
+    if refs is not None and isinstance(raw.get("$ref"), str):
+        return refs(raw["$ref"])
     kind = raw.get("type", "")
     if kind and kind not in _TYPES:
         raise SchemaError(f"{path}.type", f"Unsupported value: {kind!r}")
@@ -128,7 +137,7 @@ def compile_schema(
     if not isinstance(props_raw, Mapping):
         raise SchemaError(f"{path}.properties", "must be an object")
     properties = {
-        str(name): compile_schema(sub, f"{path}.properties[{name}]", structural=structural)
+        str(name): compile_schema(sub, f"{path}.properties[{name}]", structural=structural, refs=refs)
         for name, sub in props_raw.items()
     }
     additional: Structural | bool | None = None
@@ -140,10 +149,10 @@ def compile_schema(
             raise SchemaError(
                 f"{path}.additionalProperties", "Forbidden: additionalProperties and properties are mutual exclusive"
             )
-        additional = compile_schema(extra, f"{path}.additionalProperties", structural=structural)
+        additional = compile_schema(extra, f"{path}.additionalProperties", structural=structural, refs=refs)
     items = None
     if raw.get("items") is not None:
-        items = compile_schema(raw["items"], f"{path}.items", structural=structural)
+        items = compile_schema(raw["items"], f"{path}.items", structural=structural, refs=refs)
     elif structural and kind == "array":
         raise SchemaError(f"{path}.items", "Required value: must be specified")
     required = raw.get("required") or ()

@@ -1,16 +1,23 @@
-"""CRD schemas as a real cluster enforces and publishes them, seen through each kubectl and the official client.
+"""Schemas as a real cluster enforces and publishes them, seen through each kubectl and the official client.
 
 kubectl 1.27+ reads `/openapi/v3` for `kubectl explain` and sends `fieldValidation=Strict`;
 kubectl 1.20 reads `/openapi/v2` in protobuf and validates manifests on the client. Either way an
-invalid Device is refused naming the field, and a typo in a field name does not pass silently.
+invalid Device is refused naming the field, and a typo in a field name — of a custom resource or
+of a built-in kind — does not pass silently. Built-in kinds are explained as in a real cluster.
 """
 
+import json
+import re
 from collections.abc import Iterator
+from typing import Any
 
 import kubernetes
+import kubernetes.dynamic
 import pytest
+import yaml
 
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from kube.errors import APIError
 from tests.support.kubectl import KubectlBinary, kubectl_binaries
 
 pytestmark = pytest.mark.integration
@@ -103,3 +110,137 @@ def test_openapi_documents_name_crds_as_kube_does(server: EmbeddedAPIServer) -> 
     schemas = v3["components"]["schemas"]
     assert schemas["sh.koordinator.scheduling.v1alpha1.Device"]["properties"]["spec"]["properties"]["devices"]
     assert "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta" in schemas
+
+
+POD = """
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  {field}:
+  - {{name: main, image: busybox, {image}: busybox}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [("pod", "spec"), ("deployment.spec.strategy", "rollingUpdate"), ("node.status", "allocatable")],
+)
+def test_explain_shows_builtin_kinds(server: EmbeddedAPIServer, kubectl: KubectlBinary, path: str, shown: str) -> None:
+    result = kubectl.run(server.kubeconfig, "explain", path)
+    assert result.returncode == 0, result.stderr
+    assert any(line.split("\t")[0].strip() == shown for line in result.stdout.splitlines()), result.stdout
+
+
+def test_a_misspelt_field_of_a_pod_fails_apply(server: EmbeddedAPIServer, kubectl: KubectlBinary) -> None:
+    name = f"typo-{kubectl.minor}"
+    nested = POD.format(name=name, field="containers", image="imagez")
+    result = kubectl.run(server.kubeconfig, "apply", "-f", "-", stdin=nested)
+    assert result.returncode == 1
+    if kubectl.minor >= 25:  # the server refuses (kubectl sends fieldValidation=Strict)
+        assert 'strict decoding error: unknown field "spec.containers[0].imagez"' in result.stderr
+    else:  # kubectl 1.20 refuses on the client, against /openapi/v2
+        assert 'unknown field "imagez" in io.k8s.api.core.v1.Container' in result.stderr
+    top = kubectl.run(server.kubeconfig, "apply", "-f", "-", stdin=POD.format(name=name, field="containerz", image="x"))
+    assert top.returncode == 1 and "containerz" in top.stderr
+    ignored = kubectl.run(server.kubeconfig, "apply", "--validate=false", "-f", "-", stdin=nested)
+    assert ignored.returncode == 0, ignored.stderr
+    stored = kubectl.run(server.kubeconfig, "get", "pod", name, "-o", "jsonpath={.spec.containers[0]}")
+    assert "imagez" not in stored.stdout and '"image":"busybox"' in stored.stdout
+
+
+def test_the_official_client_gets_kubes_strict_decoding_error(server: EmbeddedAPIServer) -> None:
+    """Through its dynamic client: the typed API checks models on the client and sends no unknown field."""
+    config = kubernetes.client.Configuration()
+    kubernetes.config.load_kube_config(config_file=str(server.kubeconfig), client_configuration=config)
+    dynamic = kubernetes.dynamic.DynamicClient(kubernetes.client.ApiClient(config))
+    deployments = dynamic.resources.get(api_version="apps/v1", kind="Deployment")
+    labels = {"app": "strict"}
+    container = {"name": "main", "image": "busybox", "imagez": "x"}
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "strict"},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}},
+        },
+    }
+    with pytest.raises(kubernetes.dynamic.exceptions.BadRequestError) as e:
+        deployments.create(body=body, namespace="default", query_params=[("fieldValidation", "Strict")])
+    message = json.loads(e.value.body)["message"]
+    assert message == (
+        'Deployment in version "v1" cannot be handled as a Deployment: strict decoding error: '
+        'unknown field "spec.template.spec.containers[0].imagez"'
+    )
+    created = deployments.create(body=body, namespace="default", query_params=[("fieldValidation", "Ignore")])
+    assert "imagez" not in created.to_dict()["spec"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize(("mode", "warned"), [("Warn", True), ("Ignore", False), ("", True)])
+def test_warn_and_ignore_store_the_pod_without_the_field(server: EmbeddedAPIServer, mode: str, warned: bool) -> None:
+    name = f"lenient-{mode.lower() or 'default'}"
+    pod = yaml.safe_load(POD.format(name=name, field="containers", image="imagez"))
+    query = [("fieldValidation", mode)] if mode else []
+    with server.client() as client:
+        response = client.open("POST", "/api/v1/namespaces/default/pods", query=query, body=pod)
+        response.release_conn()
+        warnings = response.headers.get_all("Warning") or []
+        assert (warnings == ['299 - "unknown field \\"spec.containers[0].imagez\\""']) is warned, warnings
+        stored = client.request("GET", f"/api/v1/namespaces/default/pods/{name}")
+        assert "imagez" not in stored["spec"]["containers"][0]
+        with pytest.raises(APIError, match="strict decoding error"):
+            client.request(
+                "PUT",
+                f"/api/v1/namespaces/default/pods/{name}",
+                query=[("fieldValidation", "Strict")],
+                body={**stored, "spec": {**stored["spec"], "containerz": 1}},
+            )
+
+
+@pytest.mark.parametrize(
+    ("content_type", "patch", "unknown"),
+    [
+        ("application/merge-patch+json", {"spec": {"containerz": 1}}, "spec.containerz"),
+        (
+            "application/strategic-merge-patch+json",
+            {"spec": {"containers": [{"name": "main", "imagez": "y"}]}},
+            "spec.containers[0].imagez",
+        ),
+        ("application/json-patch+json", [{"op": "add", "path": "/metadata/typo", "value": 1}], "metadata.typo"),
+        (
+            "application/apply-patch+yaml",
+            {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "main", "imagez": "y"}]}},
+            "spec.containers[0].imagez",
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) and "/" in v else "",
+)
+def test_every_write_of_a_builtin_kind_is_checked(
+    server: EmbeddedAPIServer, content_type: str, patch: Any, unknown: str
+) -> None:
+    name = "patched-" + content_type.split("/")[1].split("-", maxsplit=1)[0]
+    pod = yaml.safe_load(POD.format(name=name, field="containers", image="image"))
+    path = f"/api/v1/namespaces/default/pods/{name}"
+    manager = [("fieldManager", "tester")]
+    with server.client() as client:
+        client.request("POST", "/api/v1/namespaces/default/pods", body=pod)
+        with pytest.raises(APIError, match=f'strict decoding error: unknown field "{re.escape(unknown)}"'):
+            query = [("fieldValidation", "Strict"), *manager]
+            client.request("PATCH", path, query=query, body=patch, content_type=content_type)
+        stored = client.request("PATCH", path, query=manager, body=patch, content_type=content_type)
+    leaf = unknown.rsplit(".", 1)[1]
+    assert leaf not in json.dumps(stored), "dropped, and no manager owns it"
+
+
+def test_a_status_write_of_a_builtin_kind_is_checked(server: EmbeddedAPIServer) -> None:
+    pod = yaml.safe_load(POD.format(name="status-typo", field="containers", image="image"))
+    path = "/api/v1/namespaces/default/pods/status-typo/status"
+    patch = {"status": {"phase": "Running", "bogus": 1}}
+    merge = "application/merge-patch+json"
+    with server.client() as client:
+        client.request("POST", "/api/v1/namespaces/default/pods", body=pod)
+        with pytest.raises(APIError, match='strict decoding error: unknown field "status.bogus"'):
+            client.request("PATCH", path, query=[("fieldValidation", "Strict")], body=patch, content_type=merge)
+        stored = client.request("PATCH", path, body=patch, content_type=merge)
+    assert stored["status"]["phase"] == "Running" and "bogus" not in stored["status"]
