@@ -46,6 +46,7 @@ __all__ = [
     "Snapshot",
     "WhatIfReport",
     "WhatIfResult",
+    "load",
     "parse_objects",
     "quota_reports",
     "report",
@@ -201,24 +202,7 @@ def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
 
     The snapshot's ElasticQuotas and every pod (pending or placed) go to the scheduler's quota
     manager first, so each quota's runtime is shared by the demand of the whole snapshot."""
-    cache = scheduler.cache
-    if snapshot.quotas:
-        scheduler.quotas.set_quotas(snapshot.quotas)
-        for pod in snapshot.pods:
-            scheduler.quotas.update_pod(pod)
-    for node in snapshot.nodes:
-        cache.add_node(node)
-    for device in snapshot.devices:
-        cache.add_device(device)
-    for group in snapshot.pod_groups:
-        scheduler.observe_pod_group(group)
-    pending = []
-    for pod in snapshot.pods:
-        if pod.node_name:
-            cache.add_pod(pod)
-        elif not pod.is_terminal:
-            pending.append(pod)
-        scheduler.observe_pod(pod)
+    pending = load(snapshot, scheduler)
     devices = {device.node_name: device for device in snapshot.devices}
     # By position in `pending` (a snapshot may list one pod twice); a pod held at Permit is
     # decided later, named by its key.
@@ -251,6 +235,31 @@ def report(snapshot: Snapshot, scheduler: Scheduler) -> WhatIfReport:
     found = core_gangs.gangs(scheduler.frameworks)
     gangs = tuple(GangResult.of(g) for g in found if g.created)
     return WhatIfReport(results, gangs, tuple(quota_reports(snapshot, scheduler)))
+
+
+def load(snapshot: Snapshot, scheduler: Scheduler) -> list[Pod]:
+    """Put the snapshot into the scheduler — quotas (with every pod's demand), nodes, Devices,
+    PodGroups, placed pods — and return its pending pods (no node, not finished) in order.
+    What-if schedules them; `tessera deschedule` plans room for them."""
+    cache = scheduler.cache
+    if snapshot.quotas:
+        scheduler.quotas.set_quotas(snapshot.quotas)
+        for pod in snapshot.pods:
+            scheduler.quotas.update_pod(pod)
+    for node in snapshot.nodes:
+        cache.add_node(node)
+    for device in snapshot.devices:
+        cache.add_device(device)
+    for group in snapshot.pod_groups:
+        scheduler.observe_pod_group(group)
+    pending = []
+    for pod in snapshot.pods:
+        if pod.node_name:
+            cache.add_pod(pod)
+        elif not pod.is_terminal:
+            pending.append(pod)
+        scheduler.observe_pod(pod)
+    return pending
 
 
 def _result(outcome: Outcome, gang: GangSummary | None, devices: Mapping[str, Device]) -> WhatIfResult:

@@ -186,7 +186,7 @@ class _Search:
             f"pod {key} fits on {target} after {len(migrations)} migration{'s' if len(migrations) != 1 else ''} "
             f"({moves}), which leave {freed} GPU{'s' if freed != 1 else ''} free there"
         )
-        log.log(logging.INFO - 2, "Planned migrations", extra={"pod": key, "node": target, "moves": len(migrations)})
+        log.log(logging.INFO - 4, "Planned migrations", extra={"pod": key, "node": target, "moves": len(migrations)})
         return self._plan(True, message, node=target, migrations=migrations, freed_gpus=freed)
 
     # --- who may move --------------------------------------------------------------------------------

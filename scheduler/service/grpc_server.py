@@ -388,7 +388,9 @@ def plan_response(result: MigrationPlan) -> pb.PlanMigrationsResponse:
         feasible=result.feasible,
         node=result.node or "",
         migrations=[
-            pb.Migration(pod=m.pod, uid=m.uid, from_node=m.from_node, to_node=m.to_node) for m in result.migrations
+            pb.Migration(pod=m.pod, uid=m.uid, from_node=m.from_node, to_node=m.to_node, gpu_percent=m.gpu_percent)
+            for m in result.migrations
         ],
         message=result.message,
+        freed_gpus=result.freed_gpus,
     )

@@ -14,6 +14,7 @@ by the planner (gangs are placed all together, not made room for one member at a
 from __future__ import annotations
 
 import copy
+import logging
 import threading
 from collections.abc import Callable
 
@@ -26,6 +27,8 @@ from scheduler.framework.config import PluginRef, SchedulerConfig
 from scheduler.framework.runtime import Registry
 
 __all__ = ["MigrationPlanner", "NotPendingError", "PodLookup", "UnknownPodError"]
+
+log = logging.getLogger(__name__)
 
 #: Looks a pod up by namespace and name (None when unknown), as `inspector.PodLookup`.
 PodLookup = Callable[[str, str], Pod | None]
@@ -88,4 +91,16 @@ class MigrationPlanner:
             default_plugins=self._default_plugins,
             seed=self._seed,
         )
-        return plan(scheduler, pod, options)
+        result = plan(scheduler, pod, options)
+        log.log(
+            logging.INFO - 2,
+            "Planned migrations",
+            extra={
+                "pod": pod.key,
+                "feasible": result.feasible,
+                "node": result.node or "",
+                "moves": len(result.migrations),
+                "seconds": round(result.seconds, 4),
+            },
+        )
+        return result

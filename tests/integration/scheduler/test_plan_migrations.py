@@ -9,34 +9,28 @@ nowhere; the plan moves gpu-a's two pods elsewhere. The scheduler's own cache is
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
 
-from apis.crds.device import DeviceType
-from apis.extension import allocation, names
-from apis.extension.allocation import DeviceAllocation
+from apis.extension import names
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess, pod_manifest
 from kube import Client, resources
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
 from scheduler.simulation.cluster import NodeShape
+from tests.support.defragcluster import NODES, SMALL, TRAIN, small_pod, train_pod
 
 from .conftest import PodWatch, condition, create_gpu_nodes, create_namespace
 
 pytestmark = pytest.mark.integration
 
-TRAIN = "train"
-#: pod -> (node, GPU, percent)
-SMALL = {
-    "a0": ("gpu-a", 0, 30),
-    "a1": ("gpu-a", 1, 30),
-    "b0": ("gpu-b", 0, 20),
-    "b1": ("gpu-b", 1, 20),
-    "b2": ("gpu-b", 2, 20),
-}
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Cluster:
@@ -48,39 +42,17 @@ class Cluster:
         self.stub = scheduler_pb2_grpc.SchedulerStub(self.channel)
 
 
-def small_pod(namespace: str, name: str, node: str, gpu: int, percent: int) -> dict[str, object]:
-    held = DeviceAllocation(minor=gpu, resources={names.GPU_CORE: percent, names.GPU_MEMORY_RATIO: percent})
-    manifest = pod_manifest(
-        name,
-        {names.CPU: "1", names.MEMORY: "1Gi", names.GPU_CORE: percent, names.GPU_MEMORY_RATIO: percent},
-        namespace=namespace,
-        node_name=node,
-        annotations={names.ANNOTATION_DEVICE_ALLOCATED: allocation.encode({DeviceType.GPU: (held,)})},
-    )
-    owner = {
-        "apiVersion": "apps/v1",
-        "kind": "ReplicaSet",
-        "name": f"rs-{name}",
-        "uid": f"rs-{name}",
-        "controller": True,
-    }
-    manifest["metadata"]["ownerReferences"] = [owner]
-    manifest["status"] = {"phase": "Running"}
-    return manifest
-
-
 @pytest.fixture(scope="module")
 def cluster(
     apiserver: EmbeddedAPIServer, module_client: Client, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Cluster]:
-    create_gpu_nodes(module_client, "gpu-a", "gpu-b", shape=NodeShape(gpus=4))
-    create_gpu_nodes(module_client, "gpu-s", shape=NodeShape(gpus=2))
+    for gpus in sorted(set(NODES.values())):
+        create_gpu_nodes(module_client, *(n for n, g in NODES.items() if g == gpus), shape=NodeShape(gpus=gpus))
     namespace = create_namespace(module_client)
     pods = module_client.resource(resources.PODS)
-    for name, (node, gpu, percent) in SMALL.items():
-        pods.create(small_pod(namespace, name, node, gpu, percent), namespace=namespace)
-    train = pod_manifest(TRAIN, {names.CPU: "1", names.MEMORY: "1Gi", names.NVIDIA_GPU: "4"}, namespace=namespace)
-    pods.create(train, namespace=namespace)
+    for name in SMALL:
+        pods.create(small_pod(namespace, name), namespace=namespace)
+    pods.create(train_pod(namespace), namespace=namespace)
     scheduler = SchedulerProcess(apiserver.kubeconfig, tmp_path_factory.mktemp("plan"))
     scheduler.start()
     watch = PodWatch(module_client, namespace)
@@ -151,3 +123,43 @@ def test_a_bound_pod_is_not_pending(cluster: Cluster) -> None:
         cluster.stub.PlanMigrations(pb.PlanMigrationsRequest(namespace=cluster.namespace, name="a0"), timeout=30)
     assert e.value.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert "is bound to gpu-a: nothing to make room for" in e.value.details()
+
+
+# --- tessera deschedule against the live scheduler ----------------------------------------------------
+def deschedule(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cli", "deschedule", *args, "--scheduler", cluster.scheduler.grpc_address],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def test_tessera_deschedule_dry_run_prints_the_plan(cluster: Cluster) -> None:
+    result = deschedule(cluster, "--dry-run", TRAIN, "-n", cluster.namespace)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"{cluster.namespace}/{TRAIN}: pod {cluster.namespace}/{TRAIN} fits on gpu-a after 2")
+    assert lines[1].split() == ["#", "MOVE", "FROM", "TO", "GPU"]
+    assert [[*line.split()[1:3], line.split()[4]] for line in lines[2:4]] == [
+        [f"{cluster.namespace}/a0", "gpu-a", "30%"],
+        [f"{cluster.namespace}/a1", "gpu-a", "30%"],
+    ]
+    assert lines[4] == "  frees gpu-a: 4 GPUs free there after the moves"
+    assert result.stderr == ""
+
+
+def test_tessera_deschedule_without_a_pod_plans_for_every_pending_one_and_says_it_moves_nothing(
+    cluster: Cluster,
+) -> None:
+    result = deschedule(cluster, "-n", cluster.namespace, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    plans = json.loads(result.stdout)["plans"]
+    assert [(p["pod"], p["feasible"], p["node"], len(p["migrations"])) for p in plans] == [
+        (f"{cluster.namespace}/{TRAIN}", True, "gpu-a", 2)
+    ]
+    assert "only plans; nothing was moved" in result.stderr
+    missing = deschedule(cluster, "ghost", "-n", cluster.namespace)
+    assert missing.returncode == 1 and f"pod {cluster.namespace}/ghost does not exist" in missing.stderr
