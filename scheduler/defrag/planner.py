@@ -30,7 +30,7 @@ import dataclasses
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.crds.device import DeviceType
@@ -112,6 +112,8 @@ class _Search:
         self.why: Counter[str] = Counter()
         self.examined = 0
         self.tried = 0
+        #: Victim shape -> whether its replacement fits elsewhere now (see `_placeable`).
+        self._placeable_memo: dict[Hashable, bool] = {}
 
     def _plan(
         self,
@@ -242,27 +244,45 @@ class _Search:
     def _victims(
         self, framework: Framework, state: CycleState, node: NodeInfo, movable: Mapping[str, Candidate]
     ) -> _Victims | None:
-        """The greedy victims of one node (see the module docstring), or None (reason counted)."""
+        """The greedy victims of one node (see the module docstring), or None (reason counted).
+        Only pods whose replacement fits on some other node now are chosen."""
         units = _gpu_units(node, movable)
         assert units is not None  # _nodes_by_estimate left such nodes out
         free, busy, _ = units
-        chosen: set[str] = set()
-        picked = list(_pick(busy, max(self._whole_gpus() - free, 0), movable, chosen))
         everyone = [ident for ident in node.pods if ident in movable]
-        if not self._fits(framework, state, node, everyone):
-            self.why[_Why.NO_FIT] += 1
+        placeable = {ident for ident in everyone if self._placeable(movable[ident], node.name)}
+        usable = [unit for unit in busy if unit <= placeable]
+        lacking = max(self._whole_gpus() - free, 0)
+        if lacking > len(usable) or not self._fits(framework, state, node, placeable):
+            nowhere = placeable != set(everyone) and self._fits(framework, state, node, everyone)
+            self.why[_Why.NOWHERE if nowhere or lacking > len(usable) else _Why.NO_FIT] += 1
             return None
-        pods_alone = [frozenset((ident,)) for ident in everyone]
+        chosen: set[str] = set()
+        picked = list(_pick(usable, lacking, movable, chosen))
+        pods_alone = [frozenset((ident,)) for ident in sorted(placeable)]
         limit = self.options.max_migrations
         while len(chosen) <= limit:
             if self._fits(framework, state, node, chosen):
                 return _Victims(node.name, tuple(sorted(picked, key=lambda c: c.info.key)))
-            more = _pick([*busy, *pods_alone], 1, movable, chosen)
+            more = _pick([*usable, *pods_alone], 1, movable, chosen)
             if not more:
                 break
             picked.extend(more)
         self.why[_Why.TOO_MANY] += 1
         return None
+
+    def _placeable(self, victim: Candidate, node: str) -> bool:
+        """Whether the victim's replacement fits on another node as the cluster is now (a dry
+        run). Remembered per shape for the search (the cluster is the same for every node
+        tried): a shape that fits only on the node being freed is caught by `_try`."""
+        shape = _shape(victim.info)
+        known = self._placeable_memo.get(shape)
+        if known is None:
+            replacement = PodInfo.of(_replacement(victim.info.pod, avoid=node))
+            framework = self.scheduler.framework_for(replacement.pod)
+            found = framework is not None and framework.schedule(CycleState(dry_run=True), replacement, diagnose=False)
+            known = self._placeable_memo[shape] = bool(found and found.node is not None)
+        return known
 
     def _fits(self, framework: Framework, state: CycleState, node: NodeInfo, without: Iterable[str]) -> bool:
         return framework.run_filters(state, self.info, node.simulate(remove=without)).is_success
@@ -376,6 +396,21 @@ def _free_gpus(node: NodeInfo | None) -> int:
         return 0
     held = {a.minor for h in node.devices.holdings.values() for a in h.allocations.get(DeviceType.GPU, ())}
     return sum(1 for gpu in node.devices.states(DeviceType.GPU) if gpu.healthy and gpu.minor not in held)
+
+
+def _shape(info: PodInfo) -> Hashable:
+    """What decides where a pod may go: two pods of one shape fit the same nodes."""
+    pod = info.pod
+    annotations = frozenset((k, v) for k, v in pod.annotations.items() if k not in _SCHEDULER_ANNOTATIONS)
+    return (
+        pod.scheduler_name,
+        pod.priority,
+        frozenset(info.requests.items()),
+        frozenset(pod.node_selector.items()),
+        pod.node_affinity,
+        pod.tolerations,
+        annotations,
+    )
 
 
 def _replacement(pod: Pod, *, avoid: str) -> Pod:
