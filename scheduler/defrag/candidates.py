@@ -39,6 +39,7 @@ class Refusal:
     GANG = "a gang member"
     PRIORITY = "higher priority than the pending pod"
     UNKNOWN_DEVICES = "its devices are unknown"
+    IN_FLIGHT = "being scheduled"
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from apis.extension import names
 from apis.k8s.core import NodeAffinity, Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.core import Scheduler
-from scheduler.defrag.candidates import Candidate, gpu_percent, refusal
+from scheduler.defrag.candidates import Candidate, Refusal, gpu_percent, refusal
 from scheduler.defrag.plan import Migration, MigrationPlan, PlanOptions
 from scheduler.framework import CycleState, Framework
 
@@ -204,7 +204,7 @@ class _Search:
         for node in self.cache.nodes():
             for ident, info in node.pods.items():
                 if self.cache.is_assumed(ident):
-                    refused["being scheduled"] += 1
+                    refused[Refusal.IN_FLIGHT] += 1
                     continue
                 why = refusal(info, self.pod, exclude=exclude, served=served)
                 if why is not None:
