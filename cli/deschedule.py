@@ -108,11 +108,10 @@ def _live(args: argparse.Namespace, options: defrag.PlanOptions) -> list[defrag.
         stub = scheduler_pb2_grpc.SchedulerStub(channel)  # type: ignore[no-untyped-call]  # generated, untyped
         try:
             if target is not None:
-                keys = [target]
-            else:
-                pending = stub.ListPending(pb.ListPendingRequest(namespace=args.namespace or ""), timeout=args.timeout)
-                keys = [_split(p.pod) for p in pending.pods]
-            return [_ask(stub, namespace, name, options, args.timeout) for namespace, name in keys]
+                return [_ask(stub, *target, options, args.timeout)]
+            pending = stub.ListPending(pb.ListPendingRequest(namespace=args.namespace or ""), timeout=args.timeout)
+            plans = (_ask_if_pending(stub, *_split(p.pod), options, args.timeout) for p in pending.pods)
+            return [p for p in plans if p is not None]
         except grpc.RpcError as e:
             if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
                 raise _Failed(str(e.details())) from None
@@ -125,6 +124,18 @@ def _live(args: argparse.Namespace, options: defrag.PlanOptions) -> list[defrag.
 def _split(key: str) -> tuple[str, str]:
     namespace, _, name = key.rpartition("/")
     return namespace, name
+
+
+def _ask_if_pending(
+    stub: scheduler_pb2_grpc.SchedulerStub, namespace: str, name: str, options: defrag.PlanOptions, timeout: float
+) -> defrag.MigrationPlan | None:
+    """`_ask`, or None for a pod bound or gone since it was listed."""
+    try:
+        return _ask(stub, namespace, name, options, timeout)
+    except grpc.RpcError as e:
+        if e.code() in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
+            return None
+        raise
 
 
 def _ask(
