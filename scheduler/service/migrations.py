@@ -1,9 +1,10 @@
 """Defragmentation plans from the live scheduler: the planner on a copy of the cache, now.
 
 The gRPC `PlanMigrations` asks this: which bound pods to move, and where, so that a pending pod
-(named, or given as JSON) fits. The cache is copied under the lock (a cycle is kept waiting only
-for the copy) and the planner runs on the copy with the scheduler's own configuration and plugins,
-outside the lock: the live cache is never touched and nothing is reserved. The descheduler acts
+(named, or given as JSON) fits. A `CacheSnapshot` is taken under the lock (references only: a
+cycle waits milliseconds), restored into a cache of its own, and the planner runs on that with
+the scheduler's own configuration and plugins, outside the lock: the live cache is never
+touched and nothing is reserved. The descheduler acts
 on the plan (PodMigrationJobs); the scheduler itself moves nothing.
 
 Quotas are not consulted on the copy: a migrating pod's quota use is the same before and after
@@ -13,14 +14,13 @@ by the planner (gangs are placed all together, not made room for one member at a
 
 from __future__ import annotations
 
-import copy
 import logging
 import threading
 from collections.abc import Callable
 
 from apis.errors import TesseraError
 from apis.k8s.core import Pod
-from scheduler.cache import ClusterCache
+from scheduler.cache import CacheSnapshot, ClusterCache
 from scheduler.core import Scheduler
 from scheduler.defrag import MigrationPlan, PlanOptions, plan
 from scheduler.framework.config import PluginRef, SchedulerConfig
@@ -83,10 +83,10 @@ class MigrationPlanner:
         Raises ConfigError for bad options."""
         options.validate()
         with self._lock:
-            working = copy.deepcopy(self._cache)
+            snapshot = CacheSnapshot.of(self._cache)
         scheduler = Scheduler(
             self._config,
-            cache=working,
+            cache=snapshot.restore(),
             registry=self._registry,
             default_plugins=self._default_plugins,
             seed=self._seed,

@@ -17,7 +17,6 @@ placed without moving anything and thanks to migrations, the migrations, time pe
 from __future__ import annotations
 
 import collections
-import copy
 import dataclasses
 import itertools
 import statistics
@@ -30,7 +29,7 @@ from apis.errors import ValidationError
 from apis.extension import names
 from apis.k8s.core import Pod
 from apis.k8s.meta import OwnerReference
-from scheduler.cache import ClusterCache
+from scheduler.cache import CacheSnapshot, ClusterCache
 from scheduler.core import Scheduler
 from scheduler.defrag import PlanOptions, plan
 from scheduler.framework.config import SchedulerConfig
@@ -203,7 +202,7 @@ def run_defrag(
         shape = shape_of(pods, gpus)
         if shape is None:
             continue
-        working = Scheduler(config, cache=copy.deepcopy(filled.cache), seed=seed)
+        working = Scheduler(config, cache=CacheSnapshot.of(filled.cache).restore(), seed=seed)
         passes.append(
             defrag_pass(
                 working,
