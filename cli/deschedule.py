@@ -6,9 +6,10 @@ how many GPUs it then has free. From the live scheduler (its gRPC `PlanMigration
 `tessera explain` reaches it), or offline from YAML snapshots (`--snapshot FILE`, read as
 `tessera what-if` reads them: each pending pod planned alone against the snapshot's placed pods).
 
-It never moves anything: executing a plan safely (a Reservation for each replacement first,
-then the eviction, within the rate and disruption limits) is the descheduler's job, through
-PodMigrationJobs. Without `--dry-run` it says so after the plan.
+It never moves anything itself: executing a plan safely (a Reservation for each replacement
+first, then the eviction, within the rate and disruption limits) is the descheduler's job,
+through PodMigrationJobs. `--apply` creates those jobs for the plans found (`cli.deschedule_apply`);
+otherwise, without `--dry-run`, it says after the plan that nothing was moved.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ import yaml
 
 from apis.errors import ConfigError, ValidationError
 from apis.k8s.core import Pod
-from cli import schedulerclient
+from cli import deschedule_apply, schedulerclient
+from kube import errors
+from kube.client import Client, ClientSettings
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
 from scheduler import defrag, whatif
@@ -47,7 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "pod", nargs="?", metavar="POD", help="the pending pod (NAME or NAMESPACE/NAME); without it, every pending pod"
     )
     parser.add_argument("-n", "--namespace", help="the pod's namespace (default: default; without POD: all)")
-    parser.add_argument("--dry-run", action="store_true", help="print the plan only (the default: see below)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--dry-run", action="store_true", help="print the plan only (the default: see below)")
+    mode.add_argument(
+        "--apply",
+        action="store_true",
+        help="also create a PodMigrationJob per migration, for the descheduler to execute (needs the API server)",
+    )
     parser.add_argument(
         "--snapshot",
         action="append",
@@ -67,11 +76,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
     schedulerclient.add_arguments(parser)
+    ClientSettings.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.max_migrations < 1:
         print(f"tessera deschedule: --max-migrations must be at least 1, got {args.max_migrations}", file=sys.stderr)
+        return 2
+    if args.apply and args.snapshot:
+        print("tessera deschedule: --apply acts on the live cluster, not on --snapshot", file=sys.stderr)
         return 2
     options = defrag.PlanOptions(max_migrations=args.max_migrations, exclude=frozenset(args.exclude))
     try:
@@ -83,8 +96,26 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({"plans": [p.to_dict() for p in plans]}, indent=2))
     else:
         print(render(plans))
+    if args.apply:
+        return _apply(args, plans)
     if not args.dry_run:
         print(_NOT_EXECUTED, file=sys.stderr)
+    return 0
+
+
+def _apply(args: argparse.Namespace, plans: list[defrag.MigrationPlan]) -> int:
+    """Hand the plans to the descheduler; what was requested goes to stderr (stdout is the plan)."""
+    with Client.from_settings(ClientSettings.from_args(args, user_agent="tessera-deschedule")) as client:
+        try:
+            requested = deschedule_apply.request(client, plans)
+        except errors.APIError as e:
+            print(f"tessera deschedule: cannot create PodMigrationJobs on {client.host}: {e}", file=sys.stderr)
+            return 1
+    for r in requested:
+        verb = "created" if r.created else "already exists"
+        print(f"podmigrationjob/{r.job} {verb} (moves {r.pod})", file=sys.stderr)
+    if not requested:
+        print("no migrations to request", file=sys.stderr)
     return 0
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from apis.crds.podmigrationjob import PodMigrationJob
 from apis.extension import names
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess, pod_manifest
@@ -34,8 +35,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 class Cluster:
-    def __init__(self, client: Client, scheduler: SchedulerProcess, namespace: str) -> None:
+    def __init__(self, client: Client, scheduler: SchedulerProcess, namespace: str, kubeconfig: Path) -> None:
         self.client = client
+        self.kubeconfig = kubeconfig
         self.scheduler = scheduler
         self.namespace = namespace
         self.channel = grpc.insecure_channel(scheduler.grpc_address)
@@ -59,7 +61,7 @@ def cluster(
     try:
         # Once the scheduler has tried the pod, its cache holds the bound pods (synced first).
         watch.wait_for(lambda _: (condition(watch.pod(TRAIN)) or ("",))[0] == "False", "train unschedulable")
-        c = Cluster(module_client, scheduler, namespace)
+        c = Cluster(module_client, scheduler, namespace, apiserver.kubeconfig)
         yield c
         c.channel.close()
     finally:
@@ -163,3 +165,17 @@ def test_tessera_deschedule_without_a_pod_plans_for_every_pending_one_and_says_i
     assert "only plans; nothing was moved" in result.stderr
     missing = deschedule(cluster, "ghost", "-n", cluster.namespace)
     assert missing.returncode == 1 and f"pod {cluster.namespace}/ghost does not exist" in missing.stderr
+
+
+def test_tessera_deschedule_apply_hands_the_moves_to_the_descheduler_once(cluster: Cluster) -> None:
+    kubeconfig = str(cluster.kubeconfig)
+    first = deschedule(cluster, "--apply", TRAIN, "-n", cluster.namespace, "--kubeconfig", kubeconfig)
+    assert first.returncode == 0, first.stderr
+    jobs = [PodMigrationJob.from_dict(o) for o in cluster.client.resource(names.POD_MIGRATION_JOBS).list().items]
+    moved = sorted((j.pod_ref.namespace, j.pod_ref.name, j.mode.value) for j in jobs)
+    assert moved == [(cluster.namespace, "a0", "ReservationFirst"), (cluster.namespace, "a1", "ReservationFirst")]
+    assert all(j.pod_ref.uid for j in jobs)
+    assert first.stderr.count(" created (moves ") == 2
+    again = deschedule(cluster, "--apply", TRAIN, "-n", cluster.namespace, "--kubeconfig", kubeconfig)
+    assert again.returncode == 0 and again.stderr.count(" already exists (moves ") == 2
+    assert len(cluster.client.resource(names.POD_MIGRATION_JOBS).list().items) == 2

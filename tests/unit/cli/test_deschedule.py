@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from apis.crds.podmigrationjob import MigrationMode
+from cli import deschedule_apply
 from cli.main import main
+from scheduler import defrag
 from tests.support.defragcluster import SMALL, node_objects, small_pod, train_pod
 
 
@@ -59,3 +62,16 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, snapshot: Path, capsys: pyte
     assert "broken.yaml[0]: spec.containers: expected a list, got int" in capsys.readouterr().err
     assert main(["deschedule", "--snapshot", str(snapshot), "--max-migrations", "0"]) == 2
     assert "--max-migrations must be at least 1" in capsys.readouterr().err
+
+
+def test_apply_is_for_the_live_cluster_and_names_jobs_after_their_pods(
+    snapshot: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["deschedule", "--apply", "--snapshot", str(snapshot)]) == 2
+    assert "--apply acts on the live cluster, not on --snapshot" in capsys.readouterr().err
+    job = deschedule_apply.job_for(defrag.Migration("ml/Train_Worker.0", "0A1B2C3D-ffff", "gpu-a", "gpu-b"))
+    assert job.name == "defrag-train-worker-0-0a1b2c3d"
+    assert (job.pod_ref.namespace, job.pod_ref.name, job.pod_ref.uid) == ("ml", "Train_Worker.0", "0A1B2C3D-ffff")
+    assert job.mode is MigrationMode.RESERVATION_FIRST
+    long = deschedule_apply.job_for(defrag.Migration("ml/" + "x" * 300, "", "a", "b"))
+    assert len(long.name) <= 63 and long.name.startswith("defrag-xxx")
