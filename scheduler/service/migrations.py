@@ -25,6 +25,7 @@ from scheduler.core import Scheduler
 from scheduler.defrag import MigrationPlan, PlanOptions, plan
 from scheduler.framework.config import PluginRef, SchedulerConfig
 from scheduler.framework.runtime import Registry
+from scheduler.service.metrics import SchedulerMetrics
 
 __all__ = ["MigrationPlanner", "NotPendingError", "PodLookup", "UnknownPodError"]
 
@@ -53,6 +54,7 @@ class MigrationPlanner:
         default_plugins: tuple[PluginRef, ...],
         lookup: PodLookup,
         fetch: PodLookup,
+        metrics: SchedulerMetrics | None = None,
         seed: int = 0,
     ) -> None:
         self._lock = lock
@@ -63,6 +65,7 @@ class MigrationPlanner:
         self._lookup = lookup
         self._fetch = fetch
         self._seed = seed
+        self._metrics = metrics
 
     def pending_pod(self, namespace: str, name: str) -> Pod:
         """The named pod, which must be pending. Raises UnknownPodError, NotPendingError,
@@ -92,6 +95,9 @@ class MigrationPlanner:
             seed=self._seed,
         )
         result = plan(scheduler, pod, options)
+        if self._metrics is not None:
+            outcome = "infeasible" if not result.feasible else "planned" if result.migrations else "fits"
+            self._metrics.migration_plan(outcome, result.seconds)
         log.log(
             logging.INFO - 2,
             "Planned migrations",

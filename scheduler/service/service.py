@@ -178,6 +178,7 @@ class SchedulerService:
             default_plugins=default_plugins,
             lookup=self.feed.pod,
             fetch=self.pod_api.get,
+            metrics=self.metrics,
             seed=settings.seed,
         )
         self.grpc = GRPCServer(settings.grpc, self.inspector, self.planner) if settings.grpc.address else None

@@ -179,3 +179,14 @@ def test_tessera_deschedule_apply_hands_the_moves_to_the_descheduler_once(cluste
     again = deschedule(cluster, "--apply", TRAIN, "-n", cluster.namespace, "--kubeconfig", kubeconfig)
     assert again.returncode == 0 and again.stderr.count(" already exists (moves ") == 2
     assert len(cluster.client.resource(names.POD_MIGRATION_JOBS).list().items) == 2
+
+
+def test_plans_are_counted_by_result(cluster: Cluster) -> None:
+    s = cluster.scheduler
+    before = {r: s.metric("tessera_scheduler_migration_plans_total", {"result": r}) for r in ("fits", "planned")}
+    cluster.stub.PlanMigrations(pb.PlanMigrationsRequest(namespace=cluster.namespace, name=TRAIN), timeout=30)
+    one = pod_manifest("one", {names.NVIDIA_GPU: "1"}, namespace=cluster.namespace)
+    cluster.stub.PlanMigrations(pb.PlanMigrationsRequest(pod_json=json.dumps(one)), timeout=30)
+    assert s.metric("tessera_scheduler_migration_plans_total", {"result": "planned"}) == before["planned"] + 1
+    assert s.metric("tessera_scheduler_migration_plans_total", {"result": "fits"}) == before["fits"] + 1
+    assert s.metric("tessera_scheduler_migration_plan_duration_seconds_count") >= 2
