@@ -75,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--exclude", action="append", default=[], metavar="NAMESPACE/NAME", help="a pod the plan must not move"
     )
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table", help="output format")
-    schedulerclient.add_arguments(parser)
+    # A search that finds nothing looks at up to 256 nodes: seconds on a large, full cluster.
+    schedulerclient.add_arguments(parser, timeout=60.0)
     ClientSettings.add_arguments(parser)
 
 

@@ -18,8 +18,8 @@ from scheduler.service import ADDRESS_ENV, Endpoint, default_address
 __all__ = ["add_arguments", "address", "connect"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`--scheduler`, `--tls-ca`, `--tls-cert`, `--tls-key` and `--timeout`."""
+def add_arguments(parser: argparse.ArgumentParser, *, timeout: float = 10.0) -> None:
+    """`--scheduler`, `--tls-ca`, `--tls-cert`, `--tls-key` and `--timeout` (default `timeout`)."""
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -28,7 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tls-ca", type=Path, metavar="FILE", help="connect with TLS, trusting this CA")
     parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="client certificate (mutual TLS)")
     parser.add_argument("--tls-key", type=Path, metavar="FILE", help="client certificate's key")
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    parser.add_argument(
+        "--timeout", type=float, default=timeout, metavar="SECONDS", help=f"per request (default {timeout:g})"
+    )
 
 
 def address(args: argparse.Namespace) -> Endpoint:
