@@ -10,18 +10,17 @@ nearest nodes lack; `-o json` prints the response itself.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
-from pathlib import Path
 
 import grpc
 from google.protobuf import json_format
 
 from apis.errors import ConfigError
+from cli import schedulerclient
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
-from scheduler.service import ADDRESS_ENV, Endpoint, default_address
+from scheduler.service import ADDRESS_ENV
 
 #: Nodes listed one by one; beyond this, reasons are only counted.
 _MAX_NODES = 20
@@ -30,25 +29,16 @@ _MAX_NODES = 20
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pod", metavar="POD", help="the pod's name (or NAMESPACE/NAME)")
     parser.add_argument("-n", "--namespace", default="default", help="the pod's namespace (default: default)")
-    parser.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        help=f"the scheduler's gRPC API (default ${ADDRESS_ENV}, else {default_address({})} for this user)",
-    )
-    parser.add_argument("--tls-ca", type=Path, metavar="FILE", help="connect with TLS, trusting this CA")
-    parser.add_argument("--tls-cert", type=Path, metavar="FILE", help="client certificate (mutual TLS)")
-    parser.add_argument("--tls-key", type=Path, metavar="FILE", help="client certificate's key")
-    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS")
+    schedulerclient.add_arguments(parser)
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text")
 
 
 def run(args: argparse.Namespace) -> int:
     namespace, _, name = args.pod.rpartition("/")
     namespace = namespace or args.namespace
-    address = args.scheduler or default_address(dict(os.environ))
     try:
-        endpoint = Endpoint.parse(address)
-        channel = _channel(endpoint, args)
+        endpoint = schedulerclient.address(args)
+        channel = schedulerclient.connect(endpoint, args)
     except (ConfigError, OSError) as e:
         print(f"tessera explain: {e}", file=sys.stderr)
         return 1
@@ -65,17 +55,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(render(response))
     return 0 if response.state != "not-found" else 1
-
-
-def _channel(endpoint: Endpoint, args: argparse.Namespace) -> grpc.Channel:
-    if args.tls_ca is None and args.tls_cert is None:
-        return grpc.insecure_channel(endpoint.target)
-    credentials = grpc.ssl_channel_credentials(
-        root_certificates=args.tls_ca.read_bytes() if args.tls_ca else None,
-        private_key=args.tls_key.read_bytes() if args.tls_key else None,
-        certificate_chain=args.tls_cert.read_bytes() if args.tls_cert else None,
-    )
-    return grpc.secure_channel(endpoint.target, credentials)
 
 
 def render(r: pb.ExplainResponse) -> str:

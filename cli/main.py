@@ -26,6 +26,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "dashboard": ("cli.dashboard", "serve the web UI: GPU map, pending pods, gangs, quotas, scheduler health"),
     "top": ("cli.top", "print the GPU map in the terminal"),
     "explain": ("cli.explain", "explain why a pod is pending"),
+    "deschedule": ("cli.deschedule", "print which pods to move, and where, so a pending pod fits (defragmentation)"),
     "what-if": ("cli.whatif", "schedule pods from YAML snapshots without a cluster"),
     "simulate": ("cli.simulate", "replay the Alibaba GPU trace through the scheduling core"),
     "bench": ("cli.bench", "benchmark a component's hot path"),

@@ -5,7 +5,9 @@ unallocated GPU share when demand reaches the cluster's capacity, for comparison
 paper's baselines (`scheduler.simulation.published`; Random 13.70 … BestFit 7.14, FGD 4.77 on
 the default trace). `--scoring A,B,C` runs several policies side by side; every (policy, seed)
 run is a process of its own (`--jobs` at once) and deterministic. A progress bar shows on a
-terminal only; `--plot out.png` draws the curves (matplotlib, an optional extra).
+terminal only; `--plot out.png` draws the curves (matplotlib, an optional extra). `--defrag`
+measures defragmentation instead: fill to x = 100, then one pass of the planner
+(`cli.simulate_defrag`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apis.errors import ConfigError, ValidationError
-from cli import simulate_plot
+from cli import simulate_defrag, simulate_plot
 from cli.progress import ProgressBar
 from scheduler.core import (
     BALANCED_FGD,
@@ -77,6 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="scheduler configuration (YAML)")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw unallocated GPU %% vs arrived load")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    simulate_defrag.add_arguments(parser)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -131,11 +134,20 @@ def run(args: argparse.Namespace) -> int:
         ]
         if args.plot is not None:
             simulate_plot.check_available()
+        defrag = simulate_defrag.DefragSettings.from_args(args) if args.defrag else None
+        if defrag is not None and len(runs) > 1:
+            raise ValueError("--defrag measures one policy: give --scoring one")
     except (OSError, ValueError, ValidationError, ConfigError, simulate_plot.PlotUnavailable) as e:
         print(f"tessera simulate: {e}", file=sys.stderr)
         return 1
     started = time.monotonic()
     jobs = args.jobs or min(len(seeds) * len(runs), os.cpu_count() or 1)
+    if defrag is not None:
+        results = simulate_defrag.run_seeds(nodes, pods, seeds, runs[0].config, defrag, jobs=jobs)
+        if args.output == "table":
+            print(f"trace {pods_path.name}, {runs[0].name}, fill to x = {defrag.load}, then defragmentation")
+        print(simulate_defrag.report(results, defrag, output=args.output))
+        return 0
     _run_all(nodes, pods, seeds, runs, jobs=jobs, bar=ProgressBar(len(seeds) * len(runs), sys.stderr))
     wall = time.monotonic() - started
     common = {

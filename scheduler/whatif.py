@@ -53,6 +53,7 @@ __all__ = [
     "Snapshot",
     "WhatIfReport",
     "WhatIfResult",
+    "load",
     "parse_objects",
     "quota_reports",
     "report",
@@ -255,25 +256,7 @@ def report(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> WhatIf
     The snapshot's ElasticQuotas and every pod (pending or placed) go to the scheduler's quota
     manager first, so each quota's runtime is shared by the demand of the whole snapshot.
     `now` (RFC 3339, default the current time) stamps the conditions of placed Reservations."""
-    cache = scheduler.cache
-    if snapshot.quotas:
-        scheduler.quotas.set_quotas(snapshot.quotas)
-        for pod in snapshot.pods:
-            scheduler.quotas.update_pod(pod)
-    for node in snapshot.nodes:
-        cache.add_node(node)
-    for device in snapshot.devices:
-        cache.add_device(device)
-    for group in snapshot.pod_groups:
-        scheduler.observe_pod_group(group)
-    placed = _reservations(snapshot, scheduler, now or now_rfc3339())
-    pending = []
-    for pod in snapshot.pods:
-        if pod.node_name:
-            cache.add_pod(pod)
-        elif not pod.is_terminal:
-            pending.append(pod)
-        scheduler.observe_pod(pod)
+    pending, placed = load(snapshot, scheduler, now=now)
     devices = {device.node_name: device for device in snapshot.devices}
     # By position in `pending` (a snapshot may list one pod twice); a pod held at Permit is
     # decided later, named by its key.
@@ -308,18 +291,40 @@ def report(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> WhatIf
     return WhatIfReport(results, gangs, tuple(quota_reports(snapshot, scheduler)), placed)
 
 
-def _reservations(snapshot: Snapshot, scheduler: Scheduler, now: str) -> tuple[ReservationResult, ...]:
-    """Hold the placed Reservations, then place the pending ones (in the snapshot's order)."""
-    pending = []
+def load(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> tuple[list[Pod], tuple[ReservationResult, ...]]:
+    """Put the snapshot into the scheduler — quotas (with every pod's demand), nodes, Devices,
+    PodGroups, placed Reservations, placed pods — then place its pending Reservations; return its
+    pending pods (no node, not finished) in order, and every Reservation as it ends up.
+    What-if schedules the pods; `tessera deschedule` plans room for them."""
+    cache = scheduler.cache
+    if snapshot.quotas:
+        scheduler.quotas.set_quotas(snapshot.quotas)
+        for pod in snapshot.pods:
+            scheduler.quotas.update_pod(pod)
+    for node in snapshot.nodes:
+        cache.add_node(node)
+    for device in snapshot.devices:
+        cache.add_device(device)
+    for group in snapshot.pod_groups:
+        scheduler.observe_pod_group(group)
+    waiting = []
     for reservation in snapshot.reservations:
         if reservation.node_name or reservation.phase.terminal:
-            scheduler.cache.add_reservation(reservation)
+            cache.add_reservation(reservation)
         elif not reservation.unschedulable:
-            pending.append(reservation)
+            waiting.append(reservation)
+    pending = []
+    for pod in snapshot.pods:
+        if pod.node_name:
+            cache.add_pod(pod)
+        elif not pod.is_terminal:
+            pending.append(pod)
+        scheduler.observe_pod(pod)
     after = {r.uid or r.name: r for r in snapshot.reservations}
-    for reservation in pending:
-        after[reservation.uid or reservation.name] = scheduler.place_reservation(reservation, now=now)[1]
-    return tuple(ReservationResult.of(r) for r in after.values())
+    stamp = now or now_rfc3339()
+    for reservation in waiting:
+        after[reservation.uid or reservation.name] = scheduler.place_reservation(reservation, now=stamp)[1]
+    return pending, tuple(ReservationResult.of(r) for r in after.values())
 
 
 def _result(outcome: Outcome, gang: GangSummary | None, devices: Mapping[str, Device]) -> WhatIfResult:

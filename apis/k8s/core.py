@@ -159,6 +159,24 @@ class NodeAffinity:
         return any(term.matches(node_labels, node_name) for term in self.required)
 
     @classmethod
+    def excluding(cls, affinity: NodeAffinity | None, node_name: str) -> NodeAffinity:
+        """`affinity` (None: none) narrowed so that it never matches the node `node_name`: a
+        `matchFields metadata.name NotIn` requirement ANDed into every required term.
+
+        For a pod's replacement during a migration, which must land somewhere else than the
+        node being freed; preferred terms are kept as they are."""
+        avoid = labelsel.Requirement(_NODE_NAME_FIELD, labelsel.Operator.NOT_IN, (node_name,))
+        if affinity is None or affinity.required is None:
+            return cls((NodeSelectorTerm(match_fields=(avoid,)),), affinity.preferred if affinity else ())
+        terms = tuple(
+            dataclasses.replace(t, match_fields=(*t.match_fields, avoid))
+            if t.match_expressions or t.match_fields
+            else t
+            for t in affinity.required  # an empty term matches nothing, and must stay so
+        )
+        return cls(terms, affinity.preferred)
+
+    @classmethod
     def from_dict(cls, raw: object, path: str, obj: str = "") -> NodeAffinity:
         d = f.mapping(raw, path, obj)
         required = None

@@ -8,9 +8,11 @@ from scheduler.cache.devices import DeviceHolder, DeviceState, DeviceUsage, Hold
 from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.nominator import Nominator
 from scheduler.cache.podinfo import PodInfo
+from scheduler.cache.snapshot import CacheSnapshot
 
 __all__ = [
     "DEFAULT_ASSUMED_TTL",
+    "CacheSnapshot",
     "ClusterCache",
     "DeviceHolder",
     "DeviceState",

@@ -301,6 +301,10 @@ class ClusterCache:
     def held_reservations(self) -> list[HeldReservation]:
         return self._book.all_held()
 
+    def known_reservations(self) -> list[Reservation]:
+        """Every non-terminal Reservation the cache knows, held or not (a copy restores them)."""
+        return list(self._book.known.values())
+
     def consume_reservation(self, uid: str, pod: str) -> None:
         """`pod` (an ident) is placed onto the Reservation: it stops counting, the pod counts.
         Idempotent; undone by `restore_reservation`."""

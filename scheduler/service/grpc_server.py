@@ -11,6 +11,7 @@ have synced (`set_serving`), for both "" and the Scheduler service.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -28,16 +29,20 @@ from grpc_reflection.v1alpha import reflection
 
 from apis.errors import ConfigError, TesseraError
 from apis.k8s import resources
+from apis.k8s.core import Pod
+from kube import errors
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from scheduler.cache import DeviceUsage
+from scheduler.defrag import MigrationPlan, PlanOptions
 from scheduler.framework import Status
 from scheduler.service.endpoint import Endpoint
 from scheduler.service.explain import Evaluation
 from scheduler.service.inspector import DryRun, Explanation, Inspector, parse_pod_json
+from scheduler.service.migrations import MigrationPlanner, NotPendingError, UnknownPodError
 from scheduler.service.queue import PendingPod
 from scheduler.service.settings import GRPCSettings
 
-__all__ = ["SERVICE_NAME", "GRPCServer", "explain_response"]
+__all__ = ["SERVICE_NAME", "GRPCServer", "explain_response", "plan_response"]
 
 log = logging.getLogger(__name__)
 
@@ -55,18 +60,14 @@ class _Abort(Exception):
 
 
 class SchedulerAPI:
-    """The four RPCs over an `Inspector`."""
+    """The RPCs over an `Inspector` (and a `MigrationPlanner` for PlanMigrations)."""
 
-    def __init__(self, inspector: Inspector) -> None:
+    def __init__(self, inspector: Inspector, planner: MigrationPlanner | None = None) -> None:
         self._inspector = inspector
+        self._planner = planner
 
     def schedule(self, request: pb.ScheduleRequest) -> pb.ScheduleResponse:
-        try:
-            pod = parse_pod_json(json.loads(request.pod_json))
-        except ValueError as e:
-            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"pod_json is not JSON: {e}") from None
-        except TesseraError as e:
-            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"pod_json is not a valid pod: {e}") from None
+        pod = _pod_from_json(request.pod_json)
         if request.profile and request.profile not in self._inspector.profiles:
             known = ", ".join(self._inspector.profiles)
             raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"unknown profile {request.profile!r} (known: {known})")
@@ -92,7 +93,38 @@ class SchedulerAPI:
         )
 
     def plan_migrations(self, request: pb.PlanMigrationsRequest) -> pb.PlanMigrationsResponse:
-        raise _Abort(grpc.StatusCode.UNIMPLEMENTED, "PlanMigrations is not implemented yet")
+        """INVALID_ARGUMENT for a bad request or a pod that is not pending, NOT_FOUND for an
+        unknown one, UNAVAILABLE when the API server cannot be asked about it."""
+        if self._planner is None:
+            raise _Abort(grpc.StatusCode.UNIMPLEMENTED, "this scheduler does not plan migrations")
+        if request.max_migrations < 0:
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"max_migrations must be >= 0, got {request.max_migrations}")
+        options = PlanOptions(exclude=frozenset(request.exclude))
+        if request.max_migrations:
+            options = dataclasses.replace(options, max_migrations=request.max_migrations)
+        return plan_response(self._planner.plan(self._pending_pod(request), options))
+
+    def _pending_pod(self, request: pb.PlanMigrationsRequest) -> Pod:
+        if request.pod_json:
+            if request.name:
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "give either name or pod_json, not both")
+            pod = _pod_from_json(request.pod_json)
+            if pod.node_name:
+                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"pod {pod.key} has spec.nodeName: it is not pending")
+            return pod
+        if not request.name:
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, "name (or pod_json) is required")
+        assert self._planner is not None
+        try:
+            return self._planner.pending_pod(request.namespace or "default", request.name)
+        except UnknownPodError as e:
+            raise _Abort(grpc.StatusCode.NOT_FOUND, str(e)) from None
+        except NotPendingError as e:
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
+        except errors.APIError as e:  # before its base class, TesseraError
+            raise _Abort(grpc.StatusCode.UNAVAILABLE, f"cannot read the pod from the API server: {e}") from None
+        except TesseraError as e:
+            raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"the scheduler cannot read this pod: {e}") from None
 
     def handler(self) -> grpc.GenericRpcHandler:
         methods: Mapping[str, Callable[[Any], Message]] = {
@@ -114,6 +146,15 @@ class SchedulerAPI:
         return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
 
+def _pod_from_json(text: str) -> Pod:
+    try:
+        return parse_pod_json(json.loads(text))
+    except ValueError as e:
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"pod_json is not JSON: {e}") from None
+    except TesseraError as e:
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, f"pod_json is not a valid pod: {e}") from None
+
+
 def _boundary(name: str, call: Callable[[_Req], Message]) -> Callable[[_Req, grpc.ServicerContext], Message]:
     def serve(request: _Req, context: grpc.ServicerContext) -> Message:
         try:
@@ -131,13 +172,13 @@ def _boundary(name: str, call: Callable[[_Req], Message]) -> Callable[[_Req, grp
 class GRPCServer:
     """`start()` binds and serves in a thread pool; `stop()` ends serving and removes a unix socket."""
 
-    def __init__(self, settings: GRPCSettings, inspector: Inspector) -> None:
+    def __init__(self, settings: GRPCSettings, inspector: Inspector, planner: MigrationPlanner | None = None) -> None:
         endpoint = settings.endpoint()
         if endpoint is None:
             raise ConfigError("the gRPC API is turned off (empty address)")
         self.endpoint = endpoint
         self._settings = settings
-        self._api = SchedulerAPI(inspector)
+        self._api = SchedulerAPI(inspector, planner)
         self._health = health.HealthServicer()
         self._server: grpc.Server | None = None
         #: The bound TCP port (the real one when asked for port 0).
@@ -339,4 +380,17 @@ def explain_response(e: Explanation) -> pb.ExplainResponse:
         backoff_seconds=queued.backoff_seconds if queued is not None else 0.0,
         waiting_for=list(e.waiting_for),
         detail=e.detail,
+    )
+
+
+def plan_response(result: MigrationPlan) -> pb.PlanMigrationsResponse:
+    return pb.PlanMigrationsResponse(
+        feasible=result.feasible,
+        node=result.node or "",
+        migrations=[
+            pb.Migration(pod=m.pod, uid=m.uid, from_node=m.from_node, to_node=m.to_node, gpu_percent=m.gpu_percent)
+            for m in result.migrations
+        ],
+        message=result.message,
+        freed_gpus=result.freed_gpus,
     )

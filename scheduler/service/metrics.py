@@ -9,6 +9,8 @@
     tessera_scheduler_bind_failures_total                         {reason}           why a binding failed
     tessera_scheduler_preemption_attempts_total                                      PostFilter chose victims
     tessera_scheduler_preemption_victims_total                    {result}           evicted, gone, failed
+    tessera_scheduler_migration_plans_total                       {result}           fits, planned, infeasible
+    tessera_scheduler_migration_plan_duration_seconds                                one PlanMigrations search
     tessera_scheduler_cache_pods                                  {state}            bound, assumed
     tessera_scheduler_cache_nodes
     tessera_scheduler_overcommitted_devices                       {node}             over-committed by bypassing pods
@@ -122,6 +124,18 @@ class SchedulerMetrics:
             ["result"],
             registry=registry,
         )
+        self._plans = Counter(
+            "tessera_scheduler_migration_plans",
+            "Defragmentation plans asked for (PlanMigrations), by result (fits, planned, infeasible).",
+            ["result"],
+            registry=registry,
+        )
+        self._plan_duration = Histogram(
+            "tessera_scheduler_migration_plan_duration_seconds",
+            "Duration of one defragmentation search, on a copy of the cache.",
+            buckets=_E2E_BUCKETS,
+            registry=registry,
+        )
         registry.register(_StateCollector(queue_lengths, cache_sizes, is_leader, overcommitted))
 
     def observer(self, profile: str) -> Callable[[ExtensionPoint, Code, float], None]:
@@ -132,6 +146,11 @@ class SchedulerMetrics:
             children.labels(profile, _POINT_LABELS[point], _CODE_LABELS[code]).observe(seconds)
 
         return observe
+
+    def migration_plan(self, result: str, seconds: float) -> None:
+        """A PlanMigrations answered: `fits` (nothing to move), `planned` or `infeasible`."""
+        self._plans.labels(result).inc()
+        self._plan_duration.observe(seconds)
 
     def attempt(self, profile: str, result: str, seconds: float) -> None:
         self._attempts.labels(profile, result).inc()

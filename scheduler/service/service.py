@@ -47,6 +47,7 @@ from scheduler.service.inspector import Inspector
 from scheduler.service.leader import Leadership
 from scheduler.service.loop import Handoff, ReservationRoute, SchedulingLoop
 from scheduler.service.metrics import SchedulerMetrics
+from scheduler.service.migrations import MigrationPlanner
 from scheduler.service.podapi import KubePodAPI, PodAPI
 from scheduler.service.preemptor import Preemptor
 from scheduler.service.queue import Interest, QueuedPod, SchedulingQueue
@@ -212,7 +213,18 @@ class SchedulerService:
             fetch=self.pod_api.get,
             is_leader=lambda: self.leadership.is_leader,
         )
-        self.grpc = GRPCServer(settings.grpc, self.inspector) if settings.grpc.address else None
+        self.planner = MigrationPlanner(
+            lock=self.lock,
+            cache=self.cache,
+            config=config,
+            registry=registry,
+            default_plugins=default_plugins,
+            lookup=self.feed.pod,
+            fetch=self.pod_api.get,
+            metrics=self.metrics,
+            seed=settings.seed,
+        )
+        self.grpc = GRPCServer(settings.grpc, self.inspector, self.planner) if settings.grpc.address else None
         self.http = (
             http_server.new_server(
                 settings.http.address,

@@ -269,25 +269,29 @@ class PlanMigrationsRequest(_message.Message):
     def __init__(self, namespace: _Optional[str] = ..., name: _Optional[str] = ..., pod_json: _Optional[str] = ..., max_migrations: _Optional[int] = ..., exclude: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Migration(_message.Message):
-    __slots__ = ("pod", "uid", "from_node", "to_node")
+    __slots__ = ("pod", "uid", "from_node", "to_node", "gpu_percent")
     POD_FIELD_NUMBER: _ClassVar[int]
     UID_FIELD_NUMBER: _ClassVar[int]
     FROM_NODE_FIELD_NUMBER: _ClassVar[int]
     TO_NODE_FIELD_NUMBER: _ClassVar[int]
+    GPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
     pod: str
     uid: str
     from_node: str
     to_node: str
-    def __init__(self, pod: _Optional[str] = ..., uid: _Optional[str] = ..., from_node: _Optional[str] = ..., to_node: _Optional[str] = ...) -> None: ...
+    gpu_percent: int
+    def __init__(self, pod: _Optional[str] = ..., uid: _Optional[str] = ..., from_node: _Optional[str] = ..., to_node: _Optional[str] = ..., gpu_percent: _Optional[int] = ...) -> None: ...
 
 class PlanMigrationsResponse(_message.Message):
-    __slots__ = ("feasible", "node", "migrations", "message")
+    __slots__ = ("feasible", "node", "migrations", "message", "freed_gpus")
     FEASIBLE_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     MIGRATIONS_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    FREED_GPUS_FIELD_NUMBER: _ClassVar[int]
     feasible: bool
     node: str
     migrations: _containers.RepeatedCompositeFieldContainer[Migration]
     message: str
-    def __init__(self, feasible: _Optional[bool] = ..., node: _Optional[str] = ..., migrations: _Optional[_Iterable[_Union[Migration, _Mapping]]] = ..., message: _Optional[str] = ...) -> None: ...
+    freed_gpus: int
+    def __init__(self, feasible: _Optional[bool] = ..., node: _Optional[str] = ..., migrations: _Optional[_Iterable[_Union[Migration, _Mapping]]] = ..., message: _Optional[str] = ..., freed_gpus: _Optional[int] = ...) -> None: ...

@@ -3,7 +3,8 @@ from typing import Any
 import pytest
 
 from apis.errors import ValidationError
-from apis.k8s.core import Node, NodeAffinity, Pod, Taint, Toleration
+from apis.k8s import labels as labelsel
+from apis.k8s.core import Node, NodeAffinity, NodeSelectorTerm, Pod, Taint, Toleration
 
 
 def container(
@@ -176,3 +177,16 @@ def test_bad_pods_name_the_field() -> None:
         make_pod([container("a", limits={"cpu": "one"})])
     with pytest.raises(ValidationError, match="spec.tolerations"):
         make_pod([], tolerations=[{"operator": "Maybe"}])
+
+
+def test_node_affinity_excluding_a_node_keeps_every_other_requirement() -> None:
+    assert not NodeAffinity.excluding(None, "a").required_matches({}, "a")
+    assert NodeAffinity.excluding(None, "a").required_matches({}, "b")
+    gpu = NodeSelectorTerm((labelsel.Requirement("gpu", labelsel.Operator.IN, ("A100",)),))
+    empty = NodeSelectorTerm()
+    narrowed = NodeAffinity.excluding(NodeAffinity((gpu, empty), ((5, gpu),)), "a")
+    assert narrowed.required_matches({"gpu": "A100"}, "b")
+    assert not narrowed.required_matches({"gpu": "A100"}, "a")
+    assert not narrowed.required_matches({"gpu": "T4"}, "b")
+    assert narrowed.preferred == ((5, gpu),)
+    assert narrowed.required is not None and narrowed.required[1] == empty  # still matches nothing

@@ -24,9 +24,11 @@ PACKAGES = [
 ]
 #: Packages below the plugins that are not plugins themselves.
 DOMAIN_PACKAGES = ["scheduler.fragmentation", "apis.quota"]
+#: Offline entry points above the core.
+ENTRY_PACKAGES = ["scheduler.defrag"]
 
 
-@pytest.mark.parametrize("package", PACKAGES + DOMAIN_PACKAGES)
+@pytest.mark.parametrize("package", PACKAGES + DOMAIN_PACKAGES + ENTRY_PACKAGES)
 def test_all_is_complete(package: str) -> None:
     mod = importlib.import_module(package)
     for name in mod.__all__:

@@ -1,0 +1,71 @@
+"""`tessera deschedule --apply`: hand a plan's migrations to the descheduler as PodMigrationJobs.
+
+One PodMigrationJob (mode ReservationFirst) per migration of each feasible plan, named after the
+pod it moves (`defrag-NAME-UID8`), so running the command twice asks for nothing twice: a job
+that exists already is reported and left alone. Nothing else happens here — the descheduler
+executes the jobs under its safety rules (a Reservation for the replacement first, rate and
+disruption limits), and may refuse some.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from apis.crds.podmigrationjob import MigrationMode, PodMigrationJob
+from apis.crds.reservation import ObjectRef
+from apis.extension import names
+from apis.k8s.meta import ObjectMeta
+from kube import Client, errors
+from scheduler import defrag
+
+__all__ = ["Requested", "job_for", "request"]
+
+#: Object names are DNS subdomains: at most 253 characters; keep them short and readable.
+_NAME_LIMIT = 63
+
+
+@dataclass(frozen=True, slots=True)
+class Requested:
+    """One migration handed over: the job's name and whether it was created or already there."""
+
+    job: str
+    pod: str
+    created: bool
+
+
+def job_for(migration: defrag.Migration) -> PodMigrationJob:
+    """The PodMigrationJob asking the descheduler to move `migration.pod` (ReservationFirst)."""
+    namespace, _, name = migration.pod.rpartition("/")
+    suffix = _dns(migration.uid or hashlib.sha256(migration.pod.encode()).hexdigest())[:8]
+    base = _dns(name)[: _NAME_LIMIT - len(suffix) - 8]
+    ref = ObjectRef(api_version="v1", kind="Pod", namespace=namespace, name=name, uid=migration.uid)
+    return PodMigrationJob(
+        meta=ObjectMeta(name=f"defrag-{base}-{suffix}"), pod_ref=ref, mode=MigrationMode.RESERVATION_FIRST
+    )
+
+
+def _dns(text: str) -> str:
+    """`text` as a DNS label fragment: lower case, letters, digits and dashes."""
+    return re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-")
+
+
+def request(client: Client, plans: Iterable[defrag.MigrationPlan]) -> list[Requested]:
+    """Create the jobs of every feasible plan, in plan order. Raises kube.APIError for anything
+    but a job that exists already."""
+    jobs = client.resource(names.POD_MIGRATION_JOBS)
+    out = []
+    for plan in plans:
+        if not plan.feasible:
+            continue
+        for migration in plan.migrations:
+            job = job_for(migration)
+            try:
+                jobs.create(job.to_dict())
+                created = True
+            except errors.AlreadyExists:
+                created = False
+            out.append(Requested(job.name, migration.pod, created))
+    return out

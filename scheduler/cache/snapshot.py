@@ -1,0 +1,91 @@
+"""A copy of the cluster cache that is cheap to take and independent once restored.
+
+The live scheduler answers what-if questions that mutate a cache (the defragmentation planner
+moves pods in it) on a copy, and must hold its lock only while copying. `CacheSnapshot.of` takes
+references to the cache's immutable parts — Node and Device objects, pods, and the devices of
+pods still in flight — in one pass, with no parsing; `restore` builds a new `ClusterCache` from
+them outside the lock, through the cache's own methods (bound pods are added as an informer
+would add them, pods in flight assumed and their devices reserved again). A deep copy of the
+same cache takes seconds at a thousand nodes; the snapshot milliseconds.
+
+Reservations are copied as the cache knows them and restored first, so an owner in the copy can
+still be placed onto its Reservation and nobody else onto what it holds.
+
+What is not copied: nominations (the copy is for questions about placements, not for the queue).
+A bound pod whose annotation became unreadable is restored as first seen that way (its devices
+unknown), which only makes the copy more cautious.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apis.crds.device import Device
+from apis.crds.reservation import Reservation
+from apis.k8s.core import Node, Pod
+from scheduler.cache.cache import ClusterCache
+from scheduler.cache.devices import Holding
+from scheduler.cache.podinfo import PodInfo
+
+__all__ = ["CacheSnapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class _InFlight:
+    """A pod assumed on a node, and the devices reserved for it there (None: none yet)."""
+
+    info: PodInfo
+    node: str
+    holding: Holding | None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheSnapshot:
+    nodes: tuple[Node, ...]
+    devices: tuple[Device, ...]
+    bound: tuple[Pod, ...]
+    in_flight: tuple[_InFlight, ...]
+    reservations: tuple[Reservation, ...] = ()
+
+    @classmethod
+    def of(cls, cache: ClusterCache) -> CacheSnapshot:
+        """Take it (under the cache's lock: it reads the cache, briefly)."""
+        nodes = []
+        devices = []
+        bound = []
+        in_flight = []
+        for info in cache.nodes():
+            assert info.node is not None  # nodes() lists only nodes with a Node object
+            nodes.append(info.node)
+            if info.devices.device is not None:
+                devices.append(info.devices.device)
+            for ident, pod in info.pods.items():
+                if cache.is_assumed(ident):
+                    in_flight.append(_InFlight(pod, info.name, info.devices.holdings.get(ident)))
+                else:
+                    bound.append(pod.pod)
+        reservations = tuple(cache.known_reservations())
+        return cls(tuple(nodes), tuple(devices), tuple(bound), tuple(in_flight), reservations)
+
+    def restore(self) -> ClusterCache:
+        """A new cache holding what the snapshot holds. Needs no lock: nothing is shared that
+        can change."""
+        cache = ClusterCache()
+        for node in self.nodes:
+            cache.add_node(node)
+        for device in self.devices:
+            cache.add_device(device)
+        for reservation in self.reservations:
+            cache.add_reservation(reservation)
+        for pod in self.bound:
+            cache.add_pod(pod)
+        for flight in self.in_flight:
+            cache.assume(flight.info, flight.node)
+            if flight.holding is not None:
+                cache.reserve_devices(
+                    flight.info,
+                    flight.node,
+                    flight.holding.allocations,
+                    pcie_exclusive=flight.holding.pcie_exclusive,
+                )
+        return cache
