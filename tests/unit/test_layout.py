@@ -14,6 +14,7 @@ OURS = (
     "apiserver",
     "scheduler",
     "controller",
+    "descheduler",
     "kubecontrollers",
     "agent",
     "runtimeproxy",
