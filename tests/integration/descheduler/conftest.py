@@ -15,6 +15,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ import pytest
 from apis.extension import names
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from cli.launchers.descheduler import DeschedulerProcess
+from cli.launchers.kubecontrollers import KubeControllersProcess
 from kube.client import Client
 from kube.errors import APIError, NotFound
 from kube.resources import NAMESPACES, PODS
@@ -227,18 +229,19 @@ def place_replacement(client: Client, rsv: dict[str, Any], name: str, *, owner: 
 
 
 class StandIn:
-    """The scheduler's (and kubelet's) part, in a thread: Pending Reservations become Available on
-    `node` after `delay` seconds; pods of `namespace` that are unbound get bound — onto a
-    Reservation whose owner matches them when there is one — and Ready."""
+    """The scheduler's and kubelet's part, in a thread: Pending Reservations of `namespace` become
+    Available on `node`; its unbound pods get bound — onto an Available Reservation whose owner
+    is their controller when there is one (annotated, and the Reservation Succeeded, as the
+    scheduler does), else onto `node` — and reported Ready `ready_delay` seconds later."""
 
-    def __init__(self, client: Client, namespace: str, *, node: str = "n-target", delay: float = 0.0) -> None:
+    def __init__(self, client: Client, namespace: str, *, node: str = "n-target", ready_delay: float = 0.0) -> None:
         self.client = client
         self.namespace = namespace
         self.node = node
-        self.delay = delay
+        self.ready_delay = ready_delay
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
-        self._seen: dict[str, float] = {}
+        self._bound: dict[str, float] = {}
 
     def __enter__(self) -> StandIn:
         self._thread.start()
@@ -249,44 +252,44 @@ class StandIn:
         self._thread.join(10)
 
     def _run(self) -> None:
-        import time
-
-        while not self._stop.wait(0.1):
+        while not self._stop.wait(0.05):
             try:
-                self._step(time.monotonic())
+                self._step()
             except APIError:
                 continue
 
-    def _step(self, now: float) -> None:
+    def _step(self) -> None:
         available = []
         for rsv in self.client.resource(names.RESERVATIONS).list().items:
             if rsv["spec"]["template"]["metadata"].get("namespace") != self.namespace:
                 continue
             phase = (rsv.get("status") or {}).get("phase", "Pending")
-            name = rsv["metadata"]["name"]
-            if phase == "Pending" and now - self._seen.setdefault(name, now) >= self.delay:
-                make_available(self.client, name, self.node)
+            if phase == "Pending":
+                make_available(self.client, rsv["metadata"]["name"], self.node)
             elif phase == "Available":
                 available.append(rsv)
+        now = time.monotonic()
         for pod in self.client.resource(PODS).list(namespace=self.namespace).items:
-            if pod["spec"].get("nodeName") or pod["metadata"].get("deletionTimestamp"):
+            name = pod["metadata"]["name"]
+            if pod["metadata"].get("deletionTimestamp"):
                 continue
-            self._bind(pod, available)
+            if not pod["spec"].get("nodeName"):
+                self._bind(pod, available)
+                self._bound[name] = now
+            elif name in self._bound and now - self._bound[name] >= self.ready_delay:
+                mark_ready(self.client, self.namespace, name)
+                del self._bound[name]
 
     def _bind(self, pod: dict[str, Any], available: list[dict[str, Any]]) -> None:
         refs = {r.get("uid") for r in pod["metadata"].get("ownerReferences") or ()}
         mine = next((r for r in available if r["spec"]["owners"][0]["controller"]["uid"] in refs), None)
         name, namespace = pod["metadata"]["name"], self.namespace
-        node = mine["status"]["nodeName"] if mine is not None else self.node
+        node = mine["status"]["nodeName"] if mine is not None else "n-old"
         if mine is not None:
             patch = {"metadata": {"annotations": {names.ANNOTATION_RESERVATION_ALLOCATED: _allocated(mine)}}}
             self.client.resource(PODS).patch(name, patch, namespace=namespace)
-            rsv_patch = {
-                "status": {
-                    "phase": "Succeeded",
-                    "currentOwners": [{"namespace": namespace, "name": name, "uid": pod["metadata"]["uid"]}],
-                }
-            }
+            owner = {"namespace": namespace, "name": name, "uid": pod["metadata"]["uid"]}
+            rsv_patch = {"status": {"phase": "Succeeded", "currentOwners": [owner]}}
             self.client.resource(names.RESERVATIONS).patch(mine["metadata"]["name"], rsv_patch, subresource="status")
             available.remove(mine)
         binding = {
@@ -296,4 +299,12 @@ class StandIn:
             "target": {"kind": "Node", "name": node},
         }
         self.client.resource(PODS).post(name, "binding", binding, namespace=namespace)
-        mark_ready(self.client, namespace, name)
+
+
+@pytest.fixture
+def kube_controllers(apiserver: EmbeddedAPIServer, tmp_path: Path) -> Iterator[KubeControllersProcess]:
+    """`tessera kube-controller-manager`: ReplicaSets and Deployments recreate evicted pods."""
+    process = KubeControllersProcess(apiserver.kubeconfig, directory=tmp_path / "kcm")
+    process.start(timeout=TIMEOUT)
+    yield process
+    process.kill()
