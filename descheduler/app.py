@@ -66,7 +66,11 @@ class Descheduler:
         self.settings = settings
         self.metrics = Metrics()
         self.events = EventRecorder(client, "tessera-descheduler")
-        self.strategies = list(strategies or ())
+        if strategies is None:
+            from descheduler.strategies import from_settings
+
+            strategies = from_settings(client, settings, metrics=self.metrics, events=self.events)
+        self.strategies = strategies
         self._clock = clock
         factory = InformerFactory(client)
         self._factory = factory
@@ -200,13 +204,11 @@ def run(
     stop: threading.Event | None = None,
     strategies: list[Strategy] | None = None,
 ) -> int:
-    """Run until `stop` is set (None: until SIGTERM/SIGINT, in the main thread). Returns 0."""
+    """Run until `stop` is set (None: until SIGTERM/SIGINT, in the main thread). Returns 0.
+
+    `strategies` None: those the settings turn on (`descheduler.strategies.from_settings`)."""
     settings.validate()
     with Client.from_settings(settings.client) as client:
-        if strategies is None:
-            from descheduler.strategies import from_settings
-
-            strategies = from_settings(client, settings)
         descheduler = Descheduler(client, settings, strategies=strategies)
         election = settings.leader_election
         a = settings.arbitration
@@ -215,7 +217,7 @@ def run(
             extra={
                 "server": client.host,
                 "dryRun": a.dry_run,
-                "strategies": ",".join(s.name for s in strategies) or "none",
+                "strategies": ",".join(s.name for s in descheduler.strategies) or "none",
                 "leaderElection": f"{election.namespace}/{election.lease_name}" if election else "off",
             },
         )

@@ -265,7 +265,12 @@ class Executor:
     def _create_reservation(self, j: _Job, step: Step, pod: Obj) -> None:
         job = j.job
         remaining = (self._deadline(job) - self._now()).total_seconds()
-        body = reservations.build(j.raw, pod, ttl_seconds=remaining + self._settings.reservation_ttl_margin)
+        body = reservations.build(
+            j.raw,
+            pod,
+            ttl_seconds=remaining + self._settings.reservation_ttl_margin,
+            target_node=job.meta.annotations.get(names.ANNOTATION_MIGRATION_TARGET_NODE, ""),
+        )
         if job.reservation_template:
             body = {**body, "spec": {**body["spec"], **dict(job.reservation_template.get("spec") or {})}}
         name = body["metadata"]["name"]

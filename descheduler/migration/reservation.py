@@ -30,9 +30,10 @@ def name_for(job: str) -> str:
     return f"pmj-{job}"[:_MAX_NAME]
 
 
-def build(job: Obj, pod: Obj, *, ttl_seconds: float) -> dict[str, Any]:
+def build(job: Obj, pod: Obj, *, ttl_seconds: float, target_node: str = "") -> dict[str, Any]:
     """The Reservation for `job` (a PodMigrationJob, raw) moving `pod` (raw); the pod must have a
-    controller (the caller refuses those without)."""
+    controller (the caller refuses those without). `target_node`: the node it must be placed on
+    (a planner's choice), added to the template's required node affinity."""
     job_meta, pod_meta = job.get("metadata") or {}, pod.get("metadata") or {}
     namespace = str(pod_meta.get("namespace") or "default")
     controller = controller_of(pod)
@@ -47,6 +48,8 @@ def build(job: Obj, pod: Obj, *, ttl_seconds: float) -> dict[str, Any]:
         "namespace": namespace,
     }
     spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+    if target_node:
+        spec = _pinned(spec, target_node)
     annotations = {k: v for k, v in (pod_meta.get("annotations") or {}).items() if k not in _PLACEMENT_ANNOTATIONS}
     template = {
         "metadata": {"namespace": namespace, "labels": dict(pod_meta.get("labels") or {}), "annotations": annotations},
@@ -78,3 +81,19 @@ def build(job: Obj, pod: Obj, *, ttl_seconds: float) -> dict[str, Any]:
             "allocateOnce": True,
         },
     }
+
+
+def _pinned(spec: Obj, node: str) -> dict[str, Any]:
+    """`spec` with a required node affinity for `node` (by `metadata.name`), ANDed into each of
+    the pod's own required terms (terms are ORed, the fields inside one term ANDed)."""
+    field = {"key": "metadata.name", "operator": "In", "values": [node]}
+    affinity = dict(spec.get("affinity") or {})
+    node_affinity = dict(affinity.get("nodeAffinity") or {})
+    required = dict(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = [dict(t) for t in required.get("nodeSelectorTerms") or ()] or [{}]
+    for term in terms:
+        term["matchFields"] = [*(term.get("matchFields") or ()), field]
+    required["nodeSelectorTerms"] = terms
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    affinity["nodeAffinity"] = node_affinity
+    return {**spec, "affinity": affinity}

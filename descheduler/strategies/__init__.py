@@ -1,11 +1,14 @@
-"""Strategies that create PodMigrationJobs (the executor runs them under the safety rules)."""
+"""Strategies that create PodMigrationJobs (the executor runs them under the safety rules):
+`defrag`, GPU defragmentation through the scheduler's PlanMigrations (`planner`)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from descheduler.metrics import Metrics
 from descheduler.settings import DeschedulerSettings
 from kube.client import Client
+from kube.events import EventRecorder
 
 if TYPE_CHECKING:
     from descheduler.app import Strategy
@@ -13,6 +16,15 @@ if TYPE_CHECKING:
 __all__ = ["from_settings"]
 
 
-def from_settings(client: Client, settings: DeschedulerSettings) -> list[Strategy]:
-    """The strategies the settings turn on (none yet)."""
-    return []
+def from_settings(
+    client: Client, settings: DeschedulerSettings, *, metrics: Metrics, events: EventRecorder
+) -> list[Strategy]:
+    """The strategies the settings turn on: defragmentation when a scheduler socket is given."""
+    from descheduler.strategies.defrag import Defragmentation
+    from descheduler.strategies.planner import GrpcPlanner
+
+    out: list[Strategy] = []
+    if settings.defrag.scheduler_socket is not None:
+        planner = GrpcPlanner(settings.defrag.scheduler_socket)
+        out.append(Defragmentation(client, planner, settings.defrag, metrics=metrics, events=events))
+    return out

@@ -1,0 +1,186 @@
+"""GPU defragmentation: pending pods that need whole GPUs no node has free get room made for
+them by migrating a few pods, as the scheduler's planner says (`PlanMigrations`).
+
+Every `interval` seconds, for each pod that has been unschedulable for at least `min_pending`
+seconds and asks for at least `min_whole_gpus` whole GPUs, and that no unfinished job of ours
+already serves (one plan per pending pod at a time: no new plan while its jobs run), the
+strategy asks the planner — excluding pods that are already being migrated — and creates one
+ReservationFirst PodMigrationJob per migration of a feasible plan. Each job carries why
+(`tessera.dev/migration-reason`), whom it serves (`tessera.dev/migration-for`, the pending pod's
+uid) and where the replacement goes (`tessera.dev/migration-target-node`, the planner's
+`to_node`); the executor runs them under every safety rule. Events on the pending pod and on
+each pod to move name what moves and why.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from apis.crds import podmigrationjob as pmj
+from apis.crds.device import DeviceType
+from apis.errors import InvalidRequestError, ValidationError
+from apis.extension import names
+from apis.extension.devicerequest import pod_device_requests
+from apis.k8s.core import Pod
+from descheduler.cluster import Cluster, Obj
+from descheduler.metrics import Metrics
+from descheduler.settings import DefragSettings
+from descheduler.strategies.planner import Plan, Planner, PlannerError
+from kube.client import Client
+from kube.errors import AlreadyExists, APIError
+from kube.events import EventRecorder, ObjectReference
+from kube.logs import V
+
+__all__ = ["Defragmentation", "whole_gpus"]
+
+log = logging.getLogger(__name__)
+
+NAME = "defrag"
+_TERMINAL = {p.value for p in pmj.MigrationPhase if p.terminal}
+
+
+def whole_gpus(pod: Pod) -> int:
+    """How many whole GPUs `pod` asks for (0 for shares or none; malformed requests: 0)."""
+    try:
+        request = pod_device_requests(pod).get(DeviceType.GPU)
+    except InvalidRequestError:
+        return 0
+    return request.count if request is not None and not request.shared else 0
+
+
+def _utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)
+
+
+class Defragmentation:
+    name = NAME
+
+    def __init__(
+        self,
+        client: Client,
+        planner: Planner,
+        settings: DefragSettings,
+        *,
+        metrics: Metrics,
+        events: EventRecorder,
+        clock: Callable[[], float] = time.monotonic,
+        now: Callable[[], datetime.datetime] = _utcnow,
+    ) -> None:
+        self._jobs = client.resource(names.POD_MIGRATION_JOBS)
+        self._planner = planner
+        self._settings = settings
+        self._metrics = metrics
+        self._events = events
+        self._clock = clock
+        self._now = now
+        self._next = 0.0
+        #: pending pod uid -> the last "no plan" message announced (no repeated Events).
+        self._announced: dict[str, str] = {}
+
+    def due(self, now: float) -> bool:
+        if now < self._next:
+            return False
+        self._next = now + self._settings.interval
+        return True
+
+    def run(self, cluster: Cluster) -> None:
+        active = [j for j in cluster.jobs.list() if (j.get("status") or {}).get("phase") not in _TERMINAL]
+        served = {(j["metadata"].get("labels") or {}).get(names.LABEL_MIGRATION_FOR) for j in active}
+        moving = sorted({_pod_ref_key(j) for j in active})
+        for pod in self.candidates(cluster):
+            if pod.uid in served:
+                continue
+            try:
+                plan = self._planner.plan(
+                    pod.namespace, pod.name, max_migrations=self._settings.max_migrations, exclude=moving
+                )
+            except PlannerError as e:
+                log.warning("Cannot plan migrations", extra={"pod": pod.key, "error": str(e)})
+                return  # the planner is down: the next interval tries again
+            self._act(pod, plan)
+
+    def candidates(self, cluster: Cluster) -> list[Pod]:
+        """Unschedulable long enough and asking for enough whole GPUs, oldest first."""
+        now = self._now()
+        out = []
+        for raw in cluster.pods.list():
+            if (raw.get("spec") or {}).get("nodeName") or (raw.get("metadata") or {}).get("deletionTimestamp"):
+                continue
+            since = _unschedulable_since(raw)
+            if since is None or (now - since).total_seconds() < self._settings.min_pending:
+                continue
+            try:
+                pod = Pod.from_dict(raw)
+            except ValidationError:
+                continue
+            if whole_gpus(pod) >= self._settings.min_whole_gpus:
+                out.append((since, pod))
+        return [p for _, p in sorted(out, key=lambda t: (t[0], t[1].key))]
+
+    def _act(self, pod: Pod, plan: Plan) -> None:
+        pending_ref = ObjectReference.of(pod)
+        if not plan.feasible or not plan.migrations:
+            message = plan.message or "no plan"
+            if self._announced.get(pod.uid) != message:
+                self._announced[pod.uid] = message
+                self._events.normal(pending_ref, "DefragmentationNotPossible", message)
+                log.log(V(2), "No defragmentation plan", extra={"pod": pod.key, "detail": message})
+            return
+        self._announced.pop(pod.uid, None)
+        moves = ", ".join(f"{m.pod} ({m.from_node} → {m.to_node})" for m in plan.migrations)
+        reason = f"defragmentation: make room for pending pod {pod.key} ({whole_gpus(pod)} whole GPUs) on {plan.node}"
+        for i, migration in enumerate(plan.migrations):
+            self._create(pod, migration.pod, migration.uid, migration.to_node, reason, index=i)
+            namespace, _, name = migration.pod.partition("/")
+            moved = ObjectReference("Pod", name, namespace, migration.uid, "v1")
+            self._events.normal(moved, "MigrationPlanned", f"to be moved to {migration.to_node}: {reason}")
+        self._events.normal(pending_ref, "Defragmenting", f"moving {moves} so that it fits on {plan.node}")
+        log.info("Defragmenting", extra={"pod": pod.key, "node": plan.node, "moves": moves})
+
+    def _create(self, pending: Pod, pod: str, uid: str, to_node: str, reason: str, *, index: int) -> None:
+        namespace, _, name = pod.partition("/")
+        body: dict[str, Any] = {
+            "apiVersion": pmj.GROUP_VERSION,
+            "kind": pmj.KIND,
+            "metadata": {
+                "name": f"defrag-{pending.uid[:8]}-{index}-{(uid or name)[:8]}".lower(),
+                "labels": {names.LABEL_MIGRATION_FOR: pending.uid},
+                "annotations": {
+                    names.ANNOTATION_MIGRATION_REASON: reason,
+                    names.ANNOTATION_MIGRATION_POD: pod,
+                    names.ANNOTATION_MIGRATION_TARGET_NODE: to_node,
+                },
+            },
+            "spec": {
+                "podRef": {"namespace": namespace, "name": name, "uid": uid},
+                "mode": pmj.MigrationMode.RESERVATION_FIRST.value,
+            },
+        }
+        try:
+            self._jobs.create(body)
+        except AlreadyExists:
+            return
+        except APIError as e:
+            log.warning("Cannot create a PodMigrationJob", extra={"pod": pod, "error": str(e)})
+            return
+        self._metrics.jobs_created.labels(NAME).inc()
+
+
+def _unschedulable_since(raw: Obj) -> datetime.datetime | None:
+    for c in (raw.get("status") or {}).get("conditions") or ():
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+            text = str(c.get("lastTransitionTime") or "")
+            try:
+                return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                return None
+    return None
+
+
+def _pod_ref_key(job: Obj) -> str:
+    ref = (job.get("spec") or {}).get("podRef") or {}
+    return f"{ref.get('namespace') or 'default'}/{ref.get('name')}"
