@@ -107,9 +107,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="evaluate jobs and report what would happen; create, evict and delete nothing",
     )
-    strategy = parser.add_argument_group("GPU defragmentation (off without --scheduler-socket)")
+    strategy = parser.add_argument_group("GPU defragmentation (off without --scheduler-address)")
     strategy.add_argument(
-        "--scheduler-socket", type=Path, metavar="PATH", help="the scheduler's gRPC unix socket (PlanMigrations)"
+        "--scheduler-address",
+        default="",
+        metavar="ADDRESS",
+        help="the scheduler's gRPC API (PlanMigrations): a unix socket path or HOST:PORT",
     )
     strategy.add_argument("--defrag-interval", type=float, default=defrag.interval, metavar="SECONDS")
     strategy.add_argument(
@@ -184,7 +187,7 @@ def settings_from(args: argparse.Namespace) -> descheduler.DeschedulerSettings:
         migration=MigrationSettings(default_ttl=args.default_ttl, resync=args.resync),
         arbitration=arbitration_from(args),
         defrag=DefragSettings(
-            scheduler_socket=args.scheduler_socket,
+            scheduler_address=args.scheduler_address,
             interval=args.defrag_interval,
             min_pending=args.defrag_min_pending,
             max_migrations=args.defrag_max_migrations,

@@ -88,8 +88,9 @@ class ArbitrationSettings:
 class DefragSettings:
     """The GPU defragmentation strategy: asks the scheduler's PlanMigrations for pending pods."""
 
-    #: The scheduler's gRPC socket; None: the strategy is off.
-    scheduler_socket: Path | None = None
+    #: The scheduler's gRPC API (PlanMigrations): a unix socket path (`/run/...`, `unix:///...`)
+    #: or HOST:PORT (in a cluster, the tessera-scheduler Service's grpc port); "": the strategy is off.
+    scheduler_address: str = ""
     #: How often pending pods are looked at (seconds).
     interval: float = 10.0
     #: A pod must have been pending (unschedulable) this long before migrations are planned for it.

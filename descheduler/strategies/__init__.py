@@ -19,12 +19,12 @@ __all__ = ["from_settings"]
 def from_settings(
     client: Client, settings: DeschedulerSettings, *, metrics: Metrics, events: EventRecorder
 ) -> list[Strategy]:
-    """The strategies the settings turn on: defragmentation when a scheduler socket is given."""
+    """The strategies the settings turn on: defragmentation when a scheduler address is given."""
     from descheduler.strategies.defrag import Defragmentation
     from descheduler.strategies.planner import GrpcPlanner
 
     out: list[Strategy] = []
-    if settings.defrag.scheduler_socket is not None:
-        planner = GrpcPlanner(settings.defrag.scheduler_socket)
+    if settings.defrag.scheduler_address:
+        planner = GrpcPlanner(settings.defrag.scheduler_address)
         out.append(Defragmentation(client, planner, settings.defrag, metrics=metrics, events=events))
     return out

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 import grpc
@@ -48,12 +47,14 @@ class Planner(Protocol):
 
 
 class GrpcPlanner:
-    """The scheduler's PlanMigrations on a unix socket (the channel connects lazily)."""
+    """The scheduler's PlanMigrations at `address`: a unix socket path or HOST:PORT (the channel
+    connects lazily, so a scheduler that starts later is found)."""
 
-    def __init__(self, socket_path: Path, *, timeout: float = 10.0) -> None:
-        self.socket_path = socket_path
+    def __init__(self, address: str, *, timeout: float = 10.0) -> None:
+        self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(unixsocket.target(str(socket_path)))
+        unix = address.startswith(("/", "unix:"))
+        self._channel = grpc.insecure_channel(unixsocket.target(address) if unix else address)
         self._stub = scheduler_pb2_grpc.SchedulerStub(self._channel)  # type: ignore[no-untyped-call]  # generated
 
     def plan(self, namespace: str, name: str, *, max_migrations: int, exclude: Sequence[str]) -> Plan:
@@ -64,7 +65,7 @@ class GrpcPlanner:
             answer = self._stub.PlanMigrations(request, timeout=self.timeout)
         except grpc.RpcError as e:
             why = f"{e.code().name}: {e.details()}" if isinstance(e, grpc.Call) else str(e)
-            raise PlannerError(f"PlanMigrations for {namespace}/{name} at {self.socket_path}: {why}") from e
+            raise PlannerError(f"PlanMigrations for {namespace}/{name} at {self.address}: {why}") from e
         return Plan(
             feasible=bool(answer.feasible),
             node=str(answer.node),

@@ -127,7 +127,7 @@ def test_a_plan_becomes_migrations_and_no_second_plan_is_asked_while_they_run(
     )
     planner_server(planner)
     process = start_descheduler(
-        "--scheduler-socket", str(socket_path), "--defrag-interval", "0.3", "--defrag-min-pending", "0"
+        "--scheduler-address", str(socket_path), "--defrag-interval", "0.3", "--defrag-min-pending", "0"
     )
 
     def defrag_jobs() -> list[dict[str, Any]]:
@@ -187,7 +187,7 @@ def test_an_infeasible_plan_creates_nothing_and_says_why(
     create_pending_pod(client, namespace, "huge", 16)
     planner = CannedPlanner(pb.PlanMigrationsResponse(feasible=False, message="no node has 16 GPUs"))
     planner_server(planner)
-    start_descheduler("--scheduler-socket", str(socket_path), "--defrag-interval", "0.3", "--defrag-min-pending", "0")
+    start_descheduler("--scheduler-address", str(socket_path), "--defrag-interval", "0.3", "--defrag-min-pending", "0")
     wait_for(lambda: len(planner.requests) >= 2, timeout_s=TIMEOUT, what="the planner to be asked again")
     items = client.resource(EVENTS).list(namespace=namespace).items
     said = [e for e in items if e["reason"] == "DefragmentationNotPossible"]
