@@ -155,6 +155,7 @@ class LocalCluster:
             components.controller(data, kubeconfig("controller"), args=hooks.controller_args()),
             components.kube_controller_manager(data, kubeconfig("kube-controller-manager")),
             scheduler,
+            components.descheduler(data, kubeconfig("descheduler"), scheduler=scheduler),
             dashboard,
         ]
         if self.local_node:
