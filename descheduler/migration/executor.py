@@ -183,7 +183,9 @@ class Executor:
         if pod is not None:
             workload = self._cluster.workload_of(pod)
             node = str((pod.get("spec") or {}).get("nodeName") or "")
-            if not job.condition(pmj.CONDITION_EVICTION) and not pod["metadata"].get("deletionTimestamp"):
+            eviction = job.condition(pmj.CONDITION_EVICTION)
+            evicted = eviction is not None and eviction.status == "True"
+            if not evicted and not pod["metadata"].get("deletionTimestamp"):
                 pending = f"{pod['metadata'].get('namespace') or 'default'}/{pod['metadata'].get('name')}"
         else:
             rsv = self._reservation(job)
@@ -223,6 +225,10 @@ class Executor:
             self._write(j, step.status)
             self._metrics.migrations.labels("Succeeded").inc()
             self._events.normal(j.ref, "MigrationSucceeded", step.status.message)
+            new = step.status.pod_ref
+            if new is not None:
+                ref = ObjectReference("Pod", new.name, new.namespace or "default", new.uid, "v1")
+                self._events.normal(ref, "MigrationSucceeded", f"PodMigrationJob {job.name}: {step.status.message}")
             log.info("Migration succeeded", extra={"job": job.name, "detail": step.status.message})
         elif step.kind is StepKind.FAIL:
             self._fail(j, step, pod)
@@ -233,7 +239,7 @@ class Executor:
         job = j.job
         refusal = self._arbiter.admit(job.name, pod, self._cluster, in_flight)
         if refusal is not None:
-            self._refused(j, refusal, JobStatus.of(job).at(MigrationPhase.PENDING, "Refused"))
+            self._refused(j, refusal, JobStatus.of(job).at(MigrationPhase.PENDING, "Refused"), pod)
             return
         node = (pod.get("spec") or {}).get("nodeName") or ""
         what = f"pod {job.pod_ref.namespace}/{job.pod_ref.name} from node {node} ({job.mode.value})"
@@ -303,7 +309,7 @@ class Executor:
             held = step.status.with_condition(
                 pmj.CONDITION_EVICTION, False, reason=refusal.reason, message=refusal.message, now=stamp(self._now())
             )
-            self._refused(j, refusal, held.at(MigrationPhase.RUNNING, "WaitForEviction"))
+            self._refused(j, refusal, held.at(MigrationPhase.RUNNING, "WaitForEviction"), pod)
             return
         meta = pod["metadata"]
         options = dict(job.delete_options) or {"preconditions": {"uid": meta.get("uid")}}
@@ -357,11 +363,12 @@ class Executor:
             "Migration failed", extra={"job": job.name, "reason": step.status.reason, "detail": step.status.message}
         )
 
-    def _refused(self, j: _Job, refusal: Refusal, status: JobStatus) -> None:
+    def _refused(self, j: _Job, refusal: Refusal, status: JobStatus, pod: Obj) -> None:
         job = j.job
         if job.reason != refusal.reason:  # counted and announced once per hold, not once per pass
             self._metrics.refusals.labels(refusal.rule).inc()
             self._events.normal(j.ref, "MigrationRefused", refusal.message)
+            self._events.normal(_pod_ref(pod), "MigrationRefused", f"PodMigrationJob {job.name}: {refusal.message}")
             log.log(
                 V(2), "Migration held back", extra={"job": job.name, "rule": refusal.rule, "detail": refusal.message}
             )

@@ -113,6 +113,11 @@ def plan(job: PodMigrationJob, facts: Facts) -> Step:
             return fail(pmj.REASON_MISSING_RESERVATION, "the reservation disappeared after the pod was evicted")
         if status.is_true(pmj.CONDITION_RESERVATION_CREATED):
             return fail(pmj.REASON_MISSING_RESERVATION, "the reservation was deleted before it was used")
+        if job.reservation_ref is not None:
+            return fail(
+                pmj.REASON_MISSING_RESERVATION,
+                f"reservation {job.reservation_ref.name} (spec.reservationOptions.reservationRef) does not exist",
+            )
         if _pod_gone(facts.pod):
             return fail(pmj.REASON_MISSING_POD, f"pod {pod_name} disappeared before the reservation was created")
         return Step(

@@ -16,6 +16,7 @@ import pytest
 from apis.extension import names
 from cli.launchers.descheduler import DeschedulerProcess
 from kube.client import Client
+from kube.resources import EVENTS
 from tests.support.waiting import wait_for
 
 from .conftest import (
@@ -76,6 +77,22 @@ def test_reservation_first_never_evicts_before_the_reservation_is_available(
     assert conditions(status)["PodBoundReservation"]["status"] == "True"
     assert process.metric("tessera_descheduler_evictions_total", result="ok") == 1
     assert process.metric("tessera_descheduler_migrations_total", phase="Succeeded") == 1
+
+    # An Event for each decision, on the job (cluster-scoped: in `default`) and on the pods.
+    def reasons(namespace: str, kind: str, name: str) -> set[str]:
+        items = client.resource(EVENTS).list(namespace=namespace).items
+        return {
+            e["reason"] for e in items if e["involvedObject"]["kind"] == kind and e["involvedObject"]["name"] == name
+        }
+
+    expected = {"MigrationStarted", "ReservationCreated", "MigrationEvicted", "MigrationSucceeded"}
+    wait_for(lambda: reasons("default", "PodMigrationJob", name) >= expected, timeout_s=TIMEOUT, what="job events")
+    wait_for(
+        lambda: reasons(namespace, "Pod", "web-1") >= {"Migrating", "MigrationEvicted"},
+        timeout_s=TIMEOUT,
+        what="events on the old pod",
+    )
+    wait_for(lambda: "MigrationSucceeded" in reasons(namespace, "Pod", "web-2"), timeout_s=TIMEOUT, what="new pod")
 
 
 def test_bad_jobs_get_a_clear_status(

@@ -132,3 +132,11 @@ def test_token_bucket_refills_up_to_its_burst() -> None:
     bucket.take()
     bucket.take()
     assert bucket.wait_seconds() > 0
+
+
+def test_a_held_eviction_still_counts_as_about_to_go() -> None:
+    """A running job whose eviction a rule holds back (Eviction False) will still evict its pod."""
+    c = cluster(max_unavailable=1)
+    held = InFlight("j0", "ns", "n1", WEB, "ns/web-0")
+    refusal = arbiter(max_per_workload=0).may_evict("j1", pod("web-1"), c, [held])
+    assert refusal is not None and refusal.rule == "workload-unavailable"

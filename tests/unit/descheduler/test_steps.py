@@ -140,3 +140,9 @@ def test_evict_directly_evicts_then_succeeds_once_the_pod_is_gone() -> None:
     assert plan(job("Running", mode="EvictDirectly"), facts(p=pod())).kind is StepKind.EVICT
     done = plan(job("Running", (EVICTING,), mode="EvictDirectly"), facts(p=None))
     assert done.kind is StepKind.SUCCEED
+
+
+def test_a_named_reservation_that_does_not_exist_is_not_created() -> None:
+    step = plan(job("Running", reservationOptions={"reservationRef": {"name": "theirs"}}), facts(p=pod()))
+    assert (step.kind, step.status.reason) == (StepKind.FAIL, "MissingReservation")
+    assert "theirs" in step.status.message
