@@ -110,6 +110,25 @@ def test_bad_jobs_get_a_clear_status(
         )
 
     assert failed(missing)["reason"] == "MissingPod"
+    # Objects the CRD's schema lets in but that cannot work: Failed, InvalidJob, naming the field.
+    bad_ttl, nameless = unique("ttl"), unique("nameless")
+    jobs = client.resource(names.POD_MIGRATION_JOBS)
+    for name, spec in (
+        (bad_ttl, {"podRef": {"namespace": namespace, "name": "bare"}, "ttl": "soon"}),
+        (nameless, {"podRef": {"namespace": namespace}}),
+    ):
+        jobs.create(
+            {
+                "apiVersion": names.POD_MIGRATION_JOBS.api_version,
+                "kind": "PodMigrationJob",
+                "metadata": {"name": name},
+                "spec": spec,
+            }
+        )
+    status = failed(bad_ttl)
+    assert status["reason"] == "InvalidJob" and "spec.ttl" in status["message"]
+    status = failed(nameless)
+    assert status["reason"] == "InvalidJob" and "spec.podRef" in status["message"]
     status = failed(bare)
     assert status["reason"] == "ForbiddenMigratePod"
     assert "nothing would recreate it" in status["message"]
@@ -195,3 +214,26 @@ def test_deleting_a_job_rolls_its_reservation_back(
     client.resource(names.POD_MIGRATION_JOBS).delete(name)
     wait_for(lambda: reservation(client, f"pmj-{name}") is None, timeout_s=TIMEOUT, what="the rollback")
     assert pod_exists(client, namespace, "q-1")
+
+
+@pytest.mark.scheduler_stand_in
+def test_kill_9_after_the_eviction_resumes_without_a_second_eviction(
+    client: Client, namespace: str, start_descheduler: Callable[..., DeschedulerProcess]
+) -> None:
+    first = start_descheduler()
+    owner = owner_replicaset(client, namespace, "late")
+    create_running_pod(client, namespace, "late-1", node="n-old", owner=owner)
+    name = unique("crash2")
+    create_job(client, name, namespace, "late-1")
+    wait_for(lambda: reservation(client, f"pmj-{name}"), timeout_s=TIMEOUT, what="the reservation")
+    make_available(client, f"pmj-{name}", "n-new")
+    wait_for(lambda: not pod_exists(client, namespace, "late-1"), timeout_s=TIMEOUT, what="the eviction")
+    first.kill()
+
+    second = start_descheduler()
+    place_replacement(client, reservation(client, f"pmj-{name}") or {}, "late-2", owner=owner)
+    status = wait_for(
+        lambda: (s := job_status(client, name)).get("phase") == "Succeeded" and s, timeout_s=TIMEOUT, what="success"
+    )
+    assert status["podRef"]["name"] == "late-2"
+    assert second.metric("tessera_descheduler_evictions_total") == 0
