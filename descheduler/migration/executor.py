@@ -117,8 +117,10 @@ class Executor:
                 continue
             try:
                 self._sync_one(j, in_flight)
-            except APIError as e:  # the loop boundary for one job: the next pass tries again
+            except APIError as e:  # the API said no or was away: the next pass tries again
                 log.warning("Migration step failed; retrying", extra={"job": j.job.name, "error": str(e)})
+            except Exception:  # the loop boundary for one job: a bug here must not stop the others
+                log.exception("Migration step failed unexpectedly", extra={"job": j.job.name})
             running += self._written_phase(j) is MigrationPhase.RUNNING
         self._metrics.running.set(running)
         self._orphans({j.job.name for j in jobs})
@@ -129,7 +131,7 @@ class Executor:
         return mine if mine is not None and _rv(mine) > _rv(raw) else raw
 
     def _written_phase(self, j: _Job) -> MigrationPhase:
-        raw = self._written.get(j.job.name, j.raw)
+        raw = self._current(j.raw)
         return MigrationPhase((raw.get("status") or {}).get("phase") or "Pending")
 
     # --- facts -------------------------------------------------------------------------------------
