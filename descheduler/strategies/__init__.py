@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from apis.extension import names
 from descheduler.metrics import Metrics
 from descheduler.settings import DeschedulerSettings
 from kube.client import Client
@@ -26,5 +27,6 @@ def from_settings(
     out: list[Strategy] = []
     if settings.defrag.scheduler_address:
         planner = GrpcPlanner(settings.defrag.scheduler_address)
-        out.append(Defragmentation(client, planner, settings.defrag, metrics=metrics, events=events))
+        jobs = client.resource(names.POD_MIGRATION_JOBS)
+        out.append(Defragmentation(jobs, planner, settings.defrag, metrics=metrics, events=events))
     return out

@@ -3,7 +3,8 @@ them by migrating a few pods, as the scheduler's planner says (`PlanMigrations`)
 
 Every `interval` seconds, for each pod that has been unschedulable for at least `min_pending`
 seconds and asks for at least `min_whole_gpus` whole GPUs, and that no unfinished job of ours
-already serves (one plan per pending pod at a time: no new plan while its jobs run), the
+already serves (one plan per pending pod at a time: no new plan while its jobs run, nor for
+`min_pending` seconds after they end, so the scheduler can place the pod first), the
 strategy asks the planner — excluding pods that are already being migrated — and creates one
 ReservationFirst PodMigrationJob per migration of a feasible plan. Each job carries why
 (`tessera.dev/migration-reason`), whom it serves (`tessera.dev/migration-for`, the pending pod's
@@ -18,7 +19,7 @@ import datetime
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from apis.crds import podmigrationjob as pmj
 from apis.crds.device import DeviceType
@@ -30,9 +31,8 @@ from descheduler.cluster import Cluster, Obj
 from descheduler.metrics import Metrics
 from descheduler.settings import DefragSettings
 from descheduler.strategies.planner import Plan, Planner, PlannerError
-from kube.client import Client
 from kube.errors import AlreadyExists, APIError
-from kube.events import EventRecorder, ObjectReference
+from kube.events import ObjectReference
 from kube.logs import V
 
 __all__ = ["Defragmentation", "whole_gpus"]
@@ -56,21 +56,33 @@ def _utcnow() -> datetime.datetime:
     return datetime.datetime.now(datetime.UTC)
 
 
+class JobWriter(Protocol):
+    """Where PodMigrationJobs are created (`client.resource(POD_MIGRATION_JOBS)`)."""
+
+    def create(self, obj: dict[str, Any]) -> object: ...
+
+
+class EventSink(Protocol):
+    """`kube.EventRecorder` (a list in unit tests)."""
+
+    def normal(self, ref: ObjectReference, reason: str, message: str) -> None: ...
+
+
 class Defragmentation:
     name = NAME
 
     def __init__(
         self,
-        client: Client,
+        jobs: JobWriter,
         planner: Planner,
         settings: DefragSettings,
         *,
         metrics: Metrics,
-        events: EventRecorder,
+        events: EventSink,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime.datetime] = _utcnow,
     ) -> None:
-        self._jobs = client.resource(names.POD_MIGRATION_JOBS)
+        self._jobs = jobs
         self._planner = planner
         self._settings = settings
         self._metrics = metrics
@@ -88,8 +100,13 @@ class Defragmentation:
         return True
 
     def run(self, cluster: Cluster) -> None:
-        active = [j for j in cluster.jobs.list() if (j.get("status") or {}).get("phase") not in _TERMINAL]
-        served = {(j["metadata"].get("labels") or {}).get(names.LABEL_MIGRATION_FOR) for j in active}
+        jobs = cluster.jobs.list()
+        active = [j for j in jobs if (j.get("status") or {}).get("phase") not in _TERMINAL]
+        # Served: a plan runs for it, or one ended less than `min_pending` ago (the scheduler has
+        # had no time to place the pod into the room made for it yet).
+        now = self._now()
+        recent = [j for j in jobs if j not in active and _ended_within(j, now, self._settings.min_pending)]
+        served = {(j["metadata"].get("labels") or {}).get(names.LABEL_MIGRATION_FOR) for j in [*active, *recent]}
         moving = sorted({_pod_ref_key(j) for j in active})
         for pod in self.candidates(cluster):
             if pod.uid in served:
@@ -179,6 +196,19 @@ def _unschedulable_since(raw: Obj) -> datetime.datetime | None:
             except ValueError:
                 return None
     return None
+
+
+def _ended_within(job: Obj, now: datetime.datetime, seconds: float) -> bool:
+    """Whether the job's last transition (its newest condition, else its creation) is that recent."""
+    stamps = [str(c.get("lastTransitionTime") or "") for c in (job.get("status") or {}).get("conditions") or ()]
+    stamps.append(str((job.get("metadata") or {}).get("creationTimestamp") or ""))
+    times = []
+    for text in stamps:
+        try:
+            times.append(datetime.datetime.fromisoformat(text.replace("Z", "+00:00")))
+        except ValueError:
+            continue
+    return bool(times) and (now - max(times)).total_seconds() < seconds
 
 
 def _pod_ref_key(job: Obj) -> str:
