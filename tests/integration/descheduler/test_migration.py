@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,23 @@ from .conftest import (
 )
 
 pytestmark = pytest.mark.integration
+
+
+def reserving(client: Client, namespace: str, app: str) -> tuple[dict[str, Any], str]:
+    """A pod `APP-1` of a ReplicaSet, and a ReservationFirst job for it, once its Reservation
+    exists: (the pod's controller reference, the job's name)."""
+    owner = owner_replicaset(client, namespace, app)
+    create_running_pod(client, namespace, f"{app}-1", node="n-old", owner=owner)
+    name = unique(app)
+    create_job(client, name, namespace, f"{app}-1")
+    wait_for(lambda: reservation(client, f"pmj-{name}"), timeout_s=TIMEOUT, what="the reservation")
+    return owner, name
+
+
+def succeeded(client: Client, name: str) -> dict[str, Any]:
+    return wait_for(
+        lambda: (s := job_status(client, name)).get("phase") == "Succeeded" and s, timeout_s=TIMEOUT, what="success"
+    )
 
 
 @pytest.mark.scheduler_stand_in
@@ -70,9 +88,7 @@ def test_reservation_first_never_evicts_before_the_reservation_is_available(
     assert status["nodeName"] == "n-new"
 
     place_replacement(client, reservation(client, f"pmj-{name}") or {}, "web-2", owner=owner)
-    status = wait_for(
-        lambda: (s := job_status(client, name)).get("phase") == "Succeeded" and s, timeout_s=TIMEOUT, what="success"
-    )
+    status = succeeded(client, name)
     assert status["podRef"]["name"] == "web-2"
     assert conditions(status)["PodBoundReservation"]["status"] == "True"
     assert process.metric("tessera_descheduler_evictions_total", result="ok") == 1
@@ -178,20 +194,14 @@ def test_kill_9_mid_migration_resumes_from_the_api_objects(
     client: Client, namespace: str, start_descheduler: Callable[..., DeschedulerProcess]
 ) -> None:
     first = start_descheduler()
-    owner = owner_replicaset(client, namespace, "svc")
-    create_running_pod(client, namespace, "svc-1", node="n-old", owner=owner)
-    name = unique("crash")
-    create_job(client, name, namespace, "svc-1")
-    wait_for(lambda: reservation(client, f"pmj-{name}"), timeout_s=TIMEOUT, what="the reservation")
+    owner, name = reserving(client, namespace, "svc")
     first.kill()
 
     make_available(client, f"pmj-{name}", "n-new")  # the scheduler goes on meanwhile
     second = start_descheduler()
     wait_for(lambda: not pod_exists(client, namespace, "svc-1"), timeout_s=TIMEOUT, what="the eviction")
     place_replacement(client, reservation(client, f"pmj-{name}") or {}, "svc-2", owner=owner)
-    status = wait_for(
-        lambda: (s := job_status(client, name)).get("phase") == "Succeeded" and s, timeout_s=TIMEOUT, what="success"
-    )
+    status = succeeded(client, name)
     assert status["nodeName"] == "n-new"
     reservations = [
         r
@@ -206,11 +216,7 @@ def test_deleting_a_job_rolls_its_reservation_back(
     client: Client, namespace: str, start_descheduler: Callable[..., DeschedulerProcess]
 ) -> None:
     start_descheduler()
-    owner = owner_replicaset(client, namespace, "q")
-    create_running_pod(client, namespace, "q-1", node="n-old", owner=owner)
-    name = unique("abort")
-    create_job(client, name, namespace, "q-1")
-    wait_for(lambda: reservation(client, f"pmj-{name}"), timeout_s=TIMEOUT, what="the reservation")
+    _, name = reserving(client, namespace, "q")
     client.resource(names.POD_MIGRATION_JOBS).delete(name)
     wait_for(lambda: reservation(client, f"pmj-{name}") is None, timeout_s=TIMEOUT, what="the rollback")
     assert pod_exists(client, namespace, "q-1")
@@ -221,19 +227,13 @@ def test_kill_9_after_the_eviction_resumes_without_a_second_eviction(
     client: Client, namespace: str, start_descheduler: Callable[..., DeschedulerProcess]
 ) -> None:
     first = start_descheduler()
-    owner = owner_replicaset(client, namespace, "late")
-    create_running_pod(client, namespace, "late-1", node="n-old", owner=owner)
-    name = unique("crash2")
-    create_job(client, name, namespace, "late-1")
-    wait_for(lambda: reservation(client, f"pmj-{name}"), timeout_s=TIMEOUT, what="the reservation")
+    owner, name = reserving(client, namespace, "late")
     make_available(client, f"pmj-{name}", "n-new")
     wait_for(lambda: not pod_exists(client, namespace, "late-1"), timeout_s=TIMEOUT, what="the eviction")
     first.kill()
 
     second = start_descheduler()
     place_replacement(client, reservation(client, f"pmj-{name}") or {}, "late-2", owner=owner)
-    status = wait_for(
-        lambda: (s := job_status(client, name)).get("phase") == "Succeeded" and s, timeout_s=TIMEOUT, what="success"
-    )
+    status = succeeded(client, name)
     assert status["podRef"]["name"] == "late-2"
     assert second.metric("tessera_descheduler_evictions_total") == 0

@@ -71,6 +71,32 @@ def test_evictions_never_outrun_the_token_bucket(
     wait_for(lambda: set(phases(client, jobs)) == {"Succeeded"}, timeout_s=TIMEOUT, what="all jobs to succeed")
 
 
+def migrate_every_pod(
+    client: Client, namespace: str, workload: tuple[Any, dict[str, Any]], replicas: int, *, ready_delay: float
+) -> list[tuple[int, int]]:
+    """Create `workload` (resource, object), wait for its `replicas` pods to be Ready, create a
+    ReservationFirst job for each at once, and wait until all succeed; what was seen at every
+    poll: (jobs Running, pods Ready)."""
+    seen: list[tuple[int, int]] = []
+    with StandIn(client, namespace, ready_delay=ready_delay):
+        client.resource(workload[0]).create(workload[1], namespace=namespace)
+        wait_for(
+            lambda: sum(map(ready, live_pods(client, namespace))) == replicas, timeout_s=TIMEOUT, what="ready pods"
+        )
+        pods = sorted(p["metadata"]["name"] for p in live_pods(client, namespace))
+        jobs = [unique("burst") for _ in pods]
+        for name, pod in zip(jobs, pods, strict=True):
+            create_job(client, name, namespace, pod)
+
+        def done() -> bool:
+            now = phases(client, jobs)
+            seen.append((now.count("Running"), sum(map(ready, live_pods(client, namespace)))))
+            return set(now) == {"Succeeded"}
+
+        wait_for(done, timeout_s=TIMEOUT * 2, what="all migrations", poll_s=0.02)
+    return seen
+
+
 @pytest.mark.scheduler_stand_in
 def test_one_migration_per_workload_at_a_time_under_a_burst(
     client: Client,
@@ -79,23 +105,8 @@ def test_one_migration_per_workload_at_a_time_under_a_burst(
     kube_controllers: KubeControllersProcess,
 ) -> None:
     process = start_descheduler("--max-per-workload", "1", "--eviction-qps", "50", "--eviction-burst", "50")
-    with StandIn(client, namespace, ready_delay=0.3):
-        client.resource(RS).create(_replicaset("web", 4), namespace=namespace)
-        wait_for(lambda: sum(map(ready, live_pods(client, namespace))) == 4, timeout_s=TIMEOUT, what="4 pods")
-        pods = sorted(p["metadata"]["name"] for p in live_pods(client, namespace))
-        jobs = [unique("wl") for _ in pods]
-        for name, pod in zip(jobs, pods, strict=True):
-            create_job(client, name, namespace, pod)
-        most = 0
-
-        def done() -> bool:
-            nonlocal most
-            now = phases(client, jobs)
-            most = max(most, now.count("Running"))
-            return set(now) == {"Succeeded"}
-
-        wait_for(done, timeout_s=TIMEOUT * 2, what="all migrations", poll_s=0.05)
-    assert most == 1
+    seen = migrate_every_pod(client, namespace, (RS, _replicaset("web", 4)), 4, ready_delay=0.3)
+    assert max(running for running, _ in seen) == 1
     assert process.metric("tessera_descheduler_refusals_total", rule="workload") >= 3
 
 
@@ -107,22 +118,8 @@ def test_a_deployment_with_max_unavailable_1_never_loses_two_pods_at_once(
     kube_controllers: KubeControllersProcess,
 ) -> None:
     process = start_descheduler("--max-per-workload", "0", "--eviction-qps", "50", "--eviction-burst", "50")
-    with StandIn(client, namespace, ready_delay=0.5):
-        client.resource(DEPLOYMENTS).create(_deployment("api", 3), namespace=namespace)
-        wait_for(lambda: sum(map(ready, live_pods(client, namespace))) == 3, timeout_s=TIMEOUT, what="3 ready pods")
-        pods = sorted(p["metadata"]["name"] for p in live_pods(client, namespace))
-        jobs = [unique("dep") for _ in pods]
-        for name, pod in zip(jobs, pods, strict=True):
-            create_job(client, name, namespace, pod)
-        fewest = 3
-
-        def done() -> bool:
-            nonlocal fewest
-            fewest = min(fewest, sum(map(ready, live_pods(client, namespace))))
-            return set(phases(client, jobs)) == {"Succeeded"}
-
-        wait_for(done, timeout_s=TIMEOUT * 2, what="all migrations", poll_s=0.02)
-    assert fewest == 2  # one at a time: never two unavailable
+    seen = migrate_every_pod(client, namespace, (DEPLOYMENTS, _deployment("api", 3)), 3, ready_delay=0.5)
+    assert min(ready for _, ready in seen) == 2  # one at a time: never two unavailable
     assert process.metric("tessera_descheduler_refusals_total", rule="workload-unavailable") >= 1
 
 
