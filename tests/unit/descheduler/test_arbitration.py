@@ -140,3 +140,20 @@ def test_a_held_eviction_still_counts_as_about_to_go() -> None:
     held = InFlight("j0", "ns", "n1", WEB, "ns/web-0")
     refusal = arbiter(max_per_workload=0).may_evict("j1", pod("web-1"), c, [held])
     assert refusal is not None and refusal.rule == "workload-unavailable"
+
+
+def test_a_statefulsets_max_unavailable_defaults_to_one() -> None:
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": "s1", "controller": True}
+    c = Cluster()
+    put(c.stateful_sets, {"metadata": {"name": "db", "namespace": "ns"}, "spec": {"replicas": 3}})
+    for i in range(3):
+        p = pod(f"db-{i}")
+        p["metadata"]["ownerReferences"] = [sts]
+        put(c.pods, p)
+    first, second = c.pods.get("ns/db-0"), c.pods.get("ns/db-1")
+    assert first is not None and second is not None
+    a = arbiter(max_per_workload=0)
+    assert a.admit("j0", first, c, []) is None
+    workload = c.workload_of(first)
+    refusal = a.admit("j1", second, c, [InFlight("j0", "ns", "n1", workload, "ns/db-0")])
+    assert refusal is not None and "StatefulSet ns/db" in refusal.message
