@@ -266,8 +266,12 @@ class Executor:
         in_flight.append(
             InFlight(job.name, job.pod_ref.namespace or "default", str(node), self._cluster.workload_of(pod), _key(pod))
         )
-        self._events.normal(j.ref, "MigrationStarted", f"migrating {what}")
-        self._events.normal(_pod_ref(pod), "Migrating", f"PodMigrationJob {job.name} moves this pod ({job.mode.value})")
+        why = job.meta.annotations.get(names.ANNOTATION_MIGRATION_REASON, "")
+        because = f"; why: {why}" if why else ""
+        self._events.normal(j.ref, "MigrationStarted", f"migrating {what}{because}")
+        self._events.normal(
+            _pod_ref(pod), "Migrating", f"PodMigrationJob {job.name} moves this pod ({job.mode.value}){because}"
+        )
         log.info("Migration started", extra={"job": job.name, "pod": _key(pod), "node": node})
 
     def _create_reservation(self, j: _Job, step: Step, pod: Obj) -> None:
