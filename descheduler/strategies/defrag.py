@@ -92,6 +92,8 @@ class Defragmentation:
         self._next = 0.0
         #: pending pod uid -> the last "no plan" message announced (no repeated Events).
         self._announced: dict[str, str] = {}
+        #: The planner's last error, logged as a warning once.
+        self._planner_problem = ""
 
     def due(self, now: float) -> bool:
         if now < self._next:
@@ -116,8 +118,13 @@ class Defragmentation:
                     pod.namespace, pod.name, max_migrations=self._settings.max_migrations, exclude=moving
                 )
             except PlannerError as e:
-                log.warning("Cannot plan migrations", extra={"pod": pod.key, "error": str(e)})
+                # Once per distinct problem (a scheduler without the planner answers UNIMPLEMENTED
+                # on every interval), then quietly at V(4).
+                level = logging.WARNING if e.detail != self._planner_problem else V(4)
+                self._planner_problem = e.detail
+                log.log(level, "Cannot plan migrations", extra={"pod": pod.key, "error": str(e)})
                 return  # the planner is down: the next interval tries again
+            self._planner_problem = ""
             self._act(pod, plan)
 
     def candidates(self, cluster: Cluster) -> list[Pod]:

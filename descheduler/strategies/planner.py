@@ -20,7 +20,13 @@ __all__ = ["GrpcPlanner", "Migration", "Plan", "Planner", "PlannerError"]
 
 
 class PlannerError(TesseraError):
-    """The planner could not be asked (not running, not implementing PlanMigrations, timed out)."""
+    """The planner could not be asked (not running, not implementing PlanMigrations, timed out).
+
+    `detail` is the problem without the pod (`UNIMPLEMENTED: ...`): the same for every pod asked."""
+
+    def __init__(self, message: str, *, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +71,7 @@ class GrpcPlanner:
             answer = self._stub.PlanMigrations(request, timeout=self.timeout)
         except grpc.RpcError as e:
             why = f"{e.code().name}: {e.details()}" if isinstance(e, grpc.Call) else str(e)
-            raise PlannerError(f"PlanMigrations for {namespace}/{name} at {self.address}: {why}") from e
+            raise PlannerError(f"PlanMigrations for {namespace}/{name} at {self.address}: {why}", detail=why) from e
         return Plan(
             feasible=bool(answer.feasible),
             node=str(answer.node),

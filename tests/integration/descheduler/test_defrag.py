@@ -8,6 +8,7 @@ counts the calls, to show that no new plan is asked for a pending pod while its 
 
 from __future__ import annotations
 
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,7 +19,9 @@ import pytest
 
 from apis.extension import names
 from apis.k8s.meta import now_rfc3339
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.descheduler import DeschedulerProcess
+from cli.launchers.scheduler import SchedulerProcess
 from kube.client import Client
 from kube.resources import EVENTS, PODS
 from kube.unixsocket import UnixServer
@@ -194,3 +197,57 @@ def test_an_infeasible_plan_creates_nothing_and_says_why(
     assert said and said[0]["message"] == "no node has 16 GPUs"
     jobs = client.resource(names.POD_MIGRATION_JOBS).list().items
     assert not [j for j in jobs if j["spec"]["podRef"].get("namespace") == namespace]
+
+
+def test_the_real_schedulers_plan_migrations_is_reached_over_grpc(
+    client: Client,
+    namespace: str,
+    apiserver: EmbeddedAPIServer,
+    start_descheduler: Callable[..., DeschedulerProcess],
+) -> None:
+    """The wire against the real `tessera scheduler`: it marks the pod unschedulable (no node has
+    GPUs), and the descheduler's PlanMigrations call reaches it. Until the planner lands the
+    scheduler answers UNIMPLEMENTED (logged once, nothing created); after, an Event on the pod
+    says what the plan was."""
+    # A short directory: a unix socket path has 108 bytes.
+    with (
+        tempfile.TemporaryDirectory(prefix="s") as work,
+        SchedulerProcess(apiserver.kubeconfig, Path(work)) as scheduler,
+    ):
+        client.resource(PODS).create(_whole_gpu_pod("train", 8), namespace=namespace)
+        wait_for(lambda: _unschedulable(client, namespace, "train"), timeout_s=TIMEOUT, what="the scheduler's verdict")
+        process = start_descheduler(
+            "--scheduler-address", scheduler.grpc_address, "--defrag-interval", "0.3", "--defrag-min-pending", "0"
+        )
+
+        def answered() -> bool:
+            if "UNIMPLEMENTED" in process.log_tail(200):
+                return True
+            items = client.resource(EVENTS).list(namespace=namespace).items
+            return any(e["reason"] in ("Defragmenting", "DefragmentationNotPossible") for e in items)
+
+        wait_for(answered, timeout_s=TIMEOUT, what="PlanMigrations to answer")
+        threading.Event().wait(1.0)  # three more intervals
+        warnings = [line for line in process.log_tail(400).splitlines() if line.startswith("W")]
+        assert sum("Cannot plan migrations" in line for line in warnings) <= 1  # once, not every interval
+
+
+def _whole_gpu_pod(name: str, gpus: int) -> dict[str, Any]:
+    whole = {names.NVIDIA_GPU: str(gpus)}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": names.SCHEDULER_NAME,
+            "containers": [{"name": "c", "image": "x", "resources": {"requests": whole, "limits": whole}}],
+        },
+    }
+
+
+def _unschedulable(client: Client, namespace: str, name: str) -> bool:
+    pod = client.resource(PODS).get(name, namespace=namespace)
+    return any(
+        c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
