@@ -28,5 +28,9 @@ def from_settings(
     if settings.defrag.scheduler_address:
         planner = GrpcPlanner(settings.defrag.scheduler_address)
         jobs = client.resource(names.POD_MIGRATION_JOBS)
-        out.append(Defragmentation(jobs, planner, settings.defrag, metrics=metrics, events=events))
+        out.append(
+            Defragmentation(
+                jobs, planner, settings.defrag, metrics=metrics, events=events, arbitration=settings.arbitration
+            )
+        )
     return out

@@ -27,9 +27,10 @@ from apis.errors import InvalidRequestError, ValidationError
 from apis.extension import names
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s.core import Pod
+from descheduler.arbitration.rules import check_namespace
 from descheduler.cluster import Cluster, Obj
 from descheduler.metrics import Metrics
-from descheduler.settings import DefragSettings
+from descheduler.settings import ArbitrationSettings, DefragSettings
 from descheduler.strategies.planner import Plan, Planner, PlannerError
 from kube.errors import AlreadyExists, APIError
 from kube.events import ObjectReference
@@ -79,9 +80,13 @@ class Defragmentation:
         *,
         metrics: Metrics,
         events: EventSink,
+        arbitration: ArbitrationSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], datetime.datetime] = _utcnow,
     ) -> None:
+        """`arbitration`: the safety settings, so that plans leave out pods in namespaces they
+        exclude (None: the defaults)."""
+        self._arbitration = arbitration or ArbitrationSettings()
         self._jobs = jobs
         self._planner = planner
         self._settings = settings
@@ -109,7 +114,9 @@ class Defragmentation:
         now = self._now()
         recent = [j for j in jobs if j not in active and _ended_within(j, now, self._settings.min_pending)]
         served = {(j["metadata"].get("labels") or {}).get(names.LABEL_MIGRATION_FOR) for j in [*active, *recent]}
-        moving = sorted({_pod_ref_key(j) for j in active})
+        # Not to be moved: pods already migrating, and pods no job could move (nothing recreates
+        # them, or the safety rules exclude their namespace) — a plan with them would only fail.
+        moving = sorted({_pod_ref_key(j) for j in active} | self._unmovable(cluster))
         for pod in self.candidates(cluster):
             if pod.uid in served:
                 continue
@@ -126,6 +133,20 @@ class Defragmentation:
                 return  # the planner is down: the next interval tries again
             self._planner_problem = ""
             self._act(pod, plan)
+
+    def _unmovable(self, cluster: Cluster) -> set[str]:
+        out = set()
+        for raw in cluster.pods.list():
+            meta = raw.get("metadata") or {}
+            if not (raw.get("spec") or {}).get("nodeName"):
+                continue
+            namespace = str(meta.get("namespace") or "default")
+            refused = check_namespace(
+                namespace, include=self._arbitration.include_namespaces, exclude=self._arbitration.exclude_namespaces
+            )
+            if refused is not None or cluster.workload_of(raw) is None:
+                out.add(f"{namespace}/{meta.get('name')}")
+        return out
 
     def candidates(self, cluster: Cluster) -> list[Pod]:
         """Unschedulable long enough and asking for enough whole GPUs, oldest first."""

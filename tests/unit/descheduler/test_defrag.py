@@ -104,6 +104,20 @@ def test_a_plan_becomes_one_job_per_move_with_its_reason_and_target() -> None:
     assert ("train", "Defragmenting", "moving ns/a (n1 → n2), ns/b (n1 → n3) so that it fits on n1") in events.seen
 
 
+def test_pods_no_job_could_move_are_excluded_from_plans() -> None:
+    planner = Canned(PLAN)
+    d, _, _ = strategy(planner)
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "r1", "controller": True}
+    placed = {"spec": {"nodeName": "n1"}, "status": {"phase": "Running"}}
+    bare = {"metadata": {"name": "bare", "namespace": "ns"}, **placed}
+    owned = {"metadata": {"name": "owned", "namespace": "ns", "ownerReferences": [rs]}, **placed}
+    system = {"metadata": {"name": "dns", "namespace": "kube-system", "ownerReferences": [rs]}, **placed}
+    c = cluster(pending("train", "8"), bare, owned)
+    c.pods.upsert("kube-system/dns", "1", system)
+    d.run(c)
+    assert planner.asked[0][3] == ("kube-system/dns", "ns/bare")
+
+
 def test_only_pods_pending_long_enough_for_whole_gpus_are_planned() -> None:
     planner = Canned(PLAN)
     d, _, _ = strategy(planner)
