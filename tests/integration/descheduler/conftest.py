@@ -195,8 +195,8 @@ def reservation(client: Client, name: str) -> dict[str, Any] | None:
         return None
 
 
-def make_available(client: Client, name: str, node: str) -> None:
-    """What the scheduler writes once it placed a Reservation."""
+def make_available(client: Client, name: str, node: str) -> dict[str, Any]:
+    """What the scheduler writes once it placed a Reservation; the Reservation as written."""
     status = {
         "phase": "Available",
         "nodeName": node,
@@ -205,7 +205,7 @@ def make_available(client: Client, name: str, node: str) -> None:
             {"type": "Ready", "status": "True", "reason": "Available"},
         ],
     }
-    client.resource(names.RESERVATIONS).patch(name, {"status": status}, subresource="status")
+    return client.resource(names.RESERVATIONS).patch(name, {"status": status}, subresource="status")
 
 
 def _allocated(rsv: dict[str, Any]) -> str:
@@ -264,8 +264,8 @@ class StandIn:
             if rsv["spec"]["template"]["metadata"].get("namespace") != self.namespace:
                 continue
             phase = (rsv.get("status") or {}).get("phase", "Pending")
-            if phase == "Pending":
-                make_available(self.client, rsv["metadata"]["name"], self.node)
+            if phase == "Pending":  # and Available from now on: its pod may be evicted at once
+                available.append(make_available(self.client, rsv["metadata"]["name"], self.node))
             elif phase == "Available":
                 available.append(rsv)
         now = time.monotonic()

@@ -93,7 +93,13 @@ def migrate_every_pod(
             seen.append((now.count("Running"), sum(map(ready, live_pods(client, namespace)))))
             return set(now) == {"Succeeded"}
 
-        wait_for(done, timeout_s=TIMEOUT * 2, what="all migrations", poll_s=0.02)
+        try:
+            wait_for(done, timeout_s=TIMEOUT * 2, what="all migrations", poll_s=0.02)
+        except AssertionError as e:  # say where each job stands
+            where = {
+                j: {k: job_status(client, j).get(k) for k in ("phase", "status", "reason", "message")} for j in jobs
+            }
+            raise AssertionError(f"{e}: {where}") from None
     return seen
 
 
