@@ -18,6 +18,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "runtime-proxy": ("cli.runtime_proxy", "run the CRI runtime proxy between kubelet and containerd"),
     "scheduler": ("cli.scheduler", "run the device-aware scheduler"),
     "controller": ("cli.controller", "run the controller manager"),
+    "descheduler": ("cli.descheduler", "run the descheduler: PodMigrationJobs executed safely, GPU defragmentation"),
     "kube-controller-manager": (
         "cli.kube_controller_manager",
         "run the workload controllers of the embedded cluster (Deployments, Jobs, GC; tessera up runs it)",

@@ -133,6 +133,14 @@ ANNOTATION_RESERVATION_AFFINITY: Final = f"{SCHEDULING_DOMAIN}/reservation-affin
 LABEL_RESERVATION_IGNORED: Final = f"{SCHEDULING_DOMAIN}/reservation-ignored"
 #: On a Reservation or PodMigrationJob a descheduler created: the pod it migrates (`ns/name`).
 ANNOTATION_MIGRATION_POD: Final = f"{TESSERA_DOMAIN}/migration-pod"
+#: On a Reservation a descheduler created for a PodMigrationJob: the job's name (so a Reservation
+#: whose job is gone is found and rolled back).
+LABEL_MIGRATION_JOB: Final = f"{TESSERA_DOMAIN}/migration-job"
+#: On a PodMigrationJob a strategy created: the uid of the pending pod it makes room for (one
+#: plan per pending pod at a time).
+LABEL_MIGRATION_FOR: Final = f"{TESSERA_DOMAIN}/migration-for"
+#: On a PodMigrationJob: the node its replacement must be reserved on (a planner's `to_node`).
+ANNOTATION_MIGRATION_TARGET_NODE: Final = f"{TESSERA_DOMAIN}/migration-target-node"
 #: On a PodMigrationJob: why it was created (the strategy and the pending pod it frees room for).
 ANNOTATION_MIGRATION_REASON: Final = f"{TESSERA_DOMAIN}/migration-reason"
 

@@ -157,6 +157,7 @@ class LocalCluster:
                 data, kubeconfig("kube-controller-manager"), args=self.settings.kube_controller_manager_args
             ),
             scheduler,
+            components.descheduler(data, kubeconfig("descheduler"), scheduler=scheduler),
             dashboard,
         ]
         if self.local_node:

@@ -9,6 +9,8 @@
                                                        workload controllers): log, address file
     DATA_DIR/scheduler/                                `tessera scheduler`: log, address file,
                                                        config.yaml (its profiles, ElasticQuota on)
+    DATA_DIR/descheduler/                              `tessera descheduler`: log, address file;
+                                                       defragments through the scheduler's gRPC
     DATA_DIR/dashboard/                                `tessera dashboard`: log, address file
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
                                                        file, state/ (its --state-dir), hook socket
@@ -31,6 +33,7 @@ from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
 from cli.launchers.dashboard import DashboardProcess
+from cli.launchers.descheduler import DeschedulerProcess
 from cli.launchers.kubecontrollers import KubeControllersProcess
 from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster.state import ComponentState
@@ -42,6 +45,7 @@ __all__ = [
     "apiserver",
     "controller",
     "dashboard",
+    "descheduler",
     "kube_controller_manager",
     "local_agent",
     "scheduler",
@@ -63,6 +67,9 @@ profiles:
 """
 #: A borrowing quota gives back after 30 s here, not 120 s: the demo shows reclaim while one waits.
 QUOTA_RECLAIM_GRACE: Final = 30
+#: A whole-GPU pod pending this long gets a defragmentation plan here (a cluster's default is
+#: 30 s): the demo shows the migrations while one waits.
+DEFRAG_MIN_PENDING: Final = 10
 
 
 def _scheduler_config(plugins: Sequence[str]) -> str:
@@ -156,6 +163,17 @@ def dashboard(data_dir: Path, kubeconfig: Path, *, scheduler: Component) -> Comp
         scheduler_address_file=address_file,
     )
     return Component("dashboard", "dashboard", dash)
+
+
+def descheduler(data_dir: Path, kubeconfig: Path, *, scheduler: Component) -> Component:
+    """`tessera descheduler`: runs PodMigrationJobs and defragments GPUs, asking `scheduler`'s
+    PlanMigrations over its gRPC address (none: defragmentation off)."""
+    grpc = scheduler.state(0).grpc
+    args = ["--defrag-min-pending", str(DEFRAG_MIN_PENDING), "--defrag-interval", "5"]
+    if grpc:
+        args = ["--scheduler-address", grpc, *args]
+    process = DeschedulerProcess(kubeconfig, directory=data_dir / "descheduler", args=args)
+    return Component("descheduler", "descheduler", process)
 
 
 def simulated_agent(

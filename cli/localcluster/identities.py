@@ -72,6 +72,7 @@ class Identity:
 #: Component (the name `components.py` gives it, before any `/NODE`) → its identity.
 IDENTITIES: Mapping[str, Identity] = {
     "controller": Identity("tessera-controller"),
+    "descheduler": Identity("tessera-descheduler"),
     "scheduler": Identity("tessera-scheduler"),
     "agent": Identity("tessera-agent"),
     "kube-controller-manager": Identity("tessera-kube-controller-manager", deployed=False),

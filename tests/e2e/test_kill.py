@@ -49,7 +49,7 @@ def answered(read: Callable[[], T]) -> Callable[[], T | None]:
 
 
 @pytest.mark.parametrize(
-    "component", ["apiserver", "scheduler", "controller", "kube-controller-manager", "agent/sim-1"]
+    "component", ["apiserver", "scheduler", "controller", "descheduler", "kube-controller-manager", "agent/sim-1"]
 )
 def test_a_killed_component_is_restarted_and_nothing_is_lost_or_double_allocated(
     up: Up, cluster: Cluster, component: str

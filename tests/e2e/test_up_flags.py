@@ -97,6 +97,7 @@ def test_nodes_and_no_local_agent_two_simulated_nodes_ready_and_no_other(flagged
         "apiserver",
         "controller",
         "dashboard",
+        "descheduler",
         "kube-controller-manager",
         "scheduler",
     ]

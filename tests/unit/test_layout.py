@@ -14,6 +14,7 @@ OURS = (
     "apiserver",
     "scheduler",
     "controller",
+    "descheduler",
     "kubecontrollers",
     "agent",
     "runtimeproxy",
@@ -56,7 +57,7 @@ def test_import_contracts_hold() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.parametrize("package", ["apis", "dashboard"])
+@pytest.mark.parametrize("package", ["apis", "dashboard", "descheduler"])
 def test_all_is_sorted_and_complete(package: str) -> None:
     mod = importlib.import_module(package)
     assert list(mod.__all__) == sorted(mod.__all__)

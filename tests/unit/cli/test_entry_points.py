@@ -21,6 +21,7 @@ COMPONENTS = {
     "runtime-proxy": ("runtimeproxy", "ProxySettings"),
     "scheduler": ("scheduler.service", "SchedulerSettings"),
     "controller": ("controller", "ControllerSettings"),
+    "descheduler": ("descheduler", "DeschedulerSettings"),
     "dashboard": ("dashboard", "DashboardSettings"),
 }
 
@@ -61,6 +62,10 @@ def test_the_command_turns_flags_into_the_settings_its_package_run_takes(command
             "binder: workers must be >= 1",
         ),
         (["controller", "--kubeconfig=/nonexistent", "--resync-period=-1"], "tessera controller: --resync-period"),
+        (
+            ["descheduler", "--kubeconfig=/nonexistent", "--max-per-node=-1", "--eviction-qps=0"],
+            "tessera descheduler: eviction qps 0: must be > 0; max per node -1: must be >= 0 (0: no limit)",
+        ),
         (
             ["dashboard", "--kubeconfig=/nonexistent", "--scheduler=none", "--poll-interval=0"],
             "tessera dashboard: --poll-interval 0: must be above 0",

@@ -13,6 +13,7 @@ def test_tokens_are_kept_across_runs_and_readable_by_the_api_server(tmp_path: Pa
         "tessera-agent",
         "tessera-controller",
         "tessera-dashboard",
+        "tessera-descheduler",
         "tessera-kube-controller-manager",
         "tessera-scheduler",
     ]

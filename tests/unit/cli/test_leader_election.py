@@ -1,5 +1,6 @@
-"""`tessera scheduler` and `tessera controller` take the same leader-election flags, with the same
-meaning, and refuse timings that cannot work in one line with exit code 2 before anything starts."""
+"""`tessera scheduler`, `tessera controller` and `tessera descheduler` take the same
+leader-election flags, with the same meaning, and refuse timings that cannot work in one line
+with exit code 2 before anything starts."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ FULL_SET = (
     "--leader-elect-resource-namespace=tessera-system",
     "--leader-elect-identity=replica-1",
 )
-COMPONENTS = ["scheduler", "controller"]
+COMPONENTS = ["scheduler", "controller", "descheduler"]
 
 
 def settings(sub: str, *argv: str) -> Any:
@@ -31,7 +32,7 @@ def settings(sub: str, *argv: str) -> Any:
 
 def election(sub: str, built: Any) -> LeaderElectionSettings | None:
     result: LeaderElectionSettings | None = (
-        built.leader_election if sub == "scheduler" else built.manager.leader_election
+        built.manager.leader_election if sub == "controller" else built.leader_election
     )
     return result
 
@@ -46,7 +47,10 @@ def test_both_accept_the_full_flag_set(sub: str, monkeypatch: pytest.MonkeyPatch
     )
 
 
-@pytest.mark.parametrize(("sub", "lease"), [("scheduler", "tessera-scheduler"), ("controller", "tessera-controller")])
+@pytest.mark.parametrize(
+    ("sub", "lease"),
+    [("scheduler", "tessera-scheduler"), ("controller", "tessera-controller"), ("descheduler", "tessera-descheduler")],
+)
 def test_each_has_its_own_lease_and_the_same_defaults(sub: str, lease: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("POD_NAME", "pod-0")
     assert election(sub, settings(sub)) is None

@@ -35,7 +35,12 @@ INSTALL_SECRETS = {
 }
 WORKLOAD_KINDS = frozenset({"Deployment", "DaemonSet"})
 #: The workload each component runs in.
-WORKLOADS = {"scheduler": "tessera-scheduler", "controller": "tessera-controller", "agent": "tessera-agent"}
+WORKLOADS = {
+    "scheduler": "tessera-scheduler",
+    "controller": "tessera-controller",
+    "descheduler": "tessera-descheduler",
+    "agent": "tessera-agent",
+}
 
 
 @dataclass(frozen=True)

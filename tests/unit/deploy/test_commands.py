@@ -29,6 +29,7 @@ CONTAINERS = [pytest.param(m, c, id=f"{m.name}/{c['name']}") for m, c in manifes
 SERVED_PATHS = {
     "scheduler": {"/healthz", "/readyz", "/metrics"},
     "controller": {"/healthz", "/readyz", "/metrics"},
+    "descheduler": {"/healthz", "/readyz", "/metrics"},
     "agent": {"/healthz", "/metrics"},
 }
 
@@ -47,6 +48,8 @@ def served(sub: str, settings: Any) -> dict[str, tuple[str, int]]:
         if settings.webhook.enabled:
             ports["webhook"] = (settings.webhook.host, settings.webhook.port)
         return ports
+    if sub == "descheduler":
+        return {"http": (settings.serving.host, settings.serving.port)}
     if sub == "agent":
         return {"http": (settings.metrics.host, settings.metrics.port)}
     raise AssertionError(f"no workload should run tessera {sub}")
@@ -151,12 +154,12 @@ def test_the_controller_serves_the_paths_the_manifests_use() -> None:
 # --- leader election and identity ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("sub", ["scheduler", "controller"])
+@pytest.mark.parametrize("sub", ["scheduler", "controller", "descheduler"])
 def test_replicas_elect_a_leader_in_tessera_system(sub: str, monkeypatch: pytest.MonkeyPatch) -> None:
     m = manifests.workload(manifests.WORKLOADS[sub])
     (container,) = manifests.containers(m)
     settings = manifests.settings(container, monkeypatch)
-    election = settings.leader_election if sub == "scheduler" else settings.manager.leader_election
+    election = settings.manager.leader_election if sub == "controller" else settings.leader_election
     assert m.obj["spec"]["replicas"] >= 2
     assert election is not None and election.namespace == NAMESPACE
     # The replica's name in the Lease is its pod's name.
@@ -225,7 +228,7 @@ def test_the_agent_reads_the_hosts_proc_dev_and_cgroups(monkeypatch: pytest.Monk
     assert not settings.discovery.simulate and not settings.kubelet.enabled
 
 
-@pytest.mark.parametrize("sub", ["scheduler", "controller"])
+@pytest.mark.parametrize("sub", ["scheduler", "controller", "descheduler"])
 def test_control_plane_pods_run_unprivileged(sub: str) -> None:
     m = manifests.workload(manifests.WORKLOADS[sub])
     pod = manifests.pod_spec(m)

@@ -73,7 +73,7 @@ def test_overlays_render_and_their_commands_parse(
     assert result.returncode == 0, result.stderr
     rendered = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
     workloads = [d for d in rendered if d["kind"] in manifests.WORKLOAD_KINDS]
-    assert len(workloads) == 3
+    assert len(workloads) == 4
     for w in workloads:
         for container in w["spec"]["template"]["spec"]["containers"]:
             assert manifests.settings(container, monkeypatch) is not None

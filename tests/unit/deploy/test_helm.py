@@ -76,7 +76,7 @@ def test_release_namespace_is_used_everywhere() -> None:
 def test_image_values_reach_every_container() -> None:
     objs = chart.objects(chart.CUSTOM)
     workloads = [o for o in objs if o["kind"] in manifests.WORKLOAD_KINDS]
-    assert len(workloads) == 3
+    assert len(workloads) == 4
     for w in workloads:
         spec = w["spec"]["template"]["spec"]
         assert spec["imagePullSecrets"] == [{"name": "regcred"}]
@@ -208,3 +208,19 @@ def test_every_value_has_a_schema_and_a_default_that_passes_it() -> None:
     walk(schema, defaults, "")
     with helm.Chart.load(str(chart.CHART)) as loaded:
         loaded.validate_schema(defaults)
+
+
+def test_descheduler_disabled_removes_it_and_its_way_into_the_scheduler() -> None:
+    objs = chart.objects({"descheduler": {"enabled": False}})
+    assert not [o for o in objs if "descheduler" in o["metadata"]["name"]]
+    policy = chart.one(objs, "NetworkPolicy", "tessera-scheduler")
+    assert [p["port"] for rule in policy["spec"]["ingress"] for p in rule["ports"]] == ["http"]
+
+
+def test_descheduler_values_reach_its_flags() -> None:
+    values = {"descheduler": {"dryRun": True, "defragmentation": False, "logLevel": 4, "replicas": 1}}
+    deployment = chart.one(chart.objects(values), "Deployment", "tessera-descheduler")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--dry-run" in args and "--v=4" in args
+    assert not [a for a in args if a.startswith("--scheduler-address")]
+    assert deployment["spec"]["replicas"] == 1

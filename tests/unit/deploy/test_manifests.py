@@ -200,12 +200,14 @@ def test_policies_select_a_workload(m: Manifest) -> None:
     assert len(_pods_selected(selector, m.namespace)) == 1
 
 
-def test_the_network_policy_lets_in_only_the_http_port() -> None:
+def test_the_network_policy_lets_in_the_http_port_and_grpc_only_from_the_descheduler() -> None:
     policy = manifests.find("NetworkPolicy", names.SCHEDULER_NAME, NAMESPACE)
     assert policy is not None
-    rules = policy.obj["spec"]["ingress"]
-    assert [p["port"] for rule in rules for p in rule["ports"]] == ["http"]
-    assert all("from" not in rule for rule in rules)
+    anyone, descheduler = policy.obj["spec"]["ingress"]
+    assert [p["port"] for p in anyone["ports"]] == ["http"] and "from" not in anyone
+    assert [p["port"] for p in descheduler["ports"]] == ["grpc"]
+    (peer,) = descheduler["from"]
+    assert [w.name for w in _pods_selected(peer["podSelector"]["matchLabels"], NAMESPACE)] == ["tessera-descheduler"]
 
 
 # --- images and priorities ------------------------------------------------------------------------

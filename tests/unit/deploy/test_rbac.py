@@ -94,6 +94,30 @@ NEEDED: dict[str, set[Call]] = {
         | calls("create patch", CORE, "events")
         | leader_election("tessera-controller")
     ),
+    "tessera-descheduler": (
+        # descheduler/app.py Descheduler: Informers (list + watch) of PodMigrationJobs, Reservations,
+        # pods, and what the safety rules read (descheduler/arbitration/rules.py): ReplicaSets (a
+        # Deployment's pods), Deployments, StatefulSets, PodDisruptionBudgets.
+        calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
+        | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
+        | calls("list watch", CORE, "pods")
+        | calls("list watch", "apps", "replicasets")
+        | calls("list watch", "apps", "deployments")
+        | calls("list watch", "apps", "statefulsets")
+        | calls("list watch", "policy", "poddisruptionbudgets")
+        # descheduler/strategies/defrag.py Defragmentation._create: create PodMigrationJobs;
+        # descheduler/migration/executor.py Executor: patch spec.podRef.uid (_admit), patch
+        # podmigrationjobs/status (_write), create and delete Reservations (_create_reservation,
+        # _delete_reservation), create pods/eviction (_evict).
+        | calls("create patch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
+        | calls("patch", names.POD_MIGRATION_JOBS.group, f"{names.POD_MIGRATION_JOBS.plural}/status")
+        | calls("create delete", names.RESERVATIONS.group, names.RESERVATIONS.plural)
+        | calls("create", CORE, "pods/eviction")
+        # kube/events.py EventRecorder: Events on pods (their namespaces) and PodMigrationJobs
+        # (cluster-scoped, so `default`).
+        | calls("create patch", CORE, "events")
+        | leader_election("tessera-descheduler")
+    ),
     "tessera-agent": (
         # agent/app.py: the Informer of the node's pods (list + watch, all namespaces: RBAC has
         # no field selectors); the Node's labels for the QoS config (get nodes).
@@ -211,7 +235,12 @@ def test_each_workload_runs_as_a_service_account_with_a_table() -> None:
 
 
 @pytest.mark.parametrize(
-    ("workload", "lease"), [("tessera-scheduler", names.SCHEDULER_NAME), ("tessera-controller", "tessera-controller")]
+    ("workload", "lease"),
+    [
+        ("tessera-scheduler", names.SCHEDULER_NAME),
+        ("tessera-controller", "tessera-controller"),
+        ("tessera-descheduler", "tessera-descheduler"),
+    ],
 )
 def test_the_lease_in_the_table_is_the_one_the_component_uses(
     workload: str, lease: str, monkeypatch: pytest.MonkeyPatch
