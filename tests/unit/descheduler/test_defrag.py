@@ -127,7 +127,7 @@ def test_only_pods_pending_long_enough_for_whole_gpus_are_planned() -> None:
 
 def test_gang_members_are_not_planned_one_by_one() -> None:
     planner = Canned(PLAN)
-    d, jobs, _ = strategy(planner)
+    d, _, _ = strategy(planner)
     gang = pending("big-0", "4")
     gang["metadata"]["annotations"] = {names.ANNOTATION_GANG_NAME: "big", names.ANNOTATION_GANG_MIN_AVAILABLE: "4"}
     group = pending("pg-0", "4")
