@@ -197,7 +197,8 @@ def test_fgd_never_overcommits_and_its_memo_is_exact(
     cluster: list[tuple[str, dict[str, object]]], data: st.DataObject
 ) -> None:
     """FGD placement (learned workload): within totals, and the same placements without the
-    framework's memo (GPUFragmentation's and DeviceShare's keys name the workload version)."""
+    framework's memo (GPUFragmentation and DeviceShare name the workload version as their score
+    epoch: a new version rescores memoised nodes, their Filter results are kept)."""
     with_memo = build(cluster, memo=True, fgd=True)
     without = build(cluster, memo=False, fgd=True)
     for i in range(data.draw(st.integers(1, 14))):
