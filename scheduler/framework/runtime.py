@@ -230,9 +230,15 @@ class Framework:
                 problems.append(f"pluginConfig names unknown plugin {name!r}")
         points: dict[ExtensionPoint, list[Plugin]] = {}
         weights = {name: weight or 1 for name, weight in enabled.items()}
+        # Defaults that do not score, unless the profile's multiPoint names them again.
+        unscored = {ref.name for ref in default_plugins if not ref.score} - {
+            r.name for r in profile.multi_point.enabled
+        }
         for point, base in POINT_CLASSES.items():
             pset = profile.points.get(point)
             disabled = pset.disabled if pset is not None else frozenset()
+            if point is ExtensionPoint.SCORE:
+                disabled = disabled | unscored
             chosen = [] if "*" in disabled else [n for n in enabled if n not in disabled]
             for ref in pset.enabled if pset is not None else ():
                 if ref.name not in chosen:
