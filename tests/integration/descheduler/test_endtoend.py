@@ -197,6 +197,8 @@ def test_a_pending_four_gpu_pod_binds_after_the_descheduler_moves_two_pods(
     jobs = client.resource(names.POD_MIGRATION_JOBS).list().items
     assert len(jobs) == 2 and {(j.get("status") or {}).get("phase") for j in jobs} == {"Succeeded"}, jobs
     assert {j["spec"]["podRef"]["name"] for j in jobs} == set(watcher.evicted_while)
+    for j in jobs:  # each replacement where the plan put it (the Reservation's matchFields node affinity)
+        assert j["status"]["nodeName"] == j["metadata"]["annotations"][names.ANNOTATION_MIGRATION_TARGET_NODE] != node
     assert set(watcher.evicted_while.values()) <= {"Available", "Succeeded"}, watcher.evicted_while
     assert watcher.problems == []
     assert watcher.most_unavailable <= 1
