@@ -204,8 +204,13 @@ def test_a_pending_four_gpu_pod_binds_after_the_descheduler_moves_two_pods(
     assert watcher.most_unavailable <= 1
     # The replacements sit where their Reservations were, and the big pod has a node to itself.
     assert _nodes_of(client, namespace, "web") == {next(n for n in NODES if n != node): REPLICAS}
-    for rsv in client.resource(names.RESERVATIONS).list().items:
-        assert rsv["status"]["phase"] == "Succeeded", rsv["status"]
+    # The scheduler marks a Reservation Succeeded once it bound the replacement: a moment after the
+    # job saw the replacement bound.
+    wait_for(
+        lambda: {r["status"]["phase"] for r in client.resource(names.RESERVATIONS).list().items} == {"Succeeded"},
+        timeout_s=TIMEOUT,
+        what="both Reservations Succeeded",
+    )
     assert process.metric("tessera_descheduler_migrations_total", phase="Succeeded") == 2
 
 
