@@ -201,6 +201,8 @@ class Agent:
                 lease_renew_s=s.kubelet.lease_renew_s,
                 status_report_s=s.kubelet.status_report_s,
                 on_registered=reporter.wake,
+                taints=s.kubelet.taints,
+                labels=s.kubelet.labels,
             )
             self._run(self.kubelet.start, self.kubelet.stop)
         self._run(reporter.start, reporter.stop)

@@ -9,11 +9,13 @@ machine (a readable profile, a free socket) happens when the agent starts.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.discovery.settings import DiscoverySettings
 from agent.hooks import DEFAULT_SOCKET
+from apis.k8s.core import Taint
 from kube.client import ClientSettings
 
 __all__ = [
@@ -114,6 +116,11 @@ class KubeletSettings:
     status_report_s: float = 60.0
     #: The node's InternalIP; "" derives a stable fake one from the node name.
     node_ip: str = ""
+    #: Taints and labels the Node is registered with (kubelet's --register-with-taints and
+    #: --node-labels): a node that must take only some pods is tainted from its first moment,
+    #: never after pods already went there.
+    taints: tuple[Taint, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from agent import (
     ReportSettings,
 )
 from apis.errors import ConfigError
+from apis.k8s.core import Taint
 from kube.client import ClientSettings
 
 
@@ -141,6 +142,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     kubelet.add_argument("--node-ip", default="", metavar="IP", help="the Node's InternalIP (default: a made-up one)")
     kubelet.add_argument(
+        "--register-with-taints",
+        default="",
+        metavar="TAINTS",
+        help="taints the Node is created with, as kubelet's flag: key=value:Effect,key:Effect",
+    )
+    kubelet.add_argument(
+        "--node-labels", default="", metavar="LABELS", help="labels of the Node, as kubelet's flag: key=value,..."
+    )
+    kubelet.add_argument(
         "--node-lease-interval",
         type=_seconds,
         default=kubelet_defaults.lease_renew_s,
@@ -196,9 +206,41 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             lease_renew_s=args.node_lease_interval,
             status_report_s=args.node_status_interval,
             node_ip=args.node_ip,
+            taints=parse_taints(args.register_with_taints),
+            labels=parse_labels(args.node_labels),
         ),
         state_dir=args.state_dir,
     )
+
+
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def parse_taints(text: str) -> tuple[Taint, ...]:
+    """`key=value:Effect,key:Effect` (kubelet's --register-with-taints). Raises ConfigError naming
+    the taint that does not parse."""
+    out = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        head, sep, effect = item.rpartition(":")
+        key, _, value = head.partition("=")
+        if not sep or not key or effect not in _EFFECTS:
+            raise ConfigError(
+                f"--register-with-taints {item!r}: expected key=value:Effect or key:Effect, "
+                f"Effect one of {', '.join(_EFFECTS)}"
+            )
+        out.append(Taint(key, value, effect))
+    return tuple(out)
+
+
+def parse_labels(text: str) -> dict[str, str]:
+    """`key=value,...` (kubelet's --node-labels). Raises ConfigError naming the label that does not parse."""
+    out = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--node-labels {item!r}: expected key=value")
+        out[key] = value
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

@@ -2,7 +2,11 @@
 
 One PodMigrationJob (mode ReservationFirst) per migration of each feasible plan, named after the
 pod it moves (`defrag-NAME-UID8`), so running the command twice asks for nothing twice: a job
-that exists already is reported and left alone. Nothing else happens here — the descheduler
+that exists already is reported and left alone. Each job says what the descheduler's own
+defragmentation says on its jobs: where the replacement must go (`migration-target-node`: without
+it the replacement's Reservation could land back on the node being freed), why
+(`migration-reason`) and whom it serves (the `migration-for` label, the pending pod's uid: the
+descheduler plans nothing more for that pod while the jobs run). Nothing else happens here — the descheduler
 executes the jobs under its safety rules (a Reservation for the replacement first, rate and
 disruption limits), and may refuse some.
 """
@@ -19,6 +23,7 @@ from apis.crds.reservation import ObjectRef
 from apis.extension import names
 from apis.k8s.meta import ObjectMeta
 from kube import Client, errors
+from kube.resources import PODS
 from scheduler import defrag
 
 __all__ = ["Requested", "job_for", "request"]
@@ -36,15 +41,24 @@ class Requested:
     created: bool
 
 
-def job_for(migration: defrag.Migration) -> PodMigrationJob:
-    """The PodMigrationJob asking the descheduler to move `migration.pod` (ReservationFirst)."""
+def job_for(migration: defrag.Migration, plan: defrag.MigrationPlan, pending_uid: str = "") -> PodMigrationJob:
+    """The PodMigrationJob asking the descheduler to move `migration.pod` (ReservationFirst) to
+    `migration.to_node`, for `plan`'s pending pod (whose uid is `pending_uid`, when known)."""
     namespace, _, name = migration.pod.rpartition("/")
     suffix = _dns(migration.uid or hashlib.sha256(migration.pod.encode()).hexdigest())[:8]
     base = _dns(name)[: _NAME_LIMIT - len(suffix) - 8]
     ref = ObjectRef(api_version="v1", kind="Pod", namespace=namespace, name=name, uid=migration.uid)
-    return PodMigrationJob(
-        meta=ObjectMeta(name=f"defrag-{base}-{suffix}"), pod_ref=ref, mode=MigrationMode.RESERVATION_FIRST
+    reason = f"defragmentation (tessera deschedule --apply): make room for pending pod {plan.pod} on {plan.node}"
+    meta = ObjectMeta(
+        name=f"defrag-{base}-{suffix}",
+        labels={names.LABEL_MIGRATION_FOR: pending_uid} if pending_uid else {},
+        annotations={
+            names.ANNOTATION_MIGRATION_REASON: reason,
+            names.ANNOTATION_MIGRATION_POD: migration.pod,
+            names.ANNOTATION_MIGRATION_TARGET_NODE: migration.to_node,
+        },
     )
+    return PodMigrationJob(meta=meta, pod_ref=ref, mode=MigrationMode.RESERVATION_FIRST)
 
 
 def _dns(text: str) -> str:
@@ -60,8 +74,9 @@ def request(client: Client, plans: Iterable[defrag.MigrationPlan]) -> list[Reque
     for plan in plans:
         if not plan.feasible:
             continue
+        uid = _uid(client, plan.pod)
         for migration in plan.migrations:
-            job = job_for(migration)
+            job = job_for(migration, plan, uid)
             try:
                 jobs.create(job.to_dict())
                 created = True
@@ -69,3 +84,13 @@ def request(client: Client, plans: Iterable[defrag.MigrationPlan]) -> list[Reque
                 created = False
             out.append(Requested(job.name, migration.pod, created))
     return out
+
+
+def _uid(client: Client, key: str) -> str:
+    """The uid of pod `key` (namespace/name), or "" when it is gone meanwhile (its jobs still run:
+    the room is made, only the link to the pod is missing)."""
+    namespace, _, name = key.rpartition("/")
+    try:
+        return str(client.resource(PODS).get(name, namespace=namespace)["metadata"].get("uid") or "")
+    except errors.NotFound:
+        return ""

@@ -10,12 +10,12 @@ simulated (a Node label, the kubelet version, the Ready message) and its logs sa
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from agent.discovery.simulated import NodeCapacity
 from agent.kubeletsim.node import NodeHeartbeat, fake_ip
 from agent.kubeletsim.pods import PodLifecycle
-from apis.k8s.core import Pod
+from apis.k8s.core import Pod, Taint
 from kube.client import Client
 from kube.informer import Informer
 
@@ -42,6 +42,8 @@ class SimulatedKubelet:
         lease_renew_s: float = 10.0,
         status_report_s: float = 60.0,
         on_registered: Callable[[], None] | None = None,
+        taints: Sequence[Taint] = (),
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         ip = node_ip or fake_ip(NODE_IP_PREFIX, node_name)
         self.node = NodeHeartbeat(
@@ -52,6 +54,8 @@ class SimulatedKubelet:
             lease_renew_s=lease_renew_s,
             status_report_s=status_report_s,
             on_registered=on_registered,
+            taints=taints,
+            labels=labels,
         )
         self.pods = PodLifecycle(
             client, pods, node_name=node_name, host_ip=ip, pod_ip=lambda uid: fake_ip(POD_IP_PREFIX, uid)

@@ -22,12 +22,13 @@ import hashlib
 import logging
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from agent.discovery.simulated import NodeCapacity
 from agent.periodic import Periodic
 from apis.extension import names
+from apis.k8s.core import Taint
 from apis.k8s.meta import now_rfc3339
 from apis.k8s.resources import format_quantity
 from kube import errors
@@ -70,9 +71,16 @@ class NodeHeartbeat:
         status_report_s: float = 60.0,
         on_registered: Callable[[], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        taints: Sequence[Taint] = (),
+        labels: Mapping[str, str] | None = None,
     ) -> None:
+        """`taints` and `labels`: what the Node is registered with (kubelet's
+        --register-with-taints and --node-labels); taints only when this creates the Node, as
+        kubelet does, labels also onto a Node that exists."""
         self.node_name = node_name
         self.node_ip = node_ip
+        self.taints = tuple(taints)
+        self.labels = dict(labels or {})
         self._nodes = client.resource(NODES)
         self._leases = client.resource(LEASES)
         self._capacity = capacity
@@ -131,15 +139,18 @@ class NodeHeartbeat:
 
     def _register(self) -> None:
         labels = {
+            **self.labels,
             names.LABEL_HOSTNAME: self.node_name,
             names.LABEL_OS: "linux",
             names.LABEL_ARCH: "amd64",
             names.LABEL_SIMULATED_KUBELET: "true",
         }
         try:
-            node = self._nodes.create(
-                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node_name, "labels": labels}}
-            )
+            manifest: dict[str, Any] = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": self.node_name}}
+            manifest["metadata"]["labels"] = labels
+            if self.taints:
+                manifest["spec"] = {"taints": [_taint(t) for t in self.taints]}
+            node = self._nodes.create(manifest)
             log.warning(
                 "Registered Node with a SIMULATED kubelet: pods bound to it are marked Running, no containers run",
                 extra={"node": self.node_name, "ip": self.node_ip},
@@ -248,3 +259,10 @@ def _ready(node: dict[str, Any]) -> bool:
 def _micro_time() -> str:
     """metav1.MicroTime, as Lease renewTime carries it (`2024-01-02T03:04:05.123456Z`)."""
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _taint(taint: Taint) -> dict[str, str]:
+    out = {"key": taint.key, "effect": taint.effect}
+    if taint.value:
+        out["value"] = taint.value
+    return out

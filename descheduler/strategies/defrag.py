@@ -149,7 +149,9 @@ class Defragmentation:
         return out
 
     def candidates(self, cluster: Cluster) -> list[Pod]:
-        """Unschedulable long enough and asking for enough whole GPUs, oldest first."""
+        """Unschedulable long enough and asking for enough whole GPUs, oldest first; no gang
+        member: room made for one member binds nothing while the gang as a whole does not fit
+        (the planner plans for one pod), so its migrations would only disturb other pods."""
         now = self._now()
         out = []
         for raw in cluster.pods.list():
@@ -162,7 +164,7 @@ class Defragmentation:
                 pod = Pod.from_dict(raw)
             except ValidationError:
                 continue
-            if whole_gpus(pod) >= self._settings.min_whole_gpus:
+            if whole_gpus(pod) >= self._settings.min_whole_gpus and not _in_gang(pod):
                 out.append((since, pod))
         return [p for _, p in sorted(out, key=lambda t: (t[0], t[1].key))]
 
@@ -213,6 +215,11 @@ class Defragmentation:
             log.warning("Cannot create a PodMigrationJob", extra={"pod": pod, "error": str(e)})
             return
         self._metrics.jobs_created.labels(NAME).inc()
+
+
+def _in_gang(pod: Pod) -> bool:
+    """A member of a gang (Koordinator's gang annotations or a PodGroup label)."""
+    return bool(pod.annotations.get(names.ANNOTATION_GANG_NAME) or pod.labels.get(names.LABEL_POD_GROUP))
 
 
 def _unschedulable_since(raw: Obj) -> datetime.datetime | None:

@@ -13,7 +13,7 @@ from agent.kubeletsim import SimulatedKubelet
 from agent.kubeletsim.node import KUBELET_VERSION, NodeHeartbeat
 from agent.kubeletsim.pods import fake_container_id
 from apis.extension import names
-from apis.k8s.core import Node, Pod
+from apis.k8s.core import Node, Pod, Taint
 from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
 from kube.informer import Informer
@@ -67,6 +67,22 @@ def test_the_node_is_registered_ready_and_marked_simulated(client: Client, node_
     lease = client.resource(LEASES).get(node_name, namespace=names.NAMESPACE_NODE_LEASE)
     assert lease["spec"]["holderIdentity"] == node_name
     assert lease["metadata"]["ownerReferences"][0]["uid"] == node.meta.uid
+
+
+def test_the_node_is_created_with_its_taints_and_labels(client: Client, node_name: str) -> None:
+    """From its first moment: no pod lands on it before the taint (kubelet's --register-with-taints)."""
+    beat = NodeHeartbeat(
+        client,
+        node_name=node_name,
+        capacity=CAPACITY,
+        node_ip="10.250.1.2",
+        taints=(Taint("pool", "gpu", "NoSchedule"),),
+        labels={"pool": "gpu", names.LABEL_HOSTNAME: "not-this"},
+    )
+    beat.step()
+    node = Node.from_dict(client.resource(NODES).get(node_name))
+    assert node.taints == (Taint("pool", "gpu", "NoSchedule"),)
+    assert node.labels["pool"] == "gpu" and node.labels[names.LABEL_HOSTNAME] == node_name
 
 
 def test_each_step_renews_the_lease_and_status_is_reported_when_due(client: Client, node_name: str) -> None:

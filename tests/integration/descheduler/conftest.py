@@ -2,11 +2,14 @@
 processes talking to it over HTTP, and pods, ReplicaSets and PodMigrationJobs written through
 the API.
 
-Until the scheduler places Reservations (the rsv branch), `StandIn` plays its part — and
-kubelet's: it marks Pending Reservations Available on a node, binds replacement pods onto them
-(with the `reservation-allocated` annotation the scheduler writes) and reports them Ready.
-Tests that rely on it carry the `scheduler_stand_in` marker, so they can be switched to the
-real scheduler once it is merged.
+`StandIn` plays the scheduler's part — and kubelet's — where a test needs a handle on timing that
+the real scheduler does not give: it marks Pending Reservations Available on a node when the test
+says so (a Reservation held Pending while the descheduler must not evict; a kill -9 between
+Available and the eviction), binds replacement pods onto them (with the `reservation-allocated`
+annotation the scheduler writes) and reports them Ready after a chosen delay (maxUnavailable seen
+at work). Tests that rely on it carry the `scheduler_stand_in` marker. The same path with every
+part real — the scheduler placing the Reservations and the replacements, simulated kubelets —
+is test_endtoend.py.
 """
 
 from __future__ import annotations

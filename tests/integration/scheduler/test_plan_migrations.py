@@ -175,6 +175,10 @@ def test_tessera_deschedule_apply_hands_the_moves_to_the_descheduler_once(cluste
     moved = sorted((j.pod_ref.namespace, j.pod_ref.name, j.mode.value) for j in jobs)
     assert moved == [(cluster.namespace, "a0", "ReservationFirst"), (cluster.namespace, "a1", "ReservationFirst")]
     assert all(j.pod_ref.uid for j in jobs)
+    # Pinned where the plan put them (never back onto gpu-a), for train (its uid: no second plan).
+    train_uid = cluster.client.resource(resources.PODS).get(TRAIN, namespace=cluster.namespace)["metadata"]["uid"]
+    assert all(j.meta.labels == {names.LABEL_MIGRATION_FOR: train_uid} for j in jobs)
+    assert {j.meta.annotations[names.ANNOTATION_MIGRATION_TARGET_NODE] for j in jobs} <= {"gpu-b", "gpu-s"}
     assert first.stderr.count(" created (moves ") == 2
     again = deschedule(cluster, "--apply", TRAIN, "-n", cluster.namespace, "--kubeconfig", kubeconfig)
     assert again.returncode == 0 and again.stderr.count(" already exists (moves ") == 2

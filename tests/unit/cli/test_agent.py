@@ -19,6 +19,7 @@ from agent.settings import (
     ReportSettings,
 )
 from apis.errors import ConfigError
+from apis.k8s.core import Taint
 from cli import agent as cli_agent
 from kube.client import ClientSettings
 
@@ -56,6 +57,8 @@ def test_every_flag_lands_in_its_setting() -> None:
         "--health-quiet-period=60",
         "--metrics-address=127.0.0.1:0",
         "--metrics-address-file=/tmp/a",
+        "--register-with-taints=pool=gpu:NoSchedule,drain:NoExecute",
+        "--node-labels=pool=gpu,zone=a",
         "--metrics-interval=5",
         "--proc-root=/host/proc",
         "--hook-socket=/run/t.sock",
@@ -90,7 +93,14 @@ def test_every_flag_lands_in_its_setting() -> None:
             reconcile_interval_s=3,
             network_interface="eth1",
         ),
-        kubelet=KubeletSettings(enabled=True, lease_renew_s=2, status_report_s=4, node_ip="10.0.0.9"),
+        kubelet=KubeletSettings(
+            enabled=True,
+            lease_renew_s=2,
+            status_report_s=4,
+            node_ip="10.0.0.9",
+            taints=(Taint("pool", "gpu", "NoSchedule"), Taint("drain", "", "NoExecute")),
+            labels={"pool": "gpu", "zone": "a"},
+        ),
         state_dir=Path("/var/lib/t"),
     )
 
@@ -100,8 +110,11 @@ def test_every_flag_lands_in_its_setting() -> None:
     [
         ((), "--node-name is required"),
         (("--node-name=n", "--metrics-address=9316"), "expected HOST:PORT"),
+        (("--node-name=n", "--register-with-taints=pool=gpu"), "'pool=gpu': expected key=value:Effect"),
+        (("--node-name=n", "--register-with-taints=a:Never"), "Effect one of NoSchedule, PreferNoSchedule"),
+        (("--node-name=n", "--node-labels=pool"), "--node-labels 'pool': expected key=value"),
     ],
-    ids=["no-node", "bad-address"],
+    ids=["no-node", "bad-address", "taint-no-effect", "taint-bad-effect", "label-no-value"],
 )
 def test_bad_flags_are_config_errors(argv: tuple[str, ...], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NODE_NAME", raising=False)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from apis.crds.podmigrationjob import MigrationMode
+from apis.extension import names
 from cli import deschedule_apply
 from cli.main import main
 from scheduler import defrag
@@ -69,9 +70,15 @@ def test_apply_is_for_the_live_cluster_and_names_jobs_after_their_pods(
 ) -> None:
     assert main(["deschedule", "--apply", "--snapshot", str(snapshot)]) == 2
     assert "--apply acts on the live cluster, not on --snapshot" in capsys.readouterr().err
-    job = deschedule_apply.job_for(defrag.Migration("ml/Train_Worker.0", "0A1B2C3D-ffff", "gpu-a", "gpu-b"))
+    move = defrag.Migration("ml/Train_Worker.0", "0A1B2C3D-ffff", "gpu-a", "gpu-b")
+    plan = defrag.MigrationPlan("ml/big", True, "gpu-a", (move,))
+    job = deschedule_apply.job_for(move, plan, "uid-big")
     assert job.name == "defrag-train-worker-0-0a1b2c3d"
     assert (job.pod_ref.namespace, job.pod_ref.name, job.pod_ref.uid) == ("ml", "Train_Worker.0", "0A1B2C3D-ffff")
     assert job.mode is MigrationMode.RESERVATION_FIRST
-    long = deschedule_apply.job_for(defrag.Migration("ml/" + "x" * 300, "", "a", "b"))
+    # As the descheduler's own jobs: pinned to the planned node, why, and for whom.
+    assert job.meta.annotations[names.ANNOTATION_MIGRATION_TARGET_NODE] == "gpu-b"
+    assert "make room for pending pod ml/big on gpu-a" in job.meta.annotations[names.ANNOTATION_MIGRATION_REASON]
+    assert job.meta.labels == {names.LABEL_MIGRATION_FOR: "uid-big"}
+    long = deschedule_apply.job_for(defrag.Migration("ml/" + "x" * 300, "", "a", "b"), plan)
     assert len(long.name) <= 63 and long.name.startswith("defrag-xxx")

@@ -125,6 +125,17 @@ def test_only_pods_pending_long_enough_for_whole_gpus_are_planned() -> None:
     assert [name for _, name, _, _ in planner.asked] == ["old"]
 
 
+def test_gang_members_are_not_planned_one_by_one() -> None:
+    planner = Canned(PLAN)
+    d, _, _ = strategy(planner)
+    gang = pending("big-0", "4")
+    gang["metadata"]["annotations"] = {names.ANNOTATION_GANG_NAME: "big", names.ANNOTATION_GANG_MIN_AVAILABLE: "4"}
+    group = pending("pg-0", "4")
+    group["metadata"]["labels"] = {names.LABEL_POD_GROUP: "pg"}
+    d.run(cluster(gang, group, pending("alone", "4")))
+    assert [name for _, name, _, _ in planner.asked] == ["alone"]
+
+
 def test_no_new_plan_while_its_jobs_run_or_just_after() -> None:
     planner = Canned(PLAN)
     d, _, _ = strategy(planner)
