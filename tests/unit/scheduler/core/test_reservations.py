@@ -153,7 +153,7 @@ def test_owner_gets_the_reserved_devices_even_when_others_look_better(
 
 def test_reservation_affinity_pins_a_pod_to_the_reservations_it_selects() -> None:
     scheduler = make_scheduler(make_node("node-a"), make_node("node-b"))
-    _, first = scheduler.place_reservation(make_reservation("first", requests={names.NVIDIA_GPU: "1"}), now=NOW)
+    scheduler.place_reservation(make_reservation("first", requests={names.NVIDIA_GPU: "1"}), now=NOW)
     _, second = scheduler.place_reservation(make_reservation("second", requests={names.NVIDIA_GPU: "1"}), now=NOW)
     wants_second = {names.ANNOTATION_RESERVATION_AFFINITY: '{"name": "second"}'}
     owner = make_pod("owner", labels={"app": "train"}, annotations=wants_second, nvidia_gpu=1)
