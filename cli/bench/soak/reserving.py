@@ -1,15 +1,16 @@
 """The soak's Reservations: GPUs set aside for pods it creates once they are, and some never used.
 
-Every `RESERVE_EVERY_S` (jittered as the kills) while fewer than `MAX_LIVE` of its Reservations
-live, one of `KINDS`: a whole GPU or half of one, owned through a label the soak's owner pods
-then carry (`soak.tessera.dev/reservation: NAME`), with a ttl; "used" kinds get one or two owner
-pods once Available (two: only one may consume an allocateOnce Reservation, the other is placed as
-any pod), the others are never used — some with a short ttl, so they expire during the run. Owner
-pods are recorded as the workload's are (`observe.Record`: acknowledged creates, deletes), live
-`OWNER_LIFETIME_S` once bound and are then deleted; every Reservation is deleted `KEEP_S` after
-its creation, when it has long ended (used or expired). The invariants over them are in
-`invariants/reservations.py` and the devices family; they read the objects, not this record.
-Requests that fail (a component is being restarted) are retried on the next tick.
+Every `RESERVE_EVERY_S` (jittered as the kills) while fewer than `MAX_LIVE` of its Reservations have
+not ended (and their owner pods are few), one of `KINDS`: a whole GPU or half of one, owned through
+a label the soak's owner pods then carry (`soak.tessera.dev/reservation: NAME`), with a ttl; "used"
+kinds get one or two owner pods once Available (two: only one may consume an allocateOnce
+Reservation, the other is placed as any pod), the others are never used — some with a short ttl, so
+they expire during the run. Owner pods are recorded as the workload's are (`observe.Record`:
+acknowledged creates, deletes), live `OWNER_LIFETIME_S` once bound and are then deleted; every
+Reservation is deleted `KEEP_S` after its creation, when it has long ended (used or expired). The
+invariants over them are in `invariants/reservations.py` and the devices family; they read the
+objects, not this record. Requests that fail (a component is being restarted) are retried on the
+next tick.
 """
 
 from __future__ import annotations
@@ -62,13 +63,14 @@ KINDS: Final = (
     ReservationKind(Shape("half-unused", 1, HALF, 0.5), 45.0),
 )
 RESERVE_EVERY_S: Final = 8.0
-MAX_LIVE: Final = 3
+#: Reservations not ended (Pending or Available) at once; owner pods at most twice as many.
+MAX_LIVE: Final = 2
 #: Give up on owners when a Reservation is not Available this long after its creation.
 AVAILABLE_WITHIN_S: Final = 30.0
 OWNER_LIFETIME_S: Final = 15.0
 KEEP_S: Final = 120.0
 #: GPUs the live Reservations and their owners may take at once: kept out of the pods' budget.
-GPUS_RESERVING: Final = MAX_LIVE * 2.0
+GPUS_RESERVING: Final = MAX_LIVE * 3.0
 _TICK_S: Final = 1.0
 _BASE: Final = {names.CPU: "10m", names.MEMORY: "16Mi"}
 
@@ -135,7 +137,8 @@ class Reserving:
             bound = self._record.bound_at.get(key)
             if (bound is not None and now >= bound + OWNER_LIFETIME_S) or now >= created + KEEP_S:
                 self._delete_pod(key)
-        if creating and sum(1 for i in self._items if now < i.created + KEEP_S) < MAX_LIVE:
+        live = sum(1 for i in self._items if i.phase not in ("Succeeded", "Failed"))
+        if creating and live < MAX_LIVE and len(self._owners) < 2 * MAX_LIVE:
             self._create(now)
 
     def _create(self, now: float) -> None:
