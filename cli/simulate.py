@@ -33,7 +33,6 @@ from scheduler.core import (
     with_scoring_choice,
 )
 from scheduler.framework.config import SchedulerConfig, load_config
-from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.simulation import published, replay, trace
 
 NODES_FILE = "openb_node_list_gpu_node.csv"
@@ -62,11 +61,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pods", type=Path, help="pod list CSV (overrides --trace)")
     parser.add_argument(
         "--scoring",
-        default=ScoringStrategyType.LEAST_ALLOCATED.value,
+        default=BALANCED_FGD,
         metavar="POLICY[,POLICY…]",
         help=f"placement policies to compare, comma-separated, of {', '.join(SCORING_CHOICES)}: the scoring "
         f"strategy of NodeResourcesFit and DeviceShare, {FGD} (fragmentation gradient descent) or {BALANCED_FGD} "
-        "(FGD plus CPU/memory balance), both against the trace's own mix of task shapes (default LeastAllocated)",
+        "(FGD plus CPU/memory balance, the scheduler's default), both against the trace's own mix of task shapes "
+        f"(default {BALANCED_FGD})",
     )
     parser.add_argument("--seeds", default="1-10", help="seeds: 1-10, or 1,3,5 (default 1-10)")
     parser.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")

@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=SCORING_CHOICES,
         help=f"scoring strategy of NodeResourcesFit and DeviceShare (spread or pack), {FGD} (fragmentation "
         f"gradient descent) or {BALANCED_FGD} (FGD plus CPU/memory balance), against the snapshot's own mix of "
-        "pod shapes",
+        f"pod shapes (default {BALANCED_FGD}, the scheduler's, unless --config is given)",
     )
     parser.add_argument("--config", metavar="FILE", help="scheduler configuration (YAML)")
     parser.add_argument("--seed", type=int, default=0, help="seed for breaking score ties")
@@ -60,10 +60,13 @@ def run(args: argparse.Namespace) -> int:
             docs.extend(yaml.safe_load_all(text))
         snapshot = whatif.parse_objects(docs, source=",".join(args.filename))
         config = load_config(Path(args.config).read_text(encoding="utf-8")) if args.config else SchedulerConfig()
-        if args.scoring:
+        # Without --scoring or --config: the scheduler's default, BalancedFGD, measured against
+        # the snapshot's own mix (a fresh scheduler would start from an empty learned one).
+        scoring = args.scoring or (None if args.config else BALANCED_FGD)
+        if scoring:
             pods = (PodInfo.of(p) for p in snapshot.pods if not p.is_terminal)
-            workload = fragmentation.workload_of(pods) if args.scoring in FGD_CHOICES else ()
-            config = with_scoring_choice(config, args.scoring, workload)
+            workload = fragmentation.workload_of(pods) if scoring in FGD_CHOICES else ()
+            config = with_scoring_choice(config, scoring, workload)
         if snapshot.quotas:
             config = with_elastic_quota(config)
         scheduler = Scheduler(config, seed=args.seed)

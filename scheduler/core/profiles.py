@@ -40,11 +40,15 @@ SCORING_CHOICES: tuple[str, ...] = (*(t.value for t in ScoringStrategyType), FGD
 
 
 def with_scoring(config: SchedulerConfig, strategy: ScoringStrategyType) -> SchedulerConfig:
-    """The config with `scoringStrategy.type` set on every resource-scoring plugin of every
-    profile (NodeResourcesFit, DeviceShare): one switch between spreading and packing."""
+    """The config with every profile ranking nodes by a resource strategy instead of the
+    default BalancedFGD: `scoringStrategy.type` set on the resource-scoring plugins
+    (NodeResourcesFit, DeviceShare) and their scores on, GPUFragmentation off, DeviceShare
+    placing devices topology-aware (as it did before FGD). One switch between spreading and
+    packing, whatever the config file says."""
     profiles = []
     for profile in config.profiles:
         plugin_args = dict(profile.plugin_args)
+        plugin_args.pop(FGD_PLUGIN, None)
         for name in SCORING_STRATEGY_PLUGINS:
             args = dict(plugin_args.get(name) or {})
             current = args.get("scoringStrategy")
@@ -52,7 +56,24 @@ def with_scoring(config: SchedulerConfig, strategy: ScoringStrategyType) -> Sche
             strategy_args["type"] = strategy.value
             args["scoringStrategy"] = strategy_args
             plugin_args[name] = args
-        profiles.append(dataclasses.replace(profile, plugin_args=plugin_args))
+        device_args = dict(plugin_args[deviceshare.NAME])
+        device_args["allocationPolicy"] = deviceshare.TopologyAwarePolicy.name
+        device_args.pop("targetWorkload", None)
+        plugin_args[deviceshare.NAME] = device_args
+        multi = dataclasses.replace(
+            profile.multi_point,
+            enabled=tuple(r for r in profile.multi_point.enabled if r.name != FGD_PLUGIN),
+            disabled=profile.multi_point.disabled | {FGD_PLUGIN},
+        )
+        points = dict(profile.points)
+        score = points.get(ExtensionPoint.SCORE, PluginSet())
+        named = {r.name for r in score.enabled}
+        points[ExtensionPoint.SCORE] = dataclasses.replace(
+            score,
+            enabled=(*score.enabled, *(PluginRef(n) for n in SCORING_STRATEGY_PLUGINS if n not in named)),
+            disabled=score.disabled - set(SCORING_STRATEGY_PLUGINS),
+        )
+        profiles.append(dataclasses.replace(profile, multi_point=multi, points=points, plugin_args=plugin_args))
     return dataclasses.replace(config, profiles=tuple(profiles))
 
 

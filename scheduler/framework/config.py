@@ -59,6 +59,10 @@ class PluginRef:
     name: str
     #: Score weight; None keeps the default (the multiPoint weight, else 1).
     weight: int | None = None
+    #: False in a default plugin that runs at every point but Score unless a profile enables
+    #: it under `score` (NodeResourcesFit and DeviceShare: their resource scores would fight
+    #: the default placement, GPUFragmentation's). Always True in a profile's own lists.
+    score: bool = True
 
 
 @dataclass(frozen=True, slots=True)

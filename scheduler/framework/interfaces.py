@@ -20,7 +20,8 @@ Contracts, as kube-scheduler's:
 - PreBind may add annotations to the pod through a `PodPatch`; the caller applies the patch
   before Bind. Bind returns SKIP to let the next binder (or the caller) bind.
 - Filter/Score plugins that can say what of the pod their results depend on (`memo_key`) let
-  the runtime reuse per-node results across pods of the same shape.
+  the runtime reuse per-node results across pods of the same shape; what changes Score results
+  only, for every node at once, is a `score_epoch` (Filter results survive it).
 - A raised exception is a bug: the runtime turns it into an ERROR status, logs the stack and
   keeps the cycle loop alive.
 
@@ -177,6 +178,16 @@ class Plugin(abc.ABC):
         Called after PreFilter. When every Filter and Score plugin of a profile gives a key, the
         runtime reuses a node's results for later pods with the same keys until the node's
         `generation` changes — exact, not an approximation, as long as the key is honest.
+        """
+        return None
+
+    def score_epoch(self, state: CycleState, pod: PodInfo) -> Hashable:
+        """What, besides `memo_key` and the node, this plugin's Score results depend on that
+        changes for every node at once and leaves Filter results as they were (a learned target
+        workload's version): the runtime then keeps a node's Filter result across epochs and
+        recomputes only its raw scores. Called after PreFilter; constant (None) by default.
+        Without it such a value has to go into `memo_key`, and each new one refilters every
+        node for every pod shape.
         """
         return None
 

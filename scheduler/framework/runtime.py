@@ -95,6 +95,8 @@ MIN_FEASIBLE_NODES_TO_FIND = 100
 _MIN_ADAPTIVE_PERCENTAGE = 5
 #: Pod shapes whose per-node results are remembered (least recently used ones are dropped).
 _MEMO_SHAPES = 64
+#: (Score plugin set, epochs) ids remembered before starting over.
+_ACTIVE_IDS = 1024
 
 
 def num_feasible_nodes_to_find(total: int, percentage: int) -> int:
@@ -179,7 +181,9 @@ class Framework:
         self._waiting: dict[str, WaitingPod] = handle.waiting
         #: memo key -> node name -> [generation, filter status, raw scores, id of their plugin set]
         self._memo: OrderedDict[Hashable, dict[str, list[Any]]] = OrderedDict()
-        self._active_ids: dict[tuple[str, ...], int] = {}
+        #: (active Score plugins, their score epochs) -> an id, never reused (`_active_id`).
+        self._active_ids: dict[tuple[tuple[str, ...], tuple[Hashable, ...]], int] = {}
+        self._next_active_id = itertools.count()
         seen: dict[str, Plugin] = {}
         for group in plugins.values():
             for p in group:
@@ -226,9 +230,15 @@ class Framework:
                 problems.append(f"pluginConfig names unknown plugin {name!r}")
         points: dict[ExtensionPoint, list[Plugin]] = {}
         weights = {name: weight or 1 for name, weight in enabled.items()}
+        # Defaults that do not score, unless the profile's multiPoint names them again.
+        unscored = {ref.name for ref in default_plugins if not ref.score} - {
+            r.name for r in profile.multi_point.enabled
+        }
         for point, base in POINT_CLASSES.items():
             pset = profile.points.get(point)
             disabled = pset.disabled if pset is not None else frozenset()
+            if point is ExtensionPoint.SCORE:
+                disabled = disabled | unscored
             chosen = [] if "*" in disabled else [n for n in enabled if n not in disabled]
             for ref in pset.enabled if pset is not None else ():
                 if ref.name not in chosen:
@@ -567,9 +577,8 @@ class Framework:
         active = [plugin for plugin in self._score if plugin.name not in skip]
         if entries is not None:
             # Raw scores of the active plugins, kept in the memo entry with the id of the set
-            # of active plugins they were computed for.
-            names = tuple(plugin.name for plugin in active)
-            active_id = self._active_ids.setdefault(names, len(self._active_ids))
+            # of active plugins (and their score epochs) they were computed for.
+            active_id = self._active_id(state, pod, active)
             raws = []
             for entry, info in zip(entries, nodes, strict=True):
                 if entry[3] != active_id:
@@ -589,6 +598,17 @@ class Framework:
             if breakdown is not None:
                 breakdown.append((plugin.name, weighted))
         return totals
+
+    def _active_id(self, state: CycleState, pod: PodInfo, active: Sequence[ScorePlugin]) -> int:
+        """The id of raw scores computed by `active` in their current score epochs. Ids are
+        never reused (forgetting them, a bound on memory, only costs recomputation)."""
+        key = (tuple(p.name for p in active), tuple(p.score_epoch(state, pod) for p in active))
+        found = self._active_ids.get(key)
+        if found is None:
+            if len(self._active_ids) >= _ACTIVE_IDS:
+                self._active_ids.clear()
+            found = self._active_ids[key] = next(self._next_active_id)
+        return found
 
     # --- after a node is chosen ---------------------------------------------------------------------
     def run_reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:

@@ -40,6 +40,9 @@ REGISTRY: Final[Registry] = {
 }
 
 #: Enabled in every profile unless disabled, in this order, with kube-scheduler's score weights.
+#: Nodes are ranked by GPUFragmentation (BalancedFGD, docs/scheduling.md), so the resource
+#: scores of NodeResourcesFit and DeviceShare are off unless a profile enables them under
+#: `score` (`--scoring LeastAllocated` does: `scheduler.core.with_scoring`).
 DEFAULT_PLUGINS: Final = (
     # First: its Reserve consumes the Reservation before DeviceShare's takes the reserved devices.
     PluginRef(reservation.NAME, reservation.DEFAULT_WEIGHT),
@@ -47,13 +50,14 @@ DEFAULT_PLUGINS: Final = (
     PluginRef(nodename.NAME),
     PluginRef(tainttoleration.NAME, 3),
     PluginRef(nodeaffinity.NAME, 2),
-    PluginRef(noderesources.NAME, 1),
-    PluginRef(deviceshare.NAME, 1),
+    PluginRef(noderesources.NAME, 1, score=False),
+    PluginRef(deviceshare.NAME, 1, score=False),
+    PluginRef(gpufragmentation.NAME, 1),
     PluginRef(coscheduling.NAME),
 )
 
 #: Registered but enabled only when a profile asks for them (`multiPoint.enabled`).
-OPT_IN_PLUGINS: Final = (gpufragmentation.NAME, elasticquota.NAME)
+OPT_IN_PLUGINS: Final = (elasticquota.NAME,)
 
 #: The node-scoring plugin of FGD placement (`scheduler.core.with_fgd`).
 FGD_PLUGIN: Final = gpufragmentation.NAME

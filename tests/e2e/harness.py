@@ -236,6 +236,10 @@ class Cluster:
     def create_namespace(self, name: str) -> None:
         self.core.create_namespace({"metadata": {"name": name}})
 
+    def delete_namespace(self, name: str) -> None:
+        """Delete it and everything in it (the embedded API server removes its pods at once)."""
+        self.core.delete_namespace(name)
+
     def create_pods(self, namespace: str, manifests: Iterable[Mapping[str, Any]]) -> None:
         for manifest in manifests:
             self.core.create_namespaced_pod(namespace, dict(manifest))

@@ -83,3 +83,5 @@ def test_a_killed_component_is_restarted_and_nothing_is_lost_or_double_allocated
     after = cluster.uids()
     assert {key: uid for key, uid in before.items() if after.get(key) != uid} == {}, "objects lost or replaced"
     assert allocation_problems(cluster.pods(), cluster.devices()) == []
+    # Give the room back: each kill adds a namespace of GPU pods, and the demo cluster is small.
+    cluster.delete_namespace(namespace)

@@ -9,7 +9,7 @@ from apis.errors import ConfigError
 from apis.extension import names
 from scheduler import fragmentation
 from scheduler.framework.scoring import ScoringStrategy, ScoringStrategyType, parse_scoring_strategy
-from scheduler.plugins.deviceshare.allocator import POLICIES, TopologyAwarePolicy
+from scheduler.plugins.deviceshare.allocator import POLICIES, FragmentationAwarePolicy
 
 #: The protocol's default: LeastAllocated over memory (both forms), RDMA and FPGA, weight 1 each.
 DEFAULT_SCORING = ScoringStrategy(
@@ -22,7 +22,8 @@ _KEYS = frozenset({"scoringStrategy", "allocationPolicy", "targetWorkload"})
 @dataclass(frozen=True, slots=True)
 class DeviceShareArgs:
     scoring: ScoringStrategy = DEFAULT_SCORING
-    allocation_policy: str = TopologyAwarePolicy.name
+    #: FragmentationAware by default, with GPUFragmentation ranking nodes (the default profile).
+    allocation_policy: str = FragmentationAwarePolicy.name
     #: What a policy that measures fragmentation measures it against (learned by default).
     workload: fragmentation.WorkloadArgs = field(default_factory=fragmentation.WorkloadArgs)
 
@@ -34,7 +35,7 @@ class DeviceShareArgs:
         scoring = parse_scoring_strategy(
             raw.get("scoringStrategy"), default=DEFAULT_SCORING, where="scoringStrategy", problems=problems
         )
-        policy = raw.get("allocationPolicy", TopologyAwarePolicy.name)
+        policy = raw.get("allocationPolicy", FragmentationAwarePolicy.name)
         if policy not in POLICIES:
             problems.append(f"allocationPolicy: {policy!r} is not one of {', '.join(sorted(POLICIES))}")
         workload = fragmentation.parse_workload_args(

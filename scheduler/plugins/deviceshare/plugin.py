@@ -93,27 +93,31 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         if demand is not None and (gpu is None or not gpu.shared or gpu.count != 1):
             demand = None  # only where a share of one GPU goes depends on the workload
         request = PodDeviceRequest(requests, pod_hints, joint, demand[1] if demand is not None else None)
-        shape = (
+        asked = (
             tuple(
                 sorted((t.value, r.count, tuple(sorted(r.per_device.items())), r.shared) for t, r in requests.items())
             ),
             annotations.get(names.ANNOTATION_DEVICE_ALLOCATE_HINT),
             annotations.get(names.ANNOTATION_DEVICE_JOINT_ALLOCATE),
-            demand[0] if demand is not None else 0,
         )
-        shape_id = self._shape_ids.get(shape)
-        if shape_id is None:
-            if len(self._shape_ids) >= _MAX_SHAPES:
-                self._shape_ids.clear()
-            shape_id = self._shape_ids[shape] = self._next_shape_id
-            self._next_shape_id += 1
-        state.write(NAME, RequestState(request, shape_id))
+        epoch = demand[0] if demand is not None else 0
+        state.write(NAME, RequestState(request, self._shape_id((*asked, epoch)), self._shape_id(asked), epoch))
         self._index.sync()
         candidates = self._index.candidates(request)
         if candidates is not None and state.reservations:
             # The index counts reserved devices as used; the pod's own Reservation frees them.
             candidates = candidates | frozenset(state.reservations)
         return (PreFilterResult(candidates) if candidates is not None else None), SUCCESS
+
+    def _shape_id(self, shape: Hashable) -> int:
+        """A small id for a request shape (never reused, so ids cached elsewhere stay honest)."""
+        shape_id = self._shape_ids.get(shape)
+        if shape_id is None:
+            if len(self._shape_ids) >= _MAX_SHAPES:
+                self._shape_ids.clear()
+            shape_id = self._shape_ids[shape] = self._next_shape_id
+            self._next_shape_id += 1
+        return shape_id
 
     def _observe(self, pod: PodInfo) -> tuple[int, fragmentation.Demand] | None:
         """Count the pod in the learned workload (a policy measuring fragmentation only); the
@@ -176,8 +180,16 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         return fit.shared.score
 
     def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable:
+        """The request without the workload's version: whether a node fits does not depend on
+        which of its GPUs a share would go to."""
         found = state.read(NAME, RequestState)
-        return found.shape if found is not None else 0
+        return found.request_id if found is not None else 0
+
+    def score_epoch(self, state: CycleState, pod: PodInfo) -> Hashable:
+        """The workload's version (0 without one): it moves a share to another GPU of the node,
+        which changes the node's score."""
+        found = state.read(NAME, RequestState)
+        return found.epoch if found is not None else 0
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
         scoring.default_normalize(scores)

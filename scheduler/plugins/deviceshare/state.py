@@ -13,8 +13,14 @@ class RequestState(StateData):
     """Written by PreFilter: what the pod asks for, and a key equal for pods asking the same."""
 
     request: PodDeviceRequest
-    #: Equal for pods whose device requests and hints are equal (an id, cheap to hash).
+    #: Equal for pods whose device requests, hints and workload version are equal (an id,
+    #: cheap to hash): the key of the allocations DeviceShare memoises.
     shape: int
+    #: Equal for pods whose device requests and hints are equal, whatever the version: whether
+    #: a node fits does not depend on it (the framework's memo key).
+    request_id: int = 0
+    #: The learned workload's version the pod is placed by (0 without one): the score epoch.
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -78,7 +78,12 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
 
     def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable:
         found = state.read(NAME, PodState)
-        return found.key if found is not None else None
+        return found.request_key if found is not None else None
+
+    def score_epoch(self, state: CycleState, pod: PodInfo) -> Hashable:
+        """The workload's version: a new one changes every node's score, no node's feasibility."""
+        found = state.read(NAME, PodState)
+        return found.version if found is not None else None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         found = state.read(NAME, PodState)
@@ -116,22 +121,27 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
             return
         found = state.read(NAME, PodState)
         tolerance = found.tolerance if found is not None else 0
-        # divmod(raw) = (−loss, consolidation): work on −loss, higher is better.
-        parts = [divmod(s, _CONSOLIDATION_SCALE) for s in scores]
-        best = max(p[0] for p in parts)
-        worst = min(p[0] for p in parts)
+        # raw // scale = −loss (higher is better), raw % scale = consolidation. Nodes within the
+        # tolerance are exactly those with raw ≥ (best − tolerance) · scale, so the loop below
+        # compares plain ints and splits a raw score only where it must (this runs for every
+        # feasible node of every pod).
+        scale = _CONSOLIDATION_SCALE
+        best = max(scores) // scale
+        worst = min(scores) // scale
         near = best - tolerance
-        packed = [c for q, c in parts if q >= near]
+        threshold = near * scale
+        packed = [s % scale for s in scores if s >= threshold]
         low, high = min(packed), max(packed)
         far_span = max(1, near - worst)
         steps = MAX_NODE_SCORE - 1 - _NEAR_LOW
+        span = max(1, high - low)
         scores[:] = [
-            (q - worst) * _FAR_TOP // far_span
-            if q < near
+            (s // scale - worst) * _FAR_TOP // far_span
+            if s < threshold
             else MAX_NODE_SCORE
-            if c == high
-            else _NEAR_LOW + (c - low) * steps // (high - low)
-            for q, c in parts
+            if s % scale == high
+            else _NEAR_LOW + (s % scale - low) * steps // span
+            for s in scores
         ]
 
     def _view(self, node: NodeInfo, version: int) -> _NodeView:

@@ -21,11 +21,16 @@ class PodState(StateData):
     #: Losses at most this much above the least are ties (weight × percent: the tolerance in
     #: percent of one GPU times the workload's total weight).
     tolerance: int = 0
-    #: Equal for pods this plugin scores alike on every node (computed once: score reads it
-    #: for every node).
+    #: Equal for pods of the same request (the framework's memo key: the version is the score
+    #: epoch, apart, so that a new workload rescores nodes without refiltering them).
+    request_key: tuple[object, ...] = field(init=False, compare=False)
+    #: Equal for pods this plugin scores alike on every node: the request and the version
+    #: (computed once: score reads it for every node).
     key: tuple[object, ...] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
         gpu = self.gpu
         gpu_key = (gpu.count, tuple(sorted(gpu.per_device.items())), gpu.shared) if gpu is not None else None
-        object.__setattr__(self, "key", (self.milli_cpu, self.memory, gpu_key, self.version))
+        request_key = (self.milli_cpu, self.memory, gpu_key)
+        object.__setattr__(self, "request_key", request_key)
+        object.__setattr__(self, "key", (request_key, self.version))

@@ -284,7 +284,9 @@ def test_http_debug_scores_switch(cluster: Cluster) -> None:
     cluster.watch.wait_for(lambda pods: any(p.name == "scored" and p.node_name for p in pods), "pod scored bound")
     status, body = cluster.scheduler.get("/debug/scores")
     lines = body.decode().splitlines()
-    assert status == 200 and lines[0].startswith("| # | Pod | Node | Score | DeviceShare |")
+    assert status == 200 and lines[0].startswith(
+        "| # | Pod | Node | Score | GPUFragmentation |"
+    )  # the default ranks by it
     assert any(f"| {cluster.namespace}/scored |" in line for line in lines)
     assert cluster.scheduler.request("PUT", "/debug/flags/s", b"0")[0] == 200
     assert cluster.scheduler.request("PUT", "/debug/flags/s", b"many")[0] == 400

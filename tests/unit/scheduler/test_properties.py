@@ -22,10 +22,11 @@ from apis.extension import allocation, hints, names
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
-from scheduler.core import Outcome, Scheduler, with_fgd
+from scheduler.core import Outcome, Scheduler, with_fgd, with_scoring
 from scheduler.framework.config import PluginRef, SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin, Handle
+from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.plugins.deviceshare import DeviceShare
@@ -115,7 +116,11 @@ def build(cluster: list[tuple[str, dict[str, object]]], *, memo: bool, fgd: bool
         return NoMemo()
 
     defaults = DEFAULT_PLUGINS if memo else (*DEFAULT_PLUGINS, PluginRef(NoMemo.name))
-    config = with_fgd(SchedulerConfig()) if fgd else None
+    # fgd: FGD with a learned workload; else LeastAllocated, whose device choice (TopologyAware)
+    # `fresh_allocation` recomputes (the default, BalancedFGD, is FGD's case with balance on).
+    config = (
+        with_fgd(SchedulerConfig()) if fgd else with_scoring(SchedulerConfig(), ScoringStrategyType.LEAST_ALLOCATED)
+    )
     scheduler = Scheduler(config, registry={**REGISTRY, NoMemo.name: new}, default_plugins=defaults, seed=7)
     for name, shape in cluster:
         args = dict(shape)
@@ -197,7 +202,8 @@ def test_fgd_never_overcommits_and_its_memo_is_exact(
     cluster: list[tuple[str, dict[str, object]]], data: st.DataObject
 ) -> None:
     """FGD placement (learned workload): within totals, and the same placements without the
-    framework's memo (GPUFragmentation's and DeviceShare's keys name the workload version)."""
+    framework's memo (GPUFragmentation and DeviceShare name the workload version as their score
+    epoch: a new version rescores memoised nodes, their Filter results are kept)."""
     with_memo = build(cluster, memo=True, fgd=True)
     without = build(cluster, memo=False, fgd=True)
     for i in range(data.draw(st.integers(1, 14))):

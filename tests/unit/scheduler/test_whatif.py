@@ -138,7 +138,9 @@ spec:
 
 
 @pytest.mark.parametrize(
-    ("scoring", "minor"), [(None, 1), ("FGD", 0), ("BalancedFGD", 0)], ids=["LeastAllocated", "FGD", "BalancedFGD"]
+    ("scoring", "minor"),
+    [("LeastAllocated", 1), ("FGD", 0), ("BalancedFGD", 0), (None, 0)],
+    ids=["LeastAllocated", "FGD", "BalancedFGD", "default"],
 )
 def test_fgd_fills_the_gap_no_other_pod_could_use(
     tmp_path: Path, snapshot: Path, capsys: pytest.CaptureFixture[str], scoring: str | None, minor: int

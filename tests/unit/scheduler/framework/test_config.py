@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 
 from apis.errors import ConfigError
-from scheduler.core import Scheduler
+from scheduler.core import Scheduler, with_scoring_choice
 from scheduler.framework.config import SchedulerConfig, load_config
 from scheduler.framework.interfaces import ExtensionPoint
+from scheduler.plugins.deviceshare import DeviceShare
 
 
 def test_empty_config_is_one_default_profile() -> None:
@@ -23,7 +24,14 @@ def test_empty_config_is_one_default_profile() -> None:
         "DeviceShare",
     ]
     assert framework.plugin_names(ExtensionPoint.RESERVE) == ["Reservation", "DeviceShare", "Coscheduling"]
-    assert [framework.weight(n) for n in ("TaintToleration", "NodeAffinity", "DeviceShare")] == [3, 2, 1]
+    # BalancedFGD ranks nodes: NodeResourcesFit and DeviceShare filter but do not score.
+    assert framework.plugin_names(ExtensionPoint.SCORE) == [
+        "Reservation",
+        "TaintToleration",
+        "NodeAffinity",
+        "GPUFragmentation",
+    ]
+    assert [framework.weight(n) for n in ("TaintToleration", "NodeAffinity", "GPUFragmentation")] == [3, 2, 1]
 
 
 def test_profiles_enable_disable_and_weigh_plugins() -> None:
@@ -50,7 +58,13 @@ def test_profiles_enable_disable_and_weigh_plugins() -> None:
     scheduler = Scheduler(config)
     gpu = scheduler.frameworks["gpu"]
     assert "NodeAffinity" not in gpu.plugin_names(ExtensionPoint.FILTER)
-    assert gpu.plugin_names(ExtensionPoint.SCORE) == ["Reservation", "TaintToleration", "DeviceShare"]
+    # DeviceShare named again in multiPoint scores again; GPUFragmentation is a default.
+    assert gpu.plugin_names(ExtensionPoint.SCORE) == [
+        "Reservation",
+        "TaintToleration",
+        "DeviceShare",
+        "GPUFragmentation",
+    ]
     assert gpu.weight("DeviceShare") == 5
     assert scheduler.frameworks["plain"].plugin_names(ExtensionPoint.FILTER) == ["NodeResourcesFit"]
     assert config.percentage_for(config.profiles[0]) == 30
@@ -102,3 +116,24 @@ def test_invalid_yaml_is_a_config_error() -> None:
 
 def test_default_config_equals_parsed_empty() -> None:
     assert load_config("{}") == SchedulerConfig()
+
+
+@pytest.mark.parametrize("choice", ["LeastAllocated", "MostAllocated"])
+def test_a_resource_strategy_replaces_the_default_balanced_fgd(choice: str) -> None:
+    """`--scoring LeastAllocated` (or MostAllocated) still selects the resource scores: they
+    score again, GPUFragmentation is gone and devices are placed topology-aware."""
+    default = Scheduler().frameworks["tessera-scheduler"]
+    device_share = default.plugin("DeviceShare")
+    assert isinstance(device_share, DeviceShare) and device_share.policy.name == "FragmentationAware"
+    chosen = Scheduler(with_scoring_choice(SchedulerConfig(), choice)).frameworks["tessera-scheduler"]
+    assert chosen.plugin_names(ExtensionPoint.SCORE) == [
+        "Reservation",
+        "TaintToleration",
+        "NodeAffinity",
+        "NodeResourcesFit",
+        "DeviceShare",
+    ]
+    assert chosen.plugin("GPUFragmentation") is None
+    device_share = chosen.plugin("DeviceShare")
+    assert isinstance(device_share, DeviceShare) and device_share.policy.name == "TopologyAware"
+    assert device_share.args.scoring.type.value == choice

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from apis.extension import names
 from scheduler.cache import PodInfo
-from scheduler.framework import CycleState, Framework, Handle, ProfileConfig
+from scheduler.core import with_scoring
+from scheduler.framework import CycleState, Framework, Handle, SchedulerConfig
 from scheduler.framework.interfaces import ExtensionPoint
+from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.framework.status import Code
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 
@@ -16,6 +18,8 @@ Observation = tuple[ExtensionPoint, Code, float]
 
 
 def framework(*, observed: list[Observation] | None = None, nodes: int = 3) -> Framework:
+    """LeastAllocated (NodeResourcesFit and DeviceShare scoring), so that score tables have
+    several columns."""
     cache = make_cache(*(make_node(f"n{i}") for i in range(nodes)))
 
     def observe(point: ExtensionPoint, code: Code, seconds: float) -> None:
@@ -23,7 +27,7 @@ def framework(*, observed: list[Observation] | None = None, nodes: int = 3) -> F
         observed.append((point, code, seconds))
 
     return Framework.build(
-        ProfileConfig(),
+        with_scoring(SchedulerConfig(), ScoringStrategyType.LEAST_ALLOCATED).profiles[0],
         registry=REGISTRY,
         default_plugins=DEFAULT_PLUGINS,
         handle=Handle(cache, names.SCHEDULER_NAME),

@@ -246,3 +246,44 @@ def test_search_stops_early_and_rotates() -> None:
     assert (first.evaluated_nodes, first.feasible_nodes) == (150, 150)
     assert (second.evaluated_nodes, second.feasible_nodes) == (150, 150)
     assert first.node != second.node
+
+
+class EpochRecorder(Recorder):
+    """A Recorder whose results are memoisable, with a score epoch set per test."""
+
+    epoch = 0
+
+    def memo_key(self, state: CycleState, pod: PodInfo) -> str:
+        return "same"
+
+    def score_epoch(self, state: CycleState, pod: PodInfo) -> int:
+        return self.epoch
+
+
+def test_a_new_score_epoch_rescores_without_refiltering(recorder: type[Recorder]) -> None:
+    """What a learned workload's new version needs: raw scores recomputed, Filter results kept
+    (refiltering every node for every pod shape at each version was most of FGD's extra cost)."""
+
+    def new(args: Mapping[str, object] | None, handle: Handle) -> EpochRecorder:
+        return EpochRecorder()
+
+    scheduler = Scheduler(
+        registry={**REGISTRY, EpochRecorder.name: new},
+        default_plugins=(*DEFAULT_PLUGINS, PluginRef(EpochRecorder.name)),
+    )
+    for name in ("n1", "n2"):
+        node, device = make_node(name)
+        scheduler.cache.add_node(node)
+        scheduler.cache.add_device(device)
+    framework = scheduler.frameworks[names.SCHEDULER_NAME]
+
+    def cycle(name: str) -> list[str]:
+        Recorder.events = []
+        assert framework.schedule(CycleState(), PodInfo.of(make_pod(name, cpu=10))).node == "n2"
+        return sorted(e for e in Recorder.events if e.startswith(("filter", "score")))
+
+    assert cycle("a") == ["filter n1", "filter n2", "score n1", "score n2"]
+    assert cycle("b") == []  # same key, same epoch, nodes unchanged: all memoised
+    EpochRecorder.epoch = 1
+    assert cycle("c") == ["score n1", "score n2"]
+    assert cycle("d") == []

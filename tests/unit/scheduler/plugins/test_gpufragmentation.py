@@ -215,7 +215,7 @@ profiles:
 
 def test_target_workload_only_with_a_policy_that_uses_it() -> None:
     with pytest.raises(ConfigError, match="targetWorkload: only used by allocationPolicy FragmentationAware"):
-        DeviceShareArgs.from_dict({"targetWorkload": {"learn": {}}})
+        DeviceShareArgs.from_dict({"allocationPolicy": "TopologyAware", "targetWorkload": {"learn": {}}})
 
 
 def test_bad_arguments_fail_at_start_up() -> None:

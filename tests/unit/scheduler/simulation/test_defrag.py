@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from scheduler.core import with_percentage_of_nodes_to_score
+from scheduler.core import with_percentage_of_nodes_to_score, with_scoring
 from scheduler.framework.config import SchedulerConfig
+from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.simulation import defrag, trace
 
 NODES = """sn,cpu_milli,memory_mib,gpu,model
@@ -41,7 +42,10 @@ def test_the_shape_is_the_traces_most_common_for_the_gpu_count() -> None:
 def test_a_pass_moves_shares_to_make_room_for_whole_gpu_pods() -> None:
     nodes = trace.parse_nodes(NODES.splitlines())
     pods = trace.parse_pods((PODS + "big8,16000,32768,8,1000,\n").splitlines())
-    config = with_percentage_of_nodes_to_score(SchedulerConfig(), 100)
+    # Spreading (LeastAllocated) scatters shares over GPUs: the fragmentation a pass repairs.
+    config = with_scoring(
+        with_percentage_of_nodes_to_score(SchedulerConfig(), 100), ScoringStrategyType.LEAST_ALLOCATED
+    )
     result = defrag.run_defrag(nodes, pods, seed=1, config=config, shapes=(8,), load=40, budget=20)
     (one,) = result.passes
     assert one.placed_moved >= 1 and 1 <= one.migrations <= 20
@@ -52,13 +56,14 @@ def test_a_pass_moves_shares_to_make_room_for_whole_gpu_pods() -> None:
 
 def test_simulate_defrag_through_the_command_line(data: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["simulate", "--data", str(data), "--trace", "tiny", "--seeds", "1", "--jobs", "1", "--defrag"]
-    assert main([*args, "--defrag-load", "40", "--defrag-budget", "12", "-o", "json"]) == 0
+    spread = [*args, "--scoring", "LeastAllocated"]
+    assert main([*spread, "--defrag-load", "40", "--defrag-budget", "12", "-o", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["load"] == 40 and doc["budget"] == 12
     (seed,) = doc["seeds"]
     assert [p["gpus"] for p in seed["passes"]] == [8, 4]
     assert all(p["migrations"] <= 12 for p in seed["passes"])
-    assert main([*args, "--defrag-load", "40"]) == 0
+    assert main([*spread, "--defrag-load", "40"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "trace openb_pod_list_tiny.csv, LeastAllocated, fill to x = 40, then defragmentation"
     assert "seed 1, 8 GPUs: stopped: " in out

@@ -98,7 +98,7 @@ def test_simulate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert set(doc["unallocated_gpu_pct_at_100"]) == {"mean", "sd"}
     assert 0 <= doc["unallocated_gpu_pct_at_100"]["mean"] <= 100
     assert "100" in doc["curve"] and doc["wall_seconds"] >= 0
-    assert doc["scoring"] == "LeastAllocated" and "policies" not in doc
+    assert doc["scoring"] == "BalancedFGD" and "policies" not in doc  # the scheduler's default
     assert main(["simulate", "--data", str(tmp_path / "missing")]) == 1
     assert "No such file" in capsys.readouterr().err
 
