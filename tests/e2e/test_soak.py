@@ -1,7 +1,8 @@
 """`tessera bench soak`, short: the whole system under load while components are killed, and no
 invariant breaks. The soak itself checks the invariants (cli/bench/soak/invariants); this test
 checks that it ran what it says — pods scheduled, kills survived, faults injected, nodes lost
-and back, Jobs completed, Deployments rolled out — and its report.
+and back, Jobs completed, Deployments rolled out, Reservations and PodMigrationJobs created — and
+its report.
 
 Bounds are generous for a loaded 2-core CI machine: the soak's own (pending within 30 s of the
 last kill) come from its settings, and the process gets its duration plus start-up, settling
@@ -43,6 +44,9 @@ def test_a_short_soak_schedules_pods_survives_kills_and_breaks_no_invariant() ->
     assert report["nodes_back"] == report["node_losses"]
     assert report["jobs_completed"] >= 3  # a Job every 8 s, each 3 s long
     assert report["rollouts"] >= 1
+    # A Reservation every 8 s on average (at most 3 live), a PodMigrationJob every 12 s.
+    assert report["reservations"] >= 2
+    assert report["migrations"] >= 1
     # Whether the lost node was judged lost (and its pods evicted) within its 30 s depends on the
     # API server kills meanwhile (each gives every node a whole grace again): counted, not required.
     assert report["nodes_seen_tainted"] <= report["node_losses"] + report["kills"]

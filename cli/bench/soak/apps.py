@@ -2,7 +2,8 @@
 
 Nobody runs bare pods, so the soak also drives what `tessera kube-controller-manager` turns into
 pods: `DEPLOYMENTS` Deployments of fractional-GPU replicas (RollingUpdate, maxSurge 1,
-maxUnavailable 0: a rollout may add one pod at a time, never take a ready one away), whose pod
+maxUnavailable 0 — a rollout may add one pod at a time, never take a ready one away — but 1 for
+`MAX_UNAVAILABLE`'s, which the PodMigrationJobs can therefore move, `migrating.py`), whose pod
 template gets a new annotation every `ROLLOUT_EVERY_S` on one of them (a rollout, so surge is
 exercised while components die), and a Job every `JOB_EVERY_S` whose one quarter-GPU pod the
 simulated kubelet ends after `JOB_RUN_S` seconds. A Job seen complete is deleted `JOB_KEEP_S`
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 
 #: (name, replicas): each replica asks for a quarter GPU.
 DEPLOYMENTS: Final = (("infer-a", 2), ("infer-b", 3), ("infer-c", 1))
+#: maxUnavailable where not 0: the descheduler migrates a Deployment's pod only when its eviction
+#: keeps the Deployment within maxUnavailable (`descheduler/arbitration`), so only these move.
+MAX_UNAVAILABLE: Final = {"infer-b": 1}
 ROLLOUT_EVERY_S: Final = 20.0
 JOB_EVERY_S: Final = 8.0
 JOB_RUN_S: Final = 3
@@ -58,7 +62,7 @@ def _pod_spec(restart_policy: str, toleration_s: float) -> dict[str, Any]:
     }
 
 
-def deployment_manifest(name: str, replicas: int, toleration_s: float) -> dict[str, Any]:
+def deployment_manifest(name: str, replicas: int, toleration_s: float, max_unavailable: int = 0) -> dict[str, Any]:
     """`toleration_s`: how long its pods tolerate a lost node (`tolerations.py`)."""
     labels = {**_LABELS, "app": name}
     return {
@@ -68,7 +72,7 @@ def deployment_manifest(name: str, replicas: int, toleration_s: float) -> dict[s
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": name}},
-            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": max_unavailable}},
             "template": {"metadata": {"labels": labels}, "spec": _pod_spec("Always", toleration_s)},
         },
     }
@@ -118,7 +122,8 @@ class Apps:
         """The Deployments (idempotent)."""
         for name, replicas in DEPLOYMENTS:
             try:
-                self._deployments.create(deployment_manifest(name, replicas, self._toleration_s), namespace=NAMESPACE)
+                manifest = deployment_manifest(name, replicas, self._toleration_s, MAX_UNAVAILABLE.get(name, 0))
+                self._deployments.create(manifest, namespace=NAMESPACE)
             except errors.AlreadyExists:
                 continue
 

@@ -1,7 +1,7 @@
 """Chaos: `kill -9` of a random component at random moments, and GPU faults with recoveries.
 
 `Killer` picks, from a seeded RNG, a kind among those the cluster runs (API server, scheduler,
-controller, kube-controller-manager, dashboard, an agent, the runtime proxy — which `tessera up`
+controller, kube-controller-manager, dashboard, descheduler, an agent, the runtime proxy — which `tessera up`
 runs only where it is given one, so the soak, on simulated nodes, has none: `runtime_proxy_note`)
 and then one process of that kind that runs, and sends it SIGKILL through its pid: no chance to clean up, as in
 an OOM kill or a node crash. The supervisor (cli/localcluster/supervisor.py) restarts it; its
@@ -53,6 +53,7 @@ KINDS: Final = (
     "controller",
     "kube-controller-manager",
     "dashboard",
+    "descheduler",
     "agent/",
     "runtime-proxy",
 )

@@ -29,7 +29,9 @@ from cli.bench.soak.chaos import GPUFaults, Kill, Killer, Loss, NodeLoss, runtim
 from cli.bench.soak.checker import Checker
 from cli.bench.soak.invariants import Violation, all_invariants
 from cli.bench.soak.invariants.liveness import components_down
+from cli.bench.soak.migrating import Migrating
 from cli.bench.soak.observe import BoundWatch, Record
+from cli.bench.soak.reserving import GPUS_RESERVING, Reserving
 from cli.bench.soak.settings import SoakSettings
 from cli.bench.soak.workload import Workload
 from cli.localcluster import LocalCluster, UpSettings, demo
@@ -71,6 +73,13 @@ class SoakResult:
     node_losses: list[Loss] = field(default_factory=list)
     nodes_seen_lost: int = 0
     pods_evicted: int = 0
+    reservations_created: int = 0
+    reservation_owners: int = 0
+    #: How the soak saw its Reservations end: Succeeded (used), Failed (expired).
+    reservations_ended: dict[str, int] = field(default_factory=dict)
+    #: PodMigrationJobs the soak created, by mode; every job at the end (the descheduler's too), by phase.
+    migrations_created: dict[str, int] = field(default_factory=dict)
+    migrations_by_phase: dict[str, int] = field(default_factory=dict)
 
     @property
     def kills_survived(self) -> int:
@@ -138,10 +147,13 @@ def _soak(
     record = Record()
     watch = BoundWatch(client, record)
     # The Deployments' and Jobs' pods take their share first, so the bare pods that fit still fit.
-    workload = Workload(client, record, settings, total_gpus=max(0.0, gpus - GPUS_RESERVED))
+    # The Reservations and their owners likewise.
+    workload = Workload(client, record, settings, total_gpus=max(0.0, gpus - GPUS_RESERVED - GPUS_RESERVING))
     workload.setup()
     apps = Apps(client, seed=settings.seed, toleration_s=settings.eviction_toleration_s)
     apps.setup()
+    reserving = Reserving(client, record, seed=settings.seed, toleration_s=settings.eviction_toleration_s)
+    migrating = Migrating(client, seed=settings.seed)
     agents = [c for c in cluster.components if c.node]
     faults = GPUFaults(
         agents,
@@ -171,6 +183,8 @@ def _soak(
     threads = [
         threading.Thread(target=workload.run, name="soak-workload", daemon=True),
         threading.Thread(target=apps.run, name="soak-apps", daemon=True),
+        threading.Thread(target=reserving.run, name="soak-reservations", daemon=True),
+        threading.Thread(target=migrating.run, name="soak-migrations", daemon=True),
         threading.Thread(target=killer.run, name="soak-killer", daemon=True),
         threading.Thread(target=faults.run, name="soak-faults", daemon=True),
         threading.Thread(target=node_loss.run, name="soak-node-loss", daemon=True),
@@ -181,11 +195,12 @@ def _soak(
         for thread in threads:
             thread.start()
         _report_progress(settings, began, workload=workload, killer=killer, checker=checker, progress=progress)
-        for stoppable in (killer, faults, node_loss, workload, apps, checker):
+        for stoppable in (killer, faults, node_loss, workload, apps, reserving, migrating, checker):
             stoppable.stop()
         for thread in threads:
             thread.join()
         node_loss.bring_all_back()
+        reserving.delete_all()
         ran_s = time.time() - began
         progress(f"duration over after {ran_s:.0f} s; resetting faulted GPUs and letting the cluster settle")
         faults.recover_all(settings.settle_s)
@@ -219,6 +234,11 @@ def _soak(
         node_losses=list(node_loss.losses),
         nodes_seen_lost=record.nodes_seen_lost,
         pods_evicted=record.evicted,
+        reservations_created=reserving.created,
+        reservation_owners=reserving.owners_created,
+        reservations_ended=dict(reserving.ended),
+        migrations_created=dict(migrating.created),
+        migrations_by_phase=dict(migrating.phases()),
     )
 
 

@@ -2,9 +2,9 @@
 pending" invariant.
 
 Free is each healthy GPU's capacity (its Device CR's resources) less what the pods' annotations
-hold, and each healthy NIC's virtual functions less those held, on nodes that are Ready,
-schedulable and without the node lifecycle controller's taints. A pod fits when one node has
-`count` GPUs each with its per-GPU request free (for `device-joint-allocate`, GPUs on a PCIe
+hold (and what Available Reservations hold), and each healthy NIC's virtual functions less those
+held, on nodes that are Ready, schedulable and without the node lifecycle controller's taints. A
+pod fits when one node has `count` GPUs each with its per-GPU request free (for `device-joint-allocate`, GPUs on a PCIe
 switch with a free VF) and enough free VFs. Placing a pod takes what it fits into, so two pending
 pods never both "fit" into the last GPU; a gang fits only when every pending member does,
 together. CPU and memory are not modelled: the soak's pods ask for little of either. The model
@@ -23,7 +23,7 @@ from apis.errors import TesseraError
 from apis.extension import names
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s.core import Pod
-from cli.bench.soak.holdings import holdings
+from cli.bench.soak.holdings import holding_reservations, holdings, reservation_holdings
 from cli.bench.soak.state import LIFECYCLE_TAINTS, ClusterState
 
 __all__ = ["FreeDevices"]
@@ -34,6 +34,11 @@ class FreeDevices:
 
     def __init__(self, state: ClusterState) -> None:
         held, _ = holdings(state.pods)
+        # Reserved devices are not free (to a pod that is no owner): any Reservation holding in
+        # either listing counts, so the model errs towards "does not fit".
+        held += reservation_holdings(
+            holding_reservations(state.reservations, state.pods, also=state.reservations_before)
+        )
         used: dict[tuple[str, DeviceType, int], dict[str, int]] = defaultdict(lambda: defaultdict(int))
         taken_vfs: set[tuple[str, int, int]] = set()
         for h in held:

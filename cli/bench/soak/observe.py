@@ -15,6 +15,8 @@ from typing import Any, TypeVar
 
 from apis.crds.device import Device, DeviceType
 from apis.crds.elasticquota import ElasticQuota
+from apis.crds.podmigrationjob import PodMigrationJob
+from apis.crds.reservation import Reservation
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Node, Pod
@@ -151,7 +153,11 @@ def read_state(client: Client, record: Record) -> ClusterState:
     (or OSError) while it does not answer: the caller skips that check."""
     acknowledged = record.acknowledged_now()  # before the list: see Record.state
     now = time.time()
+    reservations_api = client.resource(names.RESERVATIONS)
+    # Reservations around the pods: see ClusterState.reservations_before.
+    reservations_before = _parsed(reservations_api.list_all().items, Reservation.from_dict, "reservation")
     pods = _parsed(client.resource(resources.PODS).list_all().items, Pod.from_dict, "pod")
+    reservations = _parsed(reservations_api.list_all().items, Reservation.from_dict, "reservation")
     nodes = _parsed(client.resource(resources.NODES).list_all().items, Node.from_dict, "node")
     devices = _parsed(client.resource(names.DEVICES).list_all().items, Device.from_dict, "device")
     quotas = _parsed(client.resource(names.ELASTIC_QUOTAS).list_all().items, ElasticQuota.from_dict, "quota")
@@ -159,6 +165,11 @@ def read_state(client: Client, record: Record) -> ClusterState:
         "deployments": tuple(client.resource(DEPLOYMENTS).list_all().items),
         "replicasets": tuple(client.resource(REPLICA_SETS).list_all().items),
         "jobs": tuple(client.resource(JOBS).list_all().items),
+        "reservations": reservations,
+        "reservations_before": reservations_before,
+        "migrations": _parsed(
+            client.resource(names.POD_MIGRATION_JOBS).list_all().items, PodMigrationJob.from_dict, "podmigrationjob"
+        ),
     }
     record.saw_devices(devices, now)
     record.saw_nodes(nodes, pods, now)

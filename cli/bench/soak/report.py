@@ -53,6 +53,22 @@ def put(result: SoakResult, report: Report) -> None:
         nodes_deleted=sum(1 for loss in result.node_losses if loss.deleted),
         nodes_seen_tainted=result.nodes_seen_lost,
     )
+    report.value(
+        "reservations",
+        result.reservations_created,
+        "reservations",
+        label="Reservations created",
+        reservation_owners=result.reservation_owners,
+        **{f"reservations_{phase.lower()}": n for phase, n in sorted(result.reservations_ended.items())},
+    )
+    report.value(
+        "migrations",
+        sum(result.migrations_created.values()),
+        "jobs",
+        label="PodMigrationJobs created",
+        **{f"migrations_{_snake(mode)}": n for mode, n in sorted(result.migrations_created.items())},
+        **{f"migrations_{phase.lower()}": n for phase, n in sorted(result.migrations_by_phase.items())},
+    )
     report.value("pods_evicted", result.pods_evicted, "pods", label="pods evicted from lost nodes")
     report.value("kills_survived", result.kills_survived, "kills", label="killed components back up")
     report.value(
@@ -71,3 +87,8 @@ def put(result: SoakResult, report: Report) -> None:
         [{"invariant": v.invariant, "objects": ", ".join(v.objects), "message": v.message} for v in result.violations],
         label="violations",
     )
+
+
+def _snake(name: str) -> str:
+    """`ReservationFirst` → `reservation_first`."""
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))

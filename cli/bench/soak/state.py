@@ -1,11 +1,11 @@
 """What the invariants look at: the API server's objects at one moment, and what the soak itself knows.
 
-The API server's objects (pods, nodes, Device CRs, ElasticQuotas) are parsed into `apis` types once, by
-`observe.read_state`; the rest is the soak's own record, which no component can vouch for: which
-creates the API server acknowledged (and the uid it gave), which pods the soak deleted, when it
-sent each create, since when it has seen each GPU unhealthy and each node lost, and which pods
-it saw where the node lifecycle controller may evict them. Every invariant is a pure function
-of one `ClusterState`, so each can be tested on a hand-built bad state.
+The API server's objects (pods, nodes, Device CRs, ElasticQuotas, Reservations, PodMigrationJobs)
+are parsed into `apis` types once, by `observe.read_state`; the rest is the soak's own record, which
+no component can vouch for: which creates the API server acknowledged (and the uid it gave), which
+pods the soak deleted, when it sent each create, since when it has seen each GPU unhealthy and each
+node lost, and which pods it saw where the node lifecycle controller may evict them. Every invariant
+is a pure function of one `ClusterState`, so each can be tested on a hand-built bad state.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Any, Final
 
 from apis.crds.device import Device
 from apis.crds.elasticquota import ElasticQuota
+from apis.crds.podmigrationjob import PodMigrationJob
+from apis.crds.reservation import Reservation
 from apis.extension import names
 from apis.k8s.core import Node, Pod
 
@@ -40,6 +42,12 @@ class ClusterState:
     deployments: tuple[Mapping[str, Any], ...] = ()
     replicasets: tuple[Mapping[str, Any], ...] = ()
     jobs: tuple[Mapping[str, Any], ...] = ()
+    #: Reservations listed after the pods, and listed before them: one that holds resources in
+    #: both held them all the while the pods were listed (a phase never goes back to Available),
+    #: which is what judging devices beside the pods needs (`holdings.reservation_holdings`).
+    reservations: tuple[Reservation, ...] = ()
+    reservations_before: tuple[Reservation, ...] = ()
+    migrations: tuple[PodMigrationJob, ...] = ()
     #: Pod key → uid, for every create the API server answered with success.
     acknowledged: Mapping[str, str] = field(default_factory=dict)
     #: Pod keys the soak deleted or tried to (a failed delete may still have happened).

@@ -38,14 +38,14 @@ from cli.launchers.scheduler import pod_manifest
 from kube import errors, resources
 from kube.client import Client
 
-__all__ = ["NAMESPACE", "QUOTAS", "SHAPES", "Shape", "Workload"]
+__all__ = ["HALF", "NAMESPACE", "PART_OF", "QUOTAS", "SHAPES", "Shape", "Workload"]
 
 log = logging.getLogger(__name__)
 
 NAMESPACE: Final = "soak"
-_PART_OF: Final = {"app.kubernetes.io/part-of": "tessera-soak"}
+PART_OF: Final = {"app.kubernetes.io/part-of": "tessera-soak"}
 _JOINT_GPU_RDMA: Final = json.dumps({"deviceTypes": ["gpu", "rdma"], "requiredScope": "SamePCIe"})
-_HALF: Final = {names.GPU_CORE: "50", names.GPU_MEMORY_RATIO: "50"}
+HALF: Final = {names.GPU_CORE: "50", names.GPU_MEMORY_RATIO: "50"}
 #: What every pod asks besides devices: little, so CPU and memory never decide a placement.
 _BASE: Final = {names.CPU: "10m", names.MEMORY: "16Mi"}
 
@@ -66,7 +66,7 @@ class Shape:
 
 SHAPES: Final = (
     Shape("quarter", 20, {names.GPU_CORE: "25", names.GPU_MEMORY_RATIO: "25"}, 0.25),
-    Shape("half", 20, _HALF, 0.5),
+    Shape("half", 20, HALF, 0.5),
     Shape("memory", 5, {names.GPU_CORE: "25", names.GPU_MEMORY: "8Gi"}, 0.25),
     Shape("whole", 15, {names.NVIDIA_GPU: "1"}, 1.0),
     Shape("pair", 5, {names.NVIDIA_GPU: "2"}, 2.0),
@@ -78,7 +78,7 @@ SHAPES: Final = (
         {names.ANNOTATION_DEVICE_JOINT_ALLOCATE: _JOINT_GPU_RDMA},
     ),
     Shape("gang", 7, {names.NVIDIA_GPU: "1"}, 1.0, gang=(2, 4)),
-    Shape("quota", 15, _HALF, 0.5, quota=True),
+    Shape("quota", 15, HALF, 0.5, quota=True),
     Shape("cpu", 5, {}, 0.0),
 )
 
@@ -130,7 +130,7 @@ class Workload:
             quota = {
                 "apiVersion": "scheduling.sigs.k8s.io/v1alpha1",
                 "kind": "ElasticQuota",
-                "metadata": {"name": namespace, "namespace": namespace, "labels": dict(_PART_OF)},
+                "metadata": {"name": namespace, "namespace": namespace, "labels": dict(PART_OF)},
                 "spec": {"min": dict(limit), "max": dict(limit)},
             }
             with contextlib.suppress(errors.AlreadyExists):
@@ -198,7 +198,7 @@ class Workload:
                 names.ANNOTATION_GANG_MIN_AVAILABLE: str(size),
                 names.ANNOTATION_GANG_WAITING_TIME: f"{self._settings.gang_waiting_s:g}s",
             }
-        labels = {**_PART_OF, "soak.tessera.dev/shape": shape.name} | ({MAY_WAIT: "true"} if shape.quota else {})
+        labels = {**PART_OF, "soak.tessera.dev/shape": shape.name} | ({MAY_WAIT: "true"} if shape.quota else {})
         keys: list[str] = []
         item = _Item(keys, shape.gpus * size, shape.quota, self._rng.uniform(*self._settings.lifetime_s), time.time())
         self._items.append(item)

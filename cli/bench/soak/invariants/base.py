@@ -46,6 +46,14 @@ class Bounds:
     job_run_s: float = 5.0
     #: The soak's pods tolerate an unreachable node this long (tolerationSeconds), then go.
     eviction_s: float = 8.0
+    #: An Available Reservation past its expiry is marked expired within this long.
+    reservation_expiry_s: float = 10.0
+    #: A PodMigrationJob's deadline when its `spec.ttl` is unset (the descheduler's `--default-ttl`).
+    migration_default_ttl_s: float = 300.0
+    #: A PodMigrationJob is finished within this long after its deadline (and the last kill).
+    migration_slack_s: float = 30.0
+    #: A Deployment is back to replicas − maxUnavailable ready pods this long after a disturbance.
+    migration_settle_s: float = 15.0
 
 
 @dataclass(frozen=True, slots=True)

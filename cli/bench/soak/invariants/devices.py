@@ -7,6 +7,12 @@ before it failed still hold it: its capacity is then what every device of its ty
 protocol (`_NOMINAL`), and its memory in bytes is not judged. A whole
 GPU (a holder with all its gpu-core) or an RDMA virtual function held by two pods is "given
 twice", reported on its own because it is the worst case of over-commitment.
+
+Available Reservations hold their devices beside the pods (`holdings.reservation_holdings`, named
+`reservation/NAME`): a pod placed onto reserved devices other than by consuming the Reservation is
+over-commitment too. Only Reservations that held both before and after the pods were listed count,
+so one that expired (or was placed) while they were listed is not judged against pods of another
+moment.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from typing import Final
 
 from apis.crds.device import DeviceInfo, DeviceType
 from apis.extension import names
-from cli.bench.soak.holdings import Holding, holdings
+from cli.bench.soak.holdings import Holding, holding_reservations, holdings, reservation_holdings
 from cli.bench.soak.invariants.base import Bounds, Invariant, Violation
 from cli.bench.soak.state import ClusterState
 
@@ -45,8 +51,16 @@ def _capacity(info: DeviceInfo) -> Mapping[str, int]:
     return _NOMINAL.get(info.type, {})
 
 
+def _held(state: ClusterState) -> tuple[list[Holding], dict[str, str]]:
+    """The pods' holdings and the Reservations' that held all the while the pods were listed."""
+    held, malformed = holdings(state.pods)
+    before = {r.uid for r in holding_reservations(state.reservations_before, state.pods)}
+    reserved = [r for r in holding_reservations(state.reservations, state.pods) if r.uid in before]
+    return held + reservation_holdings(reserved), malformed
+
+
 def _by_device(state: ClusterState) -> dict[tuple[str, DeviceType, int], list[Holding]]:
-    held, _ = holdings(state.pods)
+    held, _ = _held(state)
     out: dict[tuple[str, DeviceType, int], list[Holding]] = defaultdict(list)
     for h in held:
         out[(h.node, h.type, h.minor)].append(h)
@@ -110,7 +124,7 @@ def unknown(state: ClusterState) -> list[Violation]:
     """A held device its node's Device CR does not have (or a node without a Device CR), and an
     allocation annotation that does not parse."""
     known = {(d.node_name, info.type, info.minor) for d in state.devices for info in d.devices}
-    held, malformed = holdings(state.pods)
+    held, malformed = _held(state)
     violations = [
         Violation("device-unknown", (h.device, h.pod), f"{h.pod} holds {h.device}, which its node's Device CR lacks")
         for h in held

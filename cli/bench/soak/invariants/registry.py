@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cli.bench.soak.invariants import devices, gangs, health, liveness, nodes, quotas, workloads
+from cli.bench.soak.invariants import (
+    devices,
+    gangs,
+    health,
+    liveness,
+    migrations,
+    nodes,
+    quotas,
+    reservations,
+    workloads,
+)
 from cli.bench.soak.invariants.base import Bounds, Invariant
 
 __all__ = ["FAMILIES", "all_invariants"]
@@ -16,6 +26,8 @@ FAMILIES: tuple[Callable[[Bounds], list[Invariant]], ...] = (
     gangs.invariants,
     quotas.invariants,
     workloads.invariants,
+    reservations.invariants,
+    migrations.invariants,
     liveness.invariants,
 )
 

@@ -3,11 +3,14 @@ to given devices, quotas — the objects the API server would hold, parsed as th
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from apis.crds.device import Device, DeviceInfo, DeviceType
 from apis.crds.elasticquota import ElasticQuota
+from apis.crds.podmigrationjob import PodMigrationJob
+from apis.crds.reservation import Reservation, reservation_allocated_annotation
 from apis.extension import allocation, names
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.k8s.core import Node, Pod
@@ -18,6 +21,7 @@ from scheduler.simulation.cluster import NodeShape, gpu_node
 NOW = 1_000_000.0
 WHOLE = {names.GPU_CORE: 100, names.GPU_MEMORY_RATIO: 100}
 HALF = {names.GPU_CORE: 50, names.GPU_MEMORY_RATIO: 50}
+GPU = {names.NVIDIA_GPU: "1"}
 
 
 def node(name: str = "n1", gpus: int = 8, unhealthy: Sequence[int] = ()) -> tuple[Node, Device]:
@@ -98,3 +102,68 @@ def state(
         devices=tuple(d for _, d in built),
         **record,
     )
+
+
+def reservation(
+    name: str,
+    *,
+    node_name: str = "n1",
+    gpus: Mapping[int, Mapping[str, int]] | None = None,
+    phase: str = "Available",
+    owner_label: str = "",
+    ttl: str = "1h",
+    created: str = "2026-01-01T00:00:00Z",
+    allocate_once: bool = True,
+    current_owners: Sequence[str] = (),
+) -> Reservation:
+    """A Reservation placed on `node_name` holding `gpus` (as the scheduler annotates it), owned by
+    pods labelled `owner: OWNER_LABEL` (default: its name)."""
+    annotations = {}
+    if gpus:
+        held = {DeviceType.GPU: tuple(DeviceAllocation(m, dict(r)) for m, r in gpus.items())}
+        annotations[names.ANNOTATION_DEVICE_ALLOCATED] = allocation.encode(held)
+    raw: dict[str, Any] = {
+        "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": created, "annotations": annotations},
+        "spec": {
+            "template": {
+                "metadata": {"namespace": "soak"},
+                "spec": pod_manifest(name, {names.NVIDIA_GPU: "1"})["spec"],
+            },
+            "owners": [{"labelSelector": {"matchLabels": {"owner": owner_label or name}}}],
+            "ttl": ttl,
+            "allocateOnce": allocate_once,
+        },
+        "status": {
+            "phase": phase,
+            "nodeName": node_name if phase != "Pending" else "",
+            "currentOwners": [{"namespace": "soak", "name": o} for o in current_owners],
+        },
+    }
+    return Reservation.from_dict(raw)
+
+
+def on_reservation(p: Pod, r: Reservation) -> Pod:
+    """`p` as the scheduler leaves a pod it placed onto `r`."""
+    annotations = {**p.meta.annotations, names.ANNOTATION_RESERVATION_ALLOCATED: reservation_allocated_annotation(r)}
+    return dataclasses.replace(p, meta=dataclasses.replace(p.meta, annotations=annotations))
+
+
+def migration(
+    name: str,
+    conditions: Mapping[str, tuple[str, str]] = {},
+    *,
+    mode: str = "ReservationFirst",
+    phase: str = "Running",
+    created: str = "2026-01-01T00:00:00Z",
+    ttl: str = "90s",
+) -> PodMigrationJob:
+    """A PodMigrationJob with `conditions` (type → (status, lastTransitionTime))."""
+    raw = {
+        "metadata": {"name": name, "uid": f"uid-{name}", "creationTimestamp": created},
+        "spec": {"podRef": {"namespace": "soak", "name": "infer-a-1"}, "mode": mode, "ttl": ttl},
+        "status": {
+            "phase": phase,
+            "conditions": [{"type": t, "status": s, "lastTransitionTime": at} for t, (s, at) in conditions.items()],
+        },
+    }
+    return PodMigrationJob.from_dict(raw)

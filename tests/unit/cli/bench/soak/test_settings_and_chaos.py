@@ -93,6 +93,7 @@ def test_every_component_tessera_up_builds_is_a_kind_the_killer_picks(tmp_path: 
         components.kube_controller_manager(tmp_path, kubeconfig),
         scheduler,
         components.dashboard(tmp_path, kubeconfig, scheduler=scheduler),
+        components.descheduler(tmp_path, kubeconfig, scheduler=scheduler),
         components.simulated_agent(tmp_path, kubeconfig, node="sim-0", profile="a100-8x"),
     ]
     # The runtime proxy is a kind too, killed where a cluster runs one; `tessera up` here does not.
