@@ -287,8 +287,10 @@ class Executor:
             body = {**body, "spec": {**body["spec"], **dict(job.reservation_template.get("spec") or {})}}
         name = body["metadata"]["name"]
         try:
-            self._reservations.create(body)
+            created = self._reservations.create(body)
+            uid = str((created.get("metadata") or {}).get("uid") or "")
         except AlreadyExists:
+            uid = ""
             log.log(V(2), "Reservation already exists; adopting it", extra={"job": job.name, "reservation": name})
         except Invalid as e:
             failed = JobStatus.of(job).at(
@@ -296,6 +298,12 @@ class Executor:
             )
             self._fail(j, Step(StepKind.FAIL, failed, rollback=False), pod)
             return
+        if job.reservation_ref is None:
+            # As Koordinator's controller does: the job names its Reservation (kubectl get pmj shows it).
+            ref = {"apiVersion": names.RESERVATIONS.api_version, "kind": names.RESERVATIONS.kind, "name": name}
+            if uid:
+                ref["uid"] = uid
+            self._remember(self._jobs.patch(job.name, {"spec": {"reservationOptions": {"reservationRef": ref}}}))
         self._write(
             j,
             step.status.at(
@@ -383,7 +391,7 @@ class Executor:
     # --- rollback ----------------------------------------------------------------------------------
     def _roll_back(self, job: PodMigrationJob) -> None:
         """Delete the job's Reservation unless a replacement already consumed it."""
-        if job.mode is not MigrationMode.RESERVATION_FIRST or job.reservation_ref is not None:
+        if job.mode is not MigrationMode.RESERVATION_FIRST or not reservations.made_by_job(job):
             return  # a Reservation someone else made is theirs to remove
         self._delete_reservation(reservations.name_for(job.name))
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from apis.crds import reservation as rsv
+from apis.crds.podmigrationjob import PodMigrationJob
 from apis.extension import names
 from apis.k8s.duration import format_duration
 from apis.k8s.workloads import controller_of
@@ -28,6 +29,13 @@ _MAX_NAME: Final = 253
 
 def name_for(job: str) -> str:
     return f"pmj-{job}"[:_MAX_NAME]
+
+
+def made_by_job(job: PodMigrationJob) -> bool:
+    """Whether the job's Reservation is one the descheduler creates (and so rolls back): no
+    `spec.reservationOptions.reservationRef`, or the ref the descheduler wrote back after creating
+    it, as Koordinator's controller does. A ref to another name is the user's Reservation."""
+    return job.reservation_ref is None or job.reservation_ref.name == name_for(job.name)
 
 
 def build(job: Obj, pod: Obj, *, ttl_seconds: float, target_node: str = "") -> dict[str, Any]:

@@ -31,6 +31,7 @@ from apis.crds.podmigrationjob import MigrationMode, MigrationPhase, PodMigratio
 from apis.crds.reservation import REASON_UNSCHEDULABLE as RSV_UNSCHEDULABLE
 from apis.crds.reservation import ObjectRef, Reservation, ReservationPhase
 from descheduler.cluster import Obj
+from descheduler.migration import reservation as reservations
 from descheduler.migration.status import JobStatus, stamp
 
 __all__ = ["Facts", "Step", "StepKind", "plan"]
@@ -113,7 +114,7 @@ def plan(job: PodMigrationJob, facts: Facts) -> Step:
             return fail(pmj.REASON_MISSING_RESERVATION, "the reservation disappeared after the pod was evicted")
         if status.is_true(pmj.CONDITION_RESERVATION_CREATED):
             return fail(pmj.REASON_MISSING_RESERVATION, "the reservation was deleted before it was used")
-        if job.reservation_ref is not None:
+        if job.reservation_ref is not None and not reservations.made_by_job(job):
             return fail(
                 pmj.REASON_MISSING_RESERVATION,
                 f"reservation {job.reservation_ref.name} (spec.reservationOptions.reservationRef) does not exist",

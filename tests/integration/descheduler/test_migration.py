@@ -69,6 +69,10 @@ def test_reservation_first_never_evicts_before_the_reservation_is_available(
     assert "nodeName" not in rsv["spec"]["template"]["spec"]
     assert rsv["metadata"]["labels"][names.LABEL_MIGRATION_JOB] == name
     wait_for(lambda: conditions(job_status(client, name)).get("ReservationCreated"), what="ReservationCreated")
+    # As Koordinator's controller does, the job names the Reservation it made (kubectl get pmj).
+    job = client.resource(names.POD_MIGRATION_JOBS).get(name)
+    ref = job["spec"]["reservationOptions"]["reservationRef"]
+    assert (ref["kind"], ref["name"], ref["uid"]) == ("Reservation", f"pmj-{name}", rsv["metadata"]["uid"])
 
     time.sleep(2.0)  # ten resyncs: the pod must stay while the Reservation is Pending
     assert pod_exists(client, namespace, "web-1")
