@@ -239,6 +239,10 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
 
 
 def _parse(parser: Callable[[object], _T], doc: Mapping[str, object], where: str) -> _T:
+    meta = doc.get("metadata")
+    if not isinstance(meta, Mapping) or not meta.get("name"):
+        # As the API server would answer: an object needs a name (a pod without one named "default/").
+        raise ValidationError(f"{where}: metadata.name", f"Required value: a {doc.get('kind')} needs a name")
     try:
         return parser(doc)
     except ValidationError as e:

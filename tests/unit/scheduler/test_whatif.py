@@ -181,6 +181,12 @@ def test_parse_objects_names_the_broken_document() -> None:
         whatif.parse_objects(docs)
 
 
+@pytest.mark.parametrize("kind", ["Pod", "Node", "Reservation"])
+def test_an_object_without_a_name_is_refused_as_the_api_server_would(kind: str) -> None:
+    with pytest.raises(ValidationError, match=r"snapshot\[0\]: metadata.name: Required value"):
+        whatif.parse_objects([{"kind": kind, "metadata": {"namespace": "ml"}}])
+
+
 def test_a_pod_listed_twice_is_scheduled_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "twice.yaml"
     pod = (
