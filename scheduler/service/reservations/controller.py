@@ -7,7 +7,11 @@ over (none: the pods are not even looked at):
 - **owners**: bound pods whose `reservation-allocated` annotation names a Reservation are its
   `currentOwners` (and `allocated` their requests); an allocateOnce Reservation is then
   Succeeded and holds nothing. The pod's annotation is written before it is bound, so a
-  scheduler that died in between finds the pod and finishes the job on its next pass;
+  scheduler that died in between finds the pod and finishes the job on its next pass. An owner
+  deleted before a pass saw it (a rollout scaling its ReplicaSet down at once) still counts: the
+  pod informer's deletions are remembered until the next pass, else the Reservation would stay
+  Available, hold again after a restart what its owner had used and others were given since
+  (found by the soak);
 - **expiry**: a Reservation without owners whose `expiry()` passed is Failed, Ready False with
   reason Expired (Koordinator's), and its resources are released (the informer's update);
 - **invalid**: a Reservation that does not parse gets its Scheduled condition False, reason
@@ -20,9 +24,10 @@ the next pass. `tessera_scheduler_reservations{phase}` counts them at scrape tim
 from __future__ import annotations
 
 import datetime
+import itertools
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
@@ -77,6 +82,9 @@ class ReservationController:
         self._guard = threading.Lock()
         #: name -> (uid, message) of Reservations that do not parse, to be written.
         self._invalid: dict[str, tuple[str, str]] = {}
+        #: Owners deleted since the last pass (pod uid or key -> the pod as last seen).
+        self._departed: dict[str, Pod] = {}
+        pods.add_handlers(on_delete=self._pod_deleted)
         if registry is not None:
             registry.register(_PhaseCollector(reservations))
 
@@ -85,6 +93,12 @@ class ReservationController:
         with self._guard:
             self._invalid[name] = (uid, message)
         self._wake.set()
+
+    def _pod_deleted(self, pod: Pod) -> None:
+        if pod.node_name and pod.meta.annotations.get(names.ANNOTATION_RESERVATION_ALLOCATED):
+            with self._guard:
+                self._departed[pod.uid or pod.key] = pod
+            self._wake.set()
 
     def start(self) -> None:
         if self._thread is None:
@@ -102,7 +116,11 @@ class ReservationController:
         while not self._stop.is_set():
             self._wake.wait(self._interval)
             self._wake.clear()
-            if self._stop.is_set() or not self._is_leader():
+            if self._stop.is_set():
+                continue
+            if not self._is_leader():
+                with self._guard:
+                    self._departed.clear()  # the leader's own informer saw the same deletions
                 continue
             try:
                 self.run_once()
@@ -112,7 +130,9 @@ class ReservationController:
     def run_once(self) -> None:
         """One pass (see the module docstring). Never raises for an API error."""
         live = [r for r in self._reservations.store.list() if not r.phase.terminal]
-        owners = self._owners() if live else {}
+        with self._guard:
+            departed, self._departed = self._departed, {}
+        owners = self._owners(departed.values()) if live else {}
         now = self._now()
         for reservation in live:
             found = {p.uid or p.key: p for key in (reservation.uid, reservation.name) for p in owners.get(key, ())}
@@ -126,10 +146,11 @@ class ReservationController:
         for name, (uid, message) in invalid.items():
             self._write_invalid(name, uid, message)
 
-    def _owners(self) -> dict[str, list[Pod]]:
-        """Reservation UID (or name, when the annotation has no UID) -> bound pods placed onto it."""
+    def _owners(self, departed: Iterable[Pod] = ()) -> dict[str, list[Pod]]:
+        """Reservation UID (or name, when the annotation has no UID) -> bound pods placed onto it,
+        those deleted since the last pass included."""
         out: dict[str, list[Pod]] = {}
-        for pod in self._pods.store.list():
+        for pod in itertools.chain(self._pods.store.list(), departed):
             if not pod.node_name or pod.is_terminal:
                 continue
             try:

@@ -23,11 +23,13 @@ import pytest
 
 from apis.crds.reservation import Reservation, ReservationPhase
 from apis.extension import allocation, names
+from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster import identities
-from kube import Client, Informer, raw, resources
+from kube import Client, EventRecorder, Informer, raw, resources
 from kube.resources import ResourceAPI
+from scheduler.service.reservations.controller import ReservationController
 
 from .conftest import (
     GPU_HALF,
@@ -250,3 +252,44 @@ def test_expiry_unschedulable_and_invalid_reservations(client: Client, env: Env)
     assert expired.is_expired
     pods.wait_for(lambda ps: any(p.name == "waiting" and p.node_name for p in ps), "waiting bound")
     assert env.process.metric("tessera_scheduler_reservations", {"phase": "Expired"}) == 1
+
+
+def test_an_owner_deleted_before_the_status_pass_still_ends_an_allocate_once_reservation(
+    client: Client,
+) -> None:
+    """Found by the soak: a rollout deleted the owner within a second of its bind, the pass never
+    saw it, and the Reservation stayed Available — a restarted scheduler would hold again what the
+    owner had used and others were given since."""
+    ns = create_namespace(client)
+    api = client.resource(names.RESERVATIONS)
+    created = api.create(reservation("taken", ns, GPU_HALF, owner="web"))
+    uid = created["metadata"]["uid"]
+    status = {"phase": "Available", "nodeName": "rsv-node"}
+    api.patch("taken", {"status": status}, subresource="status")
+    used = {names.ANNOTATION_RESERVATION_ALLOCATED: f'{{"name":"taken","uid":"{uid}"}}'}
+    create_pod(client, ns, "web-1", GPU_HALF, labels={"app": "web"}, annotations=used, node_name="rsv-node")
+
+    reservations = Informer(client, names.RESERVATIONS, parse=Reservation.from_dict)
+    pods = Informer(client, resources.PODS, parse=Pod.from_dict)
+    recorder = EventRecorder(client, "test")
+    controller = ReservationController(
+        client, reservations=reservations, pods=pods, recorder=recorder, is_leader=lambda: True
+    )
+    reservations.start()
+    pods.start()
+    try:
+        assert reservations.wait_for_sync(30) and pods.wait_for_sync(30)
+        client.resource(resources.PODS).delete("web-1", namespace=ns)
+        deadline = time.monotonic() + 30
+        while pods.store.get(f"{ns}/web-1") is not None:  # the informer saw the deletion
+            assert time.monotonic() < deadline, "the pod informer never saw the deletion"
+            time.sleep(0.05)
+        controller.run_once()
+        after = Reservation.from_dict(api.get("taken"))
+        assert after.phase is ReservationPhase.SUCCEEDED
+        assert [o.name for o in after.current_owners] == ["web-1"]
+    finally:
+        reservations.stop()
+        pods.stop()
+        recorder.close()
+        api.delete("taken")
