@@ -97,6 +97,8 @@ class Dashboard:
             pods=s.pods.store.list(),
             pod_groups=s.pod_groups.store.list(),
             quotas=s.quotas.store.list(),
+            reservations=s.reservations.store.list(),
+            jobs=s.migrations.store.list(),
             scheduler=report.pending,
             scrapes=(report.scrape, report.previous),
             now=datetime.datetime.now(datetime.UTC),
