@@ -29,6 +29,8 @@ function duration(s) {
   return `${Math.floor(s / 3600)}h${String(Math.floor(s / 60) % 60).padStart(2, "0")}m`;
 }
 function elapsed() { return received ? (Date.now() - receivedAt) / 1000 : 0; }
+function left(s) { return s > 0 ? `in ${duration(s)}` : "expiring…"; }
+function owners(list) { return list.length ? list.join(" or ") : "—"; }
 
 // --- the GPU map -----------------------------------------------------------------------------
 function gpuCell(node, g) {
@@ -41,9 +43,16 @@ function gpuCell(node, g) {
   let fills = "", memory = "";
   for (const s of g.shares) {
     const [ns, name] = s.pod.split("/");
-    lines.push(`${name} (${ns}): gpu-core ${s.core}%, gpu-memory ${bytes(s.memory)} (${s.ratio}%)`);
-    fills += `<div class="fill" data-pod="${esc(s.pod)}" style="width:${Math.min(100, s.core)}%;background:${colour(s.pod)}"></div>`;
+    const onto = s.reservation ? ` · on Reservation ${s.reservation}` : "";
+    lines.push(`${name} (${ns}): gpu-core ${s.core}%, gpu-memory ${bytes(s.memory)} (${s.ratio}%)${onto}`);
+    const consumed = s.reservation ? ` consumed" data-reservation="${esc(s.reservation)}` : "";
+    fills += `<div class="fill${consumed}" data-pod="${esc(s.pod)}" style="width:${Math.min(100, s.core)}%;background:${colour(s.pod)}"></div>`;
     memory += `<div style="width:${Math.min(100, s.ratio)}%;background:${colour(s.pod)}"></div>`;
+  }
+  for (const r of g.reserved) {
+    lines.push(`reserved by ${r.reservation} for ${owners(r.owners)}: gpu-core ${r.core}%, gpu-memory ${bytes(r.memory)} (${r.ratio}%)`);
+    fills += `<div class="fill reserved" data-reservation="${esc(r.reservation)}" style="width:${Math.min(100, r.core)}%"></div>`;
+    memory += `<div class="reserved" style="width:${Math.min(100, r.ratio)}%"></div>`;
   }
   if (memory) fills += `<div class="mem" title="gpu-memory">${memory}</div>`;
   if (g.healthy && g.fragmented) lines.push(`${g.fragmented}% idle that no pending pod fits`);
@@ -54,9 +63,11 @@ function gpuCell(node, g) {
 function nicCell(n) {
   const used = n.shares.reduce((a, s) => a + s.vfs, 0);
   const who = n.shares.map((s) => s.pod).join(", ");
-  const cls = n.healthy ? "nic" : "nic unhealthy";
+  const kept = n.reserved.map((r) => `reserved by ${r.reservation}${r.vfs ? ` (${r.vfs} VF)` : ""}`).join(", ");
+  const cls = ["nic", n.healthy ? "" : "unhealthy", kept ? "reserved" : ""].filter(Boolean).join(" ");
   const vfs = n.vfs ? ` · VF ${used}/${n.vfs}` : "";
-  return `<span class="${cls}" data-rdma="${n.minor}" title="${esc(`RDMA ${n.minor}${who ? ": " + who : ""}${n.healthy ? "" : " — " + n.problem}`)}">rdma ${n.minor}${vfs}</span>`;
+  const title = `RDMA ${n.minor}${who ? ": " + who : ""}${kept ? "; " + kept : ""}${n.healthy ? "" : " — " + n.problem}`;
+  return `<span class="${cls}" data-rdma="${n.minor}" title="${esc(title)}">rdma ${n.minor}${vfs}</span>`;
 }
 
 function rowHTML(node) {
@@ -99,10 +110,14 @@ function showDetail(key) {
   const panel = $("detail");
   if (!gpu) { panel.hidden = true; return; }
   const group = node.groups.find((g) => g.gpus.includes(gpu));
-  const rowsHTML = gpu.shares.map((s) => {
+  const pods = gpu.shares.map((s) => {
     const [ns, name] = s.pod.split("/");
-    return `<tr><td>${esc(name)}</td><td>${esc(ns)}</td><td>${s.core}%</td><td>${bytes(s.memory)}</td></tr>`;
-  }).join("") || `<tr><td colspan="4">no pod holds it</td></tr>`;
+    const onto = s.reservation ? ` <small class="hint">on Reservation ${esc(s.reservation)}</small>` : "";
+    return `<tr><td>${esc(name)}${onto}</td><td>${esc(ns)}</td><td>${s.core}%</td><td>${bytes(s.memory)}</td></tr>`;
+  });
+  const kept = gpu.reserved.map((r) => `<tr class="reserved-row"><td>reserved: ${esc(r.reservation)}
+    <small class="hint">for ${esc(owners(r.owners))}</small></td><td>—</td><td>${r.core}%</td><td>${bytes(r.memory)}</td></tr>`);
+  const rowsHTML = [...pods, ...kept].join("") || `<tr><td colspan="4">no pod holds it</td></tr>`;
   panel.innerHTML = `<h3>${esc(nodeName)} · GPU ${gpu.minor}</h3>
     <div>${gpu.healthy ? "healthy" : `<b style="color:var(--bad)">unhealthy: ${esc(gpu.problem)}</b>`}
     · PCIe ${esc(group.pcie || "—")}${gpu.nvlink !== null ? ` · NVLink group ${gpu.nvlink}` : ""}${gpu.memory ? " · " + bytes(gpu.memory) : ""}</div>
@@ -117,6 +132,7 @@ function renderTotals(t) {
   $("totals").innerHTML = [
     stat(`${t.gpus}`, `GPUs (${t.unhealthyGpus} unhealthy)`, "total-gpus"),
     stat(gpus(t.allocated), "GPUs allocated", "total-allocated"),
+    stat(gpus(t.reserved), "GPUs reserved", "total-reserved"),
     stat(gpus(t.idle), "GPUs idle", "total-idle"),
     stat(gpus(t.fragmented), "GPUs fragmented", "total-fragmented"),
   ].join("");
@@ -166,6 +182,46 @@ function renderQuotas(s) {
   }).join("") || `<p class="hint">no ElasticQuota</p>`;
 }
 
+function phase(p) { return `<span class="phase ${esc(p)}">${esc(p)}</span>`; }
+function conditionChips(conditions) {
+  return conditions.map((c) => `<span class="cond ${c.status}" title="${esc([c.reason, c.message].filter(Boolean).join(": "))}">${esc(c.type)}</span>`).join("");
+}
+
+function renderReservations(s) {
+  $("reservations-count").textContent = s.reservationsTotal ? `(${s.reservationsTotal})` : "";
+  const body = s.reservations.map((r) => {
+    const expires = r.expiresIn === null ? (["Succeeded", "Failed", "Invalid"].includes(r.phase) ? "—" : "never")
+      : left(r.expiresIn - elapsed());
+    const current = r.currentOwners.length ? r.currentOwners.map(esc).join("<br>") : "—";
+    const holds = r.holds ? `${esc(r.holds)}${r.devices ? `<br><small>${esc(r.devices)}</small>` : ""}` : "—";
+    const why = r.reason ? `<div class="${r.phase === "Invalid" || r.phase === "Failed" ? "error" : ""}">${esc(r.reason)}</div>` : "";
+    return `<tr data-reservation="${esc(r.name)}"><td>${esc(r.name || "(no name)")}</td><td>${phase(r.phase)}</td>
+      <td>${esc(r.node || "—")}</td><td>${holds}</td><td>${esc(owners(r.owners))}</td><td>${current}</td>
+      <td class="ttl" data-left="${r.expiresIn ?? ""}" title="${esc(r.expiresAt)}">${expires}</td>
+      <td>${why}<div class="conds">${conditionChips(r.conditions)}</div></td></tr>`;
+  }).join("");
+  const more = s.reservationsTotal > s.reservations.length ? `<tr><td colspan="8">… and ${s.reservationsTotal - s.reservations.length} older ended ones</td></tr>` : "";
+  $("reservations").innerHTML = body + more || `<tr><td colspan="8">no Reservation</td></tr>`;
+}
+
+function renderMigrations(s) {
+  $("migrations-count").textContent = s.migrationsTotal ? `(${s.migrationsTotal})` : "";
+  const body = s.migrations.map((m) => {
+    const to = m.to ? `${esc(m.to)}${m.toPlanned ? " <small>(planned)</small>" : ""}` : "—";
+    const rsv = m.reservation ? `${esc(m.reservation)}${m.reservationPhase ? `<br>${phase(m.reservationPhase)}` : ""}` : "—";
+    const said = [m.step && m.step !== m.reason ? m.step : "", m.reason].filter(Boolean).join(" · ");
+    const cls = ["Failed", "Invalid", "Aborted"].includes(m.phase) ? "error" : "";
+    return `<tr data-migration="${esc(m.name)}"><td>${phase(m.phase)}${m.paused ? "<br><small>paused</small>" : ""}</td>
+      <td>${esc(m.name || "(no name)")}<br><small>${esc(m.mode)}</small></td><td>${esc(m.pod || "—")}</td>
+      <td class="route">${esc(m.from || "—")} → ${to}</td><td>${rsv}</td>
+      <td>${said ? `<b>${esc(said)}</b>` : ""}${m.message ? `<div class="${cls}">${esc(m.message)}</div>` : ""}
+        ${m.why ? `<div class="hint">why: ${esc(m.why)}</div>` : ""}<div class="conds">${conditionChips(m.conditions)}</div></td>
+      <td class="age" data-age="${m.age}">${duration(m.age + elapsed())}</td></tr>`;
+  }).join("");
+  const more = s.migrationsTotal > s.migrations.length ? `<tr><td colspan="7">… and ${s.migrationsTotal - s.migrations.length} older ended ones</td></tr>` : "";
+  $("migrations").innerHTML = body + more || `<tr><td colspan="7">no PodMigrationJob</td></tr>`;
+}
+
 function renderHealth(h) {
   const el = $("health");
   if (!h) { el.innerHTML = `<p class="hint">The dashboard was not given the scheduler's metrics (--scheduler-metrics).</p>`; return; }
@@ -185,6 +241,8 @@ function applySummary(s) {
   renderPending(s);
   renderGangs(s);
   renderQuotas(s);
+  renderReservations(s);
+  renderMigrations(s);
   renderHealth(s.health);
   $("problems").innerHTML = s.problems.map((p) => `<div>${esc(p)}</div>`).join("");
 }
@@ -224,6 +282,9 @@ $("map").addEventListener("click", (e) => {
 setInterval(() => {
   for (const el of document.querySelectorAll("td.age[data-age]")) {
     if (el.dataset.age !== "") el.textContent = duration(Number(el.dataset.age) + elapsed());
+  }
+  for (const el of document.querySelectorAll("td.ttl[data-left]")) {
+    if (el.dataset.left !== "") el.textContent = left(Number(el.dataset.left) - elapsed());
   }
 }, 1000);
 window.addEventListener("hashchange", showPage);
