@@ -31,6 +31,8 @@ function duration(s) {
 function elapsed() { return received ? (Date.now() - receivedAt) / 1000 : 0; }
 function left(s) { return s > 0 ? `in ${duration(s)}` : "expiring…"; }
 function owners(list) { return list.length ? list.join(" or ") : "—"; }
+// One item per line, each unbroken: `gpu-core=50` or `labels app=x` never split at its hyphens.
+function lines(items) { return items.length ? items.map((i) => `<div class="nw">${esc(i)}</div>`).join("") : "—"; }
 
 // --- the GPU map -----------------------------------------------------------------------------
 function gpuCell(node, g) {
@@ -41,7 +43,8 @@ function gpuCell(node, g) {
   const lines = [`${node.name} GPU ${g.minor}${g.memory ? " · " + bytes(g.memory) : ""}`];
   if (!g.healthy) lines.push(`unhealthy: ${g.problem}`);
   let fills = "", memory = "";
-  for (const s of g.shares) {
+  // Pods placed onto a Reservation last: next to what the Reservation still holds.
+  for (const s of [...g.shares].sort((a, b) => Boolean(a.reservation) - Boolean(b.reservation))) {
     const [ns, name] = s.pod.split("/");
     const onto = s.reservation ? ` · on Reservation ${s.reservation}` : "";
     lines.push(`${name} (${ns}): gpu-core ${s.core}%, gpu-memory ${bytes(s.memory)} (${s.ratio}%)${onto}`);
@@ -192,11 +195,10 @@ function renderReservations(s) {
   const body = s.reservations.map((r) => {
     const expires = r.expiresIn === null ? (["Succeeded", "Failed", "Invalid"].includes(r.phase) ? "—" : "never")
       : left(r.expiresIn - elapsed());
-    const current = r.currentOwners.length ? r.currentOwners.map(esc).join("<br>") : "—";
-    const holds = r.holds ? `${esc(r.holds)}${r.devices ? `<br><small>${esc(r.devices)}</small>` : ""}` : "—";
+    const holds = r.holds ? `${lines(r.holds.split(" "))}${r.devices ? `<small>${esc(r.devices)}</small>` : ""}` : "—";
     const why = r.reason ? `<div class="${r.phase === "Invalid" || r.phase === "Failed" ? "error" : ""}">${esc(r.reason)}</div>` : "";
     return `<tr data-reservation="${esc(r.name)}"><td>${esc(r.name || "(no name)")}</td><td>${phase(r.phase)}</td>
-      <td>${esc(r.node || "—")}</td><td>${holds}</td><td>${esc(owners(r.owners))}</td><td>${current}</td>
+      <td>${esc(r.node || "—")}</td><td>${holds}</td><td>${lines(r.owners)}</td><td>${lines(r.currentOwners)}</td>
       <td class="ttl" data-left="${r.expiresIn ?? ""}" title="${esc(r.expiresAt)}">${expires}</td>
       <td>${why}<div class="conds">${conditionChips(r.conditions)}</div></td></tr>`;
   }).join("");
