@@ -2,7 +2,8 @@
 to which, the Reservation it made, and what its executor last said.
 
 Pure functions over parsed `PodMigrationJob`s (and `Invalid` ones, listed with their parse
-error), the pods and Reservations the informers hold, and the clock. The job itself records the
+error) and the pods and Reservations the informers hold; times are absolute, as in
+`dashboard.reservations`. The job itself records the
 target (`status.nodeName`, the node its Reservation was placed on; before that the planner's
 `migration-target-node` annotation, shown as planned) but not the source, so "from" is the node
 of the pod it names while that pod exists (matched by UID once the descheduler pinned it), and
@@ -12,7 +13,6 @@ labelled with the job's name (the descheduler writes both).
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -57,7 +57,7 @@ class MigrationRow:
     message: str
     #: Why the descheduler created it (the strategy's annotation), '' for a user's job.
     why: str
-    age_seconds: float
+    created: float | None  # seconds since the epoch; None when unreadable
     paused: bool = False
     conditions: tuple[Condition, ...] = ()
 
@@ -82,7 +82,6 @@ def _row(
     *,
     pod: Pod | None,
     reservations: Sequence[Reservation],
-    now: datetime.datetime,
 ) -> MigrationRow:
     name, reservation = _reservation_of(job, reservations)
     planned = job.meta.annotations.get(names.ANNOTATION_MIGRATION_TARGET_NODE, "")
@@ -101,13 +100,13 @@ def _row(
         reason=job.reason,
         message=job.message,
         why=job.meta.annotations.get(names.ANNOTATION_MIGRATION_REASON, ""),
-        age_seconds=workload.age_seconds(job.meta.creation_timestamp, now),
+        created=workload.epoch_seconds(job.meta.creation_timestamp),
         paused=job.paused,
         conditions=job.conditions,
     )
 
 
-def _invalid_row(bad: Invalid, now: datetime.datetime) -> MigrationRow:
+def _invalid_row(bad: Invalid) -> MigrationRow:
     return MigrationRow(
         name=bad.name,
         phase=INVALID,
@@ -122,7 +121,7 @@ def _invalid_row(bad: Invalid, now: datetime.datetime) -> MigrationRow:
         reason="Invalid",
         message=bad.error,
         why="",
-        age_seconds=workload.age_seconds(bad.created, now),
+        created=workload.epoch_seconds(bad.created),
     )
 
 
@@ -131,7 +130,6 @@ def rows(
     *,
     pods: Iterable[Pod],
     reservations: Iterable[Reservation | Invalid],
-    now: datetime.datetime,
 ) -> Sequence[MigrationRow]:
     """Every PodMigrationJob: running first, then pending, invalid, ended; newest first within."""
     pods = list(pods)
@@ -139,9 +137,7 @@ def rows(
     by_key = {p.key: p for p in pods}
     parsed = [r for r in reservations if isinstance(r, Reservation)]
     out = [
-        _invalid_row(j, now)
-        if isinstance(j, Invalid)
-        else _row(j, pod=_pod_of(j, by_uid, by_key), reservations=parsed, now=now)
+        _invalid_row(j) if isinstance(j, Invalid) else _row(j, pod=_pod_of(j, by_uid, by_key), reservations=parsed)
         for j in jobs
     ]
-    return sorted(out, key=lambda m: (_ORDER.get(m.phase, 2), m.age_seconds, m.name))
+    return sorted(out, key=lambda m: (_ORDER.get(m.phase, 2), -(m.created or 0.0), m.name))

@@ -1,9 +1,11 @@
 """The Reservations table as plain values: what each Reservation holds, for whom, until when, and
 why it is not (or no longer) holding anything.
 
-Pure functions over parsed `Reservation`s (and `Invalid` ones, listed with their parse error),
-the clock passed in. The GPU map draws what Available Reservations hold through `gpumap`, which
-names their owners with `owners_text` from here. Phases, conditions and reasons are the ones the
+Pure functions over parsed `Reservation`s (and `Invalid` ones, listed with their parse error).
+Times are absolute (seconds since the epoch): the page ages them against the server's clock, so
+a row changes only when its Reservation does, and a patch leaves unchanged tables out. The GPU
+map draws what Available Reservations hold through `gpumap`, which names their owners with
+`owners_text` from here. Phases, conditions and reasons are the ones the
 scheduler writes (Koordinator's; docs/user/reservations.md):
 
 - Pending: the `Scheduled` condition says why it is not placed (`Unschedulable`, `Invalid`);
@@ -15,7 +17,6 @@ scheduler writes (Koordinator's; docs/user/reservations.md):
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -67,10 +68,11 @@ class ReservationRow:
     devices: str
     owners: tuple[str, ...]
     current_owners: tuple[str, ...]  # namespace/name
-    age_seconds: float
-    #: Seconds until an unused Reservation expires (negative: overdue); None: never, or ended.
-    expires_in: float | None
-    #: When it expires (RFC 3339), '' for never.
+    #: metadata.creationTimestamp in seconds since the epoch; None when unreadable.
+    created: float | None
+    #: When an unused Reservation expires, in seconds since the epoch; None: never, or ended.
+    expires: float | None
+    #: The same as RFC 3339, '' for none.
     expires_at: str
     #: Why it is in its phase: `reason: message` of the condition that says so, or the parse error.
     reason: str
@@ -140,7 +142,7 @@ def _reason(reservation: Reservation) -> str:
     return ": ".join(p for p in (condition.reason, condition.message) if p)
 
 
-def _expiry(reservation: Reservation, now: datetime.datetime) -> tuple[float | None, str]:
+def _expiry(reservation: Reservation) -> tuple[float | None, str]:
     if reservation.phase.terminal:
         return None, ""
     try:
@@ -149,11 +151,11 @@ def _expiry(reservation: Reservation, now: datetime.datetime) -> tuple[float | N
         return None, ""
     if at is None:
         return None, ""
-    return (at - now).total_seconds(), at.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return at.timestamp(), at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _row(reservation: Reservation, now: datetime.datetime) -> ReservationRow:
-    expires_in, expires_at = _expiry(reservation, now)
+def _row(reservation: Reservation) -> ReservationRow:
+    expires, expires_at = _expiry(reservation)
     return ReservationRow(
         name=reservation.name,
         phase=reservation.phase.value,
@@ -162,15 +164,15 @@ def _row(reservation: Reservation, now: datetime.datetime) -> ReservationRow:
         devices=device_text(reservation),
         owners=tuple(owners_text(o) for o in reservation.owners),
         current_owners=tuple(_ref_text(o) for o in reservation.current_owners),
-        age_seconds=workload.age_seconds(reservation.meta.creation_timestamp, now),
-        expires_in=expires_in,
+        created=workload.epoch_seconds(reservation.meta.creation_timestamp),
+        expires=expires,
         expires_at=expires_at,
         reason=_reason(reservation),
         conditions=reservation.conditions,
     )
 
 
-def _invalid_row(bad: Invalid, now: datetime.datetime) -> ReservationRow:
+def _invalid_row(bad: Invalid) -> ReservationRow:
     return ReservationRow(
         name=bad.name,
         phase=INVALID,
@@ -179,15 +181,15 @@ def _invalid_row(bad: Invalid, now: datetime.datetime) -> ReservationRow:
         devices="",
         owners=(),
         current_owners=(),
-        age_seconds=workload.age_seconds(bad.created, now),
-        expires_in=None,
+        created=workload.epoch_seconds(bad.created),
+        expires=None,
         expires_at="",
         reason=bad.error,
     )
 
 
-def rows(reservations: Iterable[Reservation | Invalid], *, now: datetime.datetime) -> Sequence[ReservationRow]:
+def rows(reservations: Iterable[Reservation | Invalid]) -> Sequence[ReservationRow]:
     """Every Reservation: pending ones first, then those holding resources, invalid ones, and
-    the ended; newest first within each."""
-    out = [_invalid_row(r, now) if isinstance(r, Invalid) else _row(r, now) for r in reservations]
-    return sorted(out, key=lambda r: (_ORDER.get(r.phase, 2), r.age_seconds, r.name))
+    the ended; newest first within each (those without a creation time last)."""
+    out = [_invalid_row(r) if isinstance(r, Invalid) else _row(r) for r in reservations]
+    return sorted(out, key=lambda r: (_ORDER.get(r.phase, 2), -(r.created or 0.0), r.name))

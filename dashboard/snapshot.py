@@ -3,7 +3,10 @@
 The browser keeps one row per node and replaces only the rows that changed, so a change on one
 node of 500 costs one row on the wire and in the DOM. `State` is one rendering of everything
 (nodes by name, plus a small summary: totals, pending pods, gangs, quotas, Reservations,
-PodMigrationJobs, the scheduler's health); `diff` turns two states into the patch the server streams. Pure.
+PodMigrationJobs, the scheduler's health); `diff` turns two states into the patch the server
+streams: the changed node rows and the summary's changed entries (the Reservations and
+migrations tables, their times absolute, change only when their objects do, so most patches
+leave them out). Pure.
 """
 
 from __future__ import annotations
@@ -127,8 +130,8 @@ def _reservation(r: ReservationRow) -> JSONDict:
         "devices": r.devices,
         "owners": list(r.owners),
         "currentOwners": list(r.current_owners),
-        "age": r.age_seconds,
-        "expiresIn": r.expires_in,
+        "created": r.created,
+        "expires": r.expires,
         "expiresAt": r.expires_at,
         "reason": r.reason,
         "conditions": _conditions(r.conditions),
@@ -150,7 +153,7 @@ def _migration(m: MigrationRow) -> JSONDict:
         "reason": m.reason,
         "message": m.message,
         "why": m.why,
-        "age": m.age_seconds,
+        "created": m.created,
         "paused": m.paused,
         "conditions": _conditions(m.conditions),
     }
@@ -259,12 +262,14 @@ def _quota_rows(q: QuotaNode) -> list[JSONDict]:
 
 def diff(before: State | None, after: State) -> str | None:
     """The patch from `before` to `after` as JSON (changed node rows, removed node names, the
-    summary), or None when nothing changed. With no `before`, the whole state."""
+    summary's changed entries: the page keeps the others), or None when nothing changed. With no
+    `before`, the whole state."""
     if before is None:
         return after.full()
     changed = [row for name, row in sorted(after.nodes.items()) if before.nodes.get(name) != row]
     removed = sorted(set(before.nodes) - set(after.nodes))
     if not changed and not removed and before.summary == after.summary:
         return None
-    summary = json.dumps(after.summary, separators=(",", ":"))
+    parts = {key: value for key, value in after.summary.items() if before.summary.get(key) != value}
+    summary = json.dumps(parts, separators=(",", ":"))
     return f'{{"nodes":[{",".join(changed)}],"removed":{json.dumps(removed)},"summary":{summary}}}'

@@ -79,6 +79,6 @@ def state(
         health=health.health(latest, earlier) if latest is not None else None,
         now=now.timestamp(),
         errors=errors,
-        reservations=reservation_rows(reservations, now=now),
-        migrations=migration_rows(jobs, pods=pods, reservations=reservations, now=now),
+        reservations=reservation_rows(reservations),
+        migrations=migration_rows(jobs, pods=pods, reservations=reservations),
     )

@@ -1,6 +1,7 @@
 // Tessera dashboard: keeps one row per node and replaces only the rows the server says changed.
 // The server streams `state` (everything) once, then `patch` events (changed nodes, removed
-// nodes, the summary); see dashboard/server.py. No framework and no build step: plain DOM.
+// nodes, the summary's changed entries: the others stay as they were); see dashboard/server.py.
+// No framework and no build step: plain DOM.
 "use strict";
 
 const rows = new Map();          // node name -> its row element
@@ -29,6 +30,8 @@ function duration(s) {
   return `${Math.floor(s / 3600)}h${String(Math.floor(s / 60) % 60).padStart(2, "0")}m`;
 }
 function elapsed() { return received ? (Date.now() - receivedAt) / 1000 : 0; }
+function serverNow() { return received + elapsed(); }
+function since(t) { return t === null ? "—" : duration(serverNow() - t); }
 function left(s) { return s > 0 ? `in ${duration(s)}` : "expiring…"; }
 function owners(list) { return list.length ? list.join(" or ") : "—"; }
 // One item per line, each unbroken: `gpu-core=50` or `labels app=x` never split at its hyphens.
@@ -193,13 +196,13 @@ function conditionChips(conditions) {
 function renderReservations(s) {
   $("reservations-count").textContent = s.reservationsTotal ? `(${s.reservationsTotal})` : "";
   const body = s.reservations.map((r) => {
-    const expires = r.expiresIn === null ? (["Succeeded", "Failed", "Invalid"].includes(r.phase) ? "—" : "never")
-      : left(r.expiresIn - elapsed());
+    const expires = r.expires === null ? (["Succeeded", "Failed", "Invalid"].includes(r.phase) ? "—" : "never")
+      : left(r.expires - serverNow());
     const holds = r.holds ? `${lines(r.holds.split(" "))}${r.devices ? `<small>${esc(r.devices)}</small>` : ""}` : "—";
     const why = r.reason ? `<div class="${r.phase === "Invalid" || r.phase === "Failed" ? "error" : ""}">${esc(r.reason)}</div>` : "";
     return `<tr data-reservation="${esc(r.name)}"><td>${esc(r.name || "(no name)")}</td><td>${phase(r.phase)}</td>
       <td>${esc(r.node || "—")}</td><td>${holds}</td><td>${lines(r.owners)}</td><td>${lines(r.currentOwners)}</td>
-      <td class="ttl" data-left="${r.expiresIn ?? ""}" title="${esc(r.expiresAt)}">${expires}</td>
+      <td class="ttl" data-expires="${r.expires ?? ""}" title="${esc(r.expiresAt)}">${expires}</td>
       <td>${why}<div class="conds">${conditionChips(r.conditions)}</div></td></tr>`;
   }).join("");
   const more = s.reservationsTotal > s.reservations.length ? `<tr><td colspan="8">… and ${s.reservationsTotal - s.reservations.length} older ended ones</td></tr>` : "";
@@ -218,7 +221,7 @@ function renderMigrations(s) {
       <td class="route">${esc(m.from || "—")} → ${to}</td><td>${rsv}</td>
       <td>${said ? `<b>${esc(said)}</b>` : ""}${m.message ? `<div class="${cls}">${esc(m.message)}</div>` : ""}
         ${m.why ? `<div class="hint">why: ${esc(m.why)}</div>` : ""}<div class="conds">${conditionChips(m.conditions)}</div></td>
-      <td class="age" data-age="${m.age}">${duration(m.age + elapsed())}</td></tr>`;
+      <td class="age" data-created="${m.created ?? ""}">${since(m.created)}</td></tr>`;
   }).join("");
   const more = s.migrationsTotal > s.migrations.length ? `<tr><td colspan="7">… and ${s.migrationsTotal - s.migrations.length} older ended ones</td></tr>` : "";
   $("migrations").innerHTML = body + more || `<tr><td colspan="7">no PodMigrationJob</td></tr>`;
@@ -237,21 +240,24 @@ function renderHealth(h) {
   ].join("");
 }
 
-function applySummary(s) {
-  summary = s; received = s.now; receivedAt = Date.now();
-  renderTotals(s.totals);
-  renderPending(s);
-  renderGangs(s);
-  renderQuotas(s);
-  renderReservations(s);
-  renderMigrations(s);
-  renderHealth(s.health);
-  $("problems").innerHTML = s.problems.map((p) => `<div>${esc(p)}</div>`).join("");
+// `s` is the whole summary (full) or the entries that changed; only their sections are redrawn.
+function applySummary(s, full) {
+  summary = full ? s : {...summary, ...s};
+  if ("now" in s) { received = s.now; receivedAt = Date.now(); }
+  const has = (...keys) => full || keys.some((k) => k in s);
+  if (has("totals")) renderTotals(summary.totals);
+  if (has("pending", "pendingTotal")) renderPending(summary);
+  if (has("gangs")) renderGangs(summary);
+  if (has("quotas")) renderQuotas(summary);
+  if (has("reservations", "reservationsTotal")) renderReservations(summary);
+  if (has("migrations", "migrationsTotal")) renderMigrations(summary);
+  if (has("health")) renderHealth(summary.health);
+  if (has("problems")) $("problems").innerHTML = summary.problems.map((p) => `<div>${esc(p)}</div>`).join("");
 }
 
 function apply(doc, full) {
   applyNodes(doc.nodes, doc.removed, full);
-  applySummary(doc.summary);
+  applySummary(doc.summary, full);
   const panel = $("detail");
   if (!panel.hidden && panel.dataset.gpu) showDetail(panel.dataset.gpu);
   document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
@@ -285,8 +291,11 @@ setInterval(() => {
   for (const el of document.querySelectorAll("td.age[data-age]")) {
     if (el.dataset.age !== "") el.textContent = duration(Number(el.dataset.age) + elapsed());
   }
-  for (const el of document.querySelectorAll("td.ttl[data-left]")) {
-    if (el.dataset.left !== "") el.textContent = left(Number(el.dataset.left) - elapsed());
+  for (const el of document.querySelectorAll("td.age[data-created]")) {
+    if (el.dataset.created !== "") el.textContent = since(Number(el.dataset.created));
+  }
+  for (const el of document.querySelectorAll("td.ttl[data-expires]")) {
+    if (el.dataset.expires !== "") el.textContent = left(Number(el.dataset.expires) - serverNow());
   }
 }, 1000);
 window.addEventListener("hashchange", showPage);

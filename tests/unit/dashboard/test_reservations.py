@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 
 import pytest
 
@@ -70,24 +71,25 @@ def test_the_table_says_what_each_holds_for_whom_and_until_when() -> None:
         conditions=[{"type": "Ready", "status": "False", "reason": "Expired", "message": "expired after 1h"}],
     )
     used = make_reservation("used", node="n2", gpus={3: 50}, phase="Succeeded", current_owners=["ml/infer-0"])
-    rows = reservations.rows([used, expired, available, pending], now=NOW)
+    rows = reservations.rows([used, expired, available, pending])
     assert [r.name for r in rows] == ["big", "trainer", "used", "old"]
     big, trainer, done, old = rows
     assert big.reason == "Unschedulable: 0/3 nodes are available" and big.node == ""
     assert big.holds == "nvidia.com/gpu=1" and big.devices == ""
     assert trainer.holds == "nvidia.com/gpu=2" and trainer.devices == "GPU 0 100% · GPU 1 100%"
     assert trainer.owners == ("labels app=train",) and trainer.reason == ""
-    assert trainer.expires_in == 30 * 60 and trainer.expires_at == "2026-11-24T18:30:00Z"
-    assert trainer.age_seconds == 30 * 60
-    assert done.current_owners == ("ml/infer-0",) and done.expires_in is None
-    assert old.reason == "Expired: expired after 1h" and old.expires_in is None
+    assert trainer.expires == (NOW + datetime.timedelta(minutes=30)).timestamp()
+    assert trainer.expires_at == "2026-11-24T18:30:00Z"
+    assert trainer.created == (NOW - datetime.timedelta(minutes=30)).timestamp()
+    assert done.current_owners == ("ml/infer-0",) and done.expires is None
+    assert old.reason == "Expired: expired after 1h" and old.expires is None
 
 
 def test_ttl_zero_never_expires_and_unschedulable_says_so() -> None:
     forever = make_reservation("forever", node="n1", gpus={0: 100}, ttl="0")
     held = dataclasses.replace(make_reservation("held"), unschedulable=True)
-    rows = {r.name: r for r in reservations.rows([forever, held], now=NOW)}
-    assert rows["forever"].expires_in is None and rows["forever"].expires_at == ""
+    rows = {r.name: r for r in reservations.rows([forever, held])}
+    assert rows["forever"].expires is None and rows["forever"].expires_at == ""
     assert rows["held"].reason.startswith("spec.unschedulable")
 
 
@@ -112,7 +114,7 @@ def test_a_reservation_that_does_not_parse_is_listed_as_invalid_with_the_error()
     assert isinstance(parsed, Invalid) and parsed.name == "broken"
     with pytest.raises(ValidationError) as raised:
         Reservation.from_dict(raw)
-    (row,) = reservations.rows([parsed], now=NOW)
+    (row,) = reservations.rows([parsed])
     assert (row.name, row.phase, row.reason) == ("broken", reservations.INVALID, str(raised.value))
     assert "spec.ttl" in row.reason
     # ... and the map, given it, draws nothing and raises nothing.

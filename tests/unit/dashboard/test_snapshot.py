@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Sequence
 
@@ -128,3 +129,27 @@ def test_ended_reservations_and_migrations_sent_are_capped_but_counted() -> None
     )["summary"]
     assert len(summary["migrations"]) == snapshot.MAX_FINISHED + 1 and summary["migrationsTotal"] == len(ended) + 1
     assert summary["migrations"][0]["name"] == "live"
+
+
+def test_a_patch_carries_only_the_summary_entries_that_changed() -> None:
+    def at(now: datetime.datetime, *jobs: PodMigrationJob) -> snapshot.State:
+        return view.state(
+            devices=[make_device("n1")],
+            pods=[],
+            pod_groups=[],
+            quotas=[],
+            scheduler={},
+            scrapes=(None, None),
+            now=now,
+            jobs=jobs,
+        )
+
+    running = make_migration("m", phase="Running")
+    later = NOW + datetime.timedelta(seconds=5)
+    patch = snapshot.diff(at(NOW, running), at(later, running))
+    assert patch is not None
+    assert json.loads(patch)["summary"] == {"now": later.timestamp()}  # times are absolute: no table changed
+    patch = snapshot.diff(at(NOW, running), at(later, make_migration("m", phase="Succeeded")))
+    assert patch is not None
+    summary = json.loads(patch)["summary"]
+    assert sorted(summary) == ["migrations", "now"] and summary["migrations"][0]["phase"] == "Succeeded"
