@@ -8,10 +8,11 @@ from collections.abc import Sequence
 
 from apis.crds.device import Device
 from apis.crds.podmigrationjob import PodMigrationJob
+from apis.crds.reservation import Reservation
 from apis.extension import names
 from apis.k8s.core import Pod
 from dashboard import snapshot, view
-from dashboard.invalid import tolerant
+from dashboard.invalid import Invalid, tolerant
 from tests.support.gpuobjects import (
     GPU_MEMORY,
     NOW,
@@ -23,7 +24,15 @@ from tests.support.gpuobjects import (
 )
 
 
-def state(devices: Sequence[Device], pods: Sequence[Pod]) -> snapshot.State:
+def state(
+    devices: Sequence[Device],
+    pods: Sequence[Pod],
+    *,
+    reservations: Sequence[Reservation] = (),
+    jobs: Sequence[PodMigrationJob | Invalid] = (),
+    now: datetime.datetime = NOW,
+) -> snapshot.State:
+    """The state of these objects, with one ElasticQuota and no gang."""
     return view.state(
         devices=devices,
         pods=pods,
@@ -31,7 +40,9 @@ def state(devices: Sequence[Device], pods: Sequence[Pod]) -> snapshot.State:
         quotas=[make_quota("q", min={names.GPU_CORE: 100}, max={names.GPU_CORE: 200})],
         scheduler={},
         scrapes=(None, None),
-        now=NOW,
+        now=now,
+        reservations=reservations,
+        jobs=jobs,
     )
 
 
@@ -85,19 +96,8 @@ def test_reservations_and_migrations_are_in_the_summary_and_reserved_gpus_in_the
     held = make_reservation("trainer", node="n1", gpus={0: 100})
     owner = make_pod("o", node="n1", gpus={1: 50}, annotations={names.ANNOTATION_RESERVATION_ALLOCATED: '{"name":"x"}'})
     bad = tolerant("PodMigrationJob", PodMigrationJob.from_dict)({"metadata": {"name": "b"}, "spec": {}})
-    doc = json.loads(
-        view.state(
-            devices=[make_device("n1")],
-            pods=[owner],
-            pod_groups=[],
-            quotas=[],
-            scheduler={},
-            scrapes=(None, None),
-            now=NOW,
-            reservations=[held],
-            jobs=[make_migration("m", phase="Running", reservation="trainer"), bad],
-        ).full()
-    )
+    jobs = [make_migration("m", phase="Running", reservation="trainer"), bad]
+    doc = json.loads(state([make_device("n1")], [owner], reservations=[held], jobs=jobs).full())
     gpus = doc["nodes"][0]["groups"][0]["gpus"]
     reserved = {"reservation": "trainer", "owners": ["labels app=train"], "core": 100, "ratio": 100}
     assert gpus[0]["reserved"] == [{**reserved, "memory": GPU_MEMORY, "vfs": 0}]
@@ -115,34 +115,14 @@ def test_reservations_and_migrations_are_in_the_summary_and_reserved_gpus_in_the
 
 def test_ended_reservations_and_migrations_sent_are_capped_but_counted() -> None:
     ended = [make_migration(f"m{i}", phase="Succeeded") for i in range(snapshot.MAX_FINISHED + 3)]
-    summary = json.loads(
-        view.state(
-            devices=[],
-            pods=[],
-            pod_groups=[],
-            quotas=[],
-            scheduler={},
-            scrapes=(None, None),
-            now=NOW,
-            jobs=[*ended, make_migration("live", phase="Running")],
-        ).full()
-    )["summary"]
+    summary = json.loads(state([], [], jobs=[*ended, make_migration("live", phase="Running")]).full())["summary"]
     assert len(summary["migrations"]) == snapshot.MAX_FINISHED + 1 and summary["migrationsTotal"] == len(ended) + 1
     assert summary["migrations"][0]["name"] == "live"
 
 
 def test_a_patch_carries_only_the_summary_entries_that_changed() -> None:
     def at(now: datetime.datetime, *jobs: PodMigrationJob) -> snapshot.State:
-        return view.state(
-            devices=[make_device("n1")],
-            pods=[],
-            pod_groups=[],
-            quotas=[],
-            scheduler={},
-            scrapes=(None, None),
-            now=now,
-            jobs=jobs,
-        )
+        return state([make_device("n1")], [], jobs=jobs, now=now)
 
     running = make_migration("m", phase="Running")
     later = NOW + datetime.timedelta(seconds=5)
