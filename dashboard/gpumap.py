@@ -8,6 +8,8 @@ Amounts follow the protocol: percent of a GPU for `gpu-core` and `gpu-memory-rat
 `gpu-memory`. Totals count GPU capacity in percent of a GPU (800 = eight whole GPUs):
 
 - allocated: the `gpu-core` the pods' `device-allocated` annotations hold on healthy GPUs;
+- reserved: the `gpu-core` Available (or Waiting) Reservations hold there for their owners (their
+  own `device-allocated` annotations), less what owners placed onto them already use;
 - idle: the rest of the healthy GPUs' `gpu-core`;
 - fragmented: the part of idle that no pending pod could use (`fragmented` below);
 - unhealthy: the capacity of GPUs the agent reported unhealthy (not idle: nothing can use it).
@@ -20,10 +22,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.crds.device import Device, DeviceInfo, DeviceType
+from apis.crds.reservation import Reservation, allocated_from_pod
 from apis.errors import AnnotationError
 from apis.extension import allocation, names
 from apis.extension.devicerequest import DeviceRequest, gpu_allocation_resources
 from apis.k8s.core import Pod
+from dashboard.invalid import Invalid
+from dashboard.reservations import owners_text
 
 __all__ = [
     "GPU",
@@ -31,6 +36,7 @@ __all__ = [
     "ClusterMap",
     "NodeMap",
     "PCIeGroup",
+    "Reserved",
     "Share",
     "Totals",
     "build",
@@ -51,6 +57,21 @@ class Share:
     memory: int = 0  # bytes
     memory_ratio: int = 0  # percent
     vfs: int = 0  # RDMA virtual functions
+    #: The Reservation the pod was placed onto (its `reservation-allocated` annotation), or ''.
+    reservation: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    """What one Available Reservation holds of one device for its owners, less what the owners
+    placed onto it use there already."""
+
+    reservation: str  # its name (cluster-scoped)
+    owners: tuple[str, ...]  # `owners_text` of each owner
+    core: int = 0  # percent
+    memory: int = 0  # bytes
+    memory_ratio: int = 0  # percent
+    vfs: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +85,20 @@ class GPU:
     #: Index of its NVLink group on the node (`NodeMap.nvlink`), or None without NVLink.
     nvlink_group: int | None
     shares: tuple[Share, ...] = ()
+    reserved: tuple[Reserved, ...] = ()
 
     @property
     def used_core(self) -> int:
         return min(WHOLE, sum(s.core for s in self.shares))
+
+    @property
+    def reserved_core(self) -> int:
+        """Percent of the GPU's cores Reservations hold (beyond what pods use: capped at whole)."""
+        return min(WHOLE - self.used_core, sum(r.core for r in self.reserved))
+
+    @property
+    def reserved_ratio(self) -> int:
+        return min(WHOLE - self.used_ratio, sum(r.memory_ratio for r in self.reserved))
 
     @property
     def used_ratio(self) -> int:
@@ -78,9 +109,13 @@ class GPU:
         return sum(s.memory for s in self.shares)
 
     @property
+    def reserved_memory(self) -> int:
+        return sum(r.memory for r in self.reserved)
+
+    @property
     def free_core(self) -> int:
-        """Percent of the GPU's cores nobody holds; 0 when unhealthy (nothing can use it)."""
-        return WHOLE - self.used_core if self.healthy else 0
+        """Percent of the GPU's cores no pod and no Reservation holds; 0 when unhealthy."""
+        return WHOLE - self.used_core - self.reserved_core if self.healthy else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +125,7 @@ class RDMA:
     problem: str
     vfs_total: int
     shares: tuple[Share, ...] = ()
+    reserved: tuple[Reserved, ...] = ()
 
     @property
     def vfs_used(self) -> int:
@@ -127,6 +163,7 @@ class Totals:
     idle: int
     fragmented: int
     unhealthy: int
+    reserved: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +173,20 @@ class ClusterMap:
     problems: tuple[str, ...] = ()
 
 
-def build(devices: Iterable[Device], pods: Iterable[Pod]) -> ClusterMap:
+#: Node -> (device type, minor) -> what is held there.
+_Held = dict[str, dict[tuple[DeviceType, int], list[Share]]]
+_ReservedOn = dict[str, dict[tuple[DeviceType, int], list[Reserved]]]
+
+
+def build(
+    devices: Iterable[Device], pods: Iterable[Pod], reservations: Iterable[Reservation | Invalid] = ()
+) -> ClusterMap:
     """The map of every node with a Device CR, nodes sorted by name, with the fractions the
-    bound, live pods hold (from their `device-allocated` annotations). A malformed annotation
-    is skipped and reported in `problems`, never raised."""
-    held: dict[str, dict[tuple[DeviceType, int], list[Share]]] = {}
+    bound, live pods hold (from their `device-allocated` annotations) and what Available
+    Reservations hold for their owners (theirs; an `Invalid` one holds nothing that can be
+    read). A malformed annotation is
+    skipped and reported in `problems`, never raised."""
+    held: _Held = {}
     problems: list[str] = []
     for pod in pods:
         if not pod.node_name or pod.is_terminal:
@@ -153,14 +199,61 @@ def build(devices: Iterable[Device], pods: Iterable[Pod]) -> ClusterMap:
         except AnnotationError as e:
             problems.append(f"{pod.key}: {e}")
             continue
+        consumed = _consumed(pod, problems)
         on_node = held.setdefault(pod.node_name, {})
         for dtype, allocated in allocations.items():
             for a in allocated:
-                on_node.setdefault((dtype, a.minor), []).append(_share(pod.key, a))
+                on_node.setdefault((dtype, a.minor), []).append(_share(pod.key, a, consumed))
+    reserved = _reserved([r for r in reservations if isinstance(r, Reservation)], held, problems)
     nodes = tuple(
-        _node(device, held.get(device.node_name, {})) for device in sorted(devices, key=lambda d: d.node_name)
+        _node(device, held.get(device.node_name, {}), reserved.get(device.node_name, {}))
+        for device in sorted(devices, key=lambda d: d.node_name)
     )
     return ClusterMap(nodes, tuple(sorted(problems)))
+
+
+def _consumed(pod: Pod, problems: list[str]) -> str:
+    """The Reservation `pod` was placed onto, '' for none (or an unreadable annotation, reported)."""
+    try:
+        consumed = allocated_from_pod(pod)
+    except AnnotationError as e:
+        problems.append(f"{pod.key}: {e}")
+        return ""
+    return consumed.name if consumed is not None else ""
+
+
+def _reserved(reservations: Sequence[Reservation], held: _Held, problems: list[str]) -> _ReservedOn:
+    """What each placed, Available (or Waiting) Reservation holds, by node and device: its own
+    `device-allocated` annotation, less what the pods placed onto it (by name) use of the same
+    device (an `allocateOnce: false` Reservation keeps holding while its owners run on it)."""
+    out: _ReservedOn = {}
+    for r in reservations:
+        text = r.meta.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED)
+        if not r.phase.holds_resources or not r.node_name or not text:
+            continue
+        try:
+            allocations = _decode(text, f"reservation {r.name}")
+        except AnnotationError as e:
+            problems.append(f"reservation {r.name}: {e}")
+            continue
+        owners = tuple(owners_text(o) for o in r.owners)
+        on_node = out.setdefault(r.node_name, {})
+        used_on_node = held.get(r.node_name, {})
+        for dtype, allocated in allocations.items():
+            for a in allocated:
+                whole = _share(r.name, a, "")
+                used = [s for s in used_on_node.get((dtype, a.minor), ()) if s.reservation == r.name]
+                left = Reserved(
+                    r.name,
+                    owners,
+                    core=max(0, whole.core - sum(s.core for s in used)),
+                    memory=max(0, whole.memory - sum(s.memory for s in used)),
+                    memory_ratio=max(0, whole.memory_ratio - sum(s.memory_ratio for s in used)),
+                    vfs=max(0, whole.vfs - sum(s.vfs for s in used)),
+                )
+                if left.core or left.memory or left.memory_ratio or left.vfs:
+                    on_node.setdefault((dtype, a.minor), []).append(left)
+    return out
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -170,7 +263,7 @@ def _decode(text: str, obj: str) -> Mapping[DeviceType, tuple[allocation.DeviceA
     return allocation.decode(text, obj=obj)
 
 
-def _share(pod: str, a: allocation.DeviceAllocation) -> Share:
+def _share(pod: str, a: allocation.DeviceAllocation, reservation: str) -> Share:
     res = a.resources
     return Share(
         pod,
@@ -178,10 +271,15 @@ def _share(pod: str, a: allocation.DeviceAllocation) -> Share:
         memory=res.get(names.GPU_MEMORY, 0),
         memory_ratio=res.get(names.GPU_MEMORY_RATIO, 0),
         vfs=len(a.vfs),
+        reservation=reservation,
     )
 
 
-def _node(device: Device, held: Mapping[tuple[DeviceType, int], list[Share]]) -> NodeMap:
+def _node(
+    device: Device,
+    held: Mapping[tuple[DeviceType, int], list[Share]],
+    reserved: Mapping[tuple[DeviceType, int], list[Reserved]],
+) -> NodeMap:
     nvlink = _nvlink_groups(device.nvlink)
     group_of = {minor: i for i, members in enumerate(nvlink) for minor in members}
     by_switch: dict[str, tuple[list[GPU], list[RDMA]]] = {}
@@ -189,12 +287,13 @@ def _node(device: Device, held: Mapping[tuple[DeviceType, int], list[Share]]) ->
         pcie = info.topology.pcie_id if info.topology is not None else ""
         gpus, nics = by_switch.setdefault(pcie, ([], []))
         shares = tuple(sorted(held.get((info.type, info.minor), ()), key=lambda s: s.pod))
+        kept = tuple(sorted(reserved.get((info.type, info.minor), ()), key=lambda r: r.reservation))
         if info.type is DeviceType.GPU:
             memory = info.resources.get(names.GPU_MEMORY, 0)
-            gpus.append(GPU(info.minor, info.health, _problem(info), memory, group_of.get(info.minor), shares))
+            gpus.append(GPU(info.minor, info.health, _problem(info), memory, group_of.get(info.minor), shares, kept))
         elif info.type is DeviceType.RDMA:
             vfs = sum(len(g.vfs) for g in info.vf_groups)
-            nics.append(RDMA(info.minor, info.health, _problem(info), vfs, shares))
+            nics.append(RDMA(info.minor, info.health, _problem(info), vfs, shares, kept))
     groups = tuple(
         PCIeGroup(pcie, tuple(gpus), tuple(nics))
         for pcie, (gpus, nics) in sorted(by_switch.items(), key=lambda kv: _first_minor(kv[1]))
@@ -281,8 +380,8 @@ class _Free:
 
     @classmethod
     def of(cls, gpu: GPU) -> _Free:
-        memory = gpu.memory - gpu.used_memory if gpu.memory else -1
-        return cls(gpu.minor, gpu.free_core, WHOLE - gpu.used_ratio, memory, gpu.memory)
+        memory = gpu.memory - gpu.used_memory - gpu.reserved_memory if gpu.memory else -1
+        return cls(gpu.minor, gpu.free_core, WHOLE - gpu.used_ratio - gpu.reserved_ratio, memory, gpu.memory)
 
     def fits(self, request: DeviceRequest) -> bool:
         need = gpu_allocation_resources(request, self.total_memory)
@@ -303,4 +402,5 @@ def totals(nodes: Sequence[NodeMap], fragments: Mapping[tuple[str, int], int]) -
         idle=sum(g.free_core for g in healthy),
         fragmented=sum(fragments.values()),
         unhealthy=WHOLE * (len(gpus) - len(healthy)),
+        reserved=sum(g.reserved_core for g in healthy),
     )

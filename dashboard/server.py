@@ -3,7 +3,8 @@
     GET /                 the page (static/index.html; app.js and app.css beside it)
     GET /api/state        the whole state as JSON (what the page gets first, and tests read)
     GET /api/events       server-sent events: `state` once (the whole state), then `patch` for
-                          each burst of changes (changed node rows, removed nodes, the summary)
+                          each burst of changes (changed node rows, removed nodes, the
+                          summary's changed entries)
     GET /healthz /readyz  200 ok; /readyz 503 until devices and pods are listed
 
 Changes arrive on the informers' and poller's threads (`_Publisher.changed`); within
@@ -97,6 +98,8 @@ class Dashboard:
             pods=s.pods.store.list(),
             pod_groups=s.pod_groups.store.list(),
             quotas=s.quotas.store.list(),
+            reservations=s.reservations.store.list(),
+            jobs=s.migrations.store.list(),
             scheduler=report.pending,
             scrapes=(report.scrape, report.previous),
             now=datetime.datetime.now(datetime.UTC),

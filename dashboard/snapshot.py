@@ -2,8 +2,11 @@
 
 The browser keeps one row per node and replaces only the rows that changed, so a change on one
 node of 500 costs one row on the wire and in the DOM. `State` is one rendering of everything
-(nodes by name, plus a small summary: totals, pending pods, gangs, quotas, the scheduler's
-health); `diff` turns two states into the patch the server streams. Pure.
+(nodes by name, plus a small summary: totals, pending pods, gangs, quotas, Reservations,
+PodMigrationJobs, the scheduler's health); `diff` turns two states into the patch the server
+streams: the changed node rows and the summary's changed entries (the Reservations and
+migrations tables, their times absolute, change only when their objects do, so most patches
+leave them out). Pure.
 """
 
 from __future__ import annotations
@@ -14,15 +17,22 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from apis.k8s import resources
+from apis.k8s.meta import Condition
 from dashboard.explanation import Step
-from dashboard.gpumap import GPU, RDMA, ClusterMap, NodeMap, Share, Totals
+from dashboard.gpumap import GPU, RDMA, ClusterMap, NodeMap, Reserved, Share, Totals
 from dashboard.health import SchedulerHealth
+from dashboard.migrations import MigrationRow
+from dashboard.reservations import ReservationRow
 from dashboard.workload import Gang, PendingPod, QuotaNode
 
-__all__ = ["MAX_PENDING", "State", "diff", "node_json", "render"]
+__all__ = ["MAX_FINISHED", "MAX_PENDING", "State", "diff", "node_json", "render"]
 
 #: Pending pods sent to the page (oldest first); the rest are counted.
 MAX_PENDING: Final = 200
+#: Ended Reservations and PodMigrationJobs sent (newest first, after every live one); the rest are
+#: counted. A descheduler at work leaves hundreds behind, and the table is about what happens now.
+MAX_FINISHED: Final = 100
+_ENDED: Final = frozenset({"Succeeded", "Failed", "Aborted"})
 
 JSONDict = dict[str, Any]
 
@@ -40,7 +50,21 @@ class State:
 
 
 def _share(s: Share) -> JSONDict:
-    return {"pod": s.pod, "core": s.core, "ratio": s.memory_ratio, "memory": s.memory, "vfs": s.vfs}
+    out: JSONDict = {"pod": s.pod, "core": s.core, "ratio": s.memory_ratio, "memory": s.memory, "vfs": s.vfs}
+    if s.reservation:
+        out["reservation"] = s.reservation
+    return out
+
+
+def _reserved(r: Reserved) -> JSONDict:
+    return {
+        "reservation": r.reservation,
+        "owners": list(r.owners),
+        "core": r.core,
+        "ratio": r.memory_ratio,
+        "memory": r.memory,
+        "vfs": r.vfs,
+    }
 
 
 def _gpu(gpu: GPU, fragment: int) -> JSONDict:
@@ -52,6 +76,7 @@ def _gpu(gpu: GPU, fragment: int) -> JSONDict:
         "nvlink": gpu.nvlink_group,
         "fragmented": fragment,
         "shares": [_share(s) for s in gpu.shares],
+        "reserved": [_reserved(r) for r in gpu.reserved],
     }
 
 
@@ -62,6 +87,7 @@ def _rdma(nic: RDMA) -> JSONDict:
         "problem": nic.problem,
         "vfs": nic.vfs_total,
         "shares": [_share(s) for s in nic.shares],
+        "reserved": [_reserved(r) for r in nic.reserved],
     }
 
 
@@ -85,6 +111,54 @@ def _steps(steps: Sequence[Step]) -> list[JSONDict]:
     return [{"stage": s.stage, "plugin": s.plugin, "text": s.text} for s in steps]
 
 
+def _conditions(conditions: Sequence[Condition]) -> list[JSONDict]:
+    return [{"type": c.type, "status": c.status, "reason": c.reason, "message": c.message} for c in conditions]
+
+
+def _capped(rows: Sequence[ReservationRow] | Sequence[MigrationRow]) -> list[Any]:
+    """Every live row, then the first `MAX_FINISHED` ended ones (the rows come newest first)."""
+    ended = [r for r in rows if r.phase in _ENDED]
+    return [r for r in rows if r.phase not in _ENDED] + ended[:MAX_FINISHED]
+
+
+def _reservation(r: ReservationRow) -> JSONDict:
+    return {
+        "name": r.name,
+        "phase": r.phase,
+        "node": r.node,
+        "holds": r.holds,
+        "devices": r.devices,
+        "owners": list(r.owners),
+        "currentOwners": list(r.current_owners),
+        "created": r.created,
+        "expires": r.expires,
+        "expiresAt": r.expires_at,
+        "reason": r.reason,
+        "conditions": _conditions(r.conditions),
+    }
+
+
+def _migration(m: MigrationRow) -> JSONDict:
+    return {
+        "name": m.name,
+        "phase": m.phase,
+        "mode": m.mode,
+        "pod": m.pod,
+        "from": m.from_node,
+        "to": m.to_node,
+        "toPlanned": m.to_planned,
+        "reservation": m.reservation,
+        "reservationPhase": m.reservation_phase,
+        "step": m.step,
+        "reason": m.reason,
+        "message": m.message,
+        "why": m.why,
+        "created": m.created,
+        "paused": m.paused,
+        "conditions": _conditions(m.conditions),
+    }
+
+
 def render(
     cluster: ClusterMap,
     fragments: Mapping[tuple[str, int], int],
@@ -96,6 +170,8 @@ def render(
     health: SchedulerHealth | None,
     now: float,
     errors: Sequence[str] = (),
+    reservations: Sequence[ReservationRow] = (),
+    migrations: Sequence[MigrationRow] = (),
 ) -> State:
     """Everything the page shows. `now` (epoch seconds) lets the page age what it shows."""
     summary: JSONDict = {
@@ -107,6 +183,7 @@ def render(
             "idle": totals.idle,
             "fragmented": totals.fragmented,
             "unhealthy": totals.unhealthy,
+            "reserved": totals.reserved,
         },
         "pending": [
             {
@@ -145,6 +222,10 @@ def render(
             }
             for q in quotas
         ],
+        "reservations": [_reservation(r) for r in _capped(reservations)],
+        "reservationsTotal": len(reservations),
+        "migrations": [_migration(m) for m in _capped(migrations)],
+        "migrationsTotal": len(migrations),
         "health": None
         if health is None
         else {
@@ -181,12 +262,14 @@ def _quota_rows(q: QuotaNode) -> list[JSONDict]:
 
 def diff(before: State | None, after: State) -> str | None:
     """The patch from `before` to `after` as JSON (changed node rows, removed node names, the
-    summary), or None when nothing changed. With no `before`, the whole state."""
+    summary's changed entries: the page keeps the others), or None when nothing changed. With no
+    `before`, the whole state."""
     if before is None:
         return after.full()
     changed = [row for name, row in sorted(after.nodes.items()) if before.nodes.get(name) != row]
     removed = sorted(set(before.nodes) - set(after.nodes))
     if not changed and not removed and before.summary == after.summary:
         return None
-    summary = json.dumps(after.summary, separators=(",", ":"))
+    parts = {key: value for key, value in after.summary.items() if before.summary.get(key) != value}
+    summary = json.dumps(parts, separators=(",", ":"))
     return f'{{"nodes":[{",".join(changed)}],"removed":{json.dumps(removed)},"summary":{summary}}}'

@@ -1,8 +1,10 @@
 """Where the dashboard's data comes from: informers on the API server, the scheduler's gRPC API
 and its metrics. The only I/O besides the HTTP server.
 
-`ClusterSources` keeps Devices, Pods, PodGroups and ElasticQuotas current (list + watch through
-`kube.Informer`) and calls `on_change` from the informers' threads on every change.
+`ClusterSources` keeps Devices, Pods, PodGroups, ElasticQuotas, Reservations and
+PodMigrationJobs current (list + watch through `kube.Informer`) and calls `on_change` from the
+informers' threads on every change. Reservations and PodMigrationJobs that do not parse are kept
+as `Invalid` (`dashboard.invalid`), so the page lists them with their error.
 `SchedulerPoller` asks the scheduler, every `poll_interval`, for its pending pods and explains
 the oldest (re-explaining a pod only when its attempts change, or every `_REEXPLAIN_S`), and
 scrapes its metrics; it too calls `on_change` when what it knows changed. A scheduler that does
@@ -27,10 +29,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from apis.crds.device import Device
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
+from apis.crds.podmigrationjob import PodMigrationJob
+from apis.crds.reservation import Reservation
 from apis.extension import names
 from apis.k8s.core import Pod
 from dashboard import explanation
 from dashboard.health import Samples, Scrape
+from dashboard.invalid import Invalid, tolerant
 from dashboard.settings import DashboardSettings
 from dashboard.workload import SchedulerView
 from kube.client import Client
@@ -58,7 +63,20 @@ class ClusterSources:
         self.pods: Informer[Pod] = Informer(client, PODS, parse=Pod.from_dict)
         self.pod_groups: Informer[PodGroup] = Informer(client, names.POD_GROUPS, parse=PodGroup.from_dict)
         self.quotas: Informer[ElasticQuota] = Informer(client, names.ELASTIC_QUOTAS, parse=ElasticQuota.from_dict)
-        self._all: tuple[Informer[Any], ...] = (self.devices, self.pods, self.pod_groups, self.quotas)
+        self.reservations: Informer[Reservation | Invalid] = Informer(
+            client, names.RESERVATIONS, parse=tolerant(names.RESERVATIONS.kind, Reservation.from_dict)
+        )
+        self.migrations: Informer[PodMigrationJob | Invalid] = Informer(
+            client, names.POD_MIGRATION_JOBS, parse=tolerant(names.POD_MIGRATION_JOBS.kind, PodMigrationJob.from_dict)
+        )
+        self._all: tuple[Informer[Any], ...] = (
+            self.devices,
+            self.pods,
+            self.pod_groups,
+            self.quotas,
+            self.reservations,
+            self.migrations,
+        )
 
         def changed(*_: object) -> None:
             on_change()

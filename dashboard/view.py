@@ -12,10 +12,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from apis.crds.device import Device, DeviceType
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
+from apis.crds.podmigrationjob import PodMigrationJob
+from apis.crds.reservation import Reservation
 from apis.errors import InvalidRequestError
 from apis.extension.devicerequest import DeviceRequest, pod_device_requests
 from apis.k8s.core import Pod
 from dashboard import gpumap, health, snapshot, workload
+from dashboard.invalid import Invalid
+from dashboard.migrations import rows as migration_rows
+from dashboard.reservations import rows as reservation_rows
 from dashboard.workload import SchedulerView
 
 __all__ = ["cluster", "pending_requests", "state"]
@@ -38,10 +43,11 @@ def pending_requests(pods: Iterable[Pod]) -> list[DeviceRequest]:
 
 
 def cluster(
-    devices: Iterable[Device], pods: Sequence[Pod]
+    devices: Iterable[Device], pods: Sequence[Pod], held_by: Iterable[Reservation | Invalid] = ()
 ) -> tuple[gpumap.ClusterMap, dict[tuple[str, int], int], gpumap.Totals]:
-    """The GPU map, its fragmented GPUs (node, minor -> percent) and its totals."""
-    built = gpumap.build(devices, pods)
+    """The GPU map (with what the Reservations in `held_by` hold), its fragmented GPUs (node,
+    minor -> percent) and its totals."""
+    built = gpumap.build(devices, pods, held_by)
     fragments = gpumap.fragmented(built.nodes, pending_requests(pods))
     return built, fragments, gpumap.totals(built.nodes, fragments)
 
@@ -56,9 +62,12 @@ def state(
     scrapes: tuple[health.Scrape | None, health.Scrape | None],
     now: datetime.datetime,
     errors: Sequence[str] = (),
+    reservations: Sequence[Reservation | Invalid] = (),
+    jobs: Iterable[PodMigrationJob | Invalid] = (),
 ) -> snapshot.State:
-    """The page's state. `scrapes` is (latest, an earlier one) of the scheduler's metrics."""
-    built, fragments, totals = cluster(devices, pods)
+    """The page's state. `scrapes` is (latest, an earlier one) of the scheduler's metrics;
+    Reservations and PodMigrationJobs (`jobs`) that did not parse come as `Invalid` and are listed so."""
+    built, fragments, totals = cluster(devices, pods, reservations)
     latest, earlier = scrapes
     return snapshot.render(
         built,
@@ -70,4 +79,6 @@ def state(
         health=health.health(latest, earlier) if latest is not None else None,
         now=now.timestamp(),
         errors=errors,
+        reservations=reservation_rows(reservations),
+        migrations=migration_rows(jobs, pods=pods, reservations=reservations),
     )

@@ -28,6 +28,7 @@ __all__ = [
     "QuotaNode",
     "SchedulerView",
     "age_seconds",
+    "epoch_seconds",
     "gangs",
     "pending",
     "quota_tree",
@@ -88,17 +89,24 @@ class QuotaNode:
     problems: tuple[str, ...] = field(default_factory=tuple)
 
 
-def age_seconds(timestamp: str, now: datetime.datetime) -> float:
-    """Seconds since an RFC 3339 timestamp (`2026-11-24T18:00:00Z`); 0 for '' or unreadable."""
+def epoch_seconds(timestamp: str) -> float | None:
+    """An RFC 3339 timestamp (`2026-11-24T18:00:00Z`) as seconds since the epoch; None for ''
+    or unreadable. A time without a zone is UTC."""
     if not timestamp:
-        return 0.0
+        return None
     try:
         then = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
     except ValueError:
-        return 0.0
+        return None
     if then.tzinfo is None:
         then = then.replace(tzinfo=datetime.UTC)
-    return max(0.0, (now - then).total_seconds())
+    return then.timestamp()
+
+
+def age_seconds(timestamp: str, now: datetime.datetime) -> float:
+    """Seconds since an RFC 3339 timestamp; 0 for '' or unreadable."""
+    then = epoch_seconds(timestamp)
+    return 0.0 if then is None else max(0.0, now.timestamp() - then)
 
 
 def request_summary(requests: Mapping[str, int]) -> str:

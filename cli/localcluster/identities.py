@@ -111,8 +111,8 @@ _WRITE = ["get", "list", "watch", "create", "patch", "delete"]
 #: - the workload controllers (kubecontrollers/, kube-controller-manager's stand-in: in a
 #:   cluster kube-controller-manager runs them under its own bootstrap roles) manage the
 #:   workload kinds and their pods, and the garbage collector deletes or orphans dependents;
-#: - the dashboard reads (dashboard/sources.py: informers on Devices, pods, PodGroups and
-#:   ElasticQuotas), nothing more.
+#: - the dashboard reads (dashboard/sources.py: informers on Devices, pods, PodGroups,
+#:   ElasticQuotas, Reservations and PodMigrationJobs), nothing more.
 LOCAL_ROLES: list[dict[str, Any]] = [
     *_local_role(
         "simulated-kubelet",
@@ -167,7 +167,11 @@ LOCAL_ROLES: list[dict[str, Any]] = [
         "tessera-dashboard",
         [
             {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": _READ},
-            {"apiGroups": ["scheduling.koordinator.sh"], "resources": ["devices"], "verbs": _READ},
+            {
+                "apiGroups": ["scheduling.koordinator.sh"],
+                "resources": ["devices", "reservations", "podmigrationjobs"],
+                "verbs": _READ,
+            },
             {"apiGroups": ["scheduling.sigs.k8s.io"], "resources": ["podgroups", "elasticquotas"], "verbs": _READ},
         ],
     ),

@@ -1,6 +1,7 @@
 // Tessera dashboard: keeps one row per node and replaces only the rows the server says changed.
 // The server streams `state` (everything) once, then `patch` events (changed nodes, removed
-// nodes, the summary); see dashboard/server.py. No framework and no build step: plain DOM.
+// nodes, the summary's changed entries: the others stay as they were); see dashboard/server.py.
+// No framework and no build step: plain DOM.
 "use strict";
 
 const rows = new Map();          // node name -> its row element
@@ -29,6 +30,12 @@ function duration(s) {
   return `${Math.floor(s / 3600)}h${String(Math.floor(s / 60) % 60).padStart(2, "0")}m`;
 }
 function elapsed() { return received ? (Date.now() - receivedAt) / 1000 : 0; }
+function serverNow() { return received + elapsed(); }
+function since(t) { return t === null ? "—" : duration(serverNow() - t); }
+function left(s) { return s > 0 ? `in ${duration(s)}` : "expiring…"; }
+function owners(list) { return list.length ? list.join(" or ") : "—"; }
+// One item per line, each unbroken: `gpu-core=50` or `labels app=x` never split at its hyphens.
+function lines(items) { return items.length ? items.map((i) => `<div class="nw">${esc(i)}</div>`).join("") : "—"; }
 
 // --- the GPU map -----------------------------------------------------------------------------
 function gpuCell(node, g) {
@@ -39,11 +46,19 @@ function gpuCell(node, g) {
   const lines = [`${node.name} GPU ${g.minor}${g.memory ? " · " + bytes(g.memory) : ""}`];
   if (!g.healthy) lines.push(`unhealthy: ${g.problem}`);
   let fills = "", memory = "";
-  for (const s of g.shares) {
+  // Pods placed onto a Reservation last: next to what the Reservation still holds.
+  for (const s of [...g.shares].sort((a, b) => Boolean(a.reservation) - Boolean(b.reservation))) {
     const [ns, name] = s.pod.split("/");
-    lines.push(`${name} (${ns}): gpu-core ${s.core}%, gpu-memory ${bytes(s.memory)} (${s.ratio}%)`);
-    fills += `<div class="fill" data-pod="${esc(s.pod)}" style="width:${Math.min(100, s.core)}%;background:${colour(s.pod)}"></div>`;
+    const onto = s.reservation ? ` · on Reservation ${s.reservation}` : "";
+    lines.push(`${name} (${ns}): gpu-core ${s.core}%, gpu-memory ${bytes(s.memory)} (${s.ratio}%)${onto}`);
+    const consumed = s.reservation ? ` consumed" data-reservation="${esc(s.reservation)}` : "";
+    fills += `<div class="fill${consumed}" data-pod="${esc(s.pod)}" style="width:${Math.min(100, s.core)}%;background:${colour(s.pod)}"></div>`;
     memory += `<div style="width:${Math.min(100, s.ratio)}%;background:${colour(s.pod)}"></div>`;
+  }
+  for (const r of g.reserved) {
+    lines.push(`reserved by ${r.reservation} for ${owners(r.owners)}: gpu-core ${r.core}%, gpu-memory ${bytes(r.memory)} (${r.ratio}%)`);
+    fills += `<div class="fill reserved" data-reservation="${esc(r.reservation)}" style="width:${Math.min(100, r.core)}%"></div>`;
+    memory += `<div class="reserved" style="width:${Math.min(100, r.ratio)}%"></div>`;
   }
   if (memory) fills += `<div class="mem" title="gpu-memory">${memory}</div>`;
   if (g.healthy && g.fragmented) lines.push(`${g.fragmented}% idle that no pending pod fits`);
@@ -54,9 +69,11 @@ function gpuCell(node, g) {
 function nicCell(n) {
   const used = n.shares.reduce((a, s) => a + s.vfs, 0);
   const who = n.shares.map((s) => s.pod).join(", ");
-  const cls = n.healthy ? "nic" : "nic unhealthy";
+  const kept = n.reserved.map((r) => `reserved by ${r.reservation}${r.vfs ? ` (${r.vfs} VF)` : ""}`).join(", ");
+  const cls = ["nic", n.healthy ? "" : "unhealthy", kept ? "reserved" : ""].filter(Boolean).join(" ");
   const vfs = n.vfs ? ` · VF ${used}/${n.vfs}` : "";
-  return `<span class="${cls}" data-rdma="${n.minor}" title="${esc(`RDMA ${n.minor}${who ? ": " + who : ""}${n.healthy ? "" : " — " + n.problem}`)}">rdma ${n.minor}${vfs}</span>`;
+  const title = `RDMA ${n.minor}${who ? ": " + who : ""}${kept ? "; " + kept : ""}${n.healthy ? "" : " — " + n.problem}`;
+  return `<span class="${cls}" data-rdma="${n.minor}" title="${esc(title)}">rdma ${n.minor}${vfs}</span>`;
 }
 
 function rowHTML(node) {
@@ -99,10 +116,14 @@ function showDetail(key) {
   const panel = $("detail");
   if (!gpu) { panel.hidden = true; return; }
   const group = node.groups.find((g) => g.gpus.includes(gpu));
-  const rowsHTML = gpu.shares.map((s) => {
+  const pods = gpu.shares.map((s) => {
     const [ns, name] = s.pod.split("/");
-    return `<tr><td>${esc(name)}</td><td>${esc(ns)}</td><td>${s.core}%</td><td>${bytes(s.memory)}</td></tr>`;
-  }).join("") || `<tr><td colspan="4">no pod holds it</td></tr>`;
+    const onto = s.reservation ? ` <small class="hint">on Reservation ${esc(s.reservation)}</small>` : "";
+    return `<tr><td>${esc(name)}${onto}</td><td>${esc(ns)}</td><td>${s.core}%</td><td>${bytes(s.memory)}</td></tr>`;
+  });
+  const kept = gpu.reserved.map((r) => `<tr class="reserved-row"><td>reserved: ${esc(r.reservation)}
+    <small class="hint">for ${esc(owners(r.owners))}</small></td><td>—</td><td>${r.core}%</td><td>${bytes(r.memory)}</td></tr>`);
+  const rowsHTML = [...pods, ...kept].join("") || `<tr><td colspan="4">no pod holds it</td></tr>`;
   panel.innerHTML = `<h3>${esc(nodeName)} · GPU ${gpu.minor}</h3>
     <div>${gpu.healthy ? "healthy" : `<b style="color:var(--bad)">unhealthy: ${esc(gpu.problem)}</b>`}
     · PCIe ${esc(group.pcie || "—")}${gpu.nvlink !== null ? ` · NVLink group ${gpu.nvlink}` : ""}${gpu.memory ? " · " + bytes(gpu.memory) : ""}</div>
@@ -117,6 +138,7 @@ function renderTotals(t) {
   $("totals").innerHTML = [
     stat(`${t.gpus}`, `GPUs (${t.unhealthyGpus} unhealthy)`, "total-gpus"),
     stat(gpus(t.allocated), "GPUs allocated", "total-allocated"),
+    stat(gpus(t.reserved), "GPUs reserved", "total-reserved"),
     stat(gpus(t.idle), "GPUs idle", "total-idle"),
     stat(gpus(t.fragmented), "GPUs fragmented", "total-fragmented"),
   ].join("");
@@ -166,6 +188,45 @@ function renderQuotas(s) {
   }).join("") || `<p class="hint">no ElasticQuota</p>`;
 }
 
+function phase(p) { return `<span class="phase ${esc(p)}">${esc(p)}</span>`; }
+function conditionChips(conditions) {
+  return conditions.map((c) => `<span class="cond ${c.status}" title="${esc([c.reason, c.message].filter(Boolean).join(": "))}">${esc(c.type)}</span>`).join("");
+}
+
+function renderReservations(s) {
+  $("reservations-count").textContent = s.reservationsTotal ? `(${s.reservationsTotal})` : "";
+  const body = s.reservations.map((r) => {
+    const expires = r.expires === null ? (["Succeeded", "Failed", "Invalid"].includes(r.phase) ? "—" : "never")
+      : left(r.expires - serverNow());
+    const holds = r.holds ? `${lines(r.holds.split(" "))}${r.devices ? `<small>${esc(r.devices)}</small>` : ""}` : "—";
+    const why = r.reason ? `<div class="${r.phase === "Invalid" || r.phase === "Failed" ? "error" : ""}">${esc(r.reason)}</div>` : "";
+    return `<tr data-reservation="${esc(r.name)}"><td>${esc(r.name || "(no name)")}</td><td>${phase(r.phase)}</td>
+      <td>${esc(r.node || "—")}</td><td>${holds}</td><td>${lines(r.owners)}</td><td>${lines(r.currentOwners)}</td>
+      <td class="ttl" data-expires="${r.expires ?? ""}" title="${esc(r.expiresAt)}">${expires}</td>
+      <td>${why}<div class="conds">${conditionChips(r.conditions)}</div></td></tr>`;
+  }).join("");
+  const more = s.reservationsTotal > s.reservations.length ? `<tr><td colspan="8">… and ${s.reservationsTotal - s.reservations.length} older ended ones</td></tr>` : "";
+  $("reservations").innerHTML = body + more || `<tr><td colspan="8">no Reservation</td></tr>`;
+}
+
+function renderMigrations(s) {
+  $("migrations-count").textContent = s.migrationsTotal ? `(${s.migrationsTotal})` : "";
+  const body = s.migrations.map((m) => {
+    const to = m.to ? `${esc(m.to)}${m.toPlanned ? " <small>(planned)</small>" : ""}` : "—";
+    const rsv = m.reservation ? `${esc(m.reservation)}${m.reservationPhase ? `<br>${phase(m.reservationPhase)}` : ""}` : "—";
+    const said = [m.step && m.step !== m.reason ? m.step : "", m.reason].filter(Boolean).join(" · ");
+    const cls = ["Failed", "Invalid", "Aborted"].includes(m.phase) ? "error" : "";
+    return `<tr data-migration="${esc(m.name)}"><td>${phase(m.phase)}${m.paused ? "<br><small>paused</small>" : ""}</td>
+      <td>${esc(m.name || "(no name)")}<br><small>${esc(m.mode)}</small></td><td>${esc(m.pod || "—")}</td>
+      <td class="route">${esc(m.from || "—")} → ${to}</td><td>${rsv}</td>
+      <td>${said ? `<b>${esc(said)}</b>` : ""}${m.message ? `<div class="${cls}">${esc(m.message)}</div>` : ""}
+        ${m.why ? `<div class="hint">why: ${esc(m.why)}</div>` : ""}<div class="conds">${conditionChips(m.conditions)}</div></td>
+      <td class="age" data-created="${m.created ?? ""}">${since(m.created)}</td></tr>`;
+  }).join("");
+  const more = s.migrationsTotal > s.migrations.length ? `<tr><td colspan="7">… and ${s.migrationsTotal - s.migrations.length} older ended ones</td></tr>` : "";
+  $("migrations").innerHTML = body + more || `<tr><td colspan="7">no PodMigrationJob</td></tr>`;
+}
+
 function renderHealth(h) {
   const el = $("health");
   if (!h) { el.innerHTML = `<p class="hint">The dashboard was not given the scheduler's metrics (--scheduler-metrics).</p>`; return; }
@@ -179,19 +240,24 @@ function renderHealth(h) {
   ].join("");
 }
 
-function applySummary(s) {
-  summary = s; received = s.now; receivedAt = Date.now();
-  renderTotals(s.totals);
-  renderPending(s);
-  renderGangs(s);
-  renderQuotas(s);
-  renderHealth(s.health);
-  $("problems").innerHTML = s.problems.map((p) => `<div>${esc(p)}</div>`).join("");
+// `s` is the whole summary (full) or the entries that changed; only their sections are redrawn.
+function applySummary(s, full) {
+  summary = full ? s : {...summary, ...s};
+  if ("now" in s) { received = s.now; receivedAt = Date.now(); }
+  const has = (...keys) => full || keys.some((k) => k in s);
+  if (has("totals")) renderTotals(summary.totals);
+  if (has("pending", "pendingTotal")) renderPending(summary);
+  if (has("gangs")) renderGangs(summary);
+  if (has("quotas")) renderQuotas(summary);
+  if (has("reservations", "reservationsTotal")) renderReservations(summary);
+  if (has("migrations", "migrationsTotal")) renderMigrations(summary);
+  if (has("health")) renderHealth(summary.health);
+  if (has("problems")) $("problems").innerHTML = summary.problems.map((p) => `<div>${esc(p)}</div>`).join("");
 }
 
 function apply(doc, full) {
   applyNodes(doc.nodes, doc.removed, full);
-  applySummary(doc.summary);
+  applySummary(doc.summary, full);
   const panel = $("detail");
   if (!panel.hidden && panel.dataset.gpu) showDetail(panel.dataset.gpu);
   document.body.dataset.updates = String(Number(document.body.dataset.updates || 0) + 1);
@@ -224,6 +290,12 @@ $("map").addEventListener("click", (e) => {
 setInterval(() => {
   for (const el of document.querySelectorAll("td.age[data-age]")) {
     if (el.dataset.age !== "") el.textContent = duration(Number(el.dataset.age) + elapsed());
+  }
+  for (const el of document.querySelectorAll("td.age[data-created]")) {
+    if (el.dataset.created !== "") el.textContent = since(Number(el.dataset.created));
+  }
+  for (const el of document.querySelectorAll("td.ttl[data-expires]")) {
+    if (el.dataset.expires !== "") el.textContent = left(Number(el.dataset.expires) - serverNow());
   }
 }, 1000);
 window.addEventListener("hashchange", showPage);

@@ -2,8 +2,10 @@
 
 The map shows the demo's pods on the GPUs their `device-allocated` annotations name; a GPU
 failing through the agent's fault-injection endpoint turns red without a reload; a pending pod's
-reason appears with the scheduler's chain. Every page is captured as a PNG: into the test's
-temporary directory, or into `$TESSERA_SCREENSHOTS` (`make screenshots` points it at
+reason appears with the scheduler's chain; a Reservation the scheduler places shows as reserved
+on the map, with an owner placed onto it marked, and the Reservations & migrations page lists it
+with PodMigrationJobs (one the descheduler fails, one that does not parse). Every page is
+captured as a PNG: into the test's temporary directory, or into `$TESSERA_SCREENSHOTS` (`make screenshots` points it at
 docs/images). Skips, saying why, where there is no Chromium (`make test` installs Debian's as
 root).
 """
@@ -15,6 +17,7 @@ import os
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,11 +26,12 @@ from apis.extension import allocation, names
 from cli.localcluster.demo import NAMESPACE
 from tests.e2e.harness import START_TIMEOUT_S, Up
 from tests.support.browser import BrowserUnavailable, Chromium, Page, chromium_binary
+from tests.support.gpuobjects import migration_manifest, reservation_manifest
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e
 
-PAGES = ("map", "pending", "gangs", "scheduler")
+PAGES = ("map", "pending", "gangs", "reservations", "scheduler")
 _PNG = b"\x89PNG\r\n\x1a\n"
 _QUOTAS = (
     ("org", {names.GPU_CORE: "1600", names.CPU: "64"}, {names.GPU_CORE: "1600", names.CPU: "64"}, ""),
@@ -124,6 +128,74 @@ def test_gangs_and_quotas_are_listed(page: Page) -> None:
     assert [q for q in quotas if q in ours] == ours
 
 
+#: A Reservation of half a GPU that stays Available while its owner runs on part of it.
+_RESERVED = "e2e-half-gpu"
+_OWNER_LABELS = {"app": "e2e-reserved"}
+
+
+def _create(demo: Up, resource: names.GroupVersionResource, manifest: dict[str, Any]) -> None:
+    """Create a cluster-scoped object as a user would (status, uid and timestamp are the server's)."""
+    body = {**manifest, "metadata": {k: v for k, v in manifest["metadata"].items() if k in ("name", "annotations")}}
+    body.pop("status", None)
+    with demo.cluster() as cluster:
+        cluster.custom.create_cluster_custom_object(resource.group, resource.version, resource.plural, body)
+
+
+def test_a_reservation_is_reserved_on_the_map_and_listed_with_migrations(demo: Up, page: Page) -> None:
+    held = reservation_manifest(_RESERVED, gpus={0: 50}, owner_labels=_OWNER_LABELS, ttl="2h")
+    held["spec"]["allocateOnce"] = False
+    held["spec"]["template"]["metadata"]["namespace"] = NAMESPACE
+    _create(demo, names.RESERVATIONS, held)
+    _create(demo, names.RESERVATIONS, reservation_manifest("e2e-broken", ttl="forever"))
+    _create(demo, names.POD_MIGRATION_JOBS, migration_manifest("e2e-missing", pod=f"{NAMESPACE}/no-such-pod"))
+    broken_job = migration_manifest("e2e-broken-job")
+    broken_job["spec"]["ttl"] = "soon"
+    _create(demo, names.POD_MIGRATION_JOBS, broken_job)
+    page.evaluate("location.hash = '#map'")
+    cell = page.wait_for(
+        f"document.querySelector('.gpu .fill.reserved[data-reservation=\"{_RESERVED}\"]')?.closest('.gpu').title",
+        timeout=60,
+    )
+    assert f"reserved by {_RESERVED} for labels app=e2e-reserved: gpu-core 50%" in cell
+
+    owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "e2e-owner", "labels": _OWNER_LABELS},
+        "spec": {
+            "schedulerName": names.SCHEDULER_NAME,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "demo",
+                    "resources": {"limits": {names.GPU_CORE: "25", names.GPU_MEMORY_RATIO: "25"}},
+                }
+            ],
+        },
+    }
+    with demo.cluster() as cluster:
+        cluster.create_pods(NAMESPACE, [owner])
+    marked = page.wait_for(
+        f"document.querySelector('.gpu .fill.consumed[data-pod=\"{NAMESPACE}/e2e-owner\"]')?.dataset.reservation",
+        timeout=60,
+    )
+    assert marked == _RESERVED
+
+    page.evaluate("location.hash = '#reservations'")
+    row = f"document.querySelector('tr[data-reservation=\"{_RESERVED}\"]')"
+    # The scheduler's status pass writes the owner into currentOwners (allocateOnce false: still Available).
+    owned = f"{row}.textContent.includes('{NAMESPACE}/e2e-owner')"
+    text = page.wait_for(f"{row} && !{row}.closest('.page').hidden && {owned} && {row}.textContent", timeout=60)
+    assert "Available" in text and "labels app=e2e-reserved" in text and f"{NAMESPACE}/e2e-owner" in text
+    bad = page.wait_for("document.querySelector('tr[data-reservation=\"e2e-broken\"]')?.textContent", timeout=30)
+    assert "Invalid" in bad and "spec.ttl" in bad
+    job = "document.querySelector('tr[data-migration=\"e2e-missing\"]')?.textContent"
+    missing = page.wait_for(f"(t => t && t.includes('Failed') && t)({job})", timeout=60)
+    assert "no-such-pod" in missing
+    invalid = page.wait_for("document.querySelector('tr[data-migration=\"e2e-broken-job\"]')?.textContent", timeout=30)
+    assert "Invalid" in invalid and "spec.ttl" in invalid
+
+
 def test_every_page_is_captured(page: Page, tmp_path: Path) -> None:
     wanted = os.environ.get("TESSERA_SCREENSHOTS")
     out = Path(wanted) if wanted else tmp_path
@@ -131,8 +203,11 @@ def test_every_page_is_captured(page: Page, tmp_path: Path) -> None:
     for name in PAGES:
         page.evaluate(f"location.hash = '#{name}'; document.getElementById('detail').hidden = true")
         page.wait_for(f"!document.getElementById('page-{name}').hidden")
-        if name == "map":  # show the detail panel of a shared GPU
-            page.evaluate("document.querySelector('[data-gpu=\"sim-1/0\"]').click()")
+        if name == "map":  # show the detail panel of a shared GPU: the reserved one, when there is one
+            page.evaluate(
+                f"(document.querySelector('.fill.reserved[data-reservation=\"{_RESERVED}\"]')?.closest('.gpu')"
+                " ?? document.querySelector('[data-gpu=\"sim-1/0\"]')).click()"
+            )
         path = out / f"dashboard-{name}.png"
         page.screenshot(path)
         data = path.read_bytes()

@@ -1,6 +1,7 @@
 """`tessera dashboard` as a process against the embedded API server over real HTTP: the state it
-serves, the patches it streams (server-sent events) when a Device or a pod changes, its probes,
-and a bad kubeconfig ending it with one line."""
+serves, the patches it streams (server-sent events) when a Device, a pod or a PodMigrationJob
+changes, Reservations (one that does not parse among them) and PodMigrationJobs, its probes, and
+a bad kubeconfig ending it with one line."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from apis.extension import names
+from apis.extension.names import GroupVersionResource
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.dashboard import DashboardProcess
 from cli.launchers.scheduler import pod_manifest
@@ -24,7 +26,7 @@ from kube import crds
 from kube.client import Client
 from kube.resources import PODS
 from tests.integration.conftest import unique
-from tests.support.gpuobjects import make_device, make_pod
+from tests.support.gpuobjects import make_device, make_pod, migration_manifest, reservation_manifest
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -127,3 +129,63 @@ def test_a_kubeconfig_that_cannot_be_used_ends_it_in_one_line(tmp_path: Path) ->
     )
     assert result.returncode == 2
     assert result.stderr.startswith("tessera dashboard: ") and "Traceback" not in result.stderr
+
+
+def create_with_status(client: Client, gvr: GroupVersionResource, manifest: dict[str, Any]) -> None:
+    """Create the object, then write its status through the status subresource (as the
+    scheduler and the descheduler do: a create does not keep `status`)."""
+    api = client.resource(gvr)
+    status = manifest.pop("status", None)
+    for key in ("uid", "creationTimestamp"):
+        manifest["metadata"].pop(key, None)
+    api.create(manifest)
+    if status:
+        api.patch(manifest["metadata"]["name"], {"status": status}, subresource="status")
+
+
+def test_reservations_and_migrations_are_shown_and_streamed(dashboard: DashboardProcess, client: Client) -> None:
+    node, held, job, broken = unique("gpu"), unique("rsv"), unique("pmj"), unique("bad")
+    crds.devices(client).create(make_device(node, gpus=2))
+    create_with_status(client, names.RESERVATIONS, reservation_manifest(held, node=node, gpus={1: 100}))
+    create_with_status(client, names.RESERVATIONS, reservation_manifest(broken, ttl="forever"))
+    create_with_status(client, names.POD_MIGRATION_JOBS, migration_manifest(job, reservation=held, phase="Pending"))
+    events = Events(dashboard.url)
+    try:
+
+        def state() -> dict[str, Any]:
+            status, body = dashboard.request("GET", "/api/state")
+            assert status == 200
+            doc: dict[str, Any] = json.loads(body)
+            return doc
+
+        def shown() -> dict[str, Any] | None:
+            doc = state()
+            names_shown = {r["name"] for r in doc["summary"]["reservations"]} | {
+                m["name"] for m in doc["summary"]["migrations"]
+            }
+            return doc if {held, broken, job} <= names_shown and node_row(doc, node) else None
+
+        doc = wait_for(shown, what="the Reservations, the invalid one and the PodMigrationJob")
+        rows = {r["name"]: r for r in doc["summary"]["reservations"]}
+        assert (rows[held]["phase"], rows[held]["node"], rows[held]["devices"]) == ("Available", node, "GPU 1 100%")
+        assert rows[broken]["phase"] == "Invalid" and "spec.ttl" in rows[broken]["reason"]
+        gpus = node_row(doc, node)["groups"][0]["gpus"]  # type: ignore[index]  # found above
+        assert gpus[0]["reserved"] == [] and [r["reservation"] for r in gpus[1]["reserved"]] == [held]
+        (migration,) = [m for m in doc["summary"]["migrations"] if m["name"] == job]
+        assert (migration["phase"], migration["reservation"], migration["to"]) == ("Pending", held, node)
+
+        client.resource(names.POD_MIGRATION_JOBS).patch(
+            job, {"status": {"phase": "Running", "reason": "Evicting", "message": "evicting"}}, subresource="status"
+        )
+
+        def running() -> dict[str, Any] | None:
+            for name, data in events.events:
+                for m in data["summary"].get("migrations", ()):  # a patch carries what changed
+                    if name == "patch" and m["name"] == job and m["phase"] == "Running":
+                        return dict(m)
+            return None
+
+        streamed = wait_for(running, what="a patch with the PodMigrationJob running")
+        assert (streamed["reason"], streamed["message"]) == ("Evicting", "evicting")
+    finally:
+        events.close()
