@@ -22,12 +22,13 @@ from agent.devices.cr import build_device
 from agent.discovery.simulated import load_profile
 from agent.health.tracker import Health
 from apis.crds.device import Device
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
 from kube import crds
 from kube.client import Client
 from kube.errors import NotFound
 from kube.resources import EVENTS, NODES
+from tests.support import apiservers
 from tests.support.waiting import wait_for
 
 #: Generous: a loaded 2-core machine runs other test suites at the same time.
@@ -63,17 +64,10 @@ def wait_processed(process: ControllerProcess, adds_before: float) -> None:
     wait_for(lambda: adds(process) > adds_before and idle(process), what="the controller to process the change")
 
 
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("module")
 
 
-@pytest.fixture(scope="module")
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
+client = apiservers.client_fixture("module")
 
 
 @pytest.fixture(scope="module")

@@ -27,12 +27,13 @@ from typing import Any
 import pytest
 
 from apis.extension import names
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.descheduler import DeschedulerProcess
 from cli.launchers.kubecontrollers import KubeControllersProcess
 from kube.client import Client
 from kube.errors import APIError, NotFound
 from kube.resources import NAMESPACES, PODS
+from tests.support import apiservers
 
 #: Generous: a loaded 2-core machine runs other test suites at the same time.
 TIMEOUT = 60.0
@@ -43,17 +44,10 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("module")
 
 
-@pytest.fixture(scope="module")
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
+client = apiservers.client_fixture("module")
 
 
 @pytest.fixture
