@@ -23,11 +23,33 @@ from typing import Final, Self
 
 from kube.process import ServingProcess
 
-__all__ = ["LISTEN_FLAGS", "KubeComponentProcess"]
+__all__ = ["LISTEN_FLAGS", "SHORT_LEASE", "KubeComponentProcess", "leader_election_flags"]
 
 #: `--listen` and `--listen-address-file`: the address flags of the controller, the descheduler,
 #: the kube-controller-manager and the dashboard.
 LISTEN_FLAGS: Final = ("--listen", "--listen-address-file")
+
+#: Lease timings for tests, (duration, renew deadline, retry period) in seconds: a crashed
+#: leader is replaced within seconds, and renewals still have slack on a loaded machine.
+SHORT_LEASE: Final = (4.0, 3.0, 0.5)
+
+
+def leader_election_flags(
+    lease: tuple[float, float, float] = SHORT_LEASE, *, name: str = "", namespace: str = "", identity: str = ""
+) -> list[str]:
+    """`--leader-elect` with `lease`'s timings (`kube.leaderelectionflags`, every component's), and
+    the Lease's name, namespace and this replica's identity where given (else the defaults)."""
+    duration, renew, retry = lease
+    flags = [
+        "--leader-elect",
+        f"--leader-elect-lease-duration={duration}",
+        f"--leader-elect-renew-deadline={renew}",
+        f"--leader-elect-retry-period={retry}",
+    ]
+    for flag, value in (("resource-name", name), ("resource-namespace", namespace), ("identity", identity)):
+        if value:
+            flags.append(f"--leader-elect-{flag}={value}")
+    return flags
 
 
 class KubeComponentProcess(ServingProcess):

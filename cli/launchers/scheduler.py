@@ -19,7 +19,7 @@ from typing import Any
 from apis.extension import names
 from apis.k8s import resources
 from apis.k8s.core import Node
-from cli.launchers.base import KubeComponentProcess
+from cli.launchers.base import SHORT_LEASE, KubeComponentProcess, leader_election_flags
 
 __all__ = ["SchedulerProcess", "node_manifest", "pod_manifest"]
 
@@ -34,7 +34,7 @@ class SchedulerProcess(KubeComponentProcess):
         *,
         name: str = "scheduler",
         leader_elect: bool = False,
-        lease: tuple[float, float, float] = (4.0, 3.0, 0.5),
+        lease: tuple[float, float, float] = SHORT_LEASE,
         verbosity: int = 2,
         grpc_address: str = "",
         extra_args: Sequence[str] = (),
@@ -47,15 +47,8 @@ class SchedulerProcess(KubeComponentProcess):
         `tessera explain` looks without being told.
         """
         self.grpc_address = grpc_address or f"unix://{work_dir / f'{name}.sock'}"
-        args = list(extra_args)
-        if leader_elect:  # after `extra_args`, so these win
-            duration, renew, retry = lease
-            args += [
-                "--leader-elect",
-                f"--leader-elect-lease-duration={duration}",
-                f"--leader-elect-renew-deadline={renew}",
-                f"--leader-elect-retry-period={retry}",
-            ]
+        # The election's flags follow `extra_args`, so they win.
+        args = [*extra_args, *(leader_election_flags(lease) if leader_elect else [])]
         super().__init__(
             name,
             kubeconfig,

@@ -8,10 +8,8 @@ controller processed every key it was given") instead of sleeping.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,7 @@ from kube import crds
 from kube.client import Client
 from kube.errors import NotFound
 from kube.resources import EVENTS, NODES
-from tests.support import apiservers
+from tests.support import apiservers, starter
 from tests.support.waiting import wait_for
 
 #: Generous: a loaded 2-core machine runs other test suites at the same time.
@@ -71,28 +69,16 @@ client = apiservers.client_fixture("module")
 
 
 @pytest.fixture(scope="module")
-def log_dir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="tessera-controller-") as directory:
-        yield Path(directory)
-
-
-@pytest.fixture(scope="module")
-def start_controller(apiserver: EmbeddedAPIServer, log_dir: Path) -> Iterator[Callable[..., ControllerProcess]]:
+def start_controller(apiserver: EmbeddedAPIServer) -> Iterator[Callable[..., ControllerProcess]]:
     """Start controllers (`start_controller("--leader-elect", ...)`); all are killed at the end."""
-    started: list[ControllerProcess] = []
 
-    def start(*args: str) -> ControllerProcess:
-        directory = log_dir / f"controller-{uuid.uuid4().hex[:6]}"
-        process = ControllerProcess(apiserver.kubeconfig, directory=directory, args=args, verbosity=4)
-        started.append(process)
-        return process.start(timeout=TIMEOUT)
+    def new(directory: Path, args: Sequence[str]) -> ControllerProcess:
+        return ControllerProcess(apiserver.kubeconfig, directory=directory, args=args, verbosity=4)
 
-    yield start
-    for process in started:
-        process.kill()
-    if os.environ.get("TESSERA_SHOW_CONTROLLER_LOGS"):
-        for process in started:
-            print(process.log_tail(400))
+    with starter.processes(
+        new, prefix="tessera-controller-", show_logs_env="TESSERA_SHOW_CONTROLLER_LOGS", log_lines=400, timeout=TIMEOUT
+    ) as start:
+        yield start
 
 
 # --- objects as kubelet and the agent write them ------------------------------------------------------

@@ -10,13 +10,15 @@ from pathlib import Path
 import pytest
 
 from cli.launchers.agent import AgentProcess
-from cli.launchers.base import KubeComponentProcess
+from cli.launchers.base import KubeComponentProcess, leader_election_flags
 from cli.launchers.controller import ControllerProcess
 from cli.launchers.dashboard import DashboardProcess
 from cli.launchers.descheduler import DeschedulerProcess
 from cli.launchers.kubecontrollers import KubeControllersProcess
 from cli.launchers.scheduler import SchedulerProcess
 from cli.main import build_parser
+from kube import leaderelectionflags
+from kube.leaderelection import LeaderElectionSettings
 
 KUBECONFIG = Path("/k/kubeconfig")
 
@@ -97,3 +99,12 @@ def test_agent(tmp_path: Path) -> None:
     )
     assert (args.state_dir, process.state_dir) == (Path("/elsewhere"), tmp_path / "state")
     assert process.args == ("--state-dir", "/elsewhere")
+
+
+def test_leader_election_flags_name_the_lease_and_the_replica() -> None:
+    flags = leader_election_flags((6.0, 4.0, 1.0), name="l1", namespace="ns", identity="replica-0")
+    process = ControllerProcess(KUBECONFIG, directory=Path("/w"), args=flags)
+    election = leaderelectionflags.settings_from(parsed(process))
+    assert election == LeaderElectionSettings(
+        lease_name="l1", namespace="ns", identity="replica-0", lease_duration=6, renew_deadline=4, retry_period=1
+    )
