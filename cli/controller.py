@@ -11,12 +11,11 @@ import sys
 from pathlib import Path
 
 import controller
-from apis.errors import ConfigError
 from controller.noderesources import NodeResourcesSettings
 from controller.quotas import QuotaSettings
 from controller.runtime import ManagerSettings
 from controller.webhook import WebhookSettings
-from kube import leaderelectionflags
+from kube import leaderelectionflags, servingflags
 from kube.client import ClientSettings
 
 #: The Lease replicas campaign on (in --leader-elect-resource-namespace).
@@ -27,15 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     manager = ManagerSettings()
     node_defaults = NodeResourcesSettings()
     ClientSettings.add_arguments(parser)
-    parser.add_argument(
-        "--listen",
-        default=f"{manager.host}:{manager.port}",
-        metavar="HOST:PORT",
-        help=f"address of /healthz, /readyz and /metrics (default {manager.host}:{manager.port}; port 0: any)",
-    )
-    parser.add_argument(
-        "--listen-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here once serving"
-    )
+    servingflags.add_arguments(parser, default=manager.serving)
     parser.add_argument(
         "--resync-period",
         type=float,
@@ -113,15 +104,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
     """The validated settings; raises ConfigError for flags that cannot work."""
-    host, port = _host_port("--listen", args.listen)
-    webhook_host, webhook_port = _host_port("--webhook-bind-address", args.webhook_bind_address)
+    serving = servingflags.settings_from(args)
+    webhook_host, webhook_port = servingflags.host_port("--webhook-bind-address", args.webhook_bind_address)
     settings = controller.ControllerSettings(
         client=ClientSettings.from_args(args, user_agent="tessera-controller"),
         manager=ManagerSettings(
-            host=host,
-            port=port,
+            serving=serving,
             leader_election=leaderelectionflags.settings_from(args),
-            address_file=args.listen_address_file,
             resync_period=args.resync_period,
         ),
         node_resources=NodeResourcesSettings(
@@ -141,13 +130,6 @@ def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
     )
     settings.validate()
     return settings
-
-
-def _host_port(flag: str, value: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"{flag} {value!r}: expected HOST:PORT")
-    return host.strip("[]") or "0.0.0.0", int(port)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,23 +14,19 @@ import os
 from pathlib import Path
 
 import dashboard
-from apis.errors import ConfigError
-from dashboard.settings import DEFAULT_PORT
+from kube import servingflags
 from kube.client import ClientSettings
+from kube.serving import ServingSettings
 from scheduler.service import ADDRESS_ENV, Endpoint, default_address
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = dashboard.DashboardSettings()
     ClientSettings.add_arguments(parser)
-    parser.add_argument(
-        "--listen",
-        default=f"127.0.0.1:{DEFAULT_PORT}",
-        metavar="HOST:PORT",
-        help=f"where to serve the page (default 127.0.0.1:{DEFAULT_PORT}, loopback only; port 0: any)",
-    )
-    parser.add_argument(
-        "--listen-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here once serving"
+    servingflags.add_arguments(
+        parser,
+        default=ServingSettings(host=defaults.host, port=defaults.port),
+        what="the page (loopback only unless told)",
     )
     parser.add_argument(
         "--scheduler",
@@ -68,16 +64,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> dashboard.DashboardSettings:
     """The validated settings; raises ConfigError for flags that cannot work."""
-    host, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"--listen {args.listen!r}: expected HOST:PORT")
+    serving = servingflags.settings_from(args, default_host="127.0.0.1")
     address = args.scheduler or default_address(dict(os.environ))
     target = "" if address == "none" else Endpoint.parse(address).target
     settings = dashboard.DashboardSettings(
         client=ClientSettings.from_args(args, user_agent="tessera-dashboard"),
-        host=host.strip("[]") or "127.0.0.1",
-        port=int(port),
-        address_file=args.listen_address_file,
+        host=serving.host,
+        port=serving.port,
+        address_file=serving.address_file,
         scheduler_target=target,
         scheduler_metrics_url=args.scheduler_metrics,
         scheduler_address_file=args.scheduler_address_file,

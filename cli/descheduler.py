@@ -19,8 +19,8 @@ import yaml
 
 import descheduler
 from apis.errors import ConfigError
-from descheduler.settings import ArbitrationSettings, DefragSettings, MigrationSettings, ServingSettings
-from kube import leaderelectionflags
+from descheduler.settings import DEFAULT_SERVING, ArbitrationSettings, DefragSettings, MigrationSettings
+from kube import leaderelectionflags, servingflags
 from kube.client import ClientSettings
 
 #: The Lease replicas campaign on (in --leader-elect-resource-namespace).
@@ -40,22 +40,9 @@ _CONFIG_KEYS: Final = {
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    serving, migration, arbitration, defrag = (
-        ServingSettings(),
-        MigrationSettings(),
-        ArbitrationSettings(),
-        DefragSettings(),
-    )
+    migration, arbitration, defrag = MigrationSettings(), ArbitrationSettings(), DefragSettings()
     ClientSettings.add_arguments(parser)
-    parser.add_argument(
-        "--listen",
-        default=f"{serving.host}:{serving.port}",
-        metavar="HOST:PORT",
-        help=f"address of /healthz, /readyz and /metrics (default {serving.host}:{serving.port}; port 0: any)",
-    )
-    parser.add_argument(
-        "--listen-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here once serving"
-    )
+    servingflags.add_arguments(parser, default=DEFAULT_SERVING)
     leaderelectionflags.add_arguments(parser, lease_name=LEASE_NAME)
     jobs = parser.add_argument_group("PodMigrationJobs")
     jobs.add_argument(
@@ -175,14 +162,9 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 def settings_from(args: argparse.Namespace) -> descheduler.DeschedulerSettings:
     """The validated settings; raises ConfigError for flags that cannot work."""
-    host, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"--listen {args.listen!r}: expected HOST:PORT")
     settings = descheduler.DeschedulerSettings(
         client=ClientSettings.from_args(args, user_agent="tessera-descheduler"),
-        serving=ServingSettings(
-            host=host.strip("[]") or "0.0.0.0", port=int(port), address_file=args.listen_address_file
-        ),
+        serving=servingflags.settings_from(args),
         leader_election=leaderelectionflags.settings_from(args),
         migration=MigrationSettings(default_ttl=args.default_ttl, resync=args.resync),
         arbitration=arbitration_from(args),

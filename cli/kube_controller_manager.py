@@ -8,25 +8,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import kubecontrollers
-from apis.errors import ConfigError
+from kube import servingflags
 from kube.client import ClientSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = kubecontrollers.KubeControllersSettings()
     ClientSettings.add_arguments(parser)
-    parser.add_argument(
-        "--listen",
-        default=f"{defaults.host}:{defaults.port}",
-        metavar="HOST:PORT",
-        help=f"address of /healthz, /readyz and /metrics (default {defaults.host}:{defaults.port}; port 0: any)",
-    )
-    parser.add_argument(
-        "--listen-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here once serving"
-    )
+    servingflags.add_arguments(parser, default=defaults.serving)
     parser.add_argument(
         "--resync-period",
         type=float,
@@ -60,14 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def settings_from(args: argparse.Namespace) -> kubecontrollers.KubeControllersSettings:
     """The validated settings; raises ConfigError for flags that cannot work."""
-    host, sep, port = args.listen.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ConfigError(f"--listen {args.listen!r}: expected HOST:PORT")
     settings = kubecontrollers.KubeControllersSettings(
         client=ClientSettings.from_args(args, user_agent="tessera-kube-controller-manager"),
-        host=host.strip("[]") or "0.0.0.0",
-        port=int(port),
-        address_file=args.listen_address_file,
+        serving=servingflags.settings_from(args),
         resync_period=args.resync_period,
         job_backoff=args.job_backoff,
         node_monitor_grace_period=args.node_monitor_grace_period,

@@ -28,8 +28,7 @@ class ControllerSettings:
 
     def validate(self) -> None:
         """Raises ConfigError naming the first bad setting."""
-        if not 0 <= self.manager.port <= 65535:
-            raise ConfigError(f"--listen port {self.manager.port}: must be in 0..65535")
+        self.manager.serving.validate()
         if self.manager.resync_period < 0:
             raise ConfigError(f"--resync-period {self.manager.resync_period}: must be >= 0 seconds")
         if self.manager.leader_election is not None:

@@ -8,13 +8,15 @@ failure in the middle of a migration. Every default is documented in docs/user/d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Final
 
 from apis.errors import ConfigError
 from kube.client import ClientSettings
 from kube.leaderelection import LeaderElectionSettings
+from kube.serving import ServingSettings
 
 __all__ = [
+    "DEFAULT_SERVING",
     "ArbitrationSettings",
     "DefragSettings",
     "DeschedulerSettings",
@@ -22,14 +24,8 @@ __all__ = [
     "ServingSettings",
 ]
 
-
-@dataclass(frozen=True, slots=True)
-class ServingSettings:
-    #: Address of /healthz, /readyz and /metrics (port 0: any free port).
-    host: str = "0.0.0.0"
-    port: int = 10258
-    #: Write the bound HOST:PORT here once serving (how a parent process finds a port 0 choice).
-    address_file: Path | None = None
+#: Where /healthz, /readyz and /metrics are served unless `--listen` says otherwise.
+DEFAULT_SERVING: Final = ServingSettings(host="0.0.0.0", port=10258)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +110,7 @@ class DefragSettings:
 @dataclass(frozen=True, slots=True)
 class DeschedulerSettings:
     client: ClientSettings = field(default_factory=lambda: ClientSettings(user_agent="tessera-descheduler"))
-    serving: ServingSettings = field(default_factory=ServingSettings)
+    serving: ServingSettings = DEFAULT_SERVING
     #: None: no election, this replica always works.
     leader_election: LeaderElectionSettings | None = None
     migration: MigrationSettings = field(default_factory=MigrationSettings)
@@ -123,8 +119,7 @@ class DeschedulerSettings:
 
     def validate(self) -> None:
         """Raises ConfigError naming what is wrong."""
-        if not 0 <= self.serving.port <= 65535:
-            raise ConfigError(f"--listen port {self.serving.port}: must be in 0..65535")
+        self.serving.validate()
         if self.migration.default_ttl <= 0:
             raise ConfigError(f"--default-ttl {self.migration.default_ttl:g}: must be > 0 seconds")
         if self.migration.resync <= 0:

@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -48,6 +49,7 @@ __all__ = [
     "Response",
     "Route",
     "Server",
+    "ServingSettings",
     "text_error",
 ]
 
@@ -63,6 +65,24 @@ TIMEOUT: Final = 30.0
 
 #: A named health check: "" when fine, else why not. Quick, and called on a request thread.
 Check = Callable[[], str]
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSettings:
+    """Where a component serves its `Server` (`/healthz`, `/readyz`, `/metrics`): the descheduler,
+    the controller and the kube-controller-manager take it from `--listen` and
+    `--listen-address-file` (`kube.servingflags`), each with its own default port."""
+
+    #: Port 0: any free port, which `address_file` then names.
+    host: str = "0.0.0.0"
+    port: int = 0
+    #: Write the bound HOST:PORT here once serving (how a parent process finds a port 0 choice).
+    address_file: Path | None = None
+
+    def validate(self) -> None:
+        """Raises ConfigError for a port no socket can have."""
+        if not 0 <= self.port <= 65535:
+            raise ConfigError(f"--listen port {self.port}: must be in 0..65535")
 
 
 @dataclass(frozen=True, slots=True)

@@ -304,16 +304,16 @@ def run(settings: KubeControllersSettings, *, stop: threading.Event | None = Non
         controllers = KubeControllers(client, settings, metrics)
         http = serving.Server(
             "kube-controller-manager HTTP",
-            host=settings.host,
-            port=settings.port,
+            host=settings.serving.host,
+            port=settings.serving.port,
             registry=metrics.registry,
             liveness={"worker": lambda: "" if not synced.is_set() or controllers.engine.alive() else "worker died"},
             readiness={"informer-sync": lambda: "" if synced.is_set() else "the informer caches have not synced yet"},
         )
         http.start()
         try:
-            if settings.address_file is not None:
-                write_atomically(settings.address_file, http.address + "\n")
+            if settings.serving.address_file is not None:
+                write_atomically(settings.serving.address_file, http.address + "\n")
             log.info(
                 "Starting the workload controllers (embedded kube-controller-manager)",
                 extra={

@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import Final
 
 from apis.errors import ConfigError
 from kube.client import ClientSettings
+from kube.serving import ServingSettings
 
-__all__ = ["KubeControllersSettings"]
+__all__ = ["DEFAULT_SERVING", "KubeControllersSettings"]
+
+#: Where /healthz, /readyz and /metrics are served unless `--listen` says otherwise (loopback:
+#: only `tessera up` runs it).
+DEFAULT_SERVING: Final = ServingSettings(host="127.0.0.1", port=10257)
 
 
 @dataclass(frozen=True, slots=True)
 class KubeControllersSettings:
     client: ClientSettings = field(default_factory=lambda: ClientSettings(user_agent="tessera-kube-controller-manager"))
-    #: Address of /healthz, /readyz and /metrics (port 0: any free port).
-    host: str = "127.0.0.1"
-    port: int = 10257
-    #: Write the bound HOST:PORT here once serving.
-    address_file: Path | None = None
+    #: Address of /healthz, /readyz and /metrics (`--listen`; port 0: any free port).
+    serving: ServingSettings = DEFAULT_SERVING
     #: Sync every object this often even without events (time-based rules: deadlines, minReadySeconds).
     resync_period: float = 30.0
     #: A failed Job pod's replacement waits this · 2^(failures-1) seconds (kube: 10 s), at most 6 minutes.
@@ -31,8 +33,7 @@ class KubeControllersSettings:
 
     def validate(self) -> None:
         """Raises ConfigError naming the first bad setting."""
-        if not 0 <= self.port <= 65535:
-            raise ConfigError(f"--listen port {self.port}: must be in 0..65535")
+        self.serving.validate()
         if self.resync_period <= 0:
             raise ConfigError(f"--resync-period {self.resync_period}: must be > 0 seconds")
         if self.job_backoff < 0:

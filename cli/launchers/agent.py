@@ -26,12 +26,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from kube.process import ServingProcess
+from cli.launchers.base import KubeComponentProcess
 
 __all__ = ["AgentProcess"]
 
 
-class AgentProcess(ServingProcess):
+class AgentProcess(KubeComponentProcess):
     """One `tessera agent` process. Not thread-safe: drive it from one thread."""
 
     def __init__(
@@ -45,41 +45,25 @@ class AgentProcess(ServingProcess):
         """`args` are further flags (`--simulate-devices`, ...); they come last, so they may
         override the HTTP address and hook socket this sets."""
         self._own_directory = directory is None
-        self.directory = directory or Path(tempfile.mkdtemp(prefix="tessera-agent-", dir="/tmp"))
+        directory = directory or Path(tempfile.mkdtemp(prefix="tessera-agent-", dir="/tmp"))
+        self.node_name = node_name
+        self.hook_socket = directory / "agent.sock"
+        self.state_dir = directory / "state"
         super().__init__(
             f"the agent of {node_name}",
-            self.directory / "agent.log",
-            address_file=self.directory / "address",
+            kubeconfig,
+            command="agent",
+            directory=directory,
+            log_name="agent.log",
+            address_flags=("--metrics-address", "--metrics-address-file"),
             ready_path="/healthz",
+            flags=[
+                *("--node-name", node_name),
+                *("--hook-socket", str(self.hook_socket)),
+                *("--state-dir", str(self.state_dir)),
+            ],
+            args=args,
         )
-        self.kubeconfig = kubeconfig
-        self.node_name = node_name
-        self.hook_socket = self.directory / "agent.sock"
-        self.state_dir = self.directory / "state"
-        self.args = tuple(args)
-
-    def start(self, timeout: float = 60.0) -> None:
-        """Start the agent and wait until it serves /healthz. Raises ConfigError, with the end of
-        the agent's log, when it exits first or is not ready within `timeout`."""
-        self._spawn_serving(
-            [
-                "agent",
-                "--node-name",
-                self.node_name,
-                "--kubeconfig",
-                str(self.kubeconfig),
-                "--metrics-address",
-                "127.0.0.1:0",
-                "--metrics-address-file",
-                str(self.address_file),
-                "--hook-socket",
-                str(self.hook_socket),
-                "--state-dir",
-                str(self.state_dir),
-                *self.args,
-            ]
-        )
-        self._wait_ready(self.pending, timeout)
 
     # --- HTTP --------------------------------------------------------------------------------------
     def get(self, path: str) -> tuple[int, str]:

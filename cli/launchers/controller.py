@@ -17,45 +17,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kube.process import Samples, ServingProcess
+from cli.launchers.base import KubeComponentProcess
+from kube.process import Samples
 
 __all__ = ["ControllerProcess", "Samples"]
 
 
-class ControllerProcess(ServingProcess):
+class ControllerProcess(KubeComponentProcess):
     """One controller process. Not thread-safe: drive it from one thread."""
 
     def __init__(self, kubeconfig: Path, *, directory: Path, args: Sequence[str] = (), verbosity: int = 2) -> None:
         """`args` come last, so they may override what this sets; `directory` is created if missing."""
         super().__init__(
             "the controller",
-            directory / "controller.log",
-            address_file=directory / "address",
-            ready_path="/readyz",
+            kubeconfig,
+            command="controller",
+            directory=directory,
+            log_name="controller.log",
+            args=args,
+            verbosity=verbosity,
         )
-        self.kubeconfig = kubeconfig
-        self.directory = directory
-        self.args = tuple(args)
-        self.verbosity = verbosity
-
-    def start(self, timeout: float = 60.0) -> ControllerProcess:
-        """Start it and wait until it is ready (caches synced). Raises ConfigError if it exits or
-        is not ready within `timeout` (with the end of its log)."""
-        self._spawn_serving(
-            [
-                "controller",
-                "--kubeconfig",
-                str(self.kubeconfig),
-                "--listen",
-                "127.0.0.1:0",
-                "--listen-address-file",
-                str(self.address_file),
-                f"--v={self.verbosity}",
-                *self.args,
-            ]
-        )
-        self._wait_ready(self.pending, timeout)
-        return self
 
     def get(self, path: str) -> tuple[int, str]:
         """GET one of its endpoints: (status, body). Raises OSError when it does not answer."""

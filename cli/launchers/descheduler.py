@@ -14,40 +14,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kube.process import ServingProcess
+from cli.launchers.base import KubeComponentProcess
 
 __all__ = ["DeschedulerProcess"]
 
 
-class DeschedulerProcess(ServingProcess):
+class DeschedulerProcess(KubeComponentProcess):
     """One descheduler process. Not thread-safe: drive it from one thread."""
 
     def __init__(self, kubeconfig: Path, *, directory: Path, args: Sequence[str] = (), verbosity: int = 2) -> None:
         super().__init__(
-            "the descheduler", directory / "descheduler.log", address_file=directory / "address", ready_path="/readyz"
+            "the descheduler",
+            kubeconfig,
+            command="descheduler",
+            directory=directory,
+            log_name="descheduler.log",
+            args=args,
+            verbosity=verbosity,
         )
-        self.kubeconfig = kubeconfig
-        self.directory = directory
-        self.args = tuple(args)
-        self.verbosity = verbosity
-
-    def start(self, timeout: float = 60.0) -> DeschedulerProcess:
-        """Start it and wait until it is ready. Raises ConfigError if it exits or is not ready in time."""
-        self._spawn_serving(
-            [
-                "descheduler",
-                "--kubeconfig",
-                str(self.kubeconfig),
-                "--listen",
-                "127.0.0.1:0",
-                "--listen-address-file",
-                str(self.address_file),
-                f"--v={self.verbosity}",
-                *self.args,
-            ]
-        )
-        self._wait_ready(self.pending, timeout)
-        return self
 
     def metric(self, name: str, **labels: str) -> float:
         """The sum of `name` over its series that carry `labels` (0 when there is none)."""

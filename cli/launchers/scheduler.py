@@ -19,12 +19,12 @@ from typing import Any
 from apis.extension import names
 from apis.k8s import resources
 from apis.k8s.core import Node
-from kube.process import ServingProcess
+from cli.launchers.base import SHORT_LEASE, KubeComponentProcess, leader_election_flags
 
 __all__ = ["SchedulerProcess", "node_manifest", "pod_manifest"]
 
 
-class SchedulerProcess(ServingProcess):
+class SchedulerProcess(KubeComponentProcess):
     """One `tessera scheduler` process. Not thread-safe: drive it from one thread."""
 
     def __init__(
@@ -34,7 +34,7 @@ class SchedulerProcess(ServingProcess):
         *,
         name: str = "scheduler",
         leader_elect: bool = False,
-        lease: tuple[float, float, float] = (4.0, 3.0, 0.5),
+        lease: tuple[float, float, float] = SHORT_LEASE,
         verbosity: int = 2,
         grpc_address: str = "",
         extra_args: Sequence[str] = (),
@@ -46,47 +46,26 @@ class SchedulerProcess(ServingProcess):
         apart that way); `tessera up` passes `scheduler.service.default_address()`, where
         `tessera explain` looks without being told.
         """
-        super().__init__(
-            name, work_dir / f"{name}.log", address_file=work_dir / f"{name}.address", ready_path="/readyz"
-        )
         self.grpc_address = grpc_address or f"unix://{work_dir / f'{name}.sock'}"
-        self._args = [
-            "scheduler",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--grpc-address",
-            self.grpc_address,
-            "--http-address",
-            "127.0.0.1:0",
-            "--http-address-file",
-            str(self.address_file),
-            f"--v={verbosity}",
-            *extra_args,
-        ]
-        if leader_elect:
-            duration, renew, retry = lease
-            self._args += [
-                "--leader-elect",
-                f"--leader-elect-lease-duration={duration}",
-                f"--leader-elect-renew-deadline={renew}",
-                f"--leader-elect-retry-period={retry}",
-            ]
-
-    def start(self, timeout: float = 60.0) -> None:
-        """Start and wait until `/readyz` answers (informers synced; it may still be a follower)."""
-        self._spawn_serving(self._args, env={"POD_NAME": self.name})
-        self._wait_ready(self.pending, timeout)
+        # The election's flags follow `extra_args`, so they win.
+        args = [*extra_args, *(leader_election_flags(lease) if leader_elect else [])]
+        super().__init__(
+            name,
+            kubeconfig,
+            command="scheduler",
+            directory=work_dir,
+            log_name=f"{name}.log",
+            address_name=f"{name}.address",
+            address_flags=("--http-address", "--http-address-file"),
+            flags=["--grpc-address", self.grpc_address],
+            args=args,
+            verbosity=verbosity,
+            env={"POD_NAME": name},
+        )
 
     def stop(self, timeout: float = 60.0) -> int | None:
         """SIGTERM and wait; bindings in flight may take a while to finish on a loaded machine."""
         return super().stop(timeout)
-
-    def __enter__(self) -> SchedulerProcess:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def get(self, path: str) -> tuple[int, bytes]:
         """GET a diagnostics path: (status, body)."""

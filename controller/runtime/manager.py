@@ -13,7 +13,7 @@ the HTTP endpoints — and their lifecycle:
    then step down and release the Lease (a successor takes over at once), then informers, Events
    and the endpoints.
 
-    manager = Manager(client, ManagerSettings(port=9318, leader_election=...))
+    manager = Manager(client, ManagerSettings(serving=ServingSettings(port=9318), leader_election=...))
     manager.add(MyReconciler(...), ControllerOptions(workers=4))  # watches wired by the caller
     manager.run(stop_event)  # blocks until stop_event is set
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Final
 
 from controller.runtime.controller import Controller, ControllerOptions
 from controller.runtime.metrics import Metrics
@@ -35,10 +35,14 @@ from kube.informer import InformerFactory
 from kube.leaderelection import LeaderElectionSettings, LeaderElector
 from kube.lifecycle import write_atomically
 from kube.logs import V
+from kube.serving import ServingSettings
 
 __all__ = ["Manager", "ManagerSettings"]
 
 log = logging.getLogger(__name__)
+
+#: Where /healthz, /readyz and /metrics are served unless `--listen` says otherwise.
+DEFAULT_SERVING: Final = ServingSettings(host="0.0.0.0", port=9318)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +50,7 @@ class ManagerSettings:
     #: The source of Events (`kubectl describe` shows it) and the User-Agent.
     component: str = "tessera-controller"
     #: Address of /healthz, /readyz and /metrics (port 0: any free port; see `Manager.port`).
-    host: str = "0.0.0.0"
-    port: int = 9318
-    #: Write the bound HOST:PORT here once serving (how a parent process finds a port 0 choice).
-    address_file: Path | None = None
+    serving: ServingSettings = DEFAULT_SERVING
     #: None: no election, this replica always runs its controllers.
     leader_election: LeaderElectionSettings | None = None
     #: Informers replay every object to the handlers this often (seconds; 0: never), so a missed
@@ -70,8 +71,8 @@ class Manager:
         self.elector: LeaderElector | None = None
         self._http = serving.Server(
             "controller HTTP",
-            host=settings.host,
-            port=settings.port,
+            host=settings.serving.host,
+            port=settings.serving.port,
             registry=self.metrics.registry,
             liveness={"workers": self._workers_alive},
             readiness={"informer-sync": self._synced_check, "shutdown": self._not_stopping},
@@ -96,8 +97,8 @@ class Manager:
         """Serve until `stop` is set, then shut down cleanly. Raises ConfigError if the port is taken."""
         self._http.start()
         try:
-            if self.settings.address_file is not None:
-                write_atomically(self.settings.address_file, self._http.address + "\n")
+            if self.settings.serving.address_file is not None:
+                write_atomically(self.settings.serving.address_file, self._http.address + "\n")
             self.informers.start()
             log.log(V(2), "Waiting for informer caches to sync")
             while not self.informers.wait_for_sync(timeout=0.5):

@@ -11,22 +11,15 @@ import kubernetes.client
 import kubernetes.config
 import pytest
 
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
 from kube.resources import NAMESPACES
+from tests.support import apiservers
+
+apiserver = apiservers.apiserver_fixture("session")
 
 
-@pytest.fixture(scope="session")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
-
-
-@pytest.fixture
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
+client = apiservers.client_fixture()
 
 
 @pytest.fixture

@@ -5,25 +5,13 @@
   and clients for it. Tests use unique node names; tests that kill it start it again.
 """
 
-from collections.abc import Iterator
-
-import pytest
-
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
-from kube.client import Client
+from tests.support import apiservers
 from tests.unit.agent.conftest import fake_nvml, nvml, nvml_env, profile, sysfs
 
 __all__ = ["apiserver", "client", "fake_nvml", "nvml", "nvml_env", "profile", "sysfs"]
 
 
-@pytest.fixture(scope="session")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("session")
 
 
-@pytest.fixture
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
+client = apiservers.client_fixture()

@@ -8,10 +8,8 @@ controller processed every key it was given") instead of sleeping.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -22,12 +20,13 @@ from agent.devices.cr import build_device
 from agent.discovery.simulated import load_profile
 from agent.health.tracker import Health
 from apis.crds.device import Device
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
 from kube import crds
 from kube.client import Client
 from kube.errors import NotFound
 from kube.resources import EVENTS, NODES
+from tests.support import apiservers, starter
 from tests.support.waiting import wait_for
 
 #: Generous: a loaded 2-core machine runs other test suites at the same time.
@@ -63,42 +62,23 @@ def wait_processed(process: ControllerProcess, adds_before: float) -> None:
     wait_for(lambda: adds(process) > adds_before and idle(process), what="the controller to process the change")
 
 
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("module")
+
+
+client = apiservers.client_fixture("module")
 
 
 @pytest.fixture(scope="module")
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
-
-
-@pytest.fixture(scope="module")
-def log_dir() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="tessera-controller-") as directory:
-        yield Path(directory)
-
-
-@pytest.fixture(scope="module")
-def start_controller(apiserver: EmbeddedAPIServer, log_dir: Path) -> Iterator[Callable[..., ControllerProcess]]:
+def start_controller(apiserver: EmbeddedAPIServer) -> Iterator[Callable[..., ControllerProcess]]:
     """Start controllers (`start_controller("--leader-elect", ...)`); all are killed at the end."""
-    started: list[ControllerProcess] = []
 
-    def start(*args: str) -> ControllerProcess:
-        directory = log_dir / f"controller-{uuid.uuid4().hex[:6]}"
-        process = ControllerProcess(apiserver.kubeconfig, directory=directory, args=args, verbosity=4)
-        started.append(process)
-        return process.start(timeout=TIMEOUT)
+    def new(directory: Path, args: Sequence[str]) -> ControllerProcess:
+        return ControllerProcess(apiserver.kubeconfig, directory=directory, args=args, verbosity=4)
 
-    yield start
-    for process in started:
-        process.kill()
-    if os.environ.get("TESSERA_SHOW_CONTROLLER_LOGS"):
-        for process in started:
-            print(process.log_tail(400))
+    with starter.processes(
+        new, prefix="tessera-controller-", show_logs_env="TESSERA_SHOW_CONTROLLER_LOGS", log_lines=400, timeout=TIMEOUT
+    ) as start:
+        yield start
 
 
 # --- objects as kubelet and the agent write them ------------------------------------------------------

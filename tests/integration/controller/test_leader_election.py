@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from apis.extension import names
+from cli.launchers.base import leader_election_flags
 from cli.launchers.controller import ControllerProcess
 from kube.client import Client
 from kube.resources import LEASES
@@ -27,21 +28,7 @@ pytestmark = pytest.mark.integration
 def two_replicas(start: Callable[..., ControllerProcess]) -> tuple[ControllerProcess, ControllerProcess]:
     """Two replicas on a fresh Lease, once one of them leads: (leader, follower)."""
     lease = unique("tessera-controller")
-    args = (
-        "--leader-elect",
-        "--leader-elect-resource-name",
-        lease,
-        "--leader-elect-resource-namespace",
-        "default",
-        # Short, for the test; renewals still have a few seconds of slack on a loaded machine.
-        "--leader-elect-lease-duration",
-        "4",
-        "--leader-elect-renew-deadline",
-        "3",
-        "--leader-elect-retry-period",
-        "0.5",
-    )
-    pair = [start(*args, "--leader-elect-identity", f"replica-{i}") for i in range(2)]
+    pair = [start(*leader_election_flags(name=lease, namespace="default", identity=f"replica-{i}")) for i in range(2)]
     leader = leader_of(pair)
     return leader, next(p for p in pair if p is not leader)
 

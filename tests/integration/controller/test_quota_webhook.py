@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +15,13 @@ import kubernetes.config
 import pytest
 
 from apis.extension import names
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
 from cli.localcluster import webhook
 from kube.client import Client
 from kube.errors import APIError
 from tests.integration.apiserver.test_kubectl import KUBECTL, Kubectl
+from tests.support import apiservers
 from tests.support.quotas import elastic_quota
 
 pytestmark = pytest.mark.integration
@@ -28,11 +29,7 @@ pytestmark = pytest.mark.integration
 DENIED = 'admission webhook "velasticquota.koordinator.sh" denied the request: '
 
 
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver(secure=True) as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("module", secure=True)
 
 
 @pytest.fixture(scope="module")

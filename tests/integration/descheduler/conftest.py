@@ -15,24 +15,23 @@ is test_endtoend.py.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from apis.extension import names
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.descheduler import DeschedulerProcess
 from cli.launchers.kubecontrollers import KubeControllersProcess
 from kube.client import Client
 from kube.errors import APIError, NotFound
 from kube.resources import NAMESPACES, PODS
+from tests.support import apiservers, starter
 
 #: Generous: a loaded 2-core machine runs other test suites at the same time.
 TIMEOUT = 60.0
@@ -43,17 +42,10 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("module")
 
 
-@pytest.fixture(scope="module")
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
+client = apiservers.client_fixture("module")
 
 
 @pytest.fixture
@@ -67,23 +59,16 @@ def namespace(client: Client) -> str:
 def start_descheduler(apiserver: EmbeddedAPIServer) -> Iterator[Callable[..., DeschedulerProcess]]:
     """Start descheduler processes (`start_descheduler("--dry-run")`); all are killed when the test
     ends (the jobs of one test are not the business of another test's descheduler)."""
-    started: list[DeschedulerProcess] = []
-    with tempfile.TemporaryDirectory(prefix="tessera-descheduler-") as directory:
 
-        def start(*args: str) -> DeschedulerProcess:
-            path = Path(directory) / f"d-{uuid.uuid4().hex[:6]}"
-            process = DeschedulerProcess(
-                apiserver.kubeconfig, directory=path, args=("--resync", "0.2", *args), verbosity=4
-            )
-            started.append(process)
-            return process.start(timeout=TIMEOUT)
+    def new(directory: Path, args: Sequence[str]) -> DeschedulerProcess:
+        return DeschedulerProcess(
+            apiserver.kubeconfig, directory=directory, args=("--resync", "0.2", *args), verbosity=4
+        )
 
+    with starter.processes(
+        new, prefix="tessera-descheduler-", show_logs_env="TESSERA_SHOW_DESCHEDULER_LOGS", timeout=TIMEOUT
+    ) as start:
         yield start
-        for process in started:
-            process.kill()
-        if os.environ.get("TESSERA_SHOW_DESCHEDULER_LOGS"):
-            for process in started:
-                print(process.log_tail(300))
 
 
 # --- objects --------------------------------------------------------------------------------------

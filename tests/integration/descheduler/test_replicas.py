@@ -9,6 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from apis.extension.names import GroupVersionResource
+from cli.launchers.base import leader_election_flags
 from cli.launchers.descheduler import DeschedulerProcess
 from kube.client import Client
 from tests.support.waiting import wait_for
@@ -34,20 +35,11 @@ def leader_of(processes: list[DeschedulerProcess]) -> DeschedulerProcess:
 def test_only_the_leader_works_and_the_follower_takes_over_after_a_crash(
     client: Client, namespace: str, start_descheduler: Callable[..., DeschedulerProcess]
 ) -> None:
-    args = (
-        "--leader-elect",
-        "--leader-elect-resource-name",
-        unique("tessera-descheduler"),
-        "--leader-elect-resource-namespace",
-        "default",
-        "--leader-elect-lease-duration",
-        "4",
-        "--leader-elect-renew-deadline",
-        "3",
-        "--leader-elect-retry-period",
-        "0.5",
-    )
-    pair = [start_descheduler(*args, "--leader-elect-identity", f"replica-{i}") for i in range(2)]
+    lease = unique("tessera-descheduler")
+    pair = [
+        start_descheduler(*leader_election_flags(name=lease, namespace="default", identity=f"replica-{i}"))
+        for i in range(2)
+    ]
     leader = leader_of(pair)
     follower = next(p for p in pair if p is not leader)
     leader.kill()

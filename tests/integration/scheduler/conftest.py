@@ -21,10 +21,11 @@ from apis.extension import names
 from apis.extension.names import GroupVersionResource
 from apis.k8s.core import Pod
 from cli.bench.scheduler_e2e import check_allocations
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import node_manifest, pod_manifest
 from kube import Client, Informer, crds, raw, resources
 from scheduler.simulation.cluster import NodeShape, gpu_node
+from tests.support import apiservers
 
 T = TypeVar("T")
 
@@ -32,17 +33,10 @@ GPU_HALF = {names.GPU_CORE: "50", names.GPU_MEMORY_RATIO: "50"}
 GPU_QUARTER = {names.GPU_CORE: "25", names.GPU_MEMORY_RATIO: "25"}
 
 
-@pytest.fixture(scope="module")
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("module")
 
 
-@pytest.fixture
-def client(apiserver: EmbeddedAPIServer) -> Iterator[Client]:
-    with apiserver.client() as c:
-        yield c
+client = apiservers.client_fixture()
 
 
 @pytest.fixture(scope="module")

@@ -26,13 +26,14 @@ from apis.crds.device import DeviceType
 from apis.extension import allocation, names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Pod
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess, pod_manifest
 from cli.localcluster import components
 from kube import Client, resources
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
 from scheduler.simulation.cluster import NodeShape
+from tests.support import apiservers
 from tests.support.waiting import wait_for
 
 from .conftest import (
@@ -63,12 +64,8 @@ def gpu0(percent: int) -> str:
     return allocation.encode({DeviceType.GPU: (DeviceAllocation(0, amounts),)})
 
 
-@pytest.fixture
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    """A cluster per test: the scheduler sees every node, and each test wants its own."""
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+# A cluster per test: the scheduler sees every node, and each test wants its own.
+apiserver = apiservers.apiserver_fixture("function")
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import pytest
 from apis.crds.device import Device
 from apis.extension import names
 from apis.k8s.core import Pod
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube import Client, crds, errors, resources
 from scheduler.cache import PodInfo
 from scheduler.framework import SUCCESS, CycleState, PluginRef, Status, WaitingPod
@@ -23,6 +22,7 @@ from scheduler.framework.interfaces import PermitPlugin
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service import GRPCSettings, HTTPSettings, QueueSettings, SchedulerService, SchedulerSettings
 from scheduler.service.podapi import KubePodAPI
+from tests.support import apiservers
 from tests.support.waiting import wait_for
 
 from .conftest import (
@@ -69,11 +69,7 @@ class FaultyPodAPI:
         self.real.set_condition(pod, status=status, reason=reason, message=message)
 
 
-@pytest.fixture
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("function")
 
 
 @pytest.fixture

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from apis.extension import names
 from apis.k8s.core import Pod
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess, pod_manifest
 from kube import Client, resources
+from tests.support import apiservers
 
 from .conftest import (
     PodWatch,
@@ -37,12 +37,8 @@ from .conftest import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    """A cluster per test: a gang left pending by one test would take room in the next."""
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+# A cluster per test: a gang left pending by one test would take room in the next.
+apiserver = apiservers.apiserver_fixture("function")
 
 
 def gang(name: str, min_available: int, **extra: str) -> dict[str, str]:

@@ -3,18 +3,18 @@ that cannot renew its Lease exits at once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import grpc
 import pytest
 
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, raw, resources
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
+from tests.support import apiservers
 from tests.support.waiting import wait_for
 
 from .conftest import (
@@ -35,11 +35,7 @@ BINDS = {"result": "bound"}
 LEADER = "tessera_scheduler_leader"
 
 
-@pytest.fixture
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("function")
 
 
 def held_lease(client: Client, name: str = LEASE, namespace: str = "kube-system") -> dict[str, Any]:

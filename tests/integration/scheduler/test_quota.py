@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from apis.extension import names
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, resources
+from tests.support import apiservers
 
 from .conftest import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod, wait_for_event
 
@@ -30,11 +30,7 @@ CONFIG = (
 ONE_GPU = {names.NVIDIA_GPU: "1"}
 
 
-@pytest.fixture
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("function")
 
 
 def create_quota(client: Client, namespace: str, labels: dict[str, str] | None = None) -> None:

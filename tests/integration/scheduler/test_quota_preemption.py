@@ -10,16 +10,16 @@ rather than the quota is full, the victims are those that free enough GPUs on it
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from apis.extension import names
 from apis.k8s.core import Pod
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, resources
+from tests.support import apiservers
 
 from .conftest import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod, wait_for_event
 
@@ -32,11 +32,7 @@ ONE_GPU = {names.NVIDIA_GPU: "1"}
 PROTECTED = {names.LABEL_QUOTA_PREEMPTIBLE: "false"}
 
 
-@pytest.fixture
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+apiserver = apiservers.apiserver_fixture("function")
 
 
 def create_quota(client: Client, namespace: str, gpu_core: str) -> None:

@@ -11,16 +11,16 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from apis.crds.device import DeviceType
 from apis.extension import allocation, names
-from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client
+from tests.support import apiservers
 
 from .conftest import (
     GPU_QUARTER,
@@ -35,12 +35,8 @@ from .conftest import (
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def apiserver() -> Iterator[EmbeddedAPIServer]:
-    """A cluster per test: a pod left pending by one test would take room in the next."""
-    with run_apiserver() as server:
-        server.install_crds()
-        yield server
+# A cluster per test: a pod left pending by one test would take room in the next.
+apiserver = apiservers.apiserver_fixture("function")
 
 
 def gpus(*minors: int, percent: int = 100, node: str = "") -> str:

@@ -19,7 +19,7 @@ def parse(*argv: str) -> argparse.Namespace:
 def test_defaults() -> None:
     settings = cli.settings_from(parse())
     assert settings.client.kubeconfig is None
-    assert (settings.manager.host, settings.manager.port) == ("0.0.0.0", 9318)
+    assert (settings.manager.serving.host, settings.manager.serving.port) == ("0.0.0.0", 9318)
     assert settings.manager.leader_election is None
     assert settings.node_resources.diff_threshold == 0.1
     assert settings.node_resources.max_delay == 300
@@ -46,8 +46,9 @@ def test_every_flag_reaches_its_setting(monkeypatch: pytest.MonkeyPatch) -> None
         )
     )  # fmt: skip
     assert settings.client.kubeconfig == Path("/tmp/kc")
-    assert (settings.manager.host, settings.manager.port, settings.manager.resync_period) == ("127.0.0.1", 0, 60)
-    assert settings.manager.address_file == Path("/run/ctl/address")
+    serving = settings.manager.serving
+    assert (serving.host, serving.port, settings.manager.resync_period) == ("127.0.0.1", 0, 60)
+    assert serving.address_file == Path("/run/ctl/address")
     election = settings.manager.leader_election
     assert election is not None
     assert (election.lease_name, election.namespace, election.identity) == (
@@ -61,7 +62,7 @@ def test_every_flag_reaches_its_setting(monkeypatch: pytest.MonkeyPatch) -> None
 
 
 def test_ipv6_listen_address() -> None:
-    assert cli.settings_from(parse("--listen", "[::1]:9318")).manager.host == "::1"
+    assert cli.settings_from(parse("--listen", "[::1]:9318")).manager.serving.host == "::1"
 
 
 @pytest.mark.parametrize(

@@ -44,7 +44,7 @@ def served(sub: str, settings: Any) -> dict[str, tuple[str, int]]:
             ports["grpc"] = (grpc.host, grpc.port)
         return ports
     if sub == "controller":
-        ports = {"http": (settings.manager.host, settings.manager.port)}
+        ports = {"http": (settings.manager.serving.host, settings.manager.serving.port)}
         if settings.webhook.enabled:
             ports["webhook"] = (settings.webhook.host, settings.webhook.port)
         return ports
