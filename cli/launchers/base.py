@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Final, Self
 
 from kube.process import ServingProcess
@@ -106,5 +107,7 @@ class KubeComponentProcess(ServingProcess):
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
