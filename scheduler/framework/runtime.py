@@ -496,17 +496,22 @@ class Framework:
         # Two copies of the loop: this is the hottest code of the scheduler.
         if memo is not None:
             lookup = memo.get
+            keep_entry = entries.append
+            keep_node = feasible.append
+            left = want
             for info in order:
                 evaluated += 1
-                entry = lookup(info.name)
+                name = info.name
+                entry = lookup(name)
                 if entry is None or entry[0] != info.generation:
-                    entry = memo[info.name] = [info.generation, _run_chain(filters, state, pod, info), (), -1]
+                    entry = memo[name] = [info.generation, _run_chain(filters, state, pod, info), (), -1]
                 if entry[1] is not SUCCESS:  # _run_chain returns this very object when all pass
-                    statuses[info.name] = entry[1]
+                    statuses[name] = entry[1]
                     continue
-                entries.append(entry)
-                feasible.append(info)
-                if len(feasible) >= want:
+                keep_entry(entry)
+                keep_node(info)
+                left -= 1
+                if not left:
                     break
         else:
             for info in order:
@@ -579,25 +584,36 @@ class Framework:
             # Raw scores of the active plugins, kept in the memo entry with the id of the set
             # of active plugins (and their score epochs) they were computed for.
             active_id = self._active_id(state, pod, active)
-            raws = []
-            for entry, info in zip(entries, nodes, strict=True):
-                if entry[3] != active_id:
-                    entry[2] = tuple(plugin.score(state, pod, info) for plugin in active)
-                    entry[3] = active_id
-                raws.append(entry[2])
-            columns = [list(column) for column in zip(*raws, strict=True)]
+            if len(active) == 1:  # the usual case (the others skip at PreScore): no transposing
+                only = active[0]
+                column = []
+                keep = column.append
+                for entry, info in zip(entries, nodes, strict=True):
+                    if entry[3] != active_id:
+                        entry[2] = (only.score(state, pod, info),)
+                        entry[3] = active_id
+                    keep(entry[2][0])
+                columns = [column]
+            else:
+                raws = []
+                for entry, info in zip(entries, nodes, strict=True):
+                    if entry[3] != active_id:
+                        entry[2] = tuple(plugin.score(state, pod, info) for plugin in active)
+                        entry[3] = active_id
+                    raws.append(entry[2])
+                columns = [list(column) for column in zip(*raws, strict=True)]
         else:
             columns = [[plugin.score(state, pod, info) for info in nodes] for plugin in active]
-        totals = [0] * len(nodes)
+        totals: list[int] | None = None
         for plugin, scores in zip(active, columns, strict=True):
             if plugin.normalizes:
                 plugin.normalize_scores(state, pod, scores)
             weight = self._weights.get(plugin.name, 1)
             weighted = scores if weight == 1 else [s * weight for s in scores]
-            totals = [t + s for t, s in zip(totals, weighted, strict=True)]
+            totals = list(weighted) if totals is None else [t + s for t, s in zip(totals, weighted, strict=True)]
             if breakdown is not None:
                 breakdown.append((plugin.name, weighted))
-        return totals
+        return totals if totals is not None else [0] * len(nodes)
 
     def _active_id(self, state: CycleState, pod: PodInfo, active: Sequence[ScorePlugin]) -> int:
         """The id of raw scores computed by `active` in their current score epochs. Ids are
