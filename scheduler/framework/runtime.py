@@ -586,7 +586,7 @@ class Framework:
             active_id = self._active_id(state, pod, active)
             if len(active) == 1:  # the usual case (the others skip at PreScore): no transposing
                 only = active[0]
-                column = []
+                column: list[int] = []
                 keep = column.append
                 for entry, info in zip(entries, nodes, strict=True):
                     if entry[3] != active_id:
