@@ -106,7 +106,7 @@ def _got(value: Any) -> str:
         return "bool"
     if isinstance(value, str):
         return "string"
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         return "number"
     return "array" if isinstance(value, list) else "object"
 
@@ -169,7 +169,7 @@ def refusal(schema: Structural, value: Any) -> Refusal | None:
         if isinstance(value, bool):
             return None
     elif kind == "number":
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
             return None
     else:
         return None

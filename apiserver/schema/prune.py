@@ -73,40 +73,54 @@ def _prune(
     owner: Structural | None = None,
     field: str = "",
 ) -> None:
-    """`owner` is the struct that holds the last named field, `field` the named fields from the
-    root (Go's names for where a value is, in its errors); both only matter to typed walks."""
-    if walk.typed and value is not None:
-        refusal = gotypes.refusal(schema, value)
-        if refusal is not None:
-            walk.refuse(refusal, owner, field)
-            return  # Go skips a value it cannot decode
+    """Prune (and, typed, decode) the fields of an object or the items of a list, in place.
+    `owner` is the struct that holds the last named field and `field` the named fields from the
+    root: Go's names for where a value is, in its errors (only typed walks use them). A value is
+    checked by its parent, so a leaf costs no call of its own and no path is built for it."""
+    typed = walk.typed
     if isinstance(value, dict):
+        properties, additional = schema.properties, schema.additional
         for key in list(value):
-            child = f"{path}.{key}" if path else key
             if keep_meta and key in _ROOT_KEEP:
                 continue
-            sub = schema.properties.get(key)
-            if sub is None and isinstance(schema.additional, Structural):
-                if walk.typed and value[key] is None:
-                    value[key] = gotypes.zero(schema.additional)
-                _prune(schema.additional, value[key], f"{path}[{key}]", False, walk, owner=owner, field=field)
-                continue
-            if sub is None:
-                if not schema.preserve_unknown and schema.additional is not True:
-                    del value[key]
-                    walk.removed.append(child)
-                continue
-            if walk.typed and value[key] is None:
+            item = value[key]
+            sub = properties.get(key)
+            if sub is not None:
+                if typed:
+                    if item is None:  # Go reads null as absent
+                        del value[key]
+                        continue
+                    if (refused := gotypes.refusal(sub, item)) is not None:
+                        walk.refuse(refused, schema, f"{field}.{key}" if field else key)
+                        continue
+                if isinstance(item, (dict, list)):  # the tuple is the faster check
+                    named = f"{field}.{key}" if field else key
+                    child = f"{path}.{key}" if path else key
+                    _prune(sub, item, child, sub.embedded_resource, walk, owner=schema, field=named)
+            elif isinstance(additional, Structural):
+                if typed:
+                    if item is None:
+                        value[key] = item = gotypes.zero(additional)
+                    if item is not None and (refused := gotypes.refusal(additional, item)) is not None:
+                        walk.refuse(refused, owner, field)
+                        continue
+                if isinstance(item, (dict, list)):  # the tuple is the faster check
+                    _prune(additional, item, f"{path}[{key}]", False, walk, owner=owner, field=field)
+            elif not schema.preserve_unknown and additional is not True:
                 del value[key]
-                continue
-            named = f"{field}.{key}" if field else key
-            _prune(sub, value[key], child, sub.embedded_resource, walk, owner=schema, field=named)
+                walk.removed.append(f"{path}.{key}" if path else key)
     elif isinstance(value, list) and schema.items is not None:
         items = schema.items
-        for i in range(len(value)):
-            if walk.typed and value[i] is None:
-                value[i] = gotypes.zero(items)
-            _prune(items, value[i], f"{path}[{i}]", items.embedded_resource, walk, owner=owner, field=field)
+        for i, item in enumerate(value):
+            current = item
+            if typed:
+                if current is None:
+                    value[i] = current = gotypes.zero(items)
+                if current is not None and (refused := gotypes.refusal(items, current)) is not None:
+                    walk.refuse(refused, owner, field)
+                    continue
+            if isinstance(current, (dict, list)):
+                _prune(items, current, f"{path}[{i}]", items.embedded_resource, walk, owner=owner, field=field)
 
 
 def apply_defaults(schema: Structural, value: Any) -> None:
