@@ -305,7 +305,7 @@ def test_the_server_keeps_serving_and_stores_the_corrected_manifest(
     bad = BAD_DEPLOYMENT.format(name=name)
     refused = kubectl.run(server.kubeconfig, "apply", "--validate=false", "-f", "-", stdin=bad)
     assert refused.returncode != 0
-    fixed = kubectl.run(server.kubeconfig, "apply", "-f", "-", stdin=bad.replace('"3"', "3"))
+    fixed = kubectl.run(server.kubeconfig, "apply", "-f", "-", stdin=bad.replace('"3"', "3.0"))  # sent as 3
     assert fixed.returncode == 0, fixed.stderr
     stored = kubectl.run(server.kubeconfig, "get", "deployment", name, "-o", "jsonpath={.spec.replicas}")
     assert stored.stdout == "3"
