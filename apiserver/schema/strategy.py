@@ -35,7 +35,14 @@ from apiserver.schema.structural import Structural
 from apiserver.schema.validate import validate
 from apiserver.strategy import Strategy
 
-__all__ = ["BuiltinStrategy", "CustomResourceStrategy", "Strategies", "drop_unknown", "drop_unknown_applied"]
+__all__ = [
+    "BuiltinStrategy",
+    "CustomResourceStrategy",
+    "Strategies",
+    "decode_binding",
+    "drop_unknown",
+    "drop_unknown_applied",
+]
 
 
 def drop_unknown(schema: Structural, rt: ResourceType, obj: dict[str, Any], *, custom: bool) -> None:
@@ -45,13 +52,26 @@ def drop_unknown(schema: Structural, rt: ResourceType, obj: dict[str, Any], *, c
     400 whatever the field validation (kube's decode errors are always errors), before anything
     else looks at the object."""
     if custom:
-        removed = prune(schema, obj, root=True)
+        fieldvalidation.report_unknown(rt.kind, rt.version, prune(schema, obj, root=True))
     else:
-        try:
-            removed = decode(schema, obj)
-        except DecodeError as e:
-            raise StatusError.cannot_handle(rt.kind, rt.version, str(e)) from None
-    fieldvalidation.report_unknown(rt.kind, rt.version, removed)
+        _decode(schema, rt.kind, rt.version, obj)
+
+
+def _decode(schema: Structural, kind: str, version: str, obj: dict[str, Any]) -> None:
+    try:
+        removed = decode(schema, obj)
+    except DecodeError as e:
+        raise StatusError.cannot_handle(kind, version, str(e)) from None
+    fieldvalidation.report_unknown(kind, version, removed)
+
+
+def decode_binding(binding: Any) -> None:
+    """A pod's Binding (`pods/binding`, the `bindings` collection) decoded as kube decodes it: it
+    reaches the pod through `Registry.mutate`, past every strategy, and its annotations with it.
+    Anything but an object is left to the binding's own checks."""
+    schema = builtin.load().structural("", "v1", "Binding")
+    if isinstance(binding, dict) and schema is not None:
+        _decode(schema, "Binding", "v1", binding)
 
 
 def drop_unknown_applied(rt: ResourceType, applied: dict[str, Any]) -> None:

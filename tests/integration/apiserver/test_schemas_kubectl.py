@@ -313,3 +313,24 @@ def test_the_server_keeps_serving_and_stores_the_corrected_manifest(
     patched = kubectl.run(server.kubeconfig, "patch", "deployment", name, *patch)
     assert patched.returncode != 0
     assert f"{_CANNOT} DeploymentSpec.spec.paused of type bool" in patched.stderr
+
+
+def test_a_binding_is_decoded_before_it_reaches_the_pod(server: EmbeddedAPIServer) -> None:
+    """A Binding bypasses the pod's strategy and copies its annotations: it is decoded on its own."""
+    pod = yaml.safe_load(POD.format(name="bound-typed", field="containers", image="image"))
+    binding = {"metadata": {"name": "bound-typed", "annotations": {"a": 1}}, "target": {"name": "n1"}}
+    path = "/api/v1/namespaces/default/pods/bound-typed"
+    with server.client() as client:
+        client.request("POST", "/api/v1/namespaces/default/pods", body=pod)
+        with pytest.raises(APIError) as e:
+            client.request("POST", f"{path}/binding", body=binding)
+        assert e.value.status == 400
+        assert str(e.value).endswith(
+            'Binding in version "v1" cannot be handled as a Binding: json: cannot unmarshal number into '
+            "Go struct field ObjectMeta.metadata.annotations of type string"
+        )
+        assert "nodeName" not in client.request("GET", path)["spec"]
+        binding["metadata"]["annotations"] = {"a": "1"}
+        client.request("POST", f"{path}/binding", body=binding)
+        stored = client.request("GET", path)
+    assert stored["spec"]["nodeName"] == "n1" and stored["metadata"]["annotations"]["a"] == "1"
