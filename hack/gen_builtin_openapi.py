@@ -165,6 +165,26 @@ _QUANTITIES = {
     "ResourceRequirements": {"limits", "requests"},
     "VolumeResourceRequirements": {"limits", "requests"},
 }
+#: Timestamps are metav1.Time (RFC 3339) unless listed here as metav1.MicroTime, which kube
+#: decodes with exactly six digits of fraction (RFC3339Micro).
+_MICRO_TIMES = {
+    "Event": {"eventTime"},
+    "EventSeries": {"lastObservedTime"},
+    "LeaseSpec": {"acquireTime", "renewTime"},
+}
+_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+_TIME_DEFINITION = {
+    "description": "Time is a wrapper around time.Time which supports correct marshaling to YAML and JSON.  "
+    "Wrappers are provided for many of the factory methods that the time package offers.",
+    "type": "string",
+    "format": "date-time",
+}
+_MICRO_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
+_MICRO_TIME_DEFINITION = {
+    "description": "MicroTime is version of Time with microsecond level precision.",
+    "type": "string",
+    "format": "date-time",
+}
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 _QUANTITY_DEFINITION = {
     "description": "Quantity is a fixed-point representation of a number. It provides convenient "
@@ -244,8 +264,8 @@ class Builder:
         return out
 
     def _go_types(self, node: dict[str, Any], short: str, name: str) -> dict[str, Any]:
-        """What the client's types lose of the Go field's type: int32 or int64, and Quantity
-        (also inside a list or a map: supplementalGroups, a ResourceList)."""
+        """What the client's types lose of the Go field's type: int32 or int64, Quantity, and
+        Time or MicroTime (also inside a list or a map: supplementalGroups, a ResourceList)."""
         for key in ("items", "additionalProperties"):
             if isinstance(node.get(key), dict):
                 return {**node, key: self._go_types(node[key], short, name)}
@@ -254,6 +274,11 @@ class Builder:
         if node.get("type") == "string" and name in _QUANTITIES.get(short, ()):
             self.definitions[_QUANTITY] = _QUANTITY_DEFINITION
             return {"$ref": REF + _QUANTITY}
+        if node.get("format") == "date-time":
+            micro = name in _MICRO_TIMES.get(short, ())
+            ref, definition = (_MICRO_TIME, _MICRO_TIME_DEFINITION) if micro else (_TIME, _TIME_DEFINITION)
+            self.definitions[ref] = definition
+            return {"$ref": REF + ref}
         return node
 
     @staticmethod

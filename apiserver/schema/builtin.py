@@ -6,7 +6,8 @@ them, and which definition is the root of each served kind. Two uses, one source
 publication (`openapi.py`: `kubectl explain pod`, kubectl 1.20's client-side validation, the
 merge keys of kubectl's client-side apply) and the decoding of writes (`strategy.py`, with the
 same pruning walker as custom resources, `prune.py`: unknown fields, and each field's JSON type
-against its Go type, `gotypes.py`, which knows int32 from int64 and Quantity by these definitions).
+against its Go type, `gotypes.py`, which knows int32 from int64, Quantity, Time and MicroTime by
+these definitions).
 
 Compiled lazily, per kind, at its first write: a definition is compiled once and shared by every
 kind that reaches it. Definitions can be recursive (a CRD's JSONSchemaProps holds

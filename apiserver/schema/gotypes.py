@@ -13,10 +13,11 @@ judgement, read off the compiled definitions of `builtin.json`:
 - a struct or a map wants an object, a slice an array, a string a string, a bool a bool;
 - an integer wants a JSON integer in its Go type's range: `3.0` and `3.5` are refused as `number
   3.0`, as is 3000000000 for an int32;
-- IntOrString takes a string or an int32, and Quantity a string or a number that parses as a
-  quantity (`cpu: 1`, `cpu: 0.5`): kube's own `UnmarshalJSON`s, like Time's (a string), whose
-  errors end decoding at once (`fatal`), where a plain mismatch is remembered and decoding goes on,
-  so a later fatal error is the one kube reports.
+- IntOrString takes a string or an int32, Quantity a string or a number that parses as a
+  quantity (`cpu: 1`, `cpu: 0.5`), Time and MicroTime a string that Go's `time.Parse` takes
+  with their layouts (`gotime`): kube's own `UnmarshalJSON`s, whose errors end decoding at once
+  (`fatal`), where a plain mismatch is remembered and decoding goes on, so a later fatal error
+  is the one kube reports.
 
 Messages are kube's words. Where kube's own decoders name no field (IntOrString, Quantity,
 Time: `json: cannot unmarshal bool into Go value of type int32`), the field is named here as Go
@@ -33,12 +34,15 @@ from typing import Any, Final
 
 from apis.errors import QuantityError
 from apis.k8s import quantity
+from apiserver.schema import gotime
 from apiserver.schema.structural import Structural
 
-__all__ = ["INT_OR_STRING", "QUANTITY", "DecodeError", "Refusal", "go_type", "refusal", "zero"]
+__all__ = ["INT_OR_STRING", "MICRO_TIME", "QUANTITY", "TIME", "DecodeError", "Refusal", "go_type", "refusal", "zero"]
 
 INT_OR_STRING: Final = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 QUANTITY: Final = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+TIME: Final = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+MICRO_TIME: Final = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
 _FORMAT_WRONG: Final = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 _SUFFIX: Final = "unable to parse quantity's suffix"
 _NUMERIC: Final = "unable to parse numeric part of quantity"
@@ -62,14 +66,16 @@ class Refusal:
     want: str
     fatal: bool = False
     reason: str = ""
-    value: Any = None
+    #: The value, shown after a custom decoder's reason that does not show it itself (JSON).
+    shown: str = ""
 
     def message(self, owner: str, field: str) -> str:
         """The detail, with the field as Go names it: the struct that holds the last named field
         and the JSON names from the root, without list indices or map keys."""
         where = f"Go struct field {owner}.{field}" if owner and field else "Go value"
         if self.reason:
-            return f"{self.reason} ({where} of type {self.want}: {_show(self.value)})"
+            shown = f": {self.shown}" if self.shown else ""
+            return f"{self.reason} ({where} of type {self.want}{shown})"
         return f"json: cannot unmarshal {self.got} into {where} of type {self.want}"
 
 
@@ -138,7 +144,16 @@ def _quantity(value: Any) -> Refusal | None:
         problem = _FORMAT_WRONG  # kube parses the raw JSON (`true`, `{...}`) as a quantity's text
     else:
         problem = _quantity_problem(value if isinstance(value, str) else repr(value))
-    return Refusal("", "resource.Quantity", fatal=True, reason=problem, value=value) if problem else None
+    return Refusal("", "resource.Quantity", fatal=True, reason=problem, shown=_show(value)) if problem else None
+
+
+def _time(value: Any, definition: str) -> Refusal | None:
+    """metav1.Time and MicroTime: a string Go's time.Parse takes (`gotime`), whose error names the value."""
+    if not isinstance(value, str):
+        return Refusal(_got(value), "string", fatal=True)  # they read the JSON into a string first
+    problem = gotime.problem(value, micro=definition == MICRO_TIME)
+    want = "v1.MicroTime" if definition == MICRO_TIME else "v1.Time"
+    return Refusal("", want, fatal=True, reason=problem) if problem else None
 
 
 def refusal(schema: Structural, value: Any) -> Refusal | None:
@@ -149,16 +164,19 @@ def refusal(schema: Structural, value: Any) -> Refusal | None:
         if isinstance(value, dict):
             return None
     elif kind == "string":
-        if schema.definition == QUANTITY:
+        definition = schema.definition
+        if not definition:
+            return None if isinstance(value, str) else Refusal(_got(value), "string")
+        if definition == QUANTITY:
             return _quantity(value)
-        if schema.definition == INT_OR_STRING:
+        if definition == INT_OR_STRING:
             if isinstance(value, str):
                 return None
             got = _integer(value, "int32")
             return Refusal(got, "int32", fatal=True) if got else None
-        if isinstance(value, str):
-            return None
-        return Refusal(_got(value), "string", fatal=schema.format == "date-time")  # Time reads a string
+        if definition in (TIME, MICRO_TIME):
+            return _time(value, definition)
+        return None if isinstance(value, str) else Refusal(_got(value), go_type(schema))
     elif kind == "array":
         if isinstance(value, list):
             return None
@@ -183,9 +201,11 @@ def zero(schema: Structural) -> Any:
         return "0"
     if schema.definition == INT_OR_STRING:
         return 0
+    if schema.definition in (TIME, MICRO_TIME):
+        return None  # Go writes a zero Time as null
     match schema.type:
         case "string":
-            return None if schema.format == "date-time" else ""
+            return ""
         case "integer" | "number":
             return 0
         case "boolean":

@@ -294,3 +294,26 @@ def test_whatever_the_field_validation(pods: Registry, mode: str) -> None:
     body["spec"]["priority"] = "high"
     with fieldvalidation.scope(mode):
         bad_request(pods.create(rt(pods, "pods"), "default", body))
+
+
+def test_timestamps_are_parsed_as_kube_parses_time_and_micro_time() -> None:
+    stamp = "2024-01-02T03:04:05Z"
+    lease = {"metadata": {"name": "l"}, "spec": {"renewTime": "2024-01-02T03:04:05.123456Z"}}
+    assert decode(schema("coordination.k8s.io", "Lease"), lease) == []
+    lease["spec"]["renewTime"] = stamp
+    with pytest.raises(DecodeError) as e:
+        decode(schema("coordination.k8s.io", "Lease"), lease)
+    assert str(e.value) == (
+        f'parsing time "{stamp}" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "Z" as ".000000" '
+        "(Go struct field LeaseSpec.spec.renewTime of type v1.MicroTime)"
+    )
+    condition = {"type": "Ready", "status": "True", "lastTransitionTime": "now"}
+    message = refused("", "Pod", {"metadata": {"name": "p"}, "status": {"conditions": [condition]}})
+    assert message == (
+        'parsing time "now" as "2006-01-02T15:04:05Z07:00": cannot parse "now" as "2006" '
+        "(Go struct field PodCondition.status.conditions.lastTransitionTime of type v1.Time)"
+    )
+    assert refused("", "Pod", {"metadata": {"creationTimestamp": 5}}) == (
+        "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.creationTimestamp of type string"
+    )
+    assert decode(schema("", "Pod"), {"metadata": {"creationTimestamp": None, "deletionTimestamp": stamp}}) == []
