@@ -165,6 +165,9 @@ _QUANTITIES = {
     "ResourceRequirements": {"limits", "requests"},
     "VolumeResourceRequirements": {"limits", "requests"},
 }
+#: Go `[]byte` fields (alone or as a map's values), which the client leaves untyped: JSON carries
+#: them as base64 strings, which kube's decoder decodes (`illegal base64 data at input byte 4`).
+_BYTES = {"ConfigMap": {"binaryData"}, "Secret": {"data"}, "WebhookClientConfig": {"caBundle"}}
 #: Timestamps are metav1.Time (RFC 3339) unless listed here as metav1.MicroTime, which kube
 #: decodes with exactly six digits of fraction (RFC3339Micro).
 _MICRO_TIMES = {
@@ -264,13 +267,16 @@ class Builder:
         return out
 
     def _go_types(self, node: dict[str, Any], short: str, name: str) -> dict[str, Any]:
-        """What the client's types lose of the Go field's type: int32 or int64, Quantity, and
-        Time or MicroTime (also inside a list or a map: supplementalGroups, a ResourceList)."""
+        """What the client's types lose of the Go field's type: int32 or int64, Quantity, Time
+        or MicroTime, and []byte (also inside a list or a map: supplementalGroups, a
+        ResourceList, a Secret's data)."""
         for key in ("items", "additionalProperties"):
             if isinstance(node.get(key), dict):
                 return {**node, key: self._go_types(node[key], short, name)}
         if node.get("type") == "integer":
             return {**node, "format": "int64" if name in _INT64.get(short, ()) else "int32"}
+        if node.get("x-kubernetes-preserve-unknown-fields") and name in _BYTES.get(short, ()):
+            return {"type": "string", "format": "byte"}
         if node.get("type") == "string" and name in _QUANTITIES.get(short, ()):
             self.definitions[_QUANTITY] = _QUANTITY_DEFINITION
             return {"$ref": REF + _QUANTITY}

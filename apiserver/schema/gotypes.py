@@ -50,6 +50,9 @@ _NUMERIC: Final = "unable to parse numeric part of quantity"
 _SHAPE: Final = re.compile(r"[+-]?[0-9.]+[eEinumkKMGTP]*[-+]?[0-9]*")
 _RANGES: Final = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 _SHOWN: Final = 64
+_B64: Final = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+_NEWLINES: Final = frozenset(b"\r\n")
+_PAD: Final = ord("=")
 
 
 class DecodeError(ValueError):
@@ -102,7 +105,7 @@ def go_type(schema: Structural) -> str:
         case "boolean":
             return "bool"
         case "string":
-            return "string"
+            return "[]uint8" if schema.format == "byte" else "string"
     return "interface {}"
 
 
@@ -147,6 +150,38 @@ def _quantity(value: Any) -> Refusal | None:
     return Refusal("", "resource.Quantity", fatal=True, reason=problem, shown=_show(value)) if problem else None
 
 
+def _base64_error(data: bytes) -> int:
+    """Where Go's base64.StdEncoding.Decode fails on `data` (-1: it does not), as its
+    CorruptInputError counts: padding required, `\r` and `\n` skipped anywhere."""
+    i, n = 0, len(data)
+    while i < n:
+        j = 0  # the position in the current quantum of four
+        while j < 4:
+            if i == n:
+                return -1 if j == 0 else i - j
+            c = data[i]
+            i += 1
+            if c in _NEWLINES:
+                continue
+            if c in _B64:
+                j += 1
+                continue
+            if c != _PAD or j < 2:
+                return i - 1
+            if j == 2:  # "==" is expected: the first "=" is consumed
+                while i < n and data[i] in _NEWLINES:
+                    i += 1
+                if i == n:
+                    return n
+                if data[i] != _PAD:
+                    return i - 1
+                i += 1
+            while i < n and data[i] in _NEWLINES:
+                i += 1
+            return i if i < n else -1  # anything after the padding is trailing garbage
+    return -1
+
+
 def _time(value: Any, definition: str) -> Refusal | None:
     """metav1.Time and MicroTime: a string Go's time.Parse takes (`gotime`), whose error names the value."""
     if not isinstance(value, str):
@@ -166,7 +201,11 @@ def refusal(schema: Structural, value: Any) -> Refusal | None:
     elif kind == "string":
         definition = schema.definition
         if not definition:
-            return None if isinstance(value, str) else Refusal(_got(value), "string")
+            if not isinstance(value, str):
+                return Refusal(_got(value), go_type(schema))
+            if schema.format == "byte" and (at := _base64_error(value.encode())) >= 0:
+                return Refusal("", "[]uint8", reason=f"illegal base64 data at input byte {at}")
+            return None
         if definition == QUANTITY:
             return _quantity(value)
         if definition == INT_OR_STRING:

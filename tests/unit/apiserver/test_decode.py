@@ -5,7 +5,6 @@ with kube's 400 on every write path, storing nothing."""
 from __future__ import annotations
 
 import asyncio
-import copy
 from typing import Any
 
 import pytest
@@ -197,8 +196,10 @@ def test_unknown_fields_are_pruned_unchecked_and_untyped_fields_take_anything() 
     body = deployment(replicaz="three")
     assert decode(schema("apps", "Deployment"), body) == ["spec.replicaz"]
     assert "replicaz" not in body["spec"]
-    secret = {"metadata": {"name": "s"}, "data": {"a": 1, "b": ["x"]}}  # kept as the client's bytes
-    assert decode(schema("", "Secret"), copy.deepcopy(secret)) == []
+    props = {"x": {"type": "object", "example": {"any": [1, True, None]}, "default": 7}}
+    version = {"name": "v1", "schema": {"openAPIV3Schema": {"type": "object", "properties": props}}}
+    crd = {"metadata": {"name": "a.b"}, "spec": {"versions": [version]}}  # JSON values are untyped
+    assert decode(schema("apiextensions.k8s.io", "CustomResourceDefinition"), crd) == []
 
 
 def test_the_first_mismatch_is_reported_unless_a_custom_decoder_fails_later() -> None:
@@ -317,3 +318,20 @@ def test_timestamps_are_parsed_as_kube_parses_time_and_micro_time() -> None:
         "json: cannot unmarshal number into Go struct field ObjectMeta.metadata.creationTimestamp of type string"
     )
     assert decode(schema("", "Pod"), {"metadata": {"creationTimestamp": None, "deletionTimestamp": stamp}}) == []
+
+
+def test_bytes_are_base64_as_go_decodes_them() -> None:
+    secret = {"metadata": {"name": "s"}, "data": {"a": "YWJj", "b": "YQ==\n", "c": ""}}
+    assert decode(schema("", "Secret"), secret) == []
+    field = "(Go struct field Secret.data of type []uint8)"
+    assert refused("", "Secret", {"data": {"a": "plain"}}) == f"illegal base64 data at input byte 4 {field}"
+    assert refused("", "Secret", {"data": {"a": "YQ="}}) == f"illegal base64 data at input byte 3 {field}"
+    assert refused("", "Secret", {"data": {"a": 1}}) == (
+        "json: cannot unmarshal number into Go struct field Secret.data of type []uint8"
+    )
+    webhook = {"webhooks": [{"name": "w.example.com", "clientConfig": {"caBundle": "not base64!"}}]}
+    message = refused("admissionregistration.k8s.io", "ValidatingWebhookConfiguration", webhook)
+    assert message == (
+        "illegal base64 data at input byte 3 "
+        "(Go struct field WebhookClientConfig.webhooks.clientConfig.caBundle of type []uint8)"
+    )
