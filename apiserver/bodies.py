@@ -4,6 +4,10 @@ Limits enforced here: no NaN/Infinity (they cannot be re-encoded as JSON), no YA
 aliases (an alias bomb expands exponentially when re-encoded), only JSON's types (YAML timestamps
 stay strings, as Kubernetes' YAML-to-JSON conversion keeps them), YAML nested at most
 `MAX_DEPTH` levels, and errors that say what is wrong as a 400 instead of a stack trace.
+
+A YAML number passes through a Go float64 in Kubernetes' YAML-to-JSON conversion, which writes
+`3.0` as the JSON `3`: so a YAML body's integral floats become integers here, and a built-in
+kind's int32 field takes `replicas: 3.0` in YAML (never in JSON, where Go's decoder refuses it).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from apiserver.errors import StatusError
 __all__ = ["MAX_DEPTH", "decode"]
 
 MAX_DEPTH = 100
+_GO_EXPONENT = 1e21
 TOO_DEEP = "the object is nested too deeply"
 JSON_TYPES = frozenset({"", "application/json", "*/*"})
 YAML_TYPES = frozenset({"application/yaml", "application/x-yaml", "text/yaml", "application/apply-patch+yaml"})
@@ -43,8 +48,17 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _integral(node: dict[str, Any] | list[Any]) -> None:
+    """YAML's `3.0` as Go's float64 writes it in JSON: `3` (up to 1e21, where Go switches to an exponent)."""
+    for key in node if isinstance(node, dict) else range(len(node)):
+        value = node[key]  # type: ignore[index]  # a key of this very dict, or an index of this list
+        if type(value) is float and value.is_integer() and abs(value) < _GO_EXPONENT:
+            node[key] = int(value)  # type: ignore[index]  # likewise
+
+
 def _check(doc: Any) -> None:
-    """Depth and types: what json.dumps must be able to write back."""
+    """A YAML document's depth and types (what json.dumps must be able to write back), and its
+    integral floats made integers, as in Kubernetes' YAML-to-JSON conversion."""
     stack = [(doc, 1)]
     while stack:
         node, depth = stack.pop()
@@ -53,8 +67,10 @@ def _check(doc: Any) -> None:
         if isinstance(node, dict):
             if not all(isinstance(k, str) for k in node):
                 raise StatusError.bad_request("object keys must be strings")
+            _integral(node)
             stack.extend((v, depth + 1) for v in node.values())
         elif isinstance(node, list):
+            _integral(node)
             stack.extend((v, depth + 1) for v in node)
         elif isinstance(node, float) and not math.isfinite(node):
             raise StatusError.bad_request("NaN and infinite numbers are not allowed")

@@ -87,6 +87,12 @@ class StatusError(Exception):
         return cls(400, "BadRequest", message)
 
     @classmethod
+    def cannot_handle(cls, kind: str, version: str, detail: str) -> StatusError:
+        """A body that does not decode as its kind (a wrong JSON type; under fieldValidation=Strict
+        an unknown field): `Deployment in version "v1" cannot be handled as a Deployment: ...`."""
+        return cls.bad_request(f'{kind} in version "{version}" cannot be handled as a {kind}: {detail}')
+
+    @classmethod
     def unauthorized(cls) -> StatusError:
         return cls(401, "Unauthorized", "Unauthorized")
 

@@ -27,7 +27,7 @@ from apiserver.eviction import check_budgets
 from apiserver.pods import binder
 from apiserver.registry import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Entry, Registry, encode
 from apiserver.routing import RequestInfo, parse_path, request_verb
-from apiserver.schema import fieldvalidation
+from apiserver.schema import fieldvalidation, strategy
 from apiserver.selectors import ObjectFilter, parse_field_selector, parse_label_selector
 from apiserver.watch import Expired
 from kube.logs import V
@@ -345,6 +345,7 @@ class Handlers:
     async def _bind(self, pods: ResourceType, namespace: str, name: str, binding: Any) -> web.Response:
         if not name:
             raise StatusError.bad_request("the binding must name its pod in metadata.name")
+        strategy.decode_binding(binding)
         await self._registry.mutate(pods, namespace, name, binder(binding, name))
         return _json_response(encode(success_body(201)), 201)
 

@@ -16,8 +16,21 @@ from apis.k8s.workloads import selector_string
 from apiserver.catalog import ResourceType
 from apiserver.errors import Cause, StatusError
 from apiserver.registry import MERGE_PATCH, Entry, Registry, apply_patch
+from apiserver.schema import gotypes
+from apiserver.schema.structural import Structural, compile_schema
 
 __all__ = ["patch_scale", "scale_of", "update_scale"]
+
+#: A Scale's two typed levels, for kube's decoding of one (`gotypes`): autoscaling/v1 is not a
+#: kind the server stores, so it has no definition in `builtin.json`.
+_SPEC = compile_schema({"type": "object"}, definition="io.k8s.api.autoscaling.v1.ScaleSpec")
+_REPLICAS = compile_schema({"type": "integer", "format": "int32"})
+
+
+def _decoded(schema: Structural, value: Any, owner: str, field: str) -> None:
+    """Raise kube's 400 when `value` does not decode into the Scale's field (a null is absent)."""
+    if value is not None and (refused := gotypes.refusal(schema, value)) is not None:
+        raise StatusError.cannot_handle("Scale", "v1", refused.message(owner, field))
 
 
 def scale_of(entry: Entry) -> dict[str, Any]:
@@ -47,8 +60,11 @@ def _replicas(scale: Any, name: str) -> tuple[int, str]:
     meta = scale.get("metadata") or {}
     if not isinstance(meta, Mapping) or meta.get("name", name) not in ("", name):
         raise StatusError.bad_request("the name of the Scale does not match the name on the URL")
-    replicas = (scale.get("spec") or {}).get("replicas", 0)
-    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
+    _decoded(_SPEC, scale.get("spec"), "Scale", "spec")
+    replicas = (scale.get("spec") or {}).get("replicas")
+    _decoded(_REPLICAS, replicas, "ScaleSpec", "spec.replicas")
+    replicas = replicas or 0
+    if replicas < 0:
         cause = Cause.invalid("spec.replicas", str(replicas), "must be greater than or equal to 0")
         raise StatusError.invalid("Scale", name, [cause], group="autoscaling")
     return replicas, str(meta.get("resourceVersion") or "")

@@ -114,6 +114,86 @@ _INT_OR_STRING_DEFINITION = {
     "type": "string",
     "format": "int-or-string",
 }
+#: Integers are Go int32s unless listed here (by definition and field): the client has one `int`
+#: for both, but kube's decoder refuses an int32 field's 3000000000, and names the type it wanted.
+_INT64 = {
+    "ClusterTrustBundleProjection": {"user"},
+    "ConfigMapVolumeSource": {"defaultUser"},
+    "Condition": {"observedGeneration"},
+    "ContainerImage": {"sizeBytes"},
+    "CustomResourceDefinitionCondition": {"observedGeneration"},
+    "CustomResourceDefinitionStatus": {"observedGeneration"},
+    "DaemonSetStatus": {"observedGeneration"},
+    "DeploymentStatus": {"observedGeneration"},
+    "DownwardAPIVolumeFile": {"user"},
+    "DownwardAPIVolumeSource": {"defaultUser"},
+    "JSONSchemaProps": {"maxItems", "maxLength", "maxProperties", "minItems", "minLength", "minProperties"},
+    "JobSpec": {"activeDeadlineSeconds"},
+    "KeyToPath": {"user"},
+    "LinuxContainerUser": {"gid", "supplementalGroups", "uid"},
+    "NodeSwapStatus": {"capacity"},
+    "ObjectMeta": {"deletionGracePeriodSeconds", "generation"},
+    "PodCertificateProjection": {"user"},
+    "PodCondition": {"observedGeneration"},
+    "PodDisruptionBudgetStatus": {"observedGeneration"},
+    "PodSecurityContext": {"fsGroup", "runAsGroup", "runAsUser", "supplementalGroups"},
+    "PodSpec": {"activeDeadlineSeconds", "terminationGracePeriodSeconds"},
+    "PodStatus": {"observedGeneration"},
+    "Probe": {"terminationGracePeriodSeconds"},
+    "ProjectedVolumeSource": {"defaultUser"},
+    "ReplicaSetStatus": {"observedGeneration"},
+    "SecretVolumeSource": {"defaultUser"},
+    "SecurityContext": {"runAsGroup", "runAsUser"},
+    "ServiceAccountTokenProjection": {"expirationSeconds", "user"},
+    "SleepAction": {"seconds"},
+    "StatefulSetStatus": {"observedGeneration"},
+    "Toleration": {"tolerationSeconds"},
+}
+#: Fields that hold `resource.Quantity`s (alone, or as a ResourceList's values), which the client
+#: types as strings: kube's decoder also takes a JSON number there (`cpu: 1`), and refuses text
+#: that is not a quantity.
+_QUANTITIES = {
+    "ContainerStatus": {"allocatedResources"},
+    "EmptyDirVolumeSource": {"sizeLimit"},
+    "NodeAllocatableMappedResources": {"quantity"},
+    "NodeAllocatableOverheadResources": {"perContainer", "perPod"},
+    "NodeStatus": {"allocatable", "capacity"},
+    "PersistentVolumeClaimStatus": {"allocatedResources", "capacity"},
+    "PodSpec": {"overhead"},
+    "PodStatus": {"allocatedResources"},
+    "ResourceFieldSelector": {"divisor"},
+    "ResourceRequirements": {"limits", "requests"},
+    "VolumeResourceRequirements": {"limits", "requests"},
+}
+#: Go `[]byte` fields (alone or as a map's values), which the client leaves untyped: JSON carries
+#: them as base64 strings, which kube's decoder decodes (`illegal base64 data at input byte 4`).
+_BYTES = {"ConfigMap": {"binaryData"}, "Secret": {"data"}, "WebhookClientConfig": {"caBundle"}}
+#: Timestamps are metav1.Time (RFC 3339) unless listed here as metav1.MicroTime, which kube
+#: decodes with exactly six digits of fraction (RFC3339Micro).
+_MICRO_TIMES = {
+    "Event": {"eventTime"},
+    "EventSeries": {"lastObservedTime"},
+    "LeaseSpec": {"acquireTime", "renewTime"},
+}
+_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.Time"
+_TIME_DEFINITION = {
+    "description": "Time is a wrapper around time.Time which supports correct marshaling to YAML and JSON.  "
+    "Wrappers are provided for many of the factory methods that the time package offers.",
+    "type": "string",
+    "format": "date-time",
+}
+_MICRO_TIME = "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime"
+_MICRO_TIME_DEFINITION = {
+    "description": "MicroTime is version of Time with microsecond level precision.",
+    "type": "string",
+    "format": "date-time",
+}
+_QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
+_QUANTITY_DEFINITION = {
+    "description": "Quantity is a fixed-point representation of a number. It provides convenient "
+    "marshaling/unmarshaling in JSON and YAML, in addition to String() and AsInt64() accessors.",
+    "type": "string",
+}
 
 
 def _split(cls_name: str) -> tuple[str, str, str]:
@@ -174,7 +254,7 @@ class Builder:
             name = info.serialization_alias or info.alias or attr
             if _prerelease(info.annotation):
                 continue
-            node = self._annotation(info.annotation, group)
+            node = self._go_types(self._annotation(info.annotation, group), short, name)
             if info.description:
                 node = {**node, "description": info.description}
             properties[name] = self._patch_meta(short, name, node)
@@ -185,6 +265,27 @@ class Builder:
         if required:
             out["required"] = sorted(required)
         return out
+
+    def _go_types(self, node: dict[str, Any], short: str, name: str) -> dict[str, Any]:
+        """What the client's types lose of the Go field's type: int32 or int64, Quantity, Time
+        or MicroTime, and []byte (also inside a list or a map: supplementalGroups, a
+        ResourceList, a Secret's data)."""
+        for key in ("items", "additionalProperties"):
+            if isinstance(node.get(key), dict):
+                return {**node, key: self._go_types(node[key], short, name)}
+        if node.get("type") == "integer":
+            return {**node, "format": "int64" if name in _INT64.get(short, ()) else "int32"}
+        if node.get("x-kubernetes-preserve-unknown-fields") and name in _BYTES.get(short, ()):
+            return {"type": "string", "format": "byte"}
+        if node.get("type") == "string" and name in _QUANTITIES.get(short, ()):
+            self.definitions[_QUANTITY] = _QUANTITY_DEFINITION
+            return {"$ref": REF + _QUANTITY}
+        if node.get("format") == "date-time":
+            micro = name in _MICRO_TIMES.get(short, ())
+            ref, definition = (_MICRO_TIME, _MICRO_TIME_DEFINITION) if micro else (_TIME, _TIME_DEFINITION)
+            self.definitions[ref] = definition
+            return {"$ref": REF + ref}
+        return node
 
     @staticmethod
     def _patch_meta(short: str, name: str, node: dict[str, Any]) -> dict[str, Any]:

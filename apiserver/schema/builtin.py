@@ -4,8 +4,10 @@
 its header) holds kube's definitions (`io.k8s.api.core.v1.PodSpec`, ...) with `$ref`s between
 them, and which definition is the root of each served kind. Two uses, one source: OpenAPI
 publication (`openapi.py`: `kubectl explain pod`, kubectl 1.20's client-side validation, the
-merge keys of kubectl's client-side apply) and the unknown-field check of writes (`strategy.py`,
-with the same pruning walker as custom resources: `prune.py`).
+merge keys of kubectl's client-side apply) and the decoding of writes (`strategy.py`, with the
+same pruning walker as custom resources, `prune.py`: unknown fields, and each field's JSON type
+against its Go type, `gotypes.py`, which knows int32 from int64, Quantity, Time and MicroTime by
+these definitions).
 
 Compiled lazily, per kind, at its first write: a definition is compiled once and shared by every
 kind that reaches it. Definitions can be recursive (a CRD's JSONSchemaProps holds
@@ -65,7 +67,9 @@ class BuiltinSchemas:
         if node is not None:
             return node
         raw = self.definitions[name]
-        node = compile_schema({k: v for k, v in raw.items() if k != "properties"}, name, refs=self._compile)
+        node = compile_schema(
+            {k: v for k, v in raw.items() if k != "properties"}, name, refs=self._compile, definition=name
+        )
         self._compiled[name] = node
         properties = node.properties
         assert isinstance(properties, dict)  # compile_schema built it for this node alone

@@ -54,7 +54,5 @@ def report_unknown(kind: str, version: str, paths: Sequence[str]) -> None:
         return
     if state.mode == "Strict":
         unknown = ", ".join(f'unknown field "{p}"' for p in paths)
-        raise StatusError.bad_request(
-            f'{kind} in version "{version}" cannot be handled as a {kind}: strict decoding error: {unknown}'
-        )
+        raise StatusError.cannot_handle(kind, version, f"strict decoding error: {unknown}")
     state.warnings.extend(f'unknown field "{p}"' for p in paths)

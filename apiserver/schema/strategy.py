@@ -1,4 +1,5 @@
-"""The schema half of every type's strategy: unknown fields dropped (and reported), as kube does.
+"""The schema half of every type's strategy: unknown fields dropped (and reported), as kube does,
+and built-in kinds' bodies held to their Go types.
 
 kube-apiserver decodes a built-in kind strictly against its Go types and a custom resource against
 its CRD's structural schema; either way a field the schema does not know is dropped and, under
@@ -13,7 +14,11 @@ in (each served version has its own).
 Fields are dropped when a write is prepared (`prepare_create`, `prepare_update`, and
 `prepare_status` for the status subresource), before the type's own strategy sees it, so neither
 its defaults, the generation bump nor managed fields see them; validation then needs no second
-walk.
+walk. A built-in kind's write is decoded in the same walk (`prune.decode`): a field of the wrong
+JSON type (`replicas: "3"`) is kube's 400 `... cannot be handled as a Deployment: json: cannot
+unmarshal string into Go struct field DeploymentSpec.spec.replicas of type int32`, and nothing
+is stored. Create, update, every patch (checked once applied, as an update) and server-side apply
+(its configuration, `drop_unknown_applied`, and the merged object) all come through here.
 """
 
 from __future__ import annotations
@@ -22,20 +27,51 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from apiserver.catalog import Catalog, ResourceType
-from apiserver.errors import Cause
+from apiserver.errors import Cause, StatusError
 from apiserver.schema import builtin, fieldvalidation
-from apiserver.schema.prune import apply_defaults, prune
+from apiserver.schema.gotypes import DecodeError
+from apiserver.schema.prune import apply_defaults, decode, prune
 from apiserver.schema.structural import Structural
 from apiserver.schema.validate import validate
 from apiserver.strategy import Strategy
 
-__all__ = ["BuiltinStrategy", "CustomResourceStrategy", "Strategies", "drop_unknown", "drop_unknown_applied"]
+__all__ = [
+    "BuiltinStrategy",
+    "CustomResourceStrategy",
+    "Strategies",
+    "decode_binding",
+    "drop_unknown",
+    "drop_unknown_applied",
+]
 
 
 def drop_unknown(schema: Structural, rt: ResourceType, obj: dict[str, Any], *, custom: bool) -> None:
     """Prune `obj` and report what went to the request's field validation. A custom resource's
-    metadata is the registry's (kept whole at the root); a built-in kind's schema has ObjectMeta."""
-    fieldvalidation.report_unknown(rt.kind, rt.version, prune(schema, obj, root=custom))
+    metadata is the registry's (kept whole at the root); a built-in kind's schema has ObjectMeta,
+    and its body is decoded as kube decodes it into Go types: a field of the wrong JSON type is a
+    400 whatever the field validation (kube's decode errors are always errors), before anything
+    else looks at the object."""
+    if custom:
+        fieldvalidation.report_unknown(rt.kind, rt.version, prune(schema, obj, root=True))
+    else:
+        _decode(schema, rt.kind, rt.version, obj)
+
+
+def _decode(schema: Structural, kind: str, version: str, obj: dict[str, Any]) -> None:
+    try:
+        removed = decode(schema, obj)
+    except DecodeError as e:
+        raise StatusError.cannot_handle(kind, version, str(e)) from None
+    fieldvalidation.report_unknown(kind, version, removed)
+
+
+def decode_binding(binding: Any) -> None:
+    """A pod's Binding (`pods/binding`, the `bindings` collection) decoded as kube decodes it: it
+    reaches the pod through `Registry.mutate`, past every strategy, and its annotations with it.
+    Anything but an object is left to the binding's own checks."""
+    schema = builtin.load().structural("", "v1", "Binding")
+    if isinstance(binding, dict) and schema is not None:
+        _decode(schema, "Binding", "v1", binding)
 
 
 def drop_unknown_applied(rt: ResourceType, applied: dict[str, Any]) -> None:

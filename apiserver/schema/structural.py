@@ -70,6 +70,9 @@ class Structural:
     not_: Structural | None = None
     #: The schema as written (for OpenAPI publication).
     raw: Mapping[str, Any] = field(default_factory=dict)
+    #: The named definition this node is (`io.k8s.api.core.v1.PodSpec`); "" in a CRD's schema.
+    #: Built-in kinds' decoding (`gotypes`) names Go types by it and knows Quantity by it.
+    definition: str = ""
 
     @property
     def has_default(self) -> bool:
@@ -113,12 +116,14 @@ def compile_schema(
     structural: bool = True,
     int_or_string: bool = False,
     refs: Callable[[str], Structural] | None = None,
+    definition: str = "",
 ) -> Structural:
     """Compile (and check) one schema; `structural=False` inside anyOf/allOf/oneOf/not, where
     kube-apiserver forbids types and defaults but allows value constraints (and, under
     `x-kubernetes-int-or-string`, the types integer and string). `refs` resolves `$ref`s in
     properties, items and additionalProperties (built-in kinds' definitions, `builtin.py`); CRD
-    schemas may not use them, so without it a `$ref` is a node without a type."""
+    schemas may not use them, so without it a `$ref` is a node without a type. `definition` names
+    the definition `raw` is (built-in kinds)."""
     if not isinstance(raw, Mapping):
         raise SchemaError(path, "must be an object")
     if refs is not None and isinstance(raw.get("$ref"), str):
@@ -195,6 +200,7 @@ def compile_schema(
         one_of=_junctor(raw, "oneOf", path, int_or_string_here),
         not_=compile_schema(raw["not"], f"{path}.not", structural=False) if raw.get("not") is not None else None,
         raw=raw,
+        definition=definition,
     )
 
 

@@ -115,6 +115,13 @@ def test_scale_subresource_reads_and_writes_replicas(api_client: k8s.ApiClient, 
     with pytest.raises(ApiException) as e:
         apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": -2}})
     assert e.value.status == 422
+    with pytest.raises(ApiException) as e:  # decoded as a Scale, as kube decodes one
+        apps.patch_namespaced_deployment_scale("web", namespace, {"spec": {"replicas": "3"}})
+    assert e.value.status == 400
+    assert json.loads(e.value.body)["message"] == (
+        'Scale in version "v1" cannot be handled as a Scale: json: cannot unmarshal string into '
+        "Go struct field ScaleSpec.spec.replicas of type int32"
+    )
 
 
 def test_propagation_policy_leaves_the_finalizer_for_the_garbage_collector(

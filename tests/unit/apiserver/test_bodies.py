@@ -11,6 +11,15 @@ def test_json_and_yaml_decode() -> None:
     assert bodies.decode(b"a: 1\nb: [x]\n", "application/yaml") == {"a": 1, "b": ["x"]}
 
 
+def test_yaml_integral_floats_are_json_integers_as_through_gos_float64() -> None:
+    """kube's YAML-to-JSON conversion writes YAML's 3.0 as 3 (so `replicas: 3.0` decodes in YAML); JSON keeps 3.0."""
+    doc = b"replicas: 3.0\nratio: 0.5\nports: [80.0, {containerPort: 8080.0}]\nbig: 1.0e+21\n"
+    decoded = bodies.decode(doc, "application/yaml")
+    assert decoded == {"replicas": 3, "ratio": 0.5, "ports": [80, {"containerPort": 8080}], "big": 1e21}
+    assert type(decoded["replicas"]) is int and type(decoded["big"]) is float
+    assert type(bodies.decode(b'{"replicas": 3.0}', "application/json")["replicas"]) is float
+
+
 def test_yaml_timestamps_stay_strings() -> None:
     assert bodies.decode(b"when: 2024-01-02T03:04:05Z\nday: 2024-01-02\n", "application/yaml") == {
         "when": "2024-01-02T03:04:05Z",

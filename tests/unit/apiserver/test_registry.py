@@ -60,10 +60,10 @@ def test_generate_name_and_already_exists(registry: Registry) -> None:
         ("default", {"metadata": {"name": "UPPER"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}, 422),
         ("default", {"metadata": {"name": "p"}, "spec": {"containers": []}}, 422),
         ("default", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}, 422),
-        ("default", {**make_pod(), "metadata": {"name": "p", "labels": {"a": 1}}}, 422),
+        ("default", {**make_pod(), "metadata": {"name": "p", "labels": {"a": 1}}}, 400),  # kube's decoder refuses it
         ("default", {**make_pod(), "metadata": "nope"}, 400),
         ("default", [1, 2], 400),
-        ("default", make_pod(containers=[{"name": "c", "image": "i", "resources": {"limits": {"cpu": "x"}}}]), 422),
+        ("default", make_pod(containers=[{"name": "c", "image": "i", "resources": {"limits": {"cpu": "x"}}}]), 400),
     ],
     ids=[
         "missing-namespace",
