@@ -95,10 +95,13 @@ def with_fgd(
     DeviceShare) are disabled so that, as in the paper, the fragmentation measure alone ranks
     nodes (other preferences — taints, preferred affinity — still count). Both measure against
     `workload` (shape, weight) when given, else against a workload learned from the pods seen.
-    `balanced`: BalancedFGD (GPUFragmentation's CPU/memory balance term on), else the paper's
-    FGD (off).
+    `balanced`: BalancedFGD (GPUFragmentation's CPU/memory balance term and the workload's
+    packing plan on), else the paper's FGD (both off).
     """
-    workload_args = {"targetWorkload": fragmentation.shapes_to_args(workload)} if workload else {}
+    target: dict[str, object] = dict(fragmentation.shapes_to_args(workload)) if workload else {}
+    if not balanced:
+        target["packingPlan"] = False
+    workload_args = {"targetWorkload": target} if target else {}
     balance = {"balancePercent": DEFAULT_BALANCE_PERCENT if balanced else 0}
     profiles = []
     for profile in config.profiles:

@@ -8,6 +8,7 @@ One job per module, all pure (plain values and functions; no I/O, no clock):
 
 - `shapes`: task shapes, the target workload, and the shape of a pod;
 - `measure`: the measure F_n and the exact, fast loss of usable GPU a placement causes;
+- `plan`: which shares of one GPU the workload should put together (`PackingPlan`);
 - `args`: `targetWorkload` arguments, parsed (`parse_workload_args`) and written back
   (`shapes_to_args`);
 - `learner`: the workload learned online from the pods seen, one per profile.
@@ -28,6 +29,7 @@ from scheduler.fragmentation.measure import (
     gpu_free,
     usable,
 )
+from scheduler.fragmentation.plan import PackingPlan
 from scheduler.fragmentation.shapes import (
     WEIGHT_SCALE,
     WHOLE_GPU,
@@ -47,6 +49,7 @@ __all__ = [
     "LearnSettings",
     "NodeResources",
     "NodeTable",
+    "PackingPlan",
     "TargetWorkload",
     "TaskShape",
     "WorkloadArgs",

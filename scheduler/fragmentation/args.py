@@ -30,38 +30,47 @@ class LearnSettings:
 
 @dataclass(frozen=True, slots=True)
 class WorkloadArgs:
-    """`targetWorkload` of a plugin's arguments: fixed `shapes`, or learned (`learn`)."""
+    """`targetWorkload` of a plugin's arguments: fixed `shapes`, or learned (`learn`); and
+    whether shares of one GPU follow the workload's packing plan (`fragmentation.plan`)."""
 
     shapes: tuple[tuple[TaskShape, int], ...] = ()
     learn: LearnSettings = LearnSettings()
+    packing_plan: bool = True
 
     @property
     def learned(self) -> bool:
         return not self.shapes
 
 
-_WORKLOAD_KEYS = frozenset({"learn", "shapes"})
+_WORKLOAD_KEYS = frozenset({"learn", "packingPlan", "shapes"})
 _LEARN_KEYS = {"halfLife": "half_life", "maxShapes": "max_shapes", "refreshEvery": "refresh_every"}
 _SHAPE_KEYS = frozenset({"cpu", "memory", "gpus", "gpuPercent", "models", "weight"})
 
 
 def parse_workload_args(raw: object, *, where: str, problems: list[str]) -> WorkloadArgs:
     """`{learn: {halfLife, maxShapes, refreshEvery}}` or `{shapes: [{cpu, memory, gpus,
-    gpuPercent, models, weight}]}`; absent: learned with the defaults. Appends to `problems`."""
+    gpuPercent, models, weight}]}`, either with `packingPlan: true|false` (default true);
+    absent: learned with the defaults. Appends to `problems`."""
     if raw is None:
         return WorkloadArgs()
     if not isinstance(raw, Mapping):
         problems.append(f"{where}: expected a mapping with learn or shapes")
         return WorkloadArgs()
-    problems += [f"{where}.{k}: unknown field (allowed: learn, shapes)" for k in raw if k not in _WORKLOAD_KEYS]
+    problems += [
+        f"{where}.{k}: unknown field (allowed: learn, packingPlan, shapes)" for k in raw if k not in _WORKLOAD_KEYS
+    ]
     if "learn" in raw and "shapes" in raw:
         problems.append(f"{where}: give learn or shapes, not both")
+    packing = raw.get("packingPlan", True)
+    if not isinstance(packing, bool):
+        problems.append(f"{where}.packingPlan: expected true or false, got {packing!r}")
+        packing = True
     if "shapes" in raw:
-        return WorkloadArgs(shapes=_parse_shapes(raw["shapes"], f"{where}.shapes", problems))
+        return WorkloadArgs(shapes=_parse_shapes(raw["shapes"], f"{where}.shapes", problems), packing_plan=packing)
     learn = raw.get("learn") or {}
     if not isinstance(learn, Mapping):
         problems.append(f"{where}.learn: expected a mapping")
-        return WorkloadArgs()
+        return WorkloadArgs(packing_plan=packing)
     values = {}
     for key, value in learn.items():
         field = _LEARN_KEYS.get(str(key))
@@ -71,7 +80,7 @@ def parse_workload_args(raw: object, *, where: str, problems: list[str]) -> Work
             problems.append(f"{where}.learn.{key}: expected a positive integer, got {value!r}")
         else:
             values[field] = value
-    return WorkloadArgs(learn=LearnSettings(**values))
+    return WorkloadArgs(learn=LearnSettings(**values), packing_plan=packing)
 
 
 def shapes_to_args(shapes: Iterable[tuple[TaskShape, int]]) -> dict[str, object]:

@@ -59,7 +59,7 @@ class WorkloadLearner:
     def index(self) -> WorkloadIndex:
         """The current workload arranged for per-node work (rebuilt when it changes)."""
         if self._index is None or self._index.workload is not self._current:
-            self._index = WorkloadIndex(self._current)
+            self._index = WorkloadIndex(self._current, packing=self._args.packing_plan)
         return self._index
 
     def observe(self, ident: str, shape: TaskShape) -> TargetWorkload:

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 from apis.extension import names
 from scheduler.cache.devices import DeviceState
+from scheduler.fragmentation.plan import PackingPlan
 from scheduler.fragmentation.shapes import WHOLE_GPU, TargetWorkload, TaskShape
 
 __all__ = [
@@ -106,11 +107,14 @@ def fragmentation(node: NodeResources, workload: TargetWorkload) -> int:
 
 
 class Demand:
-    """The GPU side of a set of shapes, arranged for `loss`: see the module docstring."""
+    """The GPU side of a set of shapes, arranged for `loss`: see the module docstring. With a
+    `plan`, a share of one GPU joining a GPU off the plan (`PackingPlan.on_plan`) costs, on top,
+    what taking it from a free GPU would: off the plan is the last resort, after a free GPU."""
 
-    __slots__ = ("cum", "multi")
+    __slots__ = ("cum", "multi", "plan")
 
-    def __init__(self, shapes: Iterable[tuple[TaskShape, int]]) -> None:
+    def __init__(self, shapes: Iterable[tuple[TaskShape, int]], plan: PackingPlan | None = None) -> None:
+        self.plan = plan
         weights = [0] * (WHOLE_GPU + 1)
         multi: dict[tuple[int, int], int] = {}
         for shape, weight in shapes:
@@ -140,6 +144,12 @@ class Demand:
             f = free[index]
             left = f - take if f > take else 0
             out += take * cum[left] + f * (cum[f] - cum[left])
+        plan = self.plan
+        if plan is not None and len(changes) == 1:
+            index, take = changes[0]
+            if take < WHOLE_GPU and not plan.on_plan(WHOLE_GPU - free[index], take):
+                left = WHOLE_GPU - take
+                out += take * cum[left] + WHOLE_GPU * (cum[WHOLE_GPU] - cum[left])
         for percent, gpus, weight in self.multi:
             count = total = 0
             for f in free:
@@ -210,8 +220,9 @@ class _Admitted:
 
     __slots__ = ("by_cpu", "by_memory", "demand")
 
-    def __init__(self, fits: Sequence[_Fit]) -> None:
-        self.demand = Demand((TaskShape(f.milli_cpu, f.memory, f.gpus, f.gpu_percent), f.weight) for f in fits)
+    def __init__(self, fits: Sequence[_Fit], plan: PackingPlan | None) -> None:
+        shapes = ((TaskShape(f.milli_cpu, f.memory, f.gpus, f.gpu_percent), f.weight) for f in fits)
+        self.demand = Demand(shapes, plan)
         self.by_cpu = sorted(fits, key=lambda f: -f.milli_cpu)
         self.by_memory = sorted(fits, key=lambda f: -f.memory)
 
@@ -221,15 +232,27 @@ class WorkloadIndex:
     only on its GPU model and on how many shapes its free CPU and free memory each cover, so
     nodes alike in those share one `Demand` (at first, all nodes of a model)."""
 
-    __slots__ = ("_admitted", "_cpus", "_fits", "_memories", "balance", "demand", "total_weight", "workload")
+    __slots__ = (
+        "_admitted",
+        "_cpus",
+        "_fits",
+        "_memories",
+        "balance",
+        "demand",
+        "plan",
+        "total_weight",
+        "workload",
+    )
 
     _MAX_CLASSES = 1 << 14
 
-    def __init__(self, workload: TargetWorkload) -> None:
+    def __init__(self, workload: TargetWorkload, *, packing: bool = False) -> None:
         self.workload = workload
+        #: Which shares go together on a GPU (`packing`), for every Demand below.
+        self.plan = PackingPlan.of(workload.gpu_shapes()) if packing else None
         #: The GPU demand of every GPU shape, whatever node it could run on: what DeviceShare's
         #: FragmentationAware policy places a share of one GPU by (it sees devices only).
-        self.demand = Demand(workload.gpu_shapes())
+        self.demand = Demand(workload.gpu_shapes(), self.plan)
         #: The GPU shapes' CPU and memory per GPU (the balanced policy's stranding estimate).
         self.balance = Balance.of(workload.gpu_shapes())
         #: P: the weight of every shape, GPU or not (a loss per task of the workload is loss / P).
@@ -256,7 +279,8 @@ class WorkloadIndex:
                     if f.milli_cpu <= node.milli_cpu
                     and f.memory <= node.memory
                     and (not s.models or node.gpu_model in s.models)
-                ]
+                ],
+                self.plan,
             )
         return NodeTable(node, admitted)
 

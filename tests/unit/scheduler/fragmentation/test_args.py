@@ -27,3 +27,20 @@ def test_bad_workload_arguments_are_all_reported() -> None:
     problems = []
     fragmentation.parse_workload_args({"learn": {"halfLife": -1}}, where="w", problems=problems)
     assert problems == ["w.learn.halfLife: expected a positive integer, got -1"]
+
+
+def test_the_packing_plan_is_on_unless_turned_off() -> None:
+    problems: list[str] = []
+    assert fragmentation.parse_workload_args(None, where="w", problems=problems).packing_plan
+    off = fragmentation.parse_workload_args({"packingPlan": False}, where="w", problems=problems)
+    assert (off.packing_plan, off.learned) == (False, True)
+    fixed = fragmentation.parse_workload_args(
+        {"packingPlan": False, "shapes": [{"gpus": 1, "gpuPercent": 50}]}, where="w", problems=problems
+    )
+    assert (fixed.packing_plan, fixed.shapes) == (False, ((TaskShape(0, 0, 1, 50), 1),))
+    assert problems == []
+    fragmentation.parse_workload_args({"packingPlan": "yes", "plan": 1}, where="w", problems=problems)
+    assert problems == [
+        "w.plan: unknown field (allowed: learn, packingPlan, shapes)",
+        "w.packingPlan: expected true or false, got 'yes'",
+    ]

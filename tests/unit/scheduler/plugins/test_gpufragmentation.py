@@ -156,6 +156,26 @@ def test_balance_sends_a_cpu_light_gpu_pod_to_the_cpu_poor_node() -> None:
     assert chosen == {False: {"poor", "rich"}, True: {"poor"}}
 
 
+def test_the_packing_plan_keeps_a_share_off_a_gpu_it_would_strand() -> None:
+    # Shares of 65, 32, 46 and 27 percent, as many of each: the plan fills GPUs with 65 + 32 and
+    # 46 + 27 + 27. A 27 beside the 65 leaves 8 that nothing fits, yet the measure alone
+    # prefers it (the 35 left there is usable by fewer shapes than the 54 beside the 46). The
+    # plan (BalancedFGD) sends it beside the 46; the paper's FGD (no plan) beside the 65.
+    shares = (65, 32, 46, 27)
+    workload = (*((TaskShape(gpus=1, gpu_percent=p), 2) for p in shares), (TaskShape(gpus=1, gpu_percent=100), 5))
+    chosen = {}
+    for balanced in (False, True):
+        scheduler = make_scheduler(
+            make_node("with-65", gpus=1),
+            make_node("with-46", gpus=1),
+            config=fgd_config(workload, balanced=balanced, tolerance=0),
+        )
+        scheduler.cache.add_pod(bound_pod("a", "with-65", gpu_alloc(0, 65)))
+        scheduler.cache.add_pod(bound_pod("b", "with-46", gpu_alloc(0, 46)))
+        chosen[balanced] = scheduler.schedule_one(make_pod("p", gpu_core=27, gpu_ratio=27)).node
+    assert chosen == {False: "with-65", True: "with-46"}
+
+
 def test_cpu_only_pod_goes_where_it_strands_least_gpu() -> None:
     # Shapes need 4 CPUs with their GPU share; node "small" has 6 CPUs left, "big" 64: a CPU-only
     # pod of 4 CPUs would strand small's GPUs, so it goes to big.
