@@ -197,15 +197,15 @@ class VictimFinder:
         why: dict[str, str] = {}
         found_any = False
         for node in self._cache.nodes():
+            potential = sorted(self._potential_victims(pod, node, scope), key=lambda v: (-v.pod.priority, v.key))
+            found_any = found_any or bool(potential)
             status = statuses.get(node.name)
             if status is not None and status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 why[node.name] = NOT_HELPFUL
                 continue
-            potential = sorted(self._potential_victims(pod, node, scope), key=lambda v: (-v.pod.priority, v.key))
             if not potential:
                 why[node.name] = NO_VICTIMS
                 continue
-            found_any = True
 
             def fits(victims: Sequence[PodInfo], node: NodeInfo = node) -> str:
                 refused = scope.admits([v.pod for v in victims])
