@@ -5,4 +5,4 @@ from typing import Final
 #: Before the reason a preemption failed: `preemption: 0/3 nodes are available: …`.
 PREFIX: Final = "preemption: "
 #: `Preemption.reason`: what the room is made for (in the Preempted/Preempting events).
-ROOM_FOR: Final = "lower priority"
+ROOM_FOR: Final = "priority preemption"

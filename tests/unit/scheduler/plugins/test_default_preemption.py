@@ -67,7 +67,7 @@ def test_a_whole_gpu_pod_evicts_the_fewest_lowest_shares_and_takes_their_room() 
     victims = [v.key for v in outcome.preemption.victims]
     # One whole GPU must be emptied: {a1, a3} has the highest victim priority 3, {b2, c2} only 2.
     assert (outcome.preemption.node, victims) == ("n1", ["default/b2", "default/c2"])
-    assert outcome.preemption.describe() == "2 pods on n1 (lower priority): default/b2, default/c2"
+    assert outcome.preemption.describe() == "2 pods on n1 (priority preemption): default/b2, default/c2"
     # Asked again before they are gone, the pod waits rather than choosing more victims.
     again = scheduler.schedule_one(urgent)
     assert again.preemption is None
