@@ -11,6 +11,8 @@ The steps, as kube-scheduler's `preemption.Evaluator` takes them:
   terminating on the node it is nominated to (after a restart that is all that says so).
 - **Victims** on a node: bound pods (not assumed: a pod being bound is not evicted) of strictly
   lower priority, in the scope, not being deleted, not already chosen for another preemption.
+  A Reservation's reserve pod never is, whatever the priority its template gives it (its
+  default is the highest; Koordinator does not preempt Reservations either).
   Nodes whose Filter rejection was UnschedulableAndUnresolvable are skipped: evicting pods
   cannot cure a taint or an affinity.
 - **Per node**, every potential victim is removed — on a copy of the node (`NodeInfo.simulate`),
@@ -270,5 +272,6 @@ class VictimFinder:
             and not victim.pod.is_deleting
             and ident not in self.chosen
             and not self._cache.is_assumed(ident)
+            and not self._cache.is_reservation(ident)
             and scope.may_evict(victim.pod)
         ]

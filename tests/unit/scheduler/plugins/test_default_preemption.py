@@ -18,7 +18,7 @@ from scheduler.core import Scheduler, with_elastic_quota
 from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.victims import budget_violations
 from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_node, make_pod, make_scheduler
+from tests.unit.scheduler.conftest import make_node, make_pod, make_reservation, make_scheduler
 
 
 def gpu_pod(name: str, priority: int, *, gpus: int = 1, on: str = "", app: str = "", share: int = 0) -> Pod:
@@ -221,3 +221,14 @@ def test_a_quotas_own_preemption_comes_first_and_the_two_never_act_for_one_pod()
     assert again.preemption is None
     assert "waiting for 1 preempted pod(s) of quota team-a to go" in again.status.message
     assert "preemption: waiting for 1 preempted pod(s) to go." in again.status.message
+
+
+def test_a_reservation_is_never_a_victim_even_with_a_low_priority_template() -> None:
+    scheduler = cluster("n1", gpus=1)
+    reservation = make_reservation("held", requests={names.NVIDIA_GPU: "1"})
+    template = reservation.template
+    low = {**template, "spec": {**template["spec"], "priority": 1}}
+    placed, _ = scheduler.place_reservation(dataclasses.replace(reservation, template=low), now="2026-01-01T00:00:00Z")
+    assert placed.node == "n1"
+    outcome = scheduler.schedule_one(gpu_pod("urgent", 10))
+    assert outcome.preemption is None and not outcome.scheduled
