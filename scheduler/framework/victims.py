@@ -188,6 +188,11 @@ class VictimFinder:
         if waiting:
             of = f" of {scope.label}" if scope.label else ""
             return Search(blocked=f"waiting for {waiting} preempted pod(s){of} to go")
+        # Potential victims first: without any (equal priorities, the common case) nothing else
+        # is worth running, not even the PreFilter dry run.
+        potentials = [(node, self._potential_victims(pod, node, scope)) for node in self._cache.nodes()]
+        if not any(victims for _, victims in potentials):
+            return Search()
         dry = state.clone()
         dry.dry_run = True
         scope.prepare(dry)
@@ -197,17 +202,15 @@ class VictimFinder:
         ahead = self._cache.nominator.ahead_of(pod) if self._cache.nominator else {}
         candidates: list[Candidate] = []
         why: dict[str, str] = {}
-        found_any = False
-        for node in self._cache.nodes():
-            potential = sorted(self._potential_victims(pod, node, scope), key=lambda v: (-v.pod.priority, v.key))
-            found_any = found_any or bool(potential)
+        for node, found in potentials:
             status = statuses.get(node.name)
             if status is not None and status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
                 why[node.name] = NOT_HELPFUL
                 continue
-            if not potential:
+            if not found:
                 why[node.name] = NO_VICTIMS
                 continue
+            potential = sorted(found, key=lambda v: (-v.pod.priority, v.key))
 
             def fits(victims: Sequence[PodInfo], node: NodeInfo = node) -> str:
                 refused = scope.admits([v.pod for v in victims])
@@ -223,11 +226,11 @@ class VictimFinder:
                 continue
             candidates.append(self._reprieve(node.name, potential, fits, scope.budgets))
         if not candidates:
-            return Search(nodes=why, found_any=found_any)
+            return Search(nodes=why, found_any=True)
         best = min(candidates, key=lambda c: c.rank)
         if not state.dry_run:
             self.chosen.choose(pod.ident, best.victims)
-        return Search(best, nodes=why, found_any=found_any)
+        return Search(best, nodes=why, found_any=True)
 
     @staticmethod
     def _reprieve(
