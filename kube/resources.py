@@ -38,6 +38,7 @@ __all__ = [
     "NAMESPACES",
     "NODES",
     "PODS",
+    "POD_DISRUPTION_BUDGETS",
     "SECRETS",
     "SERVICES",
     "STRATEGIC_MERGE_PATCH",
@@ -61,6 +62,9 @@ SECRETS: Final = GroupVersionResource("", "v1", "secrets", "Secret", True)
 SERVICES: Final = GroupVersionResource("", "v1", "services", "Service", True)
 ENDPOINTS: Final = GroupVersionResource("", "v1", "endpoints", "Endpoints", True)
 LEASES: Final = GroupVersionResource("coordination.k8s.io", "v1", "leases", "Lease", True)
+POD_DISRUPTION_BUDGETS: Final = GroupVersionResource(
+    "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True
+)
 CUSTOM_RESOURCE_DEFINITIONS: Final = GroupVersionResource(
     "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
 )

@@ -1,7 +1,7 @@
 """What would the scheduler do with these pods on this cluster? No cluster needed.
 
-`tessera what-if -f snapshot.yaml` feeds Nodes, Device CRs, PodGroups, ElasticQuotas, Reservations
-and Pods (as
+`tessera what-if -f snapshot.yaml` feeds Nodes, Device CRs, PodGroups, ElasticQuotas, Reservations,
+PodDisruptionBudgets and Pods (as
 `kubectl get -o yaml` writes them, `List` kinds included) to the same core the live scheduler
 runs: Reservations placed already (Available, with a node) hold their resources for their owners,
 pending ones are placed first (as the live scheduler would, with the status it would write:
@@ -11,7 +11,8 @@ scheduled in the order given — except that a gang's members are scheduled one 
 where its first member is — each placement committed before the next. The result per pod is its
 node (or none), the annotations the scheduler would write — and for two or more GPUs, whether
 NVLink joins them all (as the node's Device says) — and for a pod that fits nowhere the reason
-per node.
+per node, and where preemption would make room and whom it would evict (`preemption`; nothing is
+evicted: the snapshot's pods stay for the pods after it).
 
 Gangs are all or nothing, as live: members wait at Permit until their group is complete; what
 still waits when the snapshot is done waits forever (its time is up), so every member of an
@@ -41,8 +42,10 @@ from apis.extension import allocation, names
 from apis.k8s import resources
 from apis.k8s.core import Node, Pod
 from apis.k8s.meta import now_rfc3339
+from apis.k8s.policy import PodDisruptionBudget
 from scheduler.core import Outcome, Scheduler
 from scheduler.core import gangs as core_gangs
+from scheduler.framework.preemption import Preemption
 from scheduler.framework.status import Code, Shortfall
 from scheduler.plugins.coscheduling import GangSummary
 
@@ -69,6 +72,7 @@ _LIST_KINDS = frozenset(
         f"{names.POD_GROUPS.kind}List",
         f"{names.ELASTIC_QUOTAS.kind}List",
         f"{names.RESERVATIONS.kind}List",
+        "PodDisruptionBudgetList",
     }
 )
 _T = TypeVar("_T")
@@ -82,6 +86,8 @@ class Snapshot:
     pod_groups: tuple[PodGroup, ...] = ()
     quotas: tuple[ElasticQuota, ...] = ()
     reservations: tuple[Reservation, ...] = ()
+    #: PodDisruptionBudgets: preemption spares the pods they protect, as the live scheduler does.
+    budgets: tuple[PodDisruptionBudget, ...] = ()
     #: `kind` of every object skipped (Namespaces, Services, ...), for a warning.
     ignored: tuple[str, ...] = ()
 
@@ -101,6 +107,9 @@ class WhatIfResult:
     nvlink: bool | None = None
     #: why the pod was not scheduled at all (no profile serves its schedulerName)
     reason: str = ""
+    #: For a pod that fits nowhere: where preemption would make room, and whom it would evict
+    #: (nothing is evicted in what-if; the pods stay where they are for the next pods).
+    preemption: Preemption | None = None
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -117,6 +126,12 @@ class WhatIfResult:
             out["nvlink"] = self.nvlink
         if self.reason:
             out["reason"] = self.reason
+        if self.preemption is not None:
+            out["preemption"] = {
+                "node": self.preemption.node,
+                "plugin": self.preemption.plugin,
+                "victims": [v.key for v in self.preemption.victims],
+            }
         return out
 
 
@@ -202,6 +217,7 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
     groups: list[PodGroup] = []
     quotas: list[ElasticQuota] = []
     reservations: list[Reservation] = []
+    budgets: list[PodDisruptionBudget] = []
     ignored: list[str] = []
 
     def visit(doc: object, where: str) -> None:
@@ -228,13 +244,22 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
             quotas.append(_parse(ElasticQuota.from_dict, doc, where))
         elif kind == names.RESERVATIONS.kind:
             reservations.append(_parse(Reservation.from_dict, doc, where))
+        elif kind == "PodDisruptionBudget":
+            budgets.append(_parse(PodDisruptionBudget.from_dict, doc, where))
         else:
             ignored.append(str(kind))
 
     for i, doc in enumerate(docs):
         visit(doc, f"{source}[{i}]")
     return Snapshot(
-        tuple(nodes), tuple(devices), tuple(pods), tuple(groups), tuple(quotas), tuple(reservations), tuple(ignored)
+        tuple(nodes),
+        tuple(devices),
+        tuple(pods),
+        tuple(groups),
+        tuple(quotas),
+        tuple(reservations),
+        tuple(budgets),
+        tuple(ignored),
     )
 
 
@@ -311,6 +336,8 @@ def load(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> tuple[li
         cache.add_device(device)
     for group in snapshot.pod_groups:
         scheduler.observe_pod_group(group)
+    for budget in snapshot.budgets:
+        cache.budgets.update(budget)
     waiting = []
     for reservation in snapshot.reservations:
         if reservation.node_name or reservation.phase.terminal:
@@ -346,6 +373,7 @@ def _result(outcome: Outcome, gang: GangSummary | None, devices: Mapping[str, De
         reasons={node: tuple(reasons) for node, reasons in diagnosis.reasons_by_node().items()},
         message=message,
         nearest=tuple(diagnosis.nearest()),
+        preemption=outcome.preemption,
     )
 
 

@@ -3,6 +3,7 @@
 The bottom layer of the scheduler: it imports only `apis`. See `cache.py` for the contract.
 """
 
+from scheduler.cache.budgets import DisruptionBudgets
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, ClusterCache
 from scheduler.cache.devices import DeviceHolder, DeviceState, DeviceUsage, Holding, NodeDevices, Overcommit
 from scheduler.cache.nodeinfo import NodeInfo
@@ -17,6 +18,7 @@ __all__ = [
     "DeviceHolder",
     "DeviceState",
     "DeviceUsage",
+    "DisruptionBudgets",
     "Holding",
     "NodeDevices",
     "NodeInfo",

@@ -28,6 +28,7 @@ from apis.errors import AnnotationError
 from apis.extension import names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Node, Pod
+from scheduler.cache.budgets import DisruptionBudgets
 from scheduler.cache.devices import DeviceUsage, Holding, Overcommit
 from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.nominator import Nominator
@@ -78,6 +79,8 @@ class ClusterCache:
         self.nominator = Nominator()
         #: Reservations: held per node, and consumed by their owners (see `reservations.py`).
         self._book = ReservationBook()
+        #: PodDisruptionBudgets, for preemption (kube's DefaultPreemption honours them).
+        self.budgets = DisruptionBudgets()
 
     # --- reads ------------------------------------------------------------------------------------
     def node(self, name: str) -> NodeInfo | None:

@@ -11,6 +11,8 @@ same cache takes seconds at a thousand nodes; the snapshot milliseconds.
 Reservations are copied as the cache knows them and restored first, so an owner in the copy can
 still be placed onto its Reservation and nobody else onto what it holds.
 
+PodDisruptionBudgets are copied too (preemption in the copy honours them).
+
 What is not copied: nominations (the copy is for questions about placements, not for the queue).
 A bound pod whose annotation became unreadable is restored as first seen that way (its devices
 unknown), which only makes the copy more cautious.
@@ -23,6 +25,7 @@ from dataclasses import dataclass
 from apis.crds.device import Device
 from apis.crds.reservation import Reservation
 from apis.k8s.core import Node, Pod
+from apis.k8s.policy import PodDisruptionBudget
 from scheduler.cache.cache import ClusterCache
 from scheduler.cache.devices import Holding
 from scheduler.cache.podinfo import PodInfo
@@ -46,6 +49,7 @@ class CacheSnapshot:
     bound: tuple[Pod, ...]
     in_flight: tuple[_InFlight, ...]
     reservations: tuple[Reservation, ...] = ()
+    budgets: tuple[PodDisruptionBudget, ...] = ()
 
     @classmethod
     def of(cls, cache: ClusterCache) -> CacheSnapshot:
@@ -65,7 +69,8 @@ class CacheSnapshot:
                 else:
                     bound.append(pod.pod)
         reservations = tuple(cache.known_reservations())
-        return cls(tuple(nodes), tuple(devices), tuple(bound), tuple(in_flight), reservations)
+        budgets = tuple(cache.budgets.list())
+        return cls(tuple(nodes), tuple(devices), tuple(bound), tuple(in_flight), reservations, budgets)
 
     def restore(self) -> ClusterCache:
         """A new cache holding what the snapshot holds. Needs no lock: nothing is shared that
@@ -77,6 +82,8 @@ class CacheSnapshot:
             cache.add_device(device)
         for reservation in self.reservations:
             cache.add_reservation(reservation)
+        for budget in self.budgets:
+            cache.budgets.update(budget)
         for pod in self.bound:
             cache.add_pod(pod)
         for flight in self.in_flight:

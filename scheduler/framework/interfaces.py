@@ -205,6 +205,11 @@ class FilterPlugin(Plugin):
 
 
 class PostFilterPlugin(Plugin):
+    #: Runs after every other PostFilter of its profile, whatever the configured order: the
+    #: cluster-wide preemption (DefaultPreemption) acts only when the narrower ones (a quota's,
+    #: a gang's) did not, as kube and Koordinator order them.
+    runs_last: ClassVar[bool] = False
+
     @abc.abstractmethod
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
         """Called when no node fits: may make room (preemption) and nominate a node."""

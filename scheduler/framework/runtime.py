@@ -162,7 +162,8 @@ class Framework:
 
         self._pre_filter = [p for p in at(ExtensionPoint.PRE_FILTER) if isinstance(p, PreFilterPlugin)]
         self._filter = [p for p in at(ExtensionPoint.FILTER) if isinstance(p, FilterPlugin)]
-        self._post_filter = [p for p in at(ExtensionPoint.POST_FILTER) if isinstance(p, PostFilterPlugin)]
+        post_filter = [p for p in at(ExtensionPoint.POST_FILTER) if isinstance(p, PostFilterPlugin)]
+        self._post_filter = sorted(post_filter, key=lambda p: p.runs_last)
         self._pre_score = [p for p in at(ExtensionPoint.PRE_SCORE) if isinstance(p, PreScorePlugin)]
         self._score = [p for p in at(ExtensionPoint.SCORE) if isinstance(p, ScorePlugin)]
         self._reserve = [p for p in at(ExtensionPoint.RESERVE) if isinstance(p, ReservePlugin)]
@@ -545,14 +546,20 @@ class Framework:
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
     ) -> tuple[str | None, Status]:
-        status = Status.unschedulable()
+        """kube's order: the first PostFilter that makes room wins; an UnschedulableAndUnresolvable
+        one or an error stops the chain; otherwise the reasons of all are kept, under the name
+        of the first that rejected."""
+        reasons: list[str] = []
+        rejector = ""
         for plugin in self._post_filter:
             nominated, status = plugin.post_filter(state, pod, statuses)
             if status.is_success:
                 return nominated, SUCCESS
-            if status.code is Code.ERROR:
+            if status.code in (Code.ERROR, Code.UNSCHEDULABLE_AND_UNRESOLVABLE):
                 return None, _with_plugin(status, plugin.name)
-        return None, status
+            reasons.extend(status.reasons)
+            rejector = rejector or status.plugin
+        return None, Status.unschedulable(*reasons, plugin=rejector)
 
     def run_pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         for plugin in self._pre_score:

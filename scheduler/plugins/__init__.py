@@ -13,6 +13,7 @@ from scheduler.framework.config import PluginRef
 from scheduler.framework.runtime import Registry
 from scheduler.plugins import (
     coscheduling,
+    defaultpreemption,
     deviceshare,
     elasticquota,
     gpufragmentation,
@@ -37,6 +38,7 @@ REGISTRY: Final[Registry] = {
     gpufragmentation.NAME: gpufragmentation.new,
     elasticquota.NAME: elasticquota.new,
     coscheduling.NAME: coscheduling.new,
+    defaultpreemption.NAME: defaultpreemption.new,
 }
 
 #: Enabled in every profile unless disabled, in this order, with kube-scheduler's score weights.
@@ -54,6 +56,8 @@ DEFAULT_PLUGINS: Final = (
     PluginRef(deviceshare.NAME, 1, score=False),
     PluginRef(gpufragmentation.NAME, 1),
     PluginRef(coscheduling.NAME),
+    # PostFilter only, after every other PostFilter (kube's and koord-scheduler's default).
+    PluginRef(defaultpreemption.NAME),
 )
 
 #: Registered but enabled only when a profile asks for them (`multiPoint.enabled`).

@@ -1,4 +1,5 @@
-"""Informers for nodes, pods, Device CRs and PodGroups, wired into the cache and the scheduling queue.
+"""Informers for nodes, pods, Device CRs, PodGroups and PodDisruptionBudgets, wired into the
+cache and the scheduling queue.
 
 What each change means to the scheduler, in one place:
 
@@ -17,6 +18,10 @@ What each change means to the scheduler, in one place:
   a total below min, a malformed duration or groups list) is said once per gang, as a Warning
   Event on the pod that set the gang up. The PodGroup informer is not waited for at start (a
   cluster without the CRD still schedules); until it syncs a PodGroup's members wait.
+
+- **PodDisruptionBudgets** go into the cache (`ClusterCache.budgets`), for preemption, which
+  spares the pods they protect. Like PodGroups, they are not waited for at start: until the
+  informer syncs, preemption sees no budget (kube-scheduler does not wait for them either).
 
 Bad input never stops anything and is said where users look: a pod or Device CR that does not
 parse gets a Warning Event naming the field (the informer keeps the last good version); an
@@ -44,6 +49,7 @@ from apis.crds.podgroup import PodGroup
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Node, Pod
+from apis.k8s.policy import PodDisruptionBudget
 from kube import Client, EventRecorder, Informer, ObjectReference, resources
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.core import gangs
@@ -111,12 +117,19 @@ class ClusterFeed:
         self.pod_groups.add_handlers(
             self._pod_group_added, lambda _old, new: self._pod_group_added(new), self._pod_group_deleted
         )
+        self.budgets: Informer[PodDisruptionBudget] = Informer(
+            client, resources.POD_DISRUPTION_BUDGETS, parse=PodDisruptionBudget.from_dict
+        )
+        self.budgets.add_handlers(
+            self._budget_changed, lambda _old, new: self._budget_changed(new), self._budget_deleted
+        )
 
     def start(self) -> None:
         """Start the node and Device informers; pods follow once those have synced (`wait_for_sync`),
         so bound pods are accounted against the devices they name from the first moment."""
         self.nodes.start()
         self.devices.start()
+        self.budgets.start()
         if self._frameworks:
             self.pod_groups.start()
 
@@ -136,7 +149,7 @@ class ClusterFeed:
         return self.pods.has_synced and self.nodes.has_synced and self.devices.has_synced
 
     def stop(self) -> None:
-        for informer in (self.pods, self.devices, self.nodes, self.pod_groups):
+        for informer in (self.pods, self.devices, self.nodes, self.pod_groups, self.budgets):
             if informer.started:
                 informer.stop()
 
@@ -213,6 +226,15 @@ class ClusterFeed:
     def _check_overcommits(self, node: str, cause: Pod | None = None) -> None:
         """Report over-committed devices of the node that are new (lock held)."""
         self.overcommits.check(node, self._cache.overcommits(node), cause=cause)
+
+    # --- PodDisruptionBudgets ----------------------------------------------------------------------
+    def _budget_changed(self, budget: PodDisruptionBudget) -> None:
+        with self._lock:
+            self._cache.budgets.update(budget)
+
+    def _budget_deleted(self, budget: PodDisruptionBudget) -> None:
+        with self._lock:
+            self._cache.budgets.remove(budget.key)
 
     # --- PodGroups and the sets of pods plugins count ---------------------------------------------
     def _pod_group_added(self, group: PodGroup) -> None:

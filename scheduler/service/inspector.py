@@ -137,6 +137,7 @@ class Inspector:
             else:
                 evaluation = None
             member_of = gangs.gang_of(self._frameworks, pod)
+            nominated = self._cache.nominator.node_of(uid) or pod.nominated_node_name
         if pod.node_name or (node is not None and queued is None):
             return self._bound(key, pod, node or pod.node_name, info, unknown=unknown)
         if framework is None:
@@ -154,7 +155,9 @@ class Inspector:
             queued=queued,
             last_attempt=last,
             evaluation=evaluation,
-            detail="; ".join(part for part in (_gang_state(member_of), _stale_allocation(pod)) if part),
+            detail="; ".join(
+                part for part in (_nominated(nominated), _gang_state(member_of), _stale_allocation(pod)) if part
+            ),
             waiting_for=waiting_for,
         )
 
@@ -356,6 +359,13 @@ def _allocations_json(allocs: Mapping[DeviceType, tuple[DeviceAllocation, ...]])
         t.value: [{"minor": a.minor, "resources": resources.format_list(a.resources)} for a in entries]
         for t, entries in allocs.items()
     }
+
+
+def _nominated(node: str) -> str:
+    """A successful preemption, seen from the preemptor: where its room is being made."""
+    if not node:
+        return ""
+    return f"nominated to node {node} by preemption: its victims are being deleted, the room is kept for it"
 
 
 def _gang_state(gang: GangSummary | None) -> str:

@@ -36,10 +36,10 @@ class PodAPI(Protocol):
     def nominate(self, pod: Pod, node: str) -> None:
         """Write `status.nominatedNodeName` (where preemption makes room for the pod)."""
 
-    def evict(self, pod: Pod) -> None:
-        """Evict the pod through the Eviction API (policy/v1), for this UID only. Raises
-        kube.NotFound when it is gone already, kube.TooManyRequests when a disruption budget
-        forbids it now."""
+    def delete(self, pod: Pod) -> None:
+        """Delete the pod, this UID only (a preemption victim: kube-scheduler deletes, it does
+        not go through the Eviction API, having weighed disruption budgets itself). Raises
+        kube.NotFound when it is gone already."""
 
 
 class KubePodAPI:
@@ -94,11 +94,5 @@ class KubePodAPI:
             subresource="status",
         )
 
-    def evict(self, pod: Pod) -> None:
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": pod.name, "namespace": pod.namespace},
-            "deleteOptions": {"preconditions": {"uid": pod.uid}},
-        }
-        self._pods.post(pod.name, "eviction", body, namespace=pod.namespace)
+    def delete(self, pod: Pod) -> None:
+        self._pods.delete(pod.name, namespace=pod.namespace, uid=pod.uid)

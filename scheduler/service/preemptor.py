@@ -1,15 +1,17 @@
-"""Acting on a preemption, off the scheduling thread: nominate the pod, evict its victims.
+"""Acting on a preemption, off the scheduling thread: nominate the pod, delete its victims.
 
 When PostFilter decided that evicting some pods makes room for a pending pod (`Preemption`),
 the loop nominates the pod in the cache at once (so no pod of lower priority takes the room
 meanwhile) and hands the decision over here. Worker threads then do the API calls, in kube's
-order: the preemptor's `status.nominatedNodeName`, then each victim through the Eviction API
-(policy/v1, with the victim's UID as a precondition, so a pod re-created under the same name is
-never hit), and Events — `Preempted` on each victim saying by whom, for which quota and where,
-and `Preempting` on the preemptor listing its victims.
+order: the preemptor's `status.nominatedNodeName`, then each victim deleted, with its UID as a
+precondition (a pod re-created under the same name is never hit), and Events — `Preempted` on
+each victim saying by whom, why and where, and `Preempting` on the preemptor listing its
+victims. As kube-scheduler, victims are deleted, not evicted through the Eviction API: the
+PostFilter weighed PodDisruptionBudgets when it chose, and a budget that left no other way is
+broken rather than the preemption stalled.
 
 The victims stay in the cache, and in their quota's used, until the informer says they are
-gone; the preemptor waits in the queue for that deletion (a Pod delete event). An eviction that
+gone; the preemptor waits in the queue for that deletion (a Pod delete event). A deletion that
 fails is logged and counted; the pod is retried with the next cluster event as any other.
 """
 
@@ -68,17 +70,18 @@ class Preemptor:
         self._recorder.normal(ObjectReference.of(pod), REASON_PREEMPTING, f"Preempting {preemption.describe()}")
         for victim in preemption.victims:
             try:
-                self._api.evict(victim.pod)
+                self._api.delete(victim.pod)
             except errors.NotFound:
                 self._metrics.preempted("gone")
                 continue
             except errors.APIError as e:
                 self._metrics.preempted("failed")
                 log.warning(
-                    "Eviction failed", extra={"pod": victim.key, "preemptor": pod.key, "node": node, "error": str(e)}
+                    "Preemption victim not deleted",
+                    extra={"pod": victim.key, "preemptor": pod.key, "node": node, "error": str(e)},
                 )
                 continue
             self._metrics.preempted("evicted")
             message = f"Preempted by {pod.key} on node {node} ({preemption.reason}, priority {pod.priority})"
             self._recorder.normal(ObjectReference.of(victim.pod), REASON_PREEMPTED, message)
-            log.info("Evicted pod", extra={"pod": victim.key, "preemptor": pod.key, "node": node})
+            log.info("Deleted preemption victim", extra={"pod": victim.key, "preemptor": pod.key, "node": node})

@@ -41,6 +41,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.preemption import Preemption
 from scheduler.framework.status import SUCCESS, Status
+from scheduler.framework.victims import CHOSEN_VICTIMS, ChosenVictims
 from scheduler.plugins.elasticquota.preemption import PREEMPTING, Preempting, VictimFinder
 
 NAME = "ElasticQuota"
@@ -117,4 +118,5 @@ class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExte
 def new(args: Mapping[str, object] | None, handle: Handle) -> ElasticQuota:
     config.expect_no_args(NAME, args)
     manager = handle.shared_object(QUOTA_MANAGER, QuotaManager, QuotaManager)
-    return ElasticQuota(handle.cache, manager, VictimFinder(handle.cache, manager, handle.check))
+    chosen = handle.shared_object(CHOSEN_VICTIMS, ChosenVictims, ChosenVictims)
+    return ElasticQuota(handle.cache, manager, VictimFinder(handle.cache, manager, handle.check, chosen=chosen))

@@ -86,8 +86,8 @@ class ReservationAPI:
     def nominate(self, pod: Pod, node: str) -> None:
         """Reservations do not preempt: nothing to write."""
 
-    def evict(self, pod: Pod) -> None:
-        raise errors.BadRequest(f"reservation {pod.name} is not a pod and is never evicted", status=400)
+    def delete(self, pod: Pod) -> None:
+        raise errors.BadRequest(f"reservation {pod.name} is not a pod and is never preempted", status=400)
 
     def _read(self, name: str) -> Reservation:
         """The Reservation as the API server has it. Raises kube.NotFound, or ValidationError

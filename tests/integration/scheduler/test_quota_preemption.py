@@ -28,6 +28,13 @@ pytestmark = pytest.mark.integration
 CONFIG = (
     "profiles:\n  - schedulerName: tessera-scheduler\n    plugins: {multiPoint: {enabled: [{name: ElasticQuota}]}}\n"
 )
+#: The same without DefaultPreemption: a nominee whose victims are "still going" cannot be set up
+#: here (the embedded API server deletes a pod at once, nothing stays terminating), and with no
+#: victim terminating on its nominated node a nominee preempts again, as in kube.
+QUOTA_PREEMPTION_ONLY = (
+    "profiles:\n  - schedulerName: tessera-scheduler\n    plugins: {multiPoint: {enabled: [{name: ElasticQuota}]},"
+    " postFilter: {disabled: [{name: DefaultPreemption}]}}\n"
+)
 ONE_GPU = {names.NVIDIA_GPU: "1"}
 PROTECTED = {names.LABEL_QUOTA_PREEMPTIBLE: "false"}
 
@@ -47,9 +54,9 @@ def create_quota(client: Client, namespace: str, gpu_core: str) -> None:
     )
 
 
-def scheduler(apiserver: EmbeddedAPIServer, work_dir: Path) -> SchedulerProcess:
+def scheduler(apiserver: EmbeddedAPIServer, work_dir: Path, text: str = CONFIG) -> SchedulerProcess:
     config = work_dir / "config.yaml"
-    config.write_text(CONFIG)
+    config.write_text(text)
     return SchedulerProcess(apiserver.kubeconfig, work_dir, extra_args=["--config", str(config)])
 
 
@@ -150,7 +157,7 @@ def test_a_restarted_scheduler_keeps_the_room_of_a_nominated_pod(
     team = create_namespace(client, "team-a")
     watch = PodWatch(client, team)
     try:
-        with scheduler(apiserver, work_dir):
+        with scheduler(apiserver, work_dir, QUOTA_PREEMPTION_ONLY):
             for i in range(7):
                 create_pod(client, team, f"low{i}", ONE_GPU, priority=0)
             watch.wait_bound(7)
@@ -160,7 +167,7 @@ def test_a_restarted_scheduler_keeps_the_room_of_a_nominated_pod(
         create_pod(client, team, "nominee", {names.NVIDIA_GPU: "2"}, priority=10)
         pods = client.resource(resources.PODS)
         pods.patch("nominee", {"status": {"nominatedNodeName": "pre-n3"}}, namespace=team, subresource="status")
-        with scheduler(apiserver, work_dir):
+        with scheduler(apiserver, work_dir, QUOTA_PREEMPTION_ONLY):
             create_pod(client, team, "sneak", ONE_GPU, priority=0)
             watch.wait_for(lambda pods: refused(pod_named(pods, "sneak")), "sneak refused")
             pods.delete("low0", namespace=team)  # the victim goes: the room is the nominee's

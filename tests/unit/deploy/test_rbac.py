@@ -60,12 +60,14 @@ NEEDED: dict[str, set[Call]] = {
         | calls("get list watch patch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
         | calls("patch", names.RESERVATIONS.group, f"{names.RESERVATIONS.plural}/status")
         # scheduler/service/podapi.py KubePodAPI: get (read back), annotate (patch),
-        # set_condition and nominate (patch pods/status), bind (create pods/binding), evict
-        # (create pods/eviction: preemption, scheduler/service/preemptor.py).
-        | calls("get patch", CORE, "pods")
+        # set_condition and nominate (patch pods/status), bind (create pods/binding), delete
+        # (a preemption victim, scheduler/service/preemptor.py; as kube-scheduler, not evicted).
+        | calls("get patch delete", CORE, "pods")
         | calls("patch", CORE, "pods/status")
         | calls("create", CORE, "pods/binding")
-        | calls("create", CORE, "pods/eviction")
+        # scheduler/service/informers.py ClusterFeed: an Informer of PodDisruptionBudgets
+        # (DefaultPreemption weighs them).
+        | calls("list watch", "policy", "poddisruptionbudgets")
         # kube/events.py EventRecorder: create, then patch the count of a repeat. FailedScheduling
         # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
         | calls("create patch", CORE, "events")

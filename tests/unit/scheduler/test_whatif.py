@@ -496,3 +496,59 @@ def test_the_docs_example_reservations_are_placed() -> None:
         "infer-half": ("Available", "gpu-1"),
         "docs-cpu": ("Available", "gpu-1"),
     }
+
+
+def _running(name: str, node: str, priority: int, app: str) -> str:
+    return f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: ml, labels: {{app: {app}}}}}
+spec:
+  nodeName: {node}
+  priority: {priority}
+  containers: [{{name: c, image: x, resources: {{requests: {{cpu: "4"}}}}}}]
+"""
+
+
+PREEMPTION_SNAPSHOT = (
+    "".join(
+        f"""---
+apiVersion: v1
+kind: Node
+metadata: {{name: {n}}}
+status: {{allocatable: {{cpu: "4", memory: 16Gi, pods: "110"}}}}
+"""
+        for n in ("n1", "n2")
+    )
+    + _running("db", "n1", 1, "db")
+    + _running("web", "n2", 2, "web")
+    + """---
+apiVersion: v1
+kind: Pod
+metadata: {name: urgent, namespace: ml}
+spec:
+  schedulerName: tessera-scheduler
+  priority: 10
+  containers: [{name: c, image: x, resources: {requests: {cpu: "4"}}}]
+"""
+)
+
+PDB = """---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: db, namespace: ml}
+spec: {minAvailable: 1, selector: {matchLabels: {app: db}}}
+status: {disruptionsAllowed: 0}
+"""
+
+
+@pytest.mark.parametrize(("budgets", "node", "victim"), [("", "n1", "ml/db"), (PDB, "n2", "ml/web")])
+def test_whatif_says_whom_preemption_would_evict_and_honours_budgets(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], budgets: str, node: str, victim: str
+) -> None:
+    path = tmp_path / "snap.yaml"
+    path.write_text(PREEMPTION_SNAPSHOT + budgets)
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    urgent = next(r for r in json.loads(capsys.readouterr().out)["results"] if r["pod"] == "ml/urgent")
+    assert urgent["node"] is None
+    assert urgent["preemption"] == {"node": node, "plugin": "DefaultPreemption", "victims": [victim]}

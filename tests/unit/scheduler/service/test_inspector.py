@@ -146,6 +146,17 @@ def test_explain_notes_a_stale_allocation_on_a_pending_pod() -> None:
     assert explanation.evaluation is not None and "n1" in explanation.evaluation.fits
 
 
+def test_explain_says_a_preemptor_is_nominated_and_its_room_kept() -> None:
+    scheduler = cluster()
+    pod = make_pod("urgent", nvidia_gpu=8)
+    view = inspector(scheduler, known={pod.key: pod})
+    assert "nominated" not in view.explain("default", "urgent").detail
+    scheduler.cache.nominator.nominate(PodInfo.of(pod), "n2")
+    assert view.explain("default", "urgent").detail == (
+        "nominated to node n2 by preemption: its victims are being deleted, the room is kept for it"
+    )
+
+
 def test_explain_says_what_is_counted_for_a_bound_pod_with_an_unreadable_allocation() -> None:
     scheduler = cluster()
     garbage = {names.ANNOTATION_DEVICE_ALLOCATED: "{garbage"}
