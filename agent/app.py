@@ -65,7 +65,7 @@ from kube import errors, serving
 from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import Informer
-from kube.lifecycle import write_atomically
+from kube.lifecycle import wait_until_set, write_atomically
 from kube.resources import NODES, PODS
 
 if TYPE_CHECKING:
@@ -325,7 +325,7 @@ def run(settings: AgentSettings) -> int:
         log.error("Cannot start the agent", extra={"node": settings.node_name, "error": str(e)})
         return 1
     try:
-        stopping.wait()
+        wait_until_set(stopping)
     finally:
         agent.stop()
         for sig, handler in previous.items():

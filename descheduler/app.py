@@ -30,7 +30,7 @@ from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import Informer, InformerFactory, raw
 from kube.leaderelection import LeaderElector
-from kube.lifecycle import stop_on_signals, write_atomically
+from kube.lifecycle import stop_on_signals, wait_until_set, write_atomically
 from kube.resources import PODS
 
 __all__ = ["Descheduler", "Strategy", "run"]
@@ -146,7 +146,7 @@ class Descheduler:
                 self.elector.start()
             self._loop = threading.Thread(target=self._work, args=(stop,), name="descheduler-loop", daemon=True)
             self._loop.start()
-            stop.wait()
+            wait_until_set(stop)
         finally:
             self._stop.set()
             self._wake.set()

@@ -14,7 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["stop_on_signals", "write_atomically"]
+__all__ = ["stop_on_signals", "wait_until_set", "write_atomically"]
+
+#: How often a waiting main thread looks for a signal handler to run (seconds).
+_SIGNAL_POLL_S = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -42,3 +45,12 @@ def stop_on_signals() -> Iterator[threading.Event]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def wait_until_set(event: threading.Event) -> None:
+    """Block the main thread until `event` is set, in slices. The kernel may hand SIGTERM to any
+    thread that does not block it (gRPC's threads do not), and CPython runs the Python handler
+    only when the main thread next executes bytecode: an untimed wait would sleep through it
+    and the process would be killed after its grace period (seen once in CI: the scheduler)."""
+    while not event.wait(_SIGNAL_POLL_S):
+        pass

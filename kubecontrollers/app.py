@@ -19,7 +19,7 @@ from kube import serving
 from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import InformerFactory, raw
-from kube.lifecycle import stop_on_signals, write_atomically
+from kube.lifecycle import stop_on_signals, wait_until_set, write_atomically
 from kubecontrollers import deployment, disruption, garbagecollector, job, replicaset, statefulset
 from kubecontrollers.kinds import (
     DEPLOYMENTS,
@@ -288,7 +288,7 @@ class KubeControllers:
             synced.set()
             log.info("Informer caches synced", extra={"resources": ",".join(self.informers)})
             self.engine.start(self.all_keys)
-            stop.wait()
+            wait_until_set(stop)
         finally:
             self.engine.stop()
             self.factory.stop()

@@ -13,6 +13,7 @@ import signal
 import threading
 from types import FrameType
 
+from kube.lifecycle import wait_until_set
 from kube.unixsocket import UnixServer
 from runtimeproxy.dispatch import Dispatcher
 from runtimeproxy.hookclient import HookClient
@@ -77,7 +78,7 @@ def run(settings: ProxySettings) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
     try:
-        stopping.wait()
+        wait_until_set(stopping)
     finally:
         proxy.stop()
     return 0

@@ -33,7 +33,7 @@ from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import InformerFactory
 from kube.leaderelection import LeaderElectionSettings, LeaderElector
-from kube.lifecycle import write_atomically
+from kube.lifecycle import wait_until_set, write_atomically
 from kube.logs import V
 from kube.serving import ServingSettings
 
@@ -117,7 +117,7 @@ class Manager:
                     on_stopped_leading=self._stop_controllers,
                 )
                 self.elector.start()
-            stop.wait()
+            wait_until_set(stop)
         finally:
             self._shutdown()
 

@@ -18,6 +18,7 @@ from types import FrameType
 
 from apis.errors import ConfigError
 from kube import Client
+from kube.lifecycle import wait_until_set
 from scheduler.framework import SchedulerConfig, load_config
 from scheduler.service.service import SchedulerService
 from scheduler.service.settings import SchedulerSettings
@@ -65,7 +66,7 @@ def run(settings: SchedulerSettings) -> int:
         except ConfigError as e:
             log.error("Cannot start", extra={"error": str(e)})
             return 1
-        wake.wait()
+        wait_until_set(wake)
         return 0
     finally:
         service.stop()
