@@ -19,8 +19,7 @@ plan holds s beside shares summing to u (u = 0: a free GPU). Pure and determinis
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from scheduler.fragmentation.shapes import WHOLE_GPU, TaskShape
 
@@ -42,12 +41,10 @@ class PackingPlan:
         self.sizes = frozenset(s for combo in self.sets for s in combo)
         allowed: set[tuple[int, int]] = set()
         for combo in self.sets:
-            for size in range(len(combo)):
-                for beside in set(itertools.combinations(combo, size)):
-                    rest = list(combo)
-                    for share in beside:
-                        rest.remove(share)
-                    allowed.update((sum(beside), share) for share in rest)
+            for share in set(combo):
+                beside = list(combo)
+                beside.remove(share)
+                allowed.update((used, share) for used in _subtotals(beside))
         self.allowed = frozenset(allowed)
 
     @classmethod
@@ -92,6 +89,15 @@ def _best_completion(counts: Mapping[int, int]) -> dict[tuple[int, ...], int]:
         combo = tuple(sorted((largest, *completion)))
         sets[combo] = sets.get(combo, 0) + 1
     return sets
+
+
+def _subtotals(shares: Sequence[int]) -> set[int]:
+    """Every sum of some of `shares` (0 included): at most 101 values, however many shares a set
+    of small ones holds (enumerating the subsets themselves would be 2^n)."""
+    sums = {0}
+    for share in shares:
+        sums |= {total + share for total in sums}
+    return sums
 
 
 def _take(left: dict[int, int], share: int) -> None:
