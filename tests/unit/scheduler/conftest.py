@@ -164,3 +164,10 @@ def make_reservation(
         },
     }
     return Reservation.from_dict(raw)
+
+
+def mark_terminating(scheduler: Scheduler, key: str) -> None:
+    """The pod `key` in the scheduler's cache, now being deleted (a deletionTimestamp set)."""
+    pod = next(p for p in scheduler.cache.pods() if p.key == key).pod
+    meta = dataclasses.replace(pod.meta, deletion_timestamp="2026-01-01T00:00:00Z")
+    scheduler.cache.add_pod(dataclasses.replace(pod, meta=meta))

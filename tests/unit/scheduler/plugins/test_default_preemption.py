@@ -18,7 +18,7 @@ from scheduler.core import Scheduler, with_elastic_quota
 from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.victims import budget_violations
 from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_node, make_pod, make_reservation, make_scheduler
+from tests.unit.scheduler.conftest import make_node, make_pod, make_reservation, make_scheduler, mark_terminating
 
 
 def gpu_pod(name: str, priority: int, *, gpus: int = 1, on: str = "", app: str = "", share: int = 0) -> Pod:
@@ -148,9 +148,7 @@ def test_a_pod_that_never_preempts_says_so() -> None:
 def test_a_nominated_pod_waits_while_lower_priority_pods_terminate_on_its_node() -> None:
     scheduler = cluster("n1", "n2", gpus=1)
     place(scheduler, gpu_pod("low1", 1, on="n1"), gpu_pod("low2", 1, on="n2"))
-    going = next(p for p in scheduler.cache.pods() if p.key == "default/low1").pod
-    meta = dataclasses.replace(going.meta, deletion_timestamp="2026-01-01T00:00:00Z")
-    scheduler.cache.add_pod(dataclasses.replace(going, meta=meta))
+    mark_terminating(scheduler, "default/low1")
     # After a restart: only the API says the pod was nominated to n1.
     urgent = dataclasses.replace(gpu_pod("urgent", 10), nominated_node_name="n1")
     outcome = scheduler.schedule_one(urgent)

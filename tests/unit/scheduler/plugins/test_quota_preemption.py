@@ -15,7 +15,7 @@ from scheduler.framework.status import Code
 from scheduler.plugins.elasticquota import ElasticQuota
 from scheduler.plugins.elasticquota.preemption import EVICTION_PATIENCE, VictimFinder
 from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_node, make_pod, make_scheduler
+from tests.unit.scheduler.conftest import make_node, make_pod, make_scheduler, mark_terminating
 
 NOT_PREEMPTIBLE = {names.LABEL_QUOTA_PREEMPTIBLE: "false"}
 
@@ -180,9 +180,7 @@ def test_no_preemption_by_a_pod_that_never_preempts_or_whose_victims_are_still_t
     assert scheduler.schedule_one(polite).preemption is None
     # Nominated to n1, where a lower-priority pod of its quota is terminating (after a restart:
     # the finder's own memory is gone, the API says where the pod was nominated).
-    terminating = next(p for p in scheduler.cache.pods() if p.key == "team-a/low1").pod
-    meta = dataclasses.replace(terminating.meta, deletion_timestamp="2026-01-01T00:00:00Z")
-    scheduler.cache.add_pod(dataclasses.replace(terminating, meta=meta))
+    mark_terminating(scheduler, "team-a/low1")
     urgent = dataclasses.replace(gpu_pod("urgent", 10), nominated_node_name="n1")
     outcome = scheduler.schedule_one(urgent)
     assert outcome.preemption is None
