@@ -220,6 +220,54 @@ def test_reservations_hold_devices_across_a_kill_and_hand_them_to_their_owners(
     assert env.process.metric("tessera_scheduler_reservations", {"phase": "Succeeded"}) == 2
 
 
+def test_owners_share_a_reservation_across_a_kill_and_leave_it_as_they_go(
+    cluster: tuple[EmbeddedAPIServer, Path], client: Client, work_dir: Path, env: Env
+) -> None:
+    """allocateOnce false: a whole GPU for pods of 50 % each. Two owners share it, non-owners
+    never get any of it (also after a `kill -9`), the status lists the owners as they come and go."""
+    ns, api, watch, pods = env.ns, env.api, env.watch, env.pods
+    shared = reservation("shared", ns, {names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100"}, owner="infer")
+    shared["spec"]["allocateOnce"] = False
+    api.create(shared)
+    placed = watch.wait_phase("shared", ReservationPhase.AVAILABLE)
+    [(gpu, whole)] = gpus_of(placed.meta.annotations)
+    assert whole == 100
+    create_pod(client, ns, "infer-0", GPU_HALF, labels={"app": "infer"})
+    pods.wait_bound(1)
+    env.process.kill()  # what infer-0 left must stay the owners' across a restart
+    env.process = scheduler(cluster, work_dir)
+    # Non-owners fill every other GPU (7 × 2 halves); one more half does not fit anywhere.
+    for i in range(15):
+        create_pod(client, ns, f"other-{i}", GPU_HALF)
+    pods.wait_bound(15)
+    create_pod(client, ns, "infer-1", GPU_HALF, labels={"app": "infer"})
+    pods.wait_bound(16)
+    bound = {p.name: p for p in pods.pods() if p.node_name}
+    assert sum(1 for n in bound if n.startswith("other")) == 14  # one waits: the rest is the owners'
+    for name in ("infer-0", "infer-1"):
+        assert gpus_of(bound[name].annotations) == [(gpu, 50)]
+        assert '"name":"shared"' in bound[name].annotations[names.ANNOTATION_RESERVATION_ALLOCATED]
+    assert all(gpu not in {m for m, _ in gpus_of(p.annotations)} for n, p in bound.items() if n.startswith("other"))
+    assert_no_device_shared_beyond_capacity(client, list(bound.values()))
+
+    both = watch.wait_for(
+        "shared", lambda r: len(r.get("status", {}).get("currentOwners", [])) == 2, "shared by two owners"
+    )
+    assert both["status"]["phase"] == "Available"
+    assert both["status"]["allocated"] == {names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100"}
+    assert sorted(o["name"] for o in both["status"]["currentOwners"]) == ["infer-0", "infer-1"]
+    assert all(set(o) == {"namespace", "name", "uid"} for o in both["status"]["currentOwners"])
+    # An owner gone leaves the list, and its half is the owners' again: the waiting non-owner
+    # still waits, a new owner gets it.
+    client.resource(resources.PODS).delete("infer-0", namespace=ns)
+    watch.wait_for("shared", lambda r: len(r.get("status", {}).get("currentOwners", [])) == 1, "one owner left")
+    create_pod(client, ns, "infer-2", GPU_HALF, labels={"app": "infer"})
+    pods.wait_for(lambda ps: any(p.name == "infer-2" and p.node_name for p in ps), "infer-2 bound")
+    assert gpus_of(pods.pod("infer-2").annotations) == [(gpu, 50)]
+    assert sum(1 for p in pods.pods() if p.name.startswith("other") and p.node_name) == 14
+    assert_no_device_shared_beyond_capacity(client, [p for p in pods.pods() if p.node_name])
+
+
 def test_expiry_unschedulable_and_invalid_reservations(client: Client, env: Env) -> None:
     ns, api, watch, pods = env.ns, env.api, env.watch, env.pods
     # Bad input first: the scheduler must keep running and placing what it can.

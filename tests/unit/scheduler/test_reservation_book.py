@@ -43,15 +43,15 @@ def test_each_kind_of_owner_finds_its_pods_and_only_them(scheduler: Scheduler) -
     cache = scheduler.cache
     assert {h.name for h in cache.reservations_on("node-a")} == set(OWNERS)
     labelled = PodInfo.of(make_pod("p", labels={"app": "a", "tier": "x"}))
-    # One per node: the first by name of those it matches (labels and the expression both match).
-    assert cache.reservations_for(labelled)["node-a"].name == "expression"
+    # Per node, every one it matches, by name (labels and the expression both match).
+    assert [h.name for h in cache.reservations_for(labelled)["node-a"]] == ["expression", "labels"]
     only_app = PodInfo.of(make_pod("p", labels={"app": "a"}))
-    assert cache.reservations_for(only_app)["node-a"].name == "expression"
-    assert cache.reservations_for(PodInfo.of(make_pod("mine")))["node-a"].name == "pod-name"
+    assert [h.name for h in cache.reservations_for(only_app)["node-a"]] == ["expression"]
+    assert [h.name for h in cache.reservations_for(PodInfo.of(make_pod("mine")))["node-a"]] == ["pod-name"]
     owned = make_pod("q")
     refs = (OwnerReference("apps/v1", "ReplicaSet", "rs-1", "rs-uid", True),)
     owned = dataclasses.replace(owned, meta=dataclasses.replace(owned.meta, owner_references=refs))
-    assert cache.reservations_for(PodInfo.of(owned))["node-a"].name == "controller"
+    assert [h.name for h in cache.reservations_for(PodInfo.of(owned))["node-a"]] == ["controller"]
     assert cache.reservations_for(PodInfo.of(make_pod("stranger", labels={"tier": "x"}))) == {}
 
 
