@@ -5,8 +5,9 @@ The scheduler places a Reservation as it places a pod (its `template` is the pod
 device requests included) and then keeps the node's resources — CPU, memory, whole GPUs, GPU
 shares, VFs — out of every other pod's reach. A pod matching one of `owners` is placed onto them
 in preference and consumes them; with `allocateOnce` (the default) the first such pod ends the
-Reservation (`Succeeded`). `ttl` (default 24h, `0` never) or `expires` ends an unused one
-(`Failed`, its Ready condition `False` with reason `Expired`, as Koordinator writes it).
+Reservation (`Succeeded`). `ttl` (default 24h) and `expires` end an unused one (`Failed`, its
+Ready condition `False` with reason `Expired`, as Koordinator writes it): whichever comes first,
+as Koordinator's controller checks them (its manual calls them exclusive); `ttl: 0` never.
 
 Owner matching follows Koordinator's `MatchReservationOwners`: `owners` is a disjunction; inside
 one owner, `object`, `controller` and `labelSelector` are ANDed; an empty owner `{}` matches every
@@ -234,7 +235,7 @@ class Reservation:
     #: The pod template as written (`metadata` + `spec`): the scheduler places it as a pod.
     template: Mapping[str, Any] = field(default_factory=dict)
     owners: tuple[ReservationOwner, ...] = ()
-    #: Seconds after creation it expires; None: never (`ttl: 0`). Ignored when `expires` is set.
+    #: Seconds after creation it expires; None: never (`ttl: 0`, even with `expires`).
     ttl_seconds: float | None = DEFAULT_TTL_SECONDS
     expires: str = ""
     allocate_once: bool = True
@@ -418,12 +419,17 @@ class Reservation:
 
     def expiry(self) -> datetime.datetime | None:
         """When this Reservation stops holding resources if unused; None: never."""
+        if self.ttl_seconds is None:
+            return None  # Koordinator: `ttl: 0` disables expiration, `expires` included
+        candidates = []
         if self.expires:
-            return _parse_time(self.expires, "spec.expires", f"reservation {self.name}")
-        if self.ttl_seconds is None or not self.meta.creation_timestamp:
-            return None
-        created = _parse_time(self.meta.creation_timestamp, "metadata.creationTimestamp", f"reservation {self.name}")
-        return created + datetime.timedelta(seconds=self.ttl_seconds)
+            candidates.append(_parse_time(self.expires, "spec.expires", f"reservation {self.name}"))
+        if self.meta.creation_timestamp:
+            created = _parse_time(
+                self.meta.creation_timestamp, "metadata.creationTimestamp", f"reservation {self.name}"
+            )
+            candidates.append(created + datetime.timedelta(seconds=self.ttl_seconds))
+        return min(candidates) if candidates else None
 
     def expired(self, now: datetime.datetime) -> bool:
         at = self.expiry()
@@ -444,8 +450,7 @@ class Reservation:
         }
         if self.expires:
             spec["expires"] = self.expires
-        else:
-            spec["ttl"] = format_duration(self.ttl_seconds) if self.ttl_seconds is not None else "0s"
+        spec["ttl"] = format_duration(self.ttl_seconds) if self.ttl_seconds is not None else "0s"
         if self.allocate_policy:
             spec["allocatePolicy"] = self.allocate_policy
         if self.unschedulable:

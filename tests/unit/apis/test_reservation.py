@@ -104,7 +104,10 @@ def test_the_reserve_pod_is_the_template_named_after_the_reservation() -> None:
         ({"ttl": "30m"}, datetime.datetime(2026, 1, 1, 0, 30, tzinfo=datetime.UTC)),
         ({"ttl": "0s"}, None),
         ({"ttl": "0"}, None),
-        ({"ttl": "1h", "expires": "2026-03-01T00:00:00Z"}, datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC)),
+        # Both: whichever comes first, as Koordinator's controller checks them; ttl 0: never.
+        ({"ttl": "1h", "expires": "2026-03-01T00:00:00Z"}, datetime.datetime(2026, 1, 1, 1, tzinfo=datetime.UTC)),
+        ({"expires": "2026-01-01T00:10:00Z"}, datetime.datetime(2026, 1, 1, 0, 10, tzinfo=datetime.UTC)),
+        ({"ttl": "0", "expires": "2026-01-01T00:10:00Z"}, None),
     ],
 )
 def test_expiry(spec: dict[str, Any], expiry: datetime.datetime | None) -> None:
