@@ -9,10 +9,13 @@ nothing it holds goes to a pod that is not its owner.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import random
 from collections.abc import Mapping
 from typing import Any
 
+from apis.crds.device import DeviceType
 from apis.crds.reservation import Reservation, allocated_from_pod
 from apis.extension import names
 from apis.k8s.core import Pod
@@ -24,6 +27,7 @@ NOW = "2026-01-01T00:00:00Z"
 GI = 1024**3
 OWNER = {"app": "app-demo"}
 HALF_GPU = {names.GPU_CORE: "50", names.GPU_MEMORY_RATIO: "50"}
+GPU = DeviceType.GPU
 
 
 def reservation(
@@ -335,3 +339,50 @@ def test_allocate_once_still_ends_at_the_first_owner() -> None:
     assert taken_from(scheduler.schedule_one(owner("first", cpu=2000))) == "once"
     assert taken_from(scheduler.schedule_one(owner("second", cpu=2000))) is None
     assert scheduler.cache.reservations_on("node-1") == []
+
+
+# --- the promise, under churn -------------------------------------------------------------------------
+
+
+def test_under_churn_a_shared_gpu_is_never_given_twice_nor_to_a_non_owner() -> None:
+    """Owners and non-owners of shares come and go (a fixed seed); after every step: no device is
+    over-committed, non-owners never use what is reserved, the Reservation counts exactly what its
+    owners left, and a restart (pods and Reservation in either order) counts the same."""
+    rng = random.Random(7)
+    scheduler = make_scheduler(make_node("node-a", gpus=2, nics_per_switch=0))
+    outcome, placed = scheduler.place_reservation(
+        reservation("gpu", {names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100"}), now=NOW
+    )
+    [reserved] = allocated(outcome.annotations)["gpu"]
+    bound: dict[str, Pod] = {}
+    for step in range(120):
+        if bound and rng.random() < 0.35:
+            name = rng.choice(sorted(bound))
+            scheduler.cache.remove_pod(bound.pop(name))
+        else:
+            share = rng.choice((25, 50, 75, 100))
+            name = f"p{step}"
+            is_owner = rng.random() < 0.5
+            pod = make_pod(name, labels=OWNER if is_owner else None, gpu_core=share, gpu_ratio=share)
+            placed_pod = scheduler.schedule_one(pod)
+            if placed_pod.node is not None:
+                meta = dataclasses.replace(pod.meta, annotations=dict(placed_pod.annotations))
+                bound[name] = dataclasses.replace(pod, meta=meta, node_name="node-a", phase="Running")
+        usage = {u.minor: u for u in scheduler.cache.device_usage("node-a")}
+        assert scheduler.cache.overcommits("node-a") == (), step
+        owners = {f"default/{n}" for n, p in bound.items() if names.ANNOTATION_RESERVATION_ALLOCATED in p.annotations}
+        on_reserved = usage[reserved].holders
+        strangers = sum(h.resources[names.GPU_CORE] for h in on_reserved if h.pod not in owners | {"default/gpu"})
+        assert strangers == 0, (step, on_reserved)  # the whole GPU is reserved: no stranger on it
+        taken = sum(h.resources[names.GPU_CORE] for h in on_reserved if h.pod in owners)
+        [held] = scheduler.cache.reservations_on("node-a")
+        left = {a.minor: a.resources.get(names.GPU_CORE, 0) for a in held.allocations.get(GPU, ())}
+        assert left.get(reserved, 0) == max(0, 100 - taken), step
+    for reservation_first in (True, False):
+        again = make_scheduler(make_node("node-a", gpus=2, nics_per_switch=0))
+        if reservation_first:
+            again.cache.add_reservation(placed)
+        for pod in bound.values():
+            again.cache.add_pod(pod)
+        again.cache.add_reservation(placed)
+        assert again.cache.device_usage("node-a") == scheduler.cache.device_usage("node-a"), reservation_first
