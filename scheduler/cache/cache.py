@@ -494,9 +494,15 @@ class ClusterCache:
 
     def _give_back(self, ident: str) -> None:
         """A pod that consumed a Reservation is gone: one its owners share has back what the pod
-        took (an allocateOnce one stays consumed)."""
+        took (an allocateOnce one stays consumed until it ends); one the cache does not know (it
+        ended) keeps no record of the pod."""
+        uid = self._book.consumed_by.get(ident)
+        if uid is None:
+            return
         if self._shared_by(ident) is not None:
             self.restore_reservation(ident)
+        elif not self._book.knows(uid):
+            self._book.give_back(ident)
 
     def _node_info(self, name: str) -> NodeInfo:
         info = self._nodes.get(name)

@@ -133,14 +133,20 @@ class ReservationBook:
             return uid
         return next((r.uid for r in self.known.values() if r.name == name), name)
 
+    def knows(self, key: str) -> bool:
+        """Whether a Reservation of this UID (or name, as a pod's annotation may give it) is known."""
+        return key in self.known or any(r.name == key for r in self.known.values())
+
     def consumers_of(self, reservation: Reservation) -> set[str]:
         """The pods (idents) that consumed it, named by UID or by name."""
         return self.consumers.get(reservation.uid, set()) | self.consumers.get(reservation.name, set())
 
     def shared(self, uid: str | None) -> Reservation | None:
         """The known Reservation `uid` when owners share it (not allocateOnce), else None."""
-        reservation = self.known.get(uid) if uid is not None else None
-        if reservation is None:
+        if uid is None:
+            return None
+        reservation = self.known.get(uid)
+        if reservation is None:  # named by a pod's annotation without a UID (rare)
             reservation = next((r for r in self.known.values() if r.name == uid), None)
         return reservation if reservation is not None and not reservation.allocate_once else None
 

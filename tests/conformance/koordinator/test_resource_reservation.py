@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import textwrap
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
@@ -42,125 +43,95 @@ from tests.support.waiting import wait_for
 #: The manual's `node-1`, as the suite's cluster names its second node.
 NODE_1 = "sim-2"
 
-RESERVATION_DEMO = """
+#: The manual's stress container (the Reservations' templates and pod-demo-0 share it).
+STRESS = """\
+- args:
+    - '-c'
+    - '1'
+  command:
+    - stress
+  image: polinux/stress
+  imagePullPolicy: Always
+  name: stress
+  resources:
+"""
+
+
+def stress(resources: str, indent: int = 8) -> str:
+    """The stress container with `resources` (the lines under `resources:`, unindented), as a
+    list item `indent` spaces in."""
+    body = STRESS + textwrap.indent(textwrap.dedent(resources).strip("\n"), "    ")
+    return "\n" + textwrap.indent(body, " " * indent)
+
+
+def reservation(name: str, container: str, rest: str, *, spec: str = "", template: str = "") -> str:
+    """A Reservation as the manual's examples write one: `spec` before the template (e.g.
+    `allocateOnce`), `template` lines after its containers, `rest` (owners, ttl, ...) after it."""
+    return f"""
 apiVersion: scheduling.koordinator.sh/v1alpha1
 kind: Reservation
 metadata:
-  name: reservation-demo
-spec:
+  name: {name}
+spec:{spec}
   template:
     metadata:
-      namespace: {ns}
+      namespace: {{ns}}
     spec:
-      containers:
-        - args:
-            - '-c'
-            - '1'
-          command:
-            - stress
-          image: polinux/stress
-          imagePullPolicy: Always
-          name: stress
-          resources:
-            requests:
-              cpu: 500m
-              memory: 800Mi
+      containers:{container}{template}
       schedulerName: koord-scheduler
-  owners:
+{rest}"""
+
+
+RESERVATION_DEMO = reservation(
+    "reservation-demo",
+    stress("requests:\n  cpu: 500m\n  memory: 800Mi"),
+    """  owners:
     - object:
         name: pod-demo-0
         namespace: {ns}
   ttl: 1h
-"""
+""",
+)
 
-POD_DEMO_0 = """
+POD_DEMO_0 = (
+    """
 apiVersion: v1
 kind: Pod
 metadata:
   name: pod-demo-0
 spec:
-  containers:
-    - args:
-        - '-c'
-        - '1'
-      command:
-        - stress
-      image: polinux/stress
-      imagePullPolicy: Always
-      name: stress
-      resources:
+  containers:"""
+    + stress(
+        """
         limits:
           cpu: '1'
           memory: 1Gi
         requests:
           cpu: 200m
           memory: 400Mi
+        """,
+        indent=4,
+    )
+    + """
   restartPolicy: Always
   schedulerName: koord-scheduler
 """
+)
 
-RESERVATION_ADVANCED = """
-apiVersion: scheduling.koordinator.sh/v1alpha1
-kind: Reservation
-metadata:
-  name: reservation-demo
-spec:
-  template:
-    metadata:
-      namespace: {ns}
-    spec:
-      containers:
-        - args:
-            - '-c'
-            - '1'
-          command:
-            - stress
-          image: polinux/stress
-          imagePullPolicy: Always
-          name: stress
-          resources:
-            requests:
-              cpu: 500m
-              memory: 800Mi
-      schedulerName: koord-scheduler
-  owners:
-    - object:
-        name: pod-demo-0
-        namespace: {ns}
-    - labelSelector:
+RESERVATION_ADVANCED = RESERVATION_DEMO.replace(
+    "  ttl: 1h\n",
+    """    - labelSelector:
         matchLabels:
           app: app-demo
   ttl: 1h
   expires: "{expires}"
-"""
+""",
+)
 
-RESERVATION_DEMO_BIG = """
-apiVersion: scheduling.koordinator.sh/v1alpha1
-kind: Reservation
-metadata:
-  name: reservation-demo-big
-spec:
-  allocateOnce: false
-  template:
-    metadata:
-      namespace: {ns}
-    spec:
-      containers:
-        - args:
-            - '-c'
-            - '1'
-          command:
-            - stress
-          image: polinux/stress
-          imagePullPolicy: Always
-          name: stress
-          resources:
-            requests:
-              cpu: 6
-              memory: 20Gi
-      nodeName: {node}
-      schedulerName: koord-scheduler
-  owners:
+RESERVATION_DEMO_BIG = reservation(
+    "reservation-demo-big",
+    stress("requests:\n  cpu: 6\n  memory: 20Gi"),
+    """  owners:
     - object:
         name: pod-demo-1
         namespace: {ns}
@@ -168,7 +139,10 @@ spec:
         matchLabels:
           app: app-demo
   ttl: 1h
-"""
+""",
+    spec="\n  allocateOnce: false",
+    template="\n      nodeName: {node}",
+)
 
 APP_DEMO = """
 apiVersion: apps/v1
@@ -204,161 +178,75 @@ spec:
             memory: 20Gi
 """
 
-RESERVATION_PREALLOC = """
-apiVersion: scheduling.koordinator.sh/v1alpha1
-kind: Reservation
-metadata:
-  name: reservation-prealloc
-spec:
-  preAllocation: true
-  template:
-    metadata:
-      namespace: {ns}
-    spec:
-      containers:
+
+def placeholder(cpu: str, memory: str) -> str:
+    """The PreAllocation examples' container."""
+    return f"""
         - name: placeholder
           resources:
             requests:
-              cpu: 500m
-              memory: 800Mi
-      schedulerName: koord-scheduler
-  owners:
+              cpu: {cpu}
+              memory: {memory}"""
+
+
+def owned_by(app: str, ttl: str) -> str:
+    return f"""  owners:
     - labelSelector:
         matchLabels:
-          app: my-app
-  ttl: 2h
+          app: {app}
+  ttl: {ttl}
 """
 
-#: Not in the manual: the running pod matching `reservation-prealloc`'s owners that it speaks of.
-MY_APP = """
-apiVersion: v1
-kind: Pod
-metadata:
-  name: my-app-0
-  labels:
-    app: my-app
-spec:
-  schedulerName: koord-scheduler
-  containers:
-    - name: main
-      image: busybox
-      resources:
-        requests:
-          cpu: 500m
-          memory: 800Mi
-"""
 
-BATCH_JOB_1 = """
-apiVersion: v1
+RESERVATION_PREALLOC = reservation(
+    "reservation-prealloc", placeholder("500m", "800Mi"), owned_by("my-app", "2h"), spec="\n  preAllocation: true"
+)
+RESERVATION_CLUSTER_MODE = reservation(
+    "reservation-cluster-mode",
+    placeholder("2", "4Gi"),
+    owned_by("critical-app", "4h"),
+    spec="\n  preAllocation: true\n  preAllocationPolicy:\n    mode: Cluster",
+)
+RESERVATION_MULTI_PODS = reservation(
+    "reservation-multi-pods",
+    placeholder("2", "4Gi"),
+    owned_by("high-priority-app", "4h"),
+    spec="\n  preAllocation: true\n  preAllocationPolicy:\n    mode: Cluster\n    enableMultiple: true",
+)
+
+#: Not in the manual: the running pod matching `reservation-prealloc`'s owners that it speaks of
+#: (pod-demo-0 of the Quick Start, labelled as an owner).
+MY_APP = POD_DEMO_0.replace("name: pod-demo-0", "name: my-app-0\n  labels:\n    app: my-app")
+
+
+def batch_job(name: str, priority: str, cpu: str, memory: str) -> str:
+    """A pre-allocatable pod of the Cluster mode examples."""
+    return f"""apiVersion: v1
 kind: Pod
 metadata:
-  name: batch-job-1
+  name: {name}
   labels:
     pod.koordinator.sh/is-pre-allocatable: "true"
   annotations:
-    pod.koordinator.sh/pre-allocatable-priority: "100"
+    pod.koordinator.sh/pre-allocatable-priority: "{priority}"
 spec:
   containers:
     - name: batch-job
       image: busybox
       resources:
         requests:
-          cpu: 2
-          memory: 4Gi
+          cpu: {cpu}
+          memory: {memory}
 """
 
-RESERVATION_CLUSTER_MODE = """
-apiVersion: scheduling.koordinator.sh/v1alpha1
-kind: Reservation
-metadata:
-  name: reservation-cluster-mode
-spec:
-  preAllocation: true
-  preAllocationPolicy:
-    mode: Cluster
-  template:
-    metadata:
-      namespace: {ns}
-    spec:
-      containers:
-        - name: placeholder
-          resources:
-            requests:
-              cpu: 2
-              memory: 4Gi
-      schedulerName: koord-scheduler
-  owners:
-    - labelSelector:
-        matchLabels:
-          app: critical-app
-  ttl: 4h
-"""
 
-BATCH_JOBS_1_AND_2 = """
-# Pod 1 - 1 CPU, 2Gi memory
-apiVersion: v1
-kind: Pod
-metadata:
-  name: batch-job-1
-  labels:
-    pod.koordinator.sh/is-pre-allocatable: "true"
-  annotations:
-    pod.koordinator.sh/pre-allocatable-priority: "100"
-spec:
-  containers:
-    - name: batch-job
-      image: busybox
-      resources:
-        requests:
-          cpu: 1
-          memory: 2Gi
----
-# Pod 2 - 1 CPU, 2Gi memory
-apiVersion: v1
-kind: Pod
-metadata:
-  name: batch-job-2
-  labels:
-    pod.koordinator.sh/is-pre-allocatable: "true"
-  annotations:
-    pod.koordinator.sh/pre-allocatable-priority: "90"
-spec:
-  containers:
-    - name: batch-job
-      image: busybox
-      resources:
-        requests:
-          cpu: 1
-          memory: 2Gi
-"""
-
-RESERVATION_MULTI_PODS = """
-apiVersion: scheduling.koordinator.sh/v1alpha1
-kind: Reservation
-metadata:
-  name: reservation-multi-pods
-spec:
-  preAllocation: true
-  preAllocationPolicy:
-    mode: Cluster
-    enableMultiple: true
-  template:
-    metadata:
-      namespace: {ns}
-    spec:
-      containers:
-        - name: placeholder
-          resources:
-            requests:
-              cpu: 2
-              memory: 4Gi
-      schedulerName: koord-scheduler
-  owners:
-    - labelSelector:
-        matchLabels:
-          app: high-priority-app
-  ttl: 4h
-"""
+BATCH_JOB_1 = batch_job("batch-job-1", "100", "2", "4Gi")
+BATCH_JOBS_1_AND_2 = (
+    "# Pod 1 - 1 CPU, 2Gi memory\n"
+    + batch_job("batch-job-1", "100", "1", "2Gi")
+    + "---\n# Pod 2 - 1 CPU, 2Gi memory\n"
+    + batch_job("batch-job-2", "90", "1", "2Gi")
+)
 
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
 

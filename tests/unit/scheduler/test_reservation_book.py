@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from apis.crds.reservation import Reservation
+from apis.extension import names
 from apis.k8s.meta import OwnerReference
 from scheduler.cache import PodInfo
 from scheduler.core import Scheduler
@@ -61,3 +62,13 @@ def test_released_reservations_leave_the_index(scheduler: Scheduler) -> None:
         cache.remove_reservation(held.uid)
     assert cache.reservations_for(PodInfo.of(make_pod("mine", labels={"app": "a", "tier": "x"}))) == {}
     assert cache.held_reservations() == []
+
+
+def test_a_pod_of_a_reservation_that_ended_leaves_no_record_when_it_goes() -> None:
+    scheduler = make_scheduler(make_node("node-a"))
+    annotations = {names.ANNOTATION_RESERVATION_ALLOCATED: '{"name": "gone", "uid": "uid-gone"}'}
+    pod = make_pod("late", node="node-a", annotations=annotations)
+    scheduler.cache.add_pod(pod)  # after a restart: its Reservation was deleted long ago
+    assert scheduler.cache.consumed_reservation(pod.uid) == "uid-gone"
+    scheduler.cache.remove_pod(pod)
+    assert scheduler.cache.consumed_reservation(pod.uid) is None
