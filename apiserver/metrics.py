@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 __all__ = ["CONTENT_TYPE", "APIServerMetrics"]
 
@@ -30,14 +30,15 @@ class APIServerMetrics:
         )
         # kube-apiserver: error_type calling_webhook_error when the webhook could not be called and
         # its failurePolicy is Fail (the request is refused: "failing closed"), no_error when it
-        # answered and refused.
-        self.webhook_rejections = Counter(
+        # answered and refused. kube's counters are named without `_total`, which prometheus_client
+        # adds to every Counter: so these two only ever go up, but are typed gauges to keep the name.
+        self.webhook_rejections = Gauge(
             "apiserver_admission_webhook_rejection_count",
             "Admission webhook rejections, by webhook, type, operation, error type and HTTP code.",
             ["name", "type", "operation", "error_type", "rejection_code"],
             registry=self.registry,
         )
-        self.webhook_fail_open = Counter(
+        self.webhook_fail_open = Gauge(
             "apiserver_admission_webhook_fail_open_count",
             "Admission webhook calls that failed and were let through (failurePolicy Ignore).",
             ["name", "type"],
