@@ -202,6 +202,9 @@ DEFAULT_TOLERATION_SECONDS: Final = 300
 
 # --- Tessera's own --------------------------------------------------------------------------------
 SCHEDULER_NAME: Final = "tessera-scheduler"
+#: Koordinator's scheduler, as its manuals' examples name it: `tessera up` serves it too, so they
+#: run verbatim.
+KOORD_SCHEDULER_NAME: Final = "koord-scheduler"
 CONDITION_HEALTHY: Final = "Healthy"
 
 
