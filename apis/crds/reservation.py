@@ -251,8 +251,11 @@ class Reservation:
     current_owners: tuple[ObjectRef, ...] = ()
     allocatable: resources.ResourceList = field(default_factory=dict)
     allocated: resources.ResourceList = field(default_factory=dict)
-    #: Memo of `reserve_pod()`, derived from the fields above (never state; see PodInfo's).
+    #: Memos of `reserve_pod()`, `reserved()` and `restricted_names()`, derived from the fields
+    #: above (never state; see PodInfo's).
     _reserve: Pod | None = field(default=None, init=False, repr=False, compare=False)
+    _reserved: Mapping[str, int] | None = field(default=None, init=False, repr=False, compare=False)
+    _restricted: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -372,9 +375,13 @@ class Reservation:
         except ValidationError as e:
             raise ValidationError(f"spec.template.{e.field}", e.reason, obj=f"reservation {self.name}") from None
 
-    def reserved(self) -> dict[str, int]:
+    def reserved(self) -> Mapping[str, int]:
         """What it reserves: its reserve pod's requests (`status.allocatable` once placed)."""
-        return {k: v for k, v in self.reserve_pod().requests().items() if v}
+        if self._reserved is None:
+            reserved = {k: v for k, v in self.reserve_pod().requests().items() if v}
+            object.__setattr__(self, "_reserved", reserved)  # a memo on a frozen value: see the field
+            return reserved
+        return self._reserved
 
     def restricted_names(self) -> tuple[str, ...]:
         """The reserved resources an owner may take only from this Reservation (sorted): those of
@@ -382,10 +389,14 @@ class Reservation:
         ValidationError for a malformed `reservation-restricted-options` annotation."""
         if self.allocate_policy != "Restricted":
             return ()
+        if self._restricted is not None:
+            return self._restricted
         try:
-            return reservationoptions.restricted_names(self.meta.annotations, sorted(self.reserved()))
+            restricted = reservationoptions.restricted_names(self.meta.annotations, sorted(self.reserved()))
         except AnnotationError as e:
             raise ValidationError(f"metadata.annotations[{e.key}]", e.reason, obj=f"reservation {self.name}") from None
+        object.__setattr__(self, "_restricted", restricted)  # a memo on a frozen value: see the field
+        return restricted
 
     def counted_names(self) -> tuple[str, ...]:
         """The resources an owner's requests are counted against (Koordinator's `ResourceNames`):
