@@ -31,7 +31,7 @@ import psutil
 
 from apis.errors import ConfigError
 from cli.launchers.apiserver import DEFAULT_CRDS
-from cli.localcluster import components, identities, state, webhook
+from cli.localcluster import components, identities, ownnames, state, webhook
 from cli.localcluster.components import Component
 from cli.localcluster.retire import retire_nodes
 from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
@@ -106,6 +106,9 @@ class LocalCluster:
                 install_crds(client, DEFAULT_CRDS, timeout=self.settings.start_timeout)
             with self._through_apiserver(f"applying the RBAC of {identities.DEPLOY}/*-rbac.yaml"):
                 identities.apply_rbac(client)
+                deploy_names = [*identities.rbac_manifests(), *webhook.documents().values()]
+                for retired in ownnames.retire_deploy_names(client, deploy_names):
+                    self._on_notice(f"removed {retired}: an earlier tessera up applied it under deploy/'s name")
             with self._through_apiserver("removing the nodes an earlier run had"):
                 self._retire_earlier_nodes(client)
         hooks = webhook.prepare(self.data_dir / "controller" / "webhook")

@@ -28,6 +28,7 @@ import yaml
 
 from apis.extension.names import GroupVersionResource
 from apiserver.authz.identity import parse_token_file
+from cli.localcluster import ownnames
 from kube import errors
 from kube.client import Client
 from kube.kubeconfig import write_kubeconfig
@@ -264,5 +265,6 @@ def apply_manifests(client: Client, docs: Iterable[Mapping[str, Any]]) -> None:
 
 
 def apply_rbac(client: Client, deploy: Path = DEPLOY) -> None:
-    """deploy/'s RBAC plus `tessera up`'s own grants (`LOCAL_ROLES`)."""
-    apply_manifests(client, [*rbac_manifests(deploy), *LOCAL_ROLES])
+    """deploy/'s RBAC, under `tessera up`'s own names (ownnames.py: the Helm chart installs beside
+    it), plus `tessera up`'s own grants (`LOCAL_ROLES`)."""
+    apply_manifests(client, [*ownnames.own(rbac_manifests(deploy)), *LOCAL_ROLES])

@@ -1,7 +1,8 @@
 """The tools and workloads operators and ML teams bring, against one `tessera up`: a real Prometheus
-(Debian's) scraping every component with deploy/monitoring's rules loaded, Indexed Jobs with a gang
-(all ranks or none), a DaemonSet on every node with a rolling update, pod failure policy and TTL
-after finished — driven with kubectl as a user drives them.
+(Debian's) scraping every component with deploy/monitoring's rules loaded, the Helm chart installed
+with real Helm beside tessera up's own objects, Indexed Jobs with a gang (all ranks or none), a
+DaemonSet on every node with a rolling update, pod failure policy and TTL after finished — driven
+with kubectl as a user drives them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import helm_python as helm
 import pytest
 import yaml
 
@@ -22,10 +24,12 @@ from tests.e2e.conftest import unique
 from tests.e2e.harness import Cluster, Up
 from tests.support.prometheus import Prometheus
 from tests.support.waiting import wait_for
+from tests.unit.deploy import chart
 
 pytestmark = pytest.mark.e2e
 
 TIMEOUT_S = 120.0
+NAMESPACE = "tessera-system"
 REPO = Path(__file__).resolve().parents[2]
 #: Metrics the docs name that every `tessera up` has samples of from the start (labelled counters
 #: appear only once counted, so they are not here).
@@ -104,6 +108,62 @@ def test_the_rules_load_and_the_recording_rules_compute(prometheus: Prometheus) 
     )
     assert all(float(c["value"][1]) == 8 for c in counts if c["metric"]["node"].startswith("sim-"))
     assert prometheus.query('ALERTS{alertname="TesseraAgentNotReporting"}') == []
+
+
+#: What `tessera up` applies as its own (cli/localcluster/ownnames.py), by the label it gives them.
+OWN_KINDS = "clusterroles,clusterrolebindings,roles,rolebindings,services,endpoints,validatingwebhookconfigurations"
+
+
+def tessera_ups_own(up: Up) -> dict[str, tuple[str, str]]:
+    """`kind/namespace/name` -> (uid, resourceVersion) of every object tessera up applied as its own."""
+    listing = up.kubectl("get", OWN_KINDS, "-A", "-l", "app.kubernetes.io/managed-by=tessera-up", "-o", "json")
+    return {
+        f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}": (
+            o["metadata"]["uid"],
+            o["metadata"]["resourceVersion"],
+        )
+        for o in json.loads(listing)["items"]
+    }
+
+
+def test_helm_installs_upgrades_and_uninstalls_the_chart_beside_tessera_ups_own_objects(up: Up) -> None:
+    # docs/user/deploy.md's `helm install tessera deploy/helm/tessera --namespace tessera-system`,
+    # with Helm's default storage (Secrets), into the namespace tessera up runs in: every object of
+    # the chart installs, and tessera up's own (deploy/'s RBAC and webhook, under its own names)
+    # are neither changed nor, at uninstall, deleted.
+    ours = tessera_ups_own(up)
+    assert "ClusterRole//tessera-up:tessera-scheduler" in ours, ours
+    assert "ValidatingWebhookConfiguration//tessera-up-tessera-controller" in ours
+    rendered = chart.objects()
+
+    def installed() -> list[str]:
+        found = []
+        for obj in rendered:
+            _, kind, namespace, name = chart.identity(obj)
+            where = ("-n", namespace) if namespace else ()
+            out = up.kubectl("get", kind, name, *where, "-o", "json", "--ignore-not-found").strip()
+            if out and json.loads(out)["metadata"]["annotations"].get("meta.helm.sh/release-name") == chart.RELEASE:
+                found.append(f"{kind}/{name}")
+        return found
+
+    with helm.Config(namespace=NAMESPACE, kubeconfig_path=str(up.kubeconfig)) as cfg:
+        release = cfg.install(str(chart.CHART), chart.RELEASE, {}, timeout=60)
+        assert (release["revision"], release["status"]) == (1, "deployed")
+        assert len(installed()) == len(rendered)
+        assert tessera_ups_own(up) == ours, "installing the chart changed tessera up's own objects"
+        upgraded = cfg.upgrade(str(chart.CHART), chart.RELEASE, {"scheduler": {"replicas": 1}}, timeout=60)
+        assert (upgraded["revision"], upgraded["status"]) == (2, "deployed")
+        assert [(r["name"], r["status"]) for r in cfg.list()] == [(chart.RELEASE, "deployed")]
+        assert tessera_ups_own(up) == ours, "upgrading the release changed tessera up's own objects"
+        cfg.uninstall(chart.RELEASE)
+    assert installed() == []
+    assert tessera_ups_own(up) == ours, "uninstalling the release deleted or changed tessera up's own objects"
+    # The components keep deploy/'s rights (the module's teardown also finds no 403 in any log).
+    scheduler = up.data_dir / "kubeconfigs" / "tessera-scheduler.kubeconfig"
+    assert (
+        up.kubectl("--kubeconfig", str(scheduler), "auth", "can-i", "create", "pods", "--subresource=binding").strip()
+        == "yes"
+    )
 
 
 def test_a_daemonset_runs_on_every_node_and_rolls_its_update(up: Up, namespace: str, tmp_path: Path) -> None:
