@@ -141,7 +141,7 @@ LOCAL_ROLES: list[dict[str, Any]] = [
                 "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"],
                 "verbs": _WRITE,
             },
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _WRITE},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _WRITE},
             {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _READ},
             {
                 "apiGroups": ["apps", "batch", "policy"],
@@ -151,6 +151,7 @@ LOCAL_ROLES: list[dict[str, Any]] = [
                     "statefulsets/status",
                     "daemonsets/status",
                     "jobs/status",
+                    "cronjobs/status",
                     "poddisruptionbudgets/status",
                 ],
                 "verbs": ["patch"],

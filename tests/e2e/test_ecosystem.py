@@ -318,3 +318,55 @@ def test_pod_failure_policy_fails_the_job_and_ttl_deletes_a_finished_one(
         timeout_s=TIMEOUT_S,
         what="the finished Job and its pod to be deleted by its TTL",
     )
+
+
+def test_a_job_from_a_cronjob_runs_and_the_cronjob_records_it(up: Up, namespace: str, tmp_path: Path) -> None:
+    # `kubectl create job --from=cronjob/NAME` (how kube's docs run a CronJob now): the Job is the
+    # CronJob's (its controller), so the CronJob controller sees it run and records its success.
+    version = json.loads(up.kubectl("version", "--client", "-o", "json"))["clientVersion"]
+    if int(version["minor"].rstrip("+")) < 21:
+        pytest.skip("kubectl before 1.21 reads CronJobs as batch/v1beta1, which Kubernetes 1.25+ no longer serves")
+    ns = ("-n", namespace)
+    cronjob = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "report"},
+        "spec": {
+            "schedule": "0 3 1 1 *",  # once a year: it does not come during the test
+            "timeZone": "Europe/Berlin",
+            "jobTemplate": {
+                "metadata": {"labels": {"team": "ml"}},
+                "spec": {
+                    "template": {
+                        "metadata": {"annotations": {names.ANNOTATION_SIMULATED_RUN_SECONDS: "0.5"}},
+                        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+                    }
+                },
+            },
+        },
+    }
+    apply(up, tmp_path, cronjob, namespace)
+    listed = up.kubectl("get", "cronjobs", *ns).splitlines()
+    assert listed[0].split() == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"]
+    assert listed[1].split()[:8] == ["report", "0", "3", "1", "1", "*", "Europe/Berlin", "False"]
+    up.kubectl("create", "job", "by-hand", "--from=cronjob/report", *ns)
+    up.kubectl("wait", "--for=condition=complete", "job/by-hand", "--timeout=120s", *ns)
+    job = json.loads(up.kubectl("get", "job", "by-hand", "-o", "json", *ns))
+    assert job["metadata"]["annotations"][names.ANNOTATION_CRONJOB_INSTANTIATE] == "manual"
+    assert job["metadata"]["labels"]["team"] == "ml"
+    (owner,) = job["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("CronJob", "report", True)
+
+    def recorded() -> dict[str, Any] | None:
+        status: dict[str, Any] = json.loads(up.kubectl("get", "cronjob", "report", "-o", "json", *ns))["status"]
+        return status if status.get("lastSuccessfulTime") == job["status"]["completionTime"] else None
+
+    status = wait_for(recorded, timeout_s=TIMEOUT_S, what="the CronJob to record the Job's success")
+    assert "lastScheduleTime" not in status and not status.get("active"), "a Job by hand is no scheduled run"
+    # Deleting the CronJob takes its Jobs with it (the garbage collector), as in a cluster.
+    up.kubectl("delete", "cronjob", "report", *ns)
+    wait_for(
+        lambda: up.kubectl("get", "jobs,pods", "-o", "name", *ns).strip() == "",
+        timeout_s=TIMEOUT_S,
+        what="the CronJob's Job and its pod to be deleted with it",
+    )
