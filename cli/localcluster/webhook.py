@@ -16,7 +16,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -28,6 +27,7 @@ from kube.client import Client
 from kube.errors import AlreadyExists
 from kube.patch import create_or_replace
 from kube.pki import CA, dns_names
+from kube.process import free_loopback_port
 from kube.resources import ENDPOINTS, NAMESPACES, SERVICES, VALIDATING_WEBHOOK_CONFIGURATIONS
 
 __all__ = ["MANIFEST", "SERVICE", "WebhookSetup", "documents", "objects", "prepare", "register"]
@@ -55,13 +55,6 @@ class WebhookSetup:
         ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 def prepare(directory: Path) -> WebhookSetup:
     """The certificates in `directory` (made on first use, then kept) and a free loopback port."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -73,7 +66,7 @@ def prepare(directory: Path) -> WebhookSetup:
         issued = ca.issue(SERVICE, server=True, dns=[host, "localhost"], ips=["127.0.0.1"], validity=_VALIDITY)
         issued.write(directory / "tls")
         ca_file.write_bytes(ca.pem)
-    return WebhookSetup(ca_file.read_bytes(), cert_file, key_file, _free_port())
+    return WebhookSetup(ca_file.read_bytes(), cert_file, key_file, free_loopback_port())
 
 
 def documents() -> dict[str, dict[str, Any]]:

@@ -7,22 +7,26 @@ with kubectl as a user drives them.
 
 from __future__ import annotations
 
-import base64
 import json
+import os
+import shutil
+import signal
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import helm_python as helm
+import psutil
 import pytest
 import yaml
 
 from apis.extension import names
-from cli.localcluster.monitoring import NOT_SCRAPED, job_of, prometheus_config
-from tests.e2e.conftest import unique
+from cli.localcluster.monitoring import NOT_SCRAPED, job_of
+from tests.e2e.conftest import module_up, unique
 from tests.e2e.harness import Cluster, Up
-from tests.support.prometheus import Prometheus
+from tests.support.prometheus import PrometheusAPI, binary
 from tests.support.waiting import wait_for
 from tests.unit.deploy import chart
 
@@ -61,21 +65,24 @@ def apply(up: Up, directory: Path, manifest: dict[str, Any], namespace: str) -> 
 
 
 @pytest.fixture(scope="module")
-def prometheus(up: Up, workdir: Path) -> Iterator[Prometheus]:
-    """Debian's Prometheus scraping every component `tessera up` runs, with deploy/monitoring's rules."""
-    directory = workdir / "prometheus"
-    directory.mkdir()
-    kubeconfig = yaml.safe_load(up.kubeconfig.read_text())
-    ca = directory / "ca.crt"
-    ca.write_bytes(base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]))
-    token = directory / "token"
-    token.write_text(kubeconfig["users"][0]["user"]["token"])
-    config = prometheus_config(up.state(), ca_file=ca, token_file=token, interval_s=2)
-    with Prometheus.started(directory, config) as prom:
-        yield prom
+def up(workdir: Path) -> Iterator[Up]:
+    """The module's `tessera up`, with `--prometheus` where Prometheus is installed (the tests that
+    ask it skip, or under CI=true fail, where it is not); its Prometheus stops with it."""
+    flags = ("--prometheus",) if shutil.which("prometheus") else ()
+    with module_up(workdir, *flags) as running:
+        yield running
+        pid = running.state().components["prometheus"].pid if flags else None
+    assert pid is None or not psutil.pid_exists(pid), "Prometheus outlived tessera up"
 
 
-def test_prometheus_scrapes_every_component_with_no_target_down(up: Up, prometheus: Prometheus) -> None:
+@pytest.fixture(scope="module")
+def prometheus(up: Up) -> PrometheusAPI:
+    """The Prometheus `tessera up --prometheus` runs: every component, deploy/monitoring's rules."""
+    binary("prometheus")
+    return PrometheusAPI(up.state().components["prometheus"].url)
+
+
+def test_prometheus_scrapes_every_component_with_no_target_down(up: Up, prometheus: PrometheusAPI) -> None:
     expected = {(job_of(name), name) for name in up.state().components if name not in NOT_SCRAPED}
     assert {"tessera-apiserver", "tessera-scheduler", "tessera-agent", "tessera-controller"} <= {j for j, _ in expected}
 
@@ -98,7 +105,7 @@ def test_prometheus_scrapes_every_component_with_no_target_down(up: Up, promethe
     assert {n for n in up.state().nodes() if n.startswith("sim-")} <= agents
 
 
-def test_the_rules_load_and_the_recording_rules_compute(prometheus: Prometheus) -> None:
+def test_the_rules_load_and_the_recording_rules_compute(prometheus: PrometheusAPI) -> None:
     groups = prometheus.api("rules")["groups"]
     alerts = {r["name"] for g in groups for r in g["rules"] if r["type"] == "alerting"}
     assert {"TesseraGPUUnhealthy", "TesseraAgentNotReporting", "TesseraWebhookFailingClosed"} <= alerts
@@ -108,6 +115,23 @@ def test_the_rules_load_and_the_recording_rules_compute(prometheus: Prometheus) 
     )
     assert all(float(c["value"][1]) == 8 for c in counts if c["metric"]["node"].startswith("sim-"))
     assert prometheus.query('ALERTS{alertname="TesseraAgentNotReporting"}') == []
+
+
+def test_prometheus_follows_a_component_restarted_on_a_new_port(up: Up, prometheus: PrometheusAPI) -> None:
+    # A component that restarts picks a new port; tessera up rewrites the targets file Prometheus
+    # watches, so the new process is scraped without a restart of Prometheus.
+    before = up.state().components["descheduler"]
+    assert before.pid is not None
+    os.kill(before.pid, signal.SIGKILL)
+    up.wait_restarted("descheduler", before.pid)
+    address = urlsplit(up.state().components["descheduler"].url).netloc
+
+    def scraped_there() -> list[dict[str, Any]] | None:
+        found = [t for t in prometheus.targets() if t["labels"]["job"] == "tessera-descheduler"]
+        ok = [t["labels"]["instance"] for t in found if t["health"] == "up"] == [address]
+        return found if ok and len(found) == 1 else None
+
+    wait_for(scraped_there, timeout_s=TIMEOUT_S, what=f"Prometheus to scrape the restarted descheduler at {address}")
 
 
 #: What `tessera up` applies as its own (cli/localcluster/ownnames.py), by the label it gives them.
