@@ -77,7 +77,7 @@ IDENTITIES: Mapping[str, Identity] = {
     "scheduler": Identity("tessera-scheduler"),
     "agent": Identity("tessera-agent"),
     "kube-controller-manager": Identity("tessera-kube-controller-manager", deployed=False),
-    "dashboard": Identity("tessera-dashboard", deployed=False),
+    "dashboard": Identity("tessera-dashboard"),
 }
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -112,8 +112,6 @@ _WRITE = ["get", "list", "watch", "create", "patch", "delete"]
 #: - the workload controllers (kubecontrollers/, kube-controller-manager's stand-in: in a
 #:   cluster kube-controller-manager runs them under its own bootstrap roles) manage the
 #:   workload kinds and their pods, and the garbage collector deletes or orphans dependents;
-#: - the dashboard reads (dashboard/sources.py: informers on Devices, pods, PodGroups,
-#:   ElasticQuotas, Reservations and PodMigrationJobs), nothing more.
 LOCAL_ROLES: list[dict[str, Any]] = [
     *_local_role(
         "simulated-kubelet",
@@ -162,19 +160,6 @@ LOCAL_ROLES: list[dict[str, Any]] = [
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": [""], "resources": ["nodes/status", "pods/status"], "verbs": ["patch"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
-        ],
-    ),
-    *_local_role(
-        "dashboard",
-        "tessera-dashboard",
-        [
-            {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": _READ},
-            {
-                "apiGroups": ["scheduling.koordinator.sh"],
-                "resources": ["devices", "reservations", "podmigrationjobs"],
-                "verbs": _READ,
-            },
-            {"apiGroups": ["scheduling.sigs.k8s.io"], "resources": ["podgroups", "elasticquotas"], "verbs": _READ},
         ],
     ),
 ]
@@ -226,9 +211,10 @@ def component_kubeconfigs(directory: Path, admin_kubeconfig: Path, tokens: Mappi
 
 
 def rbac_manifests(deploy: Path = DEPLOY) -> list[dict[str, Any]]:
-    """The namespace and every object of `deploy/*-rbac.yaml`, in file order."""
+    """The namespace and every object of `deploy/*-rbac.yaml` and `deploy/dashboard/*-rbac.yaml`
+    (the optional dashboard's), in file order."""
     docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
-    for path in sorted(deploy.glob("*-rbac.yaml")):
+    for path in [*sorted(deploy.glob("*-rbac.yaml")), *sorted(deploy.glob("dashboard/*-rbac.yaml"))]:
         docs += [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
     return docs
 
