@@ -44,8 +44,10 @@ _DESCRIPTORS: Final[Mapping[str, str]] = {
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
 }
-_MONTHS: Final = {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
-_WEEKDAYS: Final = {d: i for i, d in enumerate("sun mon tue wed thu fri sat".split())}
+_MONTHS: Final = {
+    m: i + 1 for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"])
+}
+_WEEKDAYS: Final = {d: i for i, d in enumerate(["sun", "mon", "tue", "wed", "thu", "fri", "sat"])}
 #: (minimum, maximum, names) of minute, hour, day of month, month, day of week.
 _BOUNDS: Final[tuple[tuple[int, int, Mapping[str, int]], ...]] = (
     (0, 59, {}),
