@@ -158,29 +158,29 @@ def test_helm_installs_upgrades_and_uninstalls_the_chart_beside_tessera_ups_own_
     ours = tessera_ups_own(up)
     assert "ClusterRole//tessera-up:tessera-scheduler" in ours, ours
     assert "ValidatingWebhookConfiguration//tessera-up-tessera-controller" in ours
-    rendered = chart.objects()
+    rendered = {chart.identity(o) for o in chart.objects()}
+    kinds = ",".join(sorted({kind for _, kind, _, _ in rendered}))
 
-    def installed() -> list[str]:
-        found = []
-        for obj in rendered:
-            _, kind, namespace, name = chart.identity(obj)
-            where = ("-n", namespace) if namespace else ()
-            out = up.kubectl("get", kind, name, *where, "-o", "json", "--ignore-not-found").strip()
-            if out and json.loads(out)["metadata"]["annotations"].get("meta.helm.sh/release-name") == chart.RELEASE:
-                found.append(f"{kind}/{name}")
-        return found
+    def installed() -> set[tuple[str, str, str, str]]:
+        """The chart's objects that the release owns now."""
+        listing = json.loads(up.kubectl("get", kinds, "-A", "-o", "json"))["items"]
+        return {
+            chart.identity(o)
+            for o in listing
+            if (o["metadata"].get("annotations") or {}).get("meta.helm.sh/release-name") == chart.RELEASE
+        } & rendered
 
     with helm.Config(namespace=NAMESPACE, kubeconfig_path=str(up.kubeconfig)) as cfg:
         release = cfg.install(str(chart.CHART), chart.RELEASE, {}, timeout=60)
         assert (release["revision"], release["status"]) == (1, "deployed")
-        assert len(installed()) == len(rendered)
+        assert installed() == rendered
         assert tessera_ups_own(up) == ours, "installing the chart changed tessera up's own objects"
         upgraded = cfg.upgrade(str(chart.CHART), chart.RELEASE, {"scheduler": {"replicas": 1}}, timeout=60)
         assert (upgraded["revision"], upgraded["status"]) == (2, "deployed")
         assert [(r["name"], r["status"]) for r in cfg.list()] == [(chart.RELEASE, "deployed")]
         assert tessera_ups_own(up) == ours, "upgrading the release changed tessera up's own objects"
         cfg.uninstall(chart.RELEASE)
-    assert installed() == []
+    assert installed() == set()
     assert tessera_ups_own(up) == ours, "uninstalling the release deleted or changed tessera up's own objects"
     # The components keep deploy/'s rights (the module's teardown also finds no 403 in any log).
     scheduler = up.data_dir / "kubeconfigs" / "tessera-scheduler.kubeconfig"
