@@ -108,10 +108,16 @@ class LocalCluster:
             with self._through_apiserver(f"installing the CRDs of {DEFAULT_CRDS}"):
                 install_crds(client, DEFAULT_CRDS, timeout=self.settings.start_timeout)
             with self._through_apiserver(f"applying the RBAC of {identities.DEPLOY}/*-rbac.yaml"):
-                identities.apply_rbac(client)
+                applied = identities.apply_rbac(client)
                 deploy_names = [*identities.rbac_manifests(), *webhook.documents().values()]
-                for retired in ownnames.retire_deploy_names(client, deploy_names):
-                    self._on_notice(f"removed {retired}: an earlier tessera up applied it under deploy/'s name")
+                retired = ownnames.retire_deploy_names(client, deploy_names) + ownnames.prune(client, applied)
+                if retired:
+                    named = ", ".join(retired[:3]) + (", …" if len(retired) > 3 else "")
+                    self._on_notice(
+                        f"removed {len(retired)} object{'s' if len(retired) > 1 else ''} an earlier tessera up "
+                        "applied and this one applies under "
+                        f"names of its own, or not at all ({named}; {self.data_dir / 'up.log'} lists them)"
+                    )
             with self._through_apiserver("removing the nodes an earlier run had"):
                 self._retire_earlier_nodes(client)
         hooks = webhook.prepare(self.data_dir / "controller" / "webhook")

@@ -251,7 +251,9 @@ def apply_manifests(client: Client, docs: Iterable[Mapping[str, Any]]) -> None:
             create_or_replace(api, doc, namespace=namespace)
 
 
-def apply_rbac(client: Client, deploy: Path = DEPLOY) -> None:
+def apply_rbac(client: Client, deploy: Path = DEPLOY) -> list[dict[str, Any]]:
     """deploy/'s RBAC, under `tessera up`'s own names (ownnames.py: the Helm chart installs beside
-    it), plus `tessera up`'s own grants (`LOCAL_ROLES`)."""
-    apply_manifests(client, [*ownnames.own(rbac_manifests(deploy)), *LOCAL_ROLES])
+    it), plus `tessera up`'s own grants (`LOCAL_ROLES`); what it applied."""
+    docs = [*ownnames.own(rbac_manifests(deploy)), *LOCAL_ROLES]
+    apply_manifests(client, docs)
+    return docs

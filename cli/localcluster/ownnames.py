@@ -18,6 +18,8 @@ Runs before this one applied deploy's names themselves; `retire_deploy_names` re
 left in a kept data directory (else `helm install` would still refuse, and the old webhook
 configuration would point at a port nothing serves), and only that: an object a person or a
 tool applied carries Helm's or kubectl's mark, or another manager's label, and is left alone.
+`prune` removes RBAC objects with tessera up's label that it applies no more (a role an earlier
+version had), so no component keeps a right deploy/ no longer gives it.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from kube.resources import (
     VALIDATING_WEBHOOK_CONFIGURATIONS,
 )
 
-__all__ = ["MANAGER", "own", "own_name", "own_object", "retire_deploy_names"]
+__all__ = ["MANAGER", "own", "own_name", "own_object", "prune", "retire_deploy_names"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,27 @@ def own(docs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
             ref["name"] = own_name(str(ref["kind"]), str(ref["name"]))
         out.append(owned)
     return out
+
+
+def prune(client: Client, applied: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Delete the RBAC objects labelled as tessera up's that are not among `applied` (all of what
+    it applies now); `Kind namespace/name` of each deleted."""
+    kept = {(str(d.get("kind")), str((d.get("metadata") or {}).get("name"))) for d in applied}
+    pruned = []
+    for kind in sorted(_RBAC_KINDS):
+        api = client.resource(_RESOURCES[kind])
+        for obj in api.list_all(label_selector=f"{LABEL_MANAGED_BY}={MANAGER}").items:
+            meta = obj.get("metadata") or {}
+            if (kind, meta.get("name")) in kept:
+                continue
+            namespace = str(meta.get("namespace") or "")
+            try:
+                api.delete(str(meta["name"]), namespace=namespace, uid=str(meta.get("uid") or ""))
+            except errors.NotFound:
+                continue
+            log.info("Removed what tessera up applies no more", extra={"kind": kind, "object": meta["name"]})
+            pruned.append(f"{kind} {namespace + '/' if namespace else ''}{meta['name']}")
+    return pruned
 
 
 def _left_by_an_earlier_up(obj: Mapping[str, Any]) -> bool:

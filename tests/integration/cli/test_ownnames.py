@@ -102,3 +102,23 @@ def test_what_an_earlier_tessera_up_applied_under_deploys_names_goes_and_nothing
         )
         assert kind is None or exists(client, kind, doc["metadata"]["name"], namespace)
     assert ownnames.retire_deploy_names(client, [*rbac, *hooks.values()]) == [], "not idempotent"
+
+
+def test_prune_removes_tessera_ups_own_rbac_it_applies_no_more(client: Client) -> None:
+    applied = identities.apply_rbac(client)
+    stale = {  # a role an earlier tessera up had (its dashboard's, before deploy/dashboard/)
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "tessera-up:dashboard", "labels": {"app.kubernetes.io/managed-by": "tessera-up"}},
+        "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}],
+    }
+    theirs = {**stale, "metadata": {"name": "tessera-up:someone-elses"}}  # no label: not tessera up's
+    identities.apply_manifests(client, [stale, theirs])
+
+    assert ownnames.prune(client, applied) == ["ClusterRole tessera-up:dashboard"]
+    assert not exists(client, CLUSTER_ROLES, "tessera-up:dashboard")
+    assert exists(client, CLUSTER_ROLES, "tessera-up:someone-elses")
+    assert all(exists(client, CLUSTER_ROLES, d["metadata"]["name"]) for d in applied if d["kind"] == "ClusterRole"), (
+        "pruned what it applies"
+    )
+    assert ownnames.prune(client, applied) == []
