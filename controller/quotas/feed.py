@@ -10,10 +10,8 @@ own, so a key is queued only once the manager has seen the change that queued it
 from __future__ import annotations
 
 from apis.crds.elasticquota import ElasticQuota
-from apis.k8s import resources
 from apis.k8s.core import Node, Pod
-from apis.quota import QuotaManager
-from apis.quota.charge import quota_capacity
+from apis.quota import QuotaManager, capacity_of
 from controller.quotas.status import STATUS_ANNOTATIONS
 from controller.runtime import Malformed
 from kube.informer import Informer
@@ -41,7 +39,7 @@ def feed(
         manager.remove_quota(quota.meta.name if isinstance(quota, ElasticQuota) else quota.name)
 
     def total(_node: Node) -> None:
-        manager.set_cluster_total(resources.sum_of(quota_capacity(n.allocatable) for n in nodes.store.list()))
+        manager.set_capacity(capacity_of(n.allocatable for n in nodes.store.list()))
 
     def node_updated(old: Node, new: Node) -> None:
         if old is new or old.allocatable != new.allocatable:

@@ -31,7 +31,6 @@ from apis.k8s import resources
 from apis.k8s.core import Node, Pod
 from apis.k8s.meta import now_rfc3339
 from apis.quota import QuotaManager
-from apis.quota.charge import quota_request
 from controller.quotas import reclaim
 from controller.quotas.feed import feed
 from controller.quotas.metrics import QuotaMetrics
@@ -129,7 +128,8 @@ class QuotaReconciler:
             self._malformed(key, quota)
         name = quota.meta.name
         problems = self._manager.problems().get(name, [])
-        figures = QuotaFigures.of(self._manager, name, quota.min, self._manager.descendants(name))
+        spec = self._manager.spec(name)
+        figures = QuotaFigures.of(self._manager, name, spec.min if spec is not None else {})
         if not self._written.behind(key, quota.meta.resource_version):  # else our write's event queues it
             self._write_status(key, quota, figures, problems)
         self._announce(key, quota, problems)
@@ -140,8 +140,8 @@ class QuotaReconciler:
                 "runtime": figures.runtime,
                 "used": figures.used,
                 "request": figures.request,
-                "min": quota.min,
-                "max": quota.max,
+                "min": spec.min if spec is not None else quota.min,
+                "max": spec.max if spec is not None else quota.max,
             },
         )
         # Parents hold no pods: their children reclaim. (The spec's label, not a copy of every spec.)
@@ -252,7 +252,7 @@ class QuotaReconciler:
         for pod in self._pods.list():
             if not pod.node_name or pod.is_terminal or self._manager.quota_of(pod) != name:
                 continue
-            request = quota_request(pod.requests())
+            request = self._manager.charge(pod)
             if pod.is_deleting or evicted.get(pod.key, ("", ""))[0] == pod.uid:
                 leaving = resources.add(leaving, request)
                 continue

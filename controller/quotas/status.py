@@ -71,18 +71,17 @@ class QuotaFigures:
     non_preemptible_used: dict[str, int]
 
     @classmethod
-    def of(cls, manager: QuotaManager, name: str, low: Mapping[str, int], subtree: Iterable[str] = ()) -> QuotaFigures:
-        """`low`: the quota's min; `subtree`: its descendants (`QuotaManager.descendants`), whose
-        use counts in its own."""
-        members = [name, *subtree]
-        used = resources.sum_of(manager.used(q) for q in members)
+    def of(cls, manager: QuotaManager, name: str, low: Mapping[str, int]) -> QuotaFigures:
+        """`low`: the quota's min (in the names quotas count, `QuotaSpec.min`). The use of the
+        quotas below it counts in its own."""
+        used = manager.subtree_used(name)
         return cls(
             used=used,
             runtime=manager.runtime(name),
             request=manager.request(name),
             allocated=used,
             guaranteed=resources.max_of(low, used),
-            non_preemptible_used=resources.sum_of(manager.non_preemptible_used(q) for q in members),
+            non_preemptible_used=manager.subtree_non_preemptible_used(name),
         )
 
     def annotations(self) -> dict[str, str]:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from apis.k8s import resources
-from apis.quota import QuotaManager
-from apis.quota.charge import quota_capacity
+from apis.quota import QuotaManager, capacity_of
 from cli.bench.soak.invariants.base import Bounds, Invariant, Violation
 from cli.bench.soak.state import ClusterState
 
@@ -37,10 +35,7 @@ def manager_of(state: ClusterState) -> QuotaManager:
     """A QuotaManager fed the state's quotas, nodes (the cluster's total) and pods."""
     manager = QuotaManager()
     manager.set_quotas(state.quotas)
-    total: dict[str, int] = {}
-    for node in state.nodes:
-        total = resources.add(total, quota_capacity(node.allocatable))
-    manager.set_cluster_total(total)
+    manager.set_capacity(capacity_of(node.allocatable for node in state.nodes))
     for pod in state.pods:
         manager.update_pod(pod)
     return manager

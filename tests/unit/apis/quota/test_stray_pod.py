@@ -31,7 +31,6 @@ def demo_tree() -> QuotaManager:
     return m
 
 
-@pytest.mark.xfail(reason="issue 31: koordinator.sh/gpu is charged as whole GPUs", strict=False)
 @pytest.mark.parametrize(
     "asks",
     [
