@@ -110,6 +110,7 @@ class QuotaManager:
         self._changed: set[str] = set()
         #: gang name (`namespace/name`) -> idents of its pods, for the gang-wide check
         self._gang_pods: dict[str, set[str]] = {}
+        self._limited: frozenset[str] = frozenset()
         self._stale = False
 
     @contextlib.contextmanager
@@ -185,6 +186,7 @@ class QuotaManager:
                 log.warning("Invalid quota", extra={"quota": name, "problems": found})
         self._changed.update(self._specs, specs)
         self._specs, self._bad = specs, bad
+        self._limited = frozenset(r for spec in specs.values() for r in spec.max)
         self._listed = namespace_index(specs)
         # Pods may resolve to other quotas now: account every one again on a fresh tree.
         self._tree = QuotaTree(specs.values(), total=self._tree.total)
@@ -407,6 +409,11 @@ class QuotaManager:
         otherwise recompute only the stale partitions on their own path)."""
         with self._current():
             self._tree.refresh(everything=True)
+
+    def limited_resources(self) -> frozenset[str]:
+        """The resources some quota limits (has in its max)."""
+        with self._current():
+            return self._limited
 
     def spec(self, name: str) -> QuotaSpec | None:
         """The quota as the algorithm sees it (None: no such quota, or it does not parse)."""

@@ -11,6 +11,8 @@ in percent of a GPU, memory in bytes, cpu in millicores), so the unit is the `re
 | `tessera_controller_quota_min` | gauge | quota, namespace, resource |
 | `tessera_controller_quota_max` | gauge | quota, namespace, resource |
 | `tessera_controller_quota_reclaim_evictions_total` | counter | quota, namespace |
+| `tessera_controller_quota_reclaim_paused` | gauge | (1 while reclaim's circuit breaker holds evictions back) |
+| `tessera_controller_quota_reclaim_pauses_total` | counter | reason: `RootTotalCollapsed`, `MassOveruse`, `Restored` |
 | `tessera_controller_quota_writes_total` | counter | part: `status`, `annotations` |
 """
 
@@ -42,6 +44,17 @@ class QuotaMetrics:
             "tessera_controller_quota_reclaim_evictions_total",
             "Pods evicted because their quota used more than its runtime past the grace period.",
             ("quota", "namespace"),
+            registry=registry,
+        )
+        self.paused = Gauge(
+            "tessera_controller_quota_reclaim_paused",
+            "1 while quota reclaim's circuit breaker holds evictions back, else 0.",
+            registry=registry,
+        )
+        self.pauses = Counter(
+            "tessera_controller_quota_reclaim_pauses_total",
+            "Times quota reclaim's circuit breaker opened, by its reason.",
+            ["reason"],
             registry=registry,
         )
         writes = Counter(

@@ -284,3 +284,27 @@ def test_no_reclaim_when_disabled(clock: FakeClock) -> None:
     borrowing(h)
     assert h.reconcile("team-b/team-b") == Result()
     assert not h.api.evictions
+
+
+def test_a_pod_event_queues_only_the_quotas_whose_figures_it_moved(clock: FakeClock) -> None:
+    h = Harness(clock)
+    h.manager.set_cluster_total({GPU: 1600})
+    h.put_quota(quota_cr("org", labels={names.LABEL_QUOTA_IS_PARENT: "true"}, min={GPU: 800}, max={GPU: 800}))
+    for team in ("team-a", "team-b"):
+        labels = {names.LABEL_QUOTA_PARENT: "org"}
+        h.put_quota(quota_cr(team, labels=labels, min={GPU: 400}, max={GPU: 800}, namespace=team))
+    h.put_quota(quota_cr("solo", min={GPU: 100}, max={GPU: 800}, namespace="solo"))
+    assert len(h.reconciler.observe()) == 4  # new quotas: every one
+    assert h.reconciler.observe() == []
+    h.put_pod(gpu_pod("a1", "team-a"))
+    assert sorted(h.reconciler.observe()) == ["default/org", "team-a/team-a"]  # its used and request, and org's
+    # team-b asks for more than org has idle: team-a keeps what it asks (within its min), solo
+    # is elsewhere: neither moves.
+    for i in range(9):
+        h.put_pod(gpu_pod(f"b{i}", "team-b", node=""))
+    assert sorted(h.reconciler.observe()) == ["default/org", "team-b/team-b"]
+    assert h.manager.runtime("team-b") == {GPU: 700}
+    # team-a asks for more than its min: the two share org by weight, both runtimes move.
+    for i in range(2, 8):
+        h.put_pod(gpu_pod(f"a{i}", "team-a", node=""))
+    assert sorted(h.reconciler.observe()) == ["default/org", "team-a/team-a", "team-b/team-b"]
