@@ -158,12 +158,14 @@ def gpu_memory_of(allocatable: Mapping[str, int]) -> int:
 
 
 def _node_counted(allocatable: Mapping[str, int]) -> dict[str, int]:
-    """A node's allocatable counted: the percent names it advertises win over a device plugin's
-    whole-GPU count of the same GPUs (a node may carry both for the same devices)."""
-    whole = {n: v for n, v in allocatable.items() if n in names.WHOLE_GPU_RESOURCES}
-    out = counted({n: v for n, v in allocatable.items() if n not in whole})
-    for name, amount in counted(whole).items():
-        out.setdefault(name, amount)
+    """A node's allocatable counted. A node advertises the same GPUs in several spellings at once
+    (`gpu-core: 800`, `koordinator.sh/gpu: 800` as koord-manager and our controller publish
+    them, `nvidia.com/gpu: 8` from the device plugin): each spelling is all of them, so a counted
+    name takes the largest, never the sum."""
+    out: dict[str, int] = {}
+    for name, amount in allocatable.items():
+        for into, value in counted({name: amount}).items():
+            out[into] = max(out.get(into, 0), value)
     return out
 
 

@@ -64,17 +64,23 @@ class QuotaSpec:
     namespaces: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, quota: ElasticQuota) -> QuotaSpec:
-        """Raises AnnotationError for a bad `shared-weight` or `namespaces` annotation."""
+    def of(cls, quota: ElasticQuota, *, counted: bool = True) -> QuotaSpec:
+        """Raises AnnotationError for a bad `shared-weight` or `namespaces` annotation.
+
+        `counted=False` keeps min, max and shared-weight in the names as written: the admission
+        webhook checks Koordinator's rules as Koordinator does, per name written, so that it
+        refuses only what Koordinator refuses (the manager checks the same rules on the counted
+        names and reports what breaks them there, `Valid=False`)."""
         info = quota_labels.tree_info(quota)
+        count = quotacount.counted if counted else dict
         return cls(
             name=quota.meta.name,
             namespace=quota.meta.namespace,
             parent=info.parent if quota.meta.name != ROOT_QUOTA_NAME else "",
             is_parent=info.is_parent,
-            min=quotacount.counted(quota.min),
-            max=quotacount.counted(quota.max),
-            shared_weight={**quotacount.counted(quota.max), **quotacount.counted(info.shared_weight or {})},
+            min=count(quota.min),
+            max=count(quota.max),
+            shared_weight={**count(quota.max), **count(info.shared_weight or {})},
             allow_lent=info.allow_lent_resource,
             namespaces=_namespaces(quota),
         )

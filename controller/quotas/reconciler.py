@@ -210,6 +210,7 @@ class QuotaReconciler:
                 self._exposure.set(name, self._excess(name) if leaf else None)
             if self._synced():
                 figures = self._figures()
+                self._metrics.tree(figures.root, figures.excess)
                 if not self._stepped:
                     self._stepped = True
                     self._first_step(figures)
@@ -284,7 +285,7 @@ class QuotaReconciler:
             return allowed
 
     def _breaker_wait(self) -> float:
-        return max(_RETRY, min(self._settings.breaker.stable, 60.0))
+        return _RETRY
 
     def _look_again(self, key: str) -> Result:
         """While the breaker is open one quota's reconcile comes back to see whether it may close."""

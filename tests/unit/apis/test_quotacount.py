@@ -61,7 +61,8 @@ def test_memory_in_bytes_is_counted_as_the_ratio_it_takes() -> None:
 
 def test_capacity_counts_each_gpu_once_and_knows_the_smallest() -> None:
     eight = {CORE: 800, RATIO: 800}
-    big = {names.NVIDIA_GPU: 8, CORE: 800, RATIO: 800, MEMORY: 8 * 80 * GI, "cpu": 64_000}
+    # As our controller and koord-manager publish a node: the same 8 GPUs in three spellings.
+    big = {names.NVIDIA_GPU: 8, names.KOORD_GPU: 800, CORE: 800, RATIO: 800, MEMORY: 8 * 80 * GI, "cpu": 64_000}
     small = {names.NVIDIA_GPU: 8}  # a device plugin's node, without Koordinator's names
     capacity = quotacount.capacity_of([big, small, {"cpu": 1000}])
     assert capacity.total == {CORE: 1600, RATIO: 1600, MEMORY: 8 * 80 * GI, "cpu": 65_000}

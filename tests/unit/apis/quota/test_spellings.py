@@ -20,6 +20,7 @@ GI = 1 << 30
 #: One node of 8 GPUs of 80 GiB, as the controller advertises it (and the device plugin's count).
 NODE = {
     names.NVIDIA_GPU: 8,
+    names.KOORD_GPU: 800,
     names.GPU_CORE: 800,
     names.GPU_MEMORY_RATIO: 800,
     names.GPU_MEMORY: 8 * 80 * GI,
@@ -216,3 +217,19 @@ def test_runtimes_equal_a_from_scratch_computation_for_any_mix_of_spellings(
 
 def _namespace_place(pod: Pod) -> str:
     return next(p for p, (ns, labels) in _PLACES.items() if ns == pod.namespace)
+
+
+def test_the_tree_rules_compare_mins_in_the_names_quotas_count() -> None:
+    org = quota_cr("org", labels={names.LABEL_QUOTA_IS_PARENT: "true"}, min={names.NVIDIA_GPU: "4"})
+    child = {names.LABEL_QUOTA_PARENT: "org"}
+
+    def problems(*mins: dict[str, str]) -> dict[str, list[str]]:
+        m = QuotaManager()
+        m.set_quotas([org, *(quota_cr(f"t{i}", labels=child, min=low) for i, low in enumerate(mins))])
+        return m.problems()
+
+    # Four GPUs guaranteed below, however they are spelled: the parent's four hold them.
+    assert problems({names.GPU_CORE: "200", names.GPU_MEMORY_RATIO: "200"}, {names.KOORD_GPU: "200"}) == {}
+    core, ratio = problems({names.NVIDIA_GPU: "3"}, {names.KOORD_GPU: "200"})["org"]
+    assert core.startswith("quota org: children's min[koordinator.sh/gpu-core] sum to 500, more than its min")
+    assert ratio.startswith("quota org: children's min[koordinator.sh/gpu-memory-ratio] sum to 500")

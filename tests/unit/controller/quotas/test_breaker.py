@@ -115,8 +115,9 @@ def test_the_breaker_holds_back_a_mass_eviction_then_resumes_by_itself(clock: Fa
     # Something outside every quota takes the whole cluster at once (a bad charge, a bypass):
     # both teams' runtimes fall to 0 and all 8 pods are over it.
     stray = make_pod("stray", namespace="elsewhere", node="n2", extra={names.NVIDIA_GPU: 8})
+    h.queued.clear()
     h.put_pod(stray)
-    assert sorted(h.reconciler.observe()) == ["team-a/team-a", "team-b/team-b"]  # every quota: it opened
+    assert sorted(h.queued) == ["team-a/team-a", "team-b/team-b"]  # every quota: it opened
     assert h.manager.runtime("team-b") == {GPU: 0}
     for _ in range(3):
         for key in ("team-a/team-a", "team-b/team-b"):
@@ -151,7 +152,6 @@ def test_an_operator_resumes_reclaim_and_the_grace_period_starts_again(clock: Fa
     h = Harness(clock, QuotaSettings(reclaim_grace=60, eviction_burst=100))
     both_teams_busy(h)
     h.put_pod(make_pod("stray", namespace="elsewhere", node="n2", extra={names.NVIDIA_GPU: 6}))
-    h.reconciler.observe()
     clock.advance(600)
     assert h.reconcile("team-b/team-b").requeue_after is not None and not h.api.evictions
     # The operator decides the cluster really has 2 GPUs for the teams now.

@@ -47,9 +47,8 @@ def test_a_good_quota_is_allowed() -> None:
     [
         (
             eq("team-b", parent="org", min_gpu="3"),
-            # In the names quotas count (apis.extension.quotacount): one GPU is 100 of gpu-core.
-            "quota org: children's min[koordinator.sh/gpu-core] sum to 500, more than its "
-            "min[koordinator.sh/gpu-core] 400 (children: team-a, team-b)",
+            "quota org: children's min[nvidia.com/gpu] sum to 5, more than its min[nvidia.com/gpu] 4 "
+            "(children: team-a, team-b)",
         ),
         (eq("team-b", parent="nowhere"), "quota team-b: parent quota nowhere does not exist"),
         (eq("team-b", parent="team-a"), 'quota team-b: parent quota team-a is not a parent (is-parent is not "true")'),
