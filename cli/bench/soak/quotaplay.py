@@ -206,7 +206,7 @@ class QuotaPlay:
             place = self._rng.choice((LEND, BORROW))
         outside = place == NAMESPACE
         self._serial += 1
-        name = f"quota-{self._serial}"
+        name = f"spelled-{self._serial}"
         labels: dict[str, Any] = {**PART_OF, "soak.tessera.dev/shape": "quota-spelling"}
         if not outside:
             labels[MAY_WAIT] = "true"

@@ -119,7 +119,7 @@ def test_the_quota_family_builds_its_tree_asks_in_every_spelling_and_edits_withi
     assert play.created == 40 and play.edits == 40
     assert len(play.by_spelling) >= 6  # drawn from every spelling quotas accept
     pods = client.resource(resources.PODS)
-    outside = [p for p in pods.list_all(namespace=NAMESPACE).items if p["metadata"]["name"].startswith("quota-")]
+    outside = [p for p in pods.list_all(namespace=NAMESPACE).items if p["metadata"]["name"].startswith("spelled-")]
     assert outside and all(MAY_WAIT not in p["metadata"]["labels"] for p in outside)
     assert all(p["metadata"]["labels"][MAY_WAIT] == "true" for p in pods.list_all(namespace=LEND).items)
     now = quotas()
