@@ -60,11 +60,15 @@ _MAX_SOCKET_PATH: Final = 100
 _AGENT_FLAGS: Final = ("--simulate-kubelet", "--qos", "off")
 #: There is no kube-scheduler here: without a profile for `default-scheduler` (what the API
 #: server fills in when a pod names no scheduler), such pods would stay Pending with no Event.
+#: Koordinator's manuals name `koord-scheduler`: served too, so they run verbatim.
 _SCHEDULER_CONFIG: Final = f"""\
 # Written by `tessera up`: pods that name no scheduler get {KUBE_DEFAULT_SCHEDULER}, and there
-# is no kube-scheduler in this cluster, so this scheduler serves both names, alike.
+# is no kube-scheduler in this cluster; Koordinator's examples name {names.KOORD_SCHEDULER_NAME}.
+# This scheduler serves all three names, alike.
 profiles:
 """
+#: The schedulerNames `tessera up`'s scheduler serves, each with the same profile.
+SERVED_SCHEDULER_NAMES: Final = (names.SCHEDULER_NAME, names.KOORD_SCHEDULER_NAME, KUBE_DEFAULT_SCHEDULER)
 #: A borrowing quota gives back after 30 s here, not 120 s: the demo shows reclaim while one waits.
 QUOTA_RECLAIM_GRACE: Final = 30
 #: A whole-GPU pod pending this long gets a defragmentation plan here (a cluster's default is
@@ -73,12 +77,11 @@ DEFRAG_MIN_PENDING: Final = 10
 
 
 def _scheduler_config(plugins: Sequence[str]) -> str:
-    """Both profiles, each also enabling the opt-in `plugins` (ElasticQuota) when given."""
+    """The profiles of `SERVED_SCHEDULER_NAMES`, each also enabling the opt-in `plugins`
+    (ElasticQuota) when given."""
     enabled = ", ".join(f"{{name: {name}}}" for name in plugins)
     extra = f"\n    plugins:\n      multiPoint:\n        enabled: [{enabled}]" if plugins else ""
-    return _SCHEDULER_CONFIG + "".join(
-        f"  - schedulerName: {profile}{extra}\n" for profile in (names.SCHEDULER_NAME, KUBE_DEFAULT_SCHEDULER)
-    )
+    return _SCHEDULER_CONFIG + "".join(f"  - schedulerName: {profile}{extra}\n" for profile in SERVED_SCHEDULER_NAMES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +143,7 @@ def kube_controller_manager(data_dir: Path, kubeconfig: Path, *, args: Sequence[
 
 
 def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str, plugins: Sequence[str] = ()) -> Component:
-    """`tessera scheduler` with profiles for both `tessera-scheduler` and `default-scheduler`
+    """`tessera scheduler` with profiles for `tessera-scheduler`, `koord-scheduler` and `default-scheduler`
     (`DATA_DIR/scheduler/config.yaml`, rewritten on every start), each also enabling the opt-in
     `plugins` (`UpSettings.scheduler_plugins`: ElasticQuota)."""
     directory = data_dir / "scheduler"
