@@ -9,12 +9,13 @@ average a pod asking for a GPU or a share of one, in a spelling drawn from `SPEL
 GPUs, `koordinator.sh/gpu` percent, gpu-core with the memory as a ratio or in bytes, memory
 alone, `gpu.shared`, Koordinator's deprecated `kubernetes.io/*` names), goes to one of the two
 teams (labelled `MAY_WAIT`: its quota may hold it back) or outside every quota (the soak's
-namespace, at most `OUTSIDE_GPUS` of them at once: they must fit like any other pod). A team
-pod lives 15–60 s once bound, then is deleted; a pending one goes after twice that. Every
-`edit_interval_s` on average one team quota is edited: a new min (within the parent's) and a new
-max, written in another spelling. The borrower uses the lender's idle share; when the lender's
-pods come back, the controller reclaims after its grace period — which is what the quota
-invariant `quota-reclaim-without-overuse` judges.
+namespace, at most `OUTSIDE_GPUS` of them at once: they must fit like any other pod). The teams
+take turns (`PHASE_S` each): while it is `soak-borrow`'s turn its pods (living 60–120 s once
+bound) take the lender's idle share; then `soak-lend`'s pods (15–60 s) come back for their min,
+and the borrower, over its runtime past the controller's grace period, is reclaimed — which is
+what the quota invariant `quota-reclaim-without-overuse` judges. A pending team pod goes after
+twice its lifetime. Every `edit_interval_s` on average one team quota is edited: a new min
+(within the parent's) and a new max, written in another spelling.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from cli.launchers.scheduler import pod_manifest
 from kube import errors, resources
 from kube.client import Client
 
-__all__ = ["BORROW", "LEND", "OUTSIDE_GPUS", "PARENT", "SPELLINGS", "QuotaPlay"]
+__all__ = ["BORROW", "LEND", "OUTSIDE_GPUS", "PARENT", "PHASE_S", "SPELLINGS", "QuotaPlay"]
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,10 @@ LEND: Final = "soak-lend"
 BORROW: Final = "soak-borrow"
 #: GPUs' worth the pods outside every quota may hold at once.
 OUTSIDE_GPUS: Final = 1.0
+#: How long each team's turn lasts (seconds).
+PHASE_S: Final = 50.0
+#: How long a team's pods live once bound: the borrower's outlast the controller's grace period.
+_LIFETIMES: Final = {BORROW: (60.0, 120.0), LEND: (15.0, 60.0), "": (15.0, 60.0)}
 _BASE: Final = {names.CPU: "10m", names.MEMORY: "16Mi"}
 #: Every way a pod asks for GPUs, with the GPUs' worth it takes (memory in bytes: of an 80 GiB GPU).
 SPELLINGS: Final[tuple[tuple[dict[str, str], float], ...]] = (
@@ -109,7 +114,8 @@ class QuotaPlay:
         self.gpus = max(2, total_gpus // 6)
         self._pods: list[_Pod] = []
         self._serial = 0
-        self._next_edit = time.time() + edit_interval_s
+        self._began = time.time()
+        self._next_edit = self._began + edit_interval_s
         self._stop = threading.Event()
         self.created = 0
         self.created_outside = 0
@@ -201,9 +207,10 @@ class QuotaPlay:
     def _create(self) -> None:
         asks, gpus = self._rng.choice(SPELLINGS)
         outside_in_use = sum(p.gpus for p in self._pods if p.outside)
-        place = self._rng.choice((LEND, BORROW, NAMESPACE))
+        team = BORROW if int((time.time() - self._began) / PHASE_S) % 2 == 0 else LEND
+        place = self._rng.choice((team, team, NAMESPACE))
         if place == NAMESPACE and outside_in_use + gpus > OUTSIDE_GPUS:
-            place = self._rng.choice((LEND, BORROW))
+            place = team
         outside = place == NAMESPACE
         self._serial += 1
         name = f"spelled-{self._serial}"
@@ -214,7 +221,7 @@ class QuotaPlay:
         manifest["spec"]["tolerations"] = lost_node_tolerations(self._toleration_s)
         key = f"{place}/{name}"
         self._record.sending_create(key, may_wait=not outside)
-        pod = _Pod(key, gpus, outside, self._rng.uniform(15.0, 60.0), time.time())
+        pod = _Pod(key, gpus, outside, self._rng.uniform(*_LIFETIMES[place if not outside else ""]), time.time())
         self._pods.append(pod)
         try:
             created = self._pods_api.create(manifest, namespace=place)
