@@ -211,14 +211,21 @@ class QuotaReconciler:
             if self._synced():
                 figures = self._figures()
                 self._metrics.tree(figures.root, figures.excess)
-                if not self._stepped:
-                    self._stepped = True
-                    self._first_step(figures)
-                trip = self._breaker.step(figures)
-                if trip is not None:
-                    self._opened(trip)
+                # Without reclaim there is nothing to pause.
+                if self._settings.reclaim and self._opens(figures):
                     return self._quotas.keys()
             return [key for name in changed if (key := self._key_of(name)) is not None]
+
+    def _opens(self, figures: Figures) -> bool:
+        """Step the breaker; whether this step opened it (under `_step_lock`)."""
+        if not self._stepped:
+            self._stepped = True
+            self._first_step(figures)
+        trip = self._breaker.step(figures)
+        if trip is None:
+            return False
+        self._opened(trip)
+        return True
 
     def _excess(self, name: str) -> dict[str, int]:
         return reclaim.over(self._manager.used(name), self._manager.runtime(name))

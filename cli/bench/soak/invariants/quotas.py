@@ -1,15 +1,18 @@
-"""Quotas: what each quota's pods use stays within its max, its runtime too, and the status the
-controller writes (once it writes one) matches what its pods use.
+"""Quotas: what each quota's pods use stays within its max, its runtime too, the status the
+controller writes matches what its pods use, and reclaim evicts only from quotas over their
+runtime for its whole grace period.
 
 Everything is recomputed with `apis.quota.QuotaManager` — the code the scheduler and the controller
 share — from the API server's quotas, pods and nodes: used is the sum of the bound pods' quota
-requests (whole GPUs as gpu-core percent), runtime the tree's share of the nodes' allocatable.
-With the ElasticQuota plugin on, the scheduler admits a pod only when `used + request ≤ runtime
-≤ max`, so a bound set above max is a quota leak, whatever happened in between (a scheduler
-killed between Reserve and Bind, a restart that lost a charge).
+charges (every GPU spelling counted as `apis.extension.quotacount` says), runtime the tree's share
+of the nodes' allocatable. With the ElasticQuota plugin on, the scheduler admits a pod only when
+`used + request ≤ runtime ≤ max`, so a bound set above max is a quota leak, whatever happened in
+between (a scheduler killed between Reserve and Bind, a restart that lost a charge) — unless a
+quota edit lowered max below what its pods use, which reclaim must take back within its grace.
 
-`status.used` is checked only when a quota has one: Tessera's controller does not write it yet
-(docs/scheduling.md); the check is here for when it does, with the grace a controller needs.
+`status.used` is checked once a quota has one, with the grace a controller needs. Reclaim's
+evictions are read from their `ReclaimedByQuota` Events and judged against the record of which
+quotas every check saw over their from-scratch runtime (`ClusterState.overuse`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ __all__ = ["invariants", "manager_of", "over_runtime"]
 
 def invariants(bounds: Bounds) -> list[Invariant]:
     return [
-        Invariant("quota-used-over-max", used_over_max),
+        # A quota edit may lower max below what its pods use: reclaim takes it back after its
+        # grace period (runtime ≤ max), so only what lasts longer is a leak.
+        Invariant("quota-used-over-max", used_over_max, grace_s=bounds.reclaim_grace_s + bounds.pending_s),
         Invariant("quota-runtime-over-max", runtime_over_max),
         Invariant("quota-status-used", status_used, grace_s=bounds.pending_s),
         Invariant(
