@@ -382,20 +382,6 @@ class QuotaManager:
             self._changed = set()
             return changed
 
-    def descendants(self, name: str) -> list[str]:
-        """Every quota below `name` in the tree (children, their children, ...), by name. A
-        cycle (quotas that name each other as parent) ends the walk where it closes."""
-        with self._current():
-            found: list[str] = []
-            todo = list(self._tree.children.get(name, ()))
-            while todo:
-                child = todo.pop()
-                if child == name or child in found:
-                    continue
-                found.append(child)
-                todo.extend(self._tree.children.get(child, ()))
-            return sorted(found)
-
     def runtime(self, name: str) -> dict[str, int]:
         with self._current():
             return self._tree.runtime(name)

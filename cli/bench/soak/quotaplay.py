@@ -165,6 +165,10 @@ class QuotaPlay:
             }
             self._quotas_api.patch(team, patch, namespace=team)
             self.edits += 1
+            log.info(
+                "Quota edited",
+                extra={"quota": team, "min_gpus": low, "max": ",".join(f"{k}={v}" for k, v in spelled.items())},
+            )
         except (errors.APIError, ValueError) as e:  # killed API server, or a refusal: try again later
             log.info("Quota edit failed", extra={"quota": team, "error": str(e)})
 

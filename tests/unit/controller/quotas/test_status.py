@@ -48,7 +48,7 @@ def test_figures_of_a_borrowing_leaf_and_its_parent() -> None:
     assert leaf.request == {GPU: 800} and leaf.runtime == {GPU: 800}  # team-b idle: a borrows it all
     assert leaf.guaranteed == {GPU: 700}  # max(min 400, allocated 700)
     assert leaf.non_preemptible_used == {GPU: 100}
-    assert m.descendants("parent") == ["team-a", "team-b"]
+    assert m.subtree_used("parent") == {GPU: 700}
     parent = QuotaFigures.of(m, "parent", {GPU: 800})  # its children's use counts in its own
     assert parent.used == {GPU: 700} and parent.guaranteed == {GPU: 800}
     assert parent.non_preemptible_used == {GPU: 100}
