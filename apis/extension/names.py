@@ -121,6 +121,10 @@ ANNOTATION_QUOTA_REQUEST: Final = f"{QUOTA_DOMAIN}/request"
 ANNOTATION_QUOTA_GUARANTEED: Final = f"{QUOTA_DOMAIN}/guaranteed"
 ANNOTATION_QUOTA_ALLOCATED: Final = f"{QUOTA_DOMAIN}/allocated"
 ANNOTATION_QUOTA_NON_PREEMPTIBLE_USED: Final = f"{QUOTA_DOMAIN}/non-preemptible-used"
+#: Tessera's own, on any ElasticQuota: an operator's word (an RFC 3339 time, `tessera quota
+#: --resume-reclaim` writes it) that quota reclaim, paused by its circuit breaker before that
+#: time, may evict again.
+ANNOTATION_QUOTA_RESUME_RECLAIM: Final = f"{TESSERA_DOMAIN}/resume-quota-reclaim"
 
 LABEL_SKIP_HOOKSERVER: Final = f"{RUNTIMEPROXY_DOMAIN}/skip-hookserver"
 
