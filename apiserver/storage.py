@@ -7,7 +7,10 @@ waits on disk and a burst of N writes costs one commit, not N. With `synchronous
 mode a committed transaction survives the process being killed (not a power cut), which is the
 failure the embedded server has to survive.
 
-The data directory is locked (`flock`) so two servers can never share one database.
+The data directory is locked (`flock`) so two servers can never share one database, and kept
+private as etcd keeps its own: the directory 0700, the database and its WAL 0600 (every Secret is
+in there). A directory or file found wider open is tightened at start with a warning (etcd only
+warns; a store inside a user's home is tightened rather than left readable).
 """
 
 from __future__ import annotations
@@ -37,6 +40,27 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
 )
 _MAX_BATCH = 1024
+_DIR_MODE = 0o700
+_FILE_MODE = 0o600
+
+
+def _side_files(db: Path) -> tuple[Path, ...]:
+    return (db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """Take group and other permissions away from `path` (if it exists), with a warning when
+    there were any: who could read the store until now should be told."""
+    try:
+        current = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        return
+    if current & ~mode:
+        log.warning(
+            "Tightening permissions of the API server's storage",
+            extra={"path": str(path), "was": f"{current:04o}", "now": f"{mode:04o}"},
+        )
+        os.chmod(path, mode)
 
 Done = Callable[[BaseException | None], None]
 
@@ -63,7 +87,8 @@ class Storage:
     """Load once, then `start()` the writer and `submit()` writes; `close()` drains and stops."""
 
     def __init__(self, data_dir: Path) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
+        data_dir.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        _tighten(data_dir, _DIR_MODE)
         self._lock_fd = os.open(data_dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -71,6 +96,9 @@ class Storage:
             os.close(self._lock_fd)
             raise ConfigError(f"data directory {data_dir} is in use by another API server") from None
         self.path = data_dir / "objects.db"
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, _FILE_MODE))  # SQLite's WAL and shm take its mode
+        for path in (self.path, *_side_files(self.path)):
+            _tighten(path, _FILE_MODE)
         self._queue: queue.SimpleQueue[tuple[Sequence[Write], Done] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         with contextlib.closing(self._connect()) as db:
@@ -78,6 +106,8 @@ class Storage:
             for stmt in _SCHEMA:
                 db.execute(stmt)
             db.commit()
+        for path in _side_files(self.path):
+            _tighten(path, _FILE_MODE)
 
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, isolation_level="DEFERRED", check_same_thread=True)
