@@ -26,11 +26,12 @@ from apis.errors import ConfigError
 from apiserver import pki, workloads
 from apiserver.admission import USER, Admission, WebhookConfigurationStrategy
 from apiserver.authz import bootstrap
+from apiserver.authz.escalation import EscalationGuard
 from apiserver.authz.gate import Gate
 from apiserver.authz.identity import TokenAuthenticator, User
 from apiserver.authz.policy import RegistryPolicy
 from apiserver.authz.rbac import AlwaysAllow, RBACAuthorizer
-from apiserver.authz.strategy import RBAC_STRATEGIES
+from apiserver.authz.strategy import rbac_strategies
 from apiserver.catalog import Catalog
 from apiserver.crds import CRDStrategy
 from apiserver.discovery import Discovery
@@ -116,18 +117,23 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _gate(settings: APIServerSettings, registry: Registry, handlers: Handlers) -> Gate:
-    """Authentication and RBAC with a token; without one, everyone is allowed everything."""
+def _gate(settings: APIServerSettings, registry: Registry, handlers: Handlers, guard: EscalationGuard) -> Gate:
+    """Authentication and RBAC (with escalation checks) with a token; without one, everyone is
+    allowed everything."""
     if settings.token is None:
         return Gate(None, AlwaysAllow(), handlers.handle, status_response, on_user=_admission_user)
     authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
     policy = RBACAuthorizer(RegistryPolicy(registry))
+    guard.bind(policy)
     return Gate(authenticator, policy, handlers.handle, status_response, on_user=_admission_user)
 
 
 def _admission_user(user: User) -> None:
     """This request's task only: admission webhooks see who asked (AdmissionReview userInfo)."""
-    USER.set({"username": user.name, "uid": user.uid, "groups": list(user.groups)})
+    info: dict[str, object] = {"username": user.name, "uid": user.uid, "groups": list(user.groups)}
+    if user.extra:
+        info["extra"] = {key: list(values) for key, values in user.extra}
+    USER.set(info)
 
 
 async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
@@ -143,13 +149,14 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         catalog = Catalog()
         hub = WatchHub(settings.watch_window, start_rv)
         admission = Admission(catalog)
+        guard = EscalationGuard()
         builtin: dict[str, Strategy] = {
             "pods": PodStrategy(),
             "namespaces": NamespaceStrategy(),
             CRDS: CRDStrategy(catalog),
             WEBHOOK_CONFIGURATIONS: WebhookConfigurationStrategy(admission),
             **workloads.STRATEGIES,
-            **RBAC_STRATEGIES,
+            **rbac_strategies(guard),
         }
         strategies = Strategies(catalog, builtin)
         failure: list[BaseException] = []
@@ -176,7 +183,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         ready = False
         handlers = Handlers(registry, catalog, Discovery(catalog, address), watch=settings.watch, ready=lambda: ready)
         app = web.Application(client_max_size=settings.max_body_bytes)
-        gate = _gate(settings, registry, handlers)
+        gate = _gate(settings, registry, handlers, guard)
         app.router.add_route("*", "/{tail:.*}", gate)
         runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await runner.setup()

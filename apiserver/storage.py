@@ -62,6 +62,7 @@ def _tighten(path: Path, mode: int) -> None:
         )
         os.chmod(path, mode)
 
+
 Done = Callable[[BaseException | None], None]
 
 

@@ -4,6 +4,9 @@ As in kube-apiserver, authorization comes before the request is routed, so a cal
 grant learns nothing about what exists (a 403, not a 404), and the message is kube's own:
 `pods is forbidden: User "system:serviceaccount:tessera-system:tessera-agent" cannot create
 resource "pods" in API group "" in the namespace "default"`. Health endpoints answer everyone.
+Between authentication and authorization, impersonation headers are applied or refused
+(`impersonation.py`), and the resulting user is the request's `REQUESTER` (what RBAC's
+escalation checks and admission webhooks see).
 A server without a token authenticates nobody and allows everything (kube's AlwaysAllow), but
 still answers reviews, so `kubectl auth can-i` says yes instead of failing.
 """
@@ -18,7 +21,9 @@ from aiohttp import web
 from apiserver import bodies
 from apiserver.authz import reviews
 from apiserver.authz.attributes import forbidden_message, from_request
+from apiserver.authz.escalation import REQUESTER
 from apiserver.authz.identity import UNAUTHENTICATED_ADMIN, TokenAuthenticator, User
+from apiserver.authz.impersonation import ImpersonationWithoutUser, impersonate
 from apiserver.authz.rbac import Authorizer
 from apiserver.catalog import AUTHORIZATION_GROUP
 from apiserver.errors import StatusError
@@ -61,6 +66,14 @@ class Gate:
             if found is None:
                 return self._respond(StatusError.unauthorized())
             user = found
+        try:
+            user = impersonate(user, request.headers.items(), self._authorizer)
+        except StatusError as e:
+            log.log(V(2), "Impersonation refused", extra={"user": user.name, "reason": e.message})
+            return self._respond(e)
+        except ImpersonationWithoutUser as e:  # kube's answer, word for word: a plain-text 500
+            return web.Response(status=500, text=f'Internal Server Error: "{request.path_qs}": {e}\n')
+        REQUESTER.set(user)
         attrs = from_request(user, request.method, request.path, request.query)
         if not self._authorizer.authorize(attrs):
             log.log(V(2), "Forbidden", extra={"user": user.name, "verb": attrs.verb, "path": request.path})

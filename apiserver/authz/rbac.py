@@ -7,6 +7,9 @@ ClusterRole's) rules in its own namespace only. A rule matches on verb, API grou
 `list`, `watch` and `deletecollection` never match a named rule), or on `nonResourceURLs`
 (exact, `*`, or a prefix ending in `*`) for other paths. Subjects are Users, Groups and
 ServiceAccounts (`system:serviceaccount:NS:NAME`). Aggregated ClusterRoles are not resolved.
+Members of `system:masters` are allowed everything before any rule is read, as kube-apiserver's
+privileged-group authorizer (ahead of RBAC) allows them: deleting the `cluster-admin` binding
+cannot lock the administrator out.
 
 The policy is read from the registry on each request; a cluster has tens of roles, so a scan is
 cheaper than an index to keep up to date, and a change applies to the very next request.
@@ -18,15 +21,24 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from apiserver.authz.attributes import Attributes
-from apiserver.authz.identity import User
+from apiserver.authz.identity import MASTERS, User
 
-__all__ = ["AlwaysAllow", "Authorizer", "PolicySource", "RBACAuthorizer", "rule_allows"]
+__all__ = ["FULL_AUTHORITY", "AlwaysAllow", "Authorizer", "PolicySource", "RBACAuthorizer", "rule_allows"]
 
 Obj = Mapping[str, Any]
+#: What cluster-admin holds (and what `system:masters` and AlwaysAllow are treated as holding).
+FULL_AUTHORITY: tuple[Obj, ...] = (
+    {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]},
+    {"verbs": ["*"], "nonResourceURLs": ["*"]},
+)
 
 
 class Authorizer(Protocol):
     def authorize(self, attrs: Attributes) -> bool: ...
+
+    def rules_for(self, user: User, namespace: str) -> Iterable[Obj]:
+        """The rules that apply to `user` in `namespace` (what `kubectl auth can-i --list` shows)."""
+        ...
 
 
 class AlwaysAllow:
@@ -34,6 +46,9 @@ class AlwaysAllow:
 
     def authorize(self, attrs: Attributes) -> bool:
         return True
+
+    def rules_for(self, user: User, namespace: str) -> Iterable[Obj]:
+        return FULL_AUTHORITY
 
 
 class PolicySource(Protocol):
@@ -91,10 +106,29 @@ class RBACAuthorizer:
         self._policy = policy
 
     def authorize(self, attrs: Attributes) -> bool:
-        return any(rule_allows(rule, attrs) for rule in self.rules_for(attrs.user, attrs.namespace))
+        if MASTERS in attrs.user.groups:
+            return True
+        return any(rule_allows(rule, attrs) for rule in self.bound_rules(attrs.user, attrs.namespace))
 
     def rules_for(self, user: User, namespace: str) -> Iterable[Obj]:
-        """Every rule that applies to `user` in `namespace` ("" : cluster-wide only)."""
+        if MASTERS in user.groups:
+            return FULL_AUTHORITY
+        return self.bound_rules(user, namespace)
+
+    def role_rules(self, kind: str, name: str, namespace: str) -> Sequence[Obj] | None:
+        """The rules of a binding's roleRef (a Role in `namespace`, or a ClusterRole); None when it does not exist."""
+        if kind == "ClusterRole":
+            role = self._policy.get("clusterroles", "", name)
+        elif kind == "Role" and namespace:
+            role = self._policy.get("roles", namespace, name)
+        else:
+            return None
+        if role is None:
+            return None
+        return [r for r in role.get("rules") or () if isinstance(r, Mapping)]
+
+    def bound_rules(self, user: User, namespace: str) -> Iterable[Obj]:
+        """Every rule the bindings give `user` in `namespace` ("" : cluster-wide only)."""
         for binding in self._policy.objects("clusterrolebindings"):
             if self._binds(binding, user, ""):
                 yield from self._role_rules(binding, "")
@@ -111,12 +145,4 @@ class RBACAuthorizer:
 
     def _role_rules(self, binding: Obj, namespace: str) -> Iterable[Obj]:
         ref = binding.get("roleRef") or {}
-        if ref.get("kind") == "ClusterRole":
-            role = self._policy.get("clusterroles", "", str(ref.get("name", "")))
-        elif ref.get("kind") == "Role" and namespace:
-            role = self._policy.get("roles", namespace, str(ref.get("name", "")))
-        else:
-            role = None
-        for rule in (role or {}).get("rules") or ():
-            if isinstance(rule, Mapping):
-                yield rule
+        return self.role_rules(str(ref.get("kind", "")), str(ref.get("name", "")), namespace) or ()
