@@ -20,6 +20,7 @@ from aiohttp import web
 from apiserver import bodies, kubelet, scale, tables
 from apiserver.apply import tracking
 from apiserver.apply.server import APPLY_PATCH, server_side_apply
+from apiserver.authz.escalation import REQUESTER
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.discovery import Discovery
 from apiserver.errors import Cause, StatusError, status_body, success_body
@@ -132,7 +133,13 @@ class Handlers:
         *,
         watch: WatchSettings,
         ready: Callable[[], bool],
+        decoder: bodies.BodyDecoder | None = None,
+        body_timeout: float = 60.0,
     ) -> None:
+        """`decoder` decodes bodies (large YAML off the event loop); `body_timeout` bounds how
+        long a request's body may take to arrive (a client trickling one in holds a seat)."""
+        self._decoder = decoder or bodies.BodyDecoder()
+        self._body_timeout = body_timeout
         self._registry = registry
         self._catalog = catalog
         self._discovery = discovery
@@ -243,7 +250,7 @@ class Handlers:
                 raise StatusError.method_not_allowed(method, info.path)
             if not namespace:
                 raise StatusError.no_route(info.path)
-            body = await self._body(request)
+            body = await self.body(request)
             name = (body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
             return await self._bind(self._lookup("", "v1", "pods"), namespace, name, body)
         if not info.name:
@@ -255,7 +262,7 @@ class Handlers:
             if method == "POST":
                 if rt.namespaced and not namespace:
                     raise StatusError.no_route(info.path)
-                entry = await self._registry.create(rt, namespace, await self._body(request), dry_run=_dry_run(query))
+                entry = await self._registry.create(rt, namespace, await self.body(request), dry_run=_dry_run(query))
                 return self._object(request, rt, entry, 201)
             if method == "DELETE":
                 options = await self._delete_options(request)
@@ -273,7 +280,7 @@ class Handlers:
                 return await self._watch(request, rt, flt)
             return self._object(request, rt, self._registry.get(rt, namespace, info.name))
         if method == "PUT":
-            body = await self._body(request)
+            body = await self.body(request)
             entry = await self._registry.update(rt, namespace, info.name, body, dry_run=_dry_run(query))
             return self._object(request, rt, entry)
         if method == "PATCH":
@@ -304,7 +311,7 @@ class Handlers:
             if method == "GET":
                 return self._object(request, rt, self._registry.get(rt, namespace, name))
             if method == "PUT":
-                body = await self._body(request)
+                body = await self.body(request)
                 entry = await self._registry.update(
                     rt, namespace, name, body, subresource="status", dry_run=_dry_run(request.query)
                 )
@@ -317,7 +324,7 @@ class Handlers:
             return await self._scale(request, rt, namespace, name)
         if method != "POST":
             raise StatusError.method_not_allowed(method, info.path)
-        body = await self._body(request)
+        body = await self.body(request)
         if sub == "binding":
             return await self._bind(rt, namespace, name, body)
         if sub == "eviction":
@@ -369,13 +376,13 @@ class Handlers:
             doc = scale.scale_of(self._registry.get(rt, namespace, name))
         elif method == "PUT":
             doc = await scale.update_scale(
-                self._registry, rt, namespace, name, await self._body(request), dry_run=dry_run
+                self._registry, rt, namespace, name, await self.body(request), dry_run=dry_run
             )
         elif method == "PATCH":
             content_type = _content_type(request)
             if content_type not in PATCH_TYPES:
                 raise StatusError.unsupported_media_type(content_type)
-            patch = (content_type, await self._body(request, content_type))
+            patch = (content_type, await self.body(request, content_type))
             doc = await scale.patch_scale(self._registry, rt, namespace, name, patch, dry_run=dry_run)
         else:
             raise StatusError.method_not_allowed(method, request.path)
@@ -393,7 +400,7 @@ class Handlers:
                 rt,
                 namespace,
                 name,
-                await self._body(request, content_type),
+                await self.body(request, content_type),
                 manager=query.get("fieldManager", ""),
                 force=_flag(query, "force"),
                 subresource=subresource,
@@ -401,21 +408,36 @@ class Handlers:
             )
         if content_type not in PATCH_TYPES:
             raise StatusError.unsupported_media_type(content_type)
-        patch = await self._body(request, content_type)
+        patch = await self.body(request, content_type)
         entry = await self._registry.patch(
             rt, namespace, name, content_type, patch, subresource=subresource, dry_run=_dry_run(request.query)
         )
         return entry, False
 
-    async def _body(self, request: web.Request, content_type: str | None = None) -> Any:
-        data = await request.read()
-        return bodies.decode(data, content_type or _content_type(request), patch_types=PATCH_TYPES)
+    async def body(self, request: web.Request, content_type: str | None = None) -> Any:
+        """The request's body, read within the body timeout and decoded (4xx StatusError when bad)."""
+        return await self._decoder.decode(
+            await self._read(request), content_type or _content_type(request), patch_types=PATCH_TYPES
+        )
+
+    async def _read(self, request: web.Request) -> bytes:
+        try:
+            async with asyncio.timeout(self._body_timeout):
+                return await request.read()
+        except web.HTTPRequestEntityTooLarge as e:
+            raise StatusError.too_large(e.text or "the request body is too large") from None
+        except TimeoutError:
+            user = REQUESTER.get()
+            log.log(V(2), "Request body timed out", extra={"user": user.name if user else "", "path": request.path})
+            raise StatusError(
+                504, "Timeout", f"the request body did not arrive within {self._body_timeout:g}s"
+            ) from None
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
-        data = await request.read()
+        data = await self._read(request)
         if not data.strip():
             return {}
-        options = bodies.decode(data, _content_type(request))
+        options = await self._decoder.decode(data, _content_type(request))
         if not isinstance(options, dict):
             raise StatusError.bad_request("the body of a DELETE must be a DeleteOptions object")
         pre = options.get("preconditions")

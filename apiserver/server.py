@@ -30,11 +30,13 @@ from apiserver.authz.escalation import EscalationGuard
 from apiserver.authz.gate import Gate
 from apiserver.authz.identity import TokenAuthenticator, User
 from apiserver.authz.policy import RegistryPolicy
-from apiserver.authz.rbac import AlwaysAllow, RBACAuthorizer
+from apiserver.authz.rbac import AlwaysAllow, Authorizer, RBACAuthorizer
 from apiserver.authz.strategy import rbac_strategies
+from apiserver.bodies import BodyDecoder
 from apiserver.catalog import Catalog
 from apiserver.crds import CRDStrategy
 from apiserver.discovery import Discovery
+from apiserver.flowcontrol import FlowControl, FlowSettings
 from apiserver.handlers import Handlers, WatchSettings, status_response
 from apiserver.pods import PodStrategy
 from apiserver.registry import CRDS, Registry
@@ -43,6 +45,7 @@ from apiserver.storage import Storage
 from apiserver.strategy import NamespaceStrategy, Strategy
 from apiserver.watch import WatchHub
 from kube.kubeconfig import write_kubeconfig
+from kube.logs import V
 
 __all__ = ["APIServerSettings", "run", "serve"]
 
@@ -71,6 +74,17 @@ class APIServerSettings:
     watch: WatchSettings = field(default_factory=WatchSettings)
     max_body_bytes: int = 3 * 1024 * 1024
     max_object_bytes: int = 1536 * 1024
+    #: A connection must send a complete request header within this long of opening (or of its
+    #: previous response): kube's ReadHeaderTimeout (32 s); it is also the keep-alive idle timeout.
+    request_header_timeout: float = 30.0
+    #: How long a request's body may take to arrive.
+    request_body_timeout: float = 60.0
+    #: Open connections at most; more are closed as they arrive.
+    max_connections: int = 1024
+    #: The longest request line or header (kube's server takes 1 MiB of headers; a long
+    #: labelSelector must reach the handlers to get a Status, not a plain-text 400).
+    max_header_bytes: int = 256 * 1024
+    flow: FlowSettings = field(default_factory=FlowSettings)
 
     def validate(self) -> None:
         if self.token is None and not _is_loopback(self.host):
@@ -82,6 +96,8 @@ class APIServerSettings:
             raise ConfigError("--token-auth-file needs --token-file: identities are only checked over HTTPS")
         if self.watch_window < 100:
             raise ConfigError(f"watch window {self.watch_window} is too small (at least 100 events)")
+        if self.request_header_timeout <= 0 or self.max_connections < 1:
+            raise ConfigError("the request header timeout must be positive and at least one connection allowed")
 
 
 def _is_loopback(host: str) -> bool:
@@ -119,13 +135,75 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def _gate(settings: APIServerSettings, registry: Registry, handlers: Handlers, guard: EscalationGuard) -> Gate:
     """Authentication and RBAC (with escalation checks) with a token; without one, everyone is
-    allowed everything."""
-    if settings.token is None:
-        return Gate(None, AlwaysAllow(), handlers.handle, status_response, on_user=_admission_user)
-    authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
-    policy = RBACAuthorizer(RegistryPolicy(registry))
-    guard.bind(policy)
-    return Gate(authenticator, policy, handlers.handle, status_response, on_user=_admission_user)
+    allowed everything. Either way, flow control shares the server between identities."""
+    flow = FlowControl(settings.flow)
+    authenticator: TokenAuthenticator | None = None
+    policy: Authorizer = AlwaysAllow()
+    if settings.token is not None:
+        authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
+        rbac = RBACAuthorizer(RegistryPolicy(registry))
+        guard.bind(rbac)
+        policy = rbac
+    return Gate(
+        authenticator,
+        policy,
+        handlers.handle,
+        status_response,
+        read_body=handlers.body,
+        flow=flow,
+        on_user=_admission_user,
+    )
+
+
+class _ConnectionCap:
+    """The listening socket's protocol factory: aiohttp's handler for each connection, while
+    fewer than `limit` are open; beyond that a new connection is closed at once. Counted here
+    (not from aiohttp's list) because several connections accepted together are all created
+    before any of them is registered there."""
+
+    def __init__(self, server: web.Server, limit: int) -> None:
+        self._server = server
+        self._limit = limit
+        self.open = 0
+
+    def __call__(self) -> asyncio.BaseProtocol:
+        if self.open >= self._limit:
+            log.log(V(2), "Connection refused: too many open", extra={"limit": self._limit})
+            return _Refused()
+        self.open += 1
+        return _Counted(self, self._server())
+
+
+class _Counted(asyncio.Protocol):
+    """aiohttp's protocol for one connection, counted until the connection is lost."""
+
+    def __init__(self, cap: _ConnectionCap, inner: asyncio.Protocol) -> None:
+        self._cap = cap
+        self._inner = inner
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cap.open -= 1
+        self._inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
+class _Refused(asyncio.Protocol):
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport.close()
 
 
 def _admission_user(user: User) -> None:
@@ -181,17 +259,40 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         await registry.ensure_namespaces()
         await bootstrap.ensure_policy(registry)
         ready = False
-        handlers = Handlers(registry, catalog, Discovery(catalog, address), watch=settings.watch, ready=lambda: ready)
+        decoder = BodyDecoder()
+        stack.callback(decoder.close)
+        handlers = Handlers(
+            registry,
+            catalog,
+            Discovery(catalog, address),
+            watch=settings.watch,
+            ready=lambda: ready,
+            decoder=decoder,
+            body_timeout=settings.request_body_timeout,
+        )
         app = web.Application(client_max_size=settings.max_body_bytes)
         gate = _gate(settings, registry, handlers, guard)
         app.router.add_route("*", "/{tail:.*}", gate)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=settings.request_header_timeout,
+            max_line_size=settings.max_header_bytes,
+            max_field_size=settings.max_header_bytes,
+        )
         await runner.setup()
         cert = None
         if settings.token is not None:
             cert = pki.ensure_serving_cert(_cert_dir(settings, stack), host)
-        site = web.SockSite(runner, sock, ssl_context=cert.context() if cert else None)
-        await site.start()
+        assert runner.server is not None
+        listener = await asyncio.get_running_loop().create_server(
+            _ConnectionCap(runner.server, settings.max_connections),
+            sock=sock,
+            ssl=cert.context() if cert else None,
+            ssl_handshake_timeout=settings.request_header_timeout if cert else None,
+            backlog=128,
+        )
         url = f"{'https' if cert else 'http'}://{address}"
         if settings.kubeconfig_out is not None:
             write_kubeconfig(settings.kubeconfig_out, url, token=settings.token, ca_pem=cert.ca_pem if cert else None)
@@ -210,6 +311,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         ready = False
         log.info("Shutting down", extra={"url": url})
         handlers.close_watches()
+        listener.close()
         await runner.cleanup()
         await admission.close()
         if failure:
