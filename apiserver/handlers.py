@@ -421,6 +421,9 @@ class Handlers:
         )
 
     async def _read(self, request: web.Request) -> bytes:
+        length = request.content_length
+        if not length or request.content.total_bytes >= length:
+            return await request.read()  # all there (the usual case): nothing to wait for
         try:
             async with asyncio.timeout(self._body_timeout):
                 return await request.read()

@@ -112,7 +112,9 @@ def impersonate(requester: User, headers: Iterable[tuple[str, str]], authorizer:
 
     Raises StatusError (kube's 403) for the first thing `requester` may not impersonate, and
     ImpersonationWithoutUser for groups, uid or extras without a user."""
-    items = list(headers)
+    items = [(k, v) for k, v in headers if k[:12].lower() == "impersonate-"]
+    if not items:
+        return requester
     asks = _asks(items)
     if not asks:
         return requester
