@@ -30,7 +30,7 @@ from apiserver.authz.escalation import EscalationGuard
 from apiserver.authz.gate import Gate
 from apiserver.authz.identity import TokenAuthenticator, User
 from apiserver.authz.policy import RegistryPolicy
-from apiserver.authz.rbac import AlwaysAllow, Authorizer, RBACAuthorizer
+from apiserver.authz.rbac import AlwaysAllow, Authorizer, PolicyVersion, RBACAuthorizer
 from apiserver.authz.strategy import rbac_strategies
 from apiserver.bodies import BodyDecoder
 from apiserver.catalog import Catalog
@@ -133,7 +133,9 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _gate(settings: APIServerSettings, registry: Registry, handlers: Handlers, guard: EscalationGuard) -> Gate:
+def _gate(
+    settings: APIServerSettings, registry: Registry, handlers: Handlers, guard: EscalationGuard, version: PolicyVersion
+) -> Gate:
     """Authentication and RBAC (with escalation checks) with a token; without one, everyone is
     allowed everything. Either way, flow control shares the server between identities."""
     flow = FlowControl(settings.flow)
@@ -141,7 +143,7 @@ def _gate(settings: APIServerSettings, registry: Registry, handlers: Handlers, g
     policy: Authorizer = AlwaysAllow()
     if settings.token is not None:
         authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
-        rbac = RBACAuthorizer(RegistryPolicy(registry))
+        rbac = RBACAuthorizer(RegistryPolicy(registry), version)
         guard.bind(rbac)
         policy = rbac
     return Gate(
@@ -228,13 +230,14 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         hub = WatchHub(settings.watch_window, start_rv)
         admission = Admission(catalog)
         guard = EscalationGuard()
+        policy_version = PolicyVersion()
         builtin: dict[str, Strategy] = {
             "pods": PodStrategy(),
             "namespaces": NamespaceStrategy(),
             CRDS: CRDStrategy(catalog),
             WEBHOOK_CONFIGURATIONS: WebhookConfigurationStrategy(admission),
             **workloads.STRATEGIES,
-            **rbac_strategies(guard),
+            **rbac_strategies(guard, policy_version),
         }
         strategies = Strategies(catalog, builtin)
         failure: list[BaseException] = []
@@ -271,7 +274,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
             body_timeout=settings.request_body_timeout,
         )
         app = web.Application(client_max_size=settings.max_body_bytes)
-        gate = _gate(settings, registry, handlers, guard)
+        gate = _gate(settings, registry, handlers, guard, policy_version)
         app.router.add_route("*", "/{tail:.*}", gate)
         runner = web.AppRunner(
             app,

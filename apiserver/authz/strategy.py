@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from apiserver.authz.escalation import EscalationGuard
+from apiserver.authz.rbac import PolicyVersion
 from apiserver.errors import Cause
 from apiserver.strategy import Strategy
 from apiserver.validation import validate_metadata
@@ -27,8 +28,19 @@ def _path_segment_causes(meta: dict[str, Any]) -> list[Cause]:
     return causes
 
 
-class RoleStrategy(Strategy):
-    def __init__(self, *, cluster: bool, guard: EscalationGuard) -> None:
+class _RBACStrategy(Strategy):
+    """What both kinds share: every stored change bumps the policy's version (the authorizer's caches)."""
+
+    def __init__(self, version: PolicyVersion) -> None:
+        self._version = version
+
+    def on_stored(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self._version.bump()
+
+
+class RoleStrategy(_RBACStrategy):
+    def __init__(self, *, cluster: bool, guard: EscalationGuard, version: PolicyVersion) -> None:
+        super().__init__(version)
         self._cluster = cluster
         self._guard = guard
         self._resource = "clusterroles" if cluster else "roles"
@@ -64,8 +76,9 @@ class RoleStrategy(Strategy):
         return causes
 
 
-class BindingStrategy(Strategy):
-    def __init__(self, *, cluster: bool, guard: EscalationGuard) -> None:
+class BindingStrategy(_RBACStrategy):
+    def __init__(self, *, cluster: bool, guard: EscalationGuard, version: PolicyVersion) -> None:
+        super().__init__(version)
         self._guard = guard
         self._resource = "clusterrolebindings" if cluster else "rolebindings"
 
@@ -91,11 +104,12 @@ class BindingStrategy(Strategy):
         return causes
 
 
-def rbac_strategies(guard: EscalationGuard) -> dict[str, Strategy]:
-    """By storage id, for the registry's strategy table; `guard` checks escalation on every write."""
+def rbac_strategies(guard: EscalationGuard, version: PolicyVersion) -> dict[str, Strategy]:
+    """By storage id, for the registry's strategy table; `guard` checks escalation on every write,
+    and every stored change bumps `version`."""
     return {
-        "roles.rbac.authorization.k8s.io": RoleStrategy(cluster=False, guard=guard),
-        "clusterroles.rbac.authorization.k8s.io": RoleStrategy(cluster=True, guard=guard),
-        "rolebindings.rbac.authorization.k8s.io": BindingStrategy(cluster=False, guard=guard),
-        "clusterrolebindings.rbac.authorization.k8s.io": BindingStrategy(cluster=True, guard=guard),
+        "roles.rbac.authorization.k8s.io": RoleStrategy(cluster=False, guard=guard, version=version),
+        "clusterroles.rbac.authorization.k8s.io": RoleStrategy(cluster=True, guard=guard, version=version),
+        "rolebindings.rbac.authorization.k8s.io": BindingStrategy(cluster=False, guard=guard, version=version),
+        "clusterrolebindings.rbac.authorization.k8s.io": BindingStrategy(cluster=True, guard=guard, version=version),
     }

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
+from apiserver.authz.attributes import Attributes
 from apiserver.authz.escalation import REQUESTER, EscalationGuard, missing_rules
 from apiserver.authz.identity import AUTHENTICATED, User
 from apiserver.authz.impersonation import ImpersonationWithoutUser, impersonate
-from apiserver.authz.rbac import RBACAuthorizer
+from apiserver.authz.rbac import PolicyVersion, RBACAuthorizer
 from apiserver.errors import StatusError
 
 RBAC = "rbac.authorization.k8s.io"
@@ -303,3 +304,20 @@ def test_masters_may_impersonate_anyone() -> None:
         "system:masters",
         AUTHENTICATED,
     )
+
+
+def test_the_authorizer_caches_rules_until_the_policy_changes() -> None:
+    """Rules per user and namespace are gathered once; a stored RBAC change (version bump) is
+    seen by the very next request."""
+    bindings: list[dict[str, Any]] = []
+    version = PolicyVersion()
+    authz = RBACAuthorizer(StaticPolicy(clusterroles=[SECRET_READER], clusterrolebindings=bindings), version)
+    read = Attributes(ALICE, "get", True, resource="secrets", namespace="default", name="s")
+    assert not authz.authorize(read)
+    bindings.append(grant("secret-reader", "alice"))
+    assert not authz.authorize(read), "cached: the strategies had not told it"
+    version.bump()
+    assert authz.authorize(read)
+    bindings.clear()
+    version.bump()
+    assert not authz.authorize(read)
