@@ -55,7 +55,7 @@ class FlowSettings:
     #: Longest wait in a queue before a 429.
     queue_timeout: float = 15.0
     #: Open watches per user (not for system:masters).
-    max_watches_per_user: int = 200
+    max_watches_per_user: int = 1000
 
 
 def classify(user: User) -> str:

@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seats shared by the priority levels (half system, a quarter each workload-low and global-default)",
     )
     parser.add_argument(
-        "--max-watches-per-user", type=int, default=200, metavar="N", help="open watches per user (not system:masters)"
+        "--max-watches-per-user", type=int, default=1000, metavar="N", help="open watches per user (not system:masters)"
     )
 
 
