@@ -38,6 +38,7 @@ from apiserver.crds import CRDStrategy
 from apiserver.discovery import Discovery
 from apiserver.flowcontrol import FlowControl, FlowSettings
 from apiserver.handlers import Handlers, WatchSettings, status_response
+from apiserver.metrics import APIServerMetrics
 from apiserver.pods import PodStrategy
 from apiserver.registry import CRDS, Registry
 from apiserver.schema.strategy import Strategies
@@ -228,7 +229,8 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         start_rv, rows = storage.load() if storage is not None else (0, iter(()))
         catalog = Catalog()
         hub = WatchHub(settings.watch_window, start_rv)
-        admission = Admission(catalog)
+        metrics = APIServerMetrics()
+        admission = Admission(catalog, metrics)
         guard = EscalationGuard()
         policy_version = PolicyVersion()
         builtin: dict[str, Strategy] = {
@@ -270,6 +272,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
             Discovery(catalog, address),
             watch=settings.watch,
             ready=lambda: ready,
+            metrics=metrics,
             decoder=decoder,
             body_timeout=settings.request_body_timeout,
         )
