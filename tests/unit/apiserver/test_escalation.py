@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -13,22 +13,9 @@ from apiserver.authz.identity import AUTHENTICATED, User
 from apiserver.authz.impersonation import ImpersonationWithoutUser, impersonate
 from apiserver.authz.rbac import PolicyVersion, RBACAuthorizer
 from apiserver.errors import StatusError
+from tests.unit.apiserver.conftest import StaticPolicy
 
 RBAC = "rbac.authorization.k8s.io"
-
-
-class StaticPolicy:
-    """The RBAC objects a test starts from (the registry's role in the server)."""
-
-    def __init__(self, **objects: list[dict[str, Any]]) -> None:
-        self._objects = objects
-
-    def objects(self, plural: str, namespace: str = "") -> Sequence[Mapping[str, Any]]:
-        return [o for o in self._objects.get(plural, []) if o["metadata"].get("namespace", "") == namespace]
-
-    def get(self, plural: str, namespace: str, name: str) -> Mapping[str, Any] | None:
-        found = [o for o in self.objects(plural, namespace) if o["metadata"]["name"] == name]
-        return found[0] if found else None
 
 
 def cluster_role(name: str, *rules: dict[str, Any]) -> dict[str, Any]:
@@ -63,10 +50,12 @@ ESCALATE = cluster_role("escalate-roles", {"apiGroups": [RBAC], "resources": ["r
 
 def guard(*bindings: dict[str, Any], roles: Sequence[dict[str, Any]] = ()) -> EscalationGuard:
     policy = StaticPolicy(
-        clusterroles=[ADMIN_ROLE, BINDINGS_ONLY, ROLES_ONLY, SECRET_READER, BIND_ADMIN, ESCALATE],
-        clusterrolebindings=[b for b in bindings if "namespace" not in b["metadata"]],
-        rolebindings=[b for b in bindings if "namespace" in b["metadata"]],
-        roles=list(roles),
+        {
+            "clusterroles": [ADMIN_ROLE, BINDINGS_ONLY, ROLES_ONLY, SECRET_READER, BIND_ADMIN, ESCALATE],
+            "clusterrolebindings": [b for b in bindings if "namespace" not in b["metadata"]],
+            "rolebindings": [b for b in bindings if "namespace" in b["metadata"]],
+            "roles": list(roles),
+        }
     )
     g = EscalationGuard()
     g.bind(RBACAuthorizer(policy))
@@ -242,7 +231,7 @@ IMPERSONATOR = cluster_role(
 
 
 def authorizer(*bindings: dict[str, Any]) -> RBACAuthorizer:
-    return RBACAuthorizer(StaticPolicy(clusterroles=[IMPERSONATOR], clusterrolebindings=list(bindings)))
+    return RBACAuthorizer(StaticPolicy({"clusterroles": [IMPERSONATOR], "clusterrolebindings": list(bindings)}))
 
 
 ALICE = User("alice", "", (AUTHENTICATED,))
@@ -311,7 +300,7 @@ def test_the_authorizer_caches_rules_until_the_policy_changes() -> None:
     seen by the very next request."""
     bindings: list[dict[str, Any]] = []
     version = PolicyVersion()
-    authz = RBACAuthorizer(StaticPolicy(clusterroles=[SECRET_READER], clusterrolebindings=bindings), version)
+    authz = RBACAuthorizer(StaticPolicy({"clusterroles": [SECRET_READER], "clusterrolebindings": bindings}), version)
     read = Attributes(ALICE, "get", True, resource="secrets", namespace="default", name="s")
     assert not authz.authorize(read)
     bindings.append(grant("secret-reader", "alice"))
