@@ -7,9 +7,10 @@ ConfigMaps one request at a time, and `flooder`, who is allowed only what every 
 happens, then for as long again while the flooder, from `--flooders` threads, posts megabyte YAML
 SelfSubjectAccessReviews (`--body-mb`; `--shape nodes`: a list of short strings, past the YAML
 node limit; `strings`: a few long strings, decoded and answered) and `--slow-connections`
-connections without a token trickle an unfinished request header. The result is the victim's
-p50/p99 in both phases and their ratio (the goal: under 2), what the flood got (status codes,
-connections the server closed) and the server's resident memory.
+connections without a token trickle an unfinished request header (`--body-format json` sends
+the same reviews as JSON). The result is the victim's p50/p99 in both phases and their ratio (the
+goal: under 2), what the flood got (status codes, connections the server closed) and the
+server's resident memory.
 
 This is the finding of issue 33 as a benchmark: before fair queuing and off-loop decoding, one
 such client froze the server for seconds at a time (an admin GET took 7.6 s instead of 4 ms).
@@ -29,6 +30,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import yaml
 
 from apis.errors import ConfigError
 from cli.bench._report import Latencies, Report
@@ -51,6 +54,8 @@ class FloodSettings:
     #: `nodes` (many short strings) or `strings` (a few long ones).
     shape: str = "nodes"
     slow_connections: int = 300
+    #: The flood's bodies as `yaml` (the finding) or `json`.
+    body_format: str = "yaml"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,10 +67,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--slow-connections", type=int, default=d.slow_connections, help="connections with an unfinished header"
     )
+    parser.add_argument(
+        "--body-format", choices=("yaml", "json"), default=d.body_format, help="the flood's bodies (default yaml)"
+    )
 
 
 def run(args: argparse.Namespace, report: Report) -> int:
-    settings = FloodSettings(args.seconds, args.flooders, args.body_mb, args.shape, args.slow_connections)
+    settings = FloodSettings(
+        args.seconds, args.flooders, args.body_mb, args.shape, args.slow_connections, args.body_format
+    )
     if settings.seconds <= 0 or settings.flooders < 0 or settings.slow_connections < 0:
         raise ConfigError("need --seconds > 0 and no negative counts")
     report.setting(**asdict(settings))
@@ -163,6 +173,13 @@ def _victim(server: EmbeddedAPIServer, seconds: float, phase: str) -> list[float
 
 
 def _body(settings: FloodSettings) -> bytes:
+    if settings.body_format == "json":
+        doc = yaml.safe_load(_yaml_body(settings))
+        return json.dumps(doc).encode()
+    return _yaml_body(settings)
+
+
+def _yaml_body(settings: FloodSettings) -> bytes:
     size = int(settings.body_mb * 1024 * 1024)
     head = "apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec:\n"
     head += "  resourceAttributes: {verb: get, resource: pods}\n  extra:\n    k:\n"
@@ -173,11 +190,13 @@ def _body(settings: FloodSettings) -> bytes:
     return (head + "".join(f"    - {'x' * chunk}\n" for _ in range(size // chunk))).encode()
 
 
-def _flooder(server: EmbeddedAPIServer, body: bytes, stop: threading.Event, codes: collections.Counter[int]) -> None:
+def _flooder(
+    server: EmbeddedAPIServer, body: bytes, content_type: str, stop: threading.Event, codes: collections.Counter[int]
+) -> None:
     conn = _Connection(server, _TOKENS["flooder"])
     try:
         while not stop.is_set():
-            codes[conn.request("POST", _SSAR, body, "application/yaml")] += 1
+            codes[conn.request("POST", _SSAR, body, content_type)] += 1
     finally:
         conn.close()
 
@@ -238,7 +257,11 @@ def _measure(server: EmbeddedAPIServer, settings: FloodSettings, report: Report)
     codes: collections.Counter[int] = collections.Counter()
     closed = [0]
     body = _body(settings)
-    threads = [threading.Thread(target=_flooder, args=(server, body, stop, codes)) for _ in range(settings.flooders)]
+    content_type = f"application/{settings.body_format}"
+    threads = [
+        threading.Thread(target=_flooder, args=(server, body, content_type, stop, codes))
+        for _ in range(settings.flooders)
+    ]
     if settings.slow_connections:
         threads.append(threading.Thread(target=_slow, args=(server, settings.slow_connections, stop, closed)))
     for thread in threads:
