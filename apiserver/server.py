@@ -159,54 +159,56 @@ def _gate(
 
 
 class _ConnectionCap:
-    """The listening socket's protocol factory: aiohttp's handler for each connection, while
-    fewer than `limit` are open; beyond that a new connection is closed at once. Counted here
-    (not from aiohttp's list) because several connections accepted together are all created
-    before any of them is registered there."""
+    """The listening socket's protocol factory: aiohttp's handler for each connection while fewer
+    than `limit` are open; a connection beyond that is closed as it is made. Counted from
+    `connection_made` to `connection_lost`, which asyncio pairs (a TLS handshake that never
+    completes calls neither, so it can never leave a count behind)."""
 
     def __init__(self, server: web.Server, limit: int) -> None:
         self._server = server
-        self._limit = limit
+        self.limit = limit
         self.open = 0
 
     def __call__(self) -> asyncio.BaseProtocol:
-        if self.open >= self._limit:
-            log.log(V(2), "Connection refused: too many open", extra={"limit": self._limit})
-            return _Refused()
-        self.open += 1
-        return _Counted(self, self._server())
+        return _Counted(self, self._server)
 
 
 class _Counted(asyncio.Protocol):
-    """aiohttp's protocol for one connection, counted until the connection is lost."""
+    """One connection: aiohttp's protocol once it is admitted, counted until it is lost."""
 
-    def __init__(self, cap: _ConnectionCap, inner: asyncio.Protocol) -> None:
+    def __init__(self, cap: _ConnectionCap, server: web.Server) -> None:
         self._cap = cap
-        self._inner = inner
+        self._server = server
+        self._inner: asyncio.Protocol | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._cap.open >= self._cap.limit:
+            log.log(V(2), "Connection refused: too many open", extra={"limit": self._cap.limit})
+            transport.close()
+            return
+        self._cap.open += 1
+        self._inner = self._server()
         self._inner.connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._cap.open -= 1
-        self._inner.connection_lost(exc)
+        if self._inner is not None:
+            self._cap.open -= 1
+            self._inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        self._inner.data_received(data)
+        if self._inner is not None:
+            self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return self._inner.eof_received()
+        return self._inner.eof_received() if self._inner is not None else None
 
     def pause_writing(self) -> None:
-        self._inner.pause_writing()
+        if self._inner is not None:
+            self._inner.pause_writing()
 
     def resume_writing(self) -> None:
-        self._inner.resume_writing()
-
-
-class _Refused(asyncio.Protocol):
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.close()
+        if self._inner is not None:
+            self._inner.resume_writing()
 
 
 def _admission_user(user: User) -> None:

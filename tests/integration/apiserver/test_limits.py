@@ -168,3 +168,14 @@ def test_connections_beyond_the_cap_are_closed(tmp_path: Path) -> None:
                 sock.close()
         with capped.client() as client:  # once they are gone, clients are served
             assert client.request("GET", "/version")["major"] == "1"
+
+
+def test_failed_tls_handshakes_leave_no_count_behind(tmp_path: Path) -> None:
+    """A connection whose TLS handshake fails was never admitted: it must not use up the cap."""
+    with run_apiserver(tmp_path, secure=True, extra_args=["--max-connections", "2"]) as capped:
+        for _ in range(4):
+            with connect(capped) as garbage:
+                garbage.sendall(b"GET / HTTP/1.1\r\n\r\n")  # not a TLS ClientHello
+                garbage.recv(1024)  # the server gives up on it
+        with capped.client() as client:
+            assert client.request("GET", "/version")["major"] == "1"
