@@ -22,6 +22,7 @@ kind's int32 field takes `replicas: 3.0` in YAML (never in JSON, where Go's deco
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import math
@@ -178,16 +179,56 @@ def _lower_priority() -> None:
 class BodyDecoder:
     """Decodes bodies for the handlers: small ones on the event loop, large YAML in a worker process.
 
-    One worker, started on first use, at nice 10; its answer comes back as JSON (decoded by C).
-    A worker that dies is replaced on the next body. `close()` stops it."""
+    One worker, started on first use, at nice 10, decoding one body at a time; its answer comes
+    back as JSON (decoded by C). Bodies waiting for it take turns by identity (`flow`), so one
+    client's pile of YAML does not keep another's single body waiting. A worker that dies is
+    replaced on the next body. `close()` stops it."""
 
     def __init__(self, *, inline_yaml_bytes: int = INLINE_YAML_BYTES) -> None:
         self._inline = inline_yaml_bytes
         self._pool: ProcessPoolExecutor | None = None
+        self._busy = False
+        self._waiting: dict[str, collections.deque[asyncio.Future[None]]] = {}
 
-    async def decode(self, data: bytes, content_type: str, *, patch_types: frozenset[str] = frozenset()) -> Any:
+    async def decode(
+        self, data: bytes, content_type: str, *, patch_types: frozenset[str] = frozenset(), flow: str = ""
+    ) -> Any:
         if content_type not in YAML_TYPES or len(data) <= self._inline or _looks_like_json(data):
             return decode(data, content_type, patch_types=patch_types)
+        await self._turn(flow)
+        try:
+            return await self._in_pool(data, content_type)
+        finally:
+            self._next()
+
+    async def _turn(self, flow: str) -> None:
+        """Wait until the worker is this body's (flows in turn, each flow's bodies in order)."""
+        if not self._busy:
+            self._busy = True
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting.setdefault(flow, collections.deque()).append(turn)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._next()  # handed the worker as its request went away
+            raise
+
+    def _next(self) -> None:
+        """Hand the worker to the next flow in turn (the one that waited longest for its turn)."""
+        while self._waiting:
+            flow = next(iter(self._waiting))
+            queue = self._waiting.pop(flow)
+            turn = queue.popleft()
+            if queue:
+                self._waiting[flow] = queue  # to the back of the round
+            if not turn.done():
+                turn.set_result(None)
+                return
+        self._busy = False
+
+    async def _in_pool(self, data: bytes, content_type: str) -> Any:
         if self._pool is None:
             context = multiprocessing.get_context("spawn")
             self._pool = ProcessPoolExecutor(1, mp_context=context, initializer=_lower_priority)

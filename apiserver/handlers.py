@@ -421,11 +421,20 @@ class Handlers:
         )
         return entry, False
 
-    async def body(self, request: web.Request, content_type: str | None = None) -> Any:
-        """The request's body, read within the body timeout and decoded (4xx StatusError when bad)."""
+    async def body(self, request: web.Request, content_type: str | None = None, *, patch: bool = True) -> Any:
+        """The request's body, read within the body timeout and decoded (4xx StatusError when bad);
+        `patch`: a patch's media types are JSON too (not for an access review)."""
+        user = REQUESTER.get()
         return await self._decoder.decode(
-            await self._read(request), content_type or _content_type(request), patch_types=PATCH_TYPES
+            await self._read(request),
+            content_type or _content_type(request),
+            patch_types=PATCH_TYPES if patch else frozenset(),
+            flow=user.name if user is not None else "",
         )
+
+    async def review_body(self, request: web.Request) -> Any:
+        """An access review's body (JSON or YAML; a patch's media type is a 415)."""
+        return await self.body(request, patch=False)
 
     async def _read(self, request: web.Request) -> bytes:
         length = request.content_length
@@ -447,7 +456,8 @@ class Handlers:
         data = await self._read(request)
         if not data.strip():
             return {}
-        options = await self._decoder.decode(data, _content_type(request))
+        user = REQUESTER.get()
+        options = await self._decoder.decode(data, _content_type(request), flow=user.name if user is not None else "")
         if not isinstance(options, dict):
             raise StatusError.bad_request("the body of a DELETE must be a DeleteOptions object")
         pre = options.get("preconditions")

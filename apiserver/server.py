@@ -152,7 +152,7 @@ def _gate(
         policy,
         handlers.handle,
         status_response,
-        read_body=handlers.body,
+        read_body=handlers.review_body,
         flow=flow,
         on_user=_admission_user,
     )

@@ -1,5 +1,7 @@
 """Request bodies: what decodes, and the clear 4xx for everything a client can get wrong."""
 
+import asyncio
+
 import pytest
 
 from apiserver import bodies
@@ -83,3 +85,28 @@ def test_yaml_written_as_json_decodes_as_yaml_would() -> None:
     assert decoded == {"spec": {"replicas": 3, "ratio": 0.5, "when": "2024-01-02"}}
     assert type(decoded["spec"]["replicas"]) is int
     assert bodies.decode(b"[a, b]", "application/yaml") == ["a", "b"], "flow YAML that is not JSON"
+
+
+def test_the_yaml_worker_is_shared_by_identity_in_turn() -> None:
+    """One client's pile of large YAML bodies does not keep another's single body waiting behind it."""
+
+    async def scenario() -> list[str]:
+        decoder = bodies.BodyDecoder()
+        order: list[str] = []
+        await decoder._turn("mallory")  # the worker is busy with mallory's first body
+
+        async def body(flow: str, tag: str) -> None:
+            await decoder._turn(flow)
+            order.append(tag)
+            await asyncio.sleep(0)
+            decoder._next()
+
+        tasks = [asyncio.create_task(body("mallory", f"m{i}")) for i in range(3)]
+        await asyncio.sleep(0)
+        tasks.append(asyncio.create_task(body("alice", "a")))
+        await asyncio.sleep(0)
+        decoder._next()  # mallory's first body is done
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(scenario()) == ["m0", "a", "m1", "m2"]
