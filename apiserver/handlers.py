@@ -25,6 +25,7 @@ from apiserver.catalog import Catalog, ResourceType
 from apiserver.discovery import Discovery
 from apiserver.errors import Cause, StatusError, status_body, success_body
 from apiserver.eviction import check_budgets
+from apiserver.flowcontrol import FlowControl
 from apiserver.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
 from apiserver.metrics import APIServerMetrics
 from apiserver.pods import binder
@@ -138,9 +139,12 @@ class Handlers:
         metrics: APIServerMetrics | None = None,
         decoder: bodies.BodyDecoder | None = None,
         body_timeout: float = 60.0,
+        flow: FlowControl | None = None,
     ) -> None:
         """`decoder` decodes bodies (large YAML off the event loop); `body_timeout` bounds how
-        long a request's body may take to arrive (a client trickling one in holds a seat)."""
+        long a request's body may take to arrive (a client trickling one in holds a seat);
+        `flow` charges each body to its sender's budget before it is decoded."""
+        self._flow = flow
         self._metrics = metrics or APIServerMetrics()
         self._decoder = decoder or bodies.BodyDecoder()
         self._body_timeout = body_timeout
@@ -425,8 +429,9 @@ class Handlers:
         """The request's body, read within the body timeout and decoded (4xx StatusError when bad);
         `patch`: a patch's media types are JSON too (not for an access review)."""
         user = REQUESTER.get()
+        data = await self._read_charged(request)
         return await self._decoder.decode(
-            await self._read(request),
+            data,
             content_type or _content_type(request),
             patch_types=PATCH_TYPES if patch else frozenset(),
             flow=user.name if user is not None else "",
@@ -435,6 +440,16 @@ class Handlers:
     async def review_body(self, request: web.Request) -> Any:
         """An access review's body (JSON or YAML; a patch's media type is a 415)."""
         return await self.body(request, patch=False)
+
+    async def _read_charged(self, request: web.Request) -> bytes:
+        """The body, read once its sender's budget allows (flow control), and charged to it."""
+        user = REQUESTER.get()
+        if self._flow is None or user is None or not request.body_exists:
+            return await self._read(request)
+        await self._flow.before_body(user)
+        data = await self._read(request)
+        self._flow.after_body(user, data)
+        return data
 
     async def _read(self, request: web.Request) -> bytes:
         length = request.content_length
@@ -453,7 +468,7 @@ class Handlers:
             ) from None
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
-        data = await self._read(request)
+        data = await self._read_charged(request)
         if not data.strip():
             return {}
         user = REQUESTER.get()

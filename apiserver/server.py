@@ -135,11 +135,16 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _gate(
-    settings: APIServerSettings, registry: Registry, handlers: Handlers, guard: EscalationGuard, version: PolicyVersion
+    settings: APIServerSettings,
+    registry: Registry,
+    handlers: Handlers,
+    *,
+    guard: EscalationGuard,
+    version: PolicyVersion,
+    flow: FlowControl,
 ) -> Gate:
     """Authentication and RBAC (with escalation checks) with a token; without one, everyone is
     allowed everything. Either way, flow control shares the server between identities."""
-    flow = FlowControl(settings.flow)
     authenticator: TokenAuthenticator | None = None
     policy: Authorizer = AlwaysAllow()
     if settings.token is not None:
@@ -268,6 +273,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         ready = False
         decoder = BodyDecoder()
         stack.callback(decoder.close)
+        flow = FlowControl(settings.flow)
         handlers = Handlers(
             registry,
             catalog,
@@ -277,9 +283,10 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
             metrics=metrics,
             decoder=decoder,
             body_timeout=settings.request_body_timeout,
+            flow=flow,
         )
         app = web.Application(client_max_size=settings.max_body_bytes)
-        gate = _gate(settings, registry, handlers, guard, policy_version)
+        gate = _gate(settings, registry, handlers, guard=guard, version=policy_version, flow=flow)
         app.router.add_route("*", "/{tail:.*}", gate)
         runner = web.AppRunner(
             app,

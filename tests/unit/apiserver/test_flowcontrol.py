@@ -7,7 +7,7 @@ import pytest
 
 from apiserver.authz.identity import AUTHENTICATED, User, service_account_user
 from apiserver.errors import StatusError
-from apiserver.flowcontrol import FlowControl, FlowSettings, classify
+from apiserver.flowcontrol import FlowControl, FlowSettings, classify, estimated_nodes
 
 
 def user(name: str, *groups: str) -> User:
@@ -149,3 +149,44 @@ def test_masters_are_never_limited_and_watches_are_counted_per_user() -> None:
             pass
 
     run(scenario())
+
+
+def test_bodies_are_charged_to_a_per_user_budget_of_nodes() -> None:
+    """A user posting megabytes of small values is overdrawn, and its next body waits until the
+    budget is refilled; other users have their own."""
+    flow = FlowControl(FlowSettings(body_nodes_per_second=1000, body_nodes_burst=2000))
+    flow.charge("mallory", 1500, now=0.0)
+    assert flow.overdrawn("mallory", now=0.0) == 0.0, "within the burst"
+    flow.charge("mallory", 1500, now=0.0)
+    assert flow.overdrawn("mallory", now=0.0) == 1.0, "1,000 nodes over at 1,000 a second"
+    assert flow.overdrawn("mallory", now=0.5) == 0.5
+    assert flow.overdrawn("alice", now=0.5) == 0.0
+    assert flow.overdrawn("mallory", now=60.0) == 0.0
+    flow.charge("mallory", 4500, now=60.0)
+    assert flow.overdrawn("mallory", now=60.0) == 2.5, "at most the burst is saved"
+
+
+def test_only_users_and_other_service_accounts_wait_for_a_budget() -> None:
+    async def scenario() -> int:
+        flow = FlowControl(FlowSettings(body_nodes_per_second=1, body_nodes_burst=1, queue_timeout=1))
+        big = b"[" + b"0," * 999 + b"0]"
+        for who in (service_account_user("tessera-system", "tessera-scheduler"), user("root", "system:masters")):
+            flow.after_body(who, big)
+            await flow.before_body(who)
+        flow.after_body(user("mallory"), big)
+        try:
+            await flow.before_body(user("mallory"))  # 999 s overdrawn: past the queue timeout
+        except StatusError as e:
+            return e.code
+        return 200
+
+    assert run(scenario()) == 429
+
+
+@pytest.mark.parametrize(
+    ("body", "nodes"),
+    [(b'{"a":1}', 2), (b'{"a":[1,2,3],"b":{"c":"d"}}', 7), (b"a: 1\nb:\n- x\n- y\n", 7)],
+    ids=["json-small", "json-nested", "yaml"],
+)
+def test_nodes_are_estimated_without_decoding(body: bytes, nodes: int) -> None:
+    assert estimated_nodes(body) == nodes
