@@ -135,6 +135,15 @@ ANNOTATION_RESERVATION_ALLOCATED: Final = f"{SCHEDULING_DOMAIN}/reservation-allo
 ANNOTATION_RESERVATION_AFFINITY: Final = f"{SCHEDULING_DOMAIN}/reservation-affinity"
 #: `"true"` on a pod: never place it onto a Reservation, even one whose owners it matches.
 LABEL_RESERVATION_IGNORED: Final = f"{SCHEDULING_DOMAIN}/reservation-ignored"
+#: On a Reservation: among those a pod may use, the lowest positive order is taken first (0 or
+#: not a number: no order, the tightest fit is taken).
+LABEL_RESERVATION_ORDER: Final = f"{SCHEDULING_DOMAIN}/reservation-order"
+#: On a Reservation with `allocatePolicy: Restricted`: `{"resources": [...]}`, the reserved
+#: resources an owner may take only from the Reservation (none given, or none reserved: all).
+ANNOTATION_RESERVATION_RESTRICTED_OPTIONS: Final = f"{SCHEDULING_DOMAIN}/reservation-restricted-options"
+#: On a pod: `{"resourceNames": [...]}`, resources whose request must equal what a Reservation
+#: reserves for the pod to use it.
+ANNOTATION_EXACT_MATCH_RESERVATION: Final = f"{SCHEDULING_DOMAIN}/exact-match-reservation"
 #: On a Reservation or PodMigrationJob a descheduler created: the pod it migrates (`ns/name`).
 ANNOTATION_MIGRATION_POD: Final = f"{TESSERA_DOMAIN}/migration-pod"
 #: On a Reservation a descheduler created for a PodMigrationJob: the job's name (so a Reservation

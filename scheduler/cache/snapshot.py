@@ -9,7 +9,9 @@ would add them, pods in flight assumed and their devices reserved again). A deep
 same cache takes seconds at a thousand nodes; the snapshot milliseconds.
 
 Reservations are copied as the cache knows them and restored first, so an owner in the copy can
-still be placed onto its Reservation and nobody else onto what it holds.
+still be placed onto its Reservation and nobody else onto what it holds; their reserve pods are
+not copied as pods (the copy counts each as what it has left once its owners are restored), and
+a pod in flight that consumed one consumes it in the copy too.
 
 PodDisruptionBudgets are copied too (preemption in the copy honours them).
 
@@ -40,6 +42,8 @@ class _InFlight:
     info: PodInfo
     node: str
     holding: Holding | None
+    #: The Reservation (UID) its cycle placed it onto, if any.
+    reservation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +68,11 @@ class CacheSnapshot:
             if info.devices.device is not None:
                 devices.append(info.devices.device)
             for ident, pod in info.pods.items():
+                if cache.is_reservation(ident) and not cache.is_assumed(ident):
+                    continue  # a held Reservation: restored from the Reservation, below
                 if cache.is_assumed(ident):
-                    in_flight.append(_InFlight(pod, info.name, info.devices.holdings.get(ident)))
+                    consumed = cache.consumed_reservation(ident)
+                    in_flight.append(_InFlight(pod, info.name, info.devices.holdings.get(ident), consumed))
                 else:
                     bound.append(pod.pod)
         reservations = tuple(cache.known_reservations())
@@ -88,6 +95,8 @@ class CacheSnapshot:
             cache.add_pod(pod)
         for flight in self.in_flight:
             cache.assume(flight.info, flight.node)
+            if flight.reservation is not None:
+                cache.consume_reservation(flight.reservation, flight.info.ident)
             if flight.holding is not None:
                 cache.reserve_devices(
                     flight.info,

@@ -12,8 +12,11 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
   a rejection names them.
 - Score is the policy's node score, normalized (kube's DefaultNormalizeScore).
 - Reserve records the chosen devices in the cluster cache (shared by every profile); Unreserve
-  releases them (idempotent). A pod placed onto a Reservation that asks for exactly the devices
-  it reserved gets those very devices (`CycleState.reservations`). PreBind writes the `device-allocated` annotation.
+  releases them (idempotent). PreBind writes the `device-allocated` annotation.
+- On the node of a Reservation it is placed onto (`CycleState.reservations`), an owner gets the
+  devices the Reservation has left by its allocate policy (`reserved`): those very devices when
+  it asks for exactly them; else within them, and for an Aligned one with the node's free
+  devices when they are not enough.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from apis.extension import allocation as allocation_codec
 from apis.extension import hints, names
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
+from scheduler.cache.reservations import HeldReservation
 from scheduler.framework import scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -44,7 +48,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.status import SKIP, SUCCESS, Status
-from scheduler.plugins.deviceshare import reasons
+from scheduler.plugins.deviceshare import reasons, reserved
 from scheduler.plugins.deviceshare.allocator import POLICIES, Allocation, AllocationPolicy, PodDeviceRequest
 from scheduler.plugins.deviceshare.args import DeviceShareArgs
 from scheduler.plugins.deviceshare.cache import FitMemo, GPUFreeIndex, NodeFit, SharedFit, SharedFits, Signatures
@@ -134,11 +138,25 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         found = state.read(NAME, RequestState)
         if found is None:
             return None
+        held = state.reservations.get(node.name) if state.reservations else None
+        if held is not None and not held.reserved.keys().isdisjoint(found.request.requests):
+            return self._fit_reserved(node, held, found)
         fit = self._memo.get(node, found.shape)
         if fit is None:
             fit = _blocked_by_unknown(node, found.request) or self._allocate(node, found)
             self._memo.put(node, found.shape, fit)
         return fit
+
+    def _fit_reserved(self, node: NodeInfo, held: HeldReservation, found: RequestState) -> NodeFit:
+        """The fit of an owner on the node of the Reservation it is placed onto, by the
+        Reservation's allocate policy (`reserved`): within what it has left, and for an Aligned
+        one, when that cannot hold the request, with the node's free devices too."""
+        inside = reserved.within(node, held)
+        fit = _blocked_by_unknown(inside, found.request) or self._allocate(inside, found)
+        if fit.allocation is not None or held.reservation.allocate_policy == "Restricted":
+            return fit
+        outside = reserved.without(node, held)
+        return _blocked_by_unknown(outside, found.request) or self._allocate(outside, found)
 
     def _allocate(self, node: NodeInfo, found: RequestState) -> NodeFit:
         """The policy's answer for the request on this node, shared with nodes alike; a rejection
