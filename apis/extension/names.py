@@ -33,6 +33,9 @@ EPHEMERAL_STORAGE: Final = "ephemeral-storage"
 NVIDIA_GPU: Final = "nvidia.com/gpu"
 AMD_GPU: Final = "amd.com/gpu"
 DCU_GPU: Final = "dcu.com/gpu"
+#: Huawei Ascend vNPU resources, as Koordinator names them. Tessera schedules none of them; the
+#: first is the default of DeviceShare's `gpuSharedResourceTemplatesConfig.matchedResources`.
+HUAWEI_NPU_CORE: Final = "huawei.com/npu-core"
 #: Whole-GPU resource names of device plugins; N of them = N whole GPUs.
 WHOLE_GPU_RESOURCES: Final = (NVIDIA_GPU, AMD_GPU, DCU_GPU)
 

@@ -1,8 +1,11 @@
-"""Arguments of DeviceShare: how devices and nodes are scored, which placement policy runs, and
-which GPUs must not be shared (Koordinator's `gpuShareUnsupportedModels`)."""
+"""Arguments of DeviceShare: how devices and nodes are scored, which placement policy runs, which
+GPUs must not be shared (Koordinator's `gpuShareUnsupportedModels`) and where the GPU
+shared-resource templates are (`gpuSharedResourceTemplatesConfig`). Every problem is reported at
+startup, at once."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -17,8 +20,34 @@ DEFAULT_SCORING = ScoringStrategy(
     ScoringStrategyType.LEAST_ALLOCATED,
     ((names.GPU_MEMORY_RATIO, 1), (names.GPU_MEMORY, 1), (names.RDMA, 1), (names.FPGA, 1)),
 )
-_KEYS = frozenset({"scoringStrategy", "allocationPolicy", "targetWorkload", "gpuShareUnsupportedModels"})
+_KEYS = frozenset(
+    {
+        "scoringStrategy",
+        "allocationPolicy",
+        "targetWorkload",
+        "gpuShareUnsupportedModels",
+        "gpuSharedResourceTemplatesConfig",
+    }
+)
 _MODEL_KEYS = frozenset({"vendor", "model"})
+_TEMPLATES_KEYS = frozenset({"configMapNamespace", "configMapName", "matchedResources"})
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+@dataclass(frozen=True, slots=True)
+class SharedResourceTemplatesConfig:
+    """`gpuSharedResourceTemplatesConfig`: where the GPU shared-resource templates are, and which
+    requests must match one (`apis.extension.sharedtemplates`). Koordinator's defaults."""
+
+    namespace: str = "koordinator-system"
+    name: str = "gpu-shared-resource-templates"
+    #: A shared-GPU pod asking for any of these per GPU must match a template exactly.
+    matched_resources: frozenset[str] = frozenset({names.HUAWEI_NPU_CORE})
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +61,8 @@ class DeviceShareArgs:
     #: `node.koordinator.sh/gpu-vendor` and `gpu-model` spell them, whose GPUs are never shared: a
     #: pod asking for a share of a GPU does not go to such a node.
     share_unsupported_models: frozenset[tuple[str, str]] = frozenset()
+    #: `gpuSharedResourceTemplatesConfig`; a field left out keeps Koordinator's default.
+    shared_templates: SharedResourceTemplatesConfig = field(default_factory=SharedResourceTemplatesConfig)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, object] | None) -> DeviceShareArgs:
@@ -51,10 +82,11 @@ class DeviceShareArgs:
         if "targetWorkload" in raw and policy in POLICIES and policy not in users:
             problems.append(f"targetWorkload: only used by allocationPolicy {' or '.join(users)}, not {policy}")
         unsupported = _unsupported_models(raw.get("gpuShareUnsupportedModels"), problems)
+        templates = _templates_config(raw.get("gpuSharedResourceTemplatesConfig"), problems)
         if problems:
             raise ConfigError("; ".join(problems))
         assert isinstance(policy, str)
-        return cls(scoring, policy, workload, unsupported)
+        return cls(scoring, policy, workload, unsupported, templates)
 
 
 def _unsupported_models(raw: object, problems: list[str]) -> frozenset[tuple[str, str]]:
@@ -80,3 +112,27 @@ def _unsupported_models(raw: object, problems: list[str]) -> frozenset[tuple[str
             continue
         out.add((vendor, model))
     return frozenset(out)
+
+
+def _templates_config(raw: object, problems: list[str]) -> SharedResourceTemplatesConfig:
+    where = "gpuSharedResourceTemplatesConfig"
+    default = SharedResourceTemplatesConfig()
+    if raw is None:
+        return default
+    if not isinstance(raw, Mapping):
+        problems.append(f"{where}: expected {{configMapNamespace, configMapName, matchedResources}}")
+        return default
+    unknown = sorted(str(k) for k in raw if k not in _TEMPLATES_KEYS)
+    if unknown:
+        problems.append(f"{where}: unknown field {', '.join(unknown)} (allowed: {', '.join(sorted(_TEMPLATES_KEYS))})")
+    namespace = raw.get("configMapNamespace", default.namespace)
+    if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS_LABEL.fullmatch(namespace):
+        problems.append(f"{where}.configMapNamespace: {namespace!r} is not a namespace name (a DNS-1123 label)")
+    name = raw.get("configMapName", default.name)
+    if not isinstance(name, str) or len(name) > 253 or not _DNS_SUBDOMAIN.fullmatch(name):
+        problems.append(f"{where}.configMapName: {name!r} is not a ConfigMap name (a DNS-1123 subdomain)")
+    matched = raw.get("matchedResources", sorted(default.matched_resources))
+    if not isinstance(matched, list) or not all(isinstance(m, str) and m for m in matched):
+        problems.append(f"{where}.matchedResources: expected a list of resource names, got {matched!r}")
+        matched = []
+    return SharedResourceTemplatesConfig(str(namespace), str(name), frozenset(matched))

@@ -26,3 +26,6 @@ ISOLATION_PROVIDER_MISMATCH = (
 )
 #: Formatted with the model and vendor, as Koordinator words it (`gpuShareUnsupportedModels`).
 SHARE_UNSUPPORTED_MODEL = 'model "{model}" of vendor "{vendor}" does not support GPU Share'
+#: As Koordinator words it: a share that must match a GPU shared-resource template matches none
+#: (PreFilter), or none of the node's GPU model (Filter).
+NO_MATCHED_TEMPLATE = "no matched GPU shared resource template"

@@ -168,3 +168,77 @@ def test_unsupported_models_parse_to_vendor_model_pairs() -> None:
         ("huawei", "Ascend-310P3-300I-DUO"),
         ("nvidia", "Tesla-T4"),
     }
+
+
+# --- GPU shared-resource templates ----------------------------------------------------------------
+TEMPLATES_REF = "koordinator-system/gpu-shared-resource-templates"
+#: GPU shares on A100s must be cut as these templates say (matchedResources names gpu-core).
+TEMPLATE_ARGS = {"gpuSharedResourceTemplatesConfig": {"matchedResources": [names.GPU_CORE]}}
+A100_TEMPLATES = {
+    "nvidia-A100-SXM4-80GB": {
+        "half": {names.GPU_CORE: 50, names.GPU_MEMORY_RATIO: 50},
+        "quarter": {names.GPU_CORE: 25, names.GPU_MEMORY_RATIO: 25},
+    }
+}
+
+
+def a100(name: str) -> tuple[Node, Device]:
+    return labelled(make_node(name), {names.LABEL_GPU_VENDOR: "nvidia"})
+
+
+def test_a_share_that_must_match_a_template_goes_only_to_a_model_that_has_it() -> None:
+    scheduler = make_scheduler(a100("a100"), t4("t4"), config=with_deviceshare_args(TEMPLATE_ARGS))
+    scheduler.cache.templates.put(TEMPLATES_REF, A100_TEMPLATES)
+    outcome = scheduler.schedule_one(make_pod("half", gpu_core=50, gpu_ratio=50))
+    assert outcome.node == "a100"
+    scheduler.cache.update_node(labelled(a100("a100"), {names.LABEL_GPU_MODEL: "H100"})[0])
+    refused = scheduler.schedule_one(make_pod("half-2", gpu_core=50, gpu_ratio=50))
+    assert refused.diagnosis.reasons_by_node() == {
+        "a100": ["no matched GPU shared resource template"],
+        "t4": ["no matched GPU shared resource template"],
+    }
+
+
+def test_a_share_matching_no_template_is_refused_at_prefilter() -> None:
+    scheduler = make_scheduler(a100("a100"), config=with_deviceshare_args(TEMPLATE_ARGS))
+    scheduler.cache.templates.put(TEMPLATES_REF, A100_TEMPLATES)
+    refused = scheduler.schedule_one(make_pod("third", gpu_core=30, gpu_ratio=30))
+    assert refused.status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    assert refused.status.plugin == "DeviceShare"
+    assert refused.status.message == "0/1 nodes are available: no matched GPU shared resource template."
+    # The ConfigMap gains a template for it: the same pod fits (its shape changed with the templates).
+    scheduler.cache.templates.put(
+        TEMPLATES_REF, {"nvidia-A100-SXM4-80GB": {"third": {names.GPU_CORE: 30, names.GPU_MEMORY_RATIO: 30}}}
+    )
+    assert scheduler.schedule_one(make_pod("third", gpu_core=30, gpu_ratio=30)).node == "a100"
+
+
+@pytest.mark.parametrize(
+    "amounts",
+    [{"nvidia_gpu": 1}, {"gpu_ratio": 30}],
+    ids=["whole-gpu", "no-matched-resource"],
+)
+def test_pods_the_templates_do_not_concern_go_anywhere(amounts: dict[str, int]) -> None:
+    # A whole GPU is not a share; a memory-only share asks for no matched resource (gpu-core).
+    scheduler = make_scheduler(a100("a100"), config=with_deviceshare_args(TEMPLATE_ARGS))
+    assert scheduler.schedule_one(make_pod("p", **amounts)).node == "a100"
+
+
+def test_by_default_only_huawei_npu_shares_must_match_a_template() -> None:
+    scheduler = make_scheduler(a100("a100"))  # Koordinator's default: matchedResources [huawei.com/npu-core]
+    assert scheduler.schedule_one(make_pod("third", gpu_core=30, gpu_ratio=30)).node == "a100"
+    assert scheduler.cache.templates.wanted() == {TEMPLATES_REF}
+
+
+def test_the_templates_config_defaults_each_field_and_validates_at_startup() -> None:
+    config = DeviceShareArgs.from_dict({"gpuSharedResourceTemplatesConfig": {"configMapName": "npu-templates"}})
+    templates = config.shared_templates
+    assert (templates.ref, templates.matched_resources) == ("koordinator-system/npu-templates", {"huawei.com/npu-core"})
+    bad = {"configMapNamespace": "Not_A_Namespace", "configMapName": "", "matchedResources": "gpu-core", "other": 1}
+    with pytest.raises(ConfigError) as info:
+        DeviceShareArgs.from_dict({"gpuSharedResourceTemplatesConfig": bad})
+    message = str(info.value)
+    assert "gpuSharedResourceTemplatesConfig: unknown field other" in message
+    assert "configMapNamespace: 'Not_A_Namespace' is not a namespace name" in message
+    assert "configMapName: '' is not a ConfigMap name" in message
+    assert "matchedResources: expected a list of resource names, got 'gpu-core'" in message
