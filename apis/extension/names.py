@@ -214,6 +214,17 @@ ENV_JOB_COMPLETION_INDEX: Final = "JOB_COMPLETION_INDEX"
 #: On a CronJob's Jobs: when the run was scheduled (RFC 3339).
 ANNOTATION_CRONJOB_SCHEDULED_TIMESTAMP: Final = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 
+# --- well-known labels and annotations of tools that own objects ---------------------------------
+#: Who manages an object (`Helm`, `tessera-up`): Kubernetes' recommended label.
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+#: Helm's mark on every object of a release: which release owns it (an object without it is not
+#: Helm's, and `helm install` refuses to take it over).
+ANNOTATION_HELM_RELEASE_NAME: Final = "meta.helm.sh/release-name"
+#: What `kubectl apply` (client-side) last applied to an object.
+ANNOTATION_KUBECTL_LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+#: On a Job that `kubectl create job --from=cronjob/NAME` made: `manual`.
+ANNOTATION_CRONJOB_INSTANTIATE: Final = "cronjob.kubernetes.io/instantiate"
+
 #: kube-apiserver's DefaultTolerationSeconds: how long a pod that says nothing about them
 #: tolerates the two NoExecute taints above before it is evicted.
 DEFAULT_TOLERATION_SECONDS: Final = 300

@@ -141,6 +141,16 @@ NEEDED: dict[str, set[Call]] = {
         # agent/qos/nodeslo.py: FailedParsing on a NodeSLO, a cluster-scoped object, so in `default`.
         | calls("create patch", CORE, "events")
     ),
+    "tessera-dashboard": (
+        # dashboard/sources.py ClusterSources: Informers (list + watch, every namespace) of the
+        # Devices, pods, PodGroups, ElasticQuotas, Reservations and PodMigrationJobs it draws.
+        calls("list watch", *DEVICES)
+        | calls("list watch", CORE, "pods")
+        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
+        | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
+        | calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
+    ),
 }
 
 
