@@ -33,6 +33,9 @@ EPHEMERAL_STORAGE: Final = "ephemeral-storage"
 NVIDIA_GPU: Final = "nvidia.com/gpu"
 AMD_GPU: Final = "amd.com/gpu"
 DCU_GPU: Final = "dcu.com/gpu"
+#: Huawei Ascend vNPU resources, as Koordinator names them. Tessera schedules none of them; the
+#: first is the default of DeviceShare's `gpuSharedResourceTemplatesConfig.matchedResources`.
+HUAWEI_NPU_CORE: Final = "huawei.com/npu-core"
 #: Whole-GPU resource names of device plugins; N of them = N whole GPUs.
 WHOLE_GPU_RESOURCES: Final = (NVIDIA_GPU, AMD_GPU, DCU_GPU)
 
@@ -161,6 +164,17 @@ ANNOTATION_MIGRATION_REASON: Final = f"{TESSERA_DOMAIN}/migration-reason"
 LABEL_GPU_VENDOR: Final = f"{NODE_DOMAIN}/gpu-vendor"
 LABEL_GPU_MODEL: Final = f"{NODE_DOMAIN}/gpu-model"
 LABEL_GPU_DRIVER_VERSION: Final = f"{NODE_DOMAIN}/gpu-driver-version"
+#: Koordinator's names for the model and driver labels before v1.2. Koordinator still defines
+#: them but reads neither; Tessera reads a node's model from here when `LABEL_GPU_MODEL` is
+#: absent (a node labelled by a pre-v1.2 manager), and never writes them.
+DEPRECATED_LABEL_GPU_MODEL: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-model"
+DEPRECATED_LABEL_GPU_DRIVER: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-driver"
+#: On a pod: the GPU isolation layer its GPU share must be enforced by; on a Node: the one the
+#: node has installed. A shared-GPU pod goes only to a node with the same value, and the node's
+#: runtime hook sets the pod's containers up for it (`GPU_ISOLATION_PROVIDER_HAMI_CORE`).
+LABEL_GPU_ISOLATION_PROVIDER: Final = f"{DOMAIN}/gpu-isolation-provider"
+#: The one provider Koordinator knows: HAMi-core's libvgpu.so, preloaded into the container.
+GPU_ISOLATION_PROVIDER_HAMI_CORE: Final = "HAMi-core"
 #: Marks objects whose devices are simulated (no real hardware behind them).
 LABEL_SIMULATED: Final = f"{TESSERA_DOMAIN}/simulated"
 #: On a Device CR: which GPUs NVLink joins, as JSON `{"<minor>": [<peer minors>], ...}`. Tessera's

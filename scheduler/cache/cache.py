@@ -34,6 +34,7 @@ from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.nominator import Nominator
 from scheduler.cache.podinfo import PodInfo
 from scheduler.cache.reservations import HeldReservation, ReservationBook, remaining_devices
+from scheduler.cache.templates import SharedResourceTemplates
 
 __all__ = ["DEFAULT_ASSUMED_TTL", "ClusterCache"]
 
@@ -81,6 +82,8 @@ class ClusterCache:
         self._book = ReservationBook()
         #: PodDisruptionBudgets, for preemption (kube's DefaultPreemption honours them).
         self.budgets = DisruptionBudgets()
+        #: GPU shared-resource templates (DeviceShare), from the ConfigMaps its arguments name.
+        self.templates = SharedResourceTemplates()
 
     # --- reads ------------------------------------------------------------------------------------
     def node(self, name: str) -> NodeInfo | None:
