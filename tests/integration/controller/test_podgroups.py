@@ -59,7 +59,13 @@ def test_pod_group_status_follows_its_members(
         2,
         scheduling.schedule_start_time,
     )
-    events = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={name}").items
-    messages = [e["message"] for e in events if e["reason"] == "PodGroupPhaseChanged"]
+
+    def phase_changes() -> list[str]:
+        events = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={name}")
+        return [e["message"] for e in events.items if e["reason"] == "PodGroupPhaseChanged"]
+
+    # The Event follows the status write it reports: wait for it rather than read it at once.
+    messages = wait_for(
+        lambda: (m := phase_changes()) and any("Scheduled → Running" in x for x in m) and m, what="the Running Event"
+    )
     assert any("Pending → PreScheduling" in m for m in messages), messages
-    assert any("Scheduled → Running" in m for m in messages), messages

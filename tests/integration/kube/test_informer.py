@@ -163,9 +163,11 @@ def test_cache_converges_after_the_server_is_killed(own_server: EmbeddedAPIServe
         for i in range(10):
             maps.create({"metadata": {"name": f"keep{i}"}}, namespace="default")
         # The first reconnect comes after the restart and all the writes, so with 250 writes the
-        # informer's resourceVersion has left the 100-event window by then: 410, relist.
+        # informer's resourceVersion has left the 100-event window by then: 410, relist. The
+        # writes must beat the reconnect, also on a loaded machine: the relist case waits longer.
+        wait = 2.5 if gap_writes < 100 else 10.0
         informer = Informer(
-            c, CONFIG_MAPS, parse=raw, namespace="default", backoff=Backoff(initial=2.5, maximum=2.5, jitter=0)
+            c, CONFIG_MAPS, parse=raw, namespace="default", backoff=Backoff(initial=wait, maximum=wait, jitter=0)
         )
         recorder = Recorder()
         recorder.attach(informer)
@@ -179,8 +181,8 @@ def test_cache_converges_after_the_server_is_killed(own_server: EmbeddedAPIServe
             maps.patch("keep1", {"data": {"changed": "yes"}}, namespace="default")
             for i in range(gap_writes):
                 maps.create({"metadata": {"name": f"new{i}"}}, namespace="default")
-            eventually(lambda: cache_state(informer) == server_state(c), timeout=20)
-            eventually(lambda: informer.settled, timeout=20)  # and what the relist changed, delivered
+            eventually(lambda: cache_state(informer) == server_state(c), timeout=30)
+            eventually(lambda: informer.settled, timeout=30)  # and what the relist changed, delivered
         assert informer.lists == (1 if gap_writes < 100 else 2)
         adds = recorder.of("add")
         assert len(adds) == len(set(adds)), "no object was added twice"
