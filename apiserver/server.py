@@ -26,9 +26,11 @@ from apis.errors import ConfigError
 from apiserver import pki, workloads
 from apiserver.admission import USER, Admission, WebhookConfigurationStrategy
 from apiserver.authz import bootstrap
+from apiserver.authz.authorizer import Chain
 from apiserver.authz.gate import Gate
 from apiserver.authz.identity import TokenAuthenticator, User
-from apiserver.authz.policy import RegistryPolicy
+from apiserver.authz.node import NodeAuthorizer
+from apiserver.authz.policy import RegistryGraph, RegistryPolicy
 from apiserver.authz.rbac import AlwaysAllow, RBACAuthorizer
 from apiserver.authz.strategy import RBAC_STRATEGIES
 from apiserver.catalog import Catalog
@@ -117,17 +119,18 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _gate(settings: APIServerSettings, registry: Registry, handlers: Handlers) -> Gate:
-    """Authentication and RBAC with a token; without one, everyone is allowed everything."""
+    """Authentication, then the Node authorizer and RBAC (kube's `--authorization-mode=Node,RBAC`)
+    with a token; without one, everyone is allowed everything."""
     if settings.token is None:
         return Gate(None, AlwaysAllow(), handlers.handle, status_response, on_user=_admission_user)
     authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
-    policy = RBACAuthorizer(RegistryPolicy(registry))
+    policy = Chain([NodeAuthorizer(RegistryGraph(registry)), RBACAuthorizer(RegistryPolicy(registry))])
     return Gate(authenticator, policy, handlers.handle, status_response, on_user=_admission_user)
 
 
 def _admission_user(user: User) -> None:
-    """This request's task only: admission webhooks see who asked (AdmissionReview userInfo)."""
-    USER.set({"username": user.name, "uid": user.uid, "groups": list(user.groups)})
+    """This request's task only: admission (NodeRestriction, webhooks' userInfo) sees who asked."""
+    USER.set(user)
 
 
 async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:

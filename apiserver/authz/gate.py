@@ -18,9 +18,8 @@ from aiohttp import web
 from apiserver import bodies
 from apiserver.authz import reviews
 from apiserver.authz.attributes import forbidden_message, from_request
+from apiserver.authz.authorizer import Authorizer
 from apiserver.authz.identity import UNAUTHENTICATED_ADMIN, TokenAuthenticator, User
-from apiserver.authz.rbac import Authorizer
-from apiserver.catalog import AUTHORIZATION_GROUP
 from apiserver.errors import StatusError
 from apiserver.registry import encode
 from kube.logs import V
@@ -62,20 +61,21 @@ class Gate:
                 return self._respond(StatusError.unauthorized())
             user = found
         attrs = from_request(user, request.method, request.path, request.query)
-        if not self._authorizer.authorize(attrs):
+        decision = self._authorizer.authorize(attrs)
+        if not decision.allowed:
             log.log(V(2), "Forbidden", extra={"user": user.name, "verb": attrs.verb, "path": request.path})
             group = attrs.group if attrs.resource_request else ""
-            return self._respond(
-                StatusError.forbidden(forbidden_message(attrs), group=group, kind=attrs.resource, name=attrs.name)
-            )
-        if attrs.resource_request and attrs.group == AUTHORIZATION_GROUP and attrs.resource in reviews.KINDS:
+            message = forbidden_message(attrs, decision.reason)
+            return self._respond(StatusError.forbidden(message, group=group, kind=attrs.resource, name=attrs.name))
+        if reviews.is_review(attrs):
             try:
                 content_type = request.content_type if "Content-Type" in request.headers else ""  # none: JSON
-                review = bodies.decode(await request.read(), content_type)
-                body = reviews.answer(attrs, review, self._authorizer)
+                raw = await request.read()
+                review = bodies.decode(raw, content_type) if raw else {}
+                answered = reviews.answer(attrs, review, self._authorizer, self._authenticator)
             except StatusError as e:
                 return self._respond(e)
-            return web.Response(body=encode(body), status=201, content_type="application/json")
+            return web.Response(body=encode(answered), status=201, content_type="application/json")
         if self._on_user is not None:
             self._on_user(user)
         return await self._handle(request)

@@ -1,5 +1,19 @@
 """Authentication: a bearer token names a user, as kube-apiserver's token authenticators do.
 
+Who a request is from is a `User`, kube's `user.Info`: a name, a uid, groups and `extra` (keys
+to lists of values, as TokenReview and SubjectAccessReview carry them). Tessera's components are
+identified the way kube identifies its own, as the pair (component, node):
+
+- a component of the control plane is a ServiceAccount user
+  (`system:serviceaccount:tessera-system:tessera-scheduler`), one identity for all its replicas;
+- an agent acts for one node, and is `system:node:NAME` in group `system:nodes` — a kubelet's
+  identity, which the Node authorizer (`node.py`) and NodeRestriction admission
+  (`apiserver/admission/noderestriction.py`) confine to that node's objects. `node_name(user)`
+  is kube's NodeIdentifier. On a cluster whose agents run as a DaemonSet's ServiceAccount, the
+  node comes in the token instead: kube (1.30+) puts the node a bound token's pod runs on in
+  `extra["authentication.kubernetes.io/node-name"]` (`NODE_NAME_EXTRA`), and deploy/'s
+  ValidatingAdmissionPolicy confines the agent with it (docs/security.md).
+
 The server's own token (`--token-file`) is the administrator: user `tessera-admin` in group
 `system:masters`, which RBAC's bootstrap policy makes cluster-admin (so the user's kubeconfig
 can do anything, as a cluster's admin kubeconfig can). More identities come from a file in kube's
@@ -15,26 +29,74 @@ import csv
 import hmac
 import io
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from apis.errors import ConfigError
 
-__all__ = ["ADMIN", "TokenAuthenticator", "User", "parse_token_file", "service_account_user"]
+__all__ = [
+    "ADMIN",
+    "ANONYMOUS",
+    "AUTHENTICATED",
+    "NODES_GROUP",
+    "NODE_NAME_EXTRA",
+    "NODE_USER_PREFIX",
+    "TokenAuthenticator",
+    "User",
+    "node_name",
+    "node_user",
+    "parse_token_file",
+    "service_account_user",
+]
 
-AUTHENTICATED = "system:authenticated"
+AUTHENTICATED: Final = "system:authenticated"
+UNAUTHENTICATED: Final = "system:unauthenticated"
+#: kube's node identities: `system:node:NAME` in this group (kubelet's client certificate).
+NODES_GROUP: Final = "system:nodes"
+NODE_USER_PREFIX: Final = "system:node:"
+#: The extra key under which kube-apiserver (1.30+) names the node a bound ServiceAccount
+#: token's pod runs on (`authentication.kubernetes.io/node-name`).
+NODE_NAME_EXTRA: Final = "authentication.kubernetes.io/node-name"
 
 
 @dataclass(frozen=True, slots=True)
 class User:
+    """kube's `user.Info`. `extra` maps keys to their values (TokenReview's `status.user.extra`)."""
+
     name: str
     uid: str = ""
     groups: tuple[str, ...] = ()
+    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+
+    def info(self) -> dict[str, object]:
+        """As the API spells a user (TokenReview's `status.user`, AdmissionReview's `userInfo`)."""
+        out: dict[str, object] = {"username": self.name, "groups": list(self.groups)}
+        if self.uid:
+            out["uid"] = self.uid
+        if self.extra:
+            out["extra"] = {key: list(values) for key, values in self.extra.items()}
+        return out
 
 
 ADMIN = User("tessera-admin", "", ("system:masters", AUTHENTICATED))
 #: Who a server without authentication (plain HTTP on loopback) treats every request as.
 UNAUTHENTICATED_ADMIN = User("system:admin", "", ("system:masters", AUTHENTICATED))
+#: A request without credentials, where it is let through to be authorized (kube's anonymous).
+ANONYMOUS = User("system:anonymous", "", (UNAUTHENTICATED,))
+
+
+def node_user(node: str) -> User:
+    """The identity of the agent (kubelet) of `node`."""
+    return User(f"{NODE_USER_PREFIX}{node}", "", (NODES_GROUP, AUTHENTICATED))
+
+
+def node_name(user: User) -> str | None:
+    """The node `user` acts for, as kube's NodeIdentifier reads it: `system:node:NAME` in group
+    `system:nodes` → NAME ("" for a node user without a name); None for any other user."""
+    if not user.name.startswith(NODE_USER_PREFIX) or NODES_GROUP not in user.groups:
+        return None
+    return user.name.removeprefix(NODE_USER_PREFIX)
 
 
 def service_account_user(namespace: str, name: str) -> User:

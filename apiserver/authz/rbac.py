@@ -3,8 +3,9 @@
 The same evaluation as kube-apiserver's RBAC authorizer (deny by default, rules only add):
 ClusterRoleBindings grant a ClusterRole's rules everywhere; a RoleBinding grants a Role's (or a
 ClusterRole's) rules in its own namespace only. A rule matches on verb, API group and resource
-(`pods`, `pods/status`, `*`, `*/status`), then `resourceNames` when it lists any (so `create`,
-`list`, `watch` and `deletecollection` never match a named rule), or on `nonResourceURLs`
+(`pods`, `pods/status`, `*`, `*/status`), then `resourceNames` when it lists any (so `create`
+and `deletecollection` never match a named rule, nor a `list`/`watch` unless its field selector
+names one object, `metadata.name=NAME`, as kube's RequestInfo reads it), or on `nonResourceURLs`
 (exact, `*`, or a prefix ending in `*`) for other paths. Subjects are Users, Groups and
 ServiceAccounts (`system:serviceaccount:NS:NAME`). Aggregated ClusterRoles are not resolved.
 
@@ -18,22 +19,19 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from apiserver.authz.attributes import Attributes
+from apiserver.authz.authorizer import ALLOW, NO_OPINION, Authorizer, Decision
 from apiserver.authz.identity import User
 
-__all__ = ["AlwaysAllow", "Authorizer", "PolicySource", "RBACAuthorizer", "rule_allows"]
+__all__ = ["AlwaysAllow", "Authorizer", "PolicySource", "RBACAuthorizer", "rule_allows", "rules_allow"]
 
 Obj = Mapping[str, Any]
-
-
-class Authorizer(Protocol):
-    def authorize(self, attrs: Attributes) -> bool: ...
 
 
 class AlwaysAllow:
     """A server without authentication: everyone may do everything (kube's AlwaysAllow)."""
 
-    def authorize(self, attrs: Attributes) -> bool:
-        return True
+    def authorize(self, attrs: Attributes) -> Decision:
+        return ALLOW
 
 
 class PolicySource(Protocol):
@@ -74,6 +72,11 @@ def rule_allows(rule: Obj, attrs: Attributes) -> bool:
     return not names or attrs.name in names
 
 
+def rules_allow(rules: Iterable[Obj], attrs: Attributes) -> bool:
+    """Whether any of `rules` allows the request (kube's `rbac.RulesAllow`)."""
+    return any(rule_allows(rule, attrs) for rule in rules)
+
+
 def _subject_matches(subject: Obj, user: User, binding_namespace: str) -> bool:
     kind, name = subject.get("kind"), subject.get("name")
     if kind == "User":
@@ -90,8 +93,9 @@ class RBACAuthorizer:
     def __init__(self, policy: PolicySource) -> None:
         self._policy = policy
 
-    def authorize(self, attrs: Attributes) -> bool:
-        return any(rule_allows(rule, attrs) for rule in self.rules_for(attrs.user, attrs.namespace))
+    def authorize(self, attrs: Attributes) -> Decision:
+        """Allow when a bound rule matches; else no opinion (RBAC never denies)."""
+        return ALLOW if rules_allow(self.rules_for(attrs.user, attrs.namespace), attrs) else NO_OPINION
 
     def rules_for(self, user: User, namespace: str) -> Iterable[Obj]:
         """Every rule that applies to `user` in `namespace` ("" : cluster-wide only)."""
