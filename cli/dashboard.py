@@ -29,6 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         what="the page (loopback only unless told)",
     )
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the page is reached by (an Ingress's); IP addresses, localhost, Service names and "
+        "this machine's name always work, others are refused (DNS rebinding). Repeatable",
+    )
+    parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
         help=f"the scheduler's gRPC API, for pending pods' reasons (default ${ADDRESS_ENV}, "
@@ -77,6 +85,7 @@ def settings_from(args: argparse.Namespace) -> dashboard.DashboardSettings:
         scheduler_address_file=args.scheduler_address_file,
         poll_interval=args.poll_interval,
         explain_limit=args.explain_limit,
+        allowed_hosts=tuple(args.allowed_host),
     )
     settings.validate()
     return settings

@@ -37,6 +37,10 @@ class DashboardSettings:
     explain_limit: int = 20
     #: Seconds changes are gathered before the page is told: one update per burst, not per event.
     debounce: float = 0.1
+    #: Host names the page may be reached by besides IP addresses, localhost, Service names and
+    #: this machine's name (`kube.hostcheck`): any other is refused, so a page elsewhere cannot
+    #: rebind its own name to this server and read it.
+    allowed_hosts: tuple[str, ...] = ()
 
     def validate(self) -> None:
         """Raise ConfigError naming every problem at once."""

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from apis.k8s.workloads import Scale, controller_of
 from kube import serving
 from kube.client import Client
+from kube.delegation import Delegation
 from kube.events import EventRecorder
 from kube.informer import InformerFactory, raw
 from kube.lifecycle import stop_on_signals, wait_until_set, write_atomically
@@ -309,6 +310,7 @@ def run(settings: KubeControllersSettings, *, stop: threading.Event | None = Non
             registry=metrics.registry,
             liveness={"worker": lambda: "" if not synced.is_set() or controllers.engine.alive() else "worker died"},
             readiness={"informer-sync": lambda: "" if synced.is_set() else "the informer caches have not synced yet"},
+            auth=Delegation(client),
         )
         http.start()
         try:
