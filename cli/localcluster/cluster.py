@@ -31,6 +31,7 @@ import psutil
 
 from apis.errors import ConfigError
 from cli.launchers.apiserver import DEFAULT_CRDS
+from cli.launchers.base import KubeconfigCredentials
 from cli.localcluster import components, identities, state, webhook
 from cli.localcluster.components import Component
 from cli.localcluster.retire import retire_nodes
@@ -39,6 +40,7 @@ from cli.localcluster.supervisor import EventKind, Stopped, Supervised, Supervis
 from kube import errors
 from kube.client import Client
 from kube.crds import install_crds
+from kube.process import ServingProcess
 
 __all__ = ["LocalCluster"]
 
@@ -98,7 +100,7 @@ class LocalCluster:
         self._take_over()
         self.owns_data_dir = True
         self._write_state()
-        tokens = identities.ensure_tokens(components.token_file(self.data_dir), identities.IDENTITIES.values())
+        tokens = identities.ensure_tokens(components.token_file(self.data_dir), self._identities())
         self._start([components.apiserver(self.data_dir, port=self.settings.port)])
         self._kubeconfigs = identities.component_kubeconfigs(self.data_dir / "kubeconfigs", self.kubeconfig, tokens)
         with self.client() as client:
@@ -138,9 +140,16 @@ class LocalCluster:
         return Client.from_kubeconfig(self.kubeconfig, user_agent=user_agent)
 
     # --- start-up ----------------------------------------------------------------------------------
+    def _identities(self) -> list[identities.Identity]:
+        """Each control-plane component's ServiceAccount and each agent's node (`identities.py`)."""
+        control = [name for name in identities.IDENTITIES if name != identities.AGENT]
+        nodes = [self.local_node] if self.local_node else []
+        agents = [f"{identities.AGENT}/{node}" for node in [*nodes, *self.simulated_nodes]]
+        return identities.up_identities([*control, *agents])
+
     def _kubeconfig_of(self, component: str) -> Path:
         """The kubeconfig with the component's own identity (`identities.py`)."""
-        return self._kubeconfigs[identities.identity_of(component).service_account]
+        return self._kubeconfigs[identities.identity_of(component).key]
 
     def _node_and_control_plane(self, hooks: webhook.WebhookSetup) -> list[Component]:
         data, kubeconfig = self.data_dir, self._kubeconfig_of
@@ -161,13 +170,20 @@ class LocalCluster:
             dashboard,
         ]
         if self.local_node:
-            wanted.append(components.local_agent(data, kubeconfig("agent"), node=self.local_node))
+            wanted.append(components.local_agent(data, kubeconfig(f"agent/{self.local_node}"), node=self.local_node))
         wanted += [
             components.simulated_agent(
-                data, kubeconfig("agent"), node=node, profile=self.settings.profile, args=self.settings.agent_args
+                data,
+                kubeconfig(f"agent/{node}"),
+                node=node,
+                profile=self.settings.profile,
+                args=self.settings.agent_args,
             )
             for node in self.simulated_nodes
         ]
+        for component in wanted:  # what tessera up (and its soak) asks of them, it asks as the user
+            if isinstance(component.process, ServingProcess):
+                component.process.credentials = KubeconfigCredentials(self.kubeconfig)
         return wanted
 
     def _start(self, wanted: Sequence[Component]) -> None:
