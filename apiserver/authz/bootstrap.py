@@ -24,7 +24,7 @@ from apiserver.catalog import AUTHENTICATION_GROUP, AUTHORIZATION_GROUP, RBAC_GR
 from apiserver.registry import Registry
 from apiserver.selectors import ObjectFilter
 
-__all__ = ["ensure_policy"]
+__all__ = ["CLUSTER_ROLES", "ensure_policy"]
 
 _LABELS = {"kubernetes.io/bootstrapping": "rbac-defaults"}
 _ANNOTATIONS = {"rbac.authorization.kubernetes.io/autoupdate": "true"}
@@ -41,7 +41,8 @@ _MONITORING_URLS = [
     "/metrics/slis",
 ]
 
-_ROLES: dict[str, list[dict[str, Any]]] = {
+#: The bootstrap ClusterRoles by name (deploy/ binds `system:auth-delegator`).
+CLUSTER_ROLES: dict[str, list[dict[str, Any]]] = {
     "cluster-admin": [
         {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
         {"nonResourceURLs": ["*"], "verbs": ["*"]},
@@ -104,7 +105,7 @@ async def ensure_policy(registry: Registry) -> None:
     roles = registry.catalog.lookup(RBAC_GROUP, "v1", "clusterroles")
     bindings = registry.catalog.lookup(RBAC_GROUP, "v1", "clusterrolebindings")
     assert roles is not None and bindings is not None
-    await _ensure(registry, roles, {name: {"rules": rules} for name, rules in _ROLES.items()}, "rules")
+    await _ensure(registry, roles, {name: {"rules": rules} for name, rules in CLUSTER_ROLES.items()}, "rules")
     desired = {
         name: {"roleRef": {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": name}, "subjects": _subjects(group)}
         for name, group in _BINDINGS.items()

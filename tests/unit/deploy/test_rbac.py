@@ -37,6 +37,15 @@ def calls(verbs: str, group: str, resource: str, namespace: str | None = ALL, na
     return {Call(verb, group, resource, namespace, name) for verb in verbs.split()}
 
 
+def delegated_auth() -> set[Call]:
+    # kube/delegation.py Delegation: its HTTP endpoints (all but health) ask the API server who a
+    # bearer token is (TokenReview) and whether they may (SubjectAccessReview), as kube-scheduler's
+    # secure port does; kube's system:auth-delegator grants exactly these.
+    return calls("create", "authentication.k8s.io", "tokenreviews") | calls(
+        "create", "authorization.k8s.io", "subjectaccessreviews"
+    )
+
+
 def leader_election(lease: str) -> set[Call]:
     # kube/leaderelection.py LeaderElector: get the Lease, create it when missing, update it to
     # acquire, renew and release. RBAC cannot limit create by name.
@@ -72,6 +81,7 @@ NEEDED: dict[str, set[Call]] = {
         # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
         | calls("create patch", CORE, "events")
         | leader_election(names.SCHEDULER_NAME)
+        | delegated_auth()
     ),
     "tessera-controller": (
         # controller/noderesources/reconciler.py add_to_manager: Informers of Nodes and Devices;
@@ -95,6 +105,7 @@ NEEDED: dict[str, set[Call]] = {
         # their namespaces; those about Nodes and Devices (cluster-scoped) to `default`.
         | calls("create patch", CORE, "events")
         | leader_election("tessera-controller")
+        | delegated_auth()
     ),
     "tessera-descheduler": (
         # descheduler/app.py Descheduler: Informers (list + watch) of PodMigrationJobs, Reservations,
@@ -119,6 +130,7 @@ NEEDED: dict[str, set[Call]] = {
         # (cluster-scoped, so `default`).
         | calls("create patch", CORE, "events")
         | leader_election("tessera-descheduler")
+        | delegated_auth()
     ),
     "tessera-agent": (
         # agent/app.py: the Informer of the node's pods (list + watch, all namespaces: RBAC has
@@ -137,6 +149,7 @@ NEEDED: dict[str, set[Call]] = {
         # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count);
         # agent/qos/nodeslo.py: FailedParsing on a NodeSLO, a cluster-scoped object, so in `default`.
         | calls("create patch", CORE, "events")
+        | delegated_auth()
     ),
 }
 
@@ -183,7 +196,7 @@ def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
         ):
             continue
         ref = binding.obj["roleRef"]
-        role = manifests.find(ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
+        role = manifests.role(ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
         assert role is not None, f"{binding}: role {ref['name']} not found"
         for rule in role.obj.get("rules") or []:
             assert "nonResourceURLs" not in rule, f"{role}: no component calls non-resource URLs"
@@ -227,7 +240,17 @@ def test_nothing_else_is_granted(service_account: str) -> None:
 @pytest.mark.parametrize("m", manifests.of_kind("Role", "ClusterRole"), ids=str)
 def test_no_wildcards(m: Manifest) -> None:
     for rule in m.obj["rules"]:
-        assert "*" not in rule["verbs"] + rule["apiGroups"] + rule["resources"], rule
+        assert "*" not in rule["verbs"] + rule.get("apiGroups", []) + rule.get("resources", []), rule
+        assert "*" not in rule.get("nonResourceURLs", []), rule
+
+
+def test_the_metrics_reader_reads_metrics_and_nothing_else() -> None:
+    # For Prometheus-style scrapers (docs/security.md); deploy/ binds it to no one.
+    reader = manifests.find("ClusterRole", "tessera-metrics-reader")
+    assert reader is not None
+    assert reader.obj["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    bindings = manifests.of_kind("ClusterRoleBinding", "RoleBinding")
+    assert not [b for b in bindings if b.obj["roleRef"]["name"] == "tessera-metrics-reader"]
 
 
 def test_each_workload_runs_as_a_service_account_with_a_table() -> None:
