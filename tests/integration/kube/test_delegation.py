@@ -112,7 +112,8 @@ def ask(
         with urllib.request.urlopen(request, timeout=10) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+        with e:
+            return e.code, e.read().decode()
 
 
 def status(body: str) -> tuple[str, str]:
