@@ -103,6 +103,10 @@ class LocalCluster:
         tokens = identities.ensure_tokens(components.token_file(self.data_dir), self._identities())
         self._start([components.apiserver(self.data_dir, port=self.settings.port)])
         self._kubeconfigs = identities.component_kubeconfigs(self.data_dir / "kubeconfigs", self.kubeconfig, tokens)
+        scraper = identities.IDENTITIES[identities.METRICS_SCRAPER].key
+        metrics_token = components.metrics_token_file(self.data_dir)
+        metrics_token.touch(mode=0o600, exist_ok=True)
+        metrics_token.write_text(tokens[scraper] + "\n", encoding="utf-8")
         with self.client() as client:
             with self._through_apiserver(f"installing the CRDs of {DEFAULT_CRDS}"):
                 install_crds(client, DEFAULT_CRDS, timeout=self.settings.start_timeout)

@@ -46,6 +46,7 @@ __all__ = [
     "DEPLOY",
     "IDENTITIES",
     "LOCAL_ROLES",
+    "METRICS_SCRAPER",
     "NAMESPACE",
     "Identity",
     "apply_manifests",
@@ -61,6 +62,8 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 NAMESPACE = "tessera-system"
 #: The agent's component name (`agent/NODE` in `tessera up`'s component names).
 AGENT = "agent"
+#: The scraper's entry in IDENTITIES (a client of the components, not one of them).
+METRICS_SCRAPER = "metrics-scraper"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +110,9 @@ IDENTITIES: Mapping[str, Identity] = {
     AGENT: Identity("tessera-agent"),
     "kube-controller-manager": Identity("tessera-kube-controller-manager", deployed=False),
     "dashboard": Identity("tessera-dashboard", deployed=False),
+    # Not a process: the identity a Prometheus pointed at tessera up's components scrapes with
+    # (DATA_DIR/metrics-token), bound to deploy/'s tessera-metrics-reader: get /metrics, nothing else.
+    METRICS_SCRAPER: Identity("tessera-metrics-scraper", deployed=False),
 }
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -202,6 +208,7 @@ LOCAL_ROLES: list[dict[str, Any]] = [
             {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
         ],
     ),
+    _binding("tessera-up:metrics-scraper", "tessera-metrics-reader", "tessera-metrics-scraper"),
 ]
 
 

@@ -16,6 +16,7 @@ def test_tokens_are_kept_across_runs_and_readable_by_the_api_server(tmp_path: Pa
         "tessera-dashboard",
         "tessera-descheduler",
         "tessera-kube-controller-manager",
+        "tessera-metrics-scraper",
         "tessera-scheduler",
     ]
     again = identities.ensure_tokens(path, [*identities.IDENTITIES.values(), identities.Identity("tessera-new")])
