@@ -245,6 +245,7 @@ class Agent:
             error=json_error,
             auth=auth,
             hosts=HostPolicy.with_names([self.settings.node_name]),
+            tls=s.tls.context([self.settings.node_name]),
         )
         self.http.start()  # ConfigError when the port is taken
         self._stops.append(self.http.stop)

@@ -86,6 +86,7 @@ def settings_from(args: argparse.Namespace) -> dashboard.DashboardSettings:
         poll_interval=args.poll_interval,
         explain_limit=args.explain_limit,
         allowed_hosts=tuple(args.allowed_host),
+        tls=serving.tls,
     )
     settings.validate()
     return settings

@@ -11,15 +11,18 @@ so the request carries the credentials of your kubeconfig (`--kubeconfig`, `--co
 $KUBECONFIG or ~/.kube/config, as kubectl): whoever may `post` on `/health/clear`
 (`nonResourceURLs`) may clear, and nobody else — a cluster-admin may, an anonymous caller may
 not. The agent is found at `--agent URL`; else in `tessera up`'s state (`--data-dir`, default
-./tessera-data: `agent/NODE`'s URL); else at the Node's InternalIP on `--agent-port` (9316, as
-deploy/agent.yaml serves it). Prints the agent's JSON answer; exit code 1 when it refuses
-(its message on stderr), 2 when the agent cannot be found or asked.
+./tessera-data: `agent/NODE`'s URL); else at `https://` the Node's InternalIP on `--agent-port`
+(9316, as deploy/agent.yaml serves it, with a self-signed certificate: the token travels
+encrypted; `--agent-ca FILE` also verifies the agent's certificate, as a cluster-issued one can
+be). Prints the agent's JSON answer; exit code 1 when it refuses (its message on stderr), 2 when
+the agent cannot be found or asked.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import ssl
 import sys
 import urllib.error
 import urllib.parse
@@ -61,6 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         each.add_argument(
             "--agent-port", type=int, default=AGENT_PORT, help=f"the agents' port on their nodes (default {AGENT_PORT})"
         )
+        each.add_argument(
+            "--agent-ca", type=Path, metavar="FILE", help="verify an HTTPS agent's certificate with this CA"
+        )
     kind = fault.add_mutually_exclusive_group(required=True)
     kind.add_argument("--xid", type=int, metavar="XID", help="an XID event (79: fallen off the bus, until a reset)")
     kind.add_argument("--lost", action="store_true", help="the GPU stops answering")
@@ -96,7 +102,20 @@ def _agent_url(args: argparse.Namespace, client: Client) -> str:
     if not ip:
         raise ConfigError(f"node {args.node} has no InternalIP: give its agent's address with --agent")
     host = f"[{ip}]" if ":" in ip else ip
-    return f"http://{host}:{args.agent_port}"
+    return f"https://{host}:{args.agent_port}"
+
+
+def _tls(args: argparse.Namespace) -> ssl.SSLContext:
+    """Verify with `--agent-ca`; else encrypt without verifying (a self-signed certificate)."""
+    if args.agent_ca is not None:
+        try:
+            return ssl.create_default_context(cafile=str(args.agent_ca))
+        except (OSError, ssl.SSLError) as e:
+            raise ConfigError(f"--agent-ca {args.agent_ca}: {e}") from None
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def run(args: argparse.Namespace) -> int:
@@ -110,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     if authorization:
         request.add_header("Authorization", authorization)
     try:
-        with urllib.request.urlopen(request, timeout=_TIMEOUT_S) as response:
+        context = _tls(args) if url.startswith("https://") else None
+        with urllib.request.urlopen(request, timeout=_TIMEOUT_S, context=context) as response:
             body = response.read().decode()
     except urllib.error.HTTPError as e:
         print(

@@ -212,7 +212,7 @@ async def serve(settings: DashboardSettings, stop: asyncio.Event) -> None:
         dashboard = Dashboard(settings, client)
         runner = web.AppRunner(dashboard.app(), access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, settings.host, settings.port)
+        site = web.TCPSite(runner, settings.host, settings.port, ssl_context=settings.tls.context())
         try:
             await site.start()
         except OSError as e:

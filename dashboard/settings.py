@@ -8,6 +8,7 @@ from typing import Final
 
 from apis.errors import ConfigError
 from kube.client import ClientSettings
+from kube.servingtls import TLSServing
 
 __all__ = ["DEFAULT_PORT", "DashboardSettings"]
 
@@ -41,6 +42,8 @@ class DashboardSettings:
     #: this machine's name (`kube.hostcheck`): any other is refused, so a page elsewhere cannot
     #: rebind its own name to this server and read it.
     allowed_hosts: tuple[str, ...] = ()
+    #: HTTPS for the page (`--tls-cert-file`, `--tls-self-signed`); plain HTTP by default.
+    tls: TLSServing = field(default_factory=TLSServing)
 
     def validate(self) -> None:
         """Raise ConfigError naming every problem at once."""

@@ -104,6 +104,7 @@ class Descheduler:
             liveness={"loop": self._loop_alive},
             readiness={"informer-sync": self._synced_check},
             auth=Delegation(client),
+            tls=settings.serving.tls.context(),
         )
         self._wake = threading.Event()
         self._leading = threading.Event()

@@ -51,6 +51,7 @@ from apis.errors import ConfigError
 from kube.delegation import Caller, Delegation, DelegationFailed, Unauthenticated
 from kube.hostcheck import HostPolicy
 from kube.logs import V
+from kube.servingtls import TLSServing
 
 __all__ = [
     "JSON",
@@ -97,6 +98,8 @@ class ServingSettings:
     port: int = 0
     #: Write the bound HOST:PORT here once serving (how a parent process finds a port 0 choice).
     address_file: Path | None = None
+    #: HTTPS (`--tls-cert-file`/`--tls-self-signed`); plain HTTP by default.
+    tls: TLSServing = field(default_factory=TLSServing)
 
     def validate(self) -> None:
         """Raises ConfigError for a port no socket can have."""

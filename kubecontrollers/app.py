@@ -311,6 +311,7 @@ def run(settings: KubeControllersSettings, *, stop: threading.Event | None = Non
             liveness={"worker": lambda: "" if not synced.is_set() or controllers.engine.alive() else "worker died"},
             readiness={"informer-sync": lambda: "" if synced.is_set() else "the informer caches have not synced yet"},
             auth=Delegation(client),
+            tls=settings.serving.tls.context(),
         )
         http.start()
         try:

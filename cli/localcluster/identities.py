@@ -80,7 +80,13 @@ class Identity:
 
     @classmethod
     def of_node(cls, node: str) -> Identity:
+        """The agent of `node`: (component `agent`, node `node`)."""
         return cls(node=node, deployed=False)
+
+    @property
+    def component(self) -> str:
+        """The component it is (`scheduler`, `agent`): the pair (component, node) is the identity."""
+        return AGENT if self.node else self.service_account.removeprefix("tessera-")
 
     @property
     def user(self) -> str:

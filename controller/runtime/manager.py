@@ -78,6 +78,7 @@ class Manager:
             liveness={"workers": self._workers_alive},
             readiness={"informer-sync": self._synced_check, "shutdown": self._not_stopping},
             auth=Delegation(client),
+            tls=settings.serving.tls.context(),
         )
         self._synced = threading.Event()
         self._stopping = threading.Event()

@@ -26,6 +26,7 @@ which GPUs, and the flags change what the scheduler logs. RBAC names each by pat
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry
@@ -50,6 +51,7 @@ def new_server(
     liveness: Mapping[str, serving.Check],
     readiness: Mapping[str, serving.Check],
     auth: Delegation | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> serving.Server:
     """The scheduler's HTTP server on `address` (`HOST:PORT`, `[::1]:PORT`), not yet started;
     `auth` None serves anyone (tests of the handlers)."""
@@ -72,6 +74,7 @@ def new_server(
         routes=[serving.Route("GET", "/apis/v1/__services__", services), *diagnostics.routes()],
         error=_error,
         auth=auth,
+        tls=tls,
     )
     return server
 

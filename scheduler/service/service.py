@@ -235,6 +235,7 @@ class SchedulerService:
                 liveness={"scheduling-loop": self._liveness},
                 readiness={"informer-sync": self._readiness},
                 auth=Delegation(client),
+                tls=settings.http.tls.context(),
             )
             if settings.http.address
             else None

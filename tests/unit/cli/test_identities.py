@@ -30,6 +30,11 @@ def test_tokens_are_kept_across_runs_and_readable_by_the_api_server(tmp_path: Pa
 def test_every_component_has_an_identity_and_every_agent_its_nodes() -> None:
     agent = identities.identity_of("agent/sim-3")
     assert (agent.user, agent.groups, agent.key) == ("system:node:sim-3", ("system:nodes",), "node-sim-3")
+    assert (agent.component, agent.node) == ("agent", "sim-3")
+    assert (identities.identity_of("scheduler").component, identities.identity_of("scheduler").node) == (
+        "scheduler",
+        "",
+    )
     assert identities.identity_of("agent/sim-4").user == "system:node:sim-4"
     assert identities.identity_of("scheduler").user == "system:serviceaccount:tessera-system:tessera-scheduler"
     assert identities.identity_of("dashboard").service_account == "tessera-dashboard"
