@@ -13,7 +13,6 @@ table is not what this prints, so the doc cannot drift from the manifests.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -23,6 +22,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "hack"))
+
+import doctable  # noqa: E402 - hack/ is not a package: its directory is on the path
 
 from apiserver.authz.bootstrap import CLUSTER_ROLES  # noqa: E402 - after the repository is on the path
 
@@ -102,20 +104,13 @@ def table(found: list[tuple[str, str, list[str]]]) -> str:
 
 def replace(doc: str, generated: str) -> str:
     """The doc with the text between its BEGIN and END markers replaced."""
-    start, end = doc.index(BEGIN) + len(BEGIN), doc.index(END)
-    return doc[:start] + "\n" + generated + doc[end:]
+    return doctable.replace(doc, generated, begin=BEGIN, end=END)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write", action="store_true", help=f"replace the table in {DOC.relative_to(ROOT)}")
-    args = parser.parse_args(argv)
-    generated = table(rows(manifests()))
-    if args.write:
-        DOC.write_text(replace(DOC.read_text(), generated))
-    else:
-        sys.stdout.write(generated)
-    return 0
+    return doctable.main(
+        argv, description=__doc__ or "", doc=DOC, generate=lambda: table(rows(manifests())), begin=BEGIN, end=END
+    )
 
 
 if __name__ == "__main__":

@@ -28,9 +28,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
+from apis.k8s.users import ANONYMOUS, UserInfo
 from kube import errors
 from kube.logs import V
 
@@ -60,17 +61,8 @@ _TOKEN_REVIEWS: Final = "/apis/authentication.k8s.io/v1/tokenreviews"
 _ACCESS_REVIEWS: Final = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
 
 
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who made a request (kube's `user.Info`), as the API server named them."""
-
-    name: str
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
-
-
-ANONYMOUS: Final = Caller("system:anonymous", groups=("system:unauthenticated",))
+#: Who made a request (kube's `user.Info`), as the API server named them.
+Caller = UserInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,14 +154,7 @@ class Delegation:
             if status.get("error"):
                 log.log(V(4), "Token review rejected a token", extra={"error": status["error"]})
             return None
-        user = status.get("user") or {}
-        extra = user.get("extra") or {}
-        return Caller(
-            str(user.get("username") or ""),
-            str(user.get("uid") or ""),
-            tuple(str(g) for g in user.get("groups") or ()),
-            {str(k): tuple(str(v) for v in values or ()) for k, values in extra.items()},
-        )
+        return UserInfo.from_info(status.get("user") or {})
 
     def authorize(self, caller: Caller, verb: str, path: str) -> Decision:
         """May `caller` do `verb` (the lower-cased HTTP method) on `path`? Raises DelegationFailed

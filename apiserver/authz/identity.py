@@ -1,7 +1,8 @@
 """Authentication: a bearer token names a user, as kube-apiserver's token authenticators do.
 
-Who a request is from is a `User`, kube's `user.Info`: a name, a uid, groups and `extra` (keys
-to lists of values, as TokenReview and SubjectAccessReview carry them). Tessera's components are
+Who a request is from is a `User` (`apis.k8s.users.UserInfo`, kube's `user.Info`: a name, a uid,
+groups and `extra`, keys to lists of values, as TokenReview and SubjectAccessReview carry them;
+the components' `kube.delegation` reads the same type from TokenReviews). Tessera's components are
 identified the way kube identifies its own, as the pair (component, node):
 
 - a component of the control plane is a ServiceAccount user
@@ -11,8 +12,8 @@ identified the way kube identifies its own, as the pair (component, node):
   (`apiserver/admission/noderestriction.py`) confine to that node's objects. `node_name(user)`
   is kube's NodeIdentifier. On a cluster whose agents run as a DaemonSet's ServiceAccount, the
   node comes in the token instead: kube (1.30+) puts the node a bound token's pod runs on in
-  `extra["authentication.kubernetes.io/node-name"]` (`NODE_NAME_EXTRA`), and deploy/'s
-  ValidatingAdmissionPolicy confines the agent with it (docs/security.md).
+  `extra["authentication.kubernetes.io/node-name"]` (`NODE_NAME_EXTRA`), and a
+  ValidatingAdmissionPolicy can confine the agent with it (docs/security.md#real-clusters).
 
 The server's own token (`--token-file`) is the administrator: user `tessera-admin` in group
 `system:masters`, which RBAC's bootstrap policy makes cluster-admin (so the user's kubeconfig
@@ -29,11 +30,11 @@ import csv
 import hmac
 import io
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from apis.errors import ConfigError
+from apis.k8s.users import ANONYMOUS, UserInfo
 
 __all__ = [
     "ADMIN",
@@ -51,7 +52,6 @@ __all__ = [
 ]
 
 AUTHENTICATED: Final = "system:authenticated"
-UNAUTHENTICATED: Final = "system:unauthenticated"
 #: kube's node identities: `system:node:NAME` in this group (kubelet's client certificate).
 NODES_GROUP: Final = "system:nodes"
 NODE_USER_PREFIX: Final = "system:node:"
@@ -60,30 +60,13 @@ NODE_USER_PREFIX: Final = "system:node:"
 NODE_NAME_EXTRA: Final = "authentication.kubernetes.io/node-name"
 
 
-@dataclass(frozen=True, slots=True)
-class User:
-    """kube's `user.Info`. `extra` maps keys to their values (TokenReview's `status.user.extra`)."""
-
-    name: str
-    uid: str = ""
-    groups: tuple[str, ...] = ()
-    extra: Mapping[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
-
-    def info(self) -> dict[str, object]:
-        """As the API spells a user (TokenReview's `status.user`, AdmissionReview's `userInfo`)."""
-        out: dict[str, object] = {"username": self.name, "groups": list(self.groups)}
-        if self.uid:
-            out["uid"] = self.uid
-        if self.extra:
-            out["extra"] = {key: list(values) for key, values in self.extra.items()}
-        return out
+#: kube's `user.Info` (apis.k8s.users): name, uid, groups and extra.
+User = UserInfo
 
 
 ADMIN = User("tessera-admin", "", ("system:masters", AUTHENTICATED))
 #: Who a server without authentication (plain HTTP on loopback) treats every request as.
 UNAUTHENTICATED_ADMIN = User("system:admin", "", ("system:masters", AUTHENTICATED))
-#: A request without credentials, where it is let through to be authorized (kube's anonymous).
-ANONYMOUS = User("system:anonymous", "", (UNAUTHENTICATED,))
 
 
 def node_user(node: str) -> User:

@@ -1,10 +1,9 @@
 """docs/security.md says what each identity may do, and it is what deploy/'s RBAC grants: its table
 is what hack/security_rbac_table.py generates from the manifests, so the two cannot drift."""
 
-import importlib.util
-import sys
 from types import ModuleType
 
+from tests.support import hackscripts
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import ROOT
 
@@ -12,13 +11,7 @@ DOC = ROOT / "docs" / "security.md"
 
 
 def generator() -> ModuleType:
-    """hack/security_rbac_table.py, imported from its file (hack/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("security_rbac_table", ROOT / "hack" / "security_rbac_table.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return hackscripts.load("security_rbac_table")
 
 
 def test_the_docs_identities_table_is_generated_from_deploys_rbac() -> None:
