@@ -49,6 +49,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the scheduler's Prometheus endpoint, for its health (e.g. http://127.0.0.1:10251/metrics)",
     )
     parser.add_argument(
+        "--scheduler-metrics-insecure-skip-tls-verify",
+        action="store_true",
+        help="an https --scheduler-metrics with a certificate not to verify (the scheduler's self-signed one)",
+    )
+    parser.add_argument(
         "--scheduler-address-file",
         type=Path,
         metavar="PATH",
@@ -82,6 +87,7 @@ def settings_from(args: argparse.Namespace) -> dashboard.DashboardSettings:
         address_file=serving.address_file,
         scheduler_target=target,
         scheduler_metrics_url=args.scheduler_metrics,
+        scheduler_metrics_insecure=args.scheduler_metrics_insecure_skip_tls_verify,
         scheduler_address_file=args.scheduler_address_file,
         poll_interval=args.poll_interval,
         explain_limit=args.explain_limit,

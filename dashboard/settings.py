@@ -29,6 +29,9 @@ class DashboardSettings:
     scheduler_target: str = ""
     #: The scheduler's Prometheus endpoint (`http://127.0.0.1:10251/metrics`); "" shows no health.
     scheduler_metrics_url: str = ""
+    #: An `https://` endpoint with a certificate nothing here can verify (the scheduler's
+    #: self-signed one, deploy/): encrypt, without verifying it.
+    scheduler_metrics_insecure: bool = False
     #: Or the file where the scheduler writes its HTTP `HOST:PORT` (`--http-address-file`), read
     #: again at every scrape: a scheduler restarted on another port is still found.
     scheduler_address_file: Path | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import ssl
 import threading
 import time
 import urllib.error
@@ -177,7 +178,8 @@ class SchedulerPoller:
         if url:
             try:
                 authorization = self._credentials.authorization() if self._credentials is not None else None
-                scrape = Scrape(time.monotonic(), _scrape(url, authorization))
+                insecure = self._settings.scheduler_metrics_insecure
+                scrape = Scrape(time.monotonic(), _scrape(url, authorization, insecure=insecure))
             except (OSError, ValueError, APIError) as e:
                 errors.append(f"the scheduler's metrics at {url}: {e}")
             if scrape is not None:
@@ -226,12 +228,17 @@ class SchedulerPoller:
         }
 
 
-def _scrape(url: str, authorization: str | None = None) -> Samples:
+def _scrape(url: str, authorization: str | None = None, *, insecure: bool = False) -> Samples:
     """Every sample of a Prometheus text endpoint, asked with `authorization` (the Authorization
-    header). Raises OSError (no answer, or a refusal: 401, 403) or ValueError."""
+    header); `insecure`: HTTPS without verifying the certificate. Raises OSError (no answer, or a
+    refusal: 401, 403) or ValueError."""
     request = urllib.request.Request(url, headers={"Authorization": authorization} if authorization else {})
+    context = None
+    if insecure:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(request, timeout=_RPC_TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=_RPC_TIMEOUT_S, context=context) as response:
             text = response.read().decode()
     except urllib.error.URLError as e:
         raise OSError(str(e.reason)) from e

@@ -36,15 +36,20 @@ END = "<!-- end of identities table -->"
 Obj = Mapping[str, Any]
 
 
-def manifests(deploy: Path = DEPLOY) -> list[Obj]:
-    """Every object of the kustomization's files, in its order."""
-    listed = yaml.safe_load((deploy / "kustomization.yaml").read_text())["resources"]
+def _kustomization(directory: Path) -> list[Obj]:
+    listed = yaml.safe_load((directory / "kustomization.yaml").read_text())["resources"]
     return [
         doc
         for name in listed
-        for doc in yaml.safe_load_all((deploy / name).read_text())
+        if name.endswith(".yaml")
+        for doc in yaml.safe_load_all((directory / name).read_text())
         if isinstance(doc, dict) and doc.get("kind")
     ]
+
+
+def manifests(deploy: Path = DEPLOY) -> list[Obj]:
+    """Every object of deploy/'s kustomization, then of the optional dashboard's (deploy/dashboard)."""
+    return [*_kustomization(deploy), *_kustomization(deploy / "dashboard")]
 
 
 def _role_rules(docs: Iterable[Obj], kind: str, name: str, namespace: str | None) -> tuple[str, list[Obj]]:
@@ -73,8 +78,18 @@ def _rule(rule: Obj) -> str:
     return text
 
 
+def _for_others(role: Obj) -> bool:
+    """A ClusterRole deploy/ offers the cluster to bind (a scraper's), not one of its components':
+    defined in deploy/'s own kustomization, and no binding there names it."""
+    own = _kustomization(DEPLOY)
+    name = role["metadata"]["name"]
+    defined = any(d["kind"] == "ClusterRole" and d["metadata"]["name"] == name for d in own)
+    bindings = [d for d in own if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
+    return defined and all(b["roleRef"]["name"] != name for b in bindings)
+
+
 def rows(docs: list[Obj]) -> list[tuple[str, str, list[str]]]:
-    """(identity, where, rules) for each ServiceAccount, and each ClusterRole bound to nobody."""
+    """(identity, where, rules) for each ServiceAccount, and each ClusterRole offered to others."""
     out: list[tuple[str, str, list[str]]] = []
     bindings = [d for d in docs if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
     for account in (d for d in docs if d["kind"] == "ServiceAccount"):
@@ -88,11 +103,9 @@ def rows(docs: list[Obj]) -> list[tuple[str, str, list[str]]]:
             role, rules = _role_rules(docs, ref["kind"], ref["name"], scope)
             where = f"namespace `{scope}`" if scope else "cluster-wide"
             out.append((f"`system:serviceaccount:{namespace}:{name}`", f"{where}, {role}", [_rule(r) for r in rules]))
-    bound = {(b["roleRef"]["kind"], b["roleRef"]["name"]) for b in bindings}
-    for unbound in (d for d in docs if d["kind"] == "ClusterRole"):
-        if ("ClusterRole", unbound["metadata"]["name"]) not in bound:
-            where = f"cluster-wide, ClusterRole `{unbound['metadata']['name']}`"
-            out.append(("whoever you bind it to", where, [_rule(r) for r in unbound["rules"]]))
+    for offered in (d for d in docs if d["kind"] == "ClusterRole" and _for_others(d)):
+        where = f"cluster-wide, ClusterRole `{offered['metadata']['name']}`"
+        out.append(("whoever you bind it to", where, [_rule(r) for r in offered["rules"]]))
     return out
 
 

@@ -121,6 +121,10 @@ ANNOTATION_QUOTA_REQUEST: Final = f"{QUOTA_DOMAIN}/request"
 ANNOTATION_QUOTA_GUARANTEED: Final = f"{QUOTA_DOMAIN}/guaranteed"
 ANNOTATION_QUOTA_ALLOCATED: Final = f"{QUOTA_DOMAIN}/allocated"
 ANNOTATION_QUOTA_NON_PREEMPTIBLE_USED: Final = f"{QUOTA_DOMAIN}/non-preemptible-used"
+#: Tessera's own, on any ElasticQuota: an operator's word (an RFC 3339 time, `tessera quota
+#: --resume-reclaim` writes it) that quota reclaim, paused by its circuit breaker before that
+#: time, may evict again.
+ANNOTATION_QUOTA_RESUME_RECLAIM: Final = f"{TESSERA_DOMAIN}/resume-quota-reclaim"
 
 LABEL_SKIP_HOOKSERVER: Final = f"{RUNTIMEPROXY_DOMAIN}/skip-hookserver"
 
@@ -195,6 +199,17 @@ JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 ENV_JOB_COMPLETION_INDEX: Final = "JOB_COMPLETION_INDEX"
 #: On a CronJob's Jobs: when the run was scheduled (RFC 3339).
 ANNOTATION_CRONJOB_SCHEDULED_TIMESTAMP: Final = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+# --- well-known labels and annotations of tools that own objects ---------------------------------
+#: Who manages an object (`Helm`, `tessera-up`): Kubernetes' recommended label.
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+#: Helm's mark on every object of a release: which release owns it (an object without it is not
+#: Helm's, and `helm install` refuses to take it over).
+ANNOTATION_HELM_RELEASE_NAME: Final = "meta.helm.sh/release-name"
+#: What `kubectl apply` (client-side) last applied to an object.
+ANNOTATION_KUBECTL_LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+#: On a Job that `kubectl create job --from=cronjob/NAME` made: `manual`.
+ANNOTATION_CRONJOB_INSTANTIATE: Final = "cronjob.kubernetes.io/instantiate"
 
 #: kube-apiserver's DefaultTolerationSeconds: how long a pod that says nothing about them
 #: tolerates the two NoExecute taints above before it is evicted.

@@ -17,8 +17,9 @@ The user's kubeconfig (`DATA_DIR/kubeconfig`) keeps the server's admin token (cl
 Adding a component is one line in `IDENTITIES` (its ServiceAccount; and a `deploy/NAME-rbac.yaml`
 with its ServiceAccount, Roles and bindings). A component with no RBAC file yet gets a
 ServiceAccount with no grants, so every call it makes is a 403 naming the missing verb: write
-its role from those messages. `tessera up`-only components (the workload controllers, the
-dashboard) are granted their rights by `LOCAL_ROLES` below, never by `deploy/`.
+its role from those messages. tessera up applies deploy/'s RBAC under names of its own
+(`ownnames.py`), so the Helm chart installs beside it; what only `tessera up` runs (the workload
+controllers, the metrics scraper's binding) is granted by `LOCAL_ROLES` below, never by `deploy/`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import yaml
 
 from apis.extension.names import GroupVersionResource
 from apiserver.authz.identity import NODE_USER_PREFIX, NODES_GROUP, parse_token_file
+from cli.localcluster import ownnames
 from kube import errors
 from kube.client import Client
 from kube.kubeconfig import write_kubeconfig
@@ -115,7 +117,7 @@ IDENTITIES: Mapping[str, Identity] = {
     "scheduler": Identity("tessera-scheduler"),
     AGENT: Identity("tessera-agent"),
     "kube-controller-manager": Identity("tessera-kube-controller-manager", deployed=False),
-    "dashboard": Identity("tessera-dashboard", deployed=False),
+    "dashboard": Identity("tessera-dashboard"),
     # Not a process: the identity a Prometheus pointed at tessera up's components scrapes with
     # (DATA_DIR/metrics-token), bound to deploy/'s tessera-metrics-reader: get /metrics, nothing else.
     METRICS_SCRAPER: Identity("tessera-metrics-scraper", deployed=False),
@@ -157,8 +159,8 @@ _WRITE = ["get", "list", "watch", "create", "patch", "delete"]
 #:   workload kinds and their pods, and the garbage collector deletes or orphans dependents; its
 #:   `/metrics` is authorized through the API server (kube/delegation.py), which takes kube's
 #:   `system:auth-delegator`;
-#: - the dashboard reads (dashboard/sources.py: informers on Devices, pods, PodGroups,
-#:   ElasticQuotas, Reservations and PodMigrationJobs, and the scheduler's `/metrics`), nothing more.
+#: - the metrics scraper (`tessera-data/metrics-token`) reads `/metrics` through deploy/'s
+#:   `tessera-metrics-reader`.
 #: The agents need nothing here: each runs as its node, which the Node authorizer grants a
 #: kubelet's rights and its own Device CR.
 LOCAL_ROLES: list[dict[str, Any]] = [
@@ -174,7 +176,7 @@ LOCAL_ROLES: list[dict[str, Any]] = [
                 "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"],
                 "verbs": _WRITE,
             },
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _WRITE},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _WRITE},
             {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _READ},
             {
                 "apiGroups": ["apps", "batch", "policy"],
@@ -184,6 +186,7 @@ LOCAL_ROLES: list[dict[str, Any]] = [
                     "statefulsets/status",
                     "daemonsets/status",
                     "jobs/status",
+                    "cronjobs/status",
                     "poddisruptionbudgets/status",
                 ],
                 "verbs": ["patch"],
@@ -199,22 +202,11 @@ LOCAL_ROLES: list[dict[str, Any]] = [
     _binding(
         "tessera-up:kube-controller-manager:auth-delegator", "system:auth-delegator", "tessera-kube-controller-manager"
     ),
-    *_local_role(
-        "dashboard",
-        "tessera-dashboard",
-        [
-            {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": _READ},
-            {
-                "apiGroups": ["scheduling.koordinator.sh"],
-                "resources": ["devices", "reservations", "podmigrationjobs"],
-                "verbs": _READ,
-            },
-            {"apiGroups": ["scheduling.sigs.k8s.io"], "resources": ["podgroups", "elasticquotas"], "verbs": _READ},
-            # dashboard/sources.py SchedulerPoller: the scheduler's Prometheus endpoint.
-            {"nonResourceURLs": ["/metrics"], "verbs": ["get"]},
-        ],
+    _binding(
+        "tessera-up:metrics-scraper",
+        ownnames.own_name("ClusterRole", "tessera-metrics-reader"),
+        "tessera-metrics-scraper",
     ),
-    _binding("tessera-up:metrics-scraper", "tessera-metrics-reader", "tessera-metrics-scraper"),
 ]
 
 
@@ -271,9 +263,10 @@ def component_kubeconfigs(directory: Path, admin_kubeconfig: Path, tokens: Mappi
 
 
 def rbac_manifests(deploy: Path = DEPLOY) -> list[dict[str, Any]]:
-    """The namespace and every object of `deploy/*-rbac.yaml`, in file order."""
+    """The namespace and every object of `deploy/*-rbac.yaml` and `deploy/dashboard/*-rbac.yaml`
+    (the optional dashboard's), in file order."""
     docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
-    for path in sorted(deploy.glob("*-rbac.yaml")):
+    for path in [*sorted(deploy.glob("*-rbac.yaml")), *sorted(deploy.glob("dashboard/*-rbac.yaml"))]:
         docs += [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
     return docs
 
@@ -310,15 +303,9 @@ def apply_manifests(client: Client, docs: Iterable[Mapping[str, Any]]) -> None:
             create_or_replace(api, doc, namespace=namespace)
 
 
-def apply_rbac(client: Client, deploy: Path = DEPLOY) -> None:
-    """deploy/'s RBAC plus `tessera up`'s own grants (`LOCAL_ROLES`); a grant of an earlier
-    version's `LOCAL_ROLES` (labelled as `tessera up`'s) that is not there any more is deleted."""
-    apply_manifests(client, [*rbac_manifests(deploy), *LOCAL_ROLES])
-    selector = ",".join(f"{k}={v}" for k, v in _LABELS.items())
-    for kind in ("ClusterRoleBinding", "ClusterRole"):
-        api = client.resource(_RESOURCES[(f"{_RBAC}/v1", kind)])
-        current = {d["metadata"]["name"] for d in LOCAL_ROLES if d["kind"] == kind}
-        for obj in api.list(label_selector=selector).items:
-            if obj["metadata"]["name"] not in current:
-                with contextlib.suppress(errors.NotFound):
-                    api.delete(obj["metadata"]["name"])
+def apply_rbac(client: Client, deploy: Path = DEPLOY) -> list[dict[str, Any]]:
+    """deploy/'s RBAC, under `tessera up`'s own names (ownnames.py: the Helm chart installs beside
+    it), plus `tessera up`'s own grants (`LOCAL_ROLES`); what it applied."""
+    docs = [*ownnames.own(rbac_manifests(deploy)), *LOCAL_ROLES]
+    apply_manifests(client, docs)
+    return docs

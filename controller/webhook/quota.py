@@ -54,7 +54,7 @@ def _specs(quotas: Iterable[ElasticQuota]) -> tuple[dict[str, QuotaSpec], dict[s
     for quota in quotas:
         by_name[quota.meta.name] = quota
         try:
-            specs[quota.meta.name] = QuotaSpec.of(quota)
+            specs[quota.meta.name] = QuotaSpec.of(quota, counted=False)
         except TesseraError:
             continue
     return specs, by_name
@@ -62,7 +62,7 @@ def _specs(quotas: Iterable[ElasticQuota]) -> tuple[dict[str, QuotaSpec], dict[s
 
 def _spec(raw: object) -> QuotaSpec:
     """Raises TesseraError naming the field or annotation that does not parse."""
-    return QuotaSpec.of(ElasticQuota.from_dict(raw))
+    return QuotaSpec.of(ElasticQuota.from_dict(raw), counted=False)  # Koordinator's rules on the names written
 
 
 def review(request: Mapping[str, Any], quotas: Iterable[ElasticQuota]) -> Decision:

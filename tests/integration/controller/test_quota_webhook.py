@@ -106,7 +106,7 @@ def test_with_the_controller_down_quota_writes_fail_closed(
         assert refused.value.status == 500
         assert refused.value.message.startswith(
             'Internal error occurred: failed calling webhook "velasticquota.koordinator.sh": failed to call webhook: '
-            'Post "https://tessera-controller-webhook.tessera-system.svc:443/validate-scheduling-sigs-k8s-io-v1alpha1'
+            f'Post "https://{webhook.SERVICE}.tessera-system.svc:443/validate-scheduling-sigs-k8s-io-v1alpha1'
             '-elasticquota?timeout=10s": dial tcp 127.0.0.1:'
         )
     finally:
@@ -127,4 +127,5 @@ def test_the_kubectl_view_of_the_configuration(
         timeout=60,
         check=True,
     ).stdout
-    assert out.strip() == "validatingwebhookconfiguration.admissionregistration.k8s.io/tessera-controller"
+    # tessera up's own name for deploy's tessera-controller (cli/localcluster/ownnames.py)
+    assert out.strip() == "validatingwebhookconfiguration.admissionregistration.k8s.io/tessera-up-tessera-controller"

@@ -21,6 +21,8 @@ ALL = None
 ANY = None
 CORE = ""
 DEVICES = (names.DEVICES.group, names.DEVICES.plural)
+#: The "group" of a call to a non-resource URL (`get /metrics`), whose "resource" is its path.
+NON_RESOURCE = "(non-resource URL)"
 LEASES = ("coordination.k8s.io", "leases")
 
 
@@ -151,6 +153,19 @@ NEEDED: dict[str, set[Call]] = {
         | calls("create patch", CORE, "events")
         | delegated_auth()
     ),
+    "tessera-dashboard": (
+        # dashboard/sources.py ClusterSources: Informers (list + watch, every namespace) of the
+        # Devices, pods, PodGroups, ElasticQuotas, Reservations and PodMigrationJobs it draws.
+        calls("list watch", *DEVICES)
+        | calls("list watch", CORE, "pods")
+        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
+        | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
+        | calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
+        # dashboard/sources.py SchedulerPoller: the scheduler's /metrics, which it authorizes
+        # through the API server (kube/delegation.py).
+        | calls("get", NON_RESOURCE, "/metrics")
+    ),
 }
 
 
@@ -199,12 +214,12 @@ def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
         role = manifests.role(ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
         assert role is not None, f"{binding}: role {ref['name']} not found"
         for rule in role.obj.get("rules") or []:
-            assert "nonResourceURLs" not in rule, f"{role}: no component calls non-resource URLs"
+            urls = rule.get("nonResourceURLs")
             found.append(
                 Grant(
                     frozenset(rule["verbs"]),
-                    frozenset(rule["apiGroups"]),
-                    frozenset(rule["resources"]),
+                    frozenset([NON_RESOURCE] if urls else rule["apiGroups"]),
+                    frozenset(urls or rule["resources"]),
                     frozenset(rule.get("resourceNames") or ()),
                     binding.namespace if binding.kind == "RoleBinding" else None,
                     f"{role} via {binding}",
@@ -245,12 +260,13 @@ def test_no_wildcards(m: Manifest) -> None:
 
 
 def test_the_metrics_reader_reads_metrics_and_nothing_else() -> None:
-    # For Prometheus-style scrapers (docs/security.md); deploy/ binds it to no one.
+    # For Prometheus-style scrapers (docs/security.md); only the optional dashboard is bound to it.
     reader = manifests.find("ClusterRole", "tessera-metrics-reader")
     assert reader is not None
     assert reader.obj["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     bindings = manifests.of_kind("ClusterRoleBinding", "RoleBinding")
-    assert not [b for b in bindings if b.obj["roleRef"]["name"] == "tessera-metrics-reader"]
+    bound = [b.path for b in bindings if b.obj["roleRef"]["name"] == "tessera-metrics-reader"]
+    assert bound == ["dashboard/dashboard-rbac.yaml"]
 
 
 def test_each_workload_runs_as_a_service_account_with_a_table() -> None:
