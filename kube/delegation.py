@@ -159,8 +159,7 @@ class Delegation:
     def authorize(self, caller: Caller, verb: str, path: str) -> Decision:
         """May `caller` do `verb` (the lower-cased HTTP method) on `path`? Raises DelegationFailed
         when the API server cannot be asked."""
-        extra = tuple(sorted((k, tuple(v)) for k, v in caller.extra.items()))
-        key = (caller.name, caller.uid, caller.groups, extra, verb, path)
+        key = (caller, verb, path)  # a user is a value: its extra is sorted pairs
         cached = self._decisions.get(key)
         if cached is not None:
             return cached
@@ -172,7 +171,7 @@ class Delegation:
         if caller.uid:
             spec["uid"] = caller.uid
         if caller.extra:
-            spec["extra"] = {k: list(v) for k, v in caller.extra.items()}
+            spec["extra"] = {k: list(v) for k, v in caller.extra}
         body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
         status = self._post(_ACCESS_REVIEWS, body)
         decision = Decision(bool(status.get("allowed")) and not status.get("denied"), str(status.get("reason") or ""))

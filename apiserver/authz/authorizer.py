@@ -12,11 +12,12 @@ a node's own objects and has no opinion on the rest, which RBAC may still grant.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from apiserver.authz.attributes import Attributes
+from apiserver.authz.identity import User
 
 __all__ = ["ALLOW", "NO_OPINION", "Authorizer", "Chain", "Decision", "Verdict"]
 
@@ -48,6 +49,11 @@ NO_OPINION = Decision(Verdict.NO_OPINION)
 class Authorizer(Protocol):
     def authorize(self, attrs: Attributes) -> Decision: ...
 
+    def rules_for(self, user: User, namespace: str) -> Iterable[Mapping[str, Any]]:
+        """The rules that apply to `user` in `namespace`, as far as this authorizer can list them
+        (what `kubectl auth can-i --list` shows, and what escalation checks cover)."""
+        ...
+
 
 class Chain:
     """kube's union authorizer: the first allow or deny wins; otherwise no opinion, with every
@@ -65,3 +71,7 @@ class Chain:
             if decision.reason:
                 reasons.append(decision.reason)
         return Decision(Verdict.NO_OPINION, "\n".join(reasons))
+
+    def rules_for(self, user: User, namespace: str) -> Iterable[Mapping[str, Any]]:
+        """Every member's listable rules (the Node authorizer lists none, as kube's)."""
+        return [rule for authorizer in self.authorizers for rule in authorizer.rules_for(user, namespace)]

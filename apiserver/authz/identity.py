@@ -40,6 +40,7 @@ __all__ = [
     "ADMIN",
     "ANONYMOUS",
     "AUTHENTICATED",
+    "MASTERS",
     "NODES_GROUP",
     "NODE_NAME_EXTRA",
     "NODE_USER_PREFIX",
@@ -48,10 +49,14 @@ __all__ = [
     "node_name",
     "node_user",
     "parse_token_file",
+    "service_account_groups",
     "service_account_user",
 ]
 
 AUTHENTICATED: Final = "system:authenticated"
+#: kube's privileged group: its members pass every authorization check (RBAC is not consulted).
+MASTERS: Final = "system:masters"
+SERVICE_ACCOUNT_PREFIX: Final = "system:serviceaccount:"
 #: kube's node identities: `system:node:NAME` in this group (kubelet's client certificate).
 NODES_GROUP: Final = "system:nodes"
 NODE_USER_PREFIX: Final = "system:node:"
@@ -59,14 +64,18 @@ NODE_USER_PREFIX: Final = "system:node:"
 #: token's pod runs on (`authentication.kubernetes.io/node-name`).
 NODE_NAME_EXTRA: Final = "authentication.kubernetes.io/node-name"
 
-
 #: kube's `user.Info` (apis.k8s.users): name, uid, groups and extra.
 User = UserInfo
 
 
-ADMIN = User("tessera-admin", "", ("system:masters", AUTHENTICATED))
+ADMIN = User("tessera-admin", "", (MASTERS, AUTHENTICATED))
 #: Who a server without authentication (plain HTTP on loopback) treats every request as.
-UNAUTHENTICATED_ADMIN = User("system:admin", "", ("system:masters", AUTHENTICATED))
+UNAUTHENTICATED_ADMIN = User("system:admin", "", (MASTERS, AUTHENTICATED))
+
+
+def service_account_groups(namespace: str) -> tuple[str, ...]:
+    """The groups kube gives a ServiceAccount's user (without system:authenticated)."""
+    return ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
 
 
 def node_user(node: str) -> User:
@@ -84,11 +93,7 @@ def node_name(user: User) -> str | None:
 
 def service_account_user(namespace: str, name: str) -> User:
     """The user a ServiceAccount's token authenticates as, with kube's groups."""
-    return User(
-        f"system:serviceaccount:{namespace}:{name}",
-        "",
-        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", AUTHENTICATED),
-    )
+    return User(f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}", "", (*service_account_groups(namespace), AUTHENTICATED))
 
 
 def parse_token_file(text: str, source: str = "token file") -> dict[str, User]:

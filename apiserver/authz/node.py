@@ -23,13 +23,13 @@ opinion at once: the Node authorizer is about nodes only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol
 
 from apis.extension.names import DEVICES, NAMESPACE_NODE_LEASE, NODE_SLOS
 from apiserver.authz.attributes import Attributes
 from apiserver.authz.authorizer import ALLOW, NO_OPINION, Decision, Verdict
-from apiserver.authz.identity import node_name
+from apiserver.authz.identity import User, node_name
 from apiserver.authz.rbac import rules_allow
 
 __all__ = ["NODE_RULES", "TESSERA_NODE_RESOURCES", "NodeAuthorizer", "NodeGraph"]
@@ -111,6 +111,10 @@ def _selects(field_selector: str, field: str, value: str) -> bool:
 class NodeAuthorizer:
     def __init__(self, graph: NodeGraph) -> None:
         self._graph = graph
+
+    def rules_for(self, user: User, namespace: str) -> Iterable[Mapping[str, Any]]:
+        """None listed: kube's node authorizer "does not support user rule resolution"."""
+        return ()
 
     def authorize(self, attrs: Attributes) -> Decision:
         node = node_name(attrs.user)

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from apis.k8s.users import extra_of
 from apiserver.authz.attributes import Attributes
 from apiserver.authz.authorizer import Authorizer, Chain
 from apiserver.authz.identity import TokenAuthenticator, User, node_name
 from apiserver.authz.node import NodeAuthorizer
-from apiserver.authz.rbac import RBACAuthorizer
 from apiserver.catalog import AUTHENTICATION_GROUP, AUTHORIZATION_GROUP
 from apiserver.errors import Cause, StatusError
 
@@ -66,12 +66,7 @@ def _subject(spec: Mapping[str, Any], caller: User, self_review: bool, kind: str
     extra = spec.get("extra") or {}
     if not isinstance(extra, Mapping) or not isinstance(groups, list):
         raise StatusError.bad_request(f"{kind}: spec.groups must be a list and spec.extra an object of lists")
-    return User(
-        str(name),
-        str(spec.get("uid") or ""),
-        tuple(str(g) for g in groups),
-        {str(k): tuple(str(v) for v in (values or ())) for k, values in extra.items()},
-    )
+    return User(str(name), str(spec.get("uid") or ""), tuple(str(g) for g in groups), extra_of(extra))
 
 
 def _attributes(spec: Mapping[str, Any], user: User, kind: str, namespace: str) -> Attributes:
@@ -116,21 +111,9 @@ def _field_selector(selector: Any) -> str:
     return ",".join(terms)
 
 
-def _rbac(authorizer: Authorizer) -> RBACAuthorizer | None:
-    if isinstance(authorizer, RBACAuthorizer):
-        return authorizer
-    if isinstance(authorizer, Chain):
-        return next((a for a in authorizer.authorizers if isinstance(a, RBACAuthorizer)), None)
-    return None
-
-
 def _rules(authorizer: Authorizer, user: User, namespace: str) -> dict[str, Any]:
-    rbac = _rbac(authorizer)
-    if rbac is None:
-        everything = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}
-        return {"resourceRules": [everything], "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}
     resource_rules, url_rules = [], []
-    for rule in rbac.rules_for(user, namespace):
+    for rule in authorizer.rules_for(user, namespace):
         if rule.get("nonResourceURLs"):
             url_rules.append({"verbs": list(rule.get("verbs") or ()), "nonResourceURLs": list(rule["nonResourceURLs"])})
         else:
