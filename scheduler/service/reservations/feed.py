@@ -5,8 +5,9 @@ What each change means, in one place:
 - a Reservation **placed and Available** (or Waiting) is held in the cache on its node
   (`ClusterCache.add_reservation`), confirming the assumption made while it was bound, and
   leaves the queue;
-- a Reservation **pending** (no node, not terminal, not `spec.unschedulable`) is queued as its
-  reserve pod (`api.reserve_pod`), and retried like a pod when it does not fit;
+- a Reservation **pending** (no node, not terminal) is queued as its reserve pod
+  (`api.reserve_pod`), and retried like a pod when it does not fit (`spec.unschedulable` keeps
+  new owners off a placed one, as in Koordinator, not the Reservation itself off a node);
 - a Reservation **terminal** (Succeeded, Failed) or **deleted** holds nothing any more: it leaves
   the cache, the queue and the quota manager (what ElasticQuota's Reserve charged for it), and
   the pods that waited for room are moved;
@@ -120,7 +121,7 @@ class ReservationFeed:
                 log.info("Reservation placed", extra={"reservation": reservation.name, "node": reservation.node_name})
             return
         pod = reserve_pod(reservation, scheduler_name=self._profiles[0])
-        if reservation.unschedulable or pod.scheduler_name not in self._profiles:
+        if pod.scheduler_name not in self._profiles:
             self._queue.delete(uid)
             return
         self._queue.add(pod)

@@ -79,6 +79,9 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/service/informers.py ClusterFeed: an Informer of PodDisruptionBudgets
         # (DefaultPreemption weighs them).
         | calls("list watch", "policy", "poddisruptionbudgets")
+        # scheduler/service/templatefeed.py TemplateFeed: an Informer of the ConfigMap holding
+        # DeviceShare's GPU shared-resource templates (any namespace the config names).
+        | calls("list watch", CORE, "configmaps")
         # kube/events.py EventRecorder: create, then patch the count of a repeat. FailedScheduling
         # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
         | calls("create patch", CORE, "events")
