@@ -18,6 +18,7 @@ from agent.hooks import DEFAULT_SOCKET
 from agent.hooks.hamicore import HAMiCore
 from apis.k8s.core import Taint
 from kube.client import ClientSettings
+from kube.servingtls import TLSServing
 
 __all__ = [
     "DEFAULT_STATE_DIR",
@@ -56,6 +57,8 @@ class MetricsSettings:
     address_file: Path | None = None
     #: The host's /proc, to map GPU processes to containers (the host's /proc in a DaemonSet pod).
     proc_root: Path = Path("/proc")
+    #: HTTPS (`--tls-cert-file`, `--tls-self-signed`): callers send bearer tokens over the node's network.
+    tls: TLSServing = field(default_factory=TLSServing)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,11 +26,13 @@ from apis.errors import ConfigError
 from apiserver import pki, workloads
 from apiserver.admission import USER, Admission, WebhookConfigurationStrategy
 from apiserver.authz import bootstrap
+from apiserver.authz.authorizer import Authorizer, Chain
 from apiserver.authz.escalation import EscalationGuard
 from apiserver.authz.gate import Gate
 from apiserver.authz.identity import TokenAuthenticator, User
-from apiserver.authz.policy import RegistryPolicy
-from apiserver.authz.rbac import AlwaysAllow, Authorizer, PolicyVersion, RBACAuthorizer
+from apiserver.authz.node import NodeAuthorizer
+from apiserver.authz.policy import RegistryGraph, RegistryPolicy
+from apiserver.authz.rbac import AlwaysAllow, PolicyVersion, RBACAuthorizer
 from apiserver.authz.strategy import rbac_strategies
 from apiserver.bodies import BodyDecoder
 from apiserver.catalog import Catalog
@@ -143,15 +145,16 @@ def _gate(
     version: PolicyVersion,
     flow: FlowControl,
 ) -> Gate:
-    """Authentication and RBAC (with escalation checks) with a token; without one, everyone is
-    allowed everything. Either way, flow control shares the server between identities."""
+    """Authentication, then the Node authorizer and RBAC (with escalation checks; kube's
+    `--authorization-mode=Node,RBAC`) with a token; without one, everyone is allowed everything.
+    Either way, flow control shares the server between identities."""
     authenticator: TokenAuthenticator | None = None
     policy: Authorizer = AlwaysAllow()
     if settings.token is not None:
         authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
         rbac = RBACAuthorizer(RegistryPolicy(registry), version)
         guard.bind(rbac)
-        policy = rbac
+        policy = Chain([NodeAuthorizer(RegistryGraph(registry)), rbac])
     return Gate(
         authenticator,
         policy,
@@ -217,11 +220,8 @@ class _Counted(asyncio.Protocol):
 
 
 def _admission_user(user: User) -> None:
-    """This request's task only: admission webhooks see who asked (AdmissionReview userInfo)."""
-    info: dict[str, object] = {"username": user.name, "uid": user.uid, "groups": list(user.groups)}
-    if user.extra:
-        info["extra"] = {key: list(values) for key, values in user.extra}
-    USER.set(info)
+    """This request's task only: admission (NodeRestriction, webhooks' userInfo) sees who asked."""
+    USER.set(user)
 
 
 async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:

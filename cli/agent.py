@@ -25,6 +25,7 @@ from agent import (
 from agent.hooks.hamicore import HAMiCore
 from apis.errors import ConfigError
 from apis.k8s.core import Taint
+from kube import servingflags
 from kube.client import ClientSettings
 
 
@@ -106,6 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-interval", type=_seconds, default=metrics.interval_s, metavar="S", help="GPU reading period"
     )
     http.add_argument("--proc-root", type=Path, default=metrics.proc_root, metavar="DIR", help="the host's /proc")
+    servingflags.add_tls_arguments(http)
 
     hook_flags = parser.add_argument_group("runtime hooks")
     hook_flags.add_argument(
@@ -217,6 +219,7 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             interval_s=args.metrics_interval,
             address_file=args.metrics_address_file,
             proc_root=args.proc_root,
+            tls=servingflags.tls_from(args),
         ),
         report=ReportSettings(
             discovery_interval_s=args.discovery_interval, resync_interval_s=args.device_resync_interval

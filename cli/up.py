@@ -337,7 +337,12 @@ def _print_try(console: _Console, cluster: LocalCluster) -> None:
     console.say("  kubectl get nodes,devices,pods -A -o yaml > cluster.yaml")
     console.say("  tessera what-if -f cluster.yaml   # schedule pending pods (add -f your-pod.yaml) offline")
     if faulty is not None:
+        where = (
+            ""
+            if cluster.data_dir == Path("tessera-data").resolve()
+            else f" --data-dir {console.path(cluster.data_dir)}"
+        )
         console.say(
-            f"  curl -X POST '{faulty.process.url}/debug/simulate/xid?minor=3&xid=79'   # GPU 3 of {faulty.node} fails"
+            f"  tessera gpu fault --node {faulty.node} --minor 3 --xid 79{where}   # GPU 3 of {faulty.node} fails"
         )
     console.say(f"State: {console.path(cluster.data_dir / state.FILE_NAME)}. Ctrl-C stops everything.")

@@ -27,6 +27,7 @@ from descheduler.migration import Executor
 from descheduler.settings import DeschedulerSettings
 from kube import serving
 from kube.client import Client
+from kube.delegation import Delegation
 from kube.events import EventRecorder
 from kube.informer import Informer, InformerFactory, raw
 from kube.leaderelection import LeaderElector
@@ -102,6 +103,8 @@ class Descheduler:
             registry=self.metrics.registry,
             liveness={"loop": self._loop_alive},
             readiness={"informer-sync": self._synced_check},
+            auth=Delegation(client),
+            tls=settings.serving.tls.context(),
         )
         self._wake = threading.Event()
         self._leading = threading.Event()

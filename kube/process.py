@@ -31,6 +31,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from apis.errors import ConfigError
+from kube.restconfig import Credentials
 
 __all__ = ["ComponentProcess", "Samples", "ServingProcess", "free_loopback_port"]
 
@@ -198,6 +199,9 @@ class ServingProcess(ComponentProcess):
         self._ready_path = ready_path
         #: `http://HOST:PORT` of its HTTP server, once it has said where it serves.
         self.url = ""
+        #: Who `request` asks as: the Authorization header these give (None: no credentials, so
+        #: `system:anonymous` to a component that authenticates through its API server).
+        self.credentials: Credentials | None = None
 
     def _spawn_serving(
         self, args: Sequence[str], *, env: Mapping[str, str] | None = None, program: Sequence[str] = ()
@@ -238,6 +242,9 @@ class ServingProcess(ComponentProcess):
         if not self.url:
             raise OSError(f"{self.name} has not said where it serves yet")
         request = urllib.request.Request(f"{self.url}{path}", data=body, method=method)
+        authorization = self.credentials.authorization() if self.credentials is not None else None
+        if authorization:
+            request.add_header("Authorization", authorization)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return int(response.status), response.read()

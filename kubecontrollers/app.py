@@ -21,6 +21,7 @@ from pathlib import Path
 from apis.k8s.workloads import Scale, controller_of
 from kube import serving
 from kube.client import Client
+from kube.delegation import Delegation
 from kube.events import EventRecorder
 from kube.informer import InformerFactory, raw
 from kube.lifecycle import stop_on_signals, wait_until_set, write_atomically
@@ -379,6 +380,8 @@ def run(settings: KubeControllersSettings, *, stop: threading.Event | None = Non
             registry=metrics.registry,
             liveness={"worker": lambda: "" if not synced.is_set() or controllers.engine.alive() else "worker died"},
             readiness={"informer-sync": lambda: "" if synced.is_set() else "the informer caches have not synced yet"},
+            auth=Delegation(client),
+            tls=settings.serving.tls.context(),
         )
         http.start()
         try:

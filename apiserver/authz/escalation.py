@@ -27,6 +27,7 @@ from contextvars import ContextVar
 from typing import Any, Protocol
 
 from apiserver.authz.attributes import Attributes
+from apiserver.authz.authorizer import Decision
 from apiserver.authz.identity import MASTERS, User
 from apiserver.authz.rbac import FULL_AUTHORITY
 from apiserver.catalog import RBAC_GROUP
@@ -45,7 +46,7 @@ _GC_FIELDS = ("ownerReferences", "finalizers", "managedFields", "resourceVersion
 class RuleSource(Protocol):
     """What the guard asks: the requester's rules and its other grants (the RBAC authorizer)."""
 
-    def authorize(self, attrs: Attributes) -> bool: ...
+    def authorize(self, attrs: Attributes) -> Decision: ...
 
     def rules_for(self, user: User, namespace: str) -> Iterable[Rule]: ...
 

@@ -21,11 +21,10 @@ from aiohttp import web
 
 from apiserver.authz import reviews
 from apiserver.authz.attributes import Attributes, forbidden_message, from_request
+from apiserver.authz.authorizer import Authorizer
 from apiserver.authz.escalation import REQUESTER
 from apiserver.authz.identity import UNAUTHENTICATED_ADMIN, TokenAuthenticator, User
 from apiserver.authz.impersonation import ImpersonationWithoutUser, impersonate
-from apiserver.authz.rbac import Authorizer
-from apiserver.catalog import AUTHORIZATION_GROUP
 from apiserver.errors import StatusError
 from apiserver.flowcontrol import FlowControl
 from apiserver.registry import encode
@@ -92,19 +91,19 @@ class Gate:
             return self._respond(e)
 
     async def _authorized(self, request: web.Request, user: User, attrs: Attributes) -> web.StreamResponse:
-        if not self._authorizer.authorize(attrs):
+        decision = self._authorizer.authorize(attrs)
+        if not decision.allowed:
             log.log(V(2), "Forbidden", extra={"user": user.name, "verb": attrs.verb, "path": request.path})
             group = attrs.group if attrs.resource_request else ""
-            return self._respond(
-                StatusError.forbidden(forbidden_message(attrs), group=group, kind=attrs.resource, name=attrs.name)
-            )
-        if attrs.resource_request and attrs.group == AUTHORIZATION_GROUP and attrs.resource in reviews.KINDS:
+            message = forbidden_message(attrs, decision.reason)
+            return self._respond(StatusError.forbidden(message, group=group, kind=attrs.resource, name=attrs.name))
+        if reviews.is_review(attrs):
             try:
                 review = await self._read_body(request)
-                body = reviews.answer(attrs, review, self._authorizer)
+                answered = reviews.answer(attrs, review, self._authorizer, self._authenticator)
             except StatusError as e:
                 return self._respond(e)
-            return web.Response(body=encode(body), status=201, content_type="application/json")
+            return web.Response(body=encode(answered), status=201, content_type="application/json")
         if self._on_user is not None:
             self._on_user(user)
         return await self._handle(request)

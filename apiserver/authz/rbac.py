@@ -3,8 +3,9 @@
 The same evaluation as kube-apiserver's RBAC authorizer (deny by default, rules only add):
 ClusterRoleBindings grant a ClusterRole's rules everywhere; a RoleBinding grants a Role's (or a
 ClusterRole's) rules in its own namespace only. A rule matches on verb, API group and resource
-(`pods`, `pods/status`, `*`, `*/status`), then `resourceNames` when it lists any (so `create`,
-`list`, `watch` and `deletecollection` never match a named rule), or on `nonResourceURLs`
+(`pods`, `pods/status`, `*`, `*/status`), then `resourceNames` when it lists any (so `create`
+and `deletecollection` never match a named rule, nor a `list`/`watch` unless its field selector
+names one object, `metadata.name=NAME`, as kube's RequestInfo reads it), or on `nonResourceURLs`
 (exact, `*`, or a prefix ending in `*`) for other paths. Subjects are Users, Groups and
 ServiceAccounts (`system:serviceaccount:NS:NAME`). Aggregated ClusterRoles are not resolved.
 Members of `system:masters` are allowed everything before any rule is read, as kube-apiserver's
@@ -23,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from apiserver.authz.attributes import Attributes
+from apiserver.authz.authorizer import ALLOW, NO_OPINION, Authorizer, Decision
 from apiserver.authz.identity import MASTERS, User
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "PolicyVersion",
     "RBACAuthorizer",
     "rule_allows",
+    "rules_allow",
 ]
 
 Obj = Mapping[str, Any]
@@ -43,19 +46,11 @@ FULL_AUTHORITY: tuple[Obj, ...] = (
 )
 
 
-class Authorizer(Protocol):
-    def authorize(self, attrs: Attributes) -> bool: ...
-
-    def rules_for(self, user: User, namespace: str) -> Iterable[Obj]:
-        """The rules that apply to `user` in `namespace` (what `kubectl auth can-i --list` shows)."""
-        ...
-
-
 class AlwaysAllow:
     """A server without authentication: everyone may do everything (kube's AlwaysAllow)."""
 
-    def authorize(self, attrs: Attributes) -> bool:
-        return True
+    def authorize(self, attrs: Attributes) -> Decision:
+        return ALLOW
 
     def rules_for(self, user: User, namespace: str) -> Iterable[Obj]:
         return FULL_AUTHORITY
@@ -99,6 +94,11 @@ def rule_allows(rule: Obj, attrs: Attributes) -> bool:
     return not names or attrs.name in names
 
 
+def rules_allow(rules: Iterable[Obj], attrs: Attributes) -> bool:
+    """Whether any of `rules` allows the request (kube's `rbac.RulesAllow`)."""
+    return any(rule_allows(rule, attrs) for rule in rules)
+
+
 def _subject_matches(subject: Obj, user: User, binding_namespace: str) -> bool:
     kind, name = subject.get("kind"), subject.get("name")
     if kind == "User":
@@ -133,10 +133,12 @@ class RBACAuthorizer:
         self._cache: dict[tuple[str, tuple[str, ...], str], tuple[Obj, ...]] = {}
         self._cached_at = -1
 
-    def authorize(self, attrs: Attributes) -> bool:
+    def authorize(self, attrs: Attributes) -> Decision:
+        """Allow `system:masters` at once, else when a bound rule matches; else no opinion (RBAC
+        never denies)."""
         if MASTERS in attrs.user.groups:
-            return True
-        return any(rule_allows(rule, attrs) for rule in self._rules(attrs.user, attrs.namespace))
+            return ALLOW
+        return ALLOW if rules_allow(self._rules(attrs.user, attrs.namespace), attrs) else NO_OPINION
 
     def rules_for(self, user: User, namespace: str) -> Iterable[Obj]:
         if MASTERS in user.groups:

@@ -32,6 +32,7 @@ import yaml
 
 from apis.errors import ConfigError
 from cli.launchers.apiserver import DEFAULT_CRDS, EmbeddedAPIServer
+from cli.launchers.base import KubeconfigCredentials
 from cli.localcluster import components, identities, monitoring, ownnames, state, webhook
 from cli.localcluster.components import Component
 from cli.localcluster.retire import retire_nodes
@@ -40,6 +41,7 @@ from cli.localcluster.supervisor import EventKind, Stopped, Supervised, Supervis
 from kube import errors
 from kube.client import Client
 from kube.crds import install_crds
+from kube.process import ServingProcess
 
 __all__ = ["LocalCluster"]
 
@@ -101,9 +103,13 @@ class LocalCluster:
         self._take_over()
         self.owns_data_dir = True
         self._write_state()
-        tokens = identities.ensure_tokens(components.token_file(self.data_dir), identities.IDENTITIES.values())
+        tokens = identities.ensure_tokens(components.token_file(self.data_dir), self._identities())
         self._start([components.apiserver(self.data_dir, port=self.settings.port)])
         self._kubeconfigs = identities.component_kubeconfigs(self.data_dir / "kubeconfigs", self.kubeconfig, tokens)
+        scraper = identities.IDENTITIES[identities.METRICS_SCRAPER].key
+        metrics_token = components.metrics_token_file(self.data_dir)
+        metrics_token.touch(mode=0o600, exist_ok=True)
+        metrics_token.write_text(tokens[scraper] + "\n", encoding="utf-8")
         with self.client() as client:
             with self._through_apiserver(f"installing the CRDs of {DEFAULT_CRDS}"):
                 install_crds(client, DEFAULT_CRDS, timeout=self.settings.start_timeout)
@@ -152,9 +158,16 @@ class LocalCluster:
         return Client.from_kubeconfig(self.kubeconfig, user_agent=user_agent)
 
     # --- start-up ----------------------------------------------------------------------------------
+    def _identities(self) -> list[identities.Identity]:
+        """Each control-plane component's ServiceAccount and each agent's node (`identities.py`)."""
+        control = [name for name in identities.IDENTITIES if name != identities.AGENT]
+        nodes = [self.local_node] if self.local_node else []
+        agents = [f"{identities.AGENT}/{node}" for node in [*nodes, *self.simulated_nodes]]
+        return identities.up_identities([*control, *agents])
+
     def _kubeconfig_of(self, component: str) -> Path:
         """The kubeconfig with the component's own identity (`identities.py`)."""
-        return self._kubeconfigs[identities.identity_of(component).service_account]
+        return self._kubeconfigs[identities.identity_of(component).key]
 
     def _node_and_control_plane(self, hooks: webhook.WebhookSetup) -> list[Component]:
         data, kubeconfig = self.data_dir, self._kubeconfig_of
@@ -175,13 +188,20 @@ class LocalCluster:
             dashboard,
         ]
         if self.local_node:
-            wanted.append(components.local_agent(data, kubeconfig("agent"), node=self.local_node))
+            wanted.append(components.local_agent(data, kubeconfig(f"agent/{self.local_node}"), node=self.local_node))
         wanted += [
             components.simulated_agent(
-                data, kubeconfig("agent"), node=node, profile=self.settings.profile, args=self.settings.agent_args
+                data,
+                kubeconfig(f"agent/{node}"),
+                node=node,
+                profile=self.settings.profile,
+                args=self.settings.agent_args,
             )
             for node in self.simulated_nodes
         ]
+        for component in wanted:  # what tessera up (and its soak) asks of them, it asks as the user
+            if isinstance(component.process, ServingProcess):
+                component.process.credentials = KubeconfigCredentials(self.kubeconfig)
         return wanted
 
     def _prometheus(self) -> Component:

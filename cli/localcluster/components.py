@@ -2,6 +2,7 @@
 
     DATA_DIR/kubeconfig, token, db/, apiserver.log     the API server (HTTPS, bearer token)
     DATA_DIR/tokens.csv, kubeconfigs/NAME.kubeconfig   each component's identity (identities.py)
+    DATA_DIR/metrics-token                             a bearer token that may read every /metrics
     DATA_DIR/controller/                               `tessera controller`: log, address file,
                                                        webhook/ (its webhook's CA and certificate),
                                                        a 30 s quota reclaim grace
@@ -52,6 +53,7 @@ __all__ = [
     "descheduler",
     "kube_controller_manager",
     "local_agent",
+    "metrics_token_file",
     "prometheus",
     "scheduler",
     "simulated_agent",
@@ -118,6 +120,12 @@ def _hook_socket(process: ServingProcess | EmbeddedAPIServer) -> str:
     if isinstance(process, AgentProcess) and "--no-hook-server" not in process.args:
         return str(process.hook_socket)
     return ""
+
+
+def metrics_token_file(data_dir: Path) -> Path:
+    """A token that may `get /metrics` of every component and nothing else, for a Prometheus's
+    `authorization.credentials_file` (identities.METRICS_SCRAPER)."""
+    return data_dir / "metrics-token"
 
 
 def prometheus(data_dir: Path, *, config: Path) -> Component:

@@ -3,15 +3,17 @@
 `tessera up` picks free loopback ports, so its targets are read from `up.json` (state.py) rather
 than found as in a cluster (deploy/monitoring/prometheus.yaml finds pods by annotation). Jobs are
 named as the cluster configuration names them (the pods' app.kubernetes.io/name: tessera-scheduler,
-tessera-agent, ...), so deploy/monitoring/rules.yaml and the Grafana dashboard work on both. The API
+tessera-agent, ...), so deploy/monitoring/rules.yaml and the Grafana dashboard work on both. The
+components answer `/metrics` only to a token the API server allows `get` on it (docs/security.md):
+they are scraped with `DATA_DIR/metrics-token` (tessera-metrics-reader, nothing more). The API
 server is scraped over HTTPS with its CA and your token, as a cluster's kube-apiserver. The
 dashboard serves no metrics and is not a target, nor is Prometheus itself.
 
 Targets are written into the configuration (static) or, for `tessera up --prometheus`, into one
 file per job that Prometheus watches (`file_sd`): a component that restarts serves on a new
 port, and `write_targets` rewrites the files from the state file each time it changes. A job's
-scrape settings are made in one place (`_job`), so a component whose /metrics comes to need a
-token gets an `authorization` there as the API server's has. Pure but for `write_targets`.
+scrape settings are made in one place (`_job`): the API server's token for it, the metrics token
+for the others. Pure but for `write_targets`.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def _job(
     *,
     ca_file: Path,
     token_file: Path,
+    metrics_token_file: Path,
     targets_dir: Path | None,
     interval: str,
 ) -> dict[str, Any]:
@@ -69,6 +72,8 @@ def _job(
             "tls_config": {"ca_file": str(ca_file)},
             "authorization": {"credentials_file": str(token_file)},
         }
+    else:  # a component authorizes `get /metrics` through the API server (docs/security.md)
+        out["authorization"] = {"credentials_file": str(metrics_token_file)}
     if targets_dir is None:
         out["static_configs"] = groups
     else:
@@ -81,15 +86,26 @@ def prometheus_config(
     *,
     ca_file: Path,
     token_file: Path,
+    metrics_token_file: Path | None = None,
     rules: Path = RULES,
     interval_s: float = 5.0,
     targets_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Prometheus' configuration (a dict to dump as YAML) for the components `up` lists; with
-    `targets_dir`, their targets are read from the files there (`write_targets`)."""
+    `targets_dir`, their targets are read from the files there (`write_targets`).
+    `metrics_token_file`: the components' scrape token (default `DATA_DIR/metrics-token`)."""
     interval = f"{interval_s:g}s"
+    metrics_token = metrics_token_file or Path(up.data_dir) / "metrics-token"
     jobs = [
-        _job(job, groups, ca_file=ca_file, token_file=token_file, targets_dir=targets_dir, interval=interval)
+        _job(
+            job,
+            groups,
+            ca_file=ca_file,
+            token_file=token_file,
+            metrics_token_file=metrics_token,
+            targets_dir=targets_dir,
+            interval=interval,
+        )
         for job, groups in sorted(target_groups(up).items())
     ]
     return {

@@ -30,6 +30,7 @@ from apis.errors import ConfigError
 from apis.k8s.core import Pod
 from apis.quota import QuotaManager
 from kube import Client, EventRecorder
+from kube.delegation import Delegation
 from kube.lifecycle import write_atomically
 from scheduler.cache import ClusterCache
 from scheduler.core import SchedulingCycle, build_frameworks
@@ -238,6 +239,8 @@ class SchedulerService:
                 registry=self.registry,
                 liveness={"scheduling-loop": self._liveness},
                 readiness={"informer-sync": self._readiness},
+                auth=Delegation(client),
+                tls=settings.http.tls.context(),
             )
             if settings.http.address
             else None

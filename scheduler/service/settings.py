@@ -14,6 +14,7 @@ from pathlib import Path
 from apis.errors import ConfigError
 from apis.extension import names
 from kube import ClientSettings, LeaderElectionSettings
+from kube.servingtls import TLSServing
 from scheduler.service.endpoint import Endpoint, default_address
 
 __all__ = [
@@ -58,6 +59,8 @@ class HTTPSettings:
     debug_top_n_scores: int = 0
     #: Where to write the bound `HOST:PORT` once serving (so nobody guesses a port given as 0).
     address_file: Path | None = None
+    #: HTTPS (`--tls-cert-file`, `--tls-self-signed`): callers send bearer tokens.
+    tls: TLSServing = field(default_factory=TLSServing)
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,10 +94,9 @@ def _holders(cluster: Cluster, node: str) -> set[int]:
 
 
 def _inject_xid(up: Up, node: str, minor: int, xid: int) -> None:
-    url = up.state().components[f"agent/{node}"].url
     query = urllib.parse.urlencode({"minor": minor, "xid": xid})
-    with urllib.request.urlopen(urllib.request.Request(f"{url}/debug/simulate/xid?{query}", method="POST")) as answer:
-        assert answer.status == 200
+    status, body = up.ask(f"agent/{node}", "POST", f"/debug/simulate/xid?{query}")
+    assert status == 200, body
 
 
 def test_an_unhealthy_gpu_leaves_allocatable_and_new_pods_avoid_it(up: Up, cluster: Cluster) -> None:
@@ -315,3 +314,75 @@ def test_kubectl_apply_of_a_quota_that_breaks_the_tree_is_refused(up: Up) -> Non
         assert "e2e-team" not in up.kubectl("get", "elasticquotas", "-n", "default", "-o", "name")
     finally:
         up.kubectl("delete", "elasticquota", "e2e-org", "-n", "default", "--ignore-not-found")
+
+
+# --- one identity per node, authenticated endpoints (docs/security.md) ------------------------------------------
+def test_an_agents_credentials_cannot_touch_another_nodes_objects(up: Up, cluster: Cluster, tmp_path: Path) -> None:
+    """The findings of issue 33, replayed with sim-1's agent's own kubeconfig and the real kubectl."""
+    sim_1, sim_2 = simulated_nodes(up)[:2]
+    agent = up.data_dir / "kubeconfigs" / f"node-{sim_1}.kubeconfig"
+    wait_for(lambda: sim_2 in cluster.devices(), timeout_s=TIMEOUT_S, what=f"the Device CR of {sim_2}")
+    theirs = json.loads(up.kubectl("get", "device", sim_2, "-o", "json"))
+    theirs["spec"]["devices"][0]["health"] = False
+    (tmp_path / "device.json").write_text(json.dumps(theirs))
+    node = json.loads(up.kubectl("get", "node", sim_2, "-o", "json"))
+    node["status"]["allocatable"][names.GPU_CORE] = "99999"
+    (tmp_path / "node.json").write_text(json.dumps(node))
+    (tmp_path / "new-node.json").write_text(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "x"}}))
+    namespace = unique("identity")
+    cluster.create_namespace(namespace)
+    (victim,) = manifests((("on-sim-2", {names.CPU: "100m"}, {}),))
+    victim["spec"]["nodeName"] = sim_2
+    cluster.create_pods(namespace, [victim])
+    health_before = cluster.devices()[sim_2].of_type(DeviceType.GPU)[0].health
+    me = f'User "system:node:{sim_1}"'
+
+    def refused(*args: str) -> str:
+        out = up.kubectl(f"--kubeconfig={agent}", *args, check=False)
+        assert "forbidden" in out, out
+        return out
+
+    assert (
+        f'devices.scheduling.koordinator.sh "{sim_2}" is forbidden: {me} cannot update resource "devices" in API '
+        f'group "scheduling.koordinator.sh" at the cluster scope: can only access devices with the same name as '
+        "the requesting node"
+    ) in refused("replace", "-f", str(tmp_path / "device.json"))
+    assert f'nodes "{sim_2}" is forbidden: node "{sim_1}" is not allowed to modify node "{sim_2}"' in refused(
+        "replace", "--raw", f"/api/v1/nodes/{sim_2}/status", "-f", str(tmp_path / "node.json")
+    )
+    assert (
+        f'pods "on-sim-2" is forbidden: node "{sim_1}" can only delete pods with spec.nodeName set to itself'
+    ) in refused("delete", "pod", "on-sim-2", "-n", namespace, "--wait=false")
+    assert f'nodes "x" is forbidden: node "{sim_1}" is not allowed to modify node "x"' in refused(
+        "create", "-f", str(tmp_path / "new-node.json")
+    )
+    assert cluster.devices()[sim_2].of_type(DeviceType.GPU)[0].health is health_before
+    assert cluster.nodes()[sim_2].allocatable[names.GPU_CORE] != 99999
+    assert [p.name for p in cluster.pods(namespace) if not p.is_deleting] == ["on-sim-2"]
+    cluster.delete_namespace(namespace)
+    assert up.forbidden_calls() == [], "a component (an agent as its node, too) was refused a call it makes"
+
+
+def test_the_agents_and_the_schedulers_endpoints_refuse_anonymous_callers(up: Up) -> None:
+    agent = f"agent/{simulated_nodes(up)[0]}"
+    for component, method, path in (
+        (agent, "POST", "/health/clear?minor=0"),
+        (agent, "POST", "/debug/simulate/xid?minor=0&xid=79"),
+        (agent, "GET", "/metrics"),
+        ("scheduler", "PUT", "/debug/flags/v"),
+        ("scheduler", "GET", "/apis/v1/plugins/DeviceShare/nodeDeviceSummaries"),
+    ):
+        status, body = up.ask(component, method, path, body=b"5", anonymous=True)
+        verb, where = method.lower(), path.split("?")[0]
+        assert (status, json.loads(body)["message"]) == (
+            403,
+            f'forbidden: User "system:anonymous" cannot {verb} path "{where}"',
+        ), (component, path)
+    assert up.ask(agent, "GET", "/healthz", anonymous=True) == (200, b"ok\n")
+    # The user (cluster-admin) may; and so may the scraper's token, for /metrics only.
+    assert up.ask("scheduler", "PUT", "/debug/flags/v", body=b"2")[0] == 200
+    scraper = (up.data_dir / "metrics-token").read_text().strip()
+    url = up.state().components["scheduler"].url
+    request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {scraper}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert "tessera_scheduler_" in answer.read().decode()

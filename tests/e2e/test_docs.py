@@ -177,7 +177,10 @@ def test_an_http_error_fails_the_command(shell: Shell) -> None:
     """curl exits 0 on a 404 of its own accord; the shell's `.curlrc` makes it fail, as it fails
     the reader who reads the answer."""
     url = "$(jq -r '.components[\"agent/sim-1\"].url' tessera-data/up.json)"
-    block = Commands("x.md:1", (f'curl -X POST "{url}/debug/simulate/xid?minor=33&xid=79"',))
+    token = "$(kubectl config view --raw -o jsonpath='{.users[0].user.token}')"
+    block = Commands(
+        "x.md:1", (f'curl -X POST -H "Authorization: Bearer {token}" "{url}/debug/simulate/xid?minor=33&xid=79"',)
+    )
     problem = shell.problem(block)
     assert problem is not None
     assert "no simulated GPU with minor 33" in problem

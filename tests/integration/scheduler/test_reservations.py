@@ -25,6 +25,7 @@ from apis.crds.reservation import Reservation, ReservationPhase
 from apis.extension import allocation, names
 from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from cli.launchers.base import KubeconfigCredentials
 from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster import identities
 from kube import Client, EventRecorder, Informer, raw, resources
@@ -136,6 +137,9 @@ def gpus_of(annotations: Mapping[str, str]) -> list[tuple[int, int]]:
 
 def scheduler(cluster: tuple[EmbeddedAPIServer, Path], work_dir: Path) -> SchedulerProcess:
     process = SchedulerProcess(cluster[1], work_dir)
+    # The test reads its /metrics as the admin, as tessera up does: the scheduler's own identity
+    # may not (its endpoints authorize callers through the API server).
+    process.credentials = KubeconfigCredentials(cluster[0].kubeconfig)
     process.start()
     return process
 

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from apiserver.authz import bootstrap
 from cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -103,6 +104,16 @@ def find(kind: str, name: str, namespace: str | None = None) -> Manifest | None:
         if m.kind == kind and m.name == name and m.namespace == namespace:
             return m
     return None
+
+
+def role(kind: str, name: str, namespace: str | None = None) -> Manifest | None:
+    """A Role or ClusterRole a binding names: deploy/'s, or one of kube-apiserver's bootstrap
+    ClusterRoles (`system:auth-delegator`), which every cluster has."""
+    found = find(kind, name, namespace)
+    if found is None and kind == "ClusterRole" and name in bootstrap.CLUSTER_ROLES:
+        obj = {"kind": kind, "metadata": {"name": name}, "rules": bootstrap.CLUSTER_ROLES[name]}
+        return Manifest("(kube-apiserver's bootstrap policy)", obj)
+    return found
 
 
 def of_kind(*kinds: str) -> list[Manifest]:

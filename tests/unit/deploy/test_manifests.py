@@ -171,7 +171,7 @@ def test_service_account_config_maps_and_secrets_exist(m: Manifest) -> None:
 def test_bindings_reference_existing_roles_and_service_accounts(m: Manifest) -> None:
     ref = m.obj["roleRef"]
     role_namespace = m.namespace if ref["kind"] == "Role" else None
-    assert manifests.find(ref["kind"], ref["name"], role_namespace) is not None
+    assert manifests.role(ref["kind"], ref["name"], role_namespace) is not None
     for subject in m.obj["subjects"]:
         assert subject["kind"] == "ServiceAccount"
         assert manifests.find("ServiceAccount", subject["name"], subject["namespace"]) is not None
@@ -201,11 +201,17 @@ def test_policies_select_a_workload(m: Manifest) -> None:
     assert len(_pods_selected(selector, m.namespace)) == 1
 
 
-def test_the_network_policy_lets_in_the_http_port_and_grpc_only_from_the_descheduler() -> None:
+def test_the_network_policy_lets_in_http_from_scrapers_and_the_dashboard_and_grpc_only_from_the_descheduler() -> None:
     policy = manifests.find("NetworkPolicy", names.SCHEDULER_NAME, NAMESPACE)
     assert policy is not None
-    anyone, descheduler = policy.obj["spec"]["ingress"]
-    assert [p["port"] for p in anyone["ports"]] == ["http"] and "from" not in anyone
+    http, descheduler = policy.obj["spec"]["ingress"]
+    assert [p["port"] for p in http["ports"]] == ["http"]
+    scrapers, dashboard = http["from"]
+    assert scrapers == {
+        "namespaceSelector": {},
+        "podSelector": {"matchLabels": {"tessera.dev/metrics-scraper": "true"}},
+    }
+    assert dashboard == {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "tessera-dashboard"}}}
     assert [p["port"] for p in descheduler["ports"]] == ["grpc"]
     (peer,) = descheduler["from"]
     assert [w.name for w in _pods_selected(peer["podSelector"]["matchLabels"], NAMESPACE)] == ["tessera-descheduler"]

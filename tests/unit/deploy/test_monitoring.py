@@ -151,6 +151,7 @@ def test_tessera_ups_configuration_is_one_prometheus_accepts(tmp_path: Path, fil
     up = UpState(pid=1, phase="ready", data_dir=str(tmp_path), kubeconfig="", components=components)
     (tmp_path / "ca.crt").write_text("")
     (tmp_path / "token").write_text("t")
+    (tmp_path / "metrics-token").write_text("m")
     targets = tmp_path / "targets" if file_sd else None
     config = prometheus_config(up, ca_file=tmp_path / "ca.crt", token_file=tmp_path / "token", targets_dir=targets)
     jobs = [job["job_name"] for job in config["scrape_configs"]]
@@ -160,6 +161,14 @@ def test_tessera_ups_configuration_is_one_prometheus_accepts(tmp_path: Path, fil
         agent = json.loads((targets / "tessera-agent.json").read_text())
         assert agent == [{"targets": ["127.0.0.1:9316"], "labels": {"component": "agent/sim-1", "node": "sim-1"}}]
         assert json.loads((targets / "tessera-descheduler.json").read_text()) == [], "a job with none now is empty"
+    # The components answer /metrics to a token allowed `get` on it (docs/security.md): tessera
+    # up's metrics-only one; the API server gets the admin's.
+    tokens = {job["job_name"]: job["authorization"]["credentials_file"] for job in config["scrape_configs"]}
+    assert tokens == {
+        "tessera-agent": str(tmp_path / "metrics-token"),
+        "tessera-scheduler": str(tmp_path / "metrics-token"),
+        "tessera-apiserver": str(tmp_path / "token"),
+    }
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
     result = subprocess.run(

@@ -21,6 +21,8 @@ ALL = None
 ANY = None
 CORE = ""
 DEVICES = (names.DEVICES.group, names.DEVICES.plural)
+#: The "group" of a call to a non-resource URL (`get /metrics`), whose "resource" is its path.
+NON_RESOURCE = "(non-resource URL)"
 LEASES = ("coordination.k8s.io", "leases")
 
 
@@ -35,6 +37,15 @@ class Call:
 
 def calls(verbs: str, group: str, resource: str, namespace: str | None = ALL, name: str | None = ANY) -> set[Call]:
     return {Call(verb, group, resource, namespace, name) for verb in verbs.split()}
+
+
+def delegated_auth() -> set[Call]:
+    # kube/delegation.py Delegation: its HTTP endpoints (all but health) ask the API server who a
+    # bearer token is (TokenReview) and whether they may (SubjectAccessReview), as kube-scheduler's
+    # secure port does; kube's system:auth-delegator grants exactly these.
+    return calls("create", "authentication.k8s.io", "tokenreviews") | calls(
+        "create", "authorization.k8s.io", "subjectaccessreviews"
+    )
 
 
 def leader_election(lease: str) -> set[Call]:
@@ -75,6 +86,7 @@ NEEDED: dict[str, set[Call]] = {
         # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
         | calls("create patch", CORE, "events")
         | leader_election(names.SCHEDULER_NAME)
+        | delegated_auth()
     ),
     "tessera-controller": (
         # controller/noderesources/reconciler.py add_to_manager: Informers of Nodes and Devices;
@@ -98,6 +110,7 @@ NEEDED: dict[str, set[Call]] = {
         # their namespaces; those about Nodes and Devices (cluster-scoped) to `default`.
         | calls("create patch", CORE, "events")
         | leader_election("tessera-controller")
+        | delegated_auth()
     ),
     "tessera-descheduler": (
         # descheduler/app.py Descheduler: Informers (list + watch) of PodMigrationJobs, Reservations,
@@ -122,6 +135,7 @@ NEEDED: dict[str, set[Call]] = {
         # (cluster-scoped, so `default`).
         | calls("create patch", CORE, "events")
         | leader_election("tessera-descheduler")
+        | delegated_auth()
     ),
     "tessera-agent": (
         # agent/app.py: the Informer of the node's pods (list + watch, all namespaces: RBAC has
@@ -140,6 +154,7 @@ NEEDED: dict[str, set[Call]] = {
         # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count);
         # agent/qos/nodeslo.py: FailedParsing on a NodeSLO, a cluster-scoped object, so in `default`.
         | calls("create patch", CORE, "events")
+        | delegated_auth()
     ),
     "tessera-dashboard": (
         # dashboard/sources.py ClusterSources: Informers (list + watch, every namespace) of the
@@ -150,6 +165,9 @@ NEEDED: dict[str, set[Call]] = {
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
         | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
         | calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
+        # dashboard/sources.py SchedulerPoller: the scheduler's /metrics, which it authorizes
+        # through the API server (kube/delegation.py).
+        | calls("get", NON_RESOURCE, "/metrics")
     ),
 }
 
@@ -196,15 +214,15 @@ def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
         ):
             continue
         ref = binding.obj["roleRef"]
-        role = manifests.find(ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
+        role = manifests.role(ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
         assert role is not None, f"{binding}: role {ref['name']} not found"
         for rule in role.obj.get("rules") or []:
-            assert "nonResourceURLs" not in rule, f"{role}: no component calls non-resource URLs"
+            urls = rule.get("nonResourceURLs")
             found.append(
                 Grant(
                     frozenset(rule["verbs"]),
-                    frozenset(rule["apiGroups"]),
-                    frozenset(rule["resources"]),
+                    frozenset([NON_RESOURCE] if urls else rule["apiGroups"]),
+                    frozenset(urls or rule["resources"]),
                     frozenset(rule.get("resourceNames") or ()),
                     binding.namespace if binding.kind == "RoleBinding" else None,
                     f"{role} via {binding}",
@@ -240,7 +258,18 @@ def test_nothing_else_is_granted(service_account: str) -> None:
 @pytest.mark.parametrize("m", manifests.of_kind("Role", "ClusterRole"), ids=str)
 def test_no_wildcards(m: Manifest) -> None:
     for rule in m.obj["rules"]:
-        assert "*" not in rule["verbs"] + rule["apiGroups"] + rule["resources"], rule
+        assert "*" not in rule["verbs"] + rule.get("apiGroups", []) + rule.get("resources", []), rule
+        assert "*" not in rule.get("nonResourceURLs", []), rule
+
+
+def test_the_metrics_reader_reads_metrics_and_nothing_else() -> None:
+    # For Prometheus-style scrapers (docs/security.md); only the optional dashboard is bound to it.
+    reader = manifests.find("ClusterRole", "tessera-metrics-reader")
+    assert reader is not None
+    assert reader.obj["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    bindings = manifests.of_kind("ClusterRoleBinding", "RoleBinding")
+    bound = [b.path for b in bindings if b.obj["roleRef"]["name"] == "tessera-metrics-reader"]
+    assert bound == ["dashboard/dashboard-rbac.yaml"]
 
 
 def test_each_workload_runs_as_a_service_account_with_a_table() -> None:
