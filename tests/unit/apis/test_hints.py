@@ -61,15 +61,24 @@ def test_bad_hints(text: str, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "types", "scope"),
     [
-        '{"deviceTypes":["gpu"]}',
-        '{"deviceTypes":["gpu","gpu"]}',
-        '{"deviceTypes":["gpu","x"]}',
-        '{"deviceTypes":["gpu","rdma"],"requiredScope":"SameRack"}',
-        "[]",
+        ('{"deviceTypes":["gpu"]}', ("gpu",), None),
+        ('{"deviceTypes":["gpu","gpu","rdma"]}', ("gpu", "rdma"), None),
+        ('{"deviceTypes":["gpu","xpu","rdma"],"requiredScope":"SamePCIe"}', ("gpu", "rdma"), JointScope.SAME_PCIE),
+        ('{"deviceTypes":["gpu","rdma"],"requiredScope":"SameRack"}', ("gpu", "rdma"), None),
+        ("{}", (), None),
     ],
+    ids=["one-type", "repeated-type", "unknown-type", "unknown-scope", "empty"],
 )
+def test_joint_allocate_is_filtered_as_koordinator_does_not_refused(
+    text: str, types: tuple[str, ...], scope: JointScope | None
+) -> None:
+    joint = hints.decode_joint_allocate(text)
+    assert tuple(t.value for t in joint.device_types) == types and joint.required_scope is scope
+
+
+@pytest.mark.parametrize("text", ["[]", '{"deviceTypes":"gpu"}', '{"deviceTypes":[1]}'])
 def test_bad_joint_allocate(text: str) -> None:
     with pytest.raises(AnnotationError):
         hints.decode_joint_allocate(text)
