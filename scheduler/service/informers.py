@@ -68,6 +68,8 @@ NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 REASON_INVALID_OBJECT = "FailedParsing"
 REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
 REASON_GANG_VALUE_IGNORED = "GangValueIgnored"
+#: Device entries Koordinator's schema admits but Tessera cannot allocate (`Device.ignored`).
+REASON_DEVICES_IGNORED = "DevicesIgnored"
 
 _NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
 _NODE_UPDATE = ClusterEvent(EventResource.NODE, EventAction.UPDATE)
@@ -209,14 +211,23 @@ class ClusterFeed:
         with self._lock:
             self._cache.add_device(device)
             self._check_overcommits(device.node_name)
+        self._warn_ignored(device)
         self._queue.move(_DEVICE_ADD)
 
     def _device_updated(self, old: Device, new: Device) -> None:
         with self._lock:
             self._cache.update_device(new)
             self._check_overcommits(new.node_name)
+        if old.ignored != new.ignored:
+            self._warn_ignored(new)
         if old.devices != new.devices:
             self._queue.move(_DEVICE_UPDATE)
+
+    def _warn_ignored(self, device: Device) -> None:
+        """One warning Event per change of what the scheduler leaves out of a Device."""
+        if device.ignored:
+            message = f"the scheduler allocates none of these entries: {'; '.join(device.ignored)}"
+            self._recorder.warning(ObjectReference.of(device), REASON_DEVICES_IGNORED, message)
 
     def _device_deleted(self, device: Device) -> None:
         with self._lock:
