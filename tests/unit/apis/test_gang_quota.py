@@ -192,3 +192,12 @@ def test_pod_group_round_trip_and_what_koordinator_admits() -> None:
     assert PodGroup.from_dict(pg.to_dict()) == pg
     assert PodGroup.from_dict({"metadata": {"name": "pg"}, "spec": {}}).min_member == 0  # Go's zero value
     assert PodGroup.from_dict({"metadata": {"name": "pg"}, "status": {"phase": "Done"}}).phase is PodGroupPhase.UNKNOWN
+
+
+def test_unreadable_conditions_of_a_quota_are_none_not_a_malformed_quota() -> None:
+    """The schema leaves Tessera's status.conditions unconstrained (Koordinator's does not know
+    the field): whatever is there, the quota still reads."""
+    quota = ElasticQuota.from_dict(
+        {"metadata": {"name": "q"}, "spec": {"max": {"cpu": "2"}}, "status": {"conditions": "garbage"}}
+    )
+    assert quota.conditions == () and quota.max == {"cpu": 2000}
