@@ -29,7 +29,9 @@ GROUP_VERSION = f"{names.SCHEDULING_DOMAIN}/v1alpha1"
 KIND = "PodMigrationJob"
 PLURAL = "podmigrationjobs"
 
-# Condition types (one per step) ...
+#: `status.status` of a job that succeeded (Koordinator's controller writes it so).
+STATUS_COMPLETE = "Complete"
+# Condition types (one per step), also `status.status` while the step is worked on ...
 CONDITION_RESERVATION_CREATED = "ReservationCreated"
 CONDITION_RESERVATION_SCHEDULED = "ReservationScheduled"
 CONDITION_EVICTION = "Eviction"

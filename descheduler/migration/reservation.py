@@ -31,6 +31,11 @@ def name_for(job: str) -> str:
     return f"pmj-{job}"[:_MAX_NAME]
 
 
+def name_for_job(job: PodMigrationJob) -> str:
+    """The job's Reservation: the one its `reservationRef` names, else the one it creates."""
+    return job.reservation_ref.name if job.reservation_ref is not None else name_for(job.name)
+
+
 def made_by_job(job: PodMigrationJob) -> bool:
     """Whether the job's Reservation is one the descheduler creates (and so rolls back): no
     `spec.reservationOptions.reservationRef`, or the ref the descheduler wrote back after creating
