@@ -58,6 +58,7 @@ from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResou
 from scheduler.service.overcommit import OvercommitReporter
 from scheduler.service.queue import POD_DELETED, SchedulingQueue
 from scheduler.service.reporter import FailureReporter
+from scheduler.service.unserved import UnservedNames
 
 __all__ = ["ClusterFeed"]
 
@@ -95,8 +96,11 @@ class ClusterFeed:
         recorder: EventRecorder,
         reporter: FailureReporter,
         frameworks: Mapping[str, Framework] | None = None,
+        unserved: UnservedNames | None = None,
     ) -> None:
+        """`unserved` is told of pending pods whose schedulerName no profile serves."""
         self._lock = lock
+        self._unserved = unserved
         self._frameworks = tuple((frameworks or {}).values())
         self._by_profile = dict(frameworks or {})
         #: Gangs whose ignored values were already said (once per gang, on the pod that set it up).
@@ -286,6 +290,11 @@ class ClusterFeed:
 
     def _pod_changed(self, old: Pod | None, pod: Pod) -> None:
         uid = pod.uid or pod.key
+        if self._unserved is not None:
+            if pod.node_name or pod.is_deleting or pod.scheduler_name in self._profiles:
+                self._unserved.forget(uid)
+            else:
+                self._unserved.waiting(uid, ObjectReference.of(pod), pod.scheduler_name)
         if self._tell_frameworks(pod) and old is None:
             self._queue.move(_POD_ADD)  # a new member may complete its gang
         if pod.node_name:
@@ -323,6 +332,8 @@ class ClusterFeed:
 
     def _pod_deleted(self, pod: Pod) -> None:
         uid = pod.uid or pod.key
+        if self._unserved is not None:
+            self._unserved.forget(uid)
         with self._lock:
             node = self._cache.pod_node(uid)  # bound, or assumed by us and being bound
             self._cache.remove_pod(pod)
