@@ -24,6 +24,7 @@ from apis.crds.reservation import ObjectRef, Reservation, ReservationPhase, allo
 from apis.errors import AnnotationError, ValidationError
 from apis.extension import names
 from apis.k8s.core import Pod
+from apis.k8s.duration import format_duration
 from descheduler.arbitration import Arbiter, InFlight, Refusal
 from descheduler.cluster import Cluster, Obj
 from descheduler.metrics import Metrics
@@ -256,8 +257,10 @@ class Executor:
             self._write(j, status)
             return
         if not job.pod_ref.uid:  # pin the pod: a namesake created later is not the one to move
-            uid = pod["metadata"].get("uid")
-            self._remember(self._jobs.patch(job.name, {"spec": {"podRef": {"uid": uid}}}))
+            spec: dict[str, Any] = {"podRef": {"uid": pod["metadata"].get("uid")}}
+            if job.ttl_seconds is not None:  # as Koordinator's controller writes it back: Go's form, `5m0s`
+                spec["ttl"] = format_duration(job.ttl_seconds)
+            self._remember(self._jobs.patch(job.name, {"spec": spec}))
         self._write(j, step.status.at(MigrationPhase.RUNNING, "", message=f"migrating {what}"))
         self._metrics.migrations.labels("Running").inc()
         in_flight.append(
