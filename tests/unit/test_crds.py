@@ -132,6 +132,16 @@ def test_samples_and_serialized_objects_validate(
     jsonschema.validate(parse(sample).to_dict(), schema)
 
 
+def with_value(sample: dict[str, Any], path: tuple[Any, ...], value: object) -> dict[str, Any]:
+    """A copy of `sample` with the field at `path` set to `value`."""
+    doc = copy.deepcopy(sample)
+    target: Any = doc
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return doc
+
+
 @pytest.mark.parametrize(
     ("gvr", "sample", "path", "bad"),
     [
@@ -154,13 +164,8 @@ def test_samples_and_serialized_objects_validate(
 def test_schema_rejects_bad_objects(
     gvr: names.GroupVersionResource, sample: dict[str, Any], path: tuple[Any, ...], bad: object
 ) -> None:
-    doc = copy.deepcopy(sample)
-    target: Any = doc
-    for step in path[:-1]:
-        target = target[step]
-    target[path[-1]] = bad
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(doc, schema_of(gvr))
+        jsonschema.validate(with_value(sample, path, bad), schema_of(gvr))
 
 
 @pytest.mark.parametrize(
@@ -179,12 +184,7 @@ def test_schema_accepts_what_koordinators_accepts(
     gvr: names.GroupVersionResource, sample: dict[str, Any], path: tuple[Any, ...], value: object
 ) -> None:
     """Values Tessera's components do not use are theirs to report, not the API server's to refuse."""
-    doc = copy.deepcopy(sample)
-    target: Any = doc
-    for step in path[:-1]:
-        target = target[step]
-    target[path[-1]] = value
-    jsonschema.validate(doc, schema_of(gvr))
+    jsonschema.validate(with_value(sample, path, value), schema_of(gvr))
 
 
 def test_a_nodeslo_from_koordinator_validates_and_the_agent_reads_it() -> None:

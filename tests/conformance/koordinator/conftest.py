@@ -31,6 +31,37 @@ from tests.support.waiting import wait_for
 KOORD_SCHEDULER = "koord-scheduler"
 
 
+def busybox_pod(name: str, *, labels: str = "", annotations: str = "", gpu_requests: str = "") -> str:
+    """The pod of the gang, quota and device manuals: busybox sleeping, 40m CPU and 40Mi (requests
+    and limits), for koord-scheduler. `labels`, `annotations`: YAML lines (4 spaces in);
+    `gpu_requests`: more requests lines (8 spaces in), which the device manual puts in requests only."""
+    meta = f"  name: {name}\n"
+    if labels:
+        meta += f"  labels:\n{labels}"
+    if annotations:
+        meta += f"  annotations:\n{annotations}"
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata:
+{meta}spec:
+  schedulerName: koord-scheduler
+  restartPolicy: Always
+  containers:
+  - name: curlimage
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: [sleep, 365d]
+    terminationMessagePath: /dev/termination-log
+    terminationMessagePolicy: File
+    resources:
+      limits: {{cpu: 40m, memory: 40Mi}}
+      requests:
+        cpu: 40m
+        memory: 40Mi
+{gpu_requests}"""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every conformance test drives `tessera up` as a user: it runs with the end-to-end tests."""
     here = Path(__file__).parent

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from tests.conformance.koordinator.conftest import Koord
+from tests.conformance.koordinator.conftest import Koord, busybox_pod
 
 DENIED = 'admission webhook "velasticquota.koordinator.sh" denied the request: '
 
@@ -32,28 +32,6 @@ metadata:
 {max_extra}  min:
     cpu: {min_cpu}
     memory: 20Mi
-"""
-
-
-def pod(name: str, *, labels: str = "") -> str:
-    meta = f"  name: {name}\n" + (f"  labels:\n{labels}" if labels else "")
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata:
-{meta}spec:
-  schedulerName: koord-scheduler
-  restartPolicy: Always
-  containers:
-  - name: curlimage
-    image: busybox
-    imagePullPolicy: IfNotPresent
-    command: [sleep, 365d]
-    terminationMessagePath: /dev/termination-log
-    terminationMessagePolicy: File
-    resources:
-      limits: {{cpu: 40m, memory: 40Mi}}
-      requests: {{cpu: 40m, memory: 40Mi}}
 """
 
 
@@ -86,9 +64,8 @@ def test_quick_start_by_label(koord: Koord) -> None:
         assert out.strip() == "elasticquota.scheduling.sigs.k8s.io/quota-example created"
         # (The manual's `kubectl get eqs` then lists "test-d": a leftover of its writer's cluster.)
         assert "quota-example" in koord.up.kubectl("get", "eqs", "-n", ns)
-        koord.apply(
-            pod("pod-example", labels='    quota.scheduling.koordinator.sh/name: "quota-example"\n'), namespace=ns
-        )
+        labelled = busybox_pod("pod-example", labels='    quota.scheduling.koordinator.sh/name: "quota-example"\n')
+        koord.apply(labelled, namespace=ns)
         found = quota_charged(koord, ns, "quota-example")
         annotations = found["metadata"]["annotations"]
         # Koordinator's exact JSON, as the manual shows it.
@@ -107,7 +84,7 @@ def test_quick_start_by_namespace(koord: Koord) -> None:
     labels = '    quota.scheduling.koordinator.sh/parent: ""\n    quota.scheduling.koordinator.sh/is-parent: "false"\n'
     with quotas(koord, ns, ns):
         koord.apply(quota(ns, labels=labels), namespace=ns)
-        koord.apply(pod("pod-example"), namespace=ns)
+        koord.apply(busybox_pod("pod-example"), namespace=ns)
         found = quota_charged(koord, ns, ns)
         assert found["metadata"]["annotations"]["quota.scheduling.koordinator.sh/request"] == (
             '{"cpu":"40m","memory":"40Mi"}'
@@ -168,7 +145,7 @@ def test_a_parent_quota_runs_no_pod(koord: Koord) -> None:
     with quotas(koord, ns, "quota-parent-example"):
         parent(koord, ns)
         out = koord.try_apply(
-            pod("pod-example", labels='    quota.scheduling.koordinator.sh/name: "quota-parent-example"\n'),
+            busybox_pod("pod-example", labels='    quota.scheduling.koordinator.sh/name: "quota-parent-example"\n'),
             namespace=ns,
         )
         assert out.strip().endswith(
@@ -215,7 +192,8 @@ def test_the_preemptible_label_as_the_manual_writes_it(koord: Koord) -> None:
         '    quota.scheduling.koordinator.sh/name: "quota-example"\n'
         "    quota.scheduling.koordinator.sh/preemptible: false\n"
     )
-    refused = koord.try_apply(pod("pod-example", labels=labels), namespace=ns)
+    refused = koord.try_apply(busybox_pod("pod-example", labels=labels), namespace=ns)
     assert "cannot unmarshal bool into Go struct field ObjectMeta.metadata.labels of type string" in refused
-    koord.apply(pod("pod-example", labels=labels.replace("preemptible: false", 'preemptible: "false"')), namespace=ns)
+    quoted_label = labels.replace("preemptible: false", 'preemptible: "false"')
+    koord.apply(busybox_pod("pod-example", labels=quoted_label), namespace=ns)
     koord.delete("pods", "--all", namespace=ns)

@@ -13,31 +13,9 @@ import json
 import urllib.request
 from typing import Any
 
-from tests.conformance.koordinator.conftest import Koord
+from tests.conformance.koordinator.conftest import Koord, busybox_pod
 
-
-def pod(name: str, gpu_requests: str) -> str:
-    """The manual's pod: 40m CPU and 40Mi (requests and limits), GPUs in requests only."""
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata: {{name: {name}}}
-spec:
-  schedulerName: koord-scheduler
-  restartPolicy: Always
-  containers:
-  - name: curlimage
-    image: busybox
-    imagePullPolicy: IfNotPresent
-    command: [sleep, 365d]
-    terminationMessagePath: /dev/termination-log
-    terminationMessagePolicy: File
-    resources:
-      limits: {{cpu: 40m, memory: 40Mi}}
-      requests:
-        cpu: 40m
-        memory: 40Mi
-{gpu_requests}"""
+CORE = '        kubernetes.io/gpu-core: "100"\n'
 
 
 def allocated(koord: Koord, ns: str, name: str) -> tuple[str, str]:
@@ -80,7 +58,7 @@ def test_the_device_cr_and_the_nodes_allocatable(koord: Koord) -> None:
 
 def test_a_whole_gpu_pod_gets_koordinators_annotation_and_the_debug_api_shows_it(koord: Koord) -> None:
     ns = koord.namespace("device")
-    koord.apply(pod("pod-example", '        kubernetes.io/gpu: "100"\n'), namespace=ns)
+    koord.apply(busybox_pod("pod-example", gpu_requests='        kubernetes.io/gpu: "100"\n'), namespace=ns)
     node, text = allocated(koord, ns, "pod-example")
     minor = json.loads(text)["gpu"][0]["minor"]
     # Koordinator's exact JSON (the manual shows it in the pre-1.2 names, and without `id`, which
@@ -109,14 +87,14 @@ def test_the_other_ways_to_ask(koord: Koord) -> None:
     ns = koord.namespace("device-more")
     # `nvidia.com/gpu: "100"` in requests only: the API server refuses it (an extended resource
     # needs its limit), and it would be 100 whole GPUs — the manual means "1".
-    refused = koord.try_apply(pod("by-nvidia", '        nvidia.com/gpu: "100"\n'), namespace=ns)
+    refused = koord.try_apply(busybox_pod("by-nvidia", gpu_requests='        nvidia.com/gpu: "100"\n'), namespace=ns)
     assert "Limit must be set for non overcommitable resources" in refused
     koord.apply(
-        pod("by-core-ratio", '        kubernetes.io/gpu-core: "100"\n        kubernetes.io/gpu-memory-ratio: "100"\n'),
+        busybox_pod("by-core-ratio", gpu_requests=CORE + '        kubernetes.io/gpu-memory-ratio: "100"\n'),
         namespace=ns,
     )
     koord.apply(
-        pod("by-core-memory", '        kubernetes.io/gpu-core: "100"\n        kubernetes.io/gpu-memory: "16Mi"\n'),
+        busybox_pod("by-core-memory", gpu_requests=CORE + '        kubernetes.io/gpu-memory: "16Mi"\n'),
         namespace=ns,
     )
     _, whole = allocated(koord, ns, "by-core-ratio")

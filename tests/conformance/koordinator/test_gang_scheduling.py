@@ -10,40 +10,13 @@ import json
 import urllib.request
 from typing import Any
 
-from tests.conformance.koordinator.conftest import Koord
+from tests.conformance.koordinator.conftest import Koord, busybox_pod
 
 POD_GROUP = """
 apiVersion: scheduling.sigs.k8s.io/v1alpha1
 kind: PodGroup
 metadata: {name: gang-example}
 spec: {scheduleTimeoutSeconds: 100, minMember: 2}
-"""
-
-
-def member(name: str, *, labels: str = "", annotations: str = "") -> str:
-    """The manual's member pod (busybox sleeping, 40m CPU and 40Mi, koord-scheduler)."""
-    meta = f"  name: {name}\n"
-    if labels:
-        meta += f"  labels:\n{labels}"
-    if annotations:
-        meta += f"  annotations:\n{annotations}"
-    return f"""
-apiVersion: v1
-kind: Pod
-metadata:
-{meta}spec:
-  schedulerName: koord-scheduler
-  restartPolicy: Always
-  containers:
-  - name: curlimage
-    image: busybox
-    imagePullPolicy: IfNotPresent
-    command: [sleep, 365d]
-    terminationMessagePath: /dev/termination-log
-    terminationMessagePolicy: File
-    resources:
-      limits: {{cpu: 40m, memory: 40Mi}}
-      requests: {{cpu: 40m, memory: 40Mi}}
 """
 
 
@@ -63,15 +36,21 @@ def waits_for_its_gang(koord: Koord, ns: str, pod: str, text: str) -> None:
     assert phase(found) == "Pending" and not found["spec"].get("nodeName")
 
 
+def first_waits_then_both_run(koord: Koord, ns: str, names: tuple[str, str], **meta: str) -> None:
+    """The manual's sequence: the first member waits for its gang (Pending); once the second
+    exists, both run. `meta`: the members' `labels` or `annotations`."""
+    koord.apply(busybox_pod(names[0], **meta), namespace=ns)
+    waits_for_its_gang(koord, ns, names[0], "1 of 2 members created, min 2")
+    koord.apply(busybox_pod(names[1], **meta), namespace=ns)
+    running(koord, ns, *names)
+
+
 def test_a_gang_through_a_pod_group(koord: Koord) -> None:
     ns = koord.namespace("gang-crd")
     koord.apply(POD_GROUP, namespace=ns)
     assert "gang-example" in koord.up.kubectl("get", "pgs", "-n", ns)
     labels = "    pod-group.scheduling.sigs.k8s.io: gang-example\n"
-    koord.apply(member("pod-example1", labels=labels), namespace=ns)
-    waits_for_its_gang(koord, ns, "pod-example1", "1 of 2 members created, min 2")
-    koord.apply(member("pod-example2", labels=labels), namespace=ns)
-    running(koord, ns, "pod-example1", "pod-example2")
+    first_waits_then_both_run(koord, ns, ("pod-example1", "pod-example2"), labels=labels)
     # The manual's `kubectl get pg gang-example -o yaml`: phase Running, running 2, scheduled 2
     # (its spec there says minMember: 1, which is not what it applied: a mistake of the manual).
     group = koord.wait("pg", "gang-example", lambda g: (g.get("status") or {}).get("running") == 2 and g, namespace=ns)
@@ -89,10 +68,7 @@ def test_a_gang_through_annotations_and_the_debug_api(koord: Koord) -> None:
         '    gang.scheduling.koordinator.sh/name: "gang-example"\n'
         '    gang.scheduling.koordinator.sh/min-available: "2"\n'
     )
-    koord.apply(member("pod-example1", annotations=annotations), namespace=ns)
-    waits_for_its_gang(koord, ns, "pod-example1", "1 of 2 members created, min 2")
-    koord.apply(member("pod-example2", annotations=annotations), namespace=ns)
-    running(koord, ns, "pod-example1", "pod-example2")
+    first_waits_then_both_run(koord, ns, ("pod-example1", "pod-example2"), annotations=annotations)
     # The manual's `kubectl get pg gang-example` here shows the PodGroup of its previous example
     # (same name, same namespace): an annotation gang has none.
     assert "No resources found" in koord.up.kubectl("get", "pg", "-n", ns, check=False)
@@ -128,7 +104,7 @@ spec: {{scheduleTimeoutSeconds: 100, minMember: 2}}
         namespace=ns,
     )
     for name in ("a-0", "a-1"):
-        koord.apply(member(name, labels="    pod-group.scheduling.sigs.k8s.io: gang-example1\n"), namespace=ns)
+        koord.apply(busybox_pod(name, labels="    pod-group.scheduling.sigs.k8s.io: gang-example1\n"), namespace=ns)
     waits_for_its_gang(koord, ns, "a-0", f"gang {ns}/gang-example2")
     # gang-example2 (the manual names it but does not show it): one member is enough.
     koord.apply(
@@ -136,7 +112,7 @@ spec: {{scheduleTimeoutSeconds: 100, minMember: 2}}
         "metadata: {name: gang-example2}\nspec: {minMember: 1}\n",
         namespace=ns,
     )
-    koord.apply(member("b-0", labels="    pod-group.scheduling.sigs.k8s.io: gang-example2\n"), namespace=ns)
+    koord.apply(busybox_pod("b-0", labels="    pod-group.scheduling.sigs.k8s.io: gang-example2\n"), namespace=ns)
     running(koord, ns, "a-0", "a-1", "b-0")
 
 
@@ -154,7 +130,7 @@ def test_the_advanced_pod_annotations_as_the_manual_writes_them(koord: Koord) ->
         '    gang.scheduling.koordinator.sh/waiting-time: "100s"\n'
     )
     for name in ("pod-example1", "pod-example2"):
-        koord.apply(member(name, annotations=annotations), namespace=ns)
+        koord.apply(busybox_pod(name, annotations=annotations), namespace=ns)
     message = koord.wait_event("pod-example1", "GangValueIgnored", namespace=ns)
     assert "gang.scheduling.koordinator.sh/mode 'Strict\\x85onStrict' is not Strict or NonStrict" in message
     running(koord, ns, "pod-example1", "pod-example2")
@@ -168,7 +144,4 @@ def test_the_lightweight_labels_koordinator_still_reads(koord: Koord) -> None:
         "    pod-group.scheduling.sigs.k8s.io/name: lightweight\n"
         '    pod-group.scheduling.sigs.k8s.io/min-available: "2"\n'
     )
-    koord.apply(member("lw-0", labels=labels), namespace=ns)
-    waits_for_its_gang(koord, ns, "lw-0", "1 of 2 members created, min 2")
-    koord.apply(member("lw-1", labels=labels), namespace=ns)
-    running(koord, ns, "lw-0", "lw-1")
+    first_waits_then_both_run(koord, ns, ("lw-0", "lw-1"), labels=labels)
