@@ -53,6 +53,7 @@ __all__ = [
     "DeviceType",
     "VirtualFunction",
     "VirtualFunctionGroup",
+    "vf_key",
 ]
 
 
@@ -90,6 +91,12 @@ class DeviceTopology:
         return out
 
 
+def vf_key(bus_id: str, minor: int) -> str:
+    """How a virtual function is identified: its PCI address, or its minor when it has none
+    (koordlet writes `minor: -1` for every VF, so the address is what tells them apart)."""
+    return bus_id or f"minor:{minor}"
+
+
 @dataclass(frozen=True, slots=True)
 class VirtualFunction:
     minor: int
@@ -97,9 +104,7 @@ class VirtualFunction:
 
     @property
     def key(self) -> str:
-        """How a virtual function is identified: its PCI address, or its minor when it has none
-        (koordlet writes `minor: -1` for every VF, so the address is what tells them apart)."""
-        return self.bus_id or f"minor:{self.minor}"
+        return vf_key(self.bus_id, self.minor)
 
     @classmethod
     def from_dict(cls, raw: object, path: str, obj: str = "") -> VirtualFunction:
