@@ -24,6 +24,8 @@ from apiserver.catalog import Catalog, ResourceType
 from apiserver.discovery import Discovery
 from apiserver.errors import Cause, StatusError, status_body, success_body
 from apiserver.eviction import check_budgets
+from apiserver.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from apiserver.metrics import APIServerMetrics
 from apiserver.pods import binder
 from apiserver.registry import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Entry, Registry, encode
 from apiserver.routing import RequestInfo, parse_path, request_verb
@@ -132,7 +134,9 @@ class Handlers:
         *,
         watch: WatchSettings,
         ready: Callable[[], bool],
+        metrics: APIServerMetrics | None = None,
     ) -> None:
+        self._metrics = metrics or APIServerMetrics()
         self._registry = registry
         self._catalog = catalog
         self._discovery = discovery
@@ -168,6 +172,7 @@ class Handlers:
         except Exception:
             log.exception("Request failed", extra={"method": request.method, "path": request.path})
             response = status_response(StatusError.internal())
+        self._metrics.requests.labels(request.method, str(response.status)).inc()
         if log.isEnabledFor(V(5)):
             log.log(
                 V(5),
@@ -187,6 +192,8 @@ class Handlers:
             if path.startswith("/readyz") and not self._ready():
                 return web.Response(text="not ready", status=503)
             return web.Response(text="ok")
+        if path == "/metrics" and request.method == "GET":
+            return web.Response(body=self._metrics.exposition(), headers={"Content-Type": METRICS_CONTENT_TYPE})
         info = parse_path(path)
         if info.is_resource:
             return await self._resource(request, info)

@@ -35,6 +35,7 @@ from apiserver.catalog import Catalog
 from apiserver.crds import CRDStrategy
 from apiserver.discovery import Discovery
 from apiserver.handlers import Handlers, WatchSettings, status_response
+from apiserver.metrics import APIServerMetrics
 from apiserver.pods import PodStrategy
 from apiserver.registry import CRDS, Registry
 from apiserver.schema.strategy import Strategies
@@ -142,7 +143,8 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         start_rv, rows = storage.load() if storage is not None else (0, iter(()))
         catalog = Catalog()
         hub = WatchHub(settings.watch_window, start_rv)
-        admission = Admission(catalog)
+        metrics = APIServerMetrics()
+        admission = Admission(catalog, metrics)
         builtin: dict[str, Strategy] = {
             "pods": PodStrategy(),
             "namespaces": NamespaceStrategy(),
@@ -174,7 +176,9 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         await registry.ensure_namespaces()
         await bootstrap.ensure_policy(registry)
         ready = False
-        handlers = Handlers(registry, catalog, Discovery(catalog, address), watch=settings.watch, ready=lambda: ready)
+        handlers = Handlers(
+            registry, catalog, Discovery(catalog, address), watch=settings.watch, ready=lambda: ready, metrics=metrics
+        )
         app = web.Application(client_max_size=settings.max_body_bytes)
         gate = _gate(settings, registry, handlers)
         app.router.add_route("*", "/{tail:.*}", gate)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
 from apis.errors import AnnotationError
-from apis.extension import gang, names, quota
+from apis.extension import gang, names, quota, quotacount
 from apis.k8s import resources
 from apis.k8s.core import Pod
 from dashboard.explanation import Step
@@ -230,8 +230,8 @@ def quota_tree(quotas: Sequence[ElasticQuota]) -> tuple[QuotaNode, ...]:
                 parent=parents.get(q.meta.name, ""),
                 depth=depth,
                 is_parent=bool(kids) or q.meta.labels.get(names.LABEL_QUOTA_IS_PARENT) == "true",
-                min=dict(q.min),
-                max=dict(q.max),
+                min=quotacount.counted(q.min),  # in the names runtimes are in (nvidia.com/gpu as percent)
+                max=quotacount.counted(q.max),
                 runtime=runtime,
                 used=dict(q.used) if q.used else allocated,
                 problems=tuple(problems.get(q.meta.key, ())),

@@ -113,6 +113,8 @@ class Informer(Generic[T]):
         self.malformed = 0
         #: Full lists done: 1 after the first sync, one more for each relist (410 Gone).
         self.lists = 0
+        #: Lists whose changes are queued but not yet all handed to the handlers.
+        self._lists_in_flight = 0
 
     # --- public ------------------------------------------------------------------------------------
     def add_handlers(
@@ -144,6 +146,14 @@ class Informer(Generic[T]):
     @property
     def has_synced(self) -> bool:
         return self._synced.is_set()
+
+    @property
+    def settled(self) -> bool:
+        """Synced, and no list (a relist after 410 Gone) half handed to the handlers: what they
+        have seen is one state of the resource, not a mix of two. A controller about to act on
+        the whole picture (quota reclaim) waits for this."""
+        with self._lock:
+            return self._synced.is_set() and self._lists_in_flight == 0
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop both threads (pending handler calls are still made). Idempotent."""
@@ -244,6 +254,8 @@ class Informer(Generic[T]):
             if not token:
                 break
         changes = self.store.replace(items)
+        with self._lock:
+            self._lists_in_flight += 1
         for change in changes:
             if change.new is None:
                 self._queue.put(("delete", change.key, change.old, None))
@@ -253,6 +265,7 @@ class Informer(Generic[T]):
         self.lists += 1
         if not self._synced.is_set():
             self._queue.put(("synced", "", None, None))
+        self._queue.put(("listed", "", None, None))
         log.log(V(4), "Listed", extra={"resource": self._name, "objects": len(items), "changes": len(changes)})
 
     def _watch(self) -> bool:
@@ -328,6 +341,9 @@ class Informer(Generic[T]):
                     self._notify([old], "on_add", obj)
             elif kind == "synced":
                 self._synced.set()
+            elif kind == "listed":
+                with self._lock:
+                    self._lists_in_flight -= 1
             elif kind == "add":
                 self._delivered[key] = new
                 self._notify(self._handlers, "on_add", new)

@@ -20,7 +20,7 @@ from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import InformerFactory, raw
 from kube.lifecycle import stop_on_signals, wait_until_set, write_atomically
-from kubecontrollers import deployment, disruption, garbagecollector, job, replicaset, statefulset
+from kubecontrollers import daemonset, deployment, disruption, garbagecollector, job, replicaset, statefulset
 from kubecontrollers.kinds import (
     DEPLOYMENTS,
     JOBS,
@@ -51,6 +51,7 @@ _CONTROLLER_OF_KIND = {
     "Deployment": "deployment",
     "StatefulSet": "statefulset",
     "Job": "job",
+    "DaemonSet": "daemonset",
 }
 _KIND_OF = {r.plural: kind for kind, r in OWNER_KINDS.items()}
 #: Pods by the node they are bound to, for the node lifecycle controller.
@@ -104,6 +105,7 @@ class KubeControllers:
             for r in _RESOURCES
         }
         syncs = {
+            "daemonset": self._sync_daemonset,
             "replicaset": self._sync_replicaset,
             "deployment": self._sync_deployment,
             "statefulset": self._sync_statefulset,
@@ -137,8 +139,8 @@ class KubeControllers:
 
     def keys_for(self, plural: str, obj: Obj, *, deleted: bool = False) -> list[Key]:
         """The keys an event on `obj` (of resource `plural`; `deleted`: it is gone) concerns."""
-        if plural == "nodes":
-            return [NODE_LIFECYCLE_KEY]
+        if plural == "nodes":  # the node lifecycle, and every DaemonSet (a node that came, went or changed)
+            return [NODE_LIFECYCLE_KEY, *(("daemonset", _key(d)) for d in self.informers["daemonsets"].store.list())]
         key = _key(obj)
         keys: list[Key] = []
         if plural in _DEPENDENTS:
@@ -154,7 +156,13 @@ class KubeControllers:
             keys.append(("gc-owner", f"{kind}|{key}"))
             if (obj.get("metadata") or {}).get("deletionTimestamp") or deleted:  # its dependents may act now
                 keys += self._dependent_keys(str((obj.get("metadata") or {}).get("uid")))
-        own = {"replicasets": "replicaset", "deployments": "deployment", "statefulsets": "statefulset", "jobs": "job"}
+        own = {
+            "replicasets": "replicaset",
+            "deployments": "deployment",
+            "statefulsets": "statefulset",
+            "jobs": "job",
+            "daemonsets": "daemonset",
+        }
         if plural in own:
             keys.append((own[plural], key))
         if plural == "poddisruptionbudgets":
@@ -179,6 +187,7 @@ class KubeControllers:
             ("deployments", "deployment"),
             ("statefulsets", "statefulset"),
             ("jobs", "job"),
+            ("daemonsets", "daemonset"),
             ("poddisruptionbudgets", "disruption"),
         ):
             for obj in self.informers[plural].store.list():
@@ -210,6 +219,13 @@ class KubeControllers:
         if sts is None:
             return None
         return statefulset.sync_statefulset(sts, self._in_namespace("pods", key))
+
+    def _sync_daemonset(self, key: str) -> Plan | None:
+        ds = self._get("daemonsets", key)
+        if ds is None:
+            return None
+        nodes = self.informers["nodes"].store.list()
+        return daemonset.sync_daemonset(ds, nodes, self._in_namespace("pods", key), rng=self._rng)
 
     def _sync_job(self, key: str) -> Plan | None:
         j = self._get("jobs", key)
@@ -318,7 +334,7 @@ def run(settings: KubeControllersSettings, *, stop: threading.Event | None = Non
                 "Starting the workload controllers (embedded kube-controller-manager)",
                 extra={
                     "server": client.host,
-                    "controllers": "replicaset,deployment,statefulset,job,disruption,gc,nodelifecycle",
+                    "controllers": "replicaset,deployment,statefulset,daemonset,job,disruption,gc,nodelifecycle",
                 },
             )
             if stop is not None:

@@ -127,6 +127,10 @@ ANNOTATION_QUOTA_REQUEST: Final = f"{QUOTA_DOMAIN}/request"
 ANNOTATION_QUOTA_GUARANTEED: Final = f"{QUOTA_DOMAIN}/guaranteed"
 ANNOTATION_QUOTA_ALLOCATED: Final = f"{QUOTA_DOMAIN}/allocated"
 ANNOTATION_QUOTA_NON_PREEMPTIBLE_USED: Final = f"{QUOTA_DOMAIN}/non-preemptible-used"
+#: Tessera's own, on any ElasticQuota: an operator's word (an RFC 3339 time, `tessera quota
+#: --resume-reclaim` writes it) that quota reclaim, paused by its circuit breaker before that
+#: time, may evict again.
+ANNOTATION_QUOTA_RESUME_RECLAIM: Final = f"{TESSERA_DOMAIN}/resume-quota-reclaim"
 
 LABEL_SKIP_HOOKSERVER: Final = f"{RUNTIMEPROXY_DOMAIN}/skip-hookserver"
 
@@ -183,6 +187,25 @@ TAINT_EFFECT_NO_EXECUTE: Final = "NoExecute"
 #: kubelet stopped posting status). Both come as NoSchedule and NoExecute.
 TAINT_NODE_NOT_READY: Final = "node.kubernetes.io/not-ready"
 TAINT_NODE_UNREACHABLE: Final = "node.kubernetes.io/unreachable"
+#: The node conditions the DaemonSet controller tolerates for its pods (kube's
+#: AddOrUpdateDaemonPodTolerations): a node agent must run through pressure and while unschedulable.
+TAINT_NODE_DISK_PRESSURE: Final = "node.kubernetes.io/disk-pressure"
+TAINT_NODE_MEMORY_PRESSURE: Final = "node.kubernetes.io/memory-pressure"
+TAINT_NODE_PID_PRESSURE: Final = "node.kubernetes.io/pid-pressure"
+TAINT_NODE_NETWORK_UNAVAILABLE: Final = "node.kubernetes.io/network-unavailable"
+
+# --- Kubernetes workload labels and annotations (kube-controller-manager writes them) ------------
+#: On a workload's pods: the revision of the template they were made from (StatefulSet, DaemonSet).
+LABEL_CONTROLLER_REVISION_HASH: Final = "controller-revision-hash"
+#: On a DaemonSet's pods: the DaemonSet's metadata.generation they were made from.
+LABEL_POD_TEMPLATE_GENERATION: Final = "pod-template-generation"
+#: On an Indexed Job's pods, as annotation and label: the pod's completion index (its rank).
+JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
+#: The environment variable an Indexed Job's containers read their index from (downward API).
+ENV_JOB_COMPLETION_INDEX: Final = "JOB_COMPLETION_INDEX"
+#: On a CronJob's Jobs: when the run was scheduled (RFC 3339).
+ANNOTATION_CRONJOB_SCHEDULED_TIMESTAMP: Final = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
 #: kube-apiserver's DefaultTolerationSeconds: how long a pod that says nothing about them
 #: tolerates the two NoExecute taints above before it is evicted.
 DEFAULT_TOLERATION_SECONDS: Final = 300

@@ -6,7 +6,8 @@ It lives in apis/ because both the scheduler (the ElasticQuota plugin, what-if) 
 I/O, nothing of either component. See docs/scheduling.md.
 """
 
-from apis.quota.charge import quota_request
+from apis.extension.quotacount import Capacity, capacity_of
+from apis.quota.charge import Charge, charge_of
 from apis.quota.manager import Admission, QuotaManager
 from apis.quota.rules import validate_tree, validate_update
 from apis.quota.runtime import Claim, partition
@@ -24,12 +25,15 @@ __all__ = [
     "ROOT_QUOTA_NAME",
     "SYSTEM_QUOTA_NAME",
     "Admission",
+    "Capacity",
+    "Charge",
     "Claim",
     "QuotaManager",
     "QuotaSpec",
     "QuotaTree",
+    "capacity_of",
+    "charge_of",
     "partition",
-    "quota_request",
     "resolve_quota",
     "validate_tree",
     "validate_update",

@@ -26,6 +26,7 @@ from apiserver.admission.config import Webhook
 from apiserver.admission.matching import Attributes, matched_version, selectors_match
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.errors import StatusError
+from apiserver.metrics import APIServerMetrics
 
 __all__ = ["ANONYMOUS", "USER", "Admission"]
 
@@ -38,8 +39,9 @@ USER: ContextVar[Mapping[str, Any]] = ContextVar("tessera_admission_user", defau
 
 
 class Admission:
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, metrics: APIServerMetrics | None = None) -> None:
         self._catalog = catalog
+        self._metrics = metrics or APIServerMetrics()
         self._lookup: Lookup = lambda storage_id, namespace, name: None
         self._configurations: dict[str, tuple[Webhook, ...]] = {}
         self._webhooks: tuple[Webhook, ...] = ()
@@ -136,13 +138,21 @@ class Admission:
         except reviews.CallFailed as e:
             if not webhook.fails_closed:
                 log.warning("Failed calling webhook, failing open", extra={**where, "reason": str(e)})
+                self._metrics.webhook_fail_open.labels(webhook.name, "validating").inc()
                 return None
             log.warning("Failed calling webhook, failing closed", extra={**where, "reason": str(e)})
-            return reviews.call_failed(webhook, str(e))
+            failed = reviews.call_failed(webhook, str(e))
+            self._metrics.webhook_rejections.labels(
+                webhook.name, "validating", attrs.operation, "calling_webhook_error", str(failed.code)
+            ).inc()
+            return failed
         for warning in verdict.warnings:
             log.info("Webhook warning", extra={**where, "warning": warning})
         if verdict.allowed:
             return None
         error = reviews.denied(webhook, verdict.status)
         log.info("Rejected by webhook", extra={**where, "answer": error.message})
+        self._metrics.webhook_rejections.labels(
+            webhook.name, "validating", attrs.operation, "no_error", str(error.code)
+        ).inc()
         return error

@@ -32,9 +32,8 @@ from pathlib import Path
 from apis.crds.reservation import Reservation
 from apis.errors import ConfigError
 from apis.extension import names
-from apis.k8s import resources
 from apis.k8s.meta import now_rfc3339
-from apis.quota.charge import quota_capacity
+from apis.quota import capacity_of
 from cli.bench._report import Report, Timer
 from scheduler.core import (
     BALANCED_FGD,
@@ -165,7 +164,7 @@ def run(args: argparse.Namespace, report: Report) -> int:
     workload = synthetic_pods(args.pods, seed=args.seed)
     if args.quotas:
         # As the live scheduler's informers do: every pod is charged (pending) before any cycle.
-        cluster = resources.sum_of(quota_capacity(info.allocatable) for info in scheduler.cache.nodes())
+        cluster = dict(capacity_of(info.allocatable for info in scheduler.cache.nodes()).total)
         workload, quotas = with_quota_per_namespace(workload, quotas=args.quotas, cluster=cluster)
         scheduler.quotas.set_quotas(quotas)
         for pod in workload:

@@ -61,7 +61,7 @@ def quota_specs(quotas: Iterable[ElasticQuota]) -> tuple[dict[str, QuotaSpec], d
     for quota in quotas:
         by_name[quota.meta.name] = quota
         try:
-            specs[quota.meta.name] = QuotaSpec.of(quota)
+            specs[quota.meta.name] = QuotaSpec.of(quota, counted=False)
         except TesseraError:
             continue
     return specs, by_name
@@ -69,7 +69,7 @@ def quota_specs(quotas: Iterable[ElasticQuota]) -> tuple[dict[str, QuotaSpec], d
 
 def _spec(raw: object) -> QuotaSpec:
     """Raises TesseraError naming the field or annotation that does not parse."""
-    return QuotaSpec.of(ElasticQuota.from_dict(raw))
+    return QuotaSpec.of(ElasticQuota.from_dict(raw), counted=False)  # Koordinator's rules on the names written
 
 
 def review(

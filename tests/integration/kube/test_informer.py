@@ -169,8 +169,10 @@ def test_cache_converges_after_the_server_is_killed(own_server: EmbeddedAPIServe
         )
         recorder = Recorder()
         recorder.attach(informer)
+        assert not informer.settled
         with informer:
             assert informer.wait_for_sync(10)
+            eventually(lambda: informer.settled, timeout=10)  # the first list handed over whole
             own_server.kill()
             own_server.start()
             maps.delete("keep0", namespace="default")
@@ -178,6 +180,7 @@ def test_cache_converges_after_the_server_is_killed(own_server: EmbeddedAPIServe
             for i in range(gap_writes):
                 maps.create({"metadata": {"name": f"new{i}"}}, namespace="default")
             eventually(lambda: cache_state(informer) == server_state(c), timeout=20)
+            eventually(lambda: informer.settled, timeout=20)  # and what the relist changed, delivered
         assert informer.lists == (1 if gap_writes < 100 else 2)
         adds = recorder.of("add")
         assert len(adds) == len(set(adds)), "no object was added twice"

@@ -41,7 +41,7 @@ def test_yaml_timestamps_stay_strings() -> None:
         (b"a: !!binary aGVsbG8=\n", "application/yaml", 400, "unsupported value"),
         (b"1: a\n", "application/yaml", 400, "keys must be strings"),
         (b"---\na: 1\n---\nb: 2\n", "application/yaml", 400, "not valid YAML"),
-        (b"k8s\x00\x08\x01", "application/vnd.kubernetes.protobuf", 415, "unknown format"),
+        (b"\xa1\x61a\x01", "application/cbor", 415, "unknown format"),
         (b"9" * 5000, "application/json", 400, "not valid JSON"),
     ],
     ids=[
