@@ -65,9 +65,15 @@ def for_manager(manager: Manager, settings: WebhookSettings) -> WebhookServer | 
                 return True
         return False
 
+    def cached() -> list[ElasticQuota]:
+        """The informer's quotas: every pod write asks the pod webhook, which must not list the
+        quotas each time; a quota made a moment ago is checked by the scheduler anyway."""
+        return [q for q in informer.store.list() if not isinstance(q, Malformed)]
+
     return WebhookServer(
         settings,
         quotas=quotas,
+        cached_quotas=cached,
         synced=lambda: informer.has_synced,
         registry=manager.metrics.registry,
         has_pods=has_pods,

@@ -16,7 +16,7 @@ A pod that does not parse is not this webhook's to judge (the API server validat
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from apis.crds.elasticquota import ElasticQuota
@@ -29,8 +29,15 @@ from controller.webhook.quota import ALLOW, Decision, quota_specs
 __all__ = ["review"]
 
 
-def review(request: Mapping[str, Any], quotas: Iterable[ElasticQuota]) -> Decision:
-    """The decision on one AdmissionReview request about a pod."""
+def review(
+    request: Mapping[str, Any],
+    quotas: Iterable[ElasticQuota],
+    *,
+    fresh: Callable[[], Iterable[ElasticQuota]] | None = None,
+) -> Decision:
+    """The decision on one AdmissionReview request about a pod. `quotas` may be a cache a moment
+    behind; `fresh()`, the quotas stored now, is read when the pod's quota label names a quota
+    the cache does not have (one made a moment ago)."""
     operation = request.get("operation")
     if operation not in ("CREATE", "UPDATE"):
         return ALLOW
@@ -45,6 +52,9 @@ def review(request: Mapping[str, Any], quotas: Iterable[ElasticQuota]) -> Decisi
         ):
             return Decision(False, "Preemptible label is forbidden modify now.")
     specs, _ = quota_specs(quotas)
+    named = pod.labels.get(names.LABEL_QUOTA_NAME)
+    if named and named not in specs and fresh is not None:
+        specs, _ = quota_specs(fresh())
     name = resolve_quota(pod, specs)
     spec = specs.get(name)
     if spec is not None and spec.is_parent:

@@ -89,12 +89,15 @@ class WebhookServer:
         synced: Callable[[], bool],
         registry: CollectorRegistry,
         has_pods: Callable[[QuotaSpec], bool] = lambda _: False,
+        cached_quotas: Callable[[], Iterable[ElasticQuota]] | None = None,
     ) -> None:
-        """`quotas`: the ElasticQuotas stored now; `synced`: whether that list is complete;
-        `has_pods(quota)`: whether pods use the quota now."""
+        """`quotas`: the ElasticQuotas stored now (quota reviews); `cached_quotas`: a cached
+        copy, cheap to read (pod reviews; `quotas` when None); `synced`: whether that list is
+        complete; `has_pods(quota)`: whether pods use the quota now."""
         assert settings.cert_file is not None and settings.key_file is not None
         certificate = Certificate(settings.cert_file, settings.key_file)
         self._quotas = quotas
+        self._cached_quotas = cached_quotas or quotas
         self._synced = synced
         self._has_pods = has_pods
         self._reviews = Counter(
@@ -133,7 +136,9 @@ class WebhookServer:
         )
 
     def _validate_pod(self, request: serving.Request) -> serving.Response:
-        return self._validate(request, POD_WEBHOOK, lambda review: pod.review(review, self._quotas()))
+        return self._validate(
+            request, POD_WEBHOOK, lambda review: pod.review(review, self._cached_quotas(), fresh=self._quotas)
+        )
 
     def _validate(
         self, request: serving.Request, webhook: str, decide: Callable[[dict[str, Any]], quota.Decision]

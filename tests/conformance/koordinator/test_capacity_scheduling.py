@@ -109,6 +109,8 @@ def parent(koord: Koord, ns: str, *, is_parent: str = "true") -> None:
     refused = koord.try_apply(manifest, namespace=ns)
     assert "cannot unmarshal bool into Go struct field ObjectMeta.metadata.labels of type string" in refused
     koord.apply(quoted(manifest), namespace=ns)
+    # The pod webhook checks against the controller's cache: wait until the controller has seen it.
+    koord.wait("eq", "quota-parent-example", lambda q: (q.get("status") or {}).get("conditions"), namespace=ns)
 
 
 def test_the_childrens_mins_must_fit_the_parents(koord: Koord) -> None:

@@ -59,7 +59,11 @@ def test_pod_group_status_follows_its_members(
         2,
         scheduling.schedule_start_time,
     )
-    events = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={name}").items
-    messages = [e["message"] for e in events if e["reason"] == "PodGroupPhaseChanged"]
-    assert any("Pending → PreScheduling" in m for m in messages), messages
-    assert any("Scheduled → Running" in m for m in messages), messages
+
+    def messages() -> list[str]:
+        events = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={name}").items
+        return [e["message"] for e in events if e["reason"] == "PodGroupPhaseChanged"]
+
+    # The Event follows the status write (the recorder sends it on its own thread): wait for it.
+    said = wait_for(lambda: (m := messages()) and any("Scheduled → Running" in x for x in m) and m, what="events")
+    assert any("Pending → PreScheduling" in m for m in said), said

@@ -25,6 +25,7 @@ from kube.resources import PODS
 from tests.integration.apiserver.test_kubectl import KUBECTL, Kubectl
 from tests.support import apiservers
 from tests.support.quotas import elastic_quota
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -145,6 +146,10 @@ def test_a_pod_on_a_parent_quota_is_refused_at_admission(controller: ControllerP
     quotas = client.resource(names.ELASTIC_QUOTAS)
     quotas.create(quota("wh-parent", is_parent=True), namespace="default")
     quotas.create(quota("wh-used"), namespace="default")
+    # The pod webhook checks against the controller's cache (as Koordinator's does): once the
+    # controller has seen the quotas (it writes their Valid condition), it refuses.
+    for name in ("wh-parent", "wh-used"):
+        wait_for(lambda n=name: (quotas.get(n, namespace="default").get("status") or {}).get("conditions"), what=name)
     pods = client.resource(PODS)
     with pytest.raises(APIError) as refused:
         pods.create(pod_manifest("on-parent", {"cpu": "1"}, labels={names.LABEL_QUOTA_NAME: "wh-parent"}))

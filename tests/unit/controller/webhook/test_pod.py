@@ -46,6 +46,12 @@ def test_a_pod_in_a_child_quota_or_none_is_allowed() -> None:
     assert review("CREATE", {"metadata": "not a pod"}).allowed  # the API server's to refuse
 
 
+def test_a_quota_the_cache_does_not_have_yet_is_read_fresh() -> None:
+    request = {"uid": "u", "operation": "CREATE", "object": a_pod(**{names.LABEL_QUOTA_NAME: "org"})}
+    assert pod.review(request, QUOTAS[1:]).allowed  # the cache alone: the default quota
+    assert not pod.review(request, QUOTAS[1:], fresh=lambda: QUOTAS).allowed
+
+
 def test_the_preemptible_label_may_not_change() -> None:
     before = a_pod(**{names.LABEL_QUOTA_NAME: "team"})
     after = a_pod(**{names.LABEL_QUOTA_NAME: "team", names.LABEL_QUOTA_PREEMPTIBLE: "false"})
