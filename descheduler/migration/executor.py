@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 REASON_INVALID = "InvalidJob"
 REASON_DRY_RUN = "DryRun"
+#: A value read as its default (an unknown spec.mode: ReservationFirst, as Koordinator runs it).
+REASON_MODE_IGNORED = "ModeIgnored"
 
 
 def _utcnow() -> datetime.datetime:
@@ -268,6 +270,8 @@ class Executor:
         )
         why = job.meta.annotations.get(names.ANNOTATION_MIGRATION_REASON, "")
         because = f"; why: {why}" if why else ""
+        if job.ignored:
+            self._events.warning(j.ref, REASON_MODE_IGNORED, job.ignored)
         self._events.normal(j.ref, "MigrationStarted", f"migrating {what}{because}")
         self._events.normal(
             _pod_ref(pod), "Migrating", f"PodMigrationJob {job.name} moves this pod ({job.mode.value}){because}"
