@@ -108,19 +108,16 @@ def _enum(key: str, cls: type[_E], raw: object, where: str, obj: str) -> _E | No
         raise AnnotationError(key, f"{where}: {raw!r} is not one of {allowed}", obj=obj) from None
 
 
-def _device_type(key: str, raw: object, obj: str) -> DeviceType:
-    found = _enum(key, DeviceType, raw, "device type", obj)
-    if found is None:
-        raise AnnotationError(key, "empty device type", obj=obj)
-    return found
-
-
 def decode_hints(text: str, *, obj: str = "") -> dict[DeviceType, DeviceHint]:
-    """Parse `device-allocate-hint`. Raises AnnotationError on malformed input."""
+    """Parse `device-allocate-hint`. Hints for device types Tessera does not allocate are left
+    out (Koordinator's map takes any type). Raises AnnotationError on malformed input."""
     key = names.ANNOTATION_DEVICE_ALLOCATE_HINT
     out: dict[DeviceType, DeviceHint] = {}
+    known = {t.value: t for t in DeviceType}
     for type_text, raw in _load_object(key, text, obj).items():
-        dtype = _device_type(key, type_text, obj)
+        if type_text not in known:
+            continue  # a type Tessera does not allocate (an NPU's): Koordinator keeps it, nothing here asks for it
+        dtype = known[type_text]
         if not isinstance(raw, dict):
             raise AnnotationError(key, f"{type_text}: expected an object", obj=obj)
         try:

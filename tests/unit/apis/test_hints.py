@@ -35,6 +35,10 @@ def test_joint_allocate() -> None:
     assert hints.decode_joint_allocate(hints.encode_joint_allocate(joint)) == joint
 
 
+def test_a_hint_for_a_type_tessera_does_not_allocate_is_left_out() -> None:
+    assert hints.decode_hints('{"npu":{"allocateStrategy":"ApplyForAll"},"gpu":{}}') == {DeviceType.GPU: DeviceHint()}
+
+
 def test_from_annotations() -> None:
     ann = {names.ANNOTATION_DEVICE_ALLOCATE_HINT: '{"gpu":{"requiredTopologyScope":"NUMANode"}}'}
     assert hints.hints_from_annotations(ann)[DeviceType.GPU].required_topology_scope is TopologyScope.NUMA_NODE
@@ -46,7 +50,6 @@ def test_from_annotations() -> None:
     ("text", "reason"),
     [
         ("{", "not valid JSON"),
-        ('{"tpu":{}}', "'tpu' is not one of gpu, rdma, fpga"),
         ('{"gpu":{"requiredTopologyScope":"Rack"}}', "'Rack' is not one of Device, PCIe, NUMANode, Node"),
         ('{"gpu":{"exclusivePolicy":"Host"}}', "gpu.exclusivePolicy"),
         ('{"gpu":{"allocateStrategy":1}}', "gpu.allocateStrategy"),
