@@ -98,14 +98,16 @@ def from_pod_annotations(
 
 
 def decode(text: str, *, obj: str = "") -> dict[DeviceType, tuple[DeviceAllocation, ...]]:
-    """Parse an annotation value. Raises AnnotationError (and nothing else) on malformed input."""
+    """Parse an annotation value; allocations of device types Tessera does not allocate (a
+    Koordinator scheduler's NPUs) are left out, they hold none of its devices. Raises
+    AnnotationError (and nothing else) on malformed input."""
     doc = load_json(_KEY, text, obj, expect=dict, shape="a JSON object of device type to list of allocations")
     out: dict[DeviceType, tuple[DeviceAllocation, ...]] = {}
     for type_text, entries in doc.items():
         try:
             dtype = DeviceType(type_text)
         except ValueError:
-            raise AnnotationError(_KEY, f"unknown device type {type_text!r}", obj=obj) from None
+            continue  # a type Tessera does not allocate (an NPU Koordinator gave): none of its devices
         if not isinstance(entries, list):
             raise AnnotationError(_KEY, f"{type_text}: expected a list of allocations", obj=obj)
         decoded = tuple(_decode_entry(e, dtype, f"{type_text}[{i}]", obj) for i, e in enumerate(entries))
