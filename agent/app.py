@@ -125,7 +125,9 @@ class Agent:
         client = self._client or Client.from_settings(s.client)
         if self._client is None:
             self._stops.append(client.close)
-        stack = open_discovery(s.discovery, nvml_library=self._nvml_library)
+        stack = open_discovery(
+            s.discovery, nvml_library=self._nvml_library, hami_core_library=s.hooks.hami_core.library
+        )
         self._stops.append(stack.close)
         # One recorder for all the agent's events: refused containers (on their pods), GPU faults
         # restored or cleared (on the Node), a NodeSLO it cannot read.
@@ -257,7 +259,7 @@ class Agent:
 
         plugins: list[HookPlugin] = [
             DeviceCollisionPlugin(ledger, node=node_slots, registry=self.registry, events=events),
-            GPUEnvPlugin(),
+            GPUEnvPlugin(s.hooks.hami_core),
             RDMADevicesPlugin(sysfs_root=s.discovery.sysfs_root, dev_root=s.hooks.dev_root),
         ]
         if self.qos is not None and self.qos.plugin is not None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from agent.discovery.settings import DiscoverySettings
 from agent.hooks import DEFAULT_SOCKET
+from agent.hooks.hamicore import HAMiCore
 from apis.k8s.core import Taint
 from kube.client import ClientSettings
 
@@ -74,6 +75,10 @@ class HookSettings:
     socket_path: Path = DEFAULT_SOCKET
     #: Where the RDMA device nodes are (`<dev_root>/infiniband/uverbsN`).
     dev_root: Path = Path("/dev")
+    #: GPU isolation by HAMi-core (agent/hooks/hamicore.py): where its library and lock directory
+    #: are on the host, and whether HAMi's vGPU monitor is fed. Discovery looks for the library
+    #: there too, to label the node.
+    hami_core: HAMiCore = field(default_factory=HAMiCore)
 
 
 class QoSMode(enum.Enum):

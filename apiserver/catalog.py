@@ -301,6 +301,17 @@ BUILTINS: tuple[ResourceType, ...] = (
         fields=_fields("status.successful"),
     ),
     ResourceType(
+        "batch",
+        "v1",
+        "cronjobs",
+        "cronjob",
+        "CronJob",
+        True,
+        ("cj",),
+        ("all",),
+        subresources=frozenset({"status"}),
+    ),
+    ResourceType(
         "policy",
         "v1",
         "poddisruptionbudgets",

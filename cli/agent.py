@@ -22,6 +22,7 @@ from agent import (
     QoSSettings,
     ReportSettings,
 )
+from agent.hooks.hamicore import HAMiCore
 from apis.errors import ConfigError
 from apis.k8s.core import Taint
 from kube.client import ClientSettings
@@ -114,6 +115,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hook_flags.add_argument(
         "--dev-root", type=Path, default=hooks.dev_root, metavar="DIR", help="where device nodes are"
     )
+    hook_flags.add_argument(
+        "--hami-core-library-directory-path",
+        type=Path,
+        default=hooks.hami_core.library,
+        metavar="PATH",
+        help="HAMi-core's library file on the host (koordlet's flag): preloaded into pods labelled "
+        "koordinator.sh/gpu-isolation-provider=HAMi-core; where it is a file, the node is labelled so",
+    )
+    hook_flags.add_argument(
+        "--hami-core-lock-dir",
+        type=Path,
+        default=hooks.hami_core.lock_dir,
+        metavar="DIR",
+        help="the host directory mounted at /tmp/vgpulock in HAMi-core pods (created with mode 0777)",
+    )
+    hook_flags.add_argument(
+        "--hami-core-vgpu-monitor",
+        action="store_true",
+        help="give each HAMi-core container a cache directory for HAMi's vGPU monitor "
+        "(koordlet's HamiCoreVGPUMonitor feature gate)",
+    )
 
     qos = parser.add_argument_group("node QoS")
     qos.add_argument(
@@ -170,6 +192,12 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
     """Raises ConfigError for flags that do not make sense together or do not parse."""
     if not args.node_name:
         raise ConfigError("--node-name is required (or set $NODE_NAME)")
+    for flag, path in (
+        ("--hami-core-library-directory-path", args.hami_core_library_directory_path),
+        ("--hami-core-lock-dir", args.hami_core_lock_dir),
+    ):
+        if not path.is_absolute():
+            raise ConfigError(f"{flag} {path}: must be an absolute path on the host")
     host, sep, port = args.metrics_address.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"--metrics-address {args.metrics_address!r}: expected HOST:PORT")
@@ -193,7 +221,16 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
         report=ReportSettings(
             discovery_interval_s=args.discovery_interval, resync_interval_s=args.device_resync_interval
         ),
-        hooks=HookSettings(enabled=not args.no_hook_server, socket_path=args.hook_socket, dev_root=args.dev_root),
+        hooks=HookSettings(
+            enabled=not args.no_hook_server,
+            socket_path=args.hook_socket,
+            dev_root=args.dev_root,
+            hami_core=HAMiCore(
+                library=args.hami_core_library_directory_path,
+                lock_dir=args.hami_core_lock_dir,
+                vgpu_monitor=args.hami_core_vgpu_monitor,
+            ),
+        ),
         qos=QoSSettings(
             mode=QoSMode(args.qos),
             config_path=args.qos_config,

@@ -23,6 +23,7 @@ from typing import Final
 
 from agent.discovery.simulated import BUILTIN_PROFILES, load_profile
 from apis.errors import ConfigError, TesseraError
+from cli.launchers import prometheus
 from cli.localcluster import components, demo, demoworkloads, quotademo, state
 from cli.localcluster.cluster import LocalCluster
 from cli.localcluster.settings import DEFAULT_DATA_DIR, MAX_NODES, UpSettings
@@ -78,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "where tessera explain looks)",
     )
     parser.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="also run Prometheus (Debian's prometheus package, or any on PATH) scraping every component, "
+        "with deploy/monitoring/rules.yaml loaded",
+    )
+    parser.add_argument(
         "--start-timeout",
         type=float,
         default=defaults.start_timeout,
@@ -99,10 +106,13 @@ def settings_from(args: argparse.Namespace) -> UpSettings:
         demo=args.demo,
         scheduler_address=args.scheduler_address or default_address(dict(os.environ)),
         start_timeout=args.start_timeout,
+        prometheus=args.prometheus,
     )
     settings.validate()
     if settings.nodes:
         load_profile(settings.profile)
+    if settings.prometheus:
+        prometheus.binary()  # missing: say so now, before anything starts
     return settings
 
 
@@ -306,9 +316,12 @@ def _print_try(console: _Console, cluster: LocalCluster) -> None:
     kubeconfig = cluster.kubeconfig
     faulty = next((c for c in cluster.components if c.node in cluster.simulated_nodes), None)
     dashboard = next((c for c in cluster.components if c.name == "dashboard"), None)
+    scraper = next((c for c in cluster.components if c.name == "prometheus"), None)
     console.say()
     if dashboard is not None:
         console.say(f"Dashboard: {dashboard.process.url}/   (tessera top: the same GPU map in this terminal)")
+    if scraper is not None:
+        console.say(f"Prometheus: {scraper.process.url}/   (every component, deploy/monitoring's rules and alerts)")
     console.say(
         f"Scheduler names served: {', '.join(components.SERVED_SCHEDULER_NAMES)} "
         "(Koordinator's examples run unchanged; a pod naming another gets a SchedulerNameNotServed event)"

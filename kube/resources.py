@@ -28,6 +28,8 @@ from kube.patch import retry_on_conflict
 from kube.transport import STREAM_ERRORS, Transport
 
 __all__ = [
+    "CLUSTER_ROLES",
+    "CLUSTER_ROLE_BINDINGS",
     "CONFIG_MAPS",
     "CUSTOM_RESOURCE_DEFINITIONS",
     "ENDPOINTS",
@@ -39,8 +41,11 @@ __all__ = [
     "NODES",
     "PODS",
     "POD_DISRUPTION_BUDGETS",
+    "ROLES",
+    "ROLE_BINDINGS",
     "SECRETS",
     "SERVICES",
+    "SERVICE_ACCOUNTS",
     "STRATEGIC_MERGE_PATCH",
     "VALIDATING_WEBHOOK_CONFIGURATIONS",
     "ObjectList",
@@ -71,6 +76,12 @@ CUSTOM_RESOURCE_DEFINITIONS: Final = GroupVersionResource(
 VALIDATING_WEBHOOK_CONFIGURATIONS: Final = GroupVersionResource(
     "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False
 )
+SERVICE_ACCOUNTS: Final = GroupVersionResource("", "v1", "serviceaccounts", "ServiceAccount", True)
+_RBAC: Final = "rbac.authorization.k8s.io"
+ROLES: Final = GroupVersionResource(_RBAC, "v1", "roles", "Role", True)
+ROLE_BINDINGS: Final = GroupVersionResource(_RBAC, "v1", "rolebindings", "RoleBinding", True)
+CLUSTER_ROLES: Final = GroupVersionResource(_RBAC, "v1", "clusterroles", "ClusterRole", False)
+CLUSTER_ROLE_BINDINGS: Final = GroupVersionResource(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", False)
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"

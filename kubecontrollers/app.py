@@ -8,11 +8,15 @@ synced) and `/metrics`, and stops cleanly on SIGTERM/SIGINT.
 
 from __future__ import annotations
 
+import datetime
 import logging
+import os
 import random
 import threading
 import time
+import zoneinfo
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from apis.k8s.workloads import Scale, controller_of
 from kube import serving
@@ -20,8 +24,18 @@ from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import InformerFactory, raw
 from kube.lifecycle import stop_on_signals, wait_until_set, write_atomically
-from kubecontrollers import daemonset, deployment, disruption, garbagecollector, job, replicaset, statefulset
+from kubecontrollers import (
+    cronjob,
+    daemonset,
+    deployment,
+    disruption,
+    garbagecollector,
+    job,
+    replicaset,
+    statefulset,
+)
 from kubecontrollers.kinds import (
+    CRON_JOBS,
     DEPLOYMENTS,
     JOBS,
     NODES,
@@ -44,7 +58,7 @@ _BY_NAMESPACE = {"namespace": lambda o: [str((o.get("metadata") or {}).get("name
 #: Dependents by the uids of their owners, for the garbage collector.
 _BY_OWNER = {"owner": lambda o: [str(r.get("uid")) for r in (o.get("metadata") or {}).get("ownerReferences") or ()]}
 #: The resources whose objects have owners the collector looks after.
-_DEPENDENTS = {"pods": PODS, "replicasets": REPLICA_SETS}
+_DEPENDENTS = {"pods": PODS, "replicasets": REPLICA_SETS, "jobs": JOBS}
 #: Owner kind -> the controller that syncs it.
 _CONTROLLER_OF_KIND = {
     "ReplicaSet": "replicaset",
@@ -52,6 +66,7 @@ _CONTROLLER_OF_KIND = {
     "StatefulSet": "statefulset",
     "Job": "job",
     "DaemonSet": "daemonset",
+    "CronJob": "cronjob",
 }
 _KIND_OF = {r.plural: kind for kind, r in OWNER_KINDS.items()}
 #: Pods by the node they are bound to, for the node lifecycle controller.
@@ -62,12 +77,26 @@ _RESOURCES = (
     DEPLOYMENTS,
     STATEFUL_SETS,
     JOBS,
+    CRON_JOBS,
     POD_DISRUPTION_BUDGETS,
     OWNER_KINDS["DaemonSet"],
     NODES,
 )
 #: The node lifecycle controller's one key: each pass looks at every node (zones are judged whole).
 NODE_LIFECYCLE_KEY: Key = ("nodelifecycle", "")
+
+
+def local_zone() -> datetime.tzinfo:
+    """This process's time zone, which a CronJob without spec.timeZone runs in (as
+    kube-controller-manager's): `$TZ`, else /etc/localtime, else UTC."""
+    name = os.environ.get("TZ", "").removeprefix(":")
+    try:
+        if name:
+            return zoneinfo.ZoneInfo(name)
+        with Path("/etc/localtime").open("rb") as f:
+            return zoneinfo.ZoneInfo.from_file(f, key="localtime")
+    except (OSError, ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return datetime.UTC
 
 
 def _key(obj: Obj) -> str:
@@ -89,8 +118,18 @@ def _on_update(route: Callable[[Obj], None]) -> Callable[[Obj, Obj], None]:
 class KubeControllers:
     """The informers, the engine and the controllers' sync functions of one process."""
 
-    def __init__(self, client: Client, settings: KubeControllersSettings, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        client: Client,
+        settings: KubeControllersSettings,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`clock`: the wall clock the controllers read (seconds since the epoch); tests move it."""
         self.settings = settings
+        self._clock = clock
+        self._zone = local_zone()
         self.factory = InformerFactory(client)
         self.informers = {
             r.plural: self.factory.informer(
@@ -110,6 +149,7 @@ class KubeControllers:
             "deployment": self._sync_deployment,
             "statefulset": self._sync_statefulset,
             "job": self._sync_job,
+            "cronjob": self._sync_cronjob,
             "disruption": self._sync_disruption,
             "gc": self._sync_dependent,
             "gc-owner": self._sync_owner,
@@ -162,6 +202,7 @@ class KubeControllers:
             "statefulsets": "statefulset",
             "jobs": "job",
             "daemonsets": "daemonset",
+            "cronjobs": "cronjob",
         }
         if plural in own:
             keys.append((own[plural], key))
@@ -188,6 +229,7 @@ class KubeControllers:
             ("statefulsets", "statefulset"),
             ("jobs", "job"),
             ("daemonsets", "daemonset"),
+            ("cronjobs", "cronjob"),
             ("poddisruptionbudgets", "disruption"),
         ):
             for obj in self.informers[plural].store.list():
@@ -206,7 +248,7 @@ class KubeControllers:
         rs = self._get("replicasets", key)
         if rs is None:
             return None
-        return replicaset.sync_replicaset(rs, self._in_namespace("pods", key), now=time.time(), rng=self._rng)
+        return replicaset.sync_replicaset(rs, self._in_namespace("pods", key), now=self._clock(), rng=self._rng)
 
     def _sync_deployment(self, key: str) -> Plan | None:
         d = self._get("deployments", key)
@@ -232,8 +274,19 @@ class KubeControllers:
         if j is None:
             return None
         return job.sync_job(
-            j, self._in_namespace("pods", key), now=time.time(), backoff_base_s=self.settings.job_backoff, rng=self._rng
+            j,
+            self._in_namespace("pods", key),
+            now=self._clock(),
+            backoff_base_s=self.settings.job_backoff,
+            rng=self._rng,
         )
+
+    def _sync_cronjob(self, key: str) -> Plan | None:
+        cj = self._get("cronjobs", key)
+        if cj is None:
+            return None
+        now = datetime.datetime.fromtimestamp(self._clock(), datetime.UTC)
+        return cronjob.sync_cronjob(cj, self._in_namespace("jobs", key), now=now, local_zone=self._zone)
 
     def _sync_disruption(self, key: str) -> Plan | None:
         pdb = self._get("poddisruptionbudgets", key)
@@ -295,7 +348,8 @@ class KubeControllers:
         return garbagecollector.collect_owner(kind, owner, dependents, self._owner)
 
     # --- lifecycle ----------------------------------------------------------------------------------
-    def run(self, stop: threading.Event, http: serving.Server, synced: threading.Event) -> None:
+    def run(self, stop: threading.Event, synced: threading.Event) -> None:
+        """Start the informers, set `synced` once their caches are, and sync until `stop` is set."""
         self.factory.start()
         try:
             while not self.factory.wait_for_sync(timeout=0.5):
@@ -334,14 +388,14 @@ def run(settings: KubeControllersSettings, *, stop: threading.Event | None = Non
                 "Starting the workload controllers (embedded kube-controller-manager)",
                 extra={
                     "server": client.host,
-                    "controllers": "replicaset,deployment,statefulset,daemonset,job,disruption,gc,nodelifecycle",
+                    "controllers": ",".join(controllers.engine.controllers),
                 },
             )
             if stop is not None:
-                controllers.run(stop, http, synced)
+                controllers.run(stop, synced)
             else:
                 with stop_on_signals() as signalled:
-                    controllers.run(signalled, http, synced)
+                    controllers.run(signalled, synced)
         finally:
             http.stop()
     return 0

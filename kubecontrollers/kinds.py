@@ -8,6 +8,7 @@ from apis.extension.names import GroupVersionResource
 from kube.resources import NODES, PODS
 
 __all__ = [
+    "CRON_JOBS",
     "DAEMON_SETS",
     "DEPLOYMENTS",
     "JOBS",
@@ -24,9 +25,10 @@ REPLICA_SETS: Final = GroupVersionResource("apps", "v1", "replicasets", "Replica
 STATEFUL_SETS: Final = GroupVersionResource("apps", "v1", "statefulsets", "StatefulSet", True)
 DAEMON_SETS: Final = GroupVersionResource("apps", "v1", "daemonsets", "DaemonSet", True)
 JOBS: Final = GroupVersionResource("batch", "v1", "jobs", "Job", True)
+CRON_JOBS: Final = GroupVersionResource("batch", "v1", "cronjobs", "CronJob", True)
 POD_DISRUPTION_BUDGETS: Final = GroupVersionResource(
     "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True
 )
 
 #: Kinds that own dependents (the garbage collector's owners), by kind.
-OWNER_KINDS: Final = {r.kind: r for r in (DEPLOYMENTS, REPLICA_SETS, STATEFUL_SETS, DAEMON_SETS, JOBS)}
+OWNER_KINDS: Final = {r.kind: r for r in (DEPLOYMENTS, REPLICA_SETS, STATEFUL_SETS, DAEMON_SETS, JOBS, CRON_JOBS)}

@@ -342,7 +342,7 @@ def load(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> tuple[li
     for reservation in snapshot.reservations:
         if reservation.node_name or reservation.phase.terminal:
             cache.add_reservation(reservation)
-        elif not reservation.unschedulable:
+        else:
             waiting.append(reservation)
     pending = []
     for pod in snapshot.pods:

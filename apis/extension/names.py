@@ -33,6 +33,9 @@ EPHEMERAL_STORAGE: Final = "ephemeral-storage"
 NVIDIA_GPU: Final = "nvidia.com/gpu"
 AMD_GPU: Final = "amd.com/gpu"
 DCU_GPU: Final = "dcu.com/gpu"
+#: Huawei Ascend vNPU resources, as Koordinator names them. Tessera schedules none of them; the
+#: first is the default of DeviceShare's `gpuSharedResourceTemplatesConfig.matchedResources`.
+HUAWEI_NPU_CORE: Final = "huawei.com/npu-core"
 #: Whole-GPU resource names of device plugins; N of them = N whole GPUs.
 WHOLE_GPU_RESOURCES: Final = (NVIDIA_GPU, AMD_GPU, DCU_GPU)
 
@@ -141,6 +144,15 @@ ANNOTATION_RESERVATION_ALLOCATED: Final = f"{SCHEDULING_DOMAIN}/reservation-allo
 ANNOTATION_RESERVATION_AFFINITY: Final = f"{SCHEDULING_DOMAIN}/reservation-affinity"
 #: `"true"` on a pod: never place it onto a Reservation, even one whose owners it matches.
 LABEL_RESERVATION_IGNORED: Final = f"{SCHEDULING_DOMAIN}/reservation-ignored"
+#: On a Reservation: among those a pod may use, the lowest positive order is taken first (0 or
+#: not a number: no order, the tightest fit is taken).
+LABEL_RESERVATION_ORDER: Final = f"{SCHEDULING_DOMAIN}/reservation-order"
+#: On a Reservation with `allocatePolicy: Restricted`: `{"resources": [...]}`, the reserved
+#: resources an owner may take only from the Reservation (none given, or none reserved: all).
+ANNOTATION_RESERVATION_RESTRICTED_OPTIONS: Final = f"{SCHEDULING_DOMAIN}/reservation-restricted-options"
+#: On a pod: `{"resourceNames": [...]}`, resources whose request must equal what a Reservation
+#: reserves for the pod to use it.
+ANNOTATION_EXACT_MATCH_RESERVATION: Final = f"{SCHEDULING_DOMAIN}/exact-match-reservation"
 #: On a Reservation or PodMigrationJob a descheduler created: the pod it migrates (`ns/name`).
 ANNOTATION_MIGRATION_POD: Final = f"{TESSERA_DOMAIN}/migration-pod"
 #: On a Reservation a descheduler created for a PodMigrationJob: the job's name (so a Reservation
@@ -158,6 +170,17 @@ ANNOTATION_MIGRATION_REASON: Final = f"{TESSERA_DOMAIN}/migration-reason"
 LABEL_GPU_VENDOR: Final = f"{NODE_DOMAIN}/gpu-vendor"
 LABEL_GPU_MODEL: Final = f"{NODE_DOMAIN}/gpu-model"
 LABEL_GPU_DRIVER_VERSION: Final = f"{NODE_DOMAIN}/gpu-driver-version"
+#: Koordinator's names for the model and driver labels before v1.2. Koordinator still defines
+#: them but reads neither; Tessera reads a node's model from here when `LABEL_GPU_MODEL` is
+#: absent (a node labelled by a pre-v1.2 manager), and never writes them.
+DEPRECATED_LABEL_GPU_MODEL: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-model"
+DEPRECATED_LABEL_GPU_DRIVER: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-driver"
+#: On a pod: the GPU isolation layer its GPU share must be enforced by; on a Node: the one the
+#: node has installed. A shared-GPU pod goes only to a node with the same value, and the node's
+#: runtime hook sets the pod's containers up for it (`GPU_ISOLATION_PROVIDER_HAMI_CORE`).
+LABEL_GPU_ISOLATION_PROVIDER: Final = f"{DOMAIN}/gpu-isolation-provider"
+#: The one provider Koordinator knows: HAMi-core's libvgpu.so, preloaded into the container.
+GPU_ISOLATION_PROVIDER_HAMI_CORE: Final = "HAMi-core"
 #: Marks objects whose devices are simulated (no real hardware behind them).
 LABEL_SIMULATED: Final = f"{TESSERA_DOMAIN}/simulated"
 #: On a Device CR: which GPUs NVLink joins, as JSON `{"<minor>": [<peer minors>], ...}`. Tessera's
@@ -205,6 +228,17 @@ JOB_COMPLETION_INDEX: Final = "batch.kubernetes.io/job-completion-index"
 ENV_JOB_COMPLETION_INDEX: Final = "JOB_COMPLETION_INDEX"
 #: On a CronJob's Jobs: when the run was scheduled (RFC 3339).
 ANNOTATION_CRONJOB_SCHEDULED_TIMESTAMP: Final = "batch.kubernetes.io/cronjob-scheduled-timestamp"
+
+# --- well-known labels and annotations of tools that own objects ---------------------------------
+#: Who manages an object (`Helm`, `tessera-up`): Kubernetes' recommended label.
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+#: Helm's mark on every object of a release: which release owns it (an object without it is not
+#: Helm's, and `helm install` refuses to take it over).
+ANNOTATION_HELM_RELEASE_NAME: Final = "meta.helm.sh/release-name"
+#: What `kubectl apply` (client-side) last applied to an object.
+ANNOTATION_KUBECTL_LAST_APPLIED: Final = "kubectl.kubernetes.io/last-applied-configuration"
+#: On a Job that `kubectl create job --from=cronjob/NAME` made: `manual`.
+ANNOTATION_CRONJOB_INSTANTIATE: Final = "cronjob.kubernetes.io/instantiate"
 
 #: kube-apiserver's DefaultTolerationSeconds: how long a pod that says nothing about them
 #: tolerates the two NoExecute taints above before it is evicted.

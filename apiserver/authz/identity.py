@@ -20,9 +20,21 @@ from pathlib import Path
 
 from apis.errors import ConfigError
 
-__all__ = ["ADMIN", "TokenAuthenticator", "User", "parse_token_file", "service_account_user"]
+__all__ = [
+    "ADMIN",
+    "AUTHENTICATED",
+    "MASTERS",
+    "TokenAuthenticator",
+    "User",
+    "parse_token_file",
+    "service_account_groups",
+    "service_account_user",
+]
 
 AUTHENTICATED = "system:authenticated"
+#: kube's privileged group: its members pass every authorization check (RBAC is not consulted).
+MASTERS = "system:masters"
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,20 +42,23 @@ class User:
     name: str
     uid: str = ""
     groups: tuple[str, ...] = ()
+    #: kube's user.Info extra: (key, values) pairs, sorted by key (impersonation can set them).
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-ADMIN = User("tessera-admin", "", ("system:masters", AUTHENTICATED))
+ADMIN = User("tessera-admin", "", (MASTERS, AUTHENTICATED))
 #: Who a server without authentication (plain HTTP on loopback) treats every request as.
-UNAUTHENTICATED_ADMIN = User("system:admin", "", ("system:masters", AUTHENTICATED))
+UNAUTHENTICATED_ADMIN = User("system:admin", "", (MASTERS, AUTHENTICATED))
+
+
+def service_account_groups(namespace: str) -> tuple[str, ...]:
+    """The groups kube gives a ServiceAccount's user (without system:authenticated)."""
+    return ("system:serviceaccounts", f"system:serviceaccounts:{namespace}")
 
 
 def service_account_user(namespace: str, name: str) -> User:
     """The user a ServiceAccount's token authenticates as, with kube's groups."""
-    return User(
-        f"system:serviceaccount:{namespace}:{name}",
-        "",
-        ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", AUTHENTICATED),
-    )
+    return User(f"{SERVICE_ACCOUNT_PREFIX}{namespace}:{name}", "", (*service_account_groups(namespace), AUTHENTICATED))
 
 
 def parse_token_file(text: str, source: str = "token file") -> dict[str, User]:

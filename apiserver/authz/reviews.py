@@ -13,7 +13,7 @@ from typing import Any
 
 from apiserver.authz.attributes import Attributes
 from apiserver.authz.identity import User
-from apiserver.authz.rbac import Authorizer, RBACAuthorizer
+from apiserver.authz.rbac import Authorizer
 from apiserver.catalog import AUTHORIZATION_GROUP
 from apiserver.errors import Cause, StatusError
 
@@ -76,9 +76,6 @@ def _attributes(spec: Mapping[str, Any], user: User, kind: str, namespace: str) 
 
 
 def _rules(authorizer: Authorizer, user: User, namespace: str) -> dict[str, Any]:
-    if not isinstance(authorizer, RBACAuthorizer):
-        everything = {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}
-        return {"resourceRules": [everything], "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}]}
     resource_rules, url_rules = [], []
     for rule in authorizer.rules_for(user, namespace):
         if rule.get("nonResourceURLs"):

@@ -15,6 +15,8 @@
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
                                                        file, state/ (its --state-dir), hook socket
                                                        (this machine's agent)
+    DATA_DIR/prometheus/                               with `--prometheus`: Prometheus' log,
+                                                       address, prometheus.yml, targets/, data/
 
 Every component talks to the API server through its own kubeconfig (its ServiceAccount's token),
 as in a cluster; each serves
@@ -35,6 +37,7 @@ from cli.launchers.controller import ControllerProcess
 from cli.launchers.dashboard import DashboardProcess
 from cli.launchers.descheduler import DeschedulerProcess
 from cli.launchers.kubecontrollers import KubeControllersProcess
+from cli.launchers.prometheus import PrometheusProcess
 from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster.state import ComponentState
 from kube.process import ServingProcess
@@ -42,12 +45,14 @@ from scheduler.framework.config import KUBE_DEFAULT_SCHEDULER
 
 __all__ = [
     "Component",
+    "admin_token_file",
     "apiserver",
     "controller",
     "dashboard",
     "descheduler",
     "kube_controller_manager",
     "local_agent",
+    "prometheus",
     "scheduler",
     "simulated_agent",
     "token_file",
@@ -116,6 +121,16 @@ def _hook_socket(process: ServingProcess | EmbeddedAPIServer) -> str:
     if isinstance(process, AgentProcess) and "--no-hook-server" not in process.args:
         return str(process.hook_socket)
     return ""
+
+
+def prometheus(data_dir: Path, *, config: Path) -> Component:
+    """Prometheus (`--prometheus`) with `config` (cli/localcluster/monitoring.py writes it)."""
+    return Component("prometheus", "prometheus", PrometheusProcess(data_dir / "prometheus", config=config))
+
+
+def admin_token_file(data_dir: Path) -> Path:
+    """Your token (cluster-admin), as the API server reads it and your kubeconfig carries it."""
+    return data_dir / "token"
 
 
 def token_file(data_dir: Path) -> Path:

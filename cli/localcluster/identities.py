@@ -28,6 +28,7 @@ import yaml
 
 from apis.extension.names import GroupVersionResource
 from apiserver.authz.identity import parse_token_file
+from cli.localcluster import ownnames
 from kube import errors
 from kube.client import Client
 from kube.kubeconfig import write_kubeconfig
@@ -76,7 +77,7 @@ IDENTITIES: Mapping[str, Identity] = {
     "scheduler": Identity("tessera-scheduler"),
     "agent": Identity("tessera-agent"),
     "kube-controller-manager": Identity("tessera-kube-controller-manager", deployed=False),
-    "dashboard": Identity("tessera-dashboard", deployed=False),
+    "dashboard": Identity("tessera-dashboard"),
 }
 
 _RBAC = "rbac.authorization.k8s.io"
@@ -111,8 +112,6 @@ _WRITE = ["get", "list", "watch", "create", "patch", "delete"]
 #: - the workload controllers (kubecontrollers/, kube-controller-manager's stand-in: in a
 #:   cluster kube-controller-manager runs them under its own bootstrap roles) manage the
 #:   workload kinds and their pods, and the garbage collector deletes or orphans dependents;
-#: - the dashboard reads (dashboard/sources.py: informers on Devices, pods, PodGroups,
-#:   ElasticQuotas, Reservations and PodMigrationJobs), nothing more.
 LOCAL_ROLES: list[dict[str, Any]] = [
     *_local_role(
         "simulated-kubelet",
@@ -140,7 +139,7 @@ LOCAL_ROLES: list[dict[str, Any]] = [
                 "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"],
                 "verbs": _WRITE,
             },
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _WRITE},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _WRITE},
             {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _READ},
             {
                 "apiGroups": ["apps", "batch", "policy"],
@@ -150,6 +149,7 @@ LOCAL_ROLES: list[dict[str, Any]] = [
                     "statefulsets/status",
                     "daemonsets/status",
                     "jobs/status",
+                    "cronjobs/status",
                     "poddisruptionbudgets/status",
                 ],
                 "verbs": ["patch"],
@@ -160,19 +160,6 @@ LOCAL_ROLES: list[dict[str, Any]] = [
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": [""], "resources": ["nodes/status", "pods/status"], "verbs": ["patch"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
-        ],
-    ),
-    *_local_role(
-        "dashboard",
-        "tessera-dashboard",
-        [
-            {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": _READ},
-            {
-                "apiGroups": ["scheduling.koordinator.sh"],
-                "resources": ["devices", "reservations", "podmigrationjobs"],
-                "verbs": _READ,
-            },
-            {"apiGroups": ["scheduling.sigs.k8s.io"], "resources": ["podgroups", "elasticquotas"], "verbs": _READ},
         ],
     ),
 ]
@@ -224,9 +211,10 @@ def component_kubeconfigs(directory: Path, admin_kubeconfig: Path, tokens: Mappi
 
 
 def rbac_manifests(deploy: Path = DEPLOY) -> list[dict[str, Any]]:
-    """The namespace and every object of `deploy/*-rbac.yaml`, in file order."""
+    """The namespace and every object of `deploy/*-rbac.yaml` and `deploy/dashboard/*-rbac.yaml`
+    (the optional dashboard's), in file order."""
     docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
-    for path in sorted(deploy.glob("*-rbac.yaml")):
+    for path in [*sorted(deploy.glob("*-rbac.yaml")), *sorted(deploy.glob("dashboard/*-rbac.yaml"))]:
         docs += [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
     return docs
 
@@ -263,6 +251,9 @@ def apply_manifests(client: Client, docs: Iterable[Mapping[str, Any]]) -> None:
             create_or_replace(api, doc, namespace=namespace)
 
 
-def apply_rbac(client: Client, deploy: Path = DEPLOY) -> None:
-    """deploy/'s RBAC plus `tessera up`'s own grants (`LOCAL_ROLES`)."""
-    apply_manifests(client, [*rbac_manifests(deploy), *LOCAL_ROLES])
+def apply_rbac(client: Client, deploy: Path = DEPLOY) -> list[dict[str, Any]]:
+    """deploy/'s RBAC, under `tessera up`'s own names (ownnames.py: the Helm chart installs beside
+    it), plus `tessera up`'s own grants (`LOCAL_ROLES`); what it applied."""
+    docs = [*ownnames.own(rbac_manifests(deploy)), *LOCAL_ROLES]
+    apply_manifests(client, docs)
+    return docs

@@ -5,25 +5,34 @@ than found as in a cluster (deploy/monitoring/prometheus.yaml finds pods by anno
 named as the cluster configuration names them (the pods' app.kubernetes.io/name: tessera-scheduler,
 tessera-agent, ...), so deploy/monitoring/rules.yaml and the Grafana dashboard work on both. The API
 server is scraped over HTTPS with its CA and your token, as a cluster's kube-apiserver. The
-dashboard serves no metrics and is not a target. Pure: state in, configuration out; the e2e tests
-and `tessera up --prometheus` write it next to the data directory.
+dashboard serves no metrics and is not a target, nor is Prometheus itself.
+
+Targets are written into the configuration (static) or, for `tessera up --prometheus`, into one
+file per job that Prometheus watches (`file_sd`): a component that restarts serves on a new
+port, and `write_targets` rewrites the files from the state file each time it changes. A job's
+scrape settings are made in one place (`_job`), so a component whose /metrics comes to need a
+token gets an `authorization` there as the API server's has. Pure but for `write_targets`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from cli.localcluster.state import UpState
+from kube.lifecycle import write_atomically
 
-__all__ = ["NOT_SCRAPED", "RULES", "job_of", "prometheus_config"]
+__all__ = ["APISERVER_JOB", "NOT_SCRAPED", "RULES", "job_of", "prometheus_config", "target_groups", "write_targets"]
 
 #: deploy/monitoring/rules.yaml of this checkout.
 RULES: Final = Path(__file__).resolve().parents[2] / "deploy" / "monitoring" / "rules.yaml"
 #: Components with no /metrics.
-NOT_SCRAPED: Final = frozenset({"dashboard"})
+NOT_SCRAPED: Final = frozenset({"dashboard", "prometheus"})
+#: The API server's job: scraped over HTTPS with a token, as a cluster's kube-apiserver.
+APISERVER_JOB: Final = "tessera-apiserver"
 
 
 def job_of(component: str) -> str:
@@ -31,37 +40,68 @@ def job_of(component: str) -> str:
     return f"tessera-{component.split('/', 1)[0]}"
 
 
-def prometheus_config(
-    up: UpState, *, ca_file: Path, token_file: Path, rules: Path = RULES, interval_s: float = 5.0
-) -> dict[str, Any]:
-    """Prometheus' configuration (a dict to dump as YAML) for the components `up` lists."""
-    static: dict[str, list[dict[str, Any]]] = {}
-    secure: list[str] = []
+def target_groups(up: UpState) -> dict[str, list[dict[str, Any]]]:
+    """Each job's targets, as file_sd lists them: `[{"targets": ["HOST:PORT"], "labels": {...}}]`,
+    labelled with the component (and its node)."""
+    groups: dict[str, list[dict[str, Any]]] = {}
     for name, component in sorted(up.components.items()):
         if name in NOT_SCRAPED or not component.url:
             continue
-        url = urlsplit(component.url)
-        if url.scheme == "https":
-            secure.append(url.netloc)
-            continue
-        labels: Mapping[str, str] = {"component": name, **({"node": component.node} if component.node else {})}
-        static.setdefault(job_of(name), []).append({"targets": [url.netloc], "labels": dict(labels)})
+        labels = {"component": name, **({"node": component.node} if component.node else {})}
+        groups.setdefault(job_of(name), []).append({"targets": [urlsplit(component.url).netloc], "labels": labels})
+    return groups
+
+
+def _job(
+    job: str,
+    groups: list[dict[str, Any]],
+    *,
+    ca_file: Path,
+    token_file: Path,
+    targets_dir: Path | None,
+    interval: str,
+) -> dict[str, Any]:
+    """One scrape job: its targets (static, or the file `write_targets` keeps) and how to reach them."""
+    out: dict[str, Any] = {"job_name": job}
+    if job == APISERVER_JOB:
+        out |= {
+            "scheme": "https",
+            "tls_config": {"ca_file": str(ca_file)},
+            "authorization": {"credentials_file": str(token_file)},
+        }
+    if targets_dir is None:
+        out["static_configs"] = groups
+    else:
+        out["file_sd_configs"] = [{"files": [str(targets_dir / f"{job}.json")], "refresh_interval": interval}]
+    return out
+
+
+def prometheus_config(
+    up: UpState,
+    *,
+    ca_file: Path,
+    token_file: Path,
+    rules: Path = RULES,
+    interval_s: float = 5.0,
+    targets_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Prometheus' configuration (a dict to dump as YAML) for the components `up` lists; with
+    `targets_dir`, their targets are read from the files there (`write_targets`)."""
     interval = f"{interval_s:g}s"
-    jobs: list[dict[str, Any]] = [
-        {"job_name": job, "static_configs": targets} for job, targets in sorted(static.items())
+    jobs = [
+        _job(job, groups, ca_file=ca_file, token_file=token_file, targets_dir=targets_dir, interval=interval)
+        for job, groups in sorted(target_groups(up).items())
     ]
-    if secure:
-        jobs.append(
-            {
-                "job_name": "tessera-apiserver",
-                "scheme": "https",
-                "tls_config": {"ca_file": str(ca_file)},
-                "authorization": {"credentials_file": str(token_file)},
-                "static_configs": [{"targets": secure, "labels": {"component": "apiserver"}}],
-            }
-        )
     return {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
         "rule_files": [str(rules)],
         "scrape_configs": jobs,
     }
+
+
+def write_targets(up: UpState, targets_dir: Path, jobs: Iterable[str]) -> None:
+    """Write each of `jobs`' targets file from `up` (an empty list for a job with none now), each
+    file whole or not at all (Prometheus may read it at any moment)."""
+    groups = target_groups(up)
+    for job in jobs:
+        write_atomically(targets_dir / f"{job}.json", json.dumps(groups.get(job, []), indent=1) + "\n")

@@ -14,7 +14,12 @@ devices offer (Koordinator's slo-controller does the same from the same CR):
   the Node is not ours and is left alone, as Koordinator leaves it: a real kubelet admits a pod in
   the old names against them, and the scheduler reads the current name where both are present;
 - labels `node.koordinator.sh/gpu-vendor`, `gpu-model`, `gpu-driver-version` as the Device CR
-  carries them (absent from the CR: absent from the Node).
+  carries them (absent from the CR: absent from the Node);
+- `koordinator.sh/gpu-isolation-provider` when the Device CR carries it (the agent found HAMi-core's
+  library on the node), but never removed: Koordinator's manual has operators set that label by
+  hand, and an agent that does not see the library (told another path) must not take a label the
+  operator put there. A node whose library is gone keeps the label until someone removes it; its
+  agent then refuses the pods that ask for HAMi-core, saying why.
 
 A Device whose healthy GPU does not say what it offers is refused with a ValidationError naming
 the device and the resource, instead of being summed into a wrong number.
@@ -30,7 +35,15 @@ from apis.crds.device import Device, DeviceInfo, DeviceType
 from apis.errors import ValidationError
 from apis.extension import names
 
-__all__ = ["GPU_RESOURCES", "MANAGED_LABELS", "MANAGED_RESOURCES", "RDMA_PER_PF", "DeviceResources", "from_device"]
+__all__ = [
+    "GPU_RESOURCES",
+    "MANAGED_LABELS",
+    "MANAGED_RESOURCES",
+    "PUBLISHED_LABELS",
+    "RDMA_PER_PF",
+    "DeviceResources",
+    "from_device",
+]
 
 #: What each healthy GPU must carry, and what is summed over them.
 GPU_RESOURCES: Final = (names.GPU_CORE, names.GPU_MEMORY, names.GPU_MEMORY_RATIO)
@@ -38,6 +51,8 @@ GPU_RESOURCES: Final = (names.GPU_CORE, names.GPU_MEMORY, names.GPU_MEMORY_RATIO
 MANAGED_RESOURCES: Final = (*GPU_RESOURCES, names.KOORD_GPU, names.RDMA)
 #: Every label key this controller owns on a Node.
 MANAGED_LABELS: Final = (names.LABEL_GPU_VENDOR, names.LABEL_GPU_MODEL, names.LABEL_GPU_DRIVER_VERSION)
+#: Label keys this controller sets on a Node from the Device CR, but never removes (see above).
+PUBLISHED_LABELS: Final = (names.LABEL_GPU_ISOLATION_PROVIDER,)
 RDMA_PER_PF: Final = 100
 #: Vendors whose GPUs are also offered as `koordinator.sh/gpu` ("" = not labelled).
 _KOORD_GPU_VENDORS: Final = frozenset({"", "nvidia"})
@@ -72,7 +87,7 @@ def from_device(device: Device | None) -> DeviceResources:
             totals[names.KOORD_GPU] = totals[names.GPU_CORE]
     if rdma:
         totals[names.RDMA] = RDMA_PER_PF * rdma
-    labels = {key: device.meta.labels[key] for key in MANAGED_LABELS if key in device.meta.labels}
+    labels = {key: device.meta.labels[key] for key in (*MANAGED_LABELS, *PUBLISHED_LABELS) if key in device.meta.labels}
     return DeviceResources(totals, labels, healthy_gpus=len(gpus), healthy_rdma=rdma)
 
 

@@ -56,6 +56,7 @@ from scheduler.service.reporter import FailureReporter
 from scheduler.service.reservations import ReservationAPI, ReservationController, ReservationFeed, reference
 from scheduler.service.scoretable import DebugFlags
 from scheduler.service.settings import SchedulerSettings
+from scheduler.service.templatefeed import TemplateFeed
 from scheduler.service.unserved import UnservedNames
 
 __all__ = ["SchedulerService"]
@@ -195,6 +196,10 @@ class SchedulerService:
             frameworks=self.frameworks,
             unserved=self.unserved,
         )
+        #: DeviceShare's GPU shared-resource templates, from the ConfigMaps its arguments name.
+        self.template_feed = TemplateFeed(
+            client, lock=self.lock, cache=self.cache, queue=self.queue, recorder=self.recorder
+        )
         self.quota_feed = (
             QuotaFeed(client, manager=self.quotas, pods=self.feed.pods, queue=self.queue, recorder=self.recorder)
             if _enabled(self.frameworks, elasticquota.NAME)
@@ -266,10 +271,12 @@ class SchedulerService:
         started = time.monotonic()
         if self.quota_feed is not None:
             self.quota_feed.start()
+        self.template_feed.start()
         timeout = self.settings.sync_timeout
         if (
             not self.reservation_feed.wait_for_sync(timeout)
             or not self.feed.wait_for_sync(timeout)
+            or not self.template_feed.wait_for_sync(timeout)
             or not (self.quota_feed is None or self.quota_feed.wait_for_sync(timeout))
         ):
             raise ConfigError(f"the informers did not sync within {self.settings.sync_timeout:.0f}s")
@@ -307,6 +314,7 @@ class SchedulerService:
         self.reservation_reporter.stop()
         self.feed.stop()
         self.reservation_feed.stop()
+        self.template_feed.stop()
         if self.quota_feed is not None:
             self.quota_feed.stop()
         self.recorder.close()

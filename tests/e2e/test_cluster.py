@@ -5,6 +5,7 @@ explain`, a GPU failing, and — where containerd can run — a container that s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.parse
 import urllib.request
@@ -141,10 +142,12 @@ def test_an_unhealthy_gpu_leaves_allocatable_and_new_pods_avoid_it(up: Up, clust
 
 
 # --- containerd: the runtime proxy injects what the scheduler decided -------------------------------------
-@pytest.fixture
-def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]]:
-    """A node joined to the cluster the way a GPU node runs: an agent (simulated T4s, since this
-    machine has no GPU) whose hook server a real `tessera runtime-proxy` calls, in front of a
+@contextlib.contextmanager
+def node_behind_proxy(
+    up: Up, ctrd: containerd.Containerd, *, profile: str = "t4-2x", agent_args: tuple[str, ...] = ()
+) -> Iterator[tuple[str, Path]]:
+    """A node joined to the cluster the way a GPU node runs: an agent (simulated GPUs, since this
+    machine has none) whose hook server a real `tessera runtime-proxy` calls, in front of a
     private containerd. Yields (node name, the proxy's socket), where kubelet would connect."""
     node = unique("proxy-node")
     with sockets.temporary("tessera-e2e-node-") as workdir:
@@ -152,7 +155,7 @@ def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]
             up.kubeconfig,
             node_name=node,
             directory=workdir / "agent",
-            args=["--simulate-devices", "t4-2x", "--simulate-kubelet", "--qos", "off"],
+            args=["--simulate-devices", profile, "--simulate-kubelet", "--qos", "off", *agent_args],
         )
         hooks = workdir / "hooks"
         hooks.mkdir()
@@ -170,6 +173,27 @@ def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]
                 yield node, settings.listen
             finally:
                 assert proxy.stop() == 0, proxy.log_tail()
+
+
+@pytest.fixture
+def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]]:
+    with node_behind_proxy(up, ctrd) as found:
+        yield found
+
+
+def run_through_proxy(pod: Pod, proxy_socket: Path, ctrd: containerd.Containerd, *commands: list[str]) -> list[str]:
+    """Play kubelet through the proxy with the pod as the API server has it: run it, and what
+    each command printed in its container (`env` first: the container's environment)."""
+    with containerd.CRIClient(f"unix://{proxy_socket}", cgroup_parent=ctrd.cgroup_parent) as kubelet:
+        config = kubelet.pod_config(
+            pod.name, namespace=pod.namespace, uid=pod.uid, annotations=pod.annotations, labels=pod.labels
+        )
+        sandbox = kubelet.run_pod(config)
+        try:
+            container = kubelet.run_container(sandbox, config, "main")
+            return [kubelet.exec_sync(container, command).stdout for command in commands]
+        finally:
+            kubelet.remove_pod(sandbox)
 
 
 @pytest.mark.root
@@ -191,18 +215,70 @@ def test_the_runtime_proxy_gives_the_container_the_gpus_the_scheduler_chose(
     minors = gpus_of(pod)
     assert len(minors) == 1
 
-    # Play kubelet through the proxy, with the pod as the API server has it.
-    with containerd.CRIClient(f"unix://{proxy_socket}", cgroup_parent=ctrd.cgroup_parent) as kubelet:
-        config = kubelet.pod_config(
-            pod.name, namespace=pod.namespace, uid=pod.uid, annotations=pod.annotations, labels=pod.labels
-        )
-        sandbox = kubelet.run_pod(config)
-        try:
-            container = kubelet.run_container(sandbox, config, "main")
-            env = kubelet.env(container)
-        finally:
-            kubelet.remove_pod(sandbox)
+    (printed,) = run_through_proxy(pod, proxy_socket, ctrd, ["env"])
+    env = dict(line.split("=", 1) for line in printed.splitlines() if "=" in line)
     assert env["NVIDIA_VISIBLE_DEVICES"] == ",".join(str(m) for m in minors)
+
+
+HAMI = {names.LABEL_GPU_ISOLATION_PROVIDER: names.GPU_ISOLATION_PROVIDER_HAMI_CORE}
+STAND_IN = "hami-core stand-in"
+
+
+@pytest.fixture
+def hami_core_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path, Path]]:
+    """A node behind the proxy with HAMi-core installed: its simulated profile says so (the Node
+    gets the provider label through the Device CR and the controller), and a stand-in library
+    file is where its agent preloads it from. Yields (node, the proxy's socket, the library)."""
+    with sockets.temporary("tessera-e2e-hami-") as files:
+        profile = files / "t4-hami.yaml"
+        profile.write_text(
+            "isolationProvider: HAMi-core\n"
+            "gpu: {name: Tesla T4, memory: 15Gi}\n"
+            "numaNodes: [{cpus: 0-15, pcieRoots: [{root: pci0000:00, gpus: ['0000:00:04.0', '0000:00:05.0']}]}]\n"
+        )
+        library = files / "vgpu" / "libvgpu.so"
+        library.parent.mkdir()
+        library.write_text(STAND_IN)
+        args = ("--hami-core-library-directory-path", str(library), "--hami-core-lock-dir", str(files / "vgpulock"))
+        with node_behind_proxy(up, ctrd, profile=str(profile), agent_args=args) as (node, proxy_socket):
+            yield node, proxy_socket, library
+
+
+@pytest.mark.root
+def test_a_hami_core_share_is_isolated_on_the_node_that_has_it(
+    up: Up, cluster: Cluster, ctrd: containerd.Containerd, hami_core_node: tuple[str, Path, Path]
+) -> None:
+    node, proxy_socket, library = hami_core_node
+
+    def labelled() -> bool:
+        found = cluster.nodes().get(node)
+        return found is not None and found.labels.get(names.LABEL_GPU_ISOLATION_PROVIDER) == "HAMi-core"
+
+    wait_for(labelled, timeout_s=TIMEOUT_S, what=f"{node} labelled with its isolation provider")
+    namespace = unique("hami")
+    cluster.create_namespace(namespace)
+    (manifest,) = manifests((("infer", {names.GPU_CORE: "50", names.GPU_MEMORY_RATIO: "50"}, {}),))
+    manifest["metadata"]["labels"].update(HAMI)  # the only HAMi-core node: the simulated ones lack the label
+    cluster.create_pods(namespace, [manifest])
+    pod = wait_for(
+        lambda: next((p for p in cluster.pods(namespace) if p.node_name), None),
+        timeout_s=TIMEOUT_S,
+        what="the HAMi-core pod bound",
+    )
+    assert pod.node_name == node
+    printed_env, mounts, preloaded = run_through_proxy(
+        pod, proxy_socket, ctrd, ["env"], ["cat", "/proc/self/mounts"], ["cat", str(library)]
+    )
+    env = dict(line.split("=", 1) for line in printed_env.splitlines() if "=" in line)
+    (gpu,) = gpus_of(pod)
+    assert (env["NVIDIA_VISIBLE_DEVICES"], env["CUDA_DEVICE_SM_LIMIT"], env["LD_PRELOAD"]) == (
+        str(gpu),
+        "50",
+        str(library),
+    )
+    assert env["CUDA_DEVICE_MEMORY_LIMIT"] == env["CUDA_DEVICE_MEMORY_LIMIT_0"] == str(15 * 2**30 // 2)
+    assert {str(library), "/tmp/vgpulock"} <= {line.split()[1] for line in mounts.splitlines()}
+    assert preloaded == STAND_IN
 
 
 QUOTAS = """

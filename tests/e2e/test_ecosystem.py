@@ -1,31 +1,39 @@
 """The tools and workloads operators and ML teams bring, against one `tessera up`: a real Prometheus
-(Debian's) scraping every component with deploy/monitoring's rules loaded, Indexed Jobs with a gang
-(all ranks or none), a DaemonSet on every node with a rolling update, pod failure policy and TTL
-after finished — driven with kubectl as a user drives them.
+(Debian's) scraping every component with deploy/monitoring's rules loaded, the Helm chart installed
+with real Helm beside tessera up's own objects, Indexed Jobs with a gang (all ranks or none), a
+DaemonSet on every node with a rolling update, pod failure policy and TTL after finished — driven
+with kubectl as a user drives them.
 """
 
 from __future__ import annotations
 
-import base64
 import json
+import os
+import shutil
+import signal
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
+import helm_python as helm
+import psutil
 import pytest
 import yaml
 
 from apis.extension import names
-from cli.localcluster.monitoring import NOT_SCRAPED, job_of, prometheus_config
-from tests.e2e.conftest import unique
+from cli.localcluster.monitoring import NOT_SCRAPED, job_of
+from tests.e2e.conftest import module_up, unique
 from tests.e2e.harness import Cluster, Up
-from tests.support.prometheus import Prometheus
+from tests.support.prometheus import PrometheusAPI, binary
 from tests.support.waiting import wait_for
+from tests.unit.deploy import chart
 
 pytestmark = pytest.mark.e2e
 
 TIMEOUT_S = 120.0
+NAMESPACE = "tessera-system"
 REPO = Path(__file__).resolve().parents[2]
 #: Metrics the docs name that every `tessera up` has samples of from the start (labelled counters
 #: appear only once counted, so they are not here).
@@ -57,21 +65,24 @@ def apply(up: Up, directory: Path, manifest: dict[str, Any], namespace: str) -> 
 
 
 @pytest.fixture(scope="module")
-def prometheus(up: Up, workdir: Path) -> Iterator[Prometheus]:
-    """Debian's Prometheus scraping every component `tessera up` runs, with deploy/monitoring's rules."""
-    directory = workdir / "prometheus"
-    directory.mkdir()
-    kubeconfig = yaml.safe_load(up.kubeconfig.read_text())
-    ca = directory / "ca.crt"
-    ca.write_bytes(base64.b64decode(kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]))
-    token = directory / "token"
-    token.write_text(kubeconfig["users"][0]["user"]["token"])
-    config = prometheus_config(up.state(), ca_file=ca, token_file=token, interval_s=2)
-    with Prometheus.started(directory, config) as prom:
-        yield prom
+def up(workdir: Path) -> Iterator[Up]:
+    """The module's `tessera up`, with `--prometheus` where Prometheus is installed (the tests that
+    ask it skip, or under CI=true fail, where it is not); its Prometheus stops with it."""
+    flags = ("--prometheus",) if shutil.which("prometheus") else ()
+    with module_up(workdir, *flags) as running:
+        yield running
+        pid = running.state().components["prometheus"].pid if flags else None
+    assert pid is None or not psutil.pid_exists(pid), "Prometheus outlived tessera up"
 
 
-def test_prometheus_scrapes_every_component_with_no_target_down(up: Up, prometheus: Prometheus) -> None:
+@pytest.fixture(scope="module")
+def prometheus(up: Up) -> PrometheusAPI:
+    """The Prometheus `tessera up --prometheus` runs: every component, deploy/monitoring's rules."""
+    binary("prometheus")
+    return PrometheusAPI(up.state().components["prometheus"].url)
+
+
+def test_prometheus_scrapes_every_component_with_no_target_down(up: Up, prometheus: PrometheusAPI) -> None:
     expected = {(job_of(name), name) for name in up.state().components if name not in NOT_SCRAPED}
     assert {"tessera-apiserver", "tessera-scheduler", "tessera-agent", "tessera-controller"} <= {j for j, _ in expected}
 
@@ -94,7 +105,7 @@ def test_prometheus_scrapes_every_component_with_no_target_down(up: Up, promethe
     assert {n for n in up.state().nodes() if n.startswith("sim-")} <= agents
 
 
-def test_the_rules_load_and_the_recording_rules_compute(prometheus: Prometheus) -> None:
+def test_the_rules_load_and_the_recording_rules_compute(prometheus: PrometheusAPI) -> None:
     groups = prometheus.api("rules")["groups"]
     alerts = {r["name"] for g in groups for r in g["rules"] if r["type"] == "alerting"}
     assert {"TesseraGPUUnhealthy", "TesseraAgentNotReporting", "TesseraWebhookFailingClosed"} <= alerts
@@ -104,6 +115,79 @@ def test_the_rules_load_and_the_recording_rules_compute(prometheus: Prometheus) 
     )
     assert all(float(c["value"][1]) == 8 for c in counts if c["metric"]["node"].startswith("sim-"))
     assert prometheus.query('ALERTS{alertname="TesseraAgentNotReporting"}') == []
+
+
+def test_prometheus_follows_a_component_restarted_on_a_new_port(up: Up, prometheus: PrometheusAPI) -> None:
+    # A component that restarts picks a new port; tessera up rewrites the targets file Prometheus
+    # watches, so the new process is scraped without a restart of Prometheus.
+    before = up.state().components["descheduler"]
+    assert before.pid is not None
+    os.kill(before.pid, signal.SIGKILL)
+    up.wait_restarted("descheduler", before.pid)
+    address = urlsplit(up.state().components["descheduler"].url).netloc
+
+    def scraped_there() -> list[dict[str, Any]] | None:
+        found = [t for t in prometheus.targets() if t["labels"]["job"] == "tessera-descheduler"]
+        ok = [t["labels"]["instance"] for t in found if t["health"] == "up"] == [address]
+        return found if ok and len(found) == 1 else None
+
+    wait_for(scraped_there, timeout_s=TIMEOUT_S, what=f"Prometheus to scrape the restarted descheduler at {address}")
+
+
+#: What `tessera up` applies as its own (cli/localcluster/ownnames.py), by the label it gives them.
+OWN_KINDS = "clusterroles,clusterrolebindings,roles,rolebindings,services,endpoints,validatingwebhookconfigurations"
+
+
+def tessera_ups_own(up: Up) -> dict[str, tuple[str, str]]:
+    """`kind/namespace/name` -> (uid, resourceVersion) of every object tessera up applied as its own."""
+    listing = up.kubectl("get", OWN_KINDS, "-A", "-l", "app.kubernetes.io/managed-by=tessera-up", "-o", "json")
+    return {
+        f"{o['kind']}/{o['metadata'].get('namespace', '')}/{o['metadata']['name']}": (
+            o["metadata"]["uid"],
+            o["metadata"]["resourceVersion"],
+        )
+        for o in json.loads(listing)["items"]
+    }
+
+
+def test_helm_installs_upgrades_and_uninstalls_the_chart_beside_tessera_ups_own_objects(up: Up) -> None:
+    # docs/user/deploy.md's `helm install tessera deploy/helm/tessera --namespace tessera-system`,
+    # with Helm's default storage (Secrets), into the namespace tessera up runs in: every object of
+    # the chart installs, and tessera up's own (deploy/'s RBAC and webhook, under its own names)
+    # are neither changed nor, at uninstall, deleted.
+    ours = tessera_ups_own(up)
+    assert "ClusterRole//tessera-up:tessera-scheduler" in ours, ours
+    assert "ValidatingWebhookConfiguration//tessera-up-tessera-controller" in ours
+    rendered = {chart.identity(o) for o in chart.objects()}
+    kinds = ",".join(sorted({kind for _, kind, _, _ in rendered}))
+
+    def installed() -> set[tuple[str, str, str, str]]:
+        """The chart's objects that the release owns now."""
+        listing = json.loads(up.kubectl("get", kinds, "-A", "-o", "json"))["items"]
+        return {
+            chart.identity(o)
+            for o in listing
+            if (o["metadata"].get("annotations") or {}).get("meta.helm.sh/release-name") == chart.RELEASE
+        } & rendered
+
+    with helm.Config(namespace=NAMESPACE, kubeconfig_path=str(up.kubeconfig)) as cfg:
+        release = cfg.install(str(chart.CHART), chart.RELEASE, {}, timeout=60)
+        assert (release["revision"], release["status"]) == (1, "deployed")
+        assert installed() == rendered
+        assert tessera_ups_own(up) == ours, "installing the chart changed tessera up's own objects"
+        upgraded = cfg.upgrade(str(chart.CHART), chart.RELEASE, {"scheduler": {"replicas": 1}}, timeout=60)
+        assert (upgraded["revision"], upgraded["status"]) == (2, "deployed")
+        assert [(r["name"], r["status"]) for r in cfg.list()] == [(chart.RELEASE, "deployed")]
+        assert tessera_ups_own(up) == ours, "upgrading the release changed tessera up's own objects"
+        cfg.uninstall(chart.RELEASE)
+    assert installed() == set()
+    assert tessera_ups_own(up) == ours, "uninstalling the release deleted or changed tessera up's own objects"
+    # The components keep deploy/'s rights (the module's teardown also finds no 403 in any log).
+    scheduler = up.data_dir / "kubeconfigs" / "tessera-scheduler.kubeconfig"
+    assert (
+        up.kubectl("--kubeconfig", str(scheduler), "auth", "can-i", "create", "pods", "--subresource=binding").strip()
+        == "yes"
+    )
 
 
 def test_a_daemonset_runs_on_every_node_and_rolls_its_update(up: Up, namespace: str, tmp_path: Path) -> None:
@@ -257,4 +341,56 @@ def test_pod_failure_policy_fails_the_job_and_ttl_deletes_a_finished_one(
         ),
         timeout_s=TIMEOUT_S,
         what="the finished Job and its pod to be deleted by its TTL",
+    )
+
+
+def test_a_job_from_a_cronjob_runs_and_the_cronjob_records_it(up: Up, namespace: str, tmp_path: Path) -> None:
+    # `kubectl create job --from=cronjob/NAME` (how kube's docs run a CronJob now): the Job is the
+    # CronJob's (its controller), so the CronJob controller sees it run and records its success.
+    version = json.loads(up.kubectl("version", "--client", "-o", "json"))["clientVersion"]
+    if int(version["minor"].rstrip("+")) < 21:
+        pytest.skip("kubectl before 1.21 reads CronJobs as batch/v1beta1, which Kubernetes 1.25+ no longer serves")
+    ns = ("-n", namespace)
+    cronjob = {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "report"},
+        "spec": {
+            "schedule": "0 3 1 1 *",  # once a year: it does not come during the test
+            "timeZone": "Europe/Berlin",
+            "jobTemplate": {
+                "metadata": {"labels": {"team": "ml"}},
+                "spec": {
+                    "template": {
+                        "metadata": {"annotations": {names.ANNOTATION_SIMULATED_RUN_SECONDS: "0.5"}},
+                        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]},
+                    }
+                },
+            },
+        },
+    }
+    apply(up, tmp_path, cronjob, namespace)
+    listed = up.kubectl("get", "cronjobs", *ns).splitlines()
+    assert listed[0].split() == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST", "SCHEDULE", "AGE"]
+    assert listed[1].split()[:8] == ["report", "0", "3", "1", "1", "*", "Europe/Berlin", "False"]
+    up.kubectl("create", "job", "by-hand", "--from=cronjob/report", *ns)
+    up.kubectl("wait", "--for=condition=complete", "job/by-hand", "--timeout=120s", *ns)
+    job = json.loads(up.kubectl("get", "job", "by-hand", "-o", "json", *ns))
+    assert job["metadata"]["annotations"][names.ANNOTATION_CRONJOB_INSTANTIATE] == "manual"
+    assert job["metadata"]["labels"]["team"] == "ml"
+    (owner,) = job["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("CronJob", "report", True)
+
+    def recorded() -> dict[str, Any] | None:
+        status: dict[str, Any] = json.loads(up.kubectl("get", "cronjob", "report", "-o", "json", *ns))["status"]
+        return status if status.get("lastSuccessfulTime") == job["status"]["completionTime"] else None
+
+    status = wait_for(recorded, timeout_s=TIMEOUT_S, what="the CronJob to record the Job's success")
+    assert "lastScheduleTime" not in status and not status.get("active"), "a Job by hand is no scheduled run"
+    # Deleting the CronJob takes its Jobs with it (the garbage collector), as in a cluster.
+    up.kubectl("delete", "cronjob", "report", *ns)
+    wait_for(
+        lambda: up.kubectl("get", "jobs,pods", "-o", "name", *ns).strip() == "",
+        timeout_s=TIMEOUT_S,
+        what="the CronJob's Job and its pod to be deleted with it",
     )

@@ -5,8 +5,9 @@ What each change means, in one place:
 - a Reservation **placed and Available** (or Waiting) is held in the cache on its node
   (`ClusterCache.add_reservation`), confirming the assumption made while it was bound, and
   leaves the queue;
-- a Reservation **pending** (no node, not terminal, not `spec.unschedulable`) is queued as its
-  reserve pod (`api.reserve_pod`), and retried like a pod when it does not fit;
+- a Reservation **pending** (no node, not terminal) is queued as its reserve pod
+  (`api.reserve_pod`), and retried like a pod when it does not fit (`spec.unschedulable` keeps
+  new owners off a placed one, as in Koordinator, not the Reservation itself off a node);
 - a Reservation **terminal** (Succeeded, Failed) or **deleted** holds nothing any more: it leaves
   the cache, the queue and the quota manager (what ElasticQuota's Reserve charged for it), and
   the pods that waited for room are moved;
@@ -130,11 +131,9 @@ class ReservationFeed:
         if pod.scheduler_name not in self._profiles:
             ref = ObjectReference(KIND, reservation.name, "", uid, GROUP_VERSION)
             self._on_unserved(uid, ref, pod.scheduler_name)
-        else:
-            self._on_served(uid)
-        if reservation.unschedulable or pod.scheduler_name not in self._profiles:
             self._queue.delete(uid)
             return
+        self._on_served(uid)
         self._queue.add(pod)
 
     def _deleted(self, reservation: Reservation) -> None:

@@ -221,3 +221,22 @@ def test_a_gpu_listed_twice_is_left_out_and_the_rest_is_offered(client: Client, 
     api.update(duplicate_first_device(api.get(node)))
     wait_resources(client, node, A100_7_GPUS)
     assert controller.get("/healthz")[0] == 200
+
+
+def test_the_isolation_provider_is_published_and_never_taken_away(
+    client: Client, controller: ControllerProcess
+) -> None:
+    node = converged_node(client, "t4-2x", T4_2X)
+    hami = {names.LABEL_GPU_ISOLATION_PROVIDER: names.GPU_ISOLATION_PROVIDER_HAMI_CORE}
+    device = build(node, "t4-2x")
+    put_device(client, replace(device, meta=replace(device.meta, labels={**device.meta.labels, **hami})))
+    wait_for(
+        lambda: node_labels(client, node).get(names.LABEL_GPU_ISOLATION_PROVIDER) == "HAMi-core",
+        what="the provider label on the Node",
+    )
+    # The agent no longer sees the library: the label stays (an operator may have put it there,
+    # as Koordinator's manual says); the other GPU labels still follow the Device.
+    put_device(client, build(node, "t4-2x"))
+    wait_for(lambda: idle(controller), what="the controller to settle")
+    assert node_labels(client, node)[names.LABEL_GPU_ISOLATION_PROVIDER] == "HAMi-core"
+    assert gpu_labels(client, node)[names.LABEL_GPU_MODEL] == "Tesla-T4"

@@ -113,7 +113,7 @@ def test_with_the_controller_down_quota_writes_fail_closed(
         assert refused.value.status == 500
         assert refused.value.message.startswith(
             'Internal error occurred: failed calling webhook "velasticquota.koordinator.sh": failed to call webhook: '
-            'Post "https://tessera-controller-webhook.tessera-system.svc:443/validate-scheduling-sigs-k8s-io-v1alpha1'
+            f'Post "https://{webhook.SERVICE}.tessera-system.svc:443/validate-scheduling-sigs-k8s-io-v1alpha1'
             '-elasticquota?timeout=10s": dial tcp 127.0.0.1:'
         )
         # Pods do not wait on the controller (failurePolicy Ignore for vpod.koordinator.sh).
@@ -136,7 +136,8 @@ def test_the_kubectl_view_of_the_configuration(
         timeout=60,
         check=True,
     ).stdout
-    assert out.strip() == "validatingwebhookconfiguration.admissionregistration.k8s.io/tessera-controller"
+    # tessera up's own name for deploy's tessera-controller (cli/localcluster/ownnames.py)
+    assert out.strip() == "validatingwebhookconfiguration.admissionregistration.k8s.io/tessera-up-tessera-controller"
 
 
 def test_a_pod_on_a_parent_quota_is_refused_at_admission(controller: ControllerProcess, client: Client) -> None:

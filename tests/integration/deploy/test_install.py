@@ -78,6 +78,17 @@ def test_kubectl_apply_k_deploy_creates_every_object_and_is_idempotent(server: E
         assert all(line.startswith("poddisruptionbudget.policy/") for line in changed), again
 
 
+def test_kubectl_apply_k_deploy_dashboard_after_deploy(server: EmbeddedAPIServer) -> None:
+    # The optional dashboard (docs/user/dashboard.md) goes on top of the base install.
+    ok(NEWEST.run(server.kubeconfig, "apply", "-f", str(DEPLOY / "crds")))
+    ok(NEWEST.run(server.kubeconfig, "apply", "-k", str(DEPLOY)))
+    out = ok(NEWEST.run(server.kubeconfig, "apply", "-k", str(DEPLOY / "dashboard")))
+    expected = chart.kustomize(DEPLOY / "dashboard")
+    assert out.count(" created") == len(expected), out
+    for obj in expected:
+        assert live(server, NEWEST, obj) is not None, f"{chart.identity(obj)} was not created"
+
+
 def test_the_server_refuses_an_invalid_field_in_deploy(server: EmbeddedAPIServer, tmp_path: Path) -> None:
     # The check above can fail: the same manifests with one value a server refuses do not apply.
     # (The embedded server validates the fields kube-apiserver's workload strategies check, and

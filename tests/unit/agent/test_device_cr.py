@@ -202,6 +202,14 @@ def test_simulated_devices_are_labelled(node: Node) -> None:
     assert labels["tessera.dev/simulated"] == "true"
 
 
+def test_a_node_with_an_isolation_layer_is_labelled_with_it(node: Node) -> None:
+    inventory = dataclasses.replace(node.inventory, isolation_provider="HAMi-core")
+    assert build_device(inventory, {}, node_name=NODE).meta.labels["koordinator.sh/gpu-isolation-provider"] == (
+        "HAMi-core"
+    )
+    assert "koordinator.sh/gpu-isolation-provider" not in build_device(node.inventory, {}, node_name=NODE).meta.labels
+
+
 def test_a_node_without_devices_has_an_empty_cr() -> None:
     assert build_device(Inventory(), {}, node_name="cpu-node").to_dict() == {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",

@@ -169,3 +169,18 @@ def test_an_annotation_from_an_older_scheduler_reads_in_current_names() -> None:
         '{"gpu":[{"minor":3,"resources":{"koordinator.sh/gpu-core":"50","koordinator.sh/gpu-memory":"40Gi",'
         '"koordinator.sh/gpu-memory-ratio":"50"}}]}'
     )
+
+
+@pytest.mark.parametrize(
+    ("labels", "model"),
+    [
+        ({names.LABEL_GPU_MODEL: "A100-SXM4-80GB"}, "A100-SXM4-80GB"),
+        ({names.DEPRECATED_LABEL_GPU_MODEL: "Tesla-T4"}, "Tesla-T4"),
+        ({names.LABEL_GPU_MODEL: "H100", names.DEPRECATED_LABEL_GPU_MODEL: "Tesla-T4"}, "H100"),
+        ({names.LABEL_GPU_MODEL: "", names.DEPRECATED_LABEL_GPU_MODEL: "Tesla-T4"}, ""),
+        ({}, ""),
+    ],
+    ids=["current", "deprecated-only", "current-wins", "current-empty-wins", "neither"],
+)
+def test_a_nodes_gpu_model_falls_back_to_the_deprecated_label(labels: dict[str, str], model: str) -> None:
+    assert deprecated.gpu_model(labels) == model

@@ -16,9 +16,14 @@ from scheduler.framework import load_config
 from tests.unit.deploy import chart, manifests
 from tests.unit.deploy.manifests import DEPLOY, NAMESPACE
 
+#: The objects that are off by default (they need CRDs that deploy/ does not ship), all on.
+OPTIONAL_ON: dict[str, Any] = {
+    "monitoring": {"podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+}
+
 
 def test_helm_lint_strict_finds_nothing_but_advice() -> None:
-    for values in ({}, chart.CUSTOM):
+    for values in ({}, chart.CUSTOM, OPTIONAL_ON):
         found = chart.lint(values)
         assert found["errors"] == []
         assert [m for m in found["messages"] if m["severity"] > chart.LINT_INFO] == []
@@ -225,3 +230,63 @@ def test_descheduler_values_reach_its_flags() -> None:
     assert "--dry-run" in args and "--v=4" in args
     assert not [a for a in args if a.startswith("--scheduler-address")]
     assert deployment["spec"]["replicas"] == 1
+
+
+def test_monitoring_objects_are_deploy_monitorings_and_off_by_default() -> None:
+    assert not [o for o in chart.objects() if o["kind"] in ("PodMonitor", "PrometheusRule")]
+    on = OPTIONAL_ON
+    objs = chart.objects(on)
+    (podmonitor,) = chart.documents((DEPLOY / "monitoring" / "podmonitor.yaml").read_text())
+    assert chart.one(objs, "PodMonitor", "tessera") == podmonitor
+    rule = chart.one(objs, "PrometheusRule", "tessera")
+    assert rule["spec"]["groups"] == yaml.safe_load((DEPLOY / "monitoring" / "rules.yaml").read_text())["groups"]
+    assert rule["metadata"]["namespace"] == NAMESPACE
+    labelled = {key: {"enabled": True, "labels": {"release": "kube-prometheus"}} for key in on["monitoring"]}
+    for obj in chart.objects({"monitoring": labelled}, namespace="gpu"):
+        if obj["kind"] in ("PodMonitor", "PrometheusRule"):
+            assert obj["metadata"]["namespace"] == "gpu"
+            assert obj["metadata"]["labels"] == {"app.kubernetes.io/part-of": "tessera", "release": "kube-prometheus"}
+
+
+def test_the_packaged_chart_carries_the_rules_as_a_file(tmp_path: Path) -> None:
+    # files/rules.yaml links deploy/monitoring/rules.yaml; a packaged chart has the file itself.
+    assert (chart.CHART / "files" / "rules.yaml").resolve() == (DEPLOY / "monitoring" / "rules.yaml").resolve()
+    archive = Path(helm.package(str(chart.CHART), destination=str(tmp_path)))
+    with tarfile.open(archive) as tar:
+        member = tar.getmember("tessera/files/rules.yaml")
+        extracted = tar.extractfile(member)
+        assert member.isfile() and extracted is not None
+        assert extracted.read() == (DEPLOY / "monitoring" / "rules.yaml").read_bytes()
+
+
+def test_the_dashboard_is_deploy_dashboard_and_off_by_default() -> None:
+    # Off by default, as deploy/kustomization.yaml leaves it out; on, it is deploy/dashboard/.
+    base = chart.by_identity(chart.objects())
+    on = chart.by_identity(chart.objects({"dashboard": {"enabled": True}}))
+    assert not [key for key in base if "dashboard" in key[3]]
+    added = {key: obj for key, obj in on.items() if key not in base}
+    built = chart.by_identity(chart.kustomize(DEPLOY / "dashboard"))
+    assert sorted(added) == sorted(built)
+    for key, obj in built.items():
+        assert added[key] == obj, f"{key}: the chart renders it differently from deploy/dashboard/"
+    assert {key: on[key] for key in base} == base, "enabling the dashboard changed other objects"
+
+
+def test_dashboard_values() -> None:
+    values = {
+        "dashboard": {
+            "enabled": True,
+            "logLevel": 4,
+            "resources": {"requests": {"cpu": "1"}, "limits": None},
+            "networkPolicy": {"enabled": False},
+        },
+        "scheduler": {"networkPolicy": {"enabled": False}},
+        "image": {"tag": "9.9.9"},
+    }
+    objs = chart.objects(values, namespace="gpu")
+    deployment = chart.one(objs, "Deployment", "tessera-dashboard")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--v=4" in container["args"] and container["image"] == "tessera:9.9.9"
+    assert "--scheduler=tessera-scheduler.gpu.svc:10260" in container["args"]
+    assert container["resources"] == {"requests": {"cpu": "1", "memory": "96Mi"}}
+    assert not [o for o in objs if o["kind"] == "NetworkPolicy"], "both policies follow their switches"

@@ -15,7 +15,7 @@ from typing import Final
 import pytest
 import yaml
 
-from cli.localcluster.monitoring import prometheus_config
+from cli.localcluster.monitoring import prometheus_config, write_targets
 from cli.localcluster.state import ComponentState, UpState
 from tests.support.prometheus import binary
 
@@ -139,7 +139,8 @@ def test_the_rules_pass_promtool_and_their_tests() -> None:
     assert alerts == tested, "every alert has a promtool test"
 
 
-def test_tessera_ups_configuration_is_one_prometheus_accepts(tmp_path: Path) -> None:
+@pytest.mark.parametrize("file_sd", [False, True], ids=["static", "targets-files"])
+def test_tessera_ups_configuration_is_one_prometheus_accepts(tmp_path: Path, file_sd: bool) -> None:
     promtool = binary("promtool")
     components = {
         "apiserver": ComponentState(url="https://127.0.0.1:6443"),
@@ -150,12 +151,15 @@ def test_tessera_ups_configuration_is_one_prometheus_accepts(tmp_path: Path) -> 
     up = UpState(pid=1, phase="ready", data_dir=str(tmp_path), kubeconfig="", components=components)
     (tmp_path / "ca.crt").write_text("")
     (tmp_path / "token").write_text("t")
-    config = prometheus_config(up, ca_file=tmp_path / "ca.crt", token_file=tmp_path / "token")
-    assert sorted(job["job_name"] for job in config["scrape_configs"]) == [
-        "tessera-agent",
-        "tessera-apiserver",
-        "tessera-scheduler",
-    ]
+    targets = tmp_path / "targets" if file_sd else None
+    config = prometheus_config(up, ca_file=tmp_path / "ca.crt", token_file=tmp_path / "token", targets_dir=targets)
+    jobs = [job["job_name"] for job in config["scrape_configs"]]
+    assert jobs == ["tessera-agent", "tessera-apiserver", "tessera-scheduler"]
+    if targets is not None:
+        write_targets(up, targets, [*jobs, "tessera-descheduler"])
+        agent = json.loads((targets / "tessera-agent.json").read_text())
+        assert agent == [{"targets": ["127.0.0.1:9316"], "labels": {"component": "agent/sim-1", "node": "sim-1"}}]
+        assert json.loads((targets / "tessera-descheduler.json").read_text()) == [], "a job with none now is empty"
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(config))
     result = subprocess.run(

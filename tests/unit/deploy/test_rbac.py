@@ -68,6 +68,9 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/service/informers.py ClusterFeed: an Informer of PodDisruptionBudgets
         # (DefaultPreemption weighs them).
         | calls("list watch", "policy", "poddisruptionbudgets")
+        # scheduler/service/templatefeed.py TemplateFeed: an Informer of the ConfigMap holding
+        # DeviceShare's GPU shared-resource templates (any namespace the config names).
+        | calls("list watch", CORE, "configmaps")
         # kube/events.py EventRecorder: create, then patch the count of a repeat. FailedScheduling
         # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
         | calls("create patch", CORE, "events")
@@ -139,6 +142,16 @@ NEEDED: dict[str, set[Call]] = {
         # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count);
         # agent/qos/nodeslo.py: FailedParsing on a NodeSLO, a cluster-scoped object, so in `default`.
         | calls("create patch", CORE, "events")
+    ),
+    "tessera-dashboard": (
+        # dashboard/sources.py ClusterSources: Informers (list + watch, every namespace) of the
+        # Devices, pods, PodGroups, ElasticQuotas, Reservations and PodMigrationJobs it draws.
+        calls("list watch", *DEVICES)
+        | calls("list watch", CORE, "pods")
+        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
+        | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
+        | calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
     ),
 }
 

@@ -161,12 +161,14 @@ def _koordinator_response_type() -> type:
 
 def test_extension_fields_use_numbers_from_100() -> None:
     extension = {f.name: f.number for f in api_pb2.ContainerResourceHookResponse.DESCRIPTOR.fields if f.number >= 100}
-    assert extension == {"container_devices": 100}
+    assert extension == {"container_devices": 100, "container_mounts": 101}
 
 
 def test_a_peer_without_the_extension_reads_the_rest() -> None:
     ours = api_pb2.ContainerResourceHookResponse(container_envs={"NVIDIA_VISIBLE_DEVICES": "2,3"})
     ours.container_devices.add(container_path="/dev/infiniband/uverbs0", host_path="/dev/infiniband/uverbs0")
+    ours.container_mounts.add(destination="/tmp/vgpulock", type="bind", source="/tmp/vgpulock", options=["rbind"])
     theirs = _koordinator_response_type().FromString(ours.SerializeToString())
     assert dict(theirs.container_envs) == {"NVIDIA_VISIBLE_DEVICES": "2,3"}
     assert not hasattr(theirs, "container_devices")
+    assert not hasattr(theirs, "container_mounts")
