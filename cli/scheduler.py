@@ -57,6 +57,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     tuning.add_argument("--pod-max-unschedulable", type=float, default=300.0, metavar="SECONDS")
     tuning.add_argument("--bind-workers", type=int, default=16, metavar="N", help="bindings in flight at once")
     tuning.add_argument("--seed", type=int, default=0, help="seed of score tie-breaking")
+    tuning.add_argument(
+        "--unserved-name-grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a pod naming a scheduler no profile serves gets an Event once it waited this long unbound",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> SchedulerSettings:
@@ -87,6 +94,7 @@ def settings_from(args: argparse.Namespace) -> SchedulerSettings:
         ),
         binder=BinderSettings(workers=args.bind_workers),
         seed=args.seed,
+        unserved_grace=args.unserved_name_grace,
     )
     settings.validate()
     return settings

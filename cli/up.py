@@ -24,7 +24,7 @@ from typing import Final
 from agent.discovery.simulated import BUILTIN_PROFILES, load_profile
 from apis.errors import ConfigError, TesseraError
 from cli.launchers import prometheus
-from cli.localcluster import demo, demoworkloads, quotademo, state
+from cli.localcluster import components, demo, demoworkloads, quotademo, state
 from cli.localcluster.cluster import LocalCluster
 from cli.localcluster.settings import DEFAULT_DATA_DIR, MAX_NODES, UpSettings
 from cli.localcluster.supervisor import EventKind, SupervisorEvent
@@ -322,6 +322,10 @@ def _print_try(console: _Console, cluster: LocalCluster) -> None:
         console.say(f"Dashboard: {dashboard.process.url}/   (tessera top: the same GPU map in this terminal)")
     if scraper is not None:
         console.say(f"Prometheus: {scraper.process.url}/   (every component, deploy/monitoring's rules and alerts)")
+    console.say(
+        f"Scheduler names served: {', '.join(components.SERVED_SCHEDULER_NAMES)} "
+        "(Koordinator's examples run unchanged; a pod naming another gets a SchedulerNameNotServed event)"
+    )
     console.say("Try:")
     console.say(f"  export KUBECONFIG={kubeconfig}")
     if shutil.which("tessera") is None:  # run as .venv/bin/tessera (make run): put it on PATH for the commands below

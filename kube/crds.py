@@ -24,6 +24,7 @@ from kube import errors
 from kube.client import Client
 from kube.patch import create_or_replace, retry_on_conflict
 from kube.resources import CUSTOM_RESOURCE_DEFINITIONS, MERGE_PATCH, Patch, ResourceAPI
+from kube.status import StatusWriter
 
 __all__ = ["TypedResource", "devices", "elastic_quotas", "install_crds", "pod_groups"]
 
@@ -73,6 +74,7 @@ class TypedResource(Generic[T]):
     def __init__(self, api: ResourceAPI, parse: Callable[[Any], T]) -> None:
         self.api = api
         self._parse = parse
+        self._status = StatusWriter(api)
 
     def get(self, name: str, *, namespace: str = "") -> T:
         return self._parse(self.api.get(name, namespace=namespace))
@@ -88,16 +90,18 @@ class TypedResource(Generic[T]):
         return self._parse(self.api.update(obj.to_dict(), namespace=obj.meta.namespace))
 
     def update_status(self, obj: T) -> T:
-        """Replace status only (the status subresource); conditional like `update`."""
-        return self._parse(self.api.update_status(obj.to_dict(), namespace=obj.meta.namespace))
+        """Replace status (through the status subresource where the CRD has one, else with the
+        whole object); conditional like `update`."""
+        if self._status.has_subresource():
+            return self._parse(self.api.update_status(obj.to_dict(), namespace=obj.meta.namespace))
+        return self.update(obj)
 
     def patch(self, name: str, patch: Patch, *, namespace: str = "", patch_type: str = MERGE_PATCH) -> T:
         return self._parse(self.api.patch(name, patch, namespace=namespace, patch_type=patch_type))
 
-    def patch_status(self, name: str, patch: Patch, *, namespace: str = "", patch_type: str = MERGE_PATCH) -> T:
-        return self._parse(
-            self.api.patch(name, patch, namespace=namespace, patch_type=patch_type, subresource="status")
-        )
+    def patch_status(self, name: str, patch: dict[str, Any], *, namespace: str = "") -> T:
+        """Merge-patch status where the CRD keeps it (`kube.status.StatusWriter`)."""
+        return self._parse(self._status.patch(name, patch, namespace=namespace))
 
     def delete(self, name: str, *, namespace: str = "") -> None:
         self.api.delete(name, namespace=namespace)

@@ -3,6 +3,11 @@
 Pods join it through the `pod-group.scheduling.sigs.k8s.io` label. The scheduler's Coscheduling
 plugin reads `minMember` and the timeout; the controller keeps `status` (phase and member
 counts) current.
+
+Parsed as Koordinator's schema admits it: `minMember` and `scheduleTimeoutSeconds` may be 0 or
+negative (missing `minMember` is 0, Go's zero value) — what that means is the gang's business
+(`apis.extension.gang.spec_from_pod_group` falls back as Koordinator does, with a warning) —
+and a phase this code does not know reads as Unknown.
 """
 
 from __future__ import annotations
@@ -12,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apis import _fields as f
-from apis.errors import ValidationError
 from apis.extension import names
 from apis.k8s import resources
 from apis.k8s.meta import ObjectMeta
@@ -34,7 +38,7 @@ class PodGroupPhase(enum.Enum):
 @dataclass(frozen=True, slots=True)
 class PodGroup:
     meta: ObjectMeta
-    min_member: int = 1
+    min_member: int = 0
     min_resources: resources.ResourceList = field(default_factory=dict)
     schedule_timeout_seconds: int | None = None
     phase: PodGroupPhase = PodGroupPhase.PENDING
@@ -51,17 +55,13 @@ class PodGroup:
         obj = f"podgroup {meta.key}"
         spec = f.mapping(d.get("spec"), "spec", obj)
         status = f.mapping(d.get("status"), "status", obj)
-        min_member = f.integer(spec, "minMember", "spec", obj, 1)
-        if min_member is None or min_member < 1:
-            raise ValidationError("spec.minMember", f"must be at least 1, got {min_member}", obj=obj)
+        min_member = f.integer(spec, "minMember", "spec", obj, 0) or 0
         timeout = f.integer(spec, "scheduleTimeoutSeconds", "spec", obj)
-        if timeout is not None and timeout <= 0:
-            raise ValidationError("spec.scheduleTimeoutSeconds", f"must be positive, got {timeout}", obj=obj)
-        phase_text = f.string(status, "phase", "status", obj, PodGroupPhase.PENDING.value)
+        phase_text = f.string(status, "phase", "status", obj) or PodGroupPhase.PENDING.value
         try:
             phase = PodGroupPhase(phase_text)
         except ValueError:
-            raise ValidationError("status.phase", f"unknown phase {phase_text!r}", obj=obj) from None
+            phase = PodGroupPhase.UNKNOWN
         counts = {
             k: f.integer(status, k, "status", obj, 0) or 0 for k in ("scheduled", "running", "succeeded", "failed")
         }

@@ -102,6 +102,12 @@ ANNOTATION_GANG_MODE: Final = f"{GANG_DOMAIN}/mode"
 ANNOTATION_GANG_WAITING_TIME: Final = f"{GANG_DOMAIN}/waiting-time"
 ANNOTATION_GANG_GROUPS: Final = f"{GANG_DOMAIN}/groups"
 LABEL_POD_GROUP: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}"
+#: The lightweight coscheduling labels of kubernetes-sigs/scheduler-plugins, still read by
+#: Koordinator (deprecated there): the gang's name and its min, without a PodGroup CR. The name
+#: label comes after the PodGroup label and before the name annotation; the min label wins over
+#: the min-available annotation.
+LABEL_LIGHTWEIGHT_GANG_NAME: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}/name"
+LABEL_LIGHTWEIGHT_GANG_MIN_AVAILABLE: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}/min-available"
 #: `only-waiting | waiting-and-running | once-satisfied` (the default); the alias is read too.
 ANNOTATION_GANG_MATCH_POLICY: Final = f"{GANG_DOMAIN}/match-policy"
 ANNOTATION_ALIAS_GANG_MATCH_POLICY: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}/match-policy"

@@ -76,6 +76,9 @@ profiles:
 """
 #: The schedulerNames `tessera up`'s scheduler serves, each with the same profile.
 SERVED_SCHEDULER_NAMES: Final = (names.SCHEDULER_NAME, names.KOORD_SCHEDULER_NAME, KUBE_DEFAULT_SCHEDULER)
+#: Nothing else schedules here: a pod naming a scheduler none of those names serves is told so
+#: after 2 s, not the 30 s a real cluster's kube-scheduler is given to bind its own pods first.
+UNSERVED_NAME_GRACE: Final = 2
 #: A borrowing quota gives back after 30 s here, not 120 s: the demo shows reclaim while one waits.
 QUOTA_RECLAIM_GRACE: Final = 30
 #: A whole-GPU pod pending this long gets a defragmentation plan here (a cluster's default is
@@ -173,7 +176,8 @@ def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str, plugins: S
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / "config.yaml"
     config.write_text(_scheduler_config(plugins), encoding="utf-8")
-    process = SchedulerProcess(kubeconfig, directory, grpc_address=grpc_address, extra_args=["--config", str(config)])
+    args = ["--config", str(config), "--unserved-name-grace", str(UNSERVED_NAME_GRACE)]
+    process = SchedulerProcess(kubeconfig, directory, grpc_address=grpc_address, extra_args=args)
     return Component("scheduler", "scheduler", process)
 
 

@@ -24,6 +24,7 @@ from controller.runtime import Controller, ControllerOptions, Malformed, Manager
 from kube.cache import Store
 from kube.events import EventRecorder, ObjectReference
 from kube.resources import PODS, Patch
+from kube.status import StatusAwareAPI
 
 __all__ = ["PodGroupReconciler", "add_to_manager"]
 
@@ -108,7 +109,9 @@ def add_to_manager(manager: Manager) -> Controller:
     pods = manager.informers.informer(
         PODS, parse=Pod.from_dict, label_selector=names.LABEL_POD_GROUP, indexers={_BY_GROUP: _group_of}
     )
-    reconciler = PodGroupReconciler(groups.store, pods.store, manager.client.resource(names.POD_GROUPS), manager.events)
+    # Koordinator's PodGroup CRD has no status subresource (ours neither): status goes where it is kept.
+    api = StatusAwareAPI(manager.client.resource(names.POD_GROUPS))
+    reconciler = PodGroupReconciler(groups.store, pods.store, api, manager.events)
     controller = manager.add(reconciler, ControllerOptions(workers=1))
     controller.watch(groups, keys=_group_key)
     controller.watch(

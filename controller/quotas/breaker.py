@@ -161,7 +161,9 @@ class Breaker:
 
     def _too_large(self, before: Figures, after: Figures) -> tuple[str, str] | None:
         for r, was in sorted(before.root.items()):
-            now = after.root.get(r, 0)
+            if r not in after.root:
+                continue  # no quota limits it any more (the last one went): not a collapse
+            now = after.root[r]
             if was > 0 and was - now > self.settings.root_drop * was:
                 return REASON_ROOT_COLLAPSED, (
                     f"the root quota's total of {r} fell from {resources.format_quantity(r, was)} to "

@@ -63,6 +63,7 @@ from kube import errors
 from kube.cache import Store
 from kube.events import ObjectReference
 from kube.resources import NODES, PODS, Patch
+from kube.status import StatusAwareAPI
 
 __all__ = ["NAME", "QuotaReconciler", "add_to_manager"]
 
@@ -546,7 +547,8 @@ def add_to_manager(manager: Manager, settings: QuotaSettings) -> Controller:
         quotas.store,
         pods.store,
         quota_manager,
-        api=manager.client.resource(names.ELASTIC_QUOTAS),
+        # Koordinator's ElasticQuota CRD has no status subresource (ours neither).
+        api=StatusAwareAPI(manager.client.resource(names.ELASTIC_QUOTAS)),
         evictor=manager.client.resource(PODS),
         recorder=manager.events,
         metrics=QuotaMetrics(manager.metrics.registry),

@@ -58,6 +58,7 @@ from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResou
 from scheduler.service.overcommit import OvercommitReporter
 from scheduler.service.queue import POD_DELETED, SchedulingQueue
 from scheduler.service.reporter import FailureReporter
+from scheduler.service.unserved import UnservedNames
 
 __all__ = ["ClusterFeed"]
 
@@ -68,6 +69,8 @@ NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 REASON_INVALID_OBJECT = "FailedParsing"
 REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
 REASON_GANG_VALUE_IGNORED = "GangValueIgnored"
+#: Device entries Koordinator's schema admits but Tessera cannot allocate (`Device.ignored`).
+REASON_DEVICES_IGNORED = "DevicesIgnored"
 
 _NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
 _NODE_UPDATE = ClusterEvent(EventResource.NODE, EventAction.UPDATE)
@@ -93,8 +96,11 @@ class ClusterFeed:
         recorder: EventRecorder,
         reporter: FailureReporter,
         frameworks: Mapping[str, Framework] | None = None,
+        unserved: UnservedNames | None = None,
     ) -> None:
+        """`unserved` is told of pending pods whose schedulerName no profile serves."""
         self._lock = lock
+        self._unserved = unserved
         self._frameworks = tuple((frameworks or {}).values())
         self._by_profile = dict(frameworks or {})
         #: Gangs whose ignored values were already said (once per gang, on the pod that set it up).
@@ -209,14 +215,23 @@ class ClusterFeed:
         with self._lock:
             self._cache.add_device(device)
             self._check_overcommits(device.node_name)
+        self._warn_ignored(device)
         self._queue.move(_DEVICE_ADD)
 
     def _device_updated(self, old: Device, new: Device) -> None:
         with self._lock:
             self._cache.update_device(new)
             self._check_overcommits(new.node_name)
+        if old.ignored != new.ignored:
+            self._warn_ignored(new)
         if old.devices != new.devices:
             self._queue.move(_DEVICE_UPDATE)
+
+    def _warn_ignored(self, device: Device) -> None:
+        """One warning Event per change of what the scheduler leaves out of a Device."""
+        if device.ignored:
+            message = f"the scheduler allocates none of these entries: {'; '.join(device.ignored)}"
+            self._recorder.warning(ObjectReference.of(device), REASON_DEVICES_IGNORED, message)
 
     def _device_deleted(self, device: Device) -> None:
         with self._lock:
@@ -275,6 +290,11 @@ class ClusterFeed:
 
     def _pod_changed(self, old: Pod | None, pod: Pod) -> None:
         uid = pod.uid or pod.key
+        if self._unserved is not None:
+            if pod.node_name or pod.is_deleting or pod.scheduler_name in self._profiles:
+                self._unserved.forget(uid)
+            else:
+                self._unserved.waiting(uid, ObjectReference.of(pod), pod.scheduler_name)
         if self._tell_frameworks(pod) and old is None:
             self._queue.move(_POD_ADD)  # a new member may complete its gang
         if pod.node_name:
@@ -312,6 +332,8 @@ class ClusterFeed:
 
     def _pod_deleted(self, pod: Pod) -> None:
         uid = pod.uid or pod.key
+        if self._unserved is not None:
+            self._unserved.forget(uid)
         with self._lock:
             node = self._cache.pod_node(uid)  # bound, or assumed by us and being bound
             self._cache.remove_pod(pod)

@@ -58,6 +58,7 @@ from scheduler.service.reservations import ReservationAPI, ReservationController
 from scheduler.service.scoretable import DebugFlags
 from scheduler.service.settings import SchedulerSettings
 from scheduler.service.templatefeed import TemplateFeed
+from scheduler.service.unserved import UnservedNames
 
 __all__ = ["SchedulerService"]
 
@@ -116,6 +117,13 @@ class SchedulerService:
             max_unschedulable=q.max_unschedulable,
         )
         self.recorder = EventRecorder(client, settings.component)
+        self.unserved = UnservedNames(
+            self.recorder,
+            self.frameworks,
+            component=settings.component,
+            grace=settings.unserved_grace,
+            is_leader=lambda: self.leadership.is_leader,
+        )
         self.pod_api = pod_api if pod_api is not None else KubePodAPI(client)
         self.reporter = FailureReporter(
             self.pod_api, self.recorder, event_interval=settings.binder.event_interval, clock=clock
@@ -161,6 +169,8 @@ class SchedulerService:
             reporter=self.reservation_reporter,
             on_invalid=lambda name, uid, message: self.reservations.invalid(name, uid, message),  # noqa: PLW0108 (built below)
             on_released=self.quotas.remove_pod,
+            on_unserved=self.unserved.waiting,
+            on_served=self.unserved.forget,
         )
         self.loop = SchedulingLoop(
             lock=self.lock,
@@ -185,6 +195,7 @@ class SchedulerService:
             recorder=self.recorder,
             reporter=self.reporter,
             frameworks=self.frameworks,
+            unserved=self.unserved,
         )
         #: DeviceShare's GPU shared-resource templates, from the ConfigMaps its arguments name.
         self.template_feed = TemplateFeed(
@@ -284,6 +295,7 @@ class SchedulerService:
         if self.grpc is not None:
             self.grpc.set_serving(True)
         self.reservations.start()
+        self.unserved.start()
         self.leadership.start()
 
     def stop(self) -> None:
@@ -299,6 +311,7 @@ class SchedulerService:
         self.reservation_binder.stop()
         self.preemptor.stop()
         self.reservations.stop()
+        self.unserved.stop()
         self.leadership.stop()
         self.reporter.stop()
         self.reservation_reporter.stop()

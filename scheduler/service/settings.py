@@ -99,6 +99,9 @@ class SchedulerSettings:
     component: str = names.SCHEDULER_NAME
     #: Seconds to wait for the informers' first lists before giving up at start-up.
     sync_timeout: float = 120.0
+    #: A pending pod or Reservation naming a scheduler no profile serves gets a Warning Event
+    #: once it has waited this long unplaced (`scheduler.service.unserved`).
+    unserved_grace: float = 30.0
 
     def validate(self) -> None:
         """Raise ConfigError listing every problem at once."""
@@ -120,6 +123,8 @@ class SchedulerSettings:
             problems.append("queue: max_unschedulable must be > 0")
         if self.binder.workers < 1:
             problems.append("binder: workers must be >= 1")
+        if self.unserved_grace < 0:
+            problems.append("unserved_grace must be >= 0")
         if self.leader_election is not None:
             try:
                 self.leader_election.validate()

@@ -308,8 +308,10 @@ def test_kubectl_apply_of_a_quota_that_breaks_the_tree_is_refused(up: Up) -> Non
     try:
         assert "elasticquota.scheduling.sigs.k8s.io/e2e-org created" in out
         assert (
-            'admission webhook "velasticquota.koordinator.sh" denied the request: quota e2e-org: children\'s '
-            "min[nvidia.com/gpu] sum to 4, more than its min[nvidia.com/gpu] 2 (children: e2e-team)"
+            'admission webhook "velasticquota.koordinator.sh" denied the request: '
+            "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: e2e-org "
+            "(quota e2e-org: children's min[nvidia.com/gpu] sum to 4, more than its min[nvidia.com/gpu] 2 "
+            "(children: e2e-team))"
         ) in out
         assert "e2e-team" not in up.kubectl("get", "elasticquotas", "-n", "default", "-o", "name")
     finally:

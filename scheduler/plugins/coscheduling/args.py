@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apis.errors import ConfigError
-from apis.extension.gang import DEFAULT_WAITING_SECONDS, parse_duration
-from scheduler.plugins.coscheduling.spec import MatchPolicy
+from apis.extension.gang import DEFAULT_WAITING_SECONDS, MatchPolicy, parse_duration
 
 _KEYS = frozenset({"defaultTimeout", "defaultMatchPolicy"})
 

@@ -19,9 +19,16 @@ from dataclasses import dataclass, field
 
 from apis.crds.podgroup import PodGroup
 from apis.extension import names
-from apis.extension.gang import GangMode
+from apis.extension.gang import (
+    GangMode,
+    GangSpec,
+    MatchPolicy,
+    gang_name,
+    joins_pod_group,
+    spec_from_pod,
+    spec_from_pod_group,
+)
 from apis.k8s.core import Pod
-from scheduler.plugins.coscheduling.spec import GangSpec, MatchPolicy, gang_name, spec_from_pod, spec_from_pod_group
 
 __all__ = ["Gang", "GangBook"]
 
@@ -52,7 +59,7 @@ class Gang:
 
     @property
     def minimum(self) -> int:
-        return self.spec.min_available if self.spec is not None else 0
+        return (self.spec.min_available or 0) if self.spec is not None else 0
 
     @property
     def strict(self) -> bool:
@@ -176,7 +183,7 @@ class GangBook:
 
     def _init_spec(self, gang: Gang, pod: Pod) -> None:
         """The first member with the annotations sets the gang up, as in Koordinator."""
-        if names.LABEL_POD_GROUP in pod.labels:
+        if joins_pod_group(pod):
             group = self._pod_groups.get(gang.name)
             gang.spec = self._pod_group_spec(group) if group is not None else None
             return

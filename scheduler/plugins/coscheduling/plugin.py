@@ -318,7 +318,7 @@ class Coscheduling(
             mode=spec.mode.value if spec is not None else "",
             match_policy=spec.match_policy.value if spec is not None else "",
             min_available=gang.minimum,
-            total_number=spec.total_number if spec is not None else 0,
+            total_number=(spec.total_number or 0) if spec is not None else 0,
             created=len(gang.members),
             waiting=len(gang.waiting),
             bound=len(gang.bound),

@@ -5,6 +5,11 @@ namespace, so the modules share this one cluster.
 
 The examples are written here from the manuals (koordinator-sh/website, docs/user-manuals) as
 facts, not copied. Where a manual is wrong as written (kubectl refuses it), the test says so.
+What differs from a manual's YAML: node names (this cluster's), and the namespace (`default`
+in the manuals; here each example's own, given to kubectl with `-n`, so `metadata.namespace`
+and `namespace/name` references name it). Objects without a namespace (Nodes, Devices,
+PodMigrationJobs) and ElasticQuotas (whose names are cluster-wide) are deleted by the test that
+made them, so the modules do not disturb one another.
 """
 
 from __future__ import annotations
@@ -24,6 +29,37 @@ from tests.support.waiting import wait_for
 
 #: Koordinator's scheduler, as every manual's example names it.
 KOORD_SCHEDULER = "koord-scheduler"
+
+
+def busybox_pod(name: str, *, labels: str = "", annotations: str = "", gpu_requests: str = "") -> str:
+    """The pod of the gang, quota and device manuals: busybox sleeping, 40m CPU and 40Mi (requests
+    and limits), for koord-scheduler. `labels`, `annotations`: YAML lines (4 spaces in);
+    `gpu_requests`: more requests lines (8 spaces in), which the device manual puts in requests only."""
+    meta = f"  name: {name}\n"
+    if labels:
+        meta += f"  labels:\n{labels}"
+    if annotations:
+        meta += f"  annotations:\n{annotations}"
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata:
+{meta}spec:
+  schedulerName: koord-scheduler
+  restartPolicy: Always
+  containers:
+  - name: curlimage
+    image: busybox
+    imagePullPolicy: IfNotPresent
+    command: [sleep, 365d]
+    terminationMessagePath: /dev/termination-log
+    terminationMessagePolicy: File
+    resources:
+      limits: {{cpu: 40m, memory: 40Mi}}
+      requests:
+        cpu: 40m
+        memory: 40Mi
+{gpu_requests}"""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -56,17 +92,48 @@ class Koord:
         ns = ["-n", namespace] if namespace else []
         return self.up.kubectl("apply", *ns, "-f", "-", stdin=manifest, check=False)
 
+    def delete(self, kind: str, *names: str, namespace: str | None = None) -> None:
+        """`kubectl delete` that does not mind what is already gone (a test's clean-up)."""
+        ns = ["-n", namespace] if namespace else []
+        self.up.kubectl("delete", kind, *names, *ns, "--ignore-not-found", "--wait=false")
+
+    def events(self, name: str, *, namespace: str = "default") -> list[tuple[str, str, str]]:
+        """(type, reason, message) of the Events about the object `name`, oldest first."""
+        found = json.loads(
+            self.up.kubectl(
+                "get", "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+            )
+        )
+        items = sorted(found["items"], key=lambda e: (e.get("firstTimestamp") or "", e["metadata"]["name"]))
+        return [(e.get("type", ""), e.get("reason", ""), e.get("message", "")) for e in items]
+
+    def wait_event(self, name: str, reason: str, *, namespace: str = "default", containing: str = "") -> str:
+        """The message of the first Event `reason` about `name` (with `containing` in it), once
+        there is one."""
+
+        def found() -> str | None:
+            events = self.events(name, namespace=namespace)
+            return next((m for _, r, m in events if r == reason and containing in m), None)
+
+        return str(wait_for(found, timeout_s=90, what=f"a {reason} event about {name} with {containing!r}"))
+
+    def scheduler_url(self) -> str:
+        """The scheduler's HTTP address (its debug API: Koordinator's /apis/v1/plugins/...)."""
+        return self.up.state().components["scheduler"].url
+
     def get(self, kind: str, name: str, *, namespace: str | None = None) -> dict[str, Any]:
         ns = ["-n", namespace] if namespace else []
         return dict(json.loads(self.up.kubectl("get", kind, name, *ns, "-o", "json")))
 
     def wait(self, kind: str, name: str, check: Any, *, namespace: str | None = None, what: str = "") -> Any:
-        """Wait until `check(object)` is truthy for the object as kubectl gets it; that value."""
+        """Wait until `check(object)` is truthy for the object as kubectl gets it (name "": the
+        list of them); that value."""
 
         def probe() -> Any:
             found = self.up.kubectl(
-                "get", kind, name, *(["-n", namespace] if namespace else []), "-o", "json", check=False
-            )
+                "get", kind, *([name] if name else []), *(["-n", namespace] if namespace else []), "-o", "json",
+                check=False,
+            )  # fmt: skip
             try:
                 obj = json.loads(found)
             except ValueError:

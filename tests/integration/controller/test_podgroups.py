@@ -60,12 +60,10 @@ def test_pod_group_status_follows_its_members(
         scheduling.schedule_start_time,
     )
 
-    def phase_changes() -> list[str]:
-        events = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={name}")
-        return [e["message"] for e in events.items if e["reason"] == "PodGroupPhaseChanged"]
+    def messages() -> list[str]:
+        events = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={name}").items
+        return [e["message"] for e in events if e["reason"] == "PodGroupPhaseChanged"]
 
-    # The Event follows the status write it reports: wait for it rather than read it at once.
-    messages = wait_for(
-        lambda: (m := phase_changes()) and any("Scheduled → Running" in x for x in m) and m, what="the Running Event"
-    )
-    assert any("Pending → PreScheduling" in m for m in messages), messages
+    # The Event follows the status write (the recorder sends it on its own thread): wait for it.
+    said = wait_for(lambda: (m := messages()) and any("Scheduled → Running" in x for x in m) and m, what="events")
+    assert any("Pending → PreScheduling" in m for m in said), said

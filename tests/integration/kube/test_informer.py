@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from apis.crds.device import Device
+from apis.extension import names
 from apis.extension.names import DEVICES
 from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
@@ -105,10 +106,13 @@ def test_handlers_added_late_see_existing_objects_and_failures_are_contained(cli
 def test_malformed_objects_are_skipped_not_fatal(client: Client) -> None:
     devices = client.resource(DEVICES)
     good = {"metadata": {"name": "good-node"}, "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}]}}
-    # Malformed past what the CRD's schema can say (the API server refuses a negative minor):
-    # the same GPU listed twice.
-    twice = [{"type": "gpu", "minor": 0, "health": True}] * 2
-    bad = {"metadata": {"name": "bad-node"}, "spec": {"devices": twice}}
+    # Malformed past what the CRD's schema can say: an NVLink annotation naming a GPU the Device
+    # does not have.
+    one_sided = {names.ANNOTATION_GPU_NVLINK_PEERS: '{"0": [7]}'}
+    bad = {
+        "metadata": {"name": "bad-node", "annotations": one_sided},
+        "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}]},
+    }
     devices.create(good)
     devices.create(bad)
     added: list[str] = []
@@ -117,7 +121,7 @@ def test_malformed_objects_are_skipped_not_fatal(client: Client) -> None:
     with informer:
         assert informer.wait_for_sync(10)
         assert "good-node" in added and "bad-node" not in added and informer.malformed >= 1
-        devices.patch("bad-node", {"spec": {"devices": [{"type": "gpu", "minor": 1, "health": True}]}})
+        devices.patch("bad-node", {"metadata": {"annotations": {names.ANNOTATION_GPU_NVLINK_PEERS: None}}})
         eventually(lambda: "bad-node" in added)
     for name in ("good-node", "bad-node"):
         devices.delete(name)

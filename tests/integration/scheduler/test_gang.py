@@ -152,7 +152,7 @@ def test_pod_group_gangs_and_bad_input_keep_the_scheduler_running(
             watch.wait_for(
                 lambda pods: (
                     f"gang {ns}/nope: PodGroup {ns}/nope not found" in pending_message(watch, "missing-0")
-                    and "min-available 'many' is not a positive integer" in pending_message(watch, "bad-0")
+                    and "min-available 'many' is not an integer" in pending_message(watch, "bad-0")
                 ),
                 "the missing PodGroup and the bad annotation said in the pods' conditions",
             )

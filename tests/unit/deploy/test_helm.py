@@ -118,9 +118,10 @@ def test_controller_values(monkeypatch: pytest.MonkeyPatch) -> None:
     assert args.v == 5
     configuration = chart.one(objs, "ValidatingWebhookConfiguration", "tessera-controller")
     assert "annotations" not in configuration["metadata"]
-    (webhook,) = configuration["webhooks"]
-    assert webhook["clientConfig"]["caBundle"] == "Q0EK"
-    assert webhook["failurePolicy"] == "Ignore"
+    quotas, pods = configuration["webhooks"]
+    assert (quotas["name"], pods["name"]) == ("velasticquota.koordinator.sh", "vpod.koordinator.sh")
+    assert quotas["clientConfig"]["caBundle"] == pods["clientConfig"]["caBundle"] == "Q0EK"
+    assert quotas["failurePolicy"] == "Ignore"  # the value's; pods always Ignore
     assert not [o for o in objs if o["kind"] == "PodDisruptionBudget"]
 
 

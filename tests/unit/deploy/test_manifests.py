@@ -292,13 +292,15 @@ def test_crds_are_applied_separately() -> None:
 
 
 def test_the_webhook_configuration_calls_the_controllers_webhook_through_its_service() -> None:
-    from controller.webhook import QUOTA_PATH, QUOTA_WEBHOOK
+    from controller.webhook import POD_PATH, POD_WEBHOOK, QUOTA_PATH, QUOTA_WEBHOOK
 
     configuration = manifests.find("ValidatingWebhookConfiguration", "tessera-controller", None)
     assert configuration is not None
-    (hook,) = configuration.obj["webhooks"]
+    hook, pods = configuration.obj["webhooks"]
     service_ref = hook["clientConfig"]["service"]
     assert (hook["name"], service_ref["path"]) == (QUOTA_WEBHOOK, QUOTA_PATH)
+    assert (pods["name"], pods["clientConfig"]["service"]["path"]) == (POD_WEBHOOK, POD_PATH)
+    assert pods["clientConfig"]["service"] == {**service_ref, "path": POD_PATH}
     service = manifests.find("Service", service_ref["name"], service_ref["namespace"])
     assert service is not None
     assert [p["targetPort"] for p in service.obj["spec"]["ports"] if p["port"] == service_ref["port"]] == ["webhook"]

@@ -103,8 +103,10 @@ NEEDED: dict[str, set[Call]] = {
         | calls("list watch", CORE, "pods")
         | calls("create", CORE, "pods/eviction")
         # controller/podgroups/reconciler.py add_to_manager: an Informer of PodGroups (and of the
-        # labelled pods); PodGroupReconciler.reconcile: patch podgroups/status.
-        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        # labelled pods); PodGroupReconciler.reconcile: patch podgroups/status, which
+        # kube/status.py StatusWriter sends to the object where the CRD has no status subresource
+        # (Koordinator's and ours), as it does for ElasticQuotas.
+        | calls("list watch patch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
         | calls("patch", names.POD_GROUPS.group, f"{names.POD_GROUPS.plural}/status")
         # controller/runtime/manager.py EventRecorder: Events about quotas and evicted pods go to
         # their namespaces; those about Nodes and Devices (cluster-scoped) to `default`.

@@ -105,10 +105,9 @@ def test_other_hooks_do_nothing(serve: Serve, container_request: MakeRequest) ->
         ('{"gpu": {"minor": 1}}', "gpu: expected a list of allocations"),
         ('{"gpu": [{"minor": -1}]}', "gpu[0].minor: expected a non-negative integer"),
         ('{"gpu": [{"minor": 1}, {"minor": 1}]}', "the same minor is listed twice"),
-        ('{"tpu": []}', "unknown device type 'tpu'"),
         ('{"gpu": [{"minor": 1, "resources": {"koordinator.sh/gpu-core": "lots"}}]}', "gpu[0].resources"),
     ],
-    ids=["not-json", "not-object", "not-list", "negative-minor", "duplicate-minor", "unknown-type", "bad-quantity"],
+    ids=["not-json", "not-object", "not-list", "negative-minor", "duplicate-minor", "bad-quantity"],
 )
 def test_malformed_annotation_is_a_clear_error_and_the_server_keeps_serving(
     serve: Serve, container_request: MakeRequest, raw: str, reason: str

@@ -47,6 +47,16 @@ def test_a_collapsing_root_total_trips_and_closes_only_once_it_is_back(clock: Fa
     assert b.allows()
 
 
+def test_a_resource_no_quota_limits_any_more_is_no_collapse(clock: FakeClock) -> None:
+    """The last quota limiting cpu is deleted: cpu leaves the figures; a new quota brings it back
+    (found by tests/conformance/koordinator: the capacity-scheduling manual's two quick starts)."""
+    b = breaker(clock)
+    b.step(Figures(root={"cpu": 256_000, "memory": 2**40}))
+    assert b.step(Figures(root={})) is None
+    assert b.step(Figures(root={"cpu": 256_000})) is None
+    assert not b.is_open
+
+
 def test_a_mass_overuse_trips_and_closes_after_the_stable_period(clock: FakeClock) -> None:
     b = breaker(clock, stable=30)
     b.step(Figures(root={GPU: 1000}))
