@@ -10,7 +10,6 @@ they write (the Device CR, the node's allocatable, the annotation) is in the cur
 from __future__ import annotations
 
 import json
-import urllib.request
 from typing import Any
 
 from tests.conformance.koordinator.conftest import Koord, busybox_pod
@@ -69,9 +68,7 @@ def test_a_whole_gpu_pod_gets_koordinators_annotation_and_the_debug_api_shows_it
         f'"id":"{gpu_id(koord, node, minor)}"}}]}}'
     )
     koord.wait("pod", "pod-example", lambda p: p["status"].get("phase") == "Running", namespace=ns)
-    url = f"{koord.scheduler_url()}/apis/v1/plugins/DeviceShare/nodeDeviceSummaries/{node}"
-    with urllib.request.urlopen(url) as r:
-        summary = json.loads(r.read())
+    summary = koord.debug(f"/apis/v1/plugins/DeviceShare/nodeDeviceSummaries/{node}")
     assert summary["allocateSet"]["gpu"][f"{ns}/pod-example"] == {
         str(minor): {
             "koordinator.sh/gpu-core": "100",

@@ -6,8 +6,6 @@ exists, then both run, and the PodGroup says Running with 2 running and 2 schedu
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from typing import Any
 
 from tests.conformance.koordinator.conftest import Koord, busybox_pod
@@ -73,8 +71,7 @@ def test_a_gang_through_annotations_and_the_debug_api(koord: Koord) -> None:
     # (same name, same namespace): an annotation gang has none.
     assert "No resources found" in koord.up.kubectl("get", "pg", "-n", ns, check=False)
     # The debug API at Koordinator's path (its JSON fields are Tessera's: docs/protocol.md).
-    with urllib.request.urlopen(f"{koord.scheduler_url()}/apis/v1/plugins/Coscheduling/gang/{ns}/gang-example") as r:
-        gang = json.loads(r.read())
+    gang = koord.debug(f"/apis/v1/plugins/Coscheduling/gang/{ns}/gang-example")
     assert {k: gang[k] for k in ("name", "min", "total", "mode", "bound", "satisfied")} == {
         "name": f"{ns}/gang-example",
         "min": 2,

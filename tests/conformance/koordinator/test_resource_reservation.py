@@ -31,7 +31,6 @@ from __future__ import annotations
 import datetime
 import json
 import textwrap
-import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
@@ -280,9 +279,7 @@ def bound(koord: Koord, name: str, namespace: str) -> dict[str, Any]:
 
 def node_dump(koord: Koord, node: str) -> dict[str, Any]:
     """What the scheduler counts on `node` (its diagnostics endpoint, Koordinator's `/apis/v1/nodes`)."""
-    url = koord.up.state().components["scheduler"].url
-    with urllib.request.urlopen(f"{url}/apis/v1/nodes/{node}", timeout=10) as answer:
-        return dict(json.loads(answer.read()))
+    return dict(koord.debug(f"/apis/v1/nodes/{node}"))
 
 
 # --- Quick Start ------------------------------------------------------------------------------------
