@@ -11,6 +11,7 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.leaderelection import LeaderElectionSettings, LeaderElector
 from kube.resources import LEASES
 from tests.integration.conftest import unique
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -27,16 +28,6 @@ def settings(lease: str, identity: str, *, release: bool = True) -> LeaderElecti
         retry_period=0.2,
         release_on_stop=release,
     )
-
-
-def wait_for(check: Callable[[], bool], timeout: float) -> float:
-    """Seconds until `check()` held; fails after `timeout`."""
-    start = time.monotonic()
-    while not check():
-        if time.monotonic() - start > timeout:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
-    return time.monotonic() - start
 
 
 def one_leader_at_a_time(electors: list[LeaderElector], seconds: float) -> None:
@@ -72,14 +63,16 @@ def test_one_leader_and_handover(apiserver: EmbeddedAPIServer, release: bool) ->
     try:
         for elector in electors:
             elector.start()
-        wait_for(lambda: any(e.is_leader for e in electors), timeout=5)
+        wait_for(lambda: any(e.is_leader for e in electors), what="a leader")
         one_leader_at_a_time(electors, 1.0)
         leader = next(e for e in electors if e.is_leader)
         follower = next(e for e in electors if e is not leader)
         assert follower.leader == leader.settings.identity
         leader.stop()
         assert not leader.is_leader
-        took = wait_for(lambda: follower.is_leader, timeout=LEASE_DURATION + 3)
+        stopped = time.monotonic()
+        wait_for(lambda: follower.is_leader, timeout_s=LEASE_DURATION + 3, what="the follower to lead")
+        took = time.monotonic() - stopped
         assert took <= LEASE_DURATION + 1.5, "a crashed leader's lease is taken over once it expires"
         if release:
             assert took < LEASE_DURATION / 2, "a released lease is taken over at once"
