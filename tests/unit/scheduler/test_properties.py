@@ -31,8 +31,7 @@ from scheduler.framework.status import SUCCESS, Status
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.plugins.deviceshare import DeviceShare
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest
-
-from .conftest import make_node, make_pod, with_nvlink
+from tests.support.builders import make_node, make_pod, with_nvlink
 
 SCOPES = [None, hints.TopologyScope.PCIE, hints.TopologyScope.NUMA_NODE]
 EXCLUSIVE = [None, hints.ExclusivePolicy.DEVICE_LEVEL, hints.ExclusivePolicy.PCIE_LEVEL]

@@ -6,7 +6,7 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.extension import names
 from apis.quota import QuotaManager, QuotaSpec, validate_tree
 from cli.localcluster import quotademo
-from tests.unit.scheduler.conftest import make_pod
+from tests.support.builders import make_pod
 
 
 def demo_quotas() -> list[ElasticQuota]:

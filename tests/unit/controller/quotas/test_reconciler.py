@@ -28,9 +28,8 @@ from controller.runtime import Malformed, PermanentError, Result
 from kube.cache import Store
 from kube.errors import TooManyRequests
 from kube.events import ObjectReference
-from tests.unit.apis.quota.test_tree import quota_cr
+from tests.support.builders import make_pod, quota_cr
 from tests.unit.controller.conftest import FakeClock
-from tests.unit.scheduler.conftest import make_pod
 
 GPU = names.GPU_CORE
 

@@ -24,8 +24,7 @@ from scheduler.framework.status import Code
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service.loop import Handoff
 from scheduler.service.queue import QueuedPod
-
-from ..conftest import allocated, bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.builders import allocated, bound_pod, gpu_alloc, make_node, make_pod
 
 TIMEOUT = "rejected due to timeout after waiting at permit by Gate"
 

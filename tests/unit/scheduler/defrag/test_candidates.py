@@ -10,7 +10,7 @@ from apis.extension import names
 from apis.k8s.core import Pod
 from scheduler.cache import PodInfo
 from scheduler.defrag.candidates import Refusal, gpu_percent, refusal
-from tests.unit.scheduler.conftest import bound_pod, gpu_alloc, make_pod
+from tests.support.builders import bound_pod, gpu_alloc, make_pod
 from tests.unit.scheduler.defrag.test_planner import controlled
 
 PENDING = make_pod("train", nvidia_gpu=8)

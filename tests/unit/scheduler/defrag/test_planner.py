@@ -13,7 +13,8 @@ from apis.k8s.core import Pod
 from apis.k8s.meta import OwnerReference
 from scheduler.core import Scheduler
 from scheduler.defrag import MigrationPlan, PlanOptions, plan
-from tests.unit.scheduler.conftest import bound_pod, gpu_alloc, make_node, make_pod, make_scheduler
+from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_scheduler
 
 CORES = 4000
 

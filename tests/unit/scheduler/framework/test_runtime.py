@@ -29,8 +29,7 @@ from scheduler.framework.interfaces import (
 from scheduler.framework.runtime import num_feasible_nodes_to_find
 from scheduler.framework.status import SKIP, SUCCESS, Code, Status
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
-
-from ..conftest import make_node, make_pod
+from tests.support.builders import make_node, make_pod
 
 
 class Recorder(

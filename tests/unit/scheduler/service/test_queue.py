@@ -10,8 +10,7 @@ import pytest
 from apis.k8s.core import Pod
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
 from scheduler.service.queue import QueueName, SchedulingQueue
-
-from ..conftest import make_pod
+from tests.support.builders import make_pod
 
 NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
 DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
