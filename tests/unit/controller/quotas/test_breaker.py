@@ -20,7 +20,7 @@ from controller.quotas.breaker import (
 from controller.quotas.reconciler import REASON_RECLAIM_PAUSED, REASON_RECLAIM_RESUMED
 from controller.quotas.settings import QuotaSettings
 from tests.support.builders import make_pod
-from tests.unit.controller.conftest import FakeClock
+from tests.support.clocks import FakeClock
 from tests.unit.controller.quotas.test_reconciler import GPU, Harness, gpu_pod, teams
 
 

@@ -29,7 +29,7 @@ from kube.cache import Store
 from kube.errors import TooManyRequests
 from kube.events import ObjectReference
 from tests.support.builders import make_pod, quota_cr
-from tests.unit.controller.conftest import FakeClock
+from tests.support.clocks import FakeClock
 
 GPU = names.GPU_CORE
 

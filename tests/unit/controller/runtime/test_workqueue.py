@@ -6,8 +6,8 @@ from collections import Counter
 
 from controller.runtime.ratelimit import ItemBackoff
 from controller.runtime.workqueue import WorkQueue
+from tests.support.clocks import FakeClock
 from tests.support.waiting import wait_for
-from tests.unit.controller.conftest import FakeClock
 
 
 def drain(queue: WorkQueue[str]) -> list[str]:
