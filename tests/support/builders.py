@@ -25,13 +25,14 @@ from apis.crds.reservation import Reservation
 from apis.extension import allocation, names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Container, Node, NodeAffinity, Pod, Taint, Toleration
-from apis.k8s.meta import ObjectMeta
+from apis.k8s.meta import ObjectMeta, OwnerReference
 from scheduler.simulation.cluster import GIB, NodeShape, gpu_node
 
 __all__ = [
     "GPU_MEMORY",
     "allocated",
     "bound_pod",
+    "controlled",
     "gpu_alloc",
     "make_node",
     "make_pod",
@@ -136,6 +137,12 @@ def allocated(annotations: Mapping[str, str]) -> dict[str, list[int]]:
     """device type -> minors, from a device-allocated annotation."""
     decoded = allocation.from_pod_annotations(annotations)
     return {t.value: [a.minor for a in allocs] for t, allocs in decoded.items()}
+
+
+def controlled(pod: Pod) -> Pod:
+    """`pod` owned by a ReplicaSet (something that recreates it after an eviction)."""
+    ref = OwnerReference("apps/v1", "ReplicaSet", f"rs-{pod.name}", f"rs-uid-{pod.name}", controller=True)
+    return dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, owner_references=(ref,)))
 
 
 def make_reservation(

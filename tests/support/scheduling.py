@@ -14,7 +14,7 @@ from scheduler.cache import ClusterCache
 from scheduler.core import Scheduler
 from scheduler.framework.config import SchedulerConfig
 
-__all__ = ["make_cache", "make_scheduler", "mark_terminating"]
+__all__ = ["make_cache", "make_scheduler", "mark_terminating", "state_of"]
 
 
 def make_cache(*nodes: tuple[Node, Device]) -> ClusterCache:
@@ -38,3 +38,16 @@ def mark_terminating(scheduler: Scheduler, key: str) -> None:
     pod = next(p for p in scheduler.cache.pods() if p.key == key).pod
     meta = dataclasses.replace(pod.meta, deletion_timestamp="2026-01-01T00:00:00Z")
     scheduler.cache.add_pod(dataclasses.replace(pod, meta=meta))
+
+
+def state_of(cache: ClusterCache) -> object:
+    """What the cache holds per node (requests, pods, device usage), comparable with `==`."""
+    return {
+        info.name: (
+            dict(info.requested),
+            list(info.non_zero_requested),
+            sorted(info.pods),
+            cache.device_usage(info.name),
+        )
+        for info in cache.nodes()
+    }

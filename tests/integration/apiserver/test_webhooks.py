@@ -27,7 +27,7 @@ from kube.client import Client
 from kube.errors import APIError
 from kube.pki import CA
 from kube.resources import CONFIG_MAPS, ENDPOINTS, NAMESPACES, SERVICES, VALIDATING_WEBHOOK_CONFIGURATIONS
-from tests.integration.apiserver.test_kubectl import KUBECTL, Kubectl
+from tests.support.kubectl import KUBECTL, Kubectl
 from tests.support.waiting import wait_for
 from tests.support.webhooks import ScriptedWebhook
 

@@ -29,10 +29,9 @@ from cli.launchers.controller import ControllerProcess
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client
 from kube.resources import EVENTS, PODS
-from tests.integration.scheduler.conftest import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod
+from tests.integration.controller.nodes import idle
+from tests.support.cluster import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod
 from tests.support.waiting import wait_for
-
-from .conftest import idle
 
 pytestmark = pytest.mark.integration
 

@@ -23,7 +23,7 @@ from cli.launchers.scheduler import pod_manifest
 from kube import crds
 from kube.client import Client
 from kube.resources import PODS
-from tests.integration.conftest import unique
+from tests.support.cluster import unique
 from tests.support.gpuobjects import make_device, make_pod, migration_manifest, reservation_manifest
 from tests.support.sse import EventStream
 from tests.support.waiting import wait_for

@@ -27,9 +27,8 @@ from kube.client import Client
 from kube.resources import EVENTS, PODS
 from kube.unixsocket import UnixServer
 from proto.scheduler.v1 import scheduler_pb2 as pb
+from tests.integration.descheduler.migrations import TIMEOUT, create_running_pod, owner_replicaset, reservation
 from tests.support.waiting import wait_for
-
-from .conftest import TIMEOUT, create_running_pod, owner_replicaset, reservation
 
 pytestmark = pytest.mark.integration
 

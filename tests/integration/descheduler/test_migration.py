@@ -17,9 +17,7 @@ from apis.extension import names
 from cli.launchers.descheduler import DeschedulerProcess
 from kube.client import Client
 from kube.resources import EVENTS
-from tests.support.waiting import wait_for
-
-from .conftest import (
+from tests.integration.descheduler.migrations import (
     TIMEOUT,
     conditions,
     create_job,
@@ -30,8 +28,9 @@ from .conftest import (
     place_replacement,
     pod_exists,
     reservation,
-    unique,
 )
+from tests.support.cluster import unique
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

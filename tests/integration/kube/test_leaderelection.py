@@ -14,7 +14,7 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
 from kube.leaderelection import LeaderElectionSettings, LeaderElector
 from kube.resources import LEASES, WatchEvent
-from tests.integration.conftest import unique
+from tests.support.cluster import unique
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

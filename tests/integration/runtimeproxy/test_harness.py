@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.runtimeproxy.conftest import ROOT
+from tests.integration.runtimeproxy.rig import ROOT
 from tests.support import containerd
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]

@@ -23,9 +23,7 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess, pod_manifest
 from kube import Client, resources
 from tests.support import apiservers
-from tests.support.waiting import wait_for
-
-from .conftest import (
+from tests.support.cluster import (
     PodWatch,
     assert_no_device_shared_beyond_capacity,
     condition,
@@ -34,6 +32,7 @@ from .conftest import (
     create_pod,
     wait_for_event,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -31,9 +31,7 @@ from cli.localcluster import identities
 from kube import Client, EventRecorder, Informer, raw, resources
 from kube.resources import ResourceAPI
 from scheduler.service.reservations.controller import ReservationController
-from tests.support.waiting import wait_for
-
-from .conftest import (
+from tests.support.cluster import (
     GPU_HALF,
     PodWatch,
     assert_no_device_shared_beyond_capacity,
@@ -43,6 +41,7 @@ from .conftest import (
     create_pod,
     wait_for_event,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

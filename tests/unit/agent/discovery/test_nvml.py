@@ -13,7 +13,7 @@ from agent.discovery.nvml import NVMLSource
 from agent.discovery.nvmllib import NVML, NVMLLibrary
 from agent.discovery.pci import PCIBus
 from agent.discovery.settings import DiscoverySettings, open_discovery
-from tests.unit.agent.conftest import NODE, NVMLEnv
+from tests.support.nvml import NODE, NVMLEnv
 from tests.unit.agent.sysfs_tree import SysfsTree
 
 

@@ -9,7 +9,7 @@ import pytest
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.settings import DiscoverySettings, open_discovery
 from apis.errors import ConfigError
-from tests.unit.agent.conftest import NODE
+from tests.support.nvml import NODE
 from tests.unit.agent.sysfs_tree import SysfsTree
 
 

@@ -13,7 +13,7 @@ from apis.crds.device import DeviceType
 from apis.extension import allocation, names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Pod
-from tests.unit.agent.ledger.conftest import GI, claim, make_node, share
+from tests.unit.agent.ledger.claims import GI, claim, make_node, share
 
 NODE = make_node()
 HALF = share(0, core=50, memory=40 * GI)

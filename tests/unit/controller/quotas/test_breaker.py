@@ -21,7 +21,7 @@ from controller.quotas.reconciler import REASON_RECLAIM_PAUSED, REASON_RECLAIM_R
 from controller.quotas.settings import QuotaSettings
 from tests.support.builders import make_pod
 from tests.support.clocks import FakeClock
-from tests.unit.controller.quotas.test_reconciler import GPU, Harness, gpu_pod, teams
+from tests.unit.controller.quotas.harness import GPU, Harness, gpu_pod, teams
 
 
 def breaker(clock: FakeClock, *, stable: float = 60.0) -> Breaker:
