@@ -60,6 +60,9 @@ class PodGroup:
     schedule_start_time: str = ""
     #: The owners of the pods, as scheduler-plugins' controller writes them (`ns/owner,...`).
     occupied_by: str = ""
+    #: Whether `status.phase` was written at all (a missing one reads as Pending, but
+    #: scheduler-plugins' controller writes Pending first); not part of equality.
+    phase_given: bool = field(default=True, compare=False)
 
     @property
     def upstream(self) -> bool:
@@ -80,7 +83,8 @@ class PodGroup:
         status = f.mapping(d.get("status"), "status", obj)
         min_member = f.integer(spec, "minMember", "spec", obj, 0) or 0
         timeout = f.integer(spec, "scheduleTimeoutSeconds", "spec", obj)
-        phase_text = f.string(status, "phase", "status", obj) or PodGroupPhase.PENDING.value
+        written = f.string(status, "phase", "status", obj)
+        phase_text = written or PodGroupPhase.PENDING.value
         try:
             phase = PodGroupPhase(phase_text)
         except ValueError:
@@ -97,6 +101,7 @@ class PodGroup:
             phase=phase,
             schedule_start_time=f.string(status, "scheduleStartTime", "status", obj),
             occupied_by=f.string(status, "occupiedBy", "status", obj),
+            phase_given=bool(written),
             **counts,
         )
 

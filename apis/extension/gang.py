@@ -63,6 +63,7 @@ __all__ = [
     "gang_from_pod",
     "gang_name",
     "joins_pod_group",
+    "joins_upstream_pod_group",
     "parse_duration",
     "spec_from_pod",
     "spec_from_pod_group",
@@ -118,10 +119,11 @@ class GangSpec:
 
 def joins_pod_group(pod: Pod) -> bool:
     """Whether a PodGroup CR describes the pod's gang (Koordinator's or scheduler-plugins')."""
-    return bool(pod.labels.get(names.LABEL_POD_GROUP)) or _joins_upstream(pod)
+    return bool(pod.labels.get(names.LABEL_POD_GROUP)) or joins_upstream_pod_group(pod)
 
 
-def _joins_upstream(pod: Pod) -> bool:
+def joins_upstream_pod_group(pod: Pod) -> bool:
+    """Whether a scheduler-plugins PodGroup (`scheduling.x-k8s.io`) describes the pod's gang."""
     return bool(pod.labels.get(names.LABEL_UPSTREAM_POD_GROUP)) and not _koordinator_name(pod)
 
 
@@ -185,7 +187,7 @@ def gang_from_pod(pod: Pod) -> GangSpec | None:
             total_number=None,
             groups=(name,),
             from_pod_group=True,
-            upstream=_joins_upstream(pod),
+            upstream=joins_upstream_pod_group(pod),
         )
     spec = spec_from_pod(pod, name)
     if spec.error:
