@@ -441,7 +441,8 @@ def test_tessera_explain_says_why_a_scheduler_plugins_gang_is_not_started(
     conflict = f"pod {namespace}/both-0 names two kinds of gang"
     assert gap in pending("huge-0") and conflict in pending("both-0")
     assert gap in up.tessera("explain", "huge-0", "-n", namespace)
-    assert conflict in up.tessera("explain", "both-0", "-n", namespace)
+    explained = up.tessera("explain", "both-0", "-n", namespace)
+    assert f"Fix the pod: {conflict}" in explained and "(retried only when the pod changes)" in explained
     events = json.loads(up.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
     assert any(e["reason"] == "GangConflict" and conflict in e["message"] for e in events)
 

@@ -176,7 +176,8 @@ class Coscheduling(
     # --- the cycle ----------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         if conflict := gang_conflict(pod.pod):
-            return None, Status.unresolvable(conflict, plugin=NAME)
+            # The pod's own labels: only a fix of the pod helps (explain says so).
+            return None, Status.invalid_pod(conflict, plugin=NAME)
         gang = self.book.gang_of(pod.ident)
         if gang is None:
             # A pod being scheduled exists; a dry run's probe is no member (and counts for none).

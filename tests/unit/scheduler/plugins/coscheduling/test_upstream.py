@@ -11,7 +11,9 @@ import pytest
 from apis.crds.podgroup import PodGroup
 from apis.extension import names
 from apis.k8s.core import Pod
+from scheduler.cache import PodInfo
 from scheduler.core import Scheduler
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.config import load_config
 from scheduler.framework.status import Code
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
@@ -176,6 +178,8 @@ def test_a_pod_naming_both_kinds_of_gang_is_refused_with_the_reason() -> None:
     out = schedule_all(scheduler, [both])
     status = out["ml/job-0"].status
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    # Only a fix of the pod's labels helps: retried when the pod changes, as explain says.
+    assert plugin(scheduler).pre_filter(CycleState(), PodInfo.of(both))[1].pod_must_change
     assert (
         "pod ml/job-0 names two kinds of gang: pod-group.scheduling.sigs.k8s.io=job (Koordinator's) and "
         "scheduling.x-k8s.io/pod-group=job (scheduler-plugins' PodGroup); keep one of them"
