@@ -13,8 +13,8 @@ from apis.extension import names
 from apis.k8s.core import Pod
 from scheduler.cache import PodInfo
 from scheduler.core import Scheduler
-from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.config import load_config
+from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 
