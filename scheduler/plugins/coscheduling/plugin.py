@@ -143,6 +143,8 @@ class Coscheduling(
         )
         #: Members this plugin rejected with their group: their Unreserve rejects nobody again.
         self._rejected: set[str] = set()
+        #: The cluster's free resources for the minResources check, by the cache's generation.
+        self._free = minresources.ClusterFree()
 
     # --- around the cycle ---------------------------------------------------------------------------
     def pod_added(self, pod: Pod) -> None:
@@ -234,7 +236,9 @@ class Coscheduling(
             node, info = cache.pod_node(ident), cache.pod_info(ident)
             if node is not None and info is not None:
                 own.append((node, info))
-        short = minresources.shortfalls(spec.min_resources, gang.minimum, cache.nodes(), own)
+        short = minresources.shortfalls(
+            spec.min_resources, gang.minimum, cache.nodes(), own, memo=self._free, generation=cache.generation
+        )
         if not short:
             return ""
         gap = "; ".join(
