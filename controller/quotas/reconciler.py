@@ -62,6 +62,7 @@ from controller.runtime.written import WrittenVersions
 from kube import errors
 from kube.cache import Store
 from kube.events import ObjectReference
+from kube.eviction import Evictor, evict
 from kube.resources import NODES, PODS, Patch
 from kube.status import StatusAwareAPI
 
@@ -92,10 +93,6 @@ class EventSink(Protocol):
     def normal(self, ref: ObjectReference, reason: str, message: str) -> None: ...
 
     def warning(self, ref: ObjectReference, reason: str, message: str) -> None: ...
-
-
-class Evictor(Protocol):
-    def post(self, name: str, subresource: str, body: dict[str, Any], *, namespace: str = "") -> Any: ...
 
 
 class QuotaReconciler:
@@ -477,14 +474,8 @@ class QuotaReconciler:
         pod = self._pods.get(victim.key)
         if pod is None:
             return True
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": pod.name, "namespace": pod.namespace},
-            "deleteOptions": {"preconditions": {"uid": pod.uid}},
-        }
         try:
-            self._evictor.post(pod.name, "eviction", body, namespace=pod.namespace)
+            evict(self._evictor, pod.name, namespace=pod.namespace, uid=pod.uid)
         except (errors.NotFound, errors.Conflict):
             return True  # gone already, or a new pod of the same name: nothing to reclaim here
         except errors.TooManyRequests as e:
