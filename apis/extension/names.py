@@ -234,25 +234,32 @@ CONDITION_HEALTHY: Final = "Healthy"
 
 @dataclass(frozen=True, slots=True)
 class GroupVersionResource:
-    """How a resource is addressed over REST; `namespaced` says which URL shape it uses."""
+    """How a resource is addressed over REST (`namespaced` says which URL shape it uses), its kind,
+    and whether it serves a `status` subresource as Tessera ships it (a CRD of a cluster may
+    differ: `kube.status.StatusWriter` asks). Every resource Tessera uses is declared once — the
+    CRDs here (the protocol names them), the built-in kinds in `kube.resources` — and listed in
+    `kube.catalogue`."""
 
     group: str
     version: str
     plural: str
     kind: str
     namespaced: bool
+    status_subresource: bool = False
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
+# Tessera's CRDs (deploy/crds/), as Koordinator ships them: Device, ElasticQuota and PodGroup keep
+# status in the object (no status subresource), the newer kinds have one.
 DEVICES: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "devices", "Device", False)
 ELASTIC_QUOTAS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "elasticquotas", "ElasticQuota", True)
 POD_GROUPS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "podgroups", "PodGroup", True)
-RESERVATIONS: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "reservations", "Reservation", False)
+RESERVATIONS: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "reservations", "Reservation", False, True)
 POD_MIGRATION_JOBS: Final = GroupVersionResource(
-    SCHEDULING_DOMAIN, "v1alpha1", "podmigrationjobs", "PodMigrationJob", False
+    SCHEDULING_DOMAIN, "v1alpha1", "podmigrationjobs", "PodMigrationJob", False, True
 )
 #: One per node, named after it: the node's QoS configuration (Koordinator's slo-controller writes it).
-NODE_SLOS: Final = GroupVersionResource(SLO_DOMAIN, "v1alpha1", "nodeslos", "NodeSLO", False)
+NODE_SLOS: Final = GroupVersionResource(SLO_DOMAIN, "v1alpha1", "nodeslos", "NodeSLO", False, True)
