@@ -40,7 +40,7 @@ from apis.extension import quota as quota_labels
 from apis.k8s import resources
 from apis.k8s.core import Node, Pod
 from apis.k8s.meta import now_rfc3339
-from apis.quota import ROOT_QUOTA_NAME, QuotaManager
+from apis.quota import ROOT_QUOTA_NAME
 from controller.quotas import reclaim
 from controller.quotas.breaker import REASON_OPERATOR, REASON_STABLE, Breaker, Exposure, Figures, Trip
 from controller.quotas.feed import feed
@@ -63,6 +63,7 @@ from kube import errors
 from kube.cache import Store
 from kube.events import ObjectReference
 from kube.eviction import Evictor, evict
+from kube.quotas import QuotaManager
 from kube.resources import NODES, PODS, Patch
 from kube.status import StatusAwareAPI
 
