@@ -497,14 +497,17 @@ def test_fpga_shares_by_amount() -> None:
 
 def test_every_type_of_the_device_type_table_is_allocated() -> None:
     # The allocation order is the table's: a type a pod asks for is never left out while the
-    # pod binds.
+    # pod binds. The reference node has GPUs and RDMA NICs; each other type gets two devices.
     node, device = make_node("n1")
-    fpgas = tuple(
-        DeviceInfo(type=DeviceType.FPGA, minor=m, id=f"fpga-{m}", health=True, resources={names.FPGA: 100})
+    percent = [row for row in devicetypes.TABLE if row.request_rule is devicetypes.RequestRule.PERCENT]
+    extra = tuple(
+        DeviceInfo(row.type, m, id=f"{row.type.value}-{m}", health=True, resources={row.percent_resource: 100})
+        for row in percent
+        if not device.of_type(row.type)
         for m in range(2)
     )
-    cache = make_cache((node, dataclasses.replace(device, devices=(*device.devices, *fpgas))))
-    result = allocate(cache, make_pod(nvidia_gpu=1, rdma=1, fpga=100))
+    cache = make_cache((node, dataclasses.replace(device, devices=(*device.devices, *extra))))
+    result = allocate(cache, make_pod(nvidia_gpu=1, extra={row.percent_resource: 1 for row in percent}))
     assert isinstance(result, Allocation), result
     assert list(result.devices) == list(devicetypes.ALLOCATION_ORDER)
 
