@@ -4,6 +4,7 @@ server and the typed accessors agree with it."""
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -19,19 +20,12 @@ ROOT = Path(__file__).resolve().parents[3]
 CRD_DIR = ROOT / "deploy" / "crds"
 #: Where a GroupVersionResource may be declared: the CRDs (the protocol's) and the built-in kinds.
 DECLARED_IN = {ROOT / "apis" / "extension" / "names.py", ROOT / "kube" / "resources.py"}
-SOURCE_PACKAGES = (
-    "apis",
-    "kube",
-    "apiserver",
-    "scheduler",
-    "controller",
-    "descheduler",
-    "kubecontrollers",
-    "agent",
-    "runtimeproxy",
-    "dashboard",
-    "cli",
-)
+#: Our packages, as the import contracts list them (proto holds generated code only).
+SOURCE_PACKAGES = [
+    p
+    for p in tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["root_packages"]
+    if p != "proto"
+]
 
 
 def crd_files() -> dict[str, dict[str, Any]]:
