@@ -5,8 +5,9 @@ Each is declared once: the built-in kinds in `kube.resources` (`PODS`, `DEPLOYME
 Tessera's CRDs in `apis.extension.names` (`DEVICES`, ...: the protocol names them, and `apis`
 imports nothing of ours). This module lists them all and answers lookups, and tests hold the
 rest of the repository to it: the CRDs of `deploy/crds/` (and so the Helm chart's, a link to
-them) and `deploy/crds-optional/`, the kinds the embedded API server serves, and every RBAC rule of `deploy/`, the chart and
-`tessera up`'s own roles. Typed access to the CRDs' objects is `kube.crds`.
+them) and `deploy/crds-optional/`, the kinds the embedded API server serves, and every RBAC rule
+of `deploy/`, the chart and `tessera up`'s own roles. Typed access to the CRDs' objects is
+`kube.crds`.
 """
 
 from __future__ import annotations

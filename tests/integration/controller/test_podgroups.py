@@ -109,3 +109,11 @@ def test_a_scheduler_plugins_pod_group_status_moves_as_that_projects_controller_
     move("Succeeded")
     finished = phase(PodGroupPhase.FINISHED)
     assert (finished.running, finished.succeeded) == (0, 2)
+
+    def about_it() -> list[dict[str, Any]]:
+        events = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={name}").items
+        return [e for e in events if e["reason"] == "PodGroupPhaseChanged"]
+
+    # The Events name the object of its own API group.
+    said = wait_for(lambda: (e := about_it()) and any("→ Finished" in x["message"] for x in e) and e, what="events")
+    assert {e["involvedObject"]["apiVersion"] for e in said} == {names.UPSTREAM_POD_GROUPS.api_version}
