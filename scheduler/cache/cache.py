@@ -21,11 +21,12 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from apis.crds.device import Device, DeviceType
 from apis.crds.reservation import Reservation, allocated_from_pod
 from apis.errors import AnnotationError
-from apis.extension import names
+from apis.extension import devicetypes, names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Node, Pod
 from scheduler.cache.budgets import DisruptionBudgets
@@ -45,8 +46,8 @@ DEFAULT_ASSUMED_TTL = 30.0
 _CHANGE_LOG_LIMIT = 1 << 16
 _REMOVED = "removed from a bound pod"
 _MISSING = "missing on a bound pod that asks for devices"
-#: Device resources that are not GPUs; every other device resource name is a GPU's.
-_NON_GPU_TYPES = {names.RDMA: DeviceType.RDMA, names.FPGA: DeviceType.FPGA}
+#: Each device resource name (current spelling: pods are parsed) -> the type it asks for.
+_TYPE_OF: Final = {name: devicetypes.type_of(name) for name in devicetypes.RESOURCE_NAMES}
 
 
 @dataclass(slots=True)
@@ -134,6 +135,12 @@ class ClusterCache:
     def tainted_nodes(self, effect: str) -> int:
         """Nodes with at least one taint of this effect."""
         return self._taint_effects.get(effect, 0)
+
+    @property
+    def generation(self) -> int:
+        """Changes on every write to any node (its Node, pods or devices): a memo of sums over
+        the whole cluster keyed by it is never stale."""
+        return self._generation
 
     @property
     def static_generation(self) -> int:
@@ -598,6 +605,4 @@ class ClusterCache:
 
 def _device_types(requests: Mapping[str, int]) -> frozenset[DeviceType]:
     """Device types a pod asks for, by resource name alone (valid request or not)."""
-    return frozenset(
-        _NON_GPU_TYPES.get(name, DeviceType.GPU) for name in names.DEVICE_RESOURCES if requests.get(name, 0) > 0
-    )
+    return frozenset(dtype for name, dtype in _TYPE_OF.items() if requests.get(name, 0) > 0)

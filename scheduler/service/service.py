@@ -28,10 +28,10 @@ from prometheus_client import CollectorRegistry
 
 from apis.errors import ConfigError
 from apis.k8s.core import Pod
-from apis.quota import QuotaManager
 from kube import Client, EventRecorder
 from kube.delegation import Delegation
 from kube.lifecycle import write_atomically
+from kube.quotas import QuotaManager
 from scheduler.cache import ClusterCache
 from scheduler.core import SchedulingCycle, build_frameworks
 from scheduler.framework import Framework, PluginRef, SchedulerConfig

@@ -7,11 +7,15 @@ every grant is one that is needed. A component that starts calling something new
 until its row and its Role are added together.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
 
 from apis.extension import names
+from apiserver.authz import bootstrap
+from cli.localcluster import identities, ownnames
+from kube import catalogue
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import NAMESPACE, Manifest
 
@@ -63,8 +67,10 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/service/quotafeed.py QuotaFeed: an Informer of ElasticQuotas (when a profile
         # enables the ElasticQuota plugin).
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
-        # scheduler/service/informers.py ClusterFeed: an Informer of PodGroups (gang scheduling).
+        # scheduler/service/informers.py ClusterFeed: Informers of PodGroups (gang scheduling),
+        # Koordinator's and scheduler-plugins'.
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
         # scheduler/service/reservations: ReservationFeed's Informer (list + watch); ReservationAPI:
         # get (read before placing, and back), annotate (patch), bind and set_condition (patch
         # reservations/status); ReservationController: patch reservations/status (owners, expiry).
@@ -108,6 +114,10 @@ NEEDED: dict[str, set[Call]] = {
         # (Koordinator's and ours), as it does for ElasticQuotas.
         | calls("list watch patch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
         | calls("patch", names.POD_GROUPS.group, f"{names.POD_GROUPS.plural}/status")
+        # The same reconciler for scheduler-plugins' PodGroups, whose CRD has the status
+        # subresource (theirs and ours): status only.
+        | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
+        | calls("patch", names.UPSTREAM_POD_GROUPS.group, f"{names.UPSTREAM_POD_GROUPS.plural}/status")
         # controller/runtime/manager.py EventRecorder: Events about quotas and evicted pods go to
         # their namespaces; those about Nodes and Devices (cluster-scoped) to `default`.
         | calls("create patch", CORE, "events")
@@ -160,10 +170,11 @@ NEEDED: dict[str, set[Call]] = {
     ),
     "tessera-dashboard": (
         # dashboard/sources.py ClusterSources: Informers (list + watch, every namespace) of the
-        # Devices, pods, PodGroups, ElasticQuotas, Reservations and PodMigrationJobs it draws.
+        # Devices, pods, PodGroups (both groups), ElasticQuotas, Reservations and PodMigrationJobs it draws.
         calls("list watch", *DEVICES)
         | calls("list watch", CORE, "pods")
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
         | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
         | calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
@@ -205,10 +216,34 @@ class Grant:
         }
 
 
-def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
-    """The rules bound to a ServiceAccount, with where they apply, as the RBAC authorizer sees them."""
+def _role(objects: Sequence[Manifest] | None, kind: str, name: str, namespace: str | None) -> Manifest | None:
+    """The role a binding names: in deploy/ (`objects` None) or among `objects`, else one of
+    kube-apiserver's bootstrap ClusterRoles."""
+    if objects is None:
+        return manifests.role(kind, name, namespace)
+    found = [m for m in objects if (m.kind, m.name, m.namespace) == (kind, name, namespace)]
+    if found:
+        return found[0]
+    if kind == "ClusterRole" and name in bootstrap.CLUSTER_ROLES:
+        rules = bootstrap.CLUSTER_ROLES[name]
+        return Manifest(
+            "(kube-apiserver's bootstrap policy)", {"kind": kind, "metadata": {"name": name}, "rules": rules}
+        )
+    return None
+
+
+def grants_of(
+    service_account: str, namespace: str = NAMESPACE, objects: Sequence[Manifest] | None = None
+) -> list[Grant]:
+    """The rules bound to a ServiceAccount, with where they apply, as the RBAC authorizer sees them:
+    in deploy/ (`objects` None), or in the objects given (and kube's bootstrap ClusterRoles)."""
     found = []
-    for binding in manifests.of_kind("ClusterRoleBinding", "RoleBinding"):
+    bindings = (
+        manifests.of_kind("ClusterRoleBinding", "RoleBinding")
+        if objects is None
+        else [m for m in objects if m.kind in ("ClusterRoleBinding", "RoleBinding")]
+    )
+    for binding in bindings:
         subjects = binding.obj.get("subjects") or []
         if not any(
             s["kind"] == "ServiceAccount" and s["name"] == service_account and s["namespace"] == namespace
@@ -216,7 +251,7 @@ def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
         ):
             continue
         ref = binding.obj["roleRef"]
-        role = manifests.role(ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
+        role = _role(objects, ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
         assert role is not None, f"{binding}: role {ref['name']} not found"
         for rule in role.obj.get("rules") or []:
             urls = rule.get("nonResourceURLs")
@@ -233,8 +268,50 @@ def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
     return found
 
 
-def allowed(service_account: str, call: Call) -> bool:
-    return any(g.allows(call) for g in grants_of(service_account))
+def allowed(service_account: str, call: Call, objects: Sequence[Manifest] | None = None) -> bool:
+    return any(g.allows(call) for g in grants_of(service_account, objects=objects))
+
+
+#: What only `tessera up` runs, granted by `identities.LOCAL_ROLES` (never by deploy/).
+NEEDED_LOCALLY: dict[str, set[Call]] = {
+    "tessera-kube-controller-manager": (
+        # kubecontrollers/app.py: Informers of every kind below; kubecontrollers/loop.py performs
+        # the plans: create, patch, delete (with propagation), and status patches.
+        calls("get list watch create patch delete", CORE, "pods")
+        | calls("get list watch create patch delete", "apps", "deployments")
+        | calls("get list watch create patch delete", "apps", "replicasets")
+        | calls("get list watch create patch delete", "apps", "statefulsets")
+        | calls("get list watch create patch delete", "apps", "daemonsets")
+        | calls("get list watch create patch delete", "batch", "jobs")
+        | calls("get list watch create patch delete", "batch", "cronjobs")
+        | calls("get list watch", "policy", "poddisruptionbudgets")
+        | calls("patch", "apps", "deployments/status")
+        | calls("patch", "apps", "replicasets/status")
+        | calls("patch", "apps", "statefulsets/status")
+        | calls("patch", "apps", "daemonsets/status")
+        | calls("patch", "batch", "jobs/status")
+        | calls("patch", "batch", "cronjobs/status")
+        | calls("patch", "policy", "poddisruptionbudgets/status")
+        # kube/events.py EventRecorder, for every controller.
+        | calls("create patch", CORE, "events")
+        # kubecontrollers/nodelifecycle.py (nodemonitor.py its I/O): watch Nodes, read their
+        # Leases, mark them and their pods not ready, taint them.
+        | calls("get list watch patch", CORE, "nodes")
+        | calls("patch", CORE, "nodes/status")
+        | calls("patch", CORE, "pods/status")
+        | calls("get list watch", *LEASES)
+        # kube/delegation.py: its /metrics, authorized through the API server.
+        | delegated_auth()
+    ),
+    # Not a process: the identity a Prometheus pointed at tessera up scrapes with.
+    "tessera-metrics-scraper": calls("get", NON_RESOURCE, "/metrics"),
+}
+
+
+def up_objects() -> list[Manifest]:
+    """Everything `tessera up` applies of RBAC: deploy/'s under its own names, and LOCAL_ROLES."""
+    applied = [*ownnames.own(identities.rbac_manifests()), *identities.LOCAL_ROLES]
+    return [Manifest("(tessera up)", doc) for doc in applied]
 
 
 @pytest.mark.parametrize("service_account", sorted(NEEDED))
@@ -310,3 +387,32 @@ def test_the_evaluator_can_refuse() -> None:
     assert not allowed("tessera-controller", Call("create", CORE, "pods/binding", "ml"))
     for account in NEEDED:
         assert not allowed(account, Call("get", CORE, "secrets", "ml"))
+
+
+@pytest.mark.parametrize("service_account", sorted({*NEEDED, *NEEDED_LOCALLY}))
+def test_tessera_up_grants_exactly_the_same_calls(service_account: str) -> None:
+    # deploy/'s roles under tessera up's own names, plus its own (identities.LOCAL_ROLES), are
+    # checked against the same table: renaming loses nothing and LOCAL_ROLES grants no more.
+    objects = up_objects()
+    needed = {**NEEDED, **NEEDED_LOCALLY}[service_account]
+    assert sorted((c for c in needed if not allowed(service_account, c, objects)), key=str) == []
+    granted = {call for g in grants_of(service_account, objects=objects) for call in g.calls()}
+    assert sorted(granted - needed, key=str) == []
+
+
+def test_every_rule_names_a_catalogued_resource() -> None:
+    # Every resource a rule of deploy/, the chart (the same objects) or tessera up names is one
+    # of kube.catalogue's. (`/status` of a CRD without the subresource is needed all the same:
+    # a cluster may carry an older CRD that has it, and kube/status.py writes there then.)
+    other_subresources = {("", "pods/binding"), ("", "pods/eviction"), ("", "nodes/finalizers")}
+    roles = [*manifests.of_kind("Role", "ClusterRole"), *(m for m in up_objects() if m.kind.endswith("Role"))]
+    unknown = []
+    for role in roles:
+        for rule in role.obj.get("rules") or []:
+            for group in rule.get("apiGroups") or ():
+                for resource in rule.get("resources") or ():
+                    plural, _, sub = resource.partition("/")
+                    gvr = catalogue.for_resource(group, plural)
+                    if gvr is None or (sub and sub != "status" and (group, resource) not in other_subresources):
+                        unknown.append(f"{role}: {group}/{resource}")
+    assert unknown == []

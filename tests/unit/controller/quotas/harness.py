@@ -13,7 +13,6 @@ from prometheus_client import CollectorRegistry
 from apis.crds.elasticquota import ElasticQuota
 from apis.extension import names
 from apis.k8s.core import Pod
-from apis.quota import QuotaManager
 from controller.quotas.metrics import QuotaMetrics
 from controller.quotas.reconciler import (
     QuotaReconciler,
@@ -23,6 +22,7 @@ from controller.runtime import Malformed, Result
 from kube.cache import Store
 from kube.errors import TooManyRequests
 from kube.events import ObjectReference
+from kube.quotas import QuotaManager
 from tests.support.builders import make_pod, quota_cr
 from tests.support.clocks import FakeClock
 

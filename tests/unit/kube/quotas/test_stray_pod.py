@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from apis.extension import names
-from apis.quota.manager import QuotaManager
+from kube.quotas import QuotaManager
 from tests.support.builders import make_pod, quota_cr
 
 _GPUS = 16
