@@ -55,6 +55,16 @@ class CannedPlanner:
         return self.plan
 
 
+def wait_defrag_runs(process: DeschedulerProcess, count: int) -> None:
+    """Until the defrag strategy has run `count` more times: each had its chance to ask again."""
+
+    def runs() -> float:
+        return process.metric("tessera_descheduler_strategy_runs_total", strategy="defrag")
+
+    target = runs() + count
+    wait_for(lambda: runs() >= target, timeout_s=TIMEOUT, what=f"{count} runs of the defrag strategy")
+
+
 @pytest.fixture
 def socket_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("sock", numbered=True) / "scheduler.sock"
@@ -165,7 +175,7 @@ def test_a_plan_becomes_migrations_and_no_second_plan_is_asked_while_they_run(
     ]
 
     calls = len(planner.requests)
-    threading.Event().wait(1.5)  # five intervals: the jobs run, so no new plan for `train`
+    wait_defrag_runs(process, 5)  # the jobs run, so no new plan for `train`
     assert len(planner.requests) == calls == 1
     assert process.metric("tessera_descheduler_jobs_created_total", strategy="defrag") == 2
 
@@ -224,7 +234,7 @@ def test_the_real_schedulers_plan_migrations_is_reached_over_grpc(
             return [e for e in items if e["reason"] == "DefragmentationNotPossible"]
 
         wait_for(answered, timeout_s=TIMEOUT, what="PlanMigrations to answer")
-        threading.Event().wait(1.0)  # three more intervals
+        wait_defrag_runs(process, 3)  # each asks the planner again: still one Event
         said = answered()
         assert len(said) == 1 and said[0]["involvedObject"]["name"] == "train", said
         assert "Cannot plan migrations" not in process.log_tail(400)
