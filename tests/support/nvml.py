@@ -18,7 +18,7 @@ import pytest
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.nvmllib import NVML, NVMLLibrary
 from agent.discovery.simulated import Profile, load_profile
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
 
 #: The fixture node: 8 GPUs and their NICs (tests/unit/agent/fixtures).
 FIXTURE_PROFILE = Path(__file__).parents[1] / "unit" / "agent" / "fixtures" / "gpu-node.yaml"

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.koordinator.conftest import Koord
+from tests.conformance.koordinator.koord import Koord
 from tests.support.waiting import wait_for
 
 #: The manual's `node-1`, as the suite's cluster names its second node.

@@ -5,14 +5,12 @@ real processes: a scheduler whose API server never answers, the API server on a 
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from apis.errors import ConfigError
@@ -24,6 +22,7 @@ from cli.localcluster.supervisor import Supervised, SupervisorEvent
 from kube.client import Client
 from kube.kubeconfig import write_kubeconfig
 from kube.resources import NAMESPACES, NODES
+from tests.support.sockets import free_port
 
 #: Short, so the test is; what matters is that it is kept, whatever the process does meanwhile.
 DEADLINE_S = 3.0
@@ -39,12 +38,6 @@ def silent_apiserver() -> Iterator[int]:
         listener.bind(("127.0.0.1", 0))
         listener.listen(64)
         yield listener.getsockname()[1]
-
-
-def running(pid: int | None) -> bool:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    return False
 
 
 def test_a_component_that_never_gets_ready_fails_at_its_deadline_saying_what_it_waited_for(
@@ -76,9 +69,7 @@ def test_a_component_that_never_gets_ready_fails_at_its_deadline_saying_what_it_
 
 def test_the_api_server_on_a_given_port_is_ready_beside_an_earlier_runs_kubeconfig(sock_dir: Path) -> None:
     """`tessera up --port P` on a data directory whose kubeconfig names the port of an earlier run."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     write_kubeconfig(sock_dir / "kubeconfig", "https://127.0.0.1:1", token="old")
     server = EmbeddedAPIServer(sock_dir, secure=True)
     server.port = port

@@ -18,8 +18,8 @@ from agent.qos.scratch import ScratchTree
 from agent.qos.suppress import BESuppressor
 from agent.qos.usage import CgroupUsageSampler, UsageSample
 from apis.extension.qos import KubeQoSClass
+from tests.support.qos import ctr, make_pod
 from tests.support.waiting import wait_for
-from tests.unit.agent.qos.factories import ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

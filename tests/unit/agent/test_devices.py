@@ -13,7 +13,7 @@ from agent.discovery.settings import DiscoverySettings, open_discovery
 from agent.settings import HealthSettings, MetricsSettings
 from apis.crds.device import DeviceType
 from tests.support.nvml import NODE
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from agent.discovery.nvmllib import NVML, NVMLLibrary
 from agent.discovery.pci import PCIBus
 from agent.discovery.settings import DiscoverySettings, open_discovery
 from tests.support.nvml import NODE, NVMLEnv
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
 
 
 def test_discovers_every_gpu_with_identity_memory_and_placement(nvml_env: NVMLEnv, nvml: NVML) -> None:

@@ -14,7 +14,7 @@ from agent.discovery.pci import PCIBus
 from agent.discovery.rdma import RDMASource
 from agent.discovery.simulated import BUILTIN_PROFILES, NodeCapacity, SimulatedSource, load_profile
 from apis.errors import ConfigError
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
 
 
 @dataclasses.dataclass(frozen=True)

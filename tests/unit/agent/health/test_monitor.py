@@ -13,7 +13,7 @@ from agent.discovery.simulated import load_profile
 from agent.health.clock import ManualClock, SystemClock
 from agent.health.monitor import HealthMonitor
 from agent.health.tracker import Health, HealthTracker
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
 
 #: Bounds a test that would otherwise hang; no test asserts how soon a change came.
 HANG_GUARD_S = 30.0
