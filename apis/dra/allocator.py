@@ -620,6 +620,15 @@ class _Search:
                     f"but not together under {what}",
                     claim.key,
                 )
+        if len(self.alts) == 1 and len(self.alts[0]) == 1:
+            claim, alt = self.claims[0], self.alts[0][0][-1]
+            return Failure(
+                FailureKind.UNFIT,
+                f"claim {claim.key}, request {alt.request}: devices of class {alt.klass.name} on node {self.node.name} "
+                f"fit one at a time but not {alt.num_devices} together (their shared counters or capacity run out)",
+                claim.key,
+                alt.request,
+            )
         return Failure(
             FailureKind.UNFIT,
             f"each request has devices on node {self.node.name}, but not enough for all requests together",
@@ -742,35 +751,91 @@ def allocate(
     pools, candidates = _gather(slices, node)
     if rank is not None:
         candidates.sort(key=rank)
-    search = _Search(claims, node=node, candidates=candidates, held=held, max_steps=max_steps)
+
+    def prepared(subset: Sequence[ResourceClaim], on: Held) -> _Search:
+        return _prepare(
+            subset,
+            node=node,
+            classes=classes,
+            candidates=candidates,
+            pools=pools,
+            held=on,
+            compiler=compiler,
+            max_steps=max_steps,
+        )
+
+    steps = 0
     try:
-        for claim_index, claim in enumerate(claims):
-            requests = []
-            for request in claim.spec.requests:
-                alternatives = []
-                for spec in request.alternatives:
-                    sub = "" if request.exactly is not None else spec.name
-                    alt = _build_alt(claim_index, claim, request.name, sub, spec, classes=classes, compiler=compiler)
-                    if spec.allocation_mode is AllocationMode.ALL:
-                        _gather_all(search, alt, pools)
-                    alternatives.append(alt)
-                requests.append(alternatives)
-            search.alts.append(requests)
-            search.constraints.append([_ConstraintState(c) for c in claim.spec.constraints])
-        if not search.run(0, 0, 0, 0, None):
-            invalid = [f"{p.driver}/{p.name}: {p.invalid}" for p in pools if p.invalid]
-            failure = search.diagnose()
-            if invalid:
-                failure = Failure(
-                    failure.kind,
-                    f"{failure.message}; invalid resource pools: {'; '.join(invalid)}",
-                    failure.claim,
-                    failure.request,
-                )
-            return Outcome(None, failure, search.steps)
+        search = prepared(claims, held)
+        found = search.run(0, 0, 0, 0, None)
+        steps = search.steps
+        if found:
+            return Outcome(tuple(_result(search, i, claim, node) for i, claim in enumerate(claims)), None, steps)
+        failure = search.diagnose()
+        if not failure.claim and len(claims) > 1:
+            failure = _first_misfit(claims, held, prepared) or failure
     except _Stop as stop:
-        return Outcome(None, stop.failure, search.steps)
-    return Outcome(tuple(_result(search, i, claim, node) for i, claim in enumerate(claims)), None, search.steps)
+        return Outcome(None, stop.failure, steps)
+    invalid = [f"{p.driver}/{p.name}: {p.invalid}" for p in pools if p.invalid]
+    if invalid:
+        message = f"{failure.message}; invalid resource pools: {'; '.join(invalid)}"
+        failure = Failure(failure.kind, message, failure.claim, failure.request)
+    return Outcome(None, failure, steps)
+
+
+def _prepare(
+    claims: Sequence[ResourceClaim],
+    *,
+    node: Node,
+    classes: Mapping[str, DeviceClass],
+    candidates: list[Candidate],
+    pools: list[_Pool],
+    held: Held,
+    compiler: cel.Compiler,
+    max_steps: int,
+) -> _Search:
+    """A search over the claims' requests (raises _Stop for a claim's own error)."""
+    search = _Search(claims, node=node, candidates=candidates, held=held, max_steps=max_steps)
+    for claim_index, claim in enumerate(claims):
+        requests = []
+        for request in claim.spec.requests:
+            alternatives = []
+            for spec in request.alternatives:
+                sub = "" if request.exactly is not None else spec.name
+                alt = _build_alt(claim_index, claim, request.name, sub, spec, classes=classes, compiler=compiler)
+                if spec.allocation_mode is AllocationMode.ALL:
+                    _gather_all(search, alt, pools)
+                alternatives.append(alt)
+            requests.append(alternatives)
+        search.alts.append(requests)
+        search.constraints.append([_ConstraintState(c) for c in claim.spec.constraints])
+    return search
+
+
+def _first_misfit(
+    claims: Sequence[ResourceClaim], held: Held, prepared: Callable[[Sequence[ResourceClaim], Held], _Search]
+) -> Failure | None:
+    """When each claim fits alone but not all together: the first claim that does not fit beside
+    the ones before it, diagnosed against what those take."""
+    for k in range(2, len(claims) + 1):
+        if prepared(claims[:k], held).run(0, 0, 0, 0, None):
+            continue
+        before = prepared(claims[: k - 1], held)
+        if not before.run(0, 0, 0, 0, None):
+            return None
+        taken = Held.of(
+            (p.candidate.id for ps in before.picked for p in ps if p.consumed is None and not p.alt.spec.admin_access),
+            ((p.candidate.id, p.consumed) for ps in before.picked for p in ps if p.consumed is not None),
+        )
+        alone = prepared(claims[k - 1 : k], held + taken)
+        if alone.run(0, 0, 0, 0, None):
+            return None
+        failure = alone.diagnose()
+        others = ", ".join(c.key for c in claims[: k - 1])
+        return Failure(
+            failure.kind, f"{failure.message}, beside the pod's claims {others}", failure.claim, failure.request
+        )
+    return None
 
 
 def _gather_all(search: _Search, alt: _Alt, pools: list[_Pool]) -> None:

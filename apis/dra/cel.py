@@ -10,7 +10,8 @@ a time, as the variable `device`:
 
 An attribute or capacity named without a domain belongs to the driver's domain, and looking up a
 domain the device does not have gives an empty map (so `has(device.attributes["x"].y)` is false,
-not an error), as kube does. Besides standard CEL: `cel.bind`, the strings extension, and
+not an error), as kube does. Besides standard CEL: `cel.bind`, optional values
+(`device.attributes["d"].?x.orValue(0)`), the strings extension, and
 Kubernetes' quantity (`quantity("1Gi")`, `isQuantity`, `compareTo`, `isGreaterThan`,
 `isLessThan`, `add`, `sub`, `sign`, `isInteger`, `asInteger`, `asApproximateFloat`) and semver
 (`semver("1.2.3")`, `isSemver`, `compareTo`, `isGreaterThan`, `isLessThan`, `major`, `minor`,
@@ -44,7 +45,7 @@ from fractions import Fraction
 from typing import Any
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings, ext_strings
+from cel_expr_python.ext import ext_bindings, ext_optional, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
 from apis.dra.claim import CEL_SELECTOR_EXPRESSION_MAX_LENGTH
@@ -352,7 +353,7 @@ class Compiler:
         self._env = cel.NewEnv(
             descriptor_pool=_POOL,
             variables={"device": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
-            extensions=[ext_bindings.ExtBindings(), ext_strings.ExtStrings()],
+            extensions=[ext_bindings.ExtBindings(), ext_optional.ExtOptional(), ext_strings.ExtStrings()],
             functions=_functions(),
         )
         self._cache: OrderedDict[str, Program | CELCompileError] = OrderedDict()

@@ -50,7 +50,7 @@ def compiler() -> cel.Compiler:
         (f'device.attributes["{DRIVER}"].driverVersion.isGreaterThan(semver("550.0.0"))', True),
         (f'device.attributes["{DRIVER}"].driverVersion.major() == 550', True),
         ('semver("1.0.0-rc.1").isLessThan(semver("1.0.0"))', True),
-        ('device.allowMultipleAllocations', True),
+        ("device.allowMultipleAllocations", True),
         ('has(device.attributes["nvidia.com"].model)', False),
         ('!("model" in device.attributes["nvidia.com"])', True),
         (f'cel.bind(d, device.attributes["{DRIVER}"], d.model.startsWith("A") && d.minor == 3)', True),
@@ -89,7 +89,7 @@ def test_compile_errors_are_clear_and_cached(compiler: cel.Compiler) -> None:
     ("expression", "message"),
     [
         (f'device.attributes["{DRIVER}"].nope == 1', "Key not found in map"),
-        ('device.driver', "must evaluate to bool, got string"),
+        ("device.driver", "must evaluate to bool, got string"),
         ('quantity("lots") == quantity("1")', "does not match the quantity grammar"),
         (f'device.attributes["{DRIVER}"].model > 3', "No matching overloads"),
     ],

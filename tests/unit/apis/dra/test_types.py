@@ -23,7 +23,12 @@ def test_slice_reads_devices_attributes_capacity_counters_and_taints() -> None:
                 minor=0,
                 nvlink=True,
                 _={
-                    "capacity": {"memory": {"value": "80Gi", "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}}}},
+                    "capacity": {
+                        "memory": {
+                            "value": "80Gi",
+                            "requestPolicy": {"default": "1Gi", "validRange": {"min": "1Gi", "step": "1Gi"}},
+                        }
+                    },
                     "allowMultipleAllocations": True,
                     "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}],
                     "taints": [{"key": "xid", "value": "79", "effect": "NoSchedule"}],
@@ -47,7 +52,9 @@ def test_slice_reads_devices_attributes_capacity_counters_and_taints() -> None:
 
 
 def test_unqualified_attribute_is_the_drivers() -> None:
-    device = make_slice([gpu("g", model="A100", _={"attributes": {"model": {"string": "A100"}, "other.io/x": {"int": 1}}})]).devices[0]
+    device = make_slice(
+        [gpu("g", model="A100", _={"attributes": {"model": {"string": "A100"}, "other.io/x": {"int": 1}}})]
+    ).devices[0]
     assert device.attribute("gpu.tessera.io/model", "gpu.tessera.io") is not None
     assert device.attribute("other.io/model", "gpu.tessera.io") is None
     assert device.attribute("other.io/x", "gpu.tessera.io") is not None
@@ -62,11 +69,24 @@ def test_unqualified_attribute_is_the_drivers() -> None:
         ({"name": "g", "capacity": {"memory": {"value": "lots"}}}, "spec.devices[0].capacity.memory.value"),
         ({"name": "g", "capacity": {"memory": {}}}, "spec.devices[0].capacity.memory.value"),
         ({"name": ""}, "spec.devices[0].name"),
-        ({"name": "g", "capacity": {"m": {"value": "1", "requestPolicy": {"validValues": ["2", "1"]}}}}, "spec.devices[0].capacity.m.requestPolicy.validValues"),
+        (
+            {"name": "g", "capacity": {"m": {"value": "1", "requestPolicy": {"validValues": ["2", "1"]}}}},
+            "spec.devices[0].capacity.m.requestPolicy.validValues",
+        ),
         ({"name": "g", "taints": [{"key": "k"}]}, "spec.devices[0].taints[0].effect"),
         ({"name": "g", "nodeName": "n1"}, "spec.devices[0]"),
     ],
-    ids=["two-values", "int-as-string", "bad-semver", "bad-quantity", "no-capacity-value", "no-name", "unsorted-valid-values", "taint-without-effect", "device-node-without-per-device"],
+    ids=[
+        "two-values",
+        "int-as-string",
+        "bad-semver",
+        "bad-quantity",
+        "no-capacity-value",
+        "no-name",
+        "unsorted-valid-values",
+        "taint-without-effect",
+        "device-node-without-per-device",
+    ],
 )
 def test_bad_slice_names_the_field(device: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as e:
@@ -91,19 +111,40 @@ def test_claim_defaults_are_kubes() -> None:
 
 def test_claim_first_available_constraints_config_and_status() -> None:
     claim = make_claim(
-        {"name": "gpu", "firstAvailable": [{"name": "big", "deviceClassName": "gpu", "count": 2}, {"name": "small", "deviceClassName": "gpu"}]},
+        {
+            "name": "gpu",
+            "firstAvailable": [
+                {"name": "big", "deviceClassName": "gpu", "count": 2},
+                {"name": "small", "deviceClassName": "gpu"},
+            ],
+        },
         exactly("nic", "nic", allocationMode="All"),
         constraints=[{"requests": ["gpu/big", "nic"], "matchAttribute": "gpu.tessera.io/numa"}],
         config=[{"requests": ["gpu"], "opaque": {"driver": "gpu.tessera.io", "parameters": {"mps": True}}}],
         status={
-            "allocation": {"devices": {"results": [{"request": "gpu/big", "driver": "d", "pool": "p", "device": "g", "shareID": "s", "consumedCapacity": {"memory": "1Gi"}}]}},
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "gpu/big",
+                            "driver": "d",
+                            "pool": "p",
+                            "device": "g",
+                            "shareID": "s",
+                            "consumedCapacity": {"memory": "1Gi"},
+                        }
+                    ]
+                }
+            },
             "reservedFor": [{"resource": "pods", "name": "p", "uid": "u"}],
         },
     )
     gpu_request, nic_request = claim.spec.requests
     assert [s.name for s in gpu_request.alternatives] == ["big", "small"] and gpu_request.alternatives[0].count == 2
     assert nic_request.exactly is not None and nic_request.exactly.allocation_mode is AllocationMode.ALL
-    assert claim.spec.constraints[0].applies_to("gpu", "big") and not claim.spec.constraints[0].applies_to("gpu", "small")
+    assert claim.spec.constraints[0].applies_to("gpu", "big") and not claim.spec.constraints[0].applies_to(
+        "gpu", "small"
+    )
     assert claim.spec.config[0].config.parameters == {"mps": True}
     assert claim.allocation is not None and claim.allocation.results[0].consumed_capacity["memory"].amount == 2**30
     assert claim.reserved_for[0].uid == "u"
@@ -114,17 +155,53 @@ def test_claim_first_available_constraints_config_and_status() -> None:
     ("request_", "field"),
     [
         ({"name": "r"}, "spec.devices.requests[0]"),
-        ({"name": "r", "exactly": {"deviceClassName": "gpu"}, "firstAvailable": [{"name": "a", "deviceClassName": "gpu"}]}, "spec.devices.requests[0]"),
+        (
+            {
+                "name": "r",
+                "exactly": {"deviceClassName": "gpu"},
+                "firstAvailable": [{"name": "a", "deviceClassName": "gpu"}],
+            },
+            "spec.devices.requests[0]",
+        ),
         ({"name": "r", "exactly": {}}, "spec.devices.requests[0].exactly.deviceClassName"),
         ({"name": "r", "exactly": {"deviceClassName": "gpu", "count": 0}}, "spec.devices.requests[0].exactly.count"),
-        ({"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "Some"}}, "spec.devices.requests[0].exactly.allocationMode"),
-        ({"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "All", "count": 2}}, "spec.devices.requests[0].exactly.count"),
-        ({"name": "r", "exactly": {"deviceClassName": "gpu", "selectors": [{}]}}, "spec.devices.requests[0].exactly.selectors[0].cel"),
-        ({"name": "r", "exactly": {"deviceClassName": "gpu", "capacity": {"requests": {"memory": "x"}}}}, "spec.devices.requests[0].exactly.capacity.requests.memory"),
-        ({"name": "r", "exactly": {"deviceClassName": "gpu", "tolerations": [{"operator": "Equal"}]}}, "spec.devices.requests[0].exactly.tolerations[0].operator"),
-        ({"name": "r", "firstAvailable": [{"name": "a", "deviceClassName": "gpu", "adminAccess": True}]}, "spec.devices.requests[0].firstAvailable[0].adminAccess"),
+        (
+            {"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "Some"}},
+            "spec.devices.requests[0].exactly.allocationMode",
+        ),
+        (
+            {"name": "r", "exactly": {"deviceClassName": "gpu", "allocationMode": "All", "count": 2}},
+            "spec.devices.requests[0].exactly.count",
+        ),
+        (
+            {"name": "r", "exactly": {"deviceClassName": "gpu", "selectors": [{}]}},
+            "spec.devices.requests[0].exactly.selectors[0].cel",
+        ),
+        (
+            {"name": "r", "exactly": {"deviceClassName": "gpu", "capacity": {"requests": {"memory": "x"}}}},
+            "spec.devices.requests[0].exactly.capacity.requests.memory",
+        ),
+        (
+            {"name": "r", "exactly": {"deviceClassName": "gpu", "tolerations": [{"operator": "Equal"}]}},
+            "spec.devices.requests[0].exactly.tolerations[0].operator",
+        ),
+        (
+            {"name": "r", "firstAvailable": [{"name": "a", "deviceClassName": "gpu", "adminAccess": True}]},
+            "spec.devices.requests[0].firstAvailable[0].adminAccess",
+        ),
     ],
-    ids=["neither", "both", "no-class", "count-0", "bad-mode", "all-with-count", "empty-selector", "bad-capacity", "equal-without-key", "admin-in-sub-request"],
+    ids=[
+        "neither",
+        "both",
+        "no-class",
+        "count-0",
+        "bad-mode",
+        "all-with-count",
+        "empty-selector",
+        "bad-capacity",
+        "equal-without-key",
+        "admin-in-sub-request",
+    ],
 )
 def test_bad_claim_names_the_field(request_: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as e:
@@ -163,10 +240,22 @@ def test_toleration_matching_is_kubes() -> None:
 def test_allocation_result_round_trips() -> None:
     raw = {
         "devices": {
-            "results": [{"request": "r", "driver": "d", "pool": "p", "device": "g", "adminAccess": True, "shareID": "s", "consumedCapacity": {"memory": "1Gi"}}],
+            "results": [
+                {
+                    "request": "r",
+                    "driver": "d",
+                    "pool": "p",
+                    "device": "g",
+                    "adminAccess": True,
+                    "shareID": "s",
+                    "consumedCapacity": {"memory": "1Gi"},
+                }
+            ],
             "config": [{"source": "FromClass", "requests": ["r"], "opaque": {"driver": "d", "parameters": {"a": 1}}}],
         },
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]},
+        "nodeSelector": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}]
+        },
     }
     result = AllocationResult.from_dict(raw)
     assert result.to_dict() == raw
