@@ -37,6 +37,7 @@ string literal in the expression (the literals are added as empty maps); iterati
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -58,6 +59,7 @@ __all__ = ["CELCompileError", "CELCostError", "CELError", "CELRuntimeError", "Co
 #: kube's CELSelectorExpressionMaxCost: quoted in messages; what bounds work here is the budget.
 ITERATION_BUDGET = 10_000
 _CACHE_SIZE = 1024
+_ACTIVATIONS = 4096  # devices' converted variables kept (a few nodes' worth)
 
 
 class CELError(TesseraError):
@@ -118,7 +120,9 @@ def _amount(msg: Any) -> Fraction:
     return Fraction(msg.value)
 
 
+@functools.lru_cache(maxsize=1024)
 def _parse_quantity(text: str) -> message.Message:
+    """quantity("..."): cached, as selectors repeat the same few literals on every device."""
     try:
         return _q(qmod.parse(text).amount)
     except QuantityError as e:
@@ -303,6 +307,33 @@ def _literals(expression: str) -> frozenset[str]:
     return frozenset(out)
 
 
+class _Activations:
+    """The `device` variable of recent devices, converted for cel-cpp once: converting it is most
+    of an evaluation's cost, and the allocator evaluates several selectors on each device."""
+
+    def __init__(self, env: cel.Env, size: int) -> None:
+        self._env = env
+        self._size = size
+        # keyed by id(device); the entry keeps the device, so the id cannot be reused meanwhile
+        self._entries: OrderedDict[tuple[int, str, frozenset[str]], tuple[Device, cel.Activation]] = OrderedDict()
+
+    def get(self, device: Device, driver: str, domains: frozenset[str]) -> cel.Activation:
+        key = (id(device), driver, domains)
+        hit = self._entries.get(key)
+        if hit is not None and hit[0] is device:
+            self._entries.move_to_end(key)
+            return hit[1]
+        var = device_variable(device, driver)
+        for by_domain in (var["attributes"], var["capacity"]):
+            for domain in domains:
+                by_domain.setdefault(domain, {})
+        activation = self._env.Activation(data={"device": var})
+        self._entries[key] = (device, activation)
+        if len(self._entries) > self._size:
+            self._entries.popitem(last=False)
+        return activation
+
+
 @dataclass(frozen=True, slots=True)
 class Program:
     """A compiled selector: `matches(device, driver)` is whether the device is selected."""
@@ -310,15 +341,12 @@ class Program:
     expression: str
     _compiled: cel.Expression
     _domains: frozenset[str]
+    _activations: _Activations
 
     def matches(self, device: Device, driver: str) -> bool:
         """Raises CELRuntimeError (CELCostError past the budget); never another exception."""
-        var = device_variable(device, driver)
-        for domains in (var["attributes"], var["capacity"]):
-            for domain in self._domains:
-                domains.setdefault(domain, {})
         try:
-            result = self._compiled.eval(data={"device": var})
+            result = self._compiled.eval(self._activations.get(device, driver, self._domains))
         except RuntimeError as e:
             text = str(e)
             if "budget" in text.lower():
@@ -346,8 +374,8 @@ def _clean(text: str) -> str:
 
 
 class Compiler:
-    """Compiles selector expressions once each; share one per scheduler (it is not thread-safe
-    to mutate concurrently, but a compiled Program is immutable)."""
+    """Compiles selector expressions once each, and converts each device's variable once; share
+    one per scheduling loop (not thread-safe: its caches are plain dicts)."""
 
     def __init__(self, *, cache_size: int = _CACHE_SIZE) -> None:
         self._env = cel.NewEnv(
@@ -357,6 +385,7 @@ class Compiler:
             functions=_functions(),
         )
         self._cache: OrderedDict[str, Program | CELCompileError] = OrderedDict()
+        self._activations = _Activations(self._env, _ACTIVATIONS)
         self._cache_size = cache_size
         self.compilations = 0  # how many expressions were compiled (not served from the cache)
 
@@ -387,4 +416,4 @@ class Compiler:
         out = compiled.return_type()
         if out not in (cel.Type.BOOL, cel.Type.DYN):
             return CELCompileError(expression, f"must evaluate to bool, not {out.name().lower()}")
-        return Program(expression, compiled, _literals(expression))
+        return Program(expression, compiled, _literals(expression), self._activations)
