@@ -8,7 +8,6 @@ from collections.abc import Callable, Hashable, Mapping
 
 from scheduler.cache import ClusterCache
 from scheduler.framework.config import PluginRef, SchedulerConfig
-from scheduler.framework.interfaces import Handle
 from scheduler.framework.runtime import Framework, PointObserver, Registry
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 
@@ -35,7 +34,8 @@ def build_frameworks(
             profile,
             registry=registry,
             default_plugins=default_plugins,
-            handle=Handle(cache, profile.scheduler_name, shared=dict(shared or {})),
+            cache=cache,
+            shared=shared,
             percentage_of_nodes_to_score=config.percentage_for(profile),
             rng=rng,
             observer=observer(profile.scheduler_name),

@@ -38,7 +38,7 @@ import abc
 import enum
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Protocol, TypeVar
 
 from apis.crds.podgroup import PodGroup
 from apis.k8s.core import Pod
@@ -78,14 +78,30 @@ _T = TypeVar("_T")
 MAX_NODE_SCORE = 100
 
 
-@dataclass(slots=True)
-class NodeCheck:
+class NodeCheck(Protocol):
     """The profile's own PreFilter and Filter chains, for a plugin that must ask whether a pod
     would fit a node it changed on a copy (preemption: the node without its victims), as kube's
-    framework handle offers. Set by the Framework once it is built; None before."""
+    framework handle offers (RunPreFilterPlugins, RunFilterPlugins). The Framework gives every
+    plugin its own at construction; calling it before the profile's plugins are all built raises
+    RuntimeError."""
 
-    pre_filter: Callable[[CycleState, PodInfo], Status] | None = None
-    filter: Callable[[CycleState, PodInfo, NodeInfo], Status] | None = None
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        """Every PreFilter of the profile; SUCCESS or the first rejection."""
+        ...
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """The profile's Filter chain on `node` (the Filters PreFilter skipped left out)."""
+        ...
+
+
+class _NoFramework:
+    """The `NodeCheck` of a Handle made outside a Framework (a plugin built alone, in a test)."""
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        raise RuntimeError("this plugin was built outside a Framework: it has no profile to check nodes with")
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        raise RuntimeError("this plugin was built outside a Framework: it has no profile to check nodes with")
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +117,8 @@ class Handle:
     #: The pods held at Permit, by `PodInfo.ident`: owned by the framework, which adds and
     #: removes them; a plugin only allows or rejects them (a gang all at once).
     waiting: dict[str, WaitingPod] = field(default_factory=dict, compare=False, repr=False)
-    #: The profile's PreFilter and Filter chains (`NodeCheck`), filled in by the Framework.
-    check: NodeCheck = field(default_factory=NodeCheck, compare=False, repr=False)
+    #: The profile's PreFilter and Filter chains (`NodeCheck`), given by the Framework.
+    check: NodeCheck = field(default_factory=_NoFramework, compare=False, repr=False)
 
     def shared_object(self, key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
         """The object under `key`, made by `factory()` on first use. Raises TypeError when

@@ -35,12 +35,12 @@ import types
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from apis.crds.podgroup import PodGroup
 from apis.errors import ConfigError
 from apis.k8s.core import Pod
-from scheduler.cache import NodeInfo, PodInfo
+from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.framework.config import PluginRef, ProfileConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.diagnosis import Diagnosis
@@ -140,22 +140,55 @@ class ScheduleResult:
     preemption: Preemption | None = None
 
 
+class MemoEntry:
+    """One node's results for one pod shape (`Plugin.memo_key`), valid while the node's
+    `generation` is what it was when they were computed: the Filter chain's status, and the raw
+    scores of the Score plugins that were active (`active_id`, see `Framework._active_id`; -1
+    before any were computed). Owned by the runtime's memo; mutable so that scores computed later
+    are kept with the status."""
+
+    __slots__ = ("active_id", "generation", "scores", "status")
+
+    def __init__(self, generation: int, status: Status) -> None:
+        self.generation = generation
+        self.status = status
+        self.scores: tuple[int, ...] = ()
+        self.active_id = -1
+
+
 class Framework:
     """One profile's plugins, run per extension point. Build with `Framework.build`."""
 
     def __init__(
         self,
         *,
-        handle: Handle,
-        plugins: Mapping[ExtensionPoint, Sequence[Plugin]],
-        weights: Mapping[str, int],
+        cache: ClusterCache,
+        profile: str,
+        shared: Mapping[Hashable, object] | None = None,
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
         observer: PointObserver | None = None,
     ) -> None:
-        self.handle = handle
+        """A framework with no plugins yet, and the `Handle` its plugins are built with: `build`
+        builds them and installs them. The handle's `check` runs this framework's PreFilter and
+        Filter chains, so it is complete before any plugin sees it (nothing is patched later)."""
+        self._checks = _ProfileChecks(self)
+        self.handle = Handle(cache, profile, shared=dict(shared or {}), check=self._checks)
         self._observer = observer
-        self.profile = handle.profile
+        self.profile = profile
+        self._percentage = percentage_of_nodes_to_score
+        self._rng = rng if rng is not None else random.Random(0)
+        self._next_start = 0
+        self._waiting: dict[str, WaitingPod] = self.handle.waiting
+        #: memo key -> node name -> that node's results for pods of that shape
+        self._memo: OrderedDict[Hashable, dict[str, MemoEntry]] = OrderedDict()
+        #: (active Score plugins, their score epochs) -> an id, never reused (`_active_id`).
+        self._active_ids: dict[tuple[tuple[str, ...], tuple[Hashable, ...]], int] = {}
+        self._next_active_id = itertools.count()
+        self._install({}, {})
+
+    def _install(self, plugins: Mapping[ExtensionPoint, Sequence[Plugin]], weights: Mapping[str, int]) -> None:
+        """Put the plugins at their extension points (in the order given) and their score weights."""
 
         def at(point: ExtensionPoint) -> Sequence[Plugin]:
             return plugins.get(point, ())
@@ -176,15 +209,6 @@ class Framework:
                 if not isinstance(plugin, POINT_CLASSES[point]):
                     raise ConfigError(f"plugin {plugin.name} does not implement {point.value}")
         self._weights = dict(weights)
-        self._percentage = percentage_of_nodes_to_score
-        self._rng = rng if rng is not None else random.Random(0)
-        self._next_start = 0
-        self._waiting: dict[str, WaitingPod] = handle.waiting
-        #: memo key -> node name -> [generation, filter status, raw scores, id of their plugin set]
-        self._memo: OrderedDict[Hashable, dict[str, list[Any]]] = OrderedDict()
-        #: (active Score plugins, their score epochs) -> an id, never reused (`_active_id`).
-        self._active_ids: dict[tuple[tuple[str, ...], tuple[Hashable, ...]], int] = {}
-        self._next_active_id = itertools.count()
         seen: dict[str, Plugin] = {}
         for group in plugins.values():
             for p in group:
@@ -192,8 +216,6 @@ class Framework:
         self._plugins = seen
         self._pod_sets = [p for p in seen.values() if isinstance(p, PodSetExtension)]
         self._queue_sorts = [p for p in seen.values() if isinstance(p, QueueSortExtension)]
-        handle.check.pre_filter = lambda state, pod: self.run_pre_filter(state, pod)[1]
-        handle.check.filter = self.run_filters
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
@@ -203,12 +225,23 @@ class Framework:
         *,
         registry: Registry,
         default_plugins: Sequence[PluginRef],
-        handle: Handle,
+        cache: ClusterCache,
+        shared: Mapping[Hashable, object] | None = None,
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
         observer: PointObserver | None = None,
     ) -> Framework:
-        """Instantiate the profile's plugins. Raises ConfigError listing every problem."""
+        """Instantiate the profile's plugins with the framework's `Handle` (`shared` seeds its
+        `Handle.shared`) and install them. Raises ConfigError listing every problem."""
+        framework = cls(
+            cache=cache,
+            profile=profile.scheduler_name,
+            shared=shared,
+            percentage_of_nodes_to_score=percentage_of_nodes_to_score,
+            rng=rng,
+            observer=observer,
+        )
+        handle = framework.handle
         problems: list[str] = []
         enabled: dict[str, int | None] = {}
         if "*" not in profile.multi_point.disabled:
@@ -257,14 +290,9 @@ class Framework:
                     problems.append(f"plugin {name} does not implement the {point.value} extension point")
         if problems:
             raise ConfigError(f"profile {profile.scheduler_name}: " + "; ".join(problems))
-        return cls(
-            handle=handle,
-            plugins=points,
-            weights=weights,
-            percentage_of_nodes_to_score=percentage_of_nodes_to_score,
-            rng=rng,
-            observer=observer,
-        )
+        framework._install(points, weights)
+        framework._checks.ready = True
+        return framework
 
     # --- introspection ----------------------------------------------------------------------------
     def plugin(self, name: str) -> Plugin | None:
@@ -447,7 +475,7 @@ class Framework:
                 out.append(status)
         return out
 
-    def _memo_for(self, state: CycleState, pod: PodInfo) -> dict[str, list[Any]] | None:
+    def _memo_for(self, state: CycleState, pod: PodInfo) -> dict[str, MemoEntry] | None:
         """This pod shape's per-node results, if every Filter and Score plugin gives a key."""
         parts: list[Hashable] = [frozenset(state.skip_filter)]
         for plugin in itertools.chain(self._filter, self._score):
@@ -473,9 +501,9 @@ class Framework:
         allowed: frozenset[str] | None,
         diagnosis: Diagnosis,
         *,
-        memo: dict[str, list[Any]] | None,
+        memo: dict[str, MemoEntry] | None,
         ahead: Mapping[str, Sequence[PodInfo]] | None = None,
-    ) -> tuple[list[NodeInfo], list[list[Any]] | None, int]:
+    ) -> tuple[list[NodeInfo], list[MemoEntry] | None, int]:
         """`ahead`: per node, nominated pods to count there first (`Nominator.ahead_of`); the
         caller passes no memo with them (a node's result then depends on the pod's priority)."""
         total = len(nodes)
@@ -492,7 +520,7 @@ class Framework:
         filters = self._active_filters(state)
         statuses = diagnosis.node_statuses
         feasible: list[NodeInfo] = []
-        entries: list[list[Any]] = []
+        entries: list[MemoEntry] = []
         evaluated = 0
         # Two copies of the loop: this is the hottest code of the scheduler.
         if memo is not None:
@@ -504,10 +532,10 @@ class Framework:
                 evaluated += 1
                 name = info.name
                 entry = lookup(name)
-                if entry is None or entry[0] != info.generation:
-                    entry = memo[name] = [info.generation, _run_chain(filters, state, pod, info), (), -1]
-                if entry[1] is not SUCCESS:  # _run_chain returns this very object when all pass
-                    statuses[name] = entry[1]
+                if entry is None or entry.generation != info.generation:
+                    entry = memo[name] = MemoEntry(info.generation, _run_chain(filters, state, pod, info))
+                if entry.status is not SUCCESS:  # _run_chain returns this very object when all pass
+                    statuses[name] = entry.status
                     continue
                 keep_entry(entry)
                 keep_node(info)
@@ -575,7 +603,7 @@ class Framework:
         state: CycleState,
         pod: PodInfo,
         nodes: Sequence[NodeInfo],
-        entries: Sequence[list[Any]] | None = None,
+        entries: Sequence[MemoEntry] | None = None,
         *,
         breakdown: list[tuple[str, list[int]]] | None = None,
     ) -> list[int]:
@@ -596,18 +624,18 @@ class Framework:
                 column: list[int] = []
                 keep = column.append
                 for entry, info in zip(entries, nodes, strict=True):
-                    if entry[3] != active_id:
-                        entry[2] = (only.score(state, pod, info),)
-                        entry[3] = active_id
-                    keep(entry[2][0])
+                    if entry.active_id != active_id:
+                        entry.scores = (only.score(state, pod, info),)
+                        entry.active_id = active_id
+                    keep(entry.scores[0])
                 columns = [column]
             else:
                 raws = []
                 for entry, info in zip(entries, nodes, strict=True):
-                    if entry[3] != active_id:
-                        entry[2] = tuple(plugin.score(state, pod, info) for plugin in active)
-                        entry[3] = active_id
-                    raws.append(entry[2])
+                    if entry.active_id != active_id:
+                        entry.scores = tuple(plugin.score(state, pod, info) for plugin in active)
+                        entry.active_id = active_id
+                    raws.append(entry.scores)
                 columns = [list(column) for column in zip(*raws, strict=True)]
         else:
             columns = [[plugin.score(state, pod, info) for info in nodes] for plugin in active]
@@ -742,6 +770,29 @@ class Framework:
             extra={"profile": self.profile, "plugin": plugin, "point": point, "pod": pod.key},
         )
         return Status.error(f"{type(error).__name__}: {error}", plugin=plugin)
+
+
+class _ProfileChecks:
+    """`Handle.check` of a framework's plugins: its PreFilter and Filter chains, callable once
+    the plugins are installed (a plugin that asks from its constructor gets an error, not an
+    answer from an empty chain)."""
+
+    __slots__ = ("_framework", "ready")
+
+    def __init__(self, framework: Framework) -> None:
+        self._framework = framework
+        self.ready = False
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        return self._ready().run_pre_filter(state, pod)[1]
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self._ready().run_filters(state, pod, node)
+
+    def _ready(self) -> Framework:
+        if not self.ready:
+            raise RuntimeError(f"profile {self._framework.profile}: its plugins are not built yet")
+        return self._framework
 
 
 def _run_chain(
