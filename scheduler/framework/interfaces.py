@@ -38,16 +38,17 @@ import abc
 import enum
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol, TypeVar
+from typing import ClassVar, Protocol, TypeVar, cast
 
 from apis.crds.podgroup import PodGroup
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.status import Status
 from scheduler.framework.waiting import WaitingPod
 
 __all__ = [
+    "Access",
     "BindPlugin",
     "ClusterEvent",
     "EnqueueExtension",
@@ -184,10 +185,29 @@ class ClusterEvent:
     action: EventAction
 
 
+@dataclass(frozen=True, slots=True)
+class Access:
+    """A plugin's part in a shared cycle-state entry (`scheduler.framework.shared`): the entry,
+    and the extension point where it writes it, or first reads it."""
+
+    key: StateKey[object]
+    point: ExtensionPoint
+
+    @classmethod
+    def of(cls, key: StateKey[_T], point: ExtensionPoint) -> Access:
+        """The access to `key`, whatever its value type (only the key's identity is compared)."""
+        return cls(cast("StateKey[object]", key), point)
+
+
 class Plugin(abc.ABC):
     """Every plugin has a name, unique in the registry, used in config, statuses and logs."""
 
     name: ClassVar[str]
+    #: The shared cycle-state entries this plugin writes, each at the point that writes it.
+    writes: ClassVar[tuple[Access, ...]] = ()
+    #: The shared entries it reads, each at the first point that reads it: `Framework.build`
+    #: refuses a profile that runs it there before their writer.
+    reads: ClassVar[tuple[Access, ...]] = ()
 
     def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
         """A key such that this plugin's Filter and Score results on a node depend only on the

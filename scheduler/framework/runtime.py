@@ -65,6 +65,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.preemption import Preemption
+from scheduler.framework.shared import NOMINATED_RESERVATIONS, check_order
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.waiting import MAX_PERMIT_TIMEOUT, WaitingPod
 
@@ -288,6 +289,7 @@ class Framework:
                     points.setdefault(point, []).append(plugin)
                 elif name in explicit:
                     problems.append(f"plugin {name} does not implement the {point.value} extension point")
+        problems.extend(check_order(points))
         if problems:
             raise ConfigError(f"profile {profile.scheduler_name}: " + "; ".join(problems))
         framework._install(points, weights)
@@ -383,7 +385,7 @@ class Framework:
             return ScheduleResult(None, summary, diagnosis, nominated_node=nominated, preemption=preemption)
         allowed = result.node_names if result is not None else None
         ahead = self.handle.cache.nominator.ahead_of(pod) if self.handle.cache.nominator else None
-        memo = self._memo_for(state, pod) if not ahead and not state.reservations else None
+        memo = self._memo_for(state, pod) if not ahead and not state.get(NOMINATED_RESERVATIONS) else None
         feasible, entries, evaluated = self._find_feasible(
             state, pod, nodes, allowed, diagnosis, memo=memo, ahead=ahead
         )
@@ -563,10 +565,11 @@ class Framework:
         self, state: CycleState, info: NodeInfo, ahead: Mapping[str, Sequence[PodInfo]] | None = None
     ) -> NodeInfo:
         """The node as the pod's Filters see it: with the nominated pods `ahead` counted first,
-        and without the Reservation the pod may use there (`CycleState.reservations`): its
+        and without the Reservation the pod may use there (`NOMINATED_RESERVATIONS`): its
         resources are the pod's. The node itself when neither applies."""
         nominated = ahead.get(info.name) if ahead else None
-        held = state.reservations.get(info.name) if state.reservations else None
+        reservations = state.get(NOMINATED_RESERVATIONS)
+        held = reservations.get(info.name) if reservations else None
         if not nominated and held is None:
             return info
         return info.simulate(remove=(held.uid,) if held is not None else (), add=nominated or ())

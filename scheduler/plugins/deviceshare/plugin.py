@@ -19,10 +19,12 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
 - Score is the policy's node score, normalized (kube's DefaultNormalizeScore).
 - Reserve records the chosen devices in the cluster cache (shared by every profile); Unreserve
   releases them (idempotent). PreBind writes the `device-allocated` annotation.
-- On the node of a Reservation it is placed onto (`CycleState.reservations`), an owner gets the
-  devices the Reservation has left by its allocate policy (`reserved`): those very devices when
-  it asks for exactly them; else within them, and for an Aligned one with the node's free
-  devices when they are not enough.
+- On the node of a Reservation it may be placed onto (the shared entry `NOMINATED_RESERVATIONS`,
+  written at PreFilter by the Reservation plugin), an owner fits by the Reservation's allocate
+  policy (`reserved`): within the devices it has left, and for an Aligned one with the node's
+  free devices when they are not enough; at Reserve, an owner that consumed the Reservation
+  (`CONSUMED_RESERVATION`) and asks for exactly its devices gets those very devices. Both are
+  declared in `reads`: a profile that runs this plugin before Reservation is refused at startup.
 """
 
 from __future__ import annotations
@@ -40,10 +42,12 @@ from scheduler.cache.reservations import HeldReservation
 from scheduler.framework import scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
+    Access,
     ClusterEvent,
     EnqueueExtension,
     EventAction,
     EventResource,
+    ExtensionPoint,
     FilterPlugin,
     Handle,
     PodPatch,
@@ -53,6 +57,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from scheduler.framework.shared import CONSUMED_RESERVATION, NOMINATED_RESERVATIONS
 from scheduler.framework.status import SKIP, SUCCESS, Status
 from scheduler.plugins.deviceshare import reasons, reserved
 from scheduler.plugins.deviceshare.allocator import POLICIES, Allocation, AllocationPolicy, PodDeviceRequest
@@ -68,6 +73,10 @@ _MAX_SHAPES = 4096
 class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtension):
     name = NAME
     normalizes = True
+    reads = (
+        Access.of(NOMINATED_RESERVATIONS, ExtensionPoint.PRE_FILTER),
+        Access.of(CONSUMED_RESERVATION, ExtensionPoint.RESERVE),
+    )
 
     def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:
         self.args = args
@@ -128,9 +137,10 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         state.write(NAME, RequestState(request, shape, request_id, epoch, share_provider, template_models))
         self._index.sync()
         candidates = self._index.candidates(request)
-        if candidates is not None and state.reservations:
+        nominated = state.get(NOMINATED_RESERVATIONS)
+        if candidates is not None and nominated:
             # The index counts reserved devices as used; the pod's own Reservation frees them.
-            candidates = candidates | frozenset(state.reservations)
+            candidates = candidates | frozenset(nominated)
         return (PreFilterResult(candidates) if candidates is not None else None), SUCCESS
 
     def _shape_id(self, shape: Hashable) -> int:
@@ -158,7 +168,8 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         found = state.read(NAME, RequestState)
         if found is None:
             return None
-        held = state.reservations.get(node.name) if state.reservations else None
+        nominated = state.get(NOMINATED_RESERVATIONS)
+        held = nominated.get(node.name) if nominated else None
         if held is not None and not held.reserved.keys().isdisjoint(found.request.requests):
             return self._fit_reserved(node, held, found)
         fit = self._memo.get(node, found.shape)
@@ -270,8 +281,8 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         info = self._cache.node(node)
         if found is None or info is None:
             return SUCCESS
-        held = state.reservations.get(node) if state.reservations else None
-        if held is not None and held.devices_fit(pod):
+        held = state.get(CONSUMED_RESERVATION)
+        if held is not None and held.node == node and held.devices_fit(pod):
             # The pod takes the reserved devices themselves (the Reservation plugin's Reserve,
             # which runs first, stopped counting them for the Reservation).
             return self._take(state, pod, node, Allocation(held.allocations), found)
