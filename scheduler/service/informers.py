@@ -4,11 +4,12 @@ cache and the scheduling queue.
 What each change means to the scheduler, in one place:
 
 - **assigned pods** (any scheduler's, and ours after binding) go into the cache, which accounts
-  their devices from their `device-allocated` annotation — so pods bound before a restart or by
-  another scheduler hold their GPUs. A pod this scheduler assumed is confirmed by the same call.
+  their devices from their records (its holdings sources, `scheduler.cache.holdings`) — so pods
+  bound before a restart or by another scheduler hold their GPUs. A pod this scheduler assumed is
+  confirmed by the same call.
 - **pending pods** with one of our profiles' `schedulerName` go into the queue. They never touch
   the cache: the only pending pods it holds are the ones we assumed ourselves, and a pending
-  pod's annotation (say, left by a binding that failed) accounts for nothing.
+  pod's record (say, left by a binding that failed) accounts for nothing.
 - **deletions** (and pods reaching Succeeded/Failed, which the field selector turns into
   deletions) leave the cache and the queue; an assigned pod leaving frees room, so pods it may
   help are moved out of the unschedulable queue, as are those a node or Device change may help.
@@ -25,12 +26,12 @@ What each change means to the scheduler, in one place:
 
 Bad input never stops anything and is said where users look: a pod or Device CR that does not
 parse gets a Warning Event naming the field (the informer keeps the last good version); an
-assigned pod whose `device-allocated` annotation cannot be read (or was removed) gets an
+assigned pod whose record of what it holds cannot be read (or was removed) gets an
 `InvalidDeviceAllocation` one too, saying what the cache does about it: it keeps counting the
 pod's last valid allocation, or — first seen that way, as after a restart — treats the node's
-devices of the types the pod asks for as possibly in use. A change to an assigned pod's
-annotation moves the pods DeviceShare rejected (a fix may free a node). A device that holdings
-bypassing the scheduler over-commit is reported by the `OvercommitReporter`.
+devices of the types the pod asks for as possibly in use. A change to an assigned pod's record
+moves the pods DeviceShare rejected (a fix may free a node). A device that holdings bypassing
+the scheduler over-commit is reported by the `OvercommitReporter`.
 
 Handlers run on the informers' dispatcher threads and take the cache lock only for the cache
 call itself.
@@ -78,7 +79,7 @@ _DEVICE_ADD = ClusterEvent(EventResource.DEVICE, EventAction.ADD)
 _DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
 _POD_ADD = ClusterEvent(EventResource.POD, EventAction.ADD)
 _POD_GROUP_CHANGE = ClusterEvent(EventResource.POD_GROUP, EventAction.ALL)
-#: An assigned pod's device-allocated annotation changed (fixed, edited, broken).
+#: An assigned pod's record of what it holds changed (fixed, edited, broken).
 _POD_UPDATE = ClusterEvent(EventResource.POD, EventAction.UPDATE)
 
 
@@ -305,7 +306,8 @@ class ClusterFeed:
                 self._check_overcommits(pod.node_name, pod)
             if self._queue.done(uid) is not None:
                 self._reporter.forget(uid)
-            edited = old is None or _allocation(old) != _allocation(pod)
+            holdings = self._cache.holdings
+            edited = old is None or holdings.records(old) != holdings.records(pod)
             if info is not None and info.allocation_error and edited:
                 self._recorder.warning(
                     ObjectReference.of(pod),
@@ -371,7 +373,3 @@ def _node_schedulable_view(node: Node) -> tuple[object, ...]:
 def _mapping(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = raw.get(key)
     return value if isinstance(value, dict) else {}
-
-
-def _allocation(pod: Pod) -> str | None:
-    return pod.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED)

@@ -126,7 +126,11 @@ class SchedulerService:
         )
         self.pod_api = pod_api if pod_api is not None else KubePodAPI(client)
         self.reporter = FailureReporter(
-            self.pod_api, self.recorder, event_interval=settings.binder.event_interval, clock=clock
+            self.pod_api,
+            self.recorder,
+            event_interval=settings.binder.event_interval,
+            clock=clock,
+            holdings=self.cache.holdings,
         )
         handoff = Handoff()
         self.cycle: SchedulingCycle[QueuedPod] = SchedulingCycle(self.cache, self.frameworks, bind=handoff, clock=clock)
@@ -145,7 +149,12 @@ class SchedulerService:
         # Reservations are scheduled as their reserve pods; writes go to the Reservation.
         reservation_api = ReservationAPI(client)
         self.reservation_reporter = FailureReporter(
-            reservation_api, self.recorder, event_interval=settings.binder.event_interval, clock=clock, refer=reference
+            reservation_api,
+            self.recorder,
+            event_interval=settings.binder.event_interval,
+            clock=clock,
+            refer=reference,
+            holdings=self.cache.holdings,
         )
         self.reservation_binder = Binder(
             reservation_api,
