@@ -17,8 +17,11 @@ Contracts, as kube-scheduler's:
   idempotent and must not fail.
 - Permit returns SUCCESS, WAIT (with a timeout; the runtime keeps the pod waiting until a plugin
   allows or rejects it, or the time is up) or a rejection.
-- PreBind may add annotations to the pod through a `PodPatch`; the caller applies the patch
-  before Bind. Bind returns SKIP to let the next binder (or the caller) bind.
+- PreBind returns the API writes to make before binding (`writes`: the pod's annotations,
+  another object's patch with its undo); whoever binds makes them — the live binder on its own
+  threads, out of the cycle and without the cache lock, so PreBind reads only the pod and what
+  earlier points recorded in the cycle state (or plugin state that no longer changes), never
+  the cache. Bind returns SKIP to let the next binder (or the caller) bind.
 - Filter/Score plugins that can say what of the pod their results depend on (`memo_key`) let
   the runtime reuse per-node results across pods of the same shape; what changes Score results
   only, for every node at once, is a `score_epoch` (Filter results survive it).
@@ -46,6 +49,7 @@ from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.framework.cycle_state import CycleState, StateKey
 from scheduler.framework.status import Status
 from scheduler.framework.waiting import WaitingPod
+from scheduler.framework.writes import Write
 
 __all__ = [
     "Access",
@@ -60,7 +64,6 @@ __all__ = [
     "NodeCheck",
     "PermitPlugin",
     "Plugin",
-    "PodPatch",
     "PodSetExtension",
     "PostBindPlugin",
     "PostFilterPlugin",
@@ -138,13 +141,6 @@ class PreFilterResult:
     this plugin's Filter (the runtime filters them only to explain a failure)."""
 
     node_names: frozenset[str] | None = None
-
-
-@dataclass(slots=True)
-class PodPatch:
-    """Changes PreBind plugins ask for on the pod (applied by the caller before binding)."""
-
-    annotations: dict[str, str] = field(default_factory=dict)
 
 
 class ExtensionPoint(enum.Enum):
@@ -290,8 +286,10 @@ class PermitPlugin(Plugin):
 
 class PreBindPlugin(Plugin):
     @abc.abstractmethod
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
-        """Last step before binding; may ask for annotations through `patch`."""
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
+        """The writes to make before the pod is bound on `node` (`scheduler.framework.writes`),
+        and SUCCESS or why the binding must not go ahead. Runs on the binder's thread without
+        the cache lock: reads the pod and the cycle state only (see the module docstring)."""
 
 
 class BindPlugin(Plugin):

@@ -52,7 +52,6 @@ from scheduler.framework.interfaces import (
     Handle,
     PermitPlugin,
     Plugin,
-    PodPatch,
     PodSetExtension,
     PostBindPlugin,
     PostFilterPlugin,
@@ -68,6 +67,7 @@ from scheduler.framework.preemption import Preemption
 from scheduler.framework.shared import NOMINATED_RESERVATIONS, check_order
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.waiting import MAX_PERMIT_TIMEOUT, WaitingPod
+from scheduler.framework.writes import Write, Writes
 
 __all__ = [
     "MIN_FEASIBLE_NODES_TO_FIND",
@@ -729,21 +729,24 @@ class Framework:
         """Reject waiting pods whose deadline passed; returns them (still tracked until removed)."""
         return [w for w in self._waiting.values() if w.expire(now)]
 
-    def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, PodPatch]:
-        """Collect the annotations PreBind plugins ask for; apply them before binding.
+    def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, Writes]:
+        """Collect the writes PreBind plugins ask for (`Writes`: the pod's annotations merged in
+        plugin order, then other objects); whoever binds makes them before binding. Reads no
+        cache: safe on the binder's thread without the lock (see `PreBindPlugin`).
 
         PreBind and Bind are not reported to the observer: their cost is in the API calls the
         caller makes, so the caller times them.
         """
-        patch = PodPatch()
+        asked: list[Write] = []
         try:
             for plugin in self._pre_bind:
-                status = plugin.pre_bind(state, pod, node, patch)
+                writes, status = plugin.pre_bind(state, pod, node)
+                asked.extend(writes)
                 if not status.is_success:
-                    return _with_plugin(status, plugin.name), patch
+                    return _with_plugin(status, plugin.name), Writes.of(asked)
         except Exception as e:
-            return self._crash(e, "pre_bind", pod), patch
-        return SUCCESS, patch
+            return self._crash(e, "pre_bind", pod), Writes.of(asked)
+        return SUCCESS, Writes.of(asked)
 
     def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """The first Bind plugin that does not SKIP decides; SKIP from all means "bind it yourself"."""

@@ -202,8 +202,8 @@ class Inspector:
                 status = framework.run_reserve(state, info, result.node)
                 patch_annotations: dict[str, str] = {}
                 if status.is_success:
-                    status, patch = framework.run_pre_bind(state, info, result.node)
-                    patch_annotations = dict(patch.annotations)
+                    status, writes = framework.run_pre_bind(state, info, result.node)
+                    patch_annotations = writes.set_annotations
             finally:
                 framework.run_unreserve(state, info, result.node)
                 self._cache.forget(info.ident)

@@ -49,6 +49,7 @@ from scheduler.service.leader import Leadership
 from scheduler.service.loop import Handoff, ReservationRoute, SchedulingLoop
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.migrations import MigrationPlanner
+from scheduler.service.objectapi import KubeObjectAPI
 from scheduler.service.podapi import KubePodAPI, PodAPI
 from scheduler.service.preemptor import Preemptor
 from scheduler.service.queue import Interest, QueuedPod, SchedulingQueue
@@ -134,8 +135,10 @@ class SchedulerService:
         )
         handoff = Handoff()
         self.cycle: SchedulingCycle[QueuedPod] = SchedulingCycle(self.cache, self.frameworks, bind=handoff, clock=clock)
+        self.object_api = KubeObjectAPI(client)
         self.binder = Binder(
             self.pod_api,
+            objects=self.object_api,
             lock=self.lock,
             cycle=self.cycle,
             queue=self.queue,
@@ -158,6 +161,7 @@ class SchedulerService:
         )
         self.reservation_binder = Binder(
             reservation_api,
+            objects=self.object_api,
             lock=self.lock,
             cycle=self.cycle,
             queue=self.queue,

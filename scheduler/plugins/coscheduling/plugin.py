@@ -18,7 +18,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -26,7 +26,7 @@ from apis.crds.podgroup import PodGroup
 from apis.extension import names
 from apis.k8s.core import Pod
 from scheduler.cache import PodInfo
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, StateData
 from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -35,7 +35,6 @@ from scheduler.framework.interfaces import (
     EventResource,
     Handle,
     PermitPlugin,
-    PodPatch,
     PodSetExtension,
     PostBindPlugin,
     PostFilterPlugin,
@@ -46,6 +45,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from scheduler.framework.status import SUCCESS, Status
+from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins.coscheduling import reasons
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 from scheduler.plugins.coscheduling.gangs import Gang, GangBook
@@ -53,6 +53,14 @@ from scheduler.plugins.coscheduling.gangs import Gang, GangBook
 __all__ = ["NAME", "Coscheduling", "GangObserver", "GangSummary", "new"]
 
 NAME = "Coscheduling"
+_MEMBER = f"{NAME}/member"
+
+
+@dataclass(frozen=True, slots=True)
+class _Member(StateData):
+    """Written at Permit: the gang the pod is a member of (PreBind names it)."""
+
+    gang: Gang
 
 
 class GangObserver(Protocol):
@@ -236,6 +244,7 @@ class Coscheduling(
         gang = self.book.gang_of(pod.ident)
         if gang is None or gang.spec is None:
             return SUCCESS
+        state.write(_MEMBER, _Member(gang))
         if gang.first_waiting_at is None:
             gang.first_waiting_at = self._clock()
         gang.waiting.add(pod.ident)
@@ -247,15 +256,22 @@ class Coscheduling(
         self._allow_group(gang, [member for member in group if member is not None])
         return SUCCESS
 
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
-        gang = self.book.gang_of(pod.ident)
-        if gang is not None and gang.spec is not None:
-            group_id, count = gang.spec.group_id, str(gang.binding_count)
-            patch.annotations[names.ANNOTATION_BIND_GANG_GROUP_ID] = group_id
-            patch.annotations[names.ANNOTATION_BIND_GANG_MEMBER_COUNT] = count
-            patch.annotations[names.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID] = group_id
-            patch.annotations[names.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT] = count
-        return SUCCESS
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
+        # The gang as Permit found it (PreBind runs on the binder's thread, without the lock the
+        # book lives under); its spec and binding count are set when the group is allowed, before
+        # any member is handed to the binder, and not changed afterwards.
+        member = state.read(_MEMBER, _Member)
+        gang = member.gang if member is not None else None
+        if gang is None or gang.spec is None:
+            return (), SUCCESS
+        group_id, count = gang.spec.group_id, str(gang.binding_count)
+        annotations: dict[str, str | None] = {
+            names.ANNOTATION_BIND_GANG_GROUP_ID: group_id,
+            names.ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
+            names.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID: group_id,
+            names.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
+        }
+        return (PodAnnotations(annotations),), SUCCESS
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         gang = self.book.gang_of(pod.ident)

@@ -18,7 +18,8 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
   a rejection names them.
 - Score is the policy's node score, normalized (kube's DefaultNormalizeScore).
 - Reserve records the chosen devices in the cluster cache (shared by every profile); Unreserve
-  releases them (idempotent). PreBind writes the `device-allocated` annotation.
+  releases them (idempotent). PreBind asks for the `device-allocated` annotation (the record the
+  cache's default holdings source reads back once the pod is bound).
 - On the node of a Reservation it may be placed onto (the shared entry `NOMINATED_RESERVATIONS`,
   written at PreFilter by the Reservation plugin), an owner fits by the Reservation's allocate
   policy (`reserved`): within the devices it has left, and for an Aligned one with the node's
@@ -30,7 +31,7 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 
 from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
@@ -50,7 +51,6 @@ from scheduler.framework.interfaces import (
     ExtensionPoint,
     FilterPlugin,
     Handle,
-    PodPatch,
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
@@ -59,6 +59,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.shared import CONSUMED_RESERVATION, NOMINATED_RESERVATIONS
 from scheduler.framework.status import SKIP, SUCCESS, Status
+from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins.deviceshare import reasons, reserved
 from scheduler.plugins.deviceshare.allocator import POLICIES, Allocation, AllocationPolicy, PodDeviceRequest
 from scheduler.plugins.deviceshare.args import DeviceShareArgs
@@ -300,11 +301,12 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         self._cache.release_devices(pod.ident, node)
         state.delete(_RESERVED)
 
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
         reserved = state.read(_RESERVED, ReservedState)
-        if reserved is not None and reserved.node == node:
-            patch.annotations[names.ANNOTATION_DEVICE_ALLOCATED] = allocation_codec.encode(reserved.allocation.devices)
-        return SUCCESS
+        if reserved is None or reserved.node != node:
+            return (), SUCCESS
+        encoded = allocation_codec.encode(reserved.allocation.devices)
+        return (PodAnnotations({names.ANNOTATION_DEVICE_ALLOCATED: encoded}),), SUCCESS
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         return (

@@ -44,7 +44,6 @@ from scheduler.framework.interfaces import (
     Access,
     ExtensionPoint,
     Handle,
-    PodPatch,
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
@@ -54,6 +53,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.shared import CONSUMED_RESERVATION, NOMINATED_RESERVATIONS
 from scheduler.framework.status import SKIP, SUCCESS, Status
+from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins.reservation import matching, reasons
 
 NAME = "Reservation"
@@ -156,13 +156,12 @@ class ReservationPlugin(PreFilterPlugin, PreScorePlugin, ScorePlugin, ReservePlu
             self._cache.restore_reservation(pod.ident)
             state.drop(CONSUMED_RESERVATION)
 
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
         taken = state.get(CONSUMED_RESERVATION)
-        if taken is not None and taken.node == node:
-            patch.annotations[names.ANNOTATION_RESERVATION_ALLOCATED] = reservation_allocated_annotation(
-                taken.reservation
-            )
-        return SUCCESS
+        if taken is None or taken.node != node:
+            return (), SUCCESS
+        annotation = reservation_allocated_annotation(taken.reservation)
+        return (PodAnnotations({names.ANNOTATION_RESERVATION_ALLOCATED: annotation}),), SUCCESS
 
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> ReservationPlugin:

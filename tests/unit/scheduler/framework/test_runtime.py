@@ -17,7 +17,6 @@ from scheduler.framework.interfaces import (
     FilterPlugin,
     Handle,
     PermitPlugin,
-    PodPatch,
     PostBindPlugin,
     PreBindPlugin,
     PreFilterPlugin,
@@ -28,6 +27,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.runtime import num_feasible_nodes_to_find
 from scheduler.framework.status import SKIP, SUCCESS, Code, Status
+from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 
 from ..conftest import make_cache, make_node, make_pod
@@ -82,10 +82,9 @@ class Recorder(
         self.events.append("permit")
         return self.permit_status
 
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
         self.events.append("pre_bind")
-        patch.annotations["example.com/seen"] = node
-        return SUCCESS
+        return (PodAnnotations({"example.com/seen": node}),), SUCCESS
 
     def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         self.events.append("bind")
