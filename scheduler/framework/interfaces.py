@@ -47,6 +47,8 @@ from apis.crds.podgroup import PodGroup
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.events import ClusterEvent, EventAction, EventResource
+from scheduler.framework.feeds import Feeds
 from scheduler.framework.status import Status
 from scheduler.framework.waiting import WaitingPod
 from scheduler.framework.writes import Write
@@ -110,7 +112,9 @@ class _NoFramework:
 
 @dataclass(frozen=True, slots=True)
 class Handle:
-    """What a plugin gets from the framework at construction: the shared cache and its profile."""
+    """What a plugin gets from the framework at construction: the shared cache, its profile, the
+    scheduler's feeds (`feeds`: the informers it needs and the events it emits) and what plugins
+    share."""
 
     cache: ClusterCache
     profile: str
@@ -118,6 +122,11 @@ class Handle:
     #: plugins never import each other, so what two of them keep in common is named by a key
     #: from the framework module that defines it (e.g. `fragmentation.shared_learner`).
     shared: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+    #: Objects every profile's plugins share, one per scheduler (`scheduler_object`: the quota
+    #: manager the ElasticQuota plugins of all profiles fill and charge).
+    scheduler: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+    #: The scheduler's feeds (`scheduler.framework.feeds`), one for every profile.
+    feeds: Feeds = field(default_factory=Feeds, compare=False, repr=False)
     #: The pods held at Permit, by `PodInfo.ident`: owned by the framework, which adds and
     #: removes them; a plugin only allows or rejects them (a gang all at once).
     waiting: dict[str, WaitingPod] = field(default_factory=dict, compare=False, repr=False)
@@ -127,12 +136,20 @@ class Handle:
     def shared_object(self, key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
         """The object under `key`, made by `factory()` on first use. Raises TypeError when
         the object under `key` is not a `kind` (two modules using one key: a bug)."""
-        found = self.shared.get(key)
-        if found is None:
-            found = self.shared[key] = factory()
-        if not isinstance(found, kind):
-            raise TypeError(f"shared object {key!r} is a {type(found).__name__}, not a {kind.__name__}")
-        return found
+        return _get_or_make(self.shared, key, factory, kind)
+
+    def scheduler_object(self, key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
+        """As `shared_object`, among every profile's plugins."""
+        return _get_or_make(self.scheduler, key, factory, kind)
+
+
+def _get_or_make(objects: dict[Hashable, object], key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
+    found = objects.get(key)
+    if found is None:
+        found = objects[key] = factory()
+    if not isinstance(found, kind):
+        raise TypeError(f"shared object {key!r} is a {type(found).__name__}, not a {kind.__name__}")
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,31 +171,6 @@ class ExtensionPoint(enum.Enum):
     PRE_BIND = "preBind"
     BIND = "bind"
     POST_BIND = "postBind"
-
-
-class EventResource(enum.Enum):
-    POD = "Pod"
-    NODE = "Node"
-    DEVICE = "Device"
-    POD_GROUP = "PodGroup"
-    ELASTIC_QUOTA = "ElasticQuota"
-    #: A ConfigMap a plugin reads (DeviceShare's GPU shared-resource templates).
-    CONFIG_MAP = "ConfigMap"
-
-
-class EventAction(enum.Flag):
-    ADD = enum.auto()
-    UPDATE = enum.auto()
-    DELETE = enum.auto()
-    ALL = ADD | UPDATE | DELETE
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterEvent:
-    """A change that may make a pod this plugin rejected fit (for requeueing)."""
-
-    resource: EventResource
-    action: EventAction
 
 
 @dataclass(frozen=True, slots=True)

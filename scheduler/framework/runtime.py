@@ -44,6 +44,7 @@ from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.framework.config import PluginRef, ProfileConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.diagnosis import Diagnosis
+from scheduler.framework.feeds import Feeds
 from scheduler.framework.interfaces import (
     POINT_CLASSES,
     BindPlugin,
@@ -165,16 +166,25 @@ class Framework:
         *,
         cache: ClusterCache,
         profile: str,
-        shared: Mapping[Hashable, object] | None = None,
+        scheduler: dict[Hashable, object] | None = None,
+        feeds: Feeds | None = None,
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
         observer: PointObserver | None = None,
     ) -> None:
         """A framework with no plugins yet, and the `Handle` its plugins are built with: `build`
         builds them and installs them. The handle's `check` runs this framework's PreFilter and
-        Filter chains, so it is complete before any plugin sees it (nothing is patched later)."""
+        Filter chains, so it is complete before any plugin sees it (nothing is patched later).
+        `scheduler` and `feeds` are the scheduler's, shared with its other profiles' frameworks
+        (fresh ones for a framework on its own)."""
         self._checks = _ProfileChecks(self)
-        self.handle = Handle(cache, profile, shared=dict(shared or {}), check=self._checks)
+        self.handle = Handle(
+            cache,
+            profile,
+            scheduler=scheduler if scheduler is not None else {},
+            feeds=feeds if feeds is not None else Feeds(),
+            check=self._checks,
+        )
         self._observer = observer
         self.profile = profile
         self._percentage = percentage_of_nodes_to_score
@@ -227,17 +237,20 @@ class Framework:
         registry: Registry,
         default_plugins: Sequence[PluginRef],
         cache: ClusterCache,
-        shared: Mapping[Hashable, object] | None = None,
+        scheduler: dict[Hashable, object] | None = None,
+        feeds: Feeds | None = None,
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
         observer: PointObserver | None = None,
     ) -> Framework:
-        """Instantiate the profile's plugins with the framework's `Handle` (`shared` seeds its
-        `Handle.shared`) and install them. Raises ConfigError listing every problem."""
+        """Instantiate the profile's plugins with the framework's `Handle` (`scheduler` and
+        `feeds` the scheduler's: see `__init__`) and install them. Raises ConfigError listing
+        every problem."""
         framework = cls(
             cache=cache,
             profile=profile.scheduler_name,
-            shared=shared,
+            scheduler=scheduler,
+            feeds=feeds,
             percentage_of_nodes_to_score=percentage_of_nodes_to_score,
             rng=rng,
             observer=observer,

@@ -38,6 +38,7 @@ from kube import Backoff, EventRecorder, ObjectReference, errors
 from kube.logs import V
 from scheduler.cache import Holdings
 from scheduler.core import Placement, SchedulingCycle, pre_bind
+from scheduler.framework.events import BINDING_UNDONE
 from scheduler.framework.interfaces import ExtensionPoint
 from scheduler.framework.runtime import PointObserver
 from scheduler.framework.status import Code
@@ -45,7 +46,7 @@ from scheduler.framework.writes import Writes
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.objectapi import ObjectAPI
 from scheduler.service.podapi import PodAPI
-from scheduler.service.queue import POD_DELETED, QueuedPod, QueueName, SchedulingQueue
+from scheduler.service.queue import QueuedPod, QueueName, SchedulingQueue
 from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
 
 __all__ = ["REASON_SCHEDULED", "Binder", "LivePlacement", "annotations_for"]
@@ -296,7 +297,7 @@ class Binder:
             self._cycle.undo(placement)
             if current is not None:
                 self._cache.add_pod(current)
-        self._queue.move(POD_DELETED)
+        self._queue.move(BINDING_UNDONE)
 
     def _take_back(self, placement: LivePlacement) -> None:
         """Make the undo of every object write made for the placement, newest first. One that

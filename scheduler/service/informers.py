@@ -55,9 +55,18 @@ from kube import Client, EventRecorder, Informer, ObjectReference, resources
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.core import gangs
 from scheduler.framework import Framework
-from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
+from scheduler.framework.events import (
+    ASSIGNED_POD_DELETED,
+    ASSIGNED_POD_RECORD_CHANGED,
+    DEVICE_ADDED,
+    DEVICE_CHANGED,
+    NODE_ADDED,
+    NODE_CHANGED,
+    POD_ADDED,
+    POD_GROUP_CHANGED,
+)
 from scheduler.service.overcommit import OvercommitReporter
-from scheduler.service.queue import POD_DELETED, SchedulingQueue
+from scheduler.service.queue import SchedulingQueue
 from scheduler.service.reporter import FailureReporter
 from scheduler.service.unserved import UnservedNames
 
@@ -72,15 +81,6 @@ REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
 REASON_GANG_VALUE_IGNORED = "GangValueIgnored"
 #: Device entries Koordinator's schema admits but Tessera cannot allocate (`Device.ignored`).
 REASON_DEVICES_IGNORED = "DevicesIgnored"
-
-_NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
-_NODE_UPDATE = ClusterEvent(EventResource.NODE, EventAction.UPDATE)
-_DEVICE_ADD = ClusterEvent(EventResource.DEVICE, EventAction.ADD)
-_DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
-_POD_ADD = ClusterEvent(EventResource.POD, EventAction.ADD)
-_POD_GROUP_CHANGE = ClusterEvent(EventResource.POD_GROUP, EventAction.ALL)
-#: An assigned pod's record of what it holds changed (fixed, edited, broken).
-_POD_UPDATE = ClusterEvent(EventResource.POD, EventAction.UPDATE)
 
 
 class ClusterFeed:
@@ -200,13 +200,13 @@ class ClusterFeed:
     def _node_added(self, node: Node) -> None:
         with self._lock:
             self._cache.add_node(node)
-        self._queue.move(_NODE_ADD)
+        self._queue.move(NODE_ADDED)
 
     def _node_updated(self, old: Node, new: Node) -> None:
         with self._lock:
             self._cache.update_node(new)
         if _node_schedulable_view(old) != _node_schedulable_view(new):
-            self._queue.move(_NODE_UPDATE)
+            self._queue.move(NODE_CHANGED)
 
     def _node_deleted(self, node: Node) -> None:
         with self._lock:
@@ -217,7 +217,7 @@ class ClusterFeed:
             self._cache.add_device(device)
             self._check_overcommits(device.node_name)
         self._warn_ignored(device)
-        self._queue.move(_DEVICE_ADD)
+        self._queue.move(DEVICE_ADDED)
 
     def _device_updated(self, old: Device, new: Device) -> None:
         with self._lock:
@@ -226,7 +226,7 @@ class ClusterFeed:
         if old.ignored != new.ignored:
             self._warn_ignored(new)
         if old.devices != new.devices:
-            self._queue.move(_DEVICE_UPDATE)
+            self._queue.move(DEVICE_CHANGED)
 
     def _warn_ignored(self, device: Device) -> None:
         """One warning Event per change of what the scheduler leaves out of a Device."""
@@ -257,7 +257,7 @@ class ClusterFeed:
         with self._lock:
             for framework in self._frameworks:
                 framework.pod_group_added(group)
-        self._queue.move(_POD_GROUP_CHANGE)
+        self._queue.move(POD_GROUP_CHANGED)
 
     def _pod_group_deleted(self, group: PodGroup) -> None:
         with self._lock:
@@ -297,7 +297,7 @@ class ClusterFeed:
             else:
                 self._unserved.waiting(uid, ObjectReference.of(pod), pod.scheduler_name)
         if self._tell_frameworks(pod) and old is None:
-            self._queue.move(_POD_ADD)  # a new member may complete its gang
+            self._queue.move(POD_ADDED)  # a new member may complete its gang
         if pod.node_name:
             with self._lock:
                 self._cache.add_pod(pod)
@@ -315,7 +315,7 @@ class ClusterFeed:
                     _invalid_allocation(info, pod.node_name, unknown=unknown),
                 )
             if old is not None and old.node_name and edited:
-                self._queue.move(_POD_UPDATE)
+                self._queue.move(ASSIGNED_POD_RECORD_CHANGED)
         elif pod.is_deleting:
             self._queue.delete(uid)
         elif pod.scheduler_name in self._profiles:
@@ -346,7 +346,7 @@ class ClusterFeed:
         self._queue.delete(uid)
         self._reporter.forget(uid)
         if node is not None:
-            self._queue.move(POD_DELETED)
+            self._queue.move(ASSIGNED_POD_DELETED)
 
 
 def _invalid_allocation(info: PodInfo, node: str, *, unknown: bool) -> str:

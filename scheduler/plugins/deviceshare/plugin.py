@@ -65,6 +65,7 @@ from scheduler.plugins.deviceshare.allocator import POLICIES, Allocation, Alloca
 from scheduler.plugins.deviceshare.args import DeviceShareArgs
 from scheduler.plugins.deviceshare.cache import FitMemo, GPUFreeIndex, NodeFit, SharedFit, SharedFits, Signatures
 from scheduler.plugins.deviceshare.state import RequestState, ReservedState
+from scheduler.plugins.deviceshare.templatefeed import TEMPLATES_CHANGED, watch_templates
 
 NAME = "DeviceShare"
 _RESERVED = f"{NAME}/reserved"
@@ -84,6 +85,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         self.policy: AllocationPolicy = POLICIES[args.allocation_policy](args.scoring)
         self._cache = handle.cache
         handle.cache.templates.want(args.shared_templates.ref)
+        watch_templates(handle.feeds, handle.cache, args.shared_templates.ref)
         self._memo = FitMemo()
         self._signatures = Signatures()
         self._shared = SharedFits()
@@ -311,12 +313,13 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         return (
             ClusterEvent(EventResource.DEVICE, EventAction.ALL),
-            # A bound pod deleted, or its device-allocated annotation changed (fixed).
+            # Room freed (a bound pod deleted, a binding undone, a Reservation released), or a
+            # bound pod's record of its devices changed (fixed).
             ClusterEvent(EventResource.POD, EventAction.DELETE | EventAction.UPDATE),
             ClusterEvent(EventResource.NODE, EventAction.ADD),
             # A node labelled with an isolation provider or GPU model; templates edited.
             ClusterEvent(EventResource.NODE, EventAction.UPDATE),
-            ClusterEvent(EventResource.CONFIG_MAP, EventAction.ALL),
+            TEMPLATES_CHANGED,
         )
 
 

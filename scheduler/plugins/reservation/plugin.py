@@ -1,8 +1,10 @@
 """Reservation: a pod matching a Reservation's owners is placed onto the resources it holds.
 
-Holding needs no plugin: an Available Reservation is counted on its node as its reserve pod
-(`scheduler.cache.reservations`), so every other pod finds those resources used. This plugin
-is the owners' side, as Koordinator's Reservation plugin:
+Holding needs no plugin code in the cycle: an Available Reservation is counted on its node as its
+reserve pod (`scheduler.cache.reservations`), so every other pod finds those resources used. The
+plugin's feed (`feed.ReservationFeed`) keeps the cache's Reservations current, as Koordinator's
+plugin registers its Reservation handlers; a placed Reservation wakes its waiting owners, one
+released the pods that wait for room. In the cycle, this plugin is the owners' side:
 
 - PreFilter asks the cache which held Reservations the pod may use on each node (its owners
   match, the pod does not carry the `reservation-ignored` label), keeps those Koordinator's
@@ -55,6 +57,7 @@ from scheduler.framework.shared import CONSUMED_RESERVATION, NOMINATED_RESERVATI
 from scheduler.framework.status import SKIP, SUCCESS, Status
 from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins.reservation import matching, reasons
+from scheduler.plugins.reservation.feed import ReservationFeed
 
 NAME = "Reservation"
 _PREFERRED = f"{NAME}/preferred"
@@ -166,4 +169,6 @@ class ReservationPlugin(PreFilterPlugin, PreScorePlugin, ScorePlugin, ReservePlu
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> ReservationPlugin:
     config.expect_no_args(NAME, args)
+    # The cache is the scheduler's, shared by every profile: its Reservations are fed once.
+    ReservationFeed(handle.cache, handle.feeds).register(key=f"{NAME}/cache")
     return ReservationPlugin(handle)
