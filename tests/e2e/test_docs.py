@@ -279,3 +279,16 @@ def test_output_is_compared_in_what_stays_the_same(shown: str, printed: str) -> 
 )
 def test_output_that_differs_in_names_or_order_is_missing(shown: str, printed: str, first_missing: str) -> None:
     assert docoutput.missing(shown, printed) == first_missing
+
+
+@pytest.mark.parametrize(
+    ("shown", "printed", "found"),
+    [
+        ("2 attempts", "1 attempt", True),
+        ("Pods: docs-shared-… docs-shared-…", "Pods: docs-shared-x-ckpz4 docs-shared-x-lsbkl", True),
+        ("3 pods", "3 pod-lists", False),
+    ],
+    ids=["a-plural-counts-as-its-singular", "a-generated-name-ending-in-a-digit", "a-word-is-not-its-plural"],
+)
+def test_printed_output_is_compared_in_what_stays_the_same(shown: str, printed: str, found: bool) -> None:
+    assert (docoutput.missing(shown, printed) is None) is found
