@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError, ConfigError, TesseraError
-from apis.extension import names, quotacount
+from apis.extension import devicetypes, names, quotacount
 from apis.extension import quota as quota_labels
 from apis.k8s import resources
 from apis.k8s.meta import now_rfc3339
@@ -47,7 +47,7 @@ _GPU_FIRST: Final = (
     names.GPU_MEMORY_RATIO,
     names.GPU_MEMORY,
     names.KOORD_GPU,
-    *names.WHOLE_GPU_RESOURCES,
+    *devicetypes.WHOLE_GPU_RESOURCES,
     names.GPU_SHARED,
     names.RDMA,
 )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
 from apis.errors import AnnotationError
-from apis.extension import gang, names, quota, quotacount
+from apis.extension import devicetypes, gang, names, quota, quotacount
 from apis.k8s import resources
 from apis.k8s.core import Pod
 from dashboard.explanation import Step
@@ -112,7 +112,7 @@ def age_seconds(timestamp: str, now: datetime.datetime) -> float:
 def request_summary(requests: Mapping[str, int]) -> str:
     """`gpu-core=50 gpu-memory-ratio=50 cpu=500m` for people: device and CPU/memory requests."""
     shown = [n for n in _SHOWN_FIRST if n in requests]
-    shown += sorted(n for n in requests if n in names.DEVICE_RESOURCES and n not in shown)
+    shown += sorted(n for n in requests if n in devicetypes.RESOURCE_NAMES and n not in shown)
     return " ".join(f"{n.removeprefix(_KOORDINATOR)}={resources.format_quantity(n, requests[n])}" for n in shown)
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 from apis.k8s.users import ANONYMOUS, UserInfo
 from kube import errors
 from kube.logs import V
+from kube.resources import SUBJECT_ACCESS_REVIEWS, TOKEN_REVIEWS
 
 if TYPE_CHECKING:  # the client (urllib3) loads with the component, not with kube.serving
     from kube.client import Client
@@ -57,8 +58,8 @@ CACHE_TTL_S: Final = 10.0
 #: Answers kept at most, per cache; the oldest go first.
 CACHE_SIZE: Final = 1024
 
-_TOKEN_REVIEWS: Final = "/apis/authentication.k8s.io/v1/tokenreviews"
-_ACCESS_REVIEWS: Final = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+_TOKEN_REVIEWS: Final = f"/apis/{TOKEN_REVIEWS.api_version}/{TOKEN_REVIEWS.plural}"
+_ACCESS_REVIEWS: Final = f"/apis/{SUBJECT_ACCESS_REVIEWS.api_version}/{SUBJECT_ACCESS_REVIEWS.plural}"
 
 
 #: Who made a request (kube's `user.Info`), as the API server named them.
@@ -148,7 +149,7 @@ class Delegation:
         return cached[0]
 
     def _review_token(self, token: str) -> Caller | None:
-        body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        body = {"apiVersion": TOKEN_REVIEWS.api_version, "kind": TOKEN_REVIEWS.kind, "spec": {"token": token}}
         status = self._post(_TOKEN_REVIEWS, body)
         if not status.get("authenticated"):
             if status.get("error"):
@@ -172,7 +173,7 @@ class Delegation:
             spec["uid"] = caller.uid
         if caller.extra:
             spec["extra"] = {k: list(v) for k, v in caller.extra}
-        body = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        body = {"apiVersion": SUBJECT_ACCESS_REVIEWS.api_version, "kind": SUBJECT_ACCESS_REVIEWS.kind, "spec": spec}
         status = self._post(_ACCESS_REVIEWS, body)
         decision = Decision(bool(status.get("allowed")) and not status.get("denied"), str(status.get("reason") or ""))
         self._decisions.put(key, decision)

@@ -33,7 +33,6 @@ node *permits*, which a Koordinator scheduler honours or prefers, so Tessera doe
 from __future__ import annotations
 
 import collections
-import enum
 import itertools
 import json
 from collections.abc import Iterable, Mapping
@@ -43,6 +42,7 @@ from typing import Any
 from apis import _fields as f
 from apis.errors import ValidationError
 from apis.extension import deprecated, names
+from apis.extension.devicetypes import DeviceType
 from apis.k8s import resources
 from apis.k8s.meta import Condition, ObjectMeta
 
@@ -57,14 +57,9 @@ __all__ = [
 ]
 
 
-class DeviceType(enum.Enum):
-    GPU = "gpu"
-    RDMA = "rdma"
-    FPGA = "fpga"
-
-
 _TYPE_ORDER = {t: i for i, t in enumerate(DeviceType)}
 _TYPES = frozenset(t.value for t in DeviceType)
+_KNOWN = ", ".join(t.value for t in DeviceType)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +165,7 @@ class DeviceInfo:
         d = f.mapping(raw, path, obj)
         type_text = f.string(d, "type", path, obj)
         if type_text not in _TYPES:
-            return f"{path}: device type {type_text!r} is not one Tessera allocates (gpu, rdma, fpga)"
+            return f"{path}: device type {type_text!r} is not one Tessera allocates ({_KNOWN})"
         minor = f.integer(d, "minor", path, obj)
         if minor is None:
             return f"{path}: {type_text} device has no minor"

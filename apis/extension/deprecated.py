@@ -29,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from apis.extension import names
+from apis.extension import devicetypes, names
 
 __all__ = ["gpu_model", "shadowed", "to_current"]
 
-_DEPRECATED: Final = frozenset(names.DEPRECATED_DEVICE_RESOURCES)
+_DEPRECATED: Final = frozenset(devicetypes.DEPRECATED_NAMES)
 
 
 def to_current(resources: Mapping[str, int]) -> Mapping[str, int]:
@@ -44,7 +44,7 @@ def to_current(resources: Mapping[str, int]) -> Mapping[str, int]:
         return resources
     out: dict[str, int] = {}
     for name, amount in resources.items():
-        current = names.DEPRECATED_DEVICE_RESOURCES.get(name)
+        current = devicetypes.DEPRECATED_NAMES.get(name)
         out[current if current is not None and current not in resources else name] = amount
     return out
 
@@ -56,7 +56,7 @@ def shadowed(resources: Mapping[str, int]) -> dict[str, str]:
         return {}
     return {
         name: current
-        for name, current in names.DEPRECATED_DEVICE_RESOURCES.items()
+        for name, current in devicetypes.DEPRECATED_NAMES.items()
         if name in resources and current in resources
     }
 

@@ -6,9 +6,7 @@ which family a key belongs to. No other module writes these strings as literals.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Final
 
 # --- domains -------------------------------------------------------------------------------------
@@ -36,8 +34,6 @@ DCU_GPU: Final = "dcu.com/gpu"
 #: Huawei Ascend vNPU resources, as Koordinator names them. Tessera schedules none of them; the
 #: first is the default of DeviceShare's `gpuSharedResourceTemplatesConfig.matchedResources`.
 HUAWEI_NPU_CORE: Final = "huawei.com/npu-core"
-#: Whole-GPU resource names of device plugins; N of them = N whole GPUs.
-WHOLE_GPU_RESOURCES: Final = (NVIDIA_GPU, AMD_GPU, DCU_GPU)
 
 KOORD_GPU: Final = f"{DOMAIN}/gpu"
 GPU_CORE: Final = f"{DOMAIN}/gpu-core"
@@ -52,37 +48,21 @@ BATCH_MEMORY: Final = "kubernetes.io/batch-memory"
 MID_CPU: Final = "kubernetes.io/mid-cpu"
 MID_MEMORY: Final = "kubernetes.io/mid-memory"
 
-#: Every resource name that the device protocol owns.
-DEVICE_RESOURCES: Final = frozenset(
-    {*WHOLE_GPU_RESOURCES, KOORD_GPU, GPU_CORE, GPU_MEMORY, GPU_MEMORY_RATIO, GPU_SHARED, RDMA, FPGA}
-)
-
 # Koordinator's deprecated spellings of the device resources (its `apis/extension/deprecated.go`):
 # what releases before v1.2, its design docs and many examples still use. Pods, Device CRs, Nodes
 # and device-allocated annotations may carry them; `apis.extension.deprecated` reads each as the
-# current name at the parse boundary, so nothing past it sees them.
+# current name at the parse boundary, so nothing past it sees them. Which name each stands for,
+# and every other fact of a device resource, is in `apis.extension.devicetypes.TABLE`.
 DEPRECATED_KOORD_GPU: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu"
 DEPRECATED_GPU_CORE: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-core"
 DEPRECATED_GPU_MEMORY: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-memory"
 DEPRECATED_GPU_MEMORY_RATIO: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/gpu-memory-ratio"
 DEPRECATED_RDMA: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/rdma"
 DEPRECATED_FPGA: Final = f"{DEPRECATED_RESOURCE_DOMAIN}/fpga"
-#: Deprecated name -> the current name it stands for (Koordinator's DeprecatedDeviceResourcesMapper).
-DEPRECATED_DEVICE_RESOURCES: Final[Mapping[str, str]] = MappingProxyType(
-    {
-        DEPRECATED_KOORD_GPU: KOORD_GPU,
-        DEPRECATED_GPU_CORE: GPU_CORE,
-        DEPRECATED_GPU_MEMORY: GPU_MEMORY,
-        DEPRECATED_GPU_MEMORY_RATIO: GPU_MEMORY_RATIO,
-        DEPRECATED_RDMA: RDMA,
-        DEPRECATED_FPGA: FPGA,
-    }
-)
 
-#: Names measured in bytes: formatted as BinarySI (`16Gi`).
-BYTE_RESOURCES: Final = frozenset(
-    {MEMORY, EPHEMERAL_STORAGE, GPU_MEMORY, DEPRECATED_GPU_MEMORY, BATCH_MEMORY, MID_MEMORY}
-)
+#: Names measured in bytes, besides the devices' (`apis.extension.devicetypes.BYTE_RESOURCES`):
+#: formatted as BinarySI (`16Gi`).
+BYTE_RESOURCES: Final = frozenset({MEMORY, EPHEMERAL_STORAGE, BATCH_MEMORY, MID_MEMORY})
 #: Names counted in thousandths in their integer form (Kubernetes' MilliValue).
 MILLI_RESOURCES: Final = frozenset({CPU})
 
@@ -254,25 +234,36 @@ CONDITION_HEALTHY: Final = "Healthy"
 
 @dataclass(frozen=True, slots=True)
 class GroupVersionResource:
-    """How a resource is addressed over REST; `namespaced` says which URL shape it uses."""
+    """How a resource is addressed over REST (`namespaced` says which URL shape it uses), its kind,
+    and whether it serves a `status` subresource as Tessera ships it (a CRD of a cluster may
+    differ: `kube.status.StatusWriter` asks). Every resource Tessera uses is declared once — the
+    CRDs here (the protocol names them), the built-in kinds in `kube.resources` — and listed in
+    `kube.catalogue`."""
 
     group: str
     version: str
     plural: str
     kind: str
     namespaced: bool
+    status_subresource: bool = False
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}" if self.group else self.version
 
 
+# Tessera's CRDs (deploy/crds/), as Koordinator ships them: Device, ElasticQuota and PodGroup keep
+# status in the object (no status subresource), the newer kinds have one.
 DEVICES: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "devices", "Device", False)
 ELASTIC_QUOTAS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "elasticquotas", "ElasticQuota", True)
 POD_GROUPS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "podgroups", "PodGroup", True)
-RESERVATIONS: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "reservations", "Reservation", False)
+RESERVATIONS: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "reservations", "Reservation", False, True)
 POD_MIGRATION_JOBS: Final = GroupVersionResource(
-    SCHEDULING_DOMAIN, "v1alpha1", "podmigrationjobs", "PodMigrationJob", False
+    SCHEDULING_DOMAIN, "v1alpha1", "podmigrationjobs", "PodMigrationJob", False, True
 )
 #: One per node, named after it: the node's QoS configuration (Koordinator's slo-controller writes it).
-NODE_SLOS: Final = GroupVersionResource(SLO_DOMAIN, "v1alpha1", "nodeslos", "NodeSLO", False)
+NODE_SLOS: Final = GroupVersionResource(SLO_DOMAIN, "v1alpha1", "nodeslos", "NodeSLO", False, True)
+#: A built-in kind Koordinator's protocol keeps data in (DeviceShare's GPU shared-resource
+#: templates), declared here rather than in `kube.resources` (which re-exports it) because the
+#: scheduling core, which may not import `kube`, watches it.
+CONFIG_MAPS: Final = GroupVersionResource("", "v1", "configmaps", "ConfigMap", True)

@@ -36,8 +36,8 @@ less than it will take — or a whole GPU per GPU when no GPU is known.
 Percent-of-device names split in whole devices first (`GRANULES`): a runtime shared out of a
 tree written in whole GPUs stays in whole GPUs (see `apis.quota.runtime`).
 
-This is one table of the device types' protocol: when the device-type table lands in
-`apis/extension`, these rows belong in it.
+The rows of this table are the `counts` of each resource in the device type table
+(`apis.extension.devicetypes`); this module applies them.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
-from apis.extension import names
+from apis.extension import devicetypes, names
 
 __all__ = [
     "COUNTS",
@@ -63,30 +63,23 @@ __all__ = [
 ]
 
 #: One whole device in the percent units of gpu-core, gpu-memory-ratio, rdma and fpga.
-PERCENT_PER_DEVICE: Final = 100
+PERCENT_PER_DEVICE: Final = devicetypes.PERCENT_PER_DEVICE
 
-_WHOLE_GPU: Final = ((names.GPU_CORE, PERCENT_PER_DEVICE), (names.GPU_MEMORY_RATIO, PERCENT_PER_DEVICE))
-_PERCENT_GPU: Final = ((names.GPU_CORE, 1), (names.GPU_MEMORY_RATIO, 1))
-
-_CURRENT: Final[dict[str, tuple[tuple[str, int], ...]]] = {
-    **dict.fromkeys(names.WHOLE_GPU_RESOURCES, _WHOLE_GPU),
-    names.KOORD_GPU: _PERCENT_GPU,
-    names.GPU_CORE: ((names.GPU_CORE, 1),),
-    names.GPU_MEMORY_RATIO: ((names.GPU_MEMORY_RATIO, 1),),
-    names.GPU_MEMORY: ((names.GPU_MEMORY, 1),),
-    names.GPU_SHARED: (),
-    names.RDMA: ((names.RDMA, 1),),
-    names.FPGA: ((names.FPGA, 1),),
-}
 #: Every device resource name quotas accept (deprecated spellings included) -> the counted names
-#: it adds to, each with the factor its amount is multiplied by. Names not listed count as
-#: themselves.
+#: it adds to, each with the factor its amount is multiplied by: the `counts` of the device type
+#: table's rows (`apis.extension.devicetypes`). Names not listed count as themselves.
 COUNTS: Final[Mapping[str, tuple[tuple[str, int], ...]]] = MappingProxyType(
-    {**_CURRENT, **{old: _CURRENT[new] for old, new in names.DEPRECATED_DEVICE_RESOURCES.items()}}
+    {n: r.counted for s in devicetypes.TABLE for r in s.resources for n in (r.name, r.deprecated) if n}
 )
-#: Counted names whose runtime is shared out in whole devices first (`apis.quota.runtime`).
+#: Counted names whose runtime is shared out in whole devices first (`apis.quota.runtime`): the
+#: percent-of-a-device resources that count as themselves.
 GRANULES: Final[Mapping[str, int]] = MappingProxyType(
-    dict.fromkeys((names.GPU_CORE, names.GPU_MEMORY_RATIO, names.RDMA, names.FPGA), PERCENT_PER_DEVICE)
+    {
+        r.name: PERCENT_PER_DEVICE
+        for s in devicetypes.TABLE
+        for r in s.resources
+        if r.unit is devicetypes.Unit.PERCENT and r.counted == ((r.name, 1),)
+    }
 )
 #: Names whose presence says the GPU memory is given as a ratio (so bytes need no estimate).
 _RATIO_GIVEN: Final = frozenset(

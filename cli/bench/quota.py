@@ -38,7 +38,6 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.extension import names
 from apis.k8s.core import Container, Pod
 from apis.k8s.meta import ObjectMeta
-from apis.quota import QuotaManager
 from apiserver.patch import merge_patch
 from cli.bench._report import Report, Timer
 from controller.quotas.metrics import QuotaMetrics
@@ -46,6 +45,7 @@ from controller.quotas.reconciler import QuotaReconciler
 from controller.runtime import Malformed
 from kube.cache import Store
 from kube.events import ObjectReference
+from kube.quotas import QuotaManager
 
 #: What each quota level limits, and a pod's request of each (in base units: milli-CPU, bytes).
 _RESOURCES = (names.CPU, names.MEMORY, names.GPU_CORE)

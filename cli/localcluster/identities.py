@@ -34,14 +34,12 @@ from typing import Any
 
 import yaml
 
-from apis.extension.names import GroupVersionResource
 from apiserver.authz.identity import NODE_USER_PREFIX, NODES_GROUP, parse_token_file
 from cli.localcluster import ownnames
-from kube import errors
+from kube import catalogue, errors
 from kube.client import Client
 from kube.kubeconfig import write_kubeconfig
 from kube.patch import create_or_replace
-from kube.resources import NAMESPACES
 
 __all__ = [
     "AGENT",
@@ -162,7 +160,8 @@ _WRITE = ["get", "list", "watch", "create", "patch", "delete"]
 #: - the metrics scraper (`tessera-data/metrics-token`) reads `/metrics` through deploy/'s
 #:   `tessera-metrics-reader`.
 #: The agents need nothing here: each runs as its node, which the Node authorizer grants a
-#: kubelet's rights and its own Device CR.
+#: kubelet's rights and its own Device CR. tests/unit/deploy/test_rbac.py holds these (and deploy/'s
+#: roles under tessera up's names) to the same table of calls as deploy/.
 LOCAL_ROLES: list[dict[str, Any]] = [
     *_local_role(
         "kube-controller-manager",
@@ -178,19 +177,14 @@ LOCAL_ROLES: list[dict[str, Any]] = [
             },
             {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _WRITE},
             {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _READ},
+            # One rule per group: RBAC grants every group of a rule with every resource of it.
             {
-                "apiGroups": ["apps", "batch", "policy"],
-                "resources": [
-                    "deployments/status",
-                    "replicasets/status",
-                    "statefulsets/status",
-                    "daemonsets/status",
-                    "jobs/status",
-                    "cronjobs/status",
-                    "poddisruptionbudgets/status",
-                ],
+                "apiGroups": ["apps"],
+                "resources": ["deployments/status", "replicasets/status", "statefulsets/status", "daemonsets/status"],
                 "verbs": ["patch"],
             },
+            {"apiGroups": ["batch"], "resources": ["jobs/status", "cronjobs/status"], "verbs": ["patch"]},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets/status"], "verbs": ["patch"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
             # kubecontrollers/nodelifecycle.py: watch Nodes, read their Leases, mark them and their
             # pods not ready, taint them, evict (delete) their pods.
@@ -271,27 +265,11 @@ def rbac_manifests(deploy: Path = DEPLOY) -> list[dict[str, Any]]:
     return docs
 
 
-#: What `apply_manifests` knows how to store, by (apiVersion, kind).
-_RESOURCES = {
-    ("v1", "Namespace"): NAMESPACES,
-    ("v1", "ServiceAccount"): GroupVersionResource("", "v1", "serviceaccounts", "ServiceAccount", True),
-    **{
-        (f"{_RBAC}/v1", kind): GroupVersionResource(_RBAC, "v1", plural, kind, namespaced)
-        for kind, plural, namespaced in (
-            ("Role", "roles", True),
-            ("RoleBinding", "rolebindings", True),
-            ("ClusterRole", "clusterroles", False),
-            ("ClusterRoleBinding", "clusterrolebindings", False),
-        )
-    },
-}
-
-
 def apply_manifests(client: Client, docs: Iterable[Mapping[str, Any]]) -> None:
     """Create each object, or replace it when it exists (what `kubectl apply` ends with); a
     Namespace or ServiceAccount that exists is left as it is."""
     for doc in docs:
-        gvr = _RESOURCES.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
+        gvr = catalogue.for_kind(str(doc.get("apiVersion")), str(doc.get("kind")))
         if gvr is None:
             raise errors.APIError(f"cannot apply a {doc.get('kind')} ({doc.get('apiVersion')})")
         api = client.resource(gvr)

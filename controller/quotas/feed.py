@@ -1,6 +1,6 @@
 """The controller's QuotaManager, fed by its informers: quotas, every pod, and the nodes' total.
 
-The same accounting as the scheduler's (`apis.quota.QuotaManager`): every non-terminal pod counts
+The same accounting as the scheduler's (`kube.quotas.QuotaManager`): every non-terminal pod counts
 in its quota's request, a bound one in its used too; the root's total is the nodes' allocatable
 in quota names. A quota that does not parse keeps its last valid version, as in the scheduler,
 so both compute the same runtimes. Handlers are added to the informers before the controller's
@@ -12,10 +12,11 @@ from __future__ import annotations
 from apis.crds.elasticquota import ElasticQuota
 from apis.extension import names
 from apis.k8s.core import Node, Pod
-from apis.quota import QuotaManager, capacity_of
+from apis.quota import capacity_of
 from controller.quotas.status import STATUS_ANNOTATIONS
 from controller.runtime import Malformed
 from kube.informer import Informer
+from kube.quotas import QuotaManager
 
 __all__ = ["feed", "spec_changed"]
 

@@ -40,7 +40,7 @@ from apis.extension import quota as quota_labels
 from apis.k8s import resources
 from apis.k8s.core import Node, Pod
 from apis.k8s.meta import now_rfc3339
-from apis.quota import ROOT_QUOTA_NAME, QuotaManager
+from apis.quota import ROOT_QUOTA_NAME
 from controller.quotas import reclaim
 from controller.quotas.breaker import REASON_OPERATOR, REASON_STABLE, Breaker, Exposure, Figures, Trip
 from controller.quotas.feed import feed
@@ -62,6 +62,8 @@ from controller.runtime.written import WrittenVersions
 from kube import errors
 from kube.cache import Store
 from kube.events import ObjectReference
+from kube.eviction import Evictor, evict
+from kube.quotas import QuotaManager
 from kube.resources import NODES, PODS, Patch
 from kube.status import StatusAwareAPI
 
@@ -92,10 +94,6 @@ class EventSink(Protocol):
     def normal(self, ref: ObjectReference, reason: str, message: str) -> None: ...
 
     def warning(self, ref: ObjectReference, reason: str, message: str) -> None: ...
-
-
-class Evictor(Protocol):
-    def post(self, name: str, subresource: str, body: dict[str, Any], *, namespace: str = "") -> Any: ...
 
 
 class QuotaReconciler:
@@ -477,14 +475,8 @@ class QuotaReconciler:
         pod = self._pods.get(victim.key)
         if pod is None:
             return True
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": pod.name, "namespace": pod.namespace},
-            "deleteOptions": {"preconditions": {"uid": pod.uid}},
-        }
         try:
-            self._evictor.post(pod.name, "eviction", body, namespace=pod.namespace)
+            evict(self._evictor, pod.name, namespace=pod.namespace, uid=pod.uid)
         except (errors.NotFound, errors.Conflict):
             return True  # gone already, or a new pod of the same name: nothing to reclaim here
         except errors.TooManyRequests as e:

@@ -29,7 +29,7 @@ from apis.extension import names
 from apis.extension.quota import encode_resource_annotation
 from apis.k8s import resources
 from apis.k8s.meta import Condition
-from apis.quota import QuotaManager
+from kube.quotas import QuotaManager
 
 __all__ = [
     "CONDITION_RECLAIM_PAUSED",

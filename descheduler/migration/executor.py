@@ -35,6 +35,7 @@ from descheduler.settings import MigrationSettings
 from kube.client import Client
 from kube.errors import AlreadyExists, APIError, Invalid, NotFound, TooManyRequests
 from kube.events import EventRecorder, ObjectReference
+from kube.eviction import evict
 from kube.logs import V
 from kube.resources import PODS
 
@@ -322,16 +323,15 @@ class Executor:
             self._refused(j, refusal, held.at(MigrationPhase.RUNNING, pmj.CONDITION_EVICTION), pod)
             return
         meta = pod["metadata"]
-        options = dict(job.delete_options) or {"preconditions": {"uid": meta.get("uid")}}
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
-            "deleteOptions": options,
-        }
         now = stamp(self._now())
         try:
-            self._pods.post(str(meta.get("name")), "eviction", body, namespace=str(meta.get("namespace")))
+            evict(
+                self._pods,
+                str(meta.get("name")),
+                namespace=str(meta.get("namespace")),
+                uid=str(meta.get("uid") or ""),
+                delete_options=job.delete_options,
+            )
         except TooManyRequests as e:  # a PodDisruptionBudget said not now: wait, until the ttl
             self._metrics.evictions.labels("refused").inc()
             self._metrics.refusals.labels("pdb").inc()

@@ -38,11 +38,11 @@ import abc
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from apis.crds.device import DeviceType
 from apis.errors import AnnotationError, TesseraError
-from apis.extension import allocation, hints, names
+from apis.extension import allocation, devicetypes, hints, names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Pod
 from scheduler.cache.podinfo import PodInfo
@@ -118,16 +118,14 @@ class DeviceAllocatedAnnotation(HoldingsSource):
 
     def expects(self, pod: Pod, requests: Mapping[str, int]) -> frozenset[DeviceType]:
         """Device types a pod asks for, by resource name alone (valid request or not)."""
-        return frozenset(
-            _NON_GPU_TYPES.get(name, DeviceType.GPU) for name in names.DEVICE_RESOURCES if requests.get(name, 0) > 0
-        )
+        return frozenset(dtype for name, dtype in _TYPE_OF.items() if requests.get(name, 0) > 0)
 
     def problem(self, pod: Pod, what: str) -> str:
         return str(AnnotationError(names.ANNOTATION_DEVICE_ALLOCATED, what, obj=pod.key))
 
 
-#: Device resources that are not GPUs; every other device resource name is a GPU's.
-_NON_GPU_TYPES = {names.RDMA: DeviceType.RDMA, names.FPGA: DeviceType.FPGA}
+#: Each device resource name (current spelling: pods are parsed) -> the type it asks for.
+_TYPE_OF: Final = {name: devicetypes.type_of(name) for name in devicetypes.RESOURCE_NAMES}
 
 
 class Holdings:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from apis.crds.device import DeviceType
 from apis.crds.reservation import Reservation
-from apis.extension import names
+from apis.extension import devicetypes
 from apis.extension.allocation import DeviceAllocation
 from scheduler.cache.devices import vf_key
 from scheduler.cache.podinfo import PodInfo
@@ -78,7 +78,7 @@ class HeldReservation:
         resources), so the pod can be given them as they are: the reserved GPUs, the share."""
         if not self.allocations:
             return False
-        return all(pod.requests.get(n, 0) == self.pod.requests.get(n, 0) for n in names.DEVICE_RESOURCES)
+        return all(pod.requests.get(n, 0) == self.pod.requests.get(n, 0) for n in devicetypes.RESOURCE_NAMES)
 
 
 def remaining_devices(reserved: Devices, taken: Iterable[Devices]) -> dict[DeviceType, tuple[DeviceAllocation, ...]]:

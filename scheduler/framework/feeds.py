@@ -20,8 +20,8 @@ version by the informer and told to every handler's `invalid`, which says so whe
 
 A recipe — how a plugin gets its feed:
 
-1. a `Watch` naming the resource (its GroupVersionResource from `apis`, or `kube.resources` for a
-   built-in kind) and the `apis` parser of its objects;
+1. a `Watch` naming the resource (its GroupVersionResource from `apis.extension.names`: the core
+   may not import `kube`) and the `apis` parser of its objects;
 2. `Handlers` whose callbacks update what the plugin keeps (under the cache lock) and `emit` the
    plugin's events; `synced` for work after the first list, `invalid` for an object that does
    not parse, `opens=False` to follow a watch only when something else opens it;

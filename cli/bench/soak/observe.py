@@ -27,7 +27,6 @@ from cli.bench.soak.state import LIFECYCLE_TAINTS, ClusterState, GPUKey, Reclaim
 from kube import resources
 from kube.client import Client
 from kube.informer import Informer
-from kubecontrollers.kinds import DEPLOYMENTS, JOBS, REPLICA_SETS
 
 __all__ = ["BoundWatch", "Record", "read_state"]
 
@@ -195,9 +194,9 @@ def read_state(client: Client, record: Record) -> ClusterState:
     devices = _parsed(client.resource(names.DEVICES).list_all().items, Device.from_dict, "device")
     quotas = _parsed(client.resource(names.ELASTIC_QUOTAS).list_all().items, ElasticQuota.from_dict, "quota")
     workloads = {
-        "deployments": tuple(client.resource(DEPLOYMENTS).list_all().items),
-        "replicasets": tuple(client.resource(REPLICA_SETS).list_all().items),
-        "jobs": tuple(client.resource(JOBS).list_all().items),
+        "deployments": tuple(client.resource(resources.DEPLOYMENTS).list_all().items),
+        "replicasets": tuple(client.resource(resources.REPLICA_SETS).list_all().items),
+        "jobs": tuple(client.resource(resources.JOBS).list_all().items),
         "reservations": reservations,
         "reservations_before": reservations_before,
         "migrations": _parsed(

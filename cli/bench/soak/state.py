@@ -80,7 +80,7 @@ class ClusterState:
     #: Pods quota reclaim evicted (their going is no loss either; the quota family judges it).
     reclaimed: tuple[Reclaimed, ...] = ()
     #: Per leaf quota, the stretches of checks that saw it over its runtime computed from scratch
-    #: (`apis.quota.QuotaManager` over the listed quotas, pods and nodes), oldest first.
+    #: (`kube.quotas.QuotaManager` over the listed quotas, pods and nodes), oldest first.
     overuse: Mapping[str, tuple[Stretch, ...]] = field(default_factory=dict)
 
     def devices_by_node(self) -> dict[str, Device]:

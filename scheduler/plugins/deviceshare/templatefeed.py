@@ -22,8 +22,8 @@ from typing import Any, Final
 
 from apis.errors import TesseraError
 from apis.extension import sharedtemplates
+from apis.extension.names import CONFIG_MAPS
 from apis.extension.sharedtemplates import Templates
-from kube.resources import CONFIG_MAPS
 from scheduler.cache import ClusterCache
 from scheduler.framework.events import ClusterEvent, EventAction
 from scheduler.framework.feeds import About, Feeds, Handlers, Watch

@@ -25,7 +25,7 @@ from apis.crds.reservation import Reservation
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Pod
-from apis.quota import QuotaManager
+from kube.quotas import QuotaManager
 from scheduler.framework.events import ClusterEvent, EventAction
 from scheduler.framework.feeds import About, Feeds, Handlers, Watch
 

@@ -23,7 +23,8 @@ import logging
 from collections.abc import Mapping
 from typing import Final
 
-from apis.quota import QuotaManager, capacity_of
+from apis.quota import capacity_of
+from kube.quotas import QuotaManager
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework import config
 from scheduler.framework.cycle_state import CycleState

@@ -11,7 +11,7 @@ import pytest
 
 from apis.crds.device import Device, DeviceType
 from apis.errors import InvalidRequestError
-from apis.extension import allocation, deprecated, names
+from apis.extension import allocation, deprecated, devicetypes, names
 from apis.extension.devicerequest import device_requests, pod_device_requests
 from apis.k8s.core import Node, Pod
 
@@ -30,7 +30,7 @@ def pod(*containers: dict[str, Any], overhead: dict[str, str] | None = None) -> 
 # --- the names and the rule -----------------------------------------------------------------------
 def test_the_deprecated_names_are_koordinators() -> None:
     # Koordinator's apis/extension/deprecated.go: DeprecatedDeviceResourcesMapper.
-    assert dict(names.DEPRECATED_DEVICE_RESOURCES) == {
+    assert dict(devicetypes.DEPRECATED_NAMES) == {
         "kubernetes.io/gpu": "koordinator.sh/gpu",
         "kubernetes.io/gpu-core": "koordinator.sh/gpu-core",
         "kubernetes.io/gpu-memory": "koordinator.sh/gpu-memory",

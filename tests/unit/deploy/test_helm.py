@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from agent.qos import config as qos_config
+from kube import catalogue
 from scheduler.cache import ClusterCache
 from scheduler.core import build_frameworks
 from scheduler.framework import load_config
@@ -52,7 +53,7 @@ def test_crds_are_deploy_crds() -> None:
     files = sorted(DEPLOY.joinpath("crds").glob("*.yaml"))
     expected = [doc for path in files for doc in chart.documents(path.read_text())]
     assert sorted(map(chart.identity, chart.crds())) == sorted(map(chart.identity, expected))
-    assert len(expected) == 6
+    assert len(expected) == len(catalogue.CUSTOM)
 
 
 def test_the_packaged_chart_carries_the_crds_and_renders_the_same(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from apis.extension import names
+from kube import catalogue
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import DEPLOY, NAMESPACE, Manifest
 
@@ -275,16 +276,8 @@ def test_crds_are_applied_separately() -> None:
     # there would break that command, and the top-level one must not own them (Koordinator may).
     assert not (DEPLOY / "crds" / "kustomization.yaml").exists()
     assert not any(str(r).startswith("crds") for r in manifests.kustomization()["resources"])
-    crds = (
-        names.DEVICES,
-        names.ELASTIC_QUOTAS,
-        names.POD_GROUPS,
-        names.NODE_SLOS,
-        names.RESERVATIONS,
-        names.POD_MIGRATION_JOBS,
-    )
     assert sorted(Path(p).name for p in (DEPLOY / "crds").glob("*.yaml")) == sorted(
-        f"{gvr.group}_{gvr.plural}.yaml" for gvr in crds
+        f"{gvr.group}_{gvr.plural}.yaml" for gvr in catalogue.CUSTOM
     )
 
 

@@ -7,11 +7,15 @@ every grant is one that is needed. A component that starts calling something new
 until its row and its Role are added together.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
 
 from apis.extension import names
+from apiserver.authz import bootstrap
+from cli.localcluster import identities, ownnames
+from kube import catalogue
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import NAMESPACE, Manifest
 
@@ -206,10 +210,34 @@ class Grant:
         }
 
 
-def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
-    """The rules bound to a ServiceAccount, with where they apply, as the RBAC authorizer sees them."""
+def _role(objects: Sequence[Manifest] | None, kind: str, name: str, namespace: str | None) -> Manifest | None:
+    """The role a binding names: in deploy/ (`objects` None) or among `objects`, else one of
+    kube-apiserver's bootstrap ClusterRoles."""
+    if objects is None:
+        return manifests.role(kind, name, namespace)
+    found = [m for m in objects if (m.kind, m.name, m.namespace) == (kind, name, namespace)]
+    if found:
+        return found[0]
+    if kind == "ClusterRole" and name in bootstrap.CLUSTER_ROLES:
+        rules = bootstrap.CLUSTER_ROLES[name]
+        return Manifest(
+            "(kube-apiserver's bootstrap policy)", {"kind": kind, "metadata": {"name": name}, "rules": rules}
+        )
+    return None
+
+
+def grants_of(
+    service_account: str, namespace: str = NAMESPACE, objects: Sequence[Manifest] | None = None
+) -> list[Grant]:
+    """The rules bound to a ServiceAccount, with where they apply, as the RBAC authorizer sees them:
+    in deploy/ (`objects` None), or in the objects given (and kube's bootstrap ClusterRoles)."""
     found = []
-    for binding in manifests.of_kind("ClusterRoleBinding", "RoleBinding"):
+    bindings = (
+        manifests.of_kind("ClusterRoleBinding", "RoleBinding")
+        if objects is None
+        else [m for m in objects if m.kind in ("ClusterRoleBinding", "RoleBinding")]
+    )
+    for binding in bindings:
         subjects = binding.obj.get("subjects") or []
         if not any(
             s["kind"] == "ServiceAccount" and s["name"] == service_account and s["namespace"] == namespace
@@ -217,7 +245,7 @@ def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
         ):
             continue
         ref = binding.obj["roleRef"]
-        role = manifests.role(ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
+        role = _role(objects, ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
         assert role is not None, f"{binding}: role {ref['name']} not found"
         for rule in role.obj.get("rules") or []:
             urls = rule.get("nonResourceURLs")
@@ -234,8 +262,50 @@ def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
     return found
 
 
-def allowed(service_account: str, call: Call) -> bool:
-    return any(g.allows(call) for g in grants_of(service_account))
+def allowed(service_account: str, call: Call, objects: Sequence[Manifest] | None = None) -> bool:
+    return any(g.allows(call) for g in grants_of(service_account, objects=objects))
+
+
+#: What only `tessera up` runs, granted by `identities.LOCAL_ROLES` (never by deploy/).
+NEEDED_LOCALLY: dict[str, set[Call]] = {
+    "tessera-kube-controller-manager": (
+        # kubecontrollers/app.py: Informers of every kind below; kubecontrollers/loop.py performs
+        # the plans: create, patch, delete (with propagation), and status patches.
+        calls("get list watch create patch delete", CORE, "pods")
+        | calls("get list watch create patch delete", "apps", "deployments")
+        | calls("get list watch create patch delete", "apps", "replicasets")
+        | calls("get list watch create patch delete", "apps", "statefulsets")
+        | calls("get list watch create patch delete", "apps", "daemonsets")
+        | calls("get list watch create patch delete", "batch", "jobs")
+        | calls("get list watch create patch delete", "batch", "cronjobs")
+        | calls("get list watch", "policy", "poddisruptionbudgets")
+        | calls("patch", "apps", "deployments/status")
+        | calls("patch", "apps", "replicasets/status")
+        | calls("patch", "apps", "statefulsets/status")
+        | calls("patch", "apps", "daemonsets/status")
+        | calls("patch", "batch", "jobs/status")
+        | calls("patch", "batch", "cronjobs/status")
+        | calls("patch", "policy", "poddisruptionbudgets/status")
+        # kube/events.py EventRecorder, for every controller.
+        | calls("create patch", CORE, "events")
+        # kubecontrollers/nodelifecycle.py (nodemonitor.py its I/O): watch Nodes, read their
+        # Leases, mark them and their pods not ready, taint them.
+        | calls("get list watch patch", CORE, "nodes")
+        | calls("patch", CORE, "nodes/status")
+        | calls("patch", CORE, "pods/status")
+        | calls("get list watch", *LEASES)
+        # kube/delegation.py: its /metrics, authorized through the API server.
+        | delegated_auth()
+    ),
+    # Not a process: the identity a Prometheus pointed at tessera up scrapes with.
+    "tessera-metrics-scraper": calls("get", NON_RESOURCE, "/metrics"),
+}
+
+
+def up_objects() -> list[Manifest]:
+    """Everything `tessera up` applies of RBAC: deploy/'s under its own names, and LOCAL_ROLES."""
+    applied = [*ownnames.own(identities.rbac_manifests()), *identities.LOCAL_ROLES]
+    return [Manifest("(tessera up)", doc) for doc in applied]
 
 
 @pytest.mark.parametrize("service_account", sorted(NEEDED))
@@ -311,3 +381,32 @@ def test_the_evaluator_can_refuse() -> None:
     assert not allowed("tessera-controller", Call("create", CORE, "pods/binding", "ml"))
     for account in NEEDED:
         assert not allowed(account, Call("get", CORE, "secrets", "ml"))
+
+
+@pytest.mark.parametrize("service_account", sorted({*NEEDED, *NEEDED_LOCALLY}))
+def test_tessera_up_grants_exactly_the_same_calls(service_account: str) -> None:
+    # deploy/'s roles under tessera up's own names, plus its own (identities.LOCAL_ROLES), are
+    # checked against the same table: renaming loses nothing and LOCAL_ROLES grants no more.
+    objects = up_objects()
+    needed = {**NEEDED, **NEEDED_LOCALLY}[service_account]
+    assert sorted((c for c in needed if not allowed(service_account, c, objects)), key=str) == []
+    granted = {call for g in grants_of(service_account, objects=objects) for call in g.calls()}
+    assert sorted(granted - needed, key=str) == []
+
+
+def test_every_rule_names_a_catalogued_resource() -> None:
+    # Every resource a rule of deploy/, the chart (the same objects) or tessera up names is one
+    # of kube.catalogue's. (`/status` of a CRD without the subresource is needed all the same:
+    # a cluster may carry an older CRD that has it, and kube/status.py writes there then.)
+    other_subresources = {("", "pods/binding"), ("", "pods/eviction"), ("", "nodes/finalizers")}
+    roles = [*manifests.of_kind("Role", "ClusterRole"), *(m for m in up_objects() if m.kind.endswith("Role"))]
+    unknown = []
+    for role in roles:
+        for rule in role.obj.get("rules") or []:
+            for group in rule.get("apiGroups") or ():
+                for resource in rule.get("resources") or ():
+                    plural, _, sub = resource.partition("/")
+                    gvr = catalogue.for_resource(group, plural)
+                    if gvr is None or (sub and sub != "status" and (group, resource) not in other_subresources):
+                        unknown.append(f"{role}: {group}/{resource}")
+    assert unknown == []

@@ -2,7 +2,7 @@
 controller writes matches what its pods use, and reclaim evicts only from quotas over their
 runtime for its whole grace period.
 
-Everything is recomputed with `apis.quota.QuotaManager` — the code the scheduler and the controller
+Everything is recomputed with `kube.quotas.QuotaManager` — the code the scheduler and the controller
 share — from the API server's quotas, pods and nodes: used is the sum of the bound pods' quota
 charges (every GPU spelling counted as `apis.extension.quotacount` says), runtime the tree's share
 of the nodes' allocatable. With the ElasticQuota plugin on, the scheduler admits a pod only when
@@ -21,9 +21,10 @@ from collections.abc import Callable, Iterable, Mapping
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.k8s.core import Node, Pod
-from apis.quota import QuotaManager, capacity_of
+from apis.quota import capacity_of
 from cli.bench.soak.invariants.base import Bounds, Invariant, Violation
 from cli.bench.soak.state import ClusterState
+from kube.quotas import QuotaManager
 
 __all__ = ["invariants", "manager_of", "over_runtime"]
 

@@ -15,7 +15,6 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.errors import ValidationError
 from apis.extension import names
 from apis.k8s.core import Pod
-from apis.quota import QuotaManager
 from controller.quotas.metrics import QuotaMetrics
 from controller.quotas.reconciler import (
     REASON_INVALID_QUOTA,
@@ -28,6 +27,7 @@ from controller.runtime import Malformed, PermanentError, Result
 from kube.cache import Store
 from kube.errors import TooManyRequests
 from kube.events import ObjectReference
+from kube.quotas import QuotaManager
 from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.controller.conftest import FakeClock
 from tests.unit.scheduler.conftest import make_pod

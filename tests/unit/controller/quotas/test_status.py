@@ -7,7 +7,6 @@ import json
 
 from apis.extension import names
 from apis.k8s.meta import Condition
-from apis.quota import QuotaManager
 from controller.quotas.status import (
     CONDITION_VALID,
     REASON_INVALID,
@@ -16,6 +15,7 @@ from controller.quotas.status import (
     status_patch,
     valid_condition,
 )
+from kube.quotas import QuotaManager
 from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.scheduler.conftest import make_pod
 

@@ -11,7 +11,7 @@ from typing import Any
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Pod
-from apis.quota import QuotaManager
+from kube.quotas import QuotaManager
 from scheduler.cache import ClusterCache
 from scheduler.core import build_frameworks, reservations, with_elastic_quota
 from scheduler.framework import SchedulerConfig, load_config

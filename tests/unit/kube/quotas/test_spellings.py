@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from apis.crds.device import DeviceType
 from apis.extension import allocation, names, quotacount
 from apis.k8s.core import Pod
-from apis.quota import ROOT_QUOTA_NAME, SYSTEM_QUOTA_NAME, QuotaManager, capacity_of
+from apis.quota import ROOT_QUOTA_NAME, SYSTEM_QUOTA_NAME, capacity_of
+from kube.quotas import QuotaManager
 from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.scheduler.conftest import make_pod
 

@@ -1,4 +1,11 @@
-"""The quota state of one cluster view: quotas, pods, request, used, runtime.
+"""The elastic quota state of one cluster view: quotas, pods, request, used, runtime.
+
+Stateful and thread-safe, so not in `apis/` (the protocol, pure): the rules it applies are
+`apis.quota`'s — the tree, a pod's charge, the runtime algorithm, the tree's rules — and this is
+the one bookkeeping over them that the scheduler (the ElasticQuota plugin, what-if, the simulator)
+and the controller (quota status, reclaim, the admission webhook) share, so both compute the same
+numbers. It does no I/O and imports only `apis`: the scheduler's pure core may use it (an import
+contract allows it `kube.quotas` and nothing else of kube).
 
 Fed by whoever knows the cluster — the scheduler's informers, what-if from a snapshot, the
 controller's — and read by the ElasticQuota plugin and the controller's quota status writer.

@@ -4,7 +4,7 @@ pods alone and for gangs whose members sit in different children."""
 from __future__ import annotations
 
 from apis.extension import names
-from apis.quota.manager import QuotaManager
+from kube.quotas import QuotaManager
 from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.scheduler.conftest import make_pod
 
