@@ -41,6 +41,7 @@ from apis.crds.podgroup import PodGroup
 from apis.errors import ConfigError
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
+from scheduler.cache.reservations import HeldReservation
 from scheduler.framework.config import PluginRef, ProfileConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.diagnosis import Diagnosis
@@ -558,9 +559,10 @@ class Framework:
                 if not left:
                     break
         else:
+            reservations = state.get(NOMINATED_RESERVATIONS)
             for info in order:
                 evaluated += 1
-                status = _run_chain(filters, state, pod, self.node_view(state, info, ahead))
+                status = _run_chain(filters, state, pod, _view(info, ahead, reservations))
                 if status is not SUCCESS:
                     statuses[info.name] = status
                     continue
@@ -580,12 +582,7 @@ class Framework:
         """The node as the pod's Filters see it: with the nominated pods `ahead` counted first,
         and without the Reservation the pod may use there (`NOMINATED_RESERVATIONS`): its
         resources are the pod's. The node itself when neither applies."""
-        nominated = ahead.get(info.name) if ahead else None
-        reservations = state.get(NOMINATED_RESERVATIONS)
-        held = reservations.get(info.name) if reservations else None
-        if not nominated and held is None:
-            return info
-        return info.simulate(remove=(held.uid,) if held is not None else (), add=nominated or ())
+        return _view(info, ahead, state.get(NOMINATED_RESERVATIONS))
 
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
@@ -812,6 +809,19 @@ class _ProfileChecks:
         if not self.ready:
             raise RuntimeError(f"profile {self._framework.profile}: its plugins are not built yet")
         return self._framework
+
+
+def _view(
+    info: NodeInfo,
+    ahead: Mapping[str, Sequence[PodInfo]] | None,
+    reservations: Mapping[str, HeldReservation] | None,
+) -> NodeInfo:
+    """`Framework.node_view` with the pod's nominated Reservations read once per cycle."""
+    nominated = ahead.get(info.name) if ahead else None
+    held = reservations.get(info.name) if reservations else None
+    if not nominated and held is None:
+        return info
+    return info.simulate(remove=(held.uid,) if held is not None else (), add=nominated or ())
 
 
 def _run_chain(

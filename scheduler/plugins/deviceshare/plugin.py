@@ -137,10 +137,11 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         )
         epoch = demand[0] if demand is not None else 0
         shape, request_id = self._shape_id((*asked, epoch)), self._shape_id(asked)
-        state.write(NAME, RequestState(request, shape, request_id, epoch, share_provider, template_models))
+        nominated = state.get(NOMINATED_RESERVATIONS) or {}
+        found = RequestState(request, shape, request_id, epoch, share_provider, template_models, nominated)
+        state.write(NAME, found)
         self._index.sync()
         candidates = self._index.candidates(request)
-        nominated = state.get(NOMINATED_RESERVATIONS)
         if candidates is not None and nominated:
             # The index counts reserved devices as used; the pod's own Reservation frees them.
             candidates = candidates | frozenset(nominated)
@@ -171,8 +172,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         found = state.read(NAME, RequestState)
         if found is None:
             return None
-        nominated = state.get(NOMINATED_RESERVATIONS)
-        held = nominated.get(node.name) if nominated else None
+        held = found.nominated.get(node.name) if found.nominated else None
         if held is not None and not held.reserved.keys().isdisjoint(found.request.requests):
             return self._fit_reserved(node, held, found)
         fit = self._memo.get(node, found.shape)
