@@ -18,10 +18,11 @@ bindings, never the next cycle. Each binding ends in exactly one of:
 Before binding, every annotation the cache reads as a record of what a pod holds (its holdings
 sources' annotations, `ClusterCache.holdings`) is made exactly what this binding's PreBind asked
 for (set, or removed when the pod carries one it did not ask for), so a bound pod's records
-always match what the cache reserved for it. When the Binding's outcome is unknown (the connection broke,
-a 5xx, a 409) the binder asks the API server what happened and acts on the answer; until it
-knows, the pod stays assumed — its devices held — because releasing them for a pod that is in
-fact bound could hand a GPU to two pods. Assumed pods never expire by time here either.
+always match what the cache reserved for it. When the Binding's outcome is unknown (the
+connection broke, a 5xx, a 409) the binder asks the API server what happened and acts on the
+answer; until it knows, the pod stays assumed — its devices held — because releasing them for a
+pod that is in fact bound could hand a GPU to two pods. Assumed pods never expire by time here
+either.
 """
 
 from __future__ import annotations
