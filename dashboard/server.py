@@ -108,7 +108,7 @@ class Dashboard:
         return view.state(
             devices=s.devices.store.list(),
             pods=s.pods.store.list(),
-            pod_groups=s.pod_groups.store.list(),
+            pod_groups=[*s.pod_groups.store.list(), *s.upstream_pod_groups.store.list()],
             quotas=s.quotas.store.list(),
             reservations=s.reservations.store.list(),
             jobs=s.migrations.store.list(),

@@ -65,6 +65,9 @@ class ClusterSources:
         self.devices: Informer[Device] = Informer(client, names.DEVICES, parse=Device.from_dict)
         self.pods: Informer[Pod] = Informer(client, PODS, parse=Pod.from_dict)
         self.pod_groups: Informer[PodGroup] = Informer(client, names.POD_GROUPS, parse=PodGroup.from_dict)
+        self.upstream_pod_groups: Informer[PodGroup] = Informer(
+            client, names.UPSTREAM_POD_GROUPS, parse=PodGroup.upstream_from_dict
+        )
         self.quotas: Informer[ElasticQuota] = Informer(client, names.ELASTIC_QUOTAS, parse=ElasticQuota.from_dict)
         self.reservations: Informer[Reservation | Invalid] = Informer(
             client, names.RESERVATIONS, parse=tolerant(names.RESERVATIONS.kind, Reservation.from_dict)
@@ -76,6 +79,7 @@ class ClusterSources:
             self.devices,
             self.pods,
             self.pod_groups,
+            self.upstream_pod_groups,
             self.quotas,
             self.reservations,
             self.migrations,

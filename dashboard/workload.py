@@ -159,8 +159,10 @@ def gangs(pods: Iterable[Pod], groups: Iterable[PodGroup], *, now: datetime.date
     """Every gang with members or a PodGroup: members bound and waiting, and for how long the
     oldest waiting member has waited. `min_member` comes from the PodGroup, else the members'
     `min-available` annotation."""
-    by_group = {g.meta.key: g for g in groups}
-    members: dict[str, list[Pod]] = {key: [] for key in by_group}
+    # A PodGroup of each API group may share a name; the members' kind says which is theirs.
+    by_group = {(g.upstream, g.meta.key): g for g in groups}
+    members: dict[str, list[Pod]] = {key: [] for _, key in by_group}
+    upstream: dict[str, bool] = {key: kind for kind, key in by_group}
     minimum: dict[str, int] = {}
     for pod in pods:
         if pod.is_terminal:
@@ -172,11 +174,12 @@ def gangs(pods: Iterable[Pod], groups: Iterable[PodGroup], *, now: datetime.date
         if spec is None:
             continue
         members.setdefault(spec.name, []).append(pod)
+        upstream[spec.name] = spec.upstream
         if spec.min_available is not None:
             minimum[spec.name] = spec.min_available
     out = []
     for name, pods_of in members.items():
-        group = by_group.get(name)
+        group = by_group.get((upstream.get(name, False), name))
         waiting = [p for p in pods_of if not p.node_name]
         oldest = max((age_seconds(p.meta.creation_timestamp, now) for p in waiting), default=0.0)
         out.append(

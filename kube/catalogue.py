@@ -5,8 +5,9 @@ Each is declared once: the built-in kinds in `kube.resources` (`PODS`, `DEPLOYME
 Tessera's CRDs in `apis.extension.names` (`DEVICES`, ...: the protocol names them, and `apis`
 imports nothing of ours). This module lists them all and answers lookups, and tests hold the
 rest of the repository to it: the CRDs of `deploy/crds/` (and so the Helm chart's, a link to
-them), the kinds the embedded API server serves, and every RBAC rule of `deploy/`, the chart and
-`tessera up`'s own roles. Typed access to the CRDs' objects is `kube.crds`.
+them) and `deploy/crds-optional/`, the kinds the embedded API server serves, and every RBAC rule
+of `deploy/`, the chart and `tessera up`'s own roles. Typed access to the CRDs' objects is
+`kube.crds`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from apis.extension import names
 from apis.extension.names import GroupVersionResource
 from kube import resources
 
-__all__ = ["ALL", "BUILTINS", "CUSTOM", "for_kind", "for_resource"]
+__all__ = ["ALL", "BUILTINS", "CUSTOM", "OPTIONAL", "for_kind", "for_resource"]
 
 #: The built-in kinds Tessera uses.
 BUILTINS: Final[tuple[GroupVersionResource, ...]] = (
@@ -58,7 +59,10 @@ CUSTOM: Final[tuple[GroupVersionResource, ...]] = (
     names.POD_MIGRATION_JOBS,
     names.NODE_SLOS,
 )
-ALL: Final = BUILTINS + CUSTOM
+#: Other projects' CRDs Tessera reads (deploy/crds-optional/): a cluster may have them from those
+#: projects; `tessera up` installs them.
+OPTIONAL: Final[tuple[GroupVersionResource, ...]] = (names.UPSTREAM_POD_GROUPS,)
+ALL: Final = BUILTINS + CUSTOM + OPTIONAL
 
 _BY_KIND: Final[Mapping[tuple[str, str], GroupVersionResource]] = MappingProxyType(
     {(r.api_version, r.kind): r for r in ALL}

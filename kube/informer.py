@@ -16,6 +16,10 @@ is logged and skipped (the store keeps the last version that parsed); it never s
 
 Periodic resync (`resync_period`) calls `on_update(obj, obj)` for every object, so level-driven
 controllers can re-check everything now and then without another list.
+
+A resource the server does not serve (404 on the list: an optional CRD not installed, say
+scheduler-plugins' PodGroup) is said once as a warning and then retried quietly with the usual
+backoff, so that it syncs as soon as the CRD is installed without a warning every few seconds.
 """
 
 from __future__ import annotations
@@ -96,6 +100,8 @@ class Informer(Generic[T]):
         self._field_selector = field_selector
         self._resync_period = resync_period
         self._backoff = backoff
+        #: A 404 on the list was said (once, until the resource is served).
+        self._said_not_served = False
         self._page_size = page_size
         self._watch_timeout = watch_timeout
         self._name = f"{gvr.plural}.{gvr.group}" if gvr.group else gvr.plural
@@ -184,11 +190,25 @@ class Informer(Generic[T]):
                     self._list()
                     need_list = False
                     delays = None
+                    self._said_not_served = False
                 if self._watch():
                     delays = None
             except errors.Gone:
                 log.log(V(2), "Watch expired; relisting", extra={"resource": self._name, "rv": self.resource_version})
                 need_list = True
+            except errors.NotFound as e:
+                if self._stop.is_set():
+                    break
+                delays = delays or self._backoff.delays()
+                delay = next(delays)
+                level = V(4) if self._said_not_served else logging.WARNING
+                self._said_not_served = True
+                log.log(
+                    level,
+                    "Resource not served by the API server; waiting for it",
+                    extra={"resource": self._name, "error": str(e), "retryIn": f"{delay:.2f}s"},
+                )
+                self._stop.wait(delay)
             except errors.APIError as e:
                 if self._stop.is_set():
                     break

@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError
-from apis.extension import names
 from apis.extension import quota as quota_labels
 from apis.extension.gang import GangSpec, gang_from_pod
 from apis.extension.quotacount import Capacity
@@ -645,10 +644,10 @@ def _nonzero(amounts: Mapping[str, int]) -> dict[str, int]:
 
 
 def _gang_of(pod: Pod) -> GangSpec | None:
-    """The pod's gang; None for a pod on its own, or whose gang annotations do not parse (the
-    Coscheduling plugin refuses it with the reason; here it is checked as a pod on its own)."""
-    if names.ANNOTATION_GANG_NAME not in pod.annotations and names.LABEL_POD_GROUP not in pod.labels:
-        return None
+    """The pod's gang, by the one gang parser (every way a pod names one: Koordinator's PodGroup
+    label, lightweight label or annotation, scheduler-plugins' PodGroup label); None for a pod
+    on its own, or whose gang does not parse or is named twice (the Coscheduling plugin refuses
+    it with the reason; here it is checked as a pod on its own)."""
     try:
         return gang_from_pod(pod)
     except AnnotationError:

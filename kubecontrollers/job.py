@@ -17,7 +17,8 @@ variable `JOB_COMPLETION_INDEX` (from that annotation, by the downward API) in e
 the hostname `NAME-INDEX`; a failed index is made again with the same index. A second active pod of
 an index, or an active pod of an index that succeeded, is deleted. `status.completedIndexes` lists
 the succeeded indexes as intervals (`0-2,4`), and `succeeded` counts them. A gang over the Job's
-pods (Koordinator's gang annotations on the template, min-available = parallelism) is created in
+pods (Koordinator's gang annotations on the template, min-available = parallelism; or the label of
+a scheduler-plugins PodGroup with minMember = parallelism) is created in
 one sync, so the scheduler binds all ranks or none.
 
 `podFailurePolicy` decides what each failed pod means (podfailurepolicy.py), and a finished Job with

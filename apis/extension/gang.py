@@ -8,9 +8,22 @@ Which gang (`namespace/name`), first found wins:
    annotations below on the PodGroup);
 2. the lightweight label `pod-group.scheduling.sigs.k8s.io/name` (scheduler-plugins'
    lightweight coscheduling, deprecated but still read by Koordinator);
-3. the annotation `gang.scheduling.koordinator.sh/name`.
+3. the annotation `gang.scheduling.koordinator.sh/name`;
+4. the label `scheduling.x-k8s.io/pod-group`: scheduler-plugins' PodGroup CR
+   (`scheduling.x-k8s.io`) describes the gang, with the semantics scheduler-plugins'
+   Coscheduling gives it (`spec_from_pod_group`, below).
 In cases 2 and 3 the pod describes the gang (`spec_from_pod`); its min is the label
 `pod-group.scheduling.sigs.k8s.io/min-available` if set, else the annotation `min-available`.
+A pod that names one of Koordinator's gangs (1-3) and a scheduler-plugins PodGroup (4) is in no
+gang: `gang_conflict` says why, the scheduler refuses it with that reason, and `gang_from_pod`
+raises it (the quota manager then checks the pod alone).
+
+A scheduler-plugins PodGroup's gang, as its Coscheduling reads it (`pkg/coscheduling/core`): min
+`spec.minMember`; members wait `spec.scheduleTimeoutSeconds` (missing or 0: the plugin's
+`permitWaitingTimeSeconds`, 60 s); a member that fails rejects the waiting ones (Strict); the
+gang is allowed once min members are waiting or bound (`waiting-and-running`);
+`spec.minResources` must fit in the cluster's free resources before any member is placed
+(`GangSpec.min_resources`). Koordinator's gang annotations on it mean nothing, as there.
 
 A value that cannot be used falls back to the default with a warning, kept in
 `GangSpec.problems` (the scheduler makes each an Event), and only a gang whose size cannot be
@@ -31,28 +44,35 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from apis.crds.podgroup import PodGroup
 from apis.errors import AnnotationError
 from apis.extension import names
 from apis.k8s.core import Pod
 from apis.k8s.duration import parse_duration
+from apis.k8s.resources import ResourceList
 
 __all__ = [
     "DEFAULT_WAITING_SECONDS",
+    "UPSTREAM_DEFAULT_WAITING_SECONDS",
     "GangMode",
     "GangSpec",
     "MatchPolicy",
+    "gang_conflict",
     "gang_from_pod",
     "gang_name",
     "joins_pod_group",
+    "joins_upstream_pod_group",
     "parse_duration",
     "spec_from_pod",
     "spec_from_pod_group",
 ]
 
 DEFAULT_WAITING_SECONDS = 600.0
+#: scheduler-plugins' Coscheduling `permitWaitingTimeSeconds` default.
+UPSTREAM_DEFAULT_WAITING_SECONDS = 60.0
+_EMPTY: Mapping[str, str] = {}
 
 
 class GangMode(enum.Enum):
@@ -81,6 +101,11 @@ class GangSpec:
     groups: tuple[str, ...] = ()
     match_policy: MatchPolicy = MatchPolicy.ONCE_SATISFIED
     from_pod_group: bool = False
+    #: A scheduler-plugins PodGroup (`scheduling.x-k8s.io`) describes the gang.
+    upstream: bool = False
+    #: `spec.minResources` of a scheduler-plugins PodGroup: the free resources the cluster must
+    #: have for the gang before any member is placed (empty: no check).
+    min_resources: ResourceList = field(default_factory=dict)
     #: Values that were ignored for their default, one sentence each (warning events).
     problems: tuple[str, ...] = ()
     #: Why the gang cannot be formed at all ("" when it can).
@@ -93,29 +118,77 @@ class GangSpec:
 
 
 def joins_pod_group(pod: Pod) -> bool:
-    """Whether a PodGroup CR describes the pod's gang (the `pod-group.scheduling.sigs.k8s.io` label)."""
-    return bool(pod.labels.get(names.LABEL_POD_GROUP))
+    """Whether a PodGroup CR describes the pod's gang (Koordinator's or scheduler-plugins')."""
+    return bool(pod.labels.get(names.LABEL_POD_GROUP)) or joins_upstream_pod_group(pod)
 
 
-def gang_name(pod: Pod) -> str | None:
-    """`namespace/name` of the pod's gang, with Koordinator's precedence, or None."""
-    name = (
+def joins_upstream_pod_group(pod: Pod) -> bool:
+    """Whether a scheduler-plugins PodGroup (`scheduling.x-k8s.io`) describes the pod's gang."""
+    return bool(pod.labels.get(names.LABEL_UPSTREAM_POD_GROUP)) and not _koordinator_name(pod)
+
+
+def _koordinator_name(pod: Pod) -> str:
+    """The gang one of Koordinator's names gives the pod (with its precedence), or ""."""
+    return (
         pod.labels.get(names.LABEL_POD_GROUP)
         or pod.labels.get(names.LABEL_LIGHTWEIGHT_GANG_NAME)
         or pod.annotations.get(names.ANNOTATION_GANG_NAME)
+        or ""
     )
+
+
+def gang_conflict(pod: Pod) -> str:
+    """Why the pod is in no gang though it names one: it names one of Koordinator's gangs and a
+    scheduler-plugins PodGroup, so neither project's meaning can be taken without dropping the
+    other's ("" when it names at most one kind)."""
+    upstream = pod.labels.get(names.LABEL_UPSTREAM_POD_GROUP)
+    if not upstream or not (koordinator := _koordinator_name(pod)):
+        return ""
+    given = next(
+        key
+        for key, value in (
+            (names.LABEL_POD_GROUP, pod.labels.get(names.LABEL_POD_GROUP)),
+            (names.LABEL_LIGHTWEIGHT_GANG_NAME, pod.labels.get(names.LABEL_LIGHTWEIGHT_GANG_NAME)),
+            (names.ANNOTATION_GANG_NAME, pod.annotations.get(names.ANNOTATION_GANG_NAME)),
+        )
+        if value
+    )
+    return (
+        f"pod {pod.key} names two kinds of gang: {given}={koordinator} (Koordinator's) and "
+        f"{names.LABEL_UPSTREAM_POD_GROUP}={upstream} (scheduler-plugins' PodGroup); "
+        "keep one of them"
+    )
+
+
+def gang_name(pod: Pod) -> str | None:
+    """`namespace/name` of the pod's gang, with Koordinator's precedence, then scheduler-plugins'
+    label; None for a pod on its own or one that names two kinds of gang (`gang_conflict`)."""
+    koordinator = _koordinator_name(pod)
+    upstream = pod.labels.get(names.LABEL_UPSTREAM_POD_GROUP)
+    if koordinator and upstream:
+        return None
+    name = koordinator or upstream
     return f"{pod.namespace}/{name}" if name else None
 
 
 def gang_from_pod(pod: Pod) -> GangSpec | None:
     """The pod's gang as far as the pod tells it, or None for a pod on its own. A PodGroup
     member's spec has `from_pod_group` set and no min (the PodGroup holds it). Raises
-    AnnotationError when the gang cannot be formed (no usable min)."""
+    AnnotationError when the gang cannot be formed (no usable min, or two kinds of gang named)."""
+    if conflict := gang_conflict(pod):
+        raise AnnotationError(names.LABEL_UPSTREAM_POD_GROUP, conflict, obj=pod.key)
     name = gang_name(pod)
     if name is None:
         return None
     if joins_pod_group(pod):
-        return GangSpec(name=name, min_available=None, total_number=None, groups=(name,), from_pod_group=True)
+        return GangSpec(
+            name=name,
+            min_available=None,
+            total_number=None,
+            groups=(name,),
+            from_pod_group=True,
+            upstream=joins_upstream_pod_group(pod),
+        )
     spec = spec_from_pod(pod, name)
     if spec.error:
         raise AnnotationError(_min_key(pod), spec.error, obj=pod.key)
@@ -167,16 +240,31 @@ def spec_from_pod_group(
     *,
     default_wait: float = DEFAULT_WAITING_SECONDS,
     default_policy: MatchPolicy = MatchPolicy.ONCE_SATISFIED,
+    upstream_wait: float = UPSTREAM_DEFAULT_WAITING_SECONDS,
 ) -> GangSpec:
-    """The gang a PodGroup CR describes (`spec.minMember`, `spec.scheduleTimeoutSeconds`)."""
+    """The gang a PodGroup CR describes (`spec.minMember`, `spec.scheduleTimeoutSeconds`; for a
+    scheduler-plugins PodGroup also `spec.minResources`, and that project's semantics: see the
+    module docstring). `upstream_wait` is the wait of a scheduler-plugins PodGroup that names
+    none (its `scheduleTimeoutSeconds` 0 means the same, as there)."""
     problems: list[str] = []
     minimum = _at_least_zero(group.min_member, "spec.minMember", problems)
-    wait = default_wait
+    wait = upstream_wait if group.upstream else default_wait
     timeout = group.schedule_timeout_seconds
     if timeout is not None and timeout > 0:
         wait = float(timeout)
-    elif timeout is not None:
+    elif timeout is not None and not (group.upstream and timeout == 0):
         problems.append(f"spec.scheduleTimeoutSeconds {timeout} is not positive")
+    if group.upstream:
+        spec = _spec(
+            group.meta.key,
+            minimum,
+            _EMPTY,
+            waiting=wait,
+            default_policy=MatchPolicy.WAITING_AND_RUNNING,
+            problems=problems,
+            pod_group=True,
+        )
+        return replace(spec, upstream=True, min_resources=dict(group.min_resources))
     return _spec(
         group.meta.key,
         minimum,

@@ -18,6 +18,9 @@ QUOTA_DOMAIN: Final = "quota.scheduling.koordinator.sh"
 RUNTIMEPROXY_DOMAIN: Final = "runtimeproxy.koordinator.sh"
 SLO_DOMAIN: Final = "slo.koordinator.sh"
 SIGS_SCHEDULING_GROUP: Final = "scheduling.sigs.k8s.io"
+#: kubernetes-sigs/scheduler-plugins' API group (its Coscheduling's PodGroup): what Kubeflow's
+#: training operator, KubeRay and others create when pointed at a coscheduling scheduler.
+UPSTREAM_SCHEDULING_GROUP: Final = "scheduling.x-k8s.io"
 #: Where Koordinator's device resources lived before v1.2 (`kubernetes.io/gpu-core`, ...).
 DEPRECATED_RESOURCE_DOMAIN: Final = "kubernetes.io"
 TESSERA_DOMAIN: Final = "tessera.dev"
@@ -88,6 +91,9 @@ LABEL_POD_GROUP: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}"
 #: the min-available annotation.
 LABEL_LIGHTWEIGHT_GANG_NAME: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}/name"
 LABEL_LIGHTWEIGHT_GANG_MIN_AVAILABLE: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}/min-available"
+#: scheduler-plugins' pod label naming its PodGroup (`scheduling.x-k8s.io`) in the pod's namespace.
+#: A pod carries it or one of Koordinator's gang names above, never both (`gang.gang_conflict`).
+LABEL_UPSTREAM_POD_GROUP: Final = f"{UPSTREAM_SCHEDULING_GROUP}/pod-group"
 #: `only-waiting | waiting-and-running | once-satisfied` (the default); the alias is read too.
 ANNOTATION_GANG_MATCH_POLICY: Final = f"{GANG_DOMAIN}/match-policy"
 ANNOTATION_ALIAS_GANG_MATCH_POLICY: Final = f"pod-group.{SIGS_SCHEDULING_GROUP}/match-policy"
@@ -257,6 +263,11 @@ class GroupVersionResource:
 DEVICES: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "devices", "Device", False)
 ELASTIC_QUOTAS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "elasticquotas", "ElasticQuota", True)
 POD_GROUPS: Final = GroupVersionResource(SIGS_SCHEDULING_GROUP, "v1alpha1", "podgroups", "PodGroup", True)
+#: scheduler-plugins' PodGroup (deploy/crds-optional/): the same spec as Koordinator's, its own
+#: status and semantics, and a status subresource as that project ships it.
+UPSTREAM_POD_GROUPS: Final = GroupVersionResource(
+    UPSTREAM_SCHEDULING_GROUP, "v1alpha1", "podgroups", "PodGroup", True, True
+)
 RESERVATIONS: Final = GroupVersionResource(SCHEDULING_DOMAIN, "v1alpha1", "reservations", "Reservation", False, True)
 POD_MIGRATION_JOBS: Final = GroupVersionResource(
     SCHEDULING_DOMAIN, "v1alpha1", "podmigrationjobs", "PodMigrationJob", False, True

@@ -59,6 +59,7 @@ __all__ = [
     "estimates_memory_ratio",
     "gpu_memory_of",
     "granule",
+    "node_counted",
     "pod_charge",
 ]
 
@@ -150,7 +151,7 @@ def gpu_memory_of(allocatable: Mapping[str, int]) -> int:
     return memory * PERCENT_PER_DEVICE // ratio if ratio > 0 and memory > 0 else 0
 
 
-def _node_counted(allocatable: Mapping[str, int]) -> dict[str, int]:
+def node_counted(allocatable: Mapping[str, int]) -> dict[str, int]:
     """A node's allocatable counted. A node advertises the same GPUs in several spellings at once
     (`gpu-core: 800`, `koordinator.sh/gpu: 800` as koord-manager and our controller publish
     them, `nvidia.com/gpu: 8` from the device plugin): each spelling is all of them, so a counted
@@ -167,7 +168,7 @@ def capacity_of(allocatables: Iterable[Mapping[str, int]]) -> Capacity:
     total: dict[str, int] = {}
     smallest = 0
     for allocatable in allocatables:
-        for name, amount in _node_counted(allocatable).items():
+        for name, amount in node_counted(allocatable).items():
             total[name] = total.get(name, 0) + amount
         memory = gpu_memory_of(allocatable)
         if memory and (not smallest or memory < smallest):

@@ -31,7 +31,7 @@ import psutil
 import yaml
 
 from apis.errors import ConfigError
-from cli.launchers.apiserver import DEFAULT_CRDS, EmbeddedAPIServer
+from cli.launchers.apiserver import ALL_CRDS, EmbeddedAPIServer
 from cli.launchers.base import KubeconfigCredentials
 from cli.localcluster import components, identities, monitoring, ownnames, state, webhook
 from cli.localcluster.components import Component
@@ -111,8 +111,9 @@ class LocalCluster:
         metrics_token.touch(mode=0o600, exist_ok=True)
         metrics_token.write_text(tokens[scraper] + "\n", encoding="utf-8")
         with self.client() as client:
-            with self._through_apiserver(f"installing the CRDs of {DEFAULT_CRDS}"):
-                install_crds(client, DEFAULT_CRDS, timeout=self.settings.start_timeout)
+            for directory in ALL_CRDS:
+                with self._through_apiserver(f"installing the CRDs of {directory}"):
+                    install_crds(client, directory, timeout=self.settings.start_timeout)
             with self._through_apiserver(f"applying the RBAC of {identities.DEPLOY}/*-rbac.yaml"):
                 applied = identities.apply_rbac(client)
                 deploy_names = [*identities.rbac_manifests(), *webhook.documents().values()]

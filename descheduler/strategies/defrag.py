@@ -218,8 +218,9 @@ class Defragmentation:
 
 
 def _in_gang(pod: Pod) -> bool:
-    """A member of a gang (a PodGroup label, the lightweight gang label or Koordinator's annotation)."""
-    return gang.gang_name(pod) is not None
+    """A member of a gang (a PodGroup label of either group, the lightweight gang label or
+    Koordinator's annotation), or a pod naming two kinds of gang (refused until it is fixed)."""
+    return gang.gang_name(pod) is not None or bool(gang.gang_conflict(pod))
 
 
 def _unschedulable_since(raw: Obj) -> datetime.datetime | None:

@@ -135,6 +135,12 @@ class ClusterCache:
         return self._taint_effects.get(effect, 0)
 
     @property
+    def generation(self) -> int:
+        """Changes on every write to any node (its Node, pods or devices): a memo of sums over
+        the whole cluster keyed by it is never stale."""
+        return self._generation
+
+    @property
     def static_generation(self) -> int:
         """Changes whenever a Node object is added, updated or removed (labels, taints, ...)."""
         return self._static_generation

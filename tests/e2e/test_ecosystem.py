@@ -1,6 +1,7 @@
 """The tools and workloads operators and ML teams bring, against one `tessera up`: a real Prometheus
 (Debian's) scraping every component with deploy/monitoring's rules loaded, the Helm chart installed
-with real Helm beside tessera up's own objects, Indexed Jobs with a gang (all ranks or none), a
+with real Helm beside tessera up's own objects, Indexed Jobs with a gang (all ranks or none) —
+Koordinator's annotations or scheduler-plugins' PodGroup, its status moving as that project's — a
 DaemonSet on every node with a rolling update, pod failure policy and TTL after finished — driven
 with kubectl as a user drives them.
 """
@@ -291,6 +292,159 @@ def test_an_indexed_job_of_4_ranks_with_a_gang_runs_all_or_nothing(
     }
     assert all(index_env in p["spec"]["containers"][0]["env"] for p in pods)
     assert Counter(p["spec"]["nodeName"] for p in pods).most_common(1)[0][1] <= 2  # 4 GPUs each: 2 ranks a node
+
+
+def upstream_pod_group(name: str, min_member: int, **spec: Any) -> dict[str, Any]:
+    """scheduler-plugins' PodGroup, as Kubeflow's training operator makes one for a job."""
+    return {
+        "apiVersion": names.UPSTREAM_POD_GROUPS.api_version,
+        "kind": "PodGroup",
+        "metadata": {"name": name},
+        "spec": {"minMember": min_member, **spec},
+    }
+
+
+def labelled_ranks(name: str, *, ranks: int, gpus_each: int) -> dict[str, Any]:
+    """`indexed_job` whose pods carry scheduler-plugins' PodGroup label instead of Koordinator's
+    gang annotations (what the training operator's pods carry)."""
+    job = indexed_job(name, ranks=ranks, gpus_each=gpus_each)
+    template = job["spec"]["template"]
+    template["metadata"] = {"labels": {names.LABEL_UPSTREAM_POD_GROUP: name}}
+    return job
+
+
+def gpu_nodes(cluster: Cluster) -> dict[str, int]:
+    """Node name -> whole GPUs it publishes (the nodes with any)."""
+    per_gpu = 100
+    return {
+        name: node.allocatable.get(names.GPU_CORE, 0) // per_gpu
+        for name, node in cluster.nodes().items()
+        if node.allocatable.get(names.GPU_CORE, 0)
+    }
+
+
+def fill_leaving(up: Up, cluster: Cluster, namespace: str, tmp_path: Path, free: int) -> list[str]:
+    """Another team's pods, scheduled by Tessera onto each GPU node, leaving `free` GPUs there;
+    returns their names once all run."""
+    fillers = []
+    for node, gpus in sorted(gpu_nodes(cluster).items()):
+        name = f"filler-{node}"
+        fillers.append(name)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name},
+            "spec": {
+                "schedulerName": names.SCHEDULER_NAME,
+                "nodeSelector": {names.LABEL_HOSTNAME: node},
+                "containers": [
+                    {"name": "main", "image": "busy", "resources": {"limits": {names.NVIDIA_GPU: str(gpus - free)}}}
+                ],
+            },
+        }
+        apply(up, tmp_path, pod, namespace)
+    wait_for(
+        lambda: (
+            all(p.phase == "Running" for p in cluster.pods(namespace) if p.name in fillers)
+            and len([p for p in cluster.pods(namespace) if p.name in fillers]) == len(fillers)
+        ),
+        timeout_s=TIMEOUT_S,
+        what="the filler pods running",
+    )
+    return fillers
+
+
+def pod_group_status(up: Up, name: str, namespace: str) -> dict[str, Any]:
+    raw = up.kubectl("get", f"podgroups.{names.UPSTREAM_SCHEDULING_GROUP}", name, "-n", namespace, "-o", "json")
+    return dict(json.loads(raw).get("status") or {})
+
+
+def test_a_scheduler_plugins_pod_group_of_four_two_gpu_ranks_with_room_for_three_is_all_or_nothing(
+    up: Up, cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """The issue's case, with kubectl: a PodGroup of scheduling.x-k8s.io with minMember 4 and a
+    4-rank Indexed Job of 2-GPU pods labelled with it, on a cluster with room for three: no rank
+    is bound, and the PodGroup says Scheduling, occupied by the Job. With room for the fourth,
+    all four run and the PodGroup says Running, as scheduler-plugins' controller would."""
+    ns = ("-n", namespace)
+    others = unique("others")
+    cluster.create_namespace(others)
+    try:
+        fillers = fill_leaving(up, cluster, others, tmp_path, free=2)
+        assert len(fillers) == 3  # 3 GPU nodes with 2 GPUs free each: room for three ranks
+        apply(up, tmp_path, upstream_pod_group("ranks", 4, scheduleTimeoutSeconds=20), namespace)
+        apply(up, tmp_path, labelled_ranks("ranks", ranks=4, gpus_each=2), namespace)
+
+        def all_refused() -> list[Any] | None:
+            pods = cluster.core.list_namespaced_pod(namespace, label_selector="job-name=ranks").items
+            refused = [
+                p
+                for p in pods
+                if any(c.type == "PodScheduled" and c.status == "False" for c in p.status.conditions or ())
+            ]
+            return pods if len(pods) == 4 == len(refused) else None
+
+        pods = wait_for(all_refused, timeout_s=TIMEOUT_S, what="the scheduler to refuse the 4 ranks")
+        assert [p.spec.node_name for p in pods] == [None] * 4, "a rank was bound though its gang cannot be whole"
+        status = wait_for(
+            lambda: (s := pod_group_status(up, "ranks", namespace)).get("phase") == "Scheduling" and s,
+            timeout_s=TIMEOUT_S,
+            what="the PodGroup Scheduling",
+        )
+        assert status["occupiedBy"] == f"{namespace}/ranks" and "scheduled" not in status
+        message = next(c.message for c in pods[0].status.conditions if c.type == "PodScheduled")
+        assert f"gang {namespace}/ranks" in message
+        # Room for the fourth rank: the whole gang is bound, and runs.
+        up.kubectl("delete", "pod", fillers[0], "-n", others, "--wait=true")
+        wait_for(
+            lambda: (s := pod_group_status(up, "ranks", namespace)).get("phase") == "Running" and s.get("running") == 4,
+            timeout_s=TIMEOUT_S,
+            what="the PodGroup Running with its 4 ranks",
+        )
+        placed = json.loads(up.kubectl("get", "pods", "-l", "job-name=ranks", "-o", "json", *ns))["items"]
+        assert sorted(p["status"]["phase"] for p in placed) == ["Running"] * 4
+        gang_ids = {p["metadata"]["annotations"][names.ANNOTATION_BIND_GANG_GROUP_ID] for p in placed}
+        assert gang_ids == {f"{namespace}/ranks"}
+    finally:
+        up.kubectl("delete", "job", "ranks", "--cascade=foreground", "--ignore-not-found", *ns)
+        cluster.delete_namespace(others)
+
+
+def test_tessera_explain_says_why_a_scheduler_plugins_gang_is_not_started(
+    up: Up, cluster: Cluster, namespace: str, tmp_path: Path
+) -> None:
+    """minResources that the cluster cannot hold, and a pod naming both kinds of gang: each pod
+    is pending with the reason, an Event says the conflict, and `tessera explain` prints both."""
+    apply(up, tmp_path, upstream_pod_group("huge", 1, minResources={names.NVIDIA_GPU: "1000"}), namespace)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "huge-0", "labels": {names.LABEL_UPSTREAM_POD_GROUP: "huge"}},
+        "spec": {
+            "schedulerName": names.SCHEDULER_NAME,
+            "containers": [{"name": "main", "image": "trainer", "resources": {"limits": {names.NVIDIA_GPU: "1"}}}],
+        },
+    }
+    apply(up, tmp_path, pod, namespace)
+    both = {
+        **pod,
+        "metadata": {"name": "both-0", "labels": {names.LABEL_UPSTREAM_POD_GROUP: "x", names.LABEL_POD_GROUP: "x"}},
+    }
+    apply(up, tmp_path, both, namespace)
+
+    def pending(name: str) -> str:
+        pods = {p.name: p for p in cluster.pods(namespace)}
+        return pods[name].pending_message if name in pods else ""
+
+    wait_for(lambda: pending("huge-0") and pending("both-0"), timeout_s=TIMEOUT_S, what="both pods refused")
+    gap = "its PodGroup's minResources do not fit in the cluster's free resources: koordinator.sh/gpu-core needs 100k"
+    conflict = f"pod {namespace}/both-0 names two kinds of gang"
+    assert gap in pending("huge-0") and conflict in pending("both-0")
+    assert gap in up.tessera("explain", "huge-0", "-n", namespace)
+    explained = up.tessera("explain", "both-0", "-n", namespace)
+    assert f"Fix the pod: {conflict}" in explained and "(retried only when the pod changes)" in explained
+    events = json.loads(up.kubectl("get", "events", "-n", namespace, "-o", "json"))["items"]
+    assert any(e["reason"] == "GangConflict" and conflict in e["message"] for e in events)
 
 
 def test_pod_failure_policy_fails_the_job_and_ttl_deletes_a_finished_one(

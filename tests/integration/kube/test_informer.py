@@ -1,5 +1,6 @@
 """Informers against a real server: sync, handlers, indexes, resync, and surviving restarts."""
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -9,13 +10,13 @@ import pytest
 
 from apis.crds.device import Device
 from apis.extension import names
-from apis.extension.names import DEVICES
+from apis.extension.names import DEVICES, GroupVersionResource
 from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube import Backoff
 from kube.client import Client
 from kube.informer import Informer, InformerFactory, raw
-from kube.resources import CONFIG_MAPS, PODS
+from kube.resources import CONFIG_MAPS, CUSTOM_RESOURCE_DEFINITIONS, PODS
 
 pytestmark = pytest.mark.integration
 
@@ -193,3 +194,41 @@ def test_cache_converges_after_the_server_is_killed(own_server: EmbeddedAPIServe
         assert recorder.of("delete") == ["keep0"]
         assert "keep1" in recorder.of("update")
         assert sorted(adds) == sorted([f"keep{i}" for i in range(10)] + [f"new{i}" for i in range(gap_writes)])
+
+
+def test_a_resource_not_served_is_said_once_then_synced_when_its_crd_comes(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An optional CRD not installed (404 on the list): one warning, quiet retries, and the
+    informer syncs once the CRD is installed."""
+    group = "informer-test.tessera.dev"
+    gvr = GroupVersionResource(group, "v1", "widgets", "Widget", True)
+    informer: Informer[dict[str, Any]] = Informer(client, gvr, parse=raw, backoff=Backoff(initial=0.01, maximum=0.05))
+    with caplog.at_level(logging.DEBUG, logger="kube.informer"), informer:
+        eventually(lambda: sum("not served" in r.getMessage() for r in caplog.records) >= 4)  # retried
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+            "Resource not served by the API server; waiting for it"
+        ]
+        crd = {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"widgets.{group}"},
+            "spec": {
+                "group": group,
+                "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+                "scope": "Namespaced",
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    }
+                ],
+            },
+        }
+        client.resource(CUSTOM_RESOURCE_DEFINITIONS).create(crd)
+        try:
+            assert informer.wait_for_sync(10.0)
+        finally:
+            client.resource(CUSTOM_RESOURCE_DEFINITIONS).delete(f"widgets.{group}")

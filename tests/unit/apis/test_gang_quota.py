@@ -4,7 +4,15 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup, PodGroupPhase
 from apis.errors import AnnotationError, ValidationError
 from apis.extension import names
-from apis.extension.gang import GangMode, gang_from_pod, parse_duration, spec_from_pod_group
+from apis.extension.gang import (
+    GangMode,
+    MatchPolicy,
+    gang_conflict,
+    gang_from_pod,
+    gang_name,
+    parse_duration,
+    spec_from_pod_group,
+)
 from apis.extension.quota import (
     ROOT_QUOTA_NAME,
     decode_resource_annotation,
@@ -110,6 +118,97 @@ def test_lightweight_labels_name_the_gang_and_their_min_wins() -> None:
             pod(labels={names.LABEL_LIGHTWEIGHT_GANG_NAME: "lw", names.LABEL_LIGHTWEIGHT_GANG_MIN_AVAILABLE: "x"})
         )
     assert e.value.key == names.LABEL_LIGHTWEIGHT_GANG_MIN_AVAILABLE
+
+
+def test_the_upstream_label_names_a_scheduler_plugins_pod_group() -> None:
+    """scheduler-plugins' `scheduling.x-k8s.io/pod-group` label: a PodGroup of that group holds
+    the gang's size."""
+    spec = gang_from_pod(pod(labels={names.LABEL_UPSTREAM_POD_GROUP: "job"}))
+    assert spec is not None and (spec.name, spec.from_pod_group, spec.upstream) == ("ml/job", True, True)
+    assert spec.min_available is None
+    koordinator = gang_from_pod(pod(labels={names.LABEL_POD_GROUP: "job"}))
+    assert koordinator is not None and not koordinator.upstream
+
+
+@pytest.mark.parametrize(
+    ("annotations", "labels", "named"),
+    [
+        ({}, {names.LABEL_POD_GROUP: "a"}, f"{names.LABEL_POD_GROUP}=a"),
+        ({}, {names.LABEL_LIGHTWEIGHT_GANG_NAME: "a"}, f"{names.LABEL_LIGHTWEIGHT_GANG_NAME}=a"),
+        (
+            {names.ANNOTATION_GANG_NAME: "a", names.ANNOTATION_GANG_MIN_AVAILABLE: "1"},
+            {},
+            f"{names.ANNOTATION_GANG_NAME}=a",
+        ),
+    ],
+    ids=["pod-group-label", "lightweight-label", "annotation"],
+)
+def test_a_pod_naming_both_kinds_of_gang_is_in_none_with_the_reason(
+    annotations: dict[str, str], labels: dict[str, str], named: str
+) -> None:
+    both = pod(annotations, labels={**labels, names.LABEL_UPSTREAM_POD_GROUP: "b"})
+    reason = gang_conflict(both)
+    assert reason == (
+        f"pod ml/p names two kinds of gang: {named} (Koordinator's) and "
+        f"{names.LABEL_UPSTREAM_POD_GROUP}=b (scheduler-plugins' PodGroup); keep one of them"
+    )
+    assert gang_name(both) is None
+    with pytest.raises(AnnotationError) as e:
+        gang_from_pod(both)
+    assert e.value.key == names.LABEL_UPSTREAM_POD_GROUP and str(e.value).endswith("keep one of them")
+    # Either one alone is a gang, and no conflict.
+    assert gang_conflict(pod(annotations, labels)) == "" and gang_name(pod(annotations, labels)) == "ml/a"
+    alone = pod(labels={names.LABEL_UPSTREAM_POD_GROUP: "b"})
+    assert gang_conflict(alone) == "" and gang_name(alone) == "ml/b"
+
+
+def upstream_group(spec: dict[str, object]) -> PodGroup:
+    return PodGroup.from_dict(
+        {
+            "apiVersion": f"{names.UPSTREAM_SCHEDULING_GROUP}/v1alpha1",
+            "metadata": {"name": "job", "namespace": "ml", "annotations": {names.ANNOTATION_GANG_MODE: "NonStrict"}},
+            "spec": spec,
+        }
+    )
+
+
+def test_a_scheduler_plugins_pod_group_reads_with_that_projects_semantics() -> None:
+    """Strict, waiting-and-running (assigned = waiting + bound, as its Permit counts), its own
+    default wait, minResources kept; Koordinator's gang annotations on it mean nothing."""
+    group = upstream_group({"minMember": 4, "minResources": {names.NVIDIA_GPU: "8", "cpu": "4"}})
+    assert group.upstream and group.resource == names.UPSTREAM_POD_GROUPS
+    spec = spec_from_pod_group(group, default_wait=600, upstream_wait=60)
+    assert (spec.name, spec.min_available, spec.total_number) == ("ml/job", 4, 4)
+    assert (spec.mode, spec.match_policy, spec.waiting_seconds) == (
+        GangMode.STRICT,
+        MatchPolicy.WAITING_AND_RUNNING,
+        60,
+    )
+    assert spec.upstream and spec.min_resources == {names.NVIDIA_GPU: 8, "cpu": 4000} and spec.problems == ()
+    # scheduleTimeoutSeconds wins; 0 is the plugin's default, as there; below 0 falls back with a problem.
+    assert spec_from_pod_group(upstream_group({"minMember": 2, "scheduleTimeoutSeconds": 30})).waiting_seconds == 30
+    zero = spec_from_pod_group(upstream_group({"minMember": 2, "scheduleTimeoutSeconds": 0}), upstream_wait=45)
+    assert (zero.waiting_seconds, zero.problems) == (45, ())
+    negative = spec_from_pod_group(upstream_group({"minMember": 2, "scheduleTimeoutSeconds": -5}), upstream_wait=45)
+    assert negative.waiting_seconds == 45 and "not positive" in negative.problems[0]
+
+
+def test_a_scheduler_plugins_pod_group_round_trips_with_its_own_status() -> None:
+    raw = {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": "job", "namespace": "ml"},
+        "spec": {"minMember": 2, "scheduleTimeoutSeconds": 10},
+        "status": {"phase": "Scheduling", "running": 1, "occupiedBy": "ml/job"},
+    }
+    group = PodGroup.from_dict(raw)
+    assert group.upstream and group.occupied_by == "ml/job" and group.phase is PodGroupPhase.SCHEDULING
+    out = group.to_dict()
+    assert (out["apiVersion"], "scheduled" in out["status"]) == ("scheduling.x-k8s.io/v1alpha1", False)
+    assert PodGroup.from_dict(out) == group
+    # An informer names the group itself; without apiVersion the object is Koordinator's.
+    assert PodGroup.upstream_from_dict({"metadata": {"name": "x"}}).upstream
+    assert not PodGroup.from_dict({"metadata": {"name": "x"}}).upstream
 
 
 def test_a_pod_group_with_non_positive_values_falls_back() -> None:

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from agent.qos import config as qos_config
+from apis.extension import names
 from kube import catalogue
 from scheduler.cache import ClusterCache
 from scheduler.core import build_frameworks
@@ -20,6 +21,7 @@ from tests.unit.deploy.manifests import DEPLOY, NAMESPACE
 #: The objects that are off by default (they need CRDs that deploy/ does not ship), all on.
 OPTIONAL_ON: dict[str, Any] = {
     "monitoring": {"podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+    "schedulerPlugins": {"podGroupCRD": True},
 }
 
 
@@ -291,3 +293,21 @@ def test_dashboard_values() -> None:
     assert "--scheduler=tessera-scheduler.gpu.svc:10260" in container["args"]
     assert container["resources"] == {"requests": {"cpu": "1", "memory": "96Mi"}}
     assert not [o for o in objs if o["kind"] == "NetworkPolicy"], "both policies follow their switches"
+
+
+def test_scheduler_plugins_pod_group_crd_is_deploy_crds_optionals_and_off_by_default(tmp_path: Path) -> None:
+    """Optional (a cluster may have it from scheduler-plugins, Kubeflow or KubeRay): off, nothing;
+    on, deploy/crds-optional's CRD, kept when the release is uninstalled. A packaged chart
+    carries the file itself."""
+    kind = "CustomResourceDefinition"
+    name = f"{names.UPSTREAM_POD_GROUPS.plural}.{names.UPSTREAM_POD_GROUPS.group}"
+    assert not [o for o in chart.objects() if o["kind"] == kind]
+    rendered = chart.one(chart.objects(OPTIONAL_ON), kind, name)
+    (expected,) = chart.documents((DEPLOY / "crds-optional" / "scheduling.x-k8s.io_podgroups.yaml").read_text())
+    assert rendered["metadata"].pop("annotations") == {"helm.sh/resource-policy": "keep"}
+    assert rendered == expected
+    archive = Path(helm.package(str(chart.CHART), destination=str(tmp_path)))
+    with tarfile.open(archive) as tar:
+        extracted = tar.extractfile("tessera/files/scheduling.x-k8s.io_podgroups.yaml")
+        assert extracted is not None
+        assert extracted.read() == (DEPLOY / "crds-optional" / "scheduling.x-k8s.io_podgroups.yaml").read_bytes()

@@ -67,8 +67,10 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/plugins/elasticquota/feed.py QuotaFeed: a watch of ElasticQuotas (when a profile
         # enables the ElasticQuota plugin), run by scheduler/service/feeds.py PluginFeeds.
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
-        # scheduler/service/informers.py ClusterFeed: an Informer of PodGroups (gang scheduling).
+        # scheduler/service/informers.py ClusterFeed: Informers of PodGroups (gang scheduling),
+        # Koordinator's and scheduler-plugins'.
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
         # scheduler/plugins/reservation/feed.py: the Reservation watch (list + watch, run by
         # scheduler/service/feeds.py PluginFeeds; scheduler/service/reservations follows it); ReservationAPI:
         # get (read before placing, and back), annotate (patch), bind and set_condition (patch
@@ -113,6 +115,10 @@ NEEDED: dict[str, set[Call]] = {
         # (Koordinator's and ours), as it does for ElasticQuotas.
         | calls("list watch patch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
         | calls("patch", names.POD_GROUPS.group, f"{names.POD_GROUPS.plural}/status")
+        # The same reconciler for scheduler-plugins' PodGroups, whose CRD has the status
+        # subresource (theirs and ours): status only.
+        | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
+        | calls("patch", names.UPSTREAM_POD_GROUPS.group, f"{names.UPSTREAM_POD_GROUPS.plural}/status")
         # controller/runtime/manager.py EventRecorder: Events about quotas and evicted pods go to
         # their namespaces; those about Nodes and Devices (cluster-scoped) to `default`.
         | calls("create patch", CORE, "events")
@@ -165,10 +171,11 @@ NEEDED: dict[str, set[Call]] = {
     ),
     "tessera-dashboard": (
         # dashboard/sources.py ClusterSources: Informers (list + watch, every namespace) of the
-        # Devices, pods, PodGroups, ElasticQuotas, Reservations and PodMigrationJobs it draws.
+        # Devices, pods, PodGroups (both groups), ElasticQuotas, Reservations and PodMigrationJobs it draws.
         calls("list watch", *DEVICES)
         | calls("list watch", CORE, "pods")
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
         | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
         | calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)

@@ -18,6 +18,7 @@ from kube import catalogue, crds
 
 ROOT = Path(__file__).resolve().parents[3]
 CRD_DIR = ROOT / "deploy" / "crds"
+OPTIONAL_CRD_DIR = ROOT / "deploy" / "crds-optional"
 #: Where a GroupVersionResource may be declared: the CRDs (the protocol's) and the built-in kinds.
 DECLARED_IN = {ROOT / "apis" / "extension" / "names.py", ROOT / "kube" / "resources.py"}
 #: Our packages, as the import contracts list them (proto holds generated code only).
@@ -28,8 +29,8 @@ SOURCE_PACKAGES = [
 ]
 
 
-def crd_files() -> dict[str, dict[str, Any]]:
-    return {path.name: yaml.safe_load(path.read_text()) for path in sorted(CRD_DIR.glob("*.yaml"))}
+def crd_files(directory: Path = CRD_DIR) -> dict[str, dict[str, Any]]:
+    return {path.name: yaml.safe_load(path.read_text()) for path in sorted(directory.glob("*.yaml"))}
 
 
 def test_kinds_are_unique() -> None:
@@ -37,9 +38,13 @@ def test_kinds_are_unique() -> None:
     assert len({(r.group, r.plural) for r in catalogue.ALL}) == len(catalogue.ALL)
 
 
-@pytest.mark.parametrize("gvr", catalogue.CUSTOM, ids=lambda r: r.kind)
-def test_each_crd_file_is_its_catalogue_entry(gvr: GroupVersionResource) -> None:
-    doc = crd_files()[f"{gvr.group}_{gvr.plural}.yaml"]
+@pytest.mark.parametrize(
+    ("gvr", "directory"),
+    [*((r, CRD_DIR) for r in catalogue.CUSTOM), *((r, OPTIONAL_CRD_DIR) for r in catalogue.OPTIONAL)],
+    ids=lambda v: v.api_version if isinstance(v, GroupVersionResource) else "",
+)
+def test_each_crd_file_is_its_catalogue_entry(gvr: GroupVersionResource, directory: Path) -> None:
+    doc = crd_files(directory)[f"{gvr.group}_{gvr.plural}.yaml"]
     spec = doc["spec"]
     assert doc["metadata"]["name"] == f"{gvr.plural}.{gvr.group}"
     assert (spec["group"], spec["names"]["plural"], spec["names"]["kind"]) == (gvr.group, gvr.plural, gvr.kind)
@@ -51,6 +56,7 @@ def test_each_crd_file_is_its_catalogue_entry(gvr: GroupVersionResource) -> None
 
 def test_every_crd_file_is_catalogued() -> None:
     assert sorted(crd_files()) == sorted(f"{r.group}_{r.plural}.yaml" for r in catalogue.CUSTOM)
+    assert sorted(crd_files(OPTIONAL_CRD_DIR)) == sorted(f"{r.group}_{r.plural}.yaml" for r in catalogue.OPTIONAL)
 
 
 @pytest.mark.parametrize("gvr", catalogue.BUILTINS, ids=lambda r: r.kind)
