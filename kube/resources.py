@@ -71,7 +71,8 @@ log = logging.getLogger(__name__)
 # `apis.extension.names`; `kube.catalogue` lists both). The last field: kube serves `NAME/status`.
 NAMESPACES: Final = GroupVersionResource("", "v1", "namespaces", "Namespace", False, True)
 NODES: Final = GroupVersionResource("", "v1", "nodes", "Node", False, True)
-PODS: Final = GroupVersionResource("", "v1", "pods", "Pod", True, True)
+#: Declared with the protocol's names, as CONFIG_MAPS (the scheduling core's plugins name it).
+PODS: Final = names.CORE_PODS
 EVENTS: Final = GroupVersionResource("", "v1", "events", "Event", True)
 #: Declared with the protocol's names (the scheduling core watches it and may not import kube).
 CONFIG_MAPS: Final = names.CONFIG_MAPS

@@ -31,6 +31,7 @@ from scheduler.core.cycle import Attempt, Placement, SchedulingCycle, pre_bind
 from scheduler.core.frameworks import build_frameworks
 from scheduler.framework.config import PluginRef, SchedulerConfig
 from scheduler.framework.diagnosis import Diagnosis
+from scheduler.framework.feeds import Feeds
 from scheduler.framework.preemption import Preemption
 from scheduler.framework.runtime import Framework, Registry
 from scheduler.framework.status import SUCCESS, Code, Status
@@ -91,6 +92,8 @@ class Scheduler:
         self.cache = cache if cache is not None else ClusterCache()
         #: Quotas and pods for the ElasticQuota plugin (what-if feeds it from the snapshot).
         self.quotas = QuotaManager()
+        #: What the plugins watch (`observe_pod_group` hands them PodGroups); nothing is opened.
+        self.feeds = Feeds()
         self.frameworks = build_frameworks(
             self.config,
             self.cache,
@@ -98,6 +101,7 @@ class Scheduler:
             default_plugins=default_plugins,
             seed=seed,
             shared={QUOTA_MANAGER: self.quotas},
+            feeds=self.feeds,
         )
         self._default = self.frameworks[self.config.profiles[0].scheduler_name]
         self.cycle: SchedulingCycle[None] = SchedulingCycle(self.cache, self.frameworks, bind=self._commit, clock=clock)
@@ -142,8 +146,13 @@ class Scheduler:
             framework.pod_added(pod)
 
     def observe_pod_group(self, group: PodGroup) -> None:
-        for framework in self.frameworks.values():
-            framework.pod_group_added(group)
+        """A PodGroup (of either API) exists: to the plugins that watch PodGroups, through their
+        feeds, as the live scheduler's informer would hand it."""
+        self.feeds.deliver(group.resource, group)
+
+    def forget_pod_group(self, group: PodGroup) -> None:
+        """A PodGroup is gone."""
+        self.feeds.deliver(group.resource, group, deleted=True)
 
     def queue_order(self, pods: Sequence[Pod]) -> list[int]:
         """Positions in `pods`, in the order to schedule them: as given, except that the members

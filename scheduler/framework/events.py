@@ -1,5 +1,5 @@
-"""The framework's cluster events: what the scheduler's own feeds (nodes, Devices, pods,
-PodGroups) and its binding say happened, each named for what happened.
+"""The framework's cluster events: what the scheduler's own feeds (nodes, Devices, pods) and its
+binding say happened, each named for what happened.
 
 The queue moves a pod that waits in the unschedulable queue when an event concerns one of the
 plugins that rejected it (`EnqueueExtension.events_to_register`: resource and action). Events
@@ -7,7 +7,7 @@ that free room a pod held — an assigned pod deleted, a binding undone, a pod h
 rejected — are all pod deletions to those plugins, so each waits for all of them by
 registering (Pod, Delete) once; their labels tell them apart in logs and in
 `tessera_scheduler_queue_incoming_pods_total{event}`. A plugin's own events (a quota changed, a
-Reservation placed) are defined by the plugin and emitted through its feeds
+Reservation placed, a PodGroup changed) are defined by the plugin and emitted through its feeds
 (`scheduler.framework.feeds`).
 """
 
@@ -26,7 +26,6 @@ __all__ = [
     "NODE_ADDED",
     "NODE_CHANGED",
     "POD_ADDED",
-    "POD_GROUP_CHANGED",
     "WAITING_POD_REJECTED",
     "ClusterEvent",
     "EventAction",
@@ -42,7 +41,6 @@ class EventResource:
     POD: Final = "Pod"
     NODE: Final = "Node"
     DEVICE: Final = "Device"
-    POD_GROUP: Final = "PodGroup"
 
 
 class EventAction(enum.Flag):
@@ -81,5 +79,3 @@ ASSIGNED_POD_DELETED: Final = ClusterEvent(EventResource.POD, EventAction.DELETE
 BINDING_UNDONE: Final = ClusterEvent(EventResource.POD, EventAction.DELETE, "BindingUndone")
 #: Pods held at Permit were rejected (a gang that cannot complete, a timeout): what they held is free.
 WAITING_POD_REJECTED: Final = ClusterEvent(EventResource.POD, EventAction.DELETE, "WaitingPodRejected")
-#: A PodGroup was created, changed or deleted.
-POD_GROUP_CHANGED: Final = ClusterEvent(EventResource.POD_GROUP, EventAction.ALL, "PodGroupChange")

@@ -8,7 +8,9 @@ shared by every profile's plugins, keeps the registrations. The live scheduler o
 per distinct watch (`scheduler.service.feeds`) and calls every handler registered on it under the
 cache lock, so handlers may change the cache and the plugin's own state; it waits for the first
 list of every watch some handler `opens` before it schedules. The offline drivers (what-if,
-simulate, bench) open none: they feed what they know through the plugins' own entry points.
+simulate, bench) open none: they hand the objects they read to the same handlers
+(`Feeds.deliver`: PodGroups) or fill what the plugins keep directly (the quota manager, the
+cache's Reservations).
 
 Handlers say what their change means for pods waiting to be scheduled with `Feeds.emit(event)`:
 a `ClusterEvent` of the plugin's own vocabulary (`QUOTA_CHANGED`, `RESERVATION_PLACED`), which
@@ -205,3 +207,17 @@ class Feeds:
 
     def pod_handlers(self) -> list[Handlers[Pod]]:
         return list(self._pods)
+
+    def deliver(self, resource: GroupVersionResource, obj: object, *, deleted: bool = False) -> None:
+        """Offline: hand one parsed object of `resource` to the handlers of every watch of it
+        that is opened, as its informer's add (or, `deleted`, delete) would — whatever the
+        watch's namespace or selector: the caller gives only what they would list. A handler
+        that raises is a bug in its plugin: logged, as live."""
+        for watch, handlers in self.opened():
+            if watch.resource != resource:
+                continue
+            for handler in handlers:
+                try:
+                    (handler.deleted if deleted else handler.added)(obj)
+                except Exception:
+                    log.exception("A plugin's feed handler failed", extra={"resource": resource.plural})

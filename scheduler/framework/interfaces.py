@@ -29,8 +29,9 @@ Contracts, as kube-scheduler's:
   keeps the cycle loop alive.
 
 Two extensions are not points of the cycle but hooks around it, for plugins that reason about
-sets of pods (gang scheduling): `PodSetExtension` is told about every pod and PodGroup the
-scheduler sees, pending ones included, and `QueueSortExtension` names the set a pending pod must
+sets of pods (gang scheduling): `PodSetExtension` is told about every pod the scheduler
+sees, pending ones included (what else defines a set, a PodGroup, the plugin watches through
+`Handle.feeds`), and `QueueSortExtension` names the set a pending pod must
 be dequeued with. Plugins reach the pods held at Permit through `Handle.waiting` (to allow or
 reject a whole gang at once).
 """
@@ -43,7 +44,6 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, TypeVar, cast
 
-from apis.crds.podgroup import PodGroup
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.framework.cycle_state import CycleState, StateKey
@@ -303,9 +303,10 @@ class EnqueueExtension(Plugin):
 
 
 class PodSetExtension(Plugin):
-    """Told about every pod the scheduler knows — pending, assumed and bound — and every
-    PodGroup, so a plugin can count a set's members before any of them is scheduled. Adding an
-    object again updates it. Called on the scheduling thread; must not raise."""
+    """Told about every pod the scheduler knows — pending, assumed and bound — so a plugin can
+    count a set's members before any of them is scheduled (the objects that define a set, such
+    as PodGroups, come from the plugin's own feeds). Adding a pod again updates it. Called under
+    the cache lock; must not raise."""
 
     @abc.abstractmethod
     def pod_added(self, pod: Pod) -> None:
@@ -314,14 +315,6 @@ class PodSetExtension(Plugin):
     @abc.abstractmethod
     def pod_deleted(self, pod: Pod) -> None:
         """A pod is gone."""
-
-    def pod_group_added(self, group: PodGroup) -> None:
-        """A PodGroup was created or changed."""
-        return None
-
-    def pod_group_deleted(self, group: PodGroup) -> None:
-        """A PodGroup is gone."""
-        return None
 
 
 class QueueSortExtension(Plugin):

@@ -37,7 +37,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from apis.crds.podgroup import PodGroup
 from apis.errors import ConfigError
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
@@ -341,14 +340,6 @@ class Framework:
     def pod_deleted(self, pod: Pod) -> None:
         for plugin in self._pod_sets:
             self._tell(plugin, plugin.pod_deleted, pod, pod.key)
-
-    def pod_group_added(self, group: PodGroup) -> None:
-        for plugin in self._pod_sets:
-            self._tell(plugin, plugin.pod_group_added, group, group.meta.key)
-
-    def pod_group_deleted(self, group: PodGroup) -> None:
-        for plugin in self._pod_sets:
-            self._tell(plugin, plugin.pod_group_deleted, group, group.meta.key)
 
     def queue_group(self, pod: Pod) -> str | None:
         """The set a pending pod must be dequeued with (its gang group), or None."""

@@ -1,5 +1,5 @@
-"""Informers for nodes, pods, Device CRs, PodGroups and PodDisruptionBudgets, wired into the
-cache and the scheduling queue.
+"""Informers for nodes, pods, Device CRs and PodDisruptionBudgets, wired into the cache and the
+scheduling queue.
 
 What each change means to the scheduler, in one place:
 
@@ -13,19 +13,15 @@ What each change means to the scheduler, in one place:
 - **deletions** (and pods reaching Succeeded/Failed, which the field selector turns into
   deletions) leave the cache and the queue; an assigned pod leaving frees room, so pods it may
   help are moved out of the unschedulable queue, as are those a node or Device change may help.
-- **every pod and PodGroup** (Koordinator's, `scheduling.sigs.k8s.io`, and scheduler-plugins',
-  `scheduling.x-k8s.io`) is told to the frameworks (`Framework.pod_added`, …), so gang
-  scheduling counts a gang's members before any is scheduled; a new gang member or a PodGroup
-  change moves the pods waiting for it. A gang value ignored for its default (an unknown mode,
-  a total below min, a malformed duration or groups list) is said once per gang, as a Warning
-  Event on the pod that set the gang up; a pod that names both kinds of gang gets a
-  `GangConflict` Warning Event saying so (the scheduler refuses it with the same reason). The
-  PodGroup informers are not waited for at start (a cluster without a CRD still schedules);
-  until one syncs, its PodGroups' members wait.
+- **every pod** is told to the frameworks (`Framework.pod_added`, …), so gang scheduling counts
+  a gang's members before any is scheduled; a new gang member moves the pods waiting for it.
+  The plugins' handlers of pods (`Handle.feeds.pods`: quota charges, what is wrong with a gang)
+  run after these, on the same informer (`scheduler.service.feeds`); what else a plugin
+  watches (PodGroups, ElasticQuotas, Reservations, ...) is its own feed, run there too.
 
 - **PodDisruptionBudgets** go into the cache (`ClusterCache.budgets`), for preemption, which
-  spares the pods they protect. Like PodGroups, they are not waited for at start: until the
-  informer syncs, preemption sees no budget (kube-scheduler does not wait for them either).
+  spares the pods they protect. They are not waited for at start: until the informer syncs,
+  preemption sees no budget (kube-scheduler does not wait for them either).
 
 Bad input never stops anything and is said where users look: a pod or Device CR that does not
 parse gets a Warning Event naming the field (the informer keeps the last good version); an
@@ -49,15 +45,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from apis.crds.device import Device
-from apis.crds.podgroup import PodGroup
 from apis.errors import TesseraError
 from apis.extension import names
-from apis.extension.gang import gang_conflict
 from apis.k8s.core import Node, Pod
 from apis.k8s.policy import PodDisruptionBudget
 from kube import Client, EventRecorder, Informer, ObjectReference, resources
 from scheduler.cache import ClusterCache, PodInfo
-from scheduler.core import gangs
 from scheduler.framework import Framework
 from scheduler.framework.events import (
     ASSIGNED_POD_DELETED,
@@ -67,7 +60,6 @@ from scheduler.framework.events import (
     NODE_ADDED,
     NODE_CHANGED,
     POD_ADDED,
-    POD_GROUP_CHANGED,
 )
 from scheduler.service.overcommit import OvercommitReporter
 from scheduler.service.queue import SchedulingQueue
@@ -82,9 +74,6 @@ log = logging.getLogger(__name__)
 NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 REASON_INVALID_OBJECT = "FailedParsing"
 REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
-REASON_GANG_VALUE_IGNORED = "GangValueIgnored"
-#: A pending pod names one of Koordinator's gangs and a scheduler-plugins PodGroup.
-REASON_GANG_CONFLICT = "GangConflict"
 #: Device entries Koordinator's schema admits but Tessera cannot allocate (`Device.ignored`).
 REASON_DEVICES_IGNORED = "DevicesIgnored"
 
@@ -109,9 +98,6 @@ class ClusterFeed:
         self._lock = lock
         self._unserved = unserved
         self._frameworks = tuple((frameworks or {}).values())
-        self._by_profile = dict(frameworks or {})
-        #: Gangs whose ignored values were already said (once per gang, on the pod that set it up).
-        self._warned_gangs: set[str] = set()
         self._cache = cache
         self._queue = queue
         self._profiles = profiles
@@ -126,15 +112,6 @@ class ClusterFeed:
         self.nodes.add_handlers(self._node_added, self._node_updated, self._node_deleted)
         self.devices.add_handlers(self._device_added, self._device_updated, self._device_deleted)
         self.pods.add_handlers(self._pod_added, self._pod_updated, self._pod_deleted)
-        self.pod_groups: Informer[PodGroup] = Informer(client, names.POD_GROUPS, parse=PodGroup.from_dict)
-        #: scheduler-plugins' PodGroups (Kubeflow, KubeRay): the same feed, the group in each object.
-        self.upstream_pod_groups: Informer[PodGroup] = Informer(
-            client, names.UPSTREAM_POD_GROUPS, parse=PodGroup.upstream_from_dict
-        )
-        for informer in (self.pod_groups, self.upstream_pod_groups):
-            informer.add_handlers(
-                self._pod_group_added, lambda _old, new: self._pod_group_added(new), self._pod_group_deleted
-            )
         self.budgets: Informer[PodDisruptionBudget] = Informer(
             client, resources.POD_DISRUPTION_BUDGETS, parse=PodDisruptionBudget.from_dict
         )
@@ -148,9 +125,6 @@ class ClusterFeed:
         self.nodes.start()
         self.devices.start()
         self.budgets.start()
-        if self._frameworks:
-            self.pod_groups.start()
-            self.upstream_pod_groups.start()
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         """Wait for nodes and Devices, start the pod informer, wait for it. False on timeout."""
@@ -168,7 +142,7 @@ class ClusterFeed:
         return self.pods.has_synced and self.nodes.has_synced and self.devices.has_synced
 
     def stop(self) -> None:
-        for informer in (self.pods, self.devices, self.nodes, self.pod_groups, self.upstream_pod_groups, self.budgets):
+        for informer in (self.pods, self.devices, self.nodes, self.budgets):
             if informer.started:
                 informer.stop()
 
@@ -264,18 +238,7 @@ class ClusterFeed:
         with self._lock:
             self._cache.budgets.remove(budget.key)
 
-    # --- PodGroups and the sets of pods plugins count ---------------------------------------------
-    def _pod_group_added(self, group: PodGroup) -> None:
-        with self._lock:
-            for framework in self._frameworks:
-                framework.pod_group_added(group)
-        self._queue.move(POD_GROUP_CHANGED)
-
-    def _pod_group_deleted(self, group: PodGroup) -> None:
-        with self._lock:
-            for framework in self._frameworks:
-                framework.pod_group_deleted(group)
-
+    # --- the sets of pods plugins count ---------------------------------------------------------
     def _tell_frameworks(self, pod: Pod) -> bool:
         """Count the pod in the plugins' sets (gangs); True when it belongs to one."""
         member = False
@@ -283,15 +246,6 @@ class ClusterFeed:
             for framework in self._frameworks:
                 framework.pod_added(pod)
                 member = member or framework.queue_group(pod) is not None
-            gang = gangs.gang_of(self._by_profile, pod) if member else None
-        if gang is not None and gang.problems and gang.name not in self._warned_gangs:
-            self._warned_gangs.add(gang.name)
-            for problem in gang.problems:
-                self._recorder.warning(
-                    ObjectReference.of(pod),
-                    REASON_GANG_VALUE_IGNORED,
-                    f"gang {gang.name}: {problem}; using the default",
-                )
         return member
 
     # --- pods ---------------------------------------------------------------------------------------
@@ -310,8 +264,6 @@ class ClusterFeed:
                 self._unserved.waiting(uid, ObjectReference.of(pod), pod.scheduler_name)
         if self._tell_frameworks(pod) and old is None:
             self._queue.move(POD_ADDED)  # a new member may complete its gang
-        if not pod.node_name and pod.scheduler_name in self._profiles:
-            self._warn_conflict(old, pod)
         if pod.node_name:
             with self._lock:
                 self._cache.add_pod(pod)
@@ -336,12 +288,6 @@ class ClusterFeed:
             if pod.nominated_node_name:
                 self._keep_nomination(pod)
             self._queue.add(pod)
-
-    def _warn_conflict(self, old: Pod | None, pod: Pod) -> None:
-        """One Warning Event when a pending pod comes to name two kinds of gang."""
-        conflict = gang_conflict(pod)
-        if conflict and (old is None or gang_conflict(old) != conflict):
-            self._recorder.warning(ObjectReference.of(pod), REASON_GANG_CONFLICT, conflict)
 
     def _keep_nomination(self, pod: Pod) -> None:
         """A pending pod nominated by preemption (by us before a restart, or by the replica we

@@ -10,9 +10,9 @@ The cycle (`scheduler.core.SchedulingCycle`) is the one the offline scheduler ru
 to bind is the loop's `Handoff` to the asynchronous binder. One `threading.RLock` guards the
 cache, the cycle and the frameworks (the core is not thread-safe): the informers' handlers, the
 scheduling cycle, the binder's bookkeeping and the inspector take it; API calls never happen
-under it. The informers are the scheduler's own (`ClusterFeed`: nodes, Devices, pods, PodGroups,
+under it. The informers are the scheduler's own (`ClusterFeed`: nodes, Devices, pods,
 PodDisruptionBudgets) and those the plugins registered (`PluginFeeds`, from `Handle.feeds`:
-ElasticQuotas, Reservations, template ConfigMaps — each plugin's, named nowhere here).
+ElasticQuotas, Reservations, template ConfigMaps, PodGroups — each plugin's, named nowhere here).
 Reservations (`reservations/`) go through the same queue and cycle as their reserve pods, with a
 second `Binder` and `FailureReporter` whose API writes the Reservation; the loop routes to them
 by UID. `SchedulerService` only wires parts together and orders their start and stop;
@@ -375,7 +375,7 @@ def _interest(frameworks: Mapping[str, Framework]) -> Interest:
             events = registered.get(name)
             if events is None:
                 return True
-            if any(e.resource is event.resource and event.action & e.action for e in events):
+            if any(e.resource == event.resource and event.action & e.action for e in events):
                 return True
         return False
 

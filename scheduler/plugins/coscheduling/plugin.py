@@ -28,7 +28,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from apis.crds.podgroup import PodGroup
 from apis.extension import names
 from apis.extension.gang import gang_conflict
 from apis.k8s.core import Pod
@@ -54,7 +53,7 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.writes import PodAnnotations, Write
-from scheduler.plugins.coscheduling import minresources, reasons
+from scheduler.plugins.coscheduling import feed, minresources, reasons
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 from scheduler.plugins.coscheduling.gangs import Gang, GangBook
 
@@ -161,12 +160,6 @@ class Coscheduling(
     def pod_deleted(self, pod: Pod) -> None:
         self.book.delete_pod(pod)
 
-    def pod_group_added(self, group: PodGroup) -> None:
-        self.book.add_pod_group(group)
-
-    def pod_group_deleted(self, group: PodGroup) -> None:
-        self.book.delete_pod_group(group)
-
     def queue_group(self, pod: Pod) -> str | None:
         # Read only: the queue asks from informer threads, outside the lock the book lives under.
         gang = self.book.gang_of(pod.uid or pod.key) or self.book.gang_named(pod)
@@ -178,7 +171,7 @@ class Coscheduling(
         # sibling (room freed, a node or its devices added).
         return (
             ClusterEvent(EventResource.POD, EventAction.ALL),
-            ClusterEvent(EventResource.POD_GROUP, EventAction.ALL),
+            feed.POD_GROUP_CHANGED,
             ClusterEvent(EventResource.NODE, EventAction.ALL),
             ClusterEvent(EventResource.DEVICE, EventAction.ALL),
         )
@@ -393,7 +386,7 @@ class Coscheduling(
             cycle=gang.cycle,
             cycle_valid=gang.cycle_valid,
             reason=reason,
-            problems=(*spec.problems, spec.error) if spec is not None and spec.error else spec.problems if spec else (),
+            problems=gang.problems,
         )
 
     def summaries(self) -> list[GangSummary]:
@@ -409,4 +402,7 @@ class Coscheduling(
 
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> Coscheduling:
-    return Coscheduling(CoschedulingArgs.from_dict(args), handle)
+    plugin = Coscheduling(CoschedulingArgs.from_dict(args), handle)
+    feed.watch_pod_groups(handle.feeds, plugin.book)
+    feed.watch_pods(handle.feeds, plugin.book, profile=handle.profile)
+    return plugin

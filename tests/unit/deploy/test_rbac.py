@@ -67,8 +67,8 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/plugins/elasticquota/feed.py QuotaFeed: a watch of ElasticQuotas (when a profile
         # enables the ElasticQuota plugin), run by scheduler/service/feeds.py PluginFeeds.
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
-        # scheduler/service/informers.py ClusterFeed: Informers of PodGroups (gang scheduling),
-        # Koordinator's and scheduler-plugins'.
+        # scheduler/plugins/coscheduling/feed.py: watches of PodGroups (gang scheduling), Koordinator's
+        # and scheduler-plugins', run by scheduler/service/feeds.py PluginFeeds.
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
         | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
         # scheduler/plugins/reservation/feed.py: the Reservation watch (list + watch, run by
