@@ -18,7 +18,7 @@ from apis.k8s.core import Pod
 from kube import Client, crds, errors, resources
 from scheduler.cache import PodInfo
 from scheduler.framework import SUCCESS, CycleState, ObjectWrite, PluginRef, Status, WaitingPod, Write
-from scheduler.framework.interfaces import PermitPlugin, PreBindPlugin
+from scheduler.framework.interfaces import PermitPlugin, Plugin, PreBindPlugin
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service import GRPCSettings, HTTPSettings, QueueSettings, SchedulerService, SchedulerSettings
 from scheduler.service.podapi import KubePodAPI
@@ -306,17 +306,24 @@ class Gate(PermitPlugin):
         return Status.wait(self.seconds) if "gate" in pod.pod.labels else SUCCESS
 
 
-def gated_service(
-    client: Client, faulty: FaultyPodAPI, *, seconds: float, queue: QueueSettings | None = None
+def service_with(
+    client: Client, faulty: FaultyPodAPI, plugin: Plugin, *, queue: QueueSettings | None = None
 ) -> SchedulerService:
-    """A scheduler (not started yet) whose Gate holds pods labelled `gate` for up to `seconds`."""
+    """A scheduler (not started yet) that runs `plugin` after the default plugins."""
     settings = SchedulerSettings(
         grpc=GRPCSettings(address=""), http=HTTPSettings(address=""), queue=queue or QueueSettings()
     )
-    registry = {**REGISTRY, Gate.name: lambda args, handle: Gate(seconds)}
+    registry = {**REGISTRY, plugin.name: lambda args, handle: plugin}
     return SchedulerService(
-        settings, client, registry=registry, default_plugins=(*DEFAULT_PLUGINS, PluginRef(Gate.name)), pod_api=faulty
+        settings, client, registry=registry, default_plugins=(*DEFAULT_PLUGINS, PluginRef(plugin.name)), pod_api=faulty
     )
+
+
+def gated_service(
+    client: Client, faulty: FaultyPodAPI, *, seconds: float, queue: QueueSettings | None = None
+) -> SchedulerService:
+    """A scheduler whose Gate holds pods labelled `gate` for up to `seconds`."""
+    return service_with(client, faulty, Gate(seconds), queue=queue)
 
 
 def test_pods_held_at_permit_are_bound_when_allowed_and_released_when_timed_out(
@@ -450,15 +457,7 @@ def stamped(client: Client, ns: str, pod: str) -> str | None:
 
 
 def stamping_service(client: Client, faulty: FaultyPodAPI, stamp: Stamp) -> SchedulerService:
-    settings = SchedulerSettings(
-        grpc=GRPCSettings(address=""),
-        http=HTTPSettings(address=""),
-        queue=QueueSettings(initial_backoff=0.05, max_backoff=0.2),
-    )
-    registry = {**REGISTRY, Stamp.name: lambda args, handle: stamp}
-    return SchedulerService(
-        settings, client, registry=registry, default_plugins=(*DEFAULT_PLUGINS, PluginRef(Stamp.name)), pod_api=faulty
-    )
+    return service_with(client, faulty, stamp, queue=QueueSettings(initial_backoff=0.05, max_backoff=0.2))
 
 
 def test_a_prebind_write_of_another_object_is_made_before_the_binding_and_taken_back_when_it_fails(
