@@ -24,6 +24,7 @@ from apis.dra import _read as r
 from apis.dra.allocation import AllocationResult, ConsumerReference
 from apis.dra.slice import DeviceTaint
 from apis.errors import ValidationError
+from apis.k8s.core import Taint, Toleration
 from apis.k8s.meta import ObjectMeta
 from apis.k8s.quantity import Quantity
 
@@ -93,15 +94,10 @@ class DeviceToleration:
     toleration_seconds: int | None = None
 
     def tolerates(self, taint: DeviceTaint) -> bool:
-        """kube's resourceclaim.ToleratesTaint: key (empty with Exists: any), effect (empty: any),
-        then Exists, or Equal with the same value."""
-        if self.effect and self.effect != taint.effect:
-            return False
-        if self.key and self.key != taint.key:
-            return False
-        if self.operator == "Exists":
-            return True
-        return self.operator == "Equal" and bool(self.key) and self.value == taint.value
+        """kube's resourceclaim.ToleratesTaint, which is the same rule as a pod's for a node's taint
+        (key: empty with Exists matches any; effect: empty matches any; Exists, or Equal value)."""
+        toleration = Toleration(self.key, self.operator, self.value, self.effect)
+        return toleration.tolerates(Taint(taint.key, taint.value, taint.effect))
 
     @classmethod
     def from_dict(cls, raw: object, path: str, obj: str = "") -> DeviceToleration:
