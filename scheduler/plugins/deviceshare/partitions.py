@@ -81,6 +81,8 @@ def choose(
         detail = f"the node has no GPU partition table ({names.ANNOTATION_GPU_PARTITIONS}), {policy}"
         return Miss(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons.MISSING_PARTITION_TABLE, detail)
     if not table.of_size(count):
+        if not honor:
+            return None
         sizes = ", ".join(str(n) for n in table.sizes()) or "none"
         detail = f"the node's partitions ({node.source if node else ''}) hold {sizes} GPUs, not {count}; {policy}"
         return Miss(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons.UNSUPPORTED_GPU_COUNT, detail)
