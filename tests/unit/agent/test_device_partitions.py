@@ -27,6 +27,16 @@ def table_of(device: Device) -> dict[int, list[list[int]]]:
     return {int(n): [p["minors"] for p in parts] for n, parts in json.loads(text).items()}
 
 
+def discovered(sysfs: SysfsTree, fake_nvml: FakeNVML) -> Device:
+    """The Device the agent builds for the fixture node, discovered through `fake_nvml`."""
+    node = Node(sysfs, fake_nvml)
+    try:
+        return node.device()
+    finally:
+        node.monitor.stop()
+        node.stack.close()
+
+
 def test_an_h100_node_gets_koordinators_hopper_table_and_prefer() -> None:
     device = build_device(load_profile("h100-8x").inventory(NODE), {}, node_name=NODE)
     assert device.meta.labels[names.LABEL_GPU_MODEL] == "H100-80GB-HBM3"  # not Koordinator's exact "H100"
@@ -70,12 +80,7 @@ def test_known_models_are_recognised_through_nvml(
 ) -> None:
     for gpu in fake_nvml.gpus:
         gpu.name = name
-    node = Node(sysfs, fake_nvml)
-    try:
-        device = node.device()
-    finally:
-        node.monitor.stop()
-        node.stack.close()
+    device = discovered(sysfs, fake_nvml)
     # The fixture's GPUs have no NVLink: only a known model gets a table.
     assert (device.gpu_partitions == partitions.HOPPER_TABLE) is hopper
     assert (device.gpu_partitions is None) is not hopper
@@ -84,12 +89,7 @@ def test_known_models_are_recognised_through_nvml(
 def test_nvlink_from_the_nvml_boundary_gives_the_table(sysfs: SysfsTree, fake_nvml: FakeNVML) -> None:
     for gpu in fake_nvml.gpus:
         gpu.nvlink_bridge = f"bridge-{gpu.minor // 2}"  # pairs 0-1, 2-3, ...
-    node = Node(sysfs, fake_nvml)
-    try:
-        device = node.device()
-    finally:
-        node.monitor.stop()
-        node.stack.close()
+    device = discovered(sysfs, fake_nvml)
     assert table_of(device)[2] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert 4 not in table_of(device)
 
