@@ -104,16 +104,16 @@ def pod_needs_claims(pod: Obj, *, deleted: bool = False) -> bool:
 
 
 def generated_name(pod_name: str, claim_name: str, rng: random.Random | None = None) -> str:
-    """kube's name for a claim made from a template: `<pod>-<claim>-<5 random>`, the pod's and the
-    claim's parts each cut in proportion when together they are longer than 57 characters."""
+    """kube's name for a claim made from a template: `<pod>-<claim>-<5 random>`; when that base is
+    longer than 57 characters, the pod's and the claim's parts each cut in proportion
+    (`<pod part>-<claim part><5 random>`), so neither is lost."""
     base = f"{pod_name}-{claim_name}-"
     if len(base) > _MAX_BASE:
         base = (
             pod_name[: len(pod_name) * _MAX_BASE // len(base)]
             + "-"
             + claim_name[: len(claim_name) * _MAX_BASE // len(base)]
-            + "-"
-        )
+        )  # as kube's: no "-" before the random part then
     return base + random_suffix(rng)
 
 
