@@ -4,7 +4,8 @@ whether it serves a status subresource.
 Each is declared once: the built-in kinds in `kube.resources` (`PODS`, `DEPLOYMENTS`, ...) and,
 for Dynamic Resource Allocation's (which the scheduler's pure core reads), in `apis.dra`,
 Tessera's CRDs in `apis.extension.names` (`DEVICES`, ...: the protocol names them, and `apis`
-imports nothing of ours). This module lists them all and answers lookups, and tests hold the
+imports nothing of ours), Dynamic Resource Allocation's kinds in `apis.dra` (the scheduler's core
+allocates from them and may not import `kube`). This module lists them all and answers lookups, and tests hold the
 rest of the repository to it: the CRDs of `deploy/crds/` (and so the Helm chart's, a link to
 them) and `deploy/crds-optional/`, the kinds the embedded API server serves, and every RBAC rule
 of `deploy/`, the chart and `tessera up`'s own roles. Typed access to the CRDs' objects is

@@ -274,3 +274,10 @@ POD_MIGRATION_JOBS: Final = GroupVersionResource(
 )
 #: One per node, named after it: the node's QoS configuration (Koordinator's slo-controller writes it).
 NODE_SLOS: Final = GroupVersionResource(SLO_DOMAIN, "v1alpha1", "nodeslos", "NodeSLO", False, True)
+#: A built-in kind Koordinator's protocol keeps data in (DeviceShare's GPU shared-resource
+#: templates), declared here rather than in `kube.resources` (which re-exports it) because the
+#: scheduling core, which may not import `kube`, watches it.
+CONFIG_MAPS: Final = GroupVersionResource("", "v1", "configmaps", "ConfigMap", True)
+#: Pods, declared here for the same reason (`kube.resources.PODS`; `PODS` here is the resource
+#: name): the scheduling core's plugins say what is wrong on a pod, with its kind and apiVersion.
+CORE_PODS: Final = GroupVersionResource("", "v1", "pods", "Pod", True, True)

@@ -65,14 +65,15 @@ NEEDED: dict[str, set[Call]] = {
         calls("list watch", CORE, "pods")
         | calls("list watch", CORE, "nodes")
         | calls("list watch", *DEVICES)
-        # scheduler/service/quotafeed.py QuotaFeed: an Informer of ElasticQuotas (when a profile
-        # enables the ElasticQuota plugin).
+        # scheduler/plugins/elasticquota/feed.py QuotaFeed: a watch of ElasticQuotas (when a profile
+        # enables the ElasticQuota plugin), run by scheduler/service/feeds.py PluginFeeds.
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
-        # scheduler/service/informers.py ClusterFeed: Informers of PodGroups (gang scheduling),
-        # Koordinator's and scheduler-plugins'.
+        # scheduler/plugins/coscheduling/feed.py: watches of PodGroups (gang scheduling), Koordinator's
+        # and scheduler-plugins', run by scheduler/service/feeds.py PluginFeeds.
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
         | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
-        # scheduler/service/reservations: ReservationFeed's Informer (list + watch); ReservationAPI:
+        # scheduler/plugins/reservation/feed.py: the Reservation watch (list + watch, run by
+        # scheduler/service/feeds.py PluginFeeds; scheduler/service/reservations follows it); ReservationAPI:
         # get (read before placing, and back), annotate (patch), bind and set_condition (patch
         # reservations/status); ReservationController: patch reservations/status (owners, expiry).
         | calls("get list watch patch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
@@ -86,7 +87,7 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/service/informers.py ClusterFeed: an Informer of PodDisruptionBudgets
         # (DefaultPreemption weighs them).
         | calls("list watch", "policy", "poddisruptionbudgets")
-        # scheduler/service/templatefeed.py TemplateFeed: an Informer of the ConfigMap holding
+        # scheduler/plugins/deviceshare/templatefeed.py: a watch of the ConfigMap holding
         # DeviceShare's GPU shared-resource templates (any namespace the config names).
         | calls("list watch", CORE, "configmaps")
         # kube/events.py EventRecorder: create, then patch the count of a repeat. FailedScheduling

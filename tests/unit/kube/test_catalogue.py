@@ -19,12 +19,11 @@ from kube import catalogue, crds
 ROOT = Path(__file__).resolve().parents[3]
 CRD_DIR = ROOT / "deploy" / "crds"
 OPTIONAL_CRD_DIR = ROOT / "deploy" / "crds-optional"
-#: Where a GroupVersionResource may be declared: the CRDs (the protocol's), the built-in kinds, and
-#: Dynamic Resource Allocation's built-in kinds (in the protocol layer: the scheduler's core reads them).
+#: Where a GroupVersionResource may be declared: the CRDs (the protocol's) and the built-in kinds.
 DECLARED_IN = {
     ROOT / "apis" / "extension" / "names.py",
-    ROOT / "kube" / "resources.py",
     ROOT / "apis" / "dra" / "__init__.py",
+    ROOT / "kube" / "resources.py",
 }
 #: Our packages, as the import contracts list them (proto holds generated code only).
 SOURCE_PACKAGES = [
