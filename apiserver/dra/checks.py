@@ -5,18 +5,21 @@ and unique keys, device selectors (CEL) and opaque driver configuration: DeviceC
 claim templates and ResourceSlices use the same rules, so they are written once. The limits are
 Kubernetes' (k8s.io/api/resource/v1's constants). Each check returns `Cause`s, never raises.
 
-CEL expressions are checked for presence and length here, not compiled: the scheduler compiles
-them (once per class and claim) and reports an expression that does not compile on the claim, as
-it reports any claim it cannot allocate.
+CEL expressions are compiled here with the scheduler's compiler (`apis.dra.cel`, cached by text),
+so one that does not compile is refused on write with the compiler's reason, as kube-apiserver
+refuses it; what fails only at run time (a bad quantity, the iteration budget) is the
+scheduler's to report on the claim.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
+from apis.dra import cel as dracel
 from apiserver.errors import Cause
 from apiserver.validation import dns_label, dns_subdomain
 
@@ -187,7 +190,18 @@ def selectors(value: Any, path: str) -> list[Cause]:
             causes.append(Cause.required(where, "expression must not be empty"))
         elif len(expression) > CEL_MAX_LENGTH:
             causes.append(Cause.too_long(where, CEL_MAX_LENGTH))
+        else:
+            try:
+                _compiler().compile(expression)
+            except dracel.CELCompileError as e:
+                causes.append(Cause.invalid(where, expression, e.reason))
     return causes
+
+
+@functools.cache
+def _compiler() -> dracel.Compiler:
+    """One compiler for the server's life: its cache keeps each expression's outcome."""
+    return dracel.Compiler()
 
 
 def device_configuration(config: Mapping[str, Any], path: str) -> list[Cause]:

@@ -132,6 +132,21 @@ def test_a_device_taint_gets_the_time_it_was_added() -> None:
             'spec.devices.requests[0].name: Invalid value: "Not_A_Label": a lowercase RFC 1123 label must consist '
             "of lower case alphanumeric characters or '-'",
         ),
+        (
+            {
+                "requests": [
+                    {
+                        "name": "gpu",
+                        "exactly": {
+                            "deviceClassName": "x",
+                            "selectors": [{"cel": {"expression": "devic.driver == 1"}}],
+                        },
+                    }
+                ]
+            },
+            'spec.devices.requests[0].exactly.selectors[0].cel.expression: Invalid value: "devic.driver == 1": '
+            "compilation failed: 1:6: undeclared reference to 'devic.driver' (in container '')",
+        ),
     ],
     ids=[
         "duplicate-request",
@@ -144,6 +159,7 @@ def test_a_device_taint_gets_the_time_it_was_added() -> None:
         "attribute-without-domain",
         "config-without-parameters",
         "request-name",
+        "cel-does-not-compile",
     ],
 )
 def test_a_bad_claim_spec_is_kubes_error(devices: dict[str, Any], problem: str) -> None:
