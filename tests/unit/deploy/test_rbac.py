@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from apis import dra
 from apis.extension import names
 from apiserver.authz import bootstrap
 from cli.localcluster import identities, ownnames
@@ -91,6 +92,14 @@ NEEDED: dict[str, set[Call]] = {
         | calls("list watch", CORE, "configmaps")
         # kube/events.py EventRecorder: create, then patch the count of a repeat. FailedScheduling
         # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
+        # The DynamicResources plugin (issue 35: apis/dra's allocator, fed and written by the
+        # scheduler's service): Informers of DeviceClasses, ResourceSlices and ResourceClaims; a
+        # claim read back (get), its delete-protection finalizer put with the allocation (patch),
+        # status.allocation and reservedFor written at PreBind (patch resourceclaims/status).
+        | calls("list watch", dra.GROUP, dra.DEVICE_CLASSES.plural)
+        | calls("list watch", dra.GROUP, dra.RESOURCE_SLICES.plural)
+        | calls("get list watch patch", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
+        | calls("patch", dra.GROUP, f"{dra.RESOURCE_CLAIMS.plural}/status")
         | calls("create patch", CORE, "events")
         | leader_election(names.SCHEDULER_NAME)
         | delegated_auth()
@@ -301,6 +310,12 @@ NEEDED_LOCALLY: dict[str, set[Call]] = {
         | calls("patch", CORE, "nodes/status")
         | calls("patch", CORE, "pods/status")
         | calls("get list watch", *LEASES)
+        # kubecontrollers/resourceclaim.py (app.py its informers): claims made from pods'
+        # templates, their consumers released, deallocated, unprotected (patch), deleted when
+        # their pod will not run; templates read; a consumer the cache lacks is read (get pods).
+        | calls("get list watch create patch delete", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
+        | calls("patch", dra.GROUP, f"{dra.RESOURCE_CLAIMS.plural}/status")
+        | calls("list watch", dra.GROUP, dra.RESOURCE_CLAIM_TEMPLATES.plural)
         # kube/delegation.py: its /metrics, authorized through the API server.
         | delegated_auth()
     ),
