@@ -19,7 +19,7 @@ DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
 
 def device_plugins_only(plugins: frozenset[str], event: ClusterEvent) -> bool:
     """DeviceShare cares about Device events; everything else about nodes."""
-    return ("DeviceShare" in plugins) == (event.resource is EventResource.DEVICE)
+    return ("DeviceShare" in plugins) == (event.resource == EventResource.DEVICE)
 
 
 @pytest.fixture

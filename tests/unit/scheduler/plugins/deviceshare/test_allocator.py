@@ -1,5 +1,5 @@
 """TopologyAwarePolicy on the reference server: 8 GPUs on 2 NUMA nodes × 2 PCIe switches, one
-RDMA NIC with 4 VFs per switch (see tests/unit/scheduler/conftest.py for the layout)."""
+RDMA NIC with 4 VFs per switch (see tests/support/builders.py for the layout)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apis.crds.device import DeviceInfo, DeviceType
-from apis.extension import devicetypes, hints, names
+from apis.extension import devicetypes, hints, names, partitions
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s import labels
@@ -33,6 +33,7 @@ def request_of(pod: Pod) -> PodDeviceRequest:
         pod_device_requests(pod),
         hints.hints_from_annotations(info.pod.annotations),
         hints.joint_allocate_from_annotations(info.pod.annotations),
+        partition_spec=partitions.spec_from_annotations(info.pod.annotations),
     )
 
 
