@@ -9,7 +9,7 @@ import pytest
 
 from apis.dra import cel
 from apis.dra.allocation import DeviceID
-from apis.dra.allocator import Candidate, FailureKind, Node, Outcome, allocate, consumed_capacity
+from scheduler.plugins.dynamicresources.allocator import Candidate, FailureKind, Node, Outcome, allocate, consumed_capacity
 from apis.dra.claim import DeviceClass, ResourceClaim
 from apis.dra.ledger import Held, held_by_claims
 from apis.dra.slice import ResourceSlice

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apis.dra import cel, gpus
-from apis.dra.allocator import Node, allocate
+from scheduler.plugins.dynamicresources.allocator import Node, allocate
 from apis.dra.claim import ResourceClaim
 from apis.dra.ledger import held_by_claims
 from apis.extension import names
