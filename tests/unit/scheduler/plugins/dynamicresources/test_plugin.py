@@ -9,9 +9,11 @@ from apis.dra import RESOURCE_CLAIMS, gpus
 from apis.dra.allocation import ConsumerReference
 from apis.dra.names import DELETE_PROTECTION_FINALIZER
 from apis.extension import names
+from apis.k8s.core import Pod
 from scheduler.framework.status import Code
 
 from ...conftest import bound_pod, gpu_alloc, make_node, make_pod
+from ..coscheduling.gangs import FOREVER, nodes_of, schedule_all
 from .dra import (
     GIB,
     add_claims,
@@ -269,3 +271,26 @@ def test_a_newer_claim_from_the_watch_replaces_the_assumption() -> None:
     add_claims(scheduler, written)
     assert store.assumed_by("default/c") is None
     assert results(scheduler, "default/c") == [r.device for r in assumed.allocation.results]
+
+
+def test_a_gang_with_claims_is_placed_all_or_nothing() -> None:
+    def member(name: str, claim_name: str) -> Pod:
+        gang = {names.ANNOTATION_GANG_NAME: "train", names.ANNOTATION_GANG_MIN_AVAILABLE: "2"}
+        return with_claims(make_pod(name, annotations=gang), claim_name)
+
+    scheduler = scheduler_with(make_node("n1", gpus=1))
+    add_claims(scheduler, claim("w0-gpu"), claim("w1-gpu"))
+    pods = [member("w0", "w0-gpu"), member("w1", "w1-gpu")]
+    out = schedule_all(scheduler, pods, now=FOREVER)
+    # One GPU for two members: the first waited at Permit holding it, then gave it back.
+    assert nodes_of(out) == {"default/w0": None, "default/w1": None}
+    for key in ("default/w0-gpu", "default/w1-gpu"):
+        found = store_of(scheduler).claim(key)
+        assert found is not None and found.allocation is None
+    assert gpu_holders(scheduler, "n1") == {}
+    # With a GPU each, the gang is placed whole, each claim on its own GPU.
+    scheduler = scheduler_with(make_node("n1", gpus=2))
+    add_claims(scheduler, claim("w0-gpu"), claim("w1-gpu"))
+    out = schedule_all(scheduler, [member("w0", "w0-gpu"), member("w1", "w1-gpu")])
+    assert nodes_of(out) == {"default/w0": "n1", "default/w1": "n1"}
+    assert sorted(results(scheduler, "default/w0-gpu") + results(scheduler, "default/w1-gpu")) == ["gpu-0", "gpu-1"]
