@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from apis.crds.device import Device, DeviceType
 from apis.crds.reservation import Reservation, allocated_from_pod
 from apis.errors import AnnotationError
+from apis.extension import partitions
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Node, Pod
 from scheduler.cache.budgets import DisruptionBudgets
@@ -185,7 +186,7 @@ class ClusterCache:
         info.node = node
         self._count_node(node, 1)
         self._static_generation += 1
-        self._touch(info)
+        self._touch(info, devices=self._resolve_partitions(info))
 
     update_node = add_node
 
@@ -198,7 +199,7 @@ class ClusterCache:
         info.node = None
         self._node_list = self._positions = None
         self._static_generation += 1
-        self._touch(info)
+        self._touch(info, devices=self._resolve_partitions(info))
         self._drop_if_empty(info)
 
     # --- devices ----------------------------------------------------------------------------------
@@ -206,6 +207,7 @@ class ClusterCache:
         """Add or replace a node's Device CR; every holding on the node is re-applied."""
         info = self._node_info(device.node_name)
         self._log_problems(info.name, "", info.devices.set_device(device))
+        self._resolve_partitions(info)
         self._touch(info, devices=True)
 
     update_device = add_device
@@ -215,6 +217,7 @@ class ClusterCache:
         if info is None or info.devices.device is None:
             return
         info.devices.set_device(None)
+        self._resolve_partitions(info)
         self._touch(info, devices=True)
         self._drop_if_empty(info)
 
@@ -526,6 +529,21 @@ class ClusterCache:
             info = self._nodes[name] = NodeInfo(name)
             self._touch(info, devices=True)  # fresh generations: no memo may mistake it for an old one
         return info
+
+    @staticmethod
+    def _resolve_partitions(info: NodeInfo) -> bool:
+        """Set the node's GPU partitions from its Device and Node; whether they changed (a
+        change is a device change: what the allocator may give differs)."""
+        device = info.devices.device
+        found = partitions.resolve(
+            device.gpu_partitions if device is not None else None,
+            device.meta.labels if device is not None else {},
+            info.node.labels if info.node is not None else {},
+        )
+        if found == info.devices.partitions:
+            return False
+        info.devices.partitions = found
+        return True
 
     def _touch(self, info: NodeInfo, *, devices: bool = False) -> None:
         self._generation += 1

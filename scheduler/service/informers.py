@@ -76,6 +76,8 @@ REASON_INVALID_OBJECT = "FailedParsing"
 REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
 #: Device entries Koordinator's schema admits but Tessera cannot allocate (`Device.ignored`).
 REASON_DEVICES_IGNORED = "DevicesIgnored"
+#: A Device's `gpu-partitions` annotation, or some of its partitions, cannot be used.
+REASON_INVALID_GPU_PARTITIONS = "InvalidGPUPartitions"
 
 
 class ClusterFeed:
@@ -209,16 +211,24 @@ class ClusterFeed:
         with self._lock:
             self._cache.update_device(new)
             self._check_overcommits(new.node_name)
-        if old.ignored != new.ignored:
+        if old.ignored != new.ignored or old.partition_problems != new.partition_problems:
             self._warn_ignored(new)
-        if old.devices != new.devices:
+        if (
+            old.devices != new.devices
+            or old.gpu_partitions != new.gpu_partitions
+            or old.partition_policy is not new.partition_policy
+        ):
             self._queue.move(DEVICE_CHANGED)
 
     def _warn_ignored(self, device: Device) -> None:
-        """One warning Event per change of what the scheduler leaves out of a Device."""
+        """One warning Event per change of what the scheduler leaves out of a Device (entries,
+        GPU partitions)."""
         if device.ignored:
             message = f"the scheduler allocates none of these entries: {'; '.join(device.ignored)}"
             self._recorder.warning(ObjectReference.of(device), REASON_DEVICES_IGNORED, message)
+        if device.partition_problems:
+            message = f"GPU partitions not used: {'; '.join(device.partition_problems)}"
+            self._recorder.warning(ObjectReference.of(device), REASON_INVALID_GPU_PARTITIONS, message)
 
     def _device_deleted(self, device: Device) -> None:
         with self._lock:

@@ -36,7 +36,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
 from apis.extension import allocation as allocation_codec
-from apis.extension import deprecated, hints, names, sharedtemplates
+from apis.extension import deprecated, hints, names, partitions, sharedtemplates
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.cache.reservations import HeldReservation
@@ -110,12 +110,15 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         try:
             pod_hints = hints.hints_from_annotations(annotations, obj=pod.key)
             joint = hints.joint_allocate_from_annotations(annotations, obj=pod.key)
+            partition_spec = partitions.spec_from_annotations(annotations, obj=pod.key)
         except AnnotationError as e:
             return None, Status.invalid_pod(str(e), plugin=NAME)
         gpu = requests.get(DeviceType.GPU)
         if demand is not None and (gpu is None or not gpu.shared or gpu.count != 1):
             demand = None  # only where a share of one GPU goes depends on the workload
-        request = PodDeviceRequest(requests, pod_hints, joint, demand[1] if demand is not None else None)
+        request = PodDeviceRequest(
+            requests, pod_hints, joint, demand[1] if demand is not None else None, partition_spec=partition_spec
+        )
         # Whether a node may take a share depends on the pod's provider label, and on the models
         # with a template the share matches: both part of the shape.
         share_provider = pod.pod.labels.get(names.LABEL_GPU_ISOLATION_PROVIDER, "") if gpu and gpu.shared else None
@@ -132,6 +135,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             ),
             annotations.get(names.ANNOTATION_DEVICE_ALLOCATE_HINT),
             annotations.get(names.ANNOTATION_DEVICE_JOINT_ALLOCATE),
+            partition_spec,
             share_provider,
             template_models,
         )
@@ -203,7 +207,8 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             if isinstance(result, Allocation):
                 shared = SharedFit(SUCCESS, self._signatures.relative(node, result))
             else:
-                shared = SharedFit(Status(result.code, (result.reason,), NAME, result.shortfalls), None)
+                status = Status(result.code, (result.reason, *result.details), NAME, result.shortfalls)
+                shared = SharedFit(status, None)
             self._shared.put(signature, found.shape, shared)
         if shared.relative is not None:
             return NodeFit(shared.status, self._signatures.materialize(node, shared.relative), shared)

@@ -287,6 +287,12 @@ def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, s
     assert "is listed more than once" in str(event["message"]) and event["type"] == "Warning"
     current = wait_for(lambda: _with_fewer(service, "f-a", len(device.devices) - 2), what="f-a read without them")
     assert current.devices == device.devices[2:]
+    # A GPU partition table Koordinator's decoder refuses: said on the Device, which stays in use.
+    odd = client.resource(names.DEVICES).get("f-a")
+    odd["metadata"].setdefault("annotations", {})[names.ANNOTATION_GPU_PARTITIONS] = '{"2": 5}'
+    client.resource(names.DEVICES).update(odd)
+    (event,) = wait_for_event(client, "default", device.meta.name, "InvalidGPUPartitions")
+    assert "2: expected a list of partitions" in str(event["message"]) and event["type"] == "Warning"
 
 
 def _with_fewer(service: SchedulerService, node: str, count: int) -> Device | None:
