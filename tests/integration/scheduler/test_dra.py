@@ -25,8 +25,7 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess, pod_manifest
 from kube import Client, resources
 from scheduler.simulation.cluster import NodeShape
-
-from .conftest import PodWatch, create_gpu_nodes, create_namespace, create_pod
+from tests.support.cluster import PodWatch, create_gpu_nodes, create_namespace, create_pod
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,7 @@ from apis.k8s.meta import OwnerReference
 from scheduler.core import Scheduler
 from scheduler.framework.config import SchedulerConfig
 from scheduler.plugins.dynamicresources import STORE, ClaimStore
-
-from ...conftest import make_pod
+from tests.support.builders import make_pod
 
 GIB = 2**30
 GPU_CLASS = DeviceClass.from_dict(

@@ -17,8 +17,8 @@ from apis.crds.device import DeviceType
 from apis.dra import RESOURCE_CLAIMS
 from apis.extension import allocation, names
 from apis.k8s.core import Pod
+from tests.support.builders import make_node, make_pod
 
-from ...conftest import make_node, make_pod
 from .dra import GIB, add_claims, claim, claim_pod, scheduler_with, store_of
 
 MEMORY = 16 * GIB

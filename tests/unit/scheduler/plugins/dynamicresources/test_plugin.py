@@ -11,8 +11,8 @@ from apis.dra.names import DELETE_PROTECTION_FINALIZER
 from apis.extension import names
 from apis.k8s.core import Pod
 from scheduler.framework.status import Code
+from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod
 
-from ...conftest import bound_pod, gpu_alloc, make_node, make_pod
 from ..coscheduling.gangs import FOREVER, nodes_of, schedule_all
 from .dra import (
     GIB,
