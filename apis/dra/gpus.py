@@ -158,8 +158,9 @@ def gpu_slice(inventory: crd.Device, *, generation: int = 0) -> ResourceSlice:
     same inventory as its Device CR: per GPU one shareable device `gpu-<minor>` with `cores` 100
     and `memory` its bytes, and the attributes `minor`, `uuid`, `numaNode` and kube's
     `resource.kubernetes.io/pcieRoot` (for CEL selectors and `matchAttribute` constraints), named
-    as the agent publishes them (agent/devices/slices.py, which adds more). The node side publishes this; the scheduler's
-    offline drivers (simulate, bench) build it for their simulated nodes."""
+    as the agent publishes them. The agent publishes its own (agent/devices/slices.py, with more
+    attributes); the scheduler's offline drivers (simulate, bench) build this for their simulated
+    nodes."""
     node = inventory.node_name
     devices = []
     for info in sorted(inventory.devices, key=lambda d: d.minor):
