@@ -15,9 +15,10 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from proto.kubelet.dra.v1 import api_pb2 as dra
 from proto.kubelet.pluginregistration.v1 import api_pb2 as reg
@@ -45,11 +46,16 @@ class ClaimRef:
         return dra.Claim(namespace=self.namespace, name=self.name, uid=self.uid)
 
 
-def _unary(channel: grpc.Channel, path: str, request: object, response: type[object]) -> object:
-    call = channel.unary_unary(
-        path,
-        request_serializer=lambda m: m.SerializeToString(),  # type: ignore[attr-defined]
-        response_deserializer=response.FromString,  # type: ignore[attr-defined]
+ResponseT = TypeVar("ResponseT", bound=Message)
+
+
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()
+
+
+def _unary(channel: grpc.Channel, path: str, request: Message, response: type[ResponseT]) -> ResponseT:
+    call: grpc.UnaryUnaryMultiCallable[Message, ResponseT] = channel.unary_unary(
+        path, request_serializer=_serialize, response_deserializer=response.FromString
     )
     return call(request, timeout=_TIMEOUT_S)
 
@@ -67,7 +73,6 @@ class DRAPluginClient:
         request = dra.NodePrepareResourcesRequest(claims=[c.message() for c in claims])
         with grpc.insecure_channel(f"unix://{self.endpoint}") as channel:
             answer = _unary(channel, f"/{self.service}/NodePrepareResources", request, dra.NodePrepareResourcesResponse)
-        assert isinstance(answer, dra.NodePrepareResourcesResponse)
         return answer
 
     def unprepare(self, claims: Iterable[ClaimRef]) -> dra.NodeUnprepareResourcesResponse:
@@ -76,7 +81,6 @@ class DRAPluginClient:
             answer = _unary(
                 channel, f"/{self.service}/NodeUnprepareResources", request, dra.NodeUnprepareResourcesResponse
             )
-        assert isinstance(answer, dra.NodeUnprepareResourcesResponse)
         return answer
 
 
@@ -114,7 +118,6 @@ class PluginWatcher:
     def _register(self, path: Path) -> None:
         with grpc.insecure_channel(f"unix://{path}") as channel:
             info = _unary(channel, f"{_REGISTRATION}/GetInfo", reg.InfoRequest(), reg.PluginInfo)
-            assert isinstance(info, reg.PluginInfo)
             error = ""
             chosen = next((svc for version, svc in _SERVICES if version in info.supported_versions), None)
             if info.type != "DRAPlugin":
