@@ -155,7 +155,7 @@ class ReservationPlugin(PreFilterPlugin, PreScorePlugin, ScorePlugin, ReservePlu
         by_node: dict[str, list[PodInfo]] = {}
         for info in self._cache.pods():
             ident = info.ident
-            if self._cache.consumed_reservation(ident) is not None:
+            if _uses_a_reservation(info):
                 self._claimed.pop(ident, None)  # its annotation says so now: no claim needed
                 continue
             if (
@@ -245,6 +245,12 @@ class ReservationPlugin(PreFilterPlugin, PreScorePlugin, ScorePlugin, ReservePlu
             return (), SUCCESS
         annotation = reservation_allocated_annotation(taken.reservation)
         return (PodAnnotations({names.ANNOTATION_RESERVATION_ALLOCATED: annotation}),), SUCCESS
+
+
+def _uses_a_reservation(pod: PodInfo) -> bool:
+    """Whether the pod carries a `reservation-allocated` annotation, even one naming a Reservation
+    long gone or one that does not parse (Koordinator skips them all as pre-allocation candidates)."""
+    return bool(pod.pod.meta.annotations.get(names.ANNOTATION_RESERVATION_ALLOCATED))
 
 
 def _pre_allocation_writes(reservation: Reservation, pods: Sequence[PodInfo]) -> list[Write]:

@@ -13,7 +13,10 @@ The rules, as Koordinator's `listPreAllocatableCandidates`, `filterWithPreAlloca
   Reservation reserves (with `enableMultiple`, all those taken together);
 - one pod is taken (the first, in order, that leaves the node room for the Reservation once its
   own requests are the Reservation's), or with `enableMultiple` pods are taken in order, skipping
-  those that would overflow the Reservation, until the node has room;
+  those that would overflow the Reservation, until together they make up what it reserves (or
+  none is left), if the node then has room. Koordinator's manual says so ("to satisfy the
+  reservation's resource requirements"); its scheduler stops at the first pods that leave the
+  node room, which on a node with room to spare is one pod;
 - with no such pod on a node, the Reservation is placed there on free room as any other, unless
   it carries `scheduling.koordinator.sh/pre-allocation-required: "true"`.
 
@@ -101,6 +104,6 @@ def select(reservation: Reservation, node: NodeInfo, pods: Sequence[PodInfo]) ->
         for name, amount in pod.requests.items():
             taken[name] = taken.get(name, 0) + amount
         chosen.append(pod)
-        if _room(node, reserved, taken):
-            return tuple(chosen)
-    return ()
+        if all(taken.get(n, 0) >= amount for n, amount in reserved.items()):
+            break  # they make up all it reserves
+    return tuple(chosen) if chosen and _room(node, reserved, taken) else ()

@@ -142,6 +142,27 @@ def test_enable_multiple_takes_pods_until_the_node_has_room() -> None:
     assert node is not None and node.requested == {"cpu": 2000, "memory": 4 * GI}
 
 
+def test_enable_multiple_takes_pods_until_they_make_up_the_reservation_on_a_roomy_node() -> None:
+    """The manual's example: 1 CPU and 2Gi each, for a Reservation of 2 CPUs and 4Gi; the third
+    pod would overflow it and is left alone."""
+    scheduler = make_scheduler(make_node("node-1", milli_cpu=64000, memory=256 * GI))
+    for i, priority in enumerate(("100", "90", "80")):
+        pod = make_pod(
+            f"batch-{i}",
+            node="node-1",
+            labels=PRE_ALLOCATABLE,
+            annotations={names.ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY: priority},
+            cpu=1000,
+            memory=2 * GI,
+        )
+        scheduler.cache.add_pod(pod)
+    multi = reservation({"cpu": "2", "memory": "4Gi"}, policy={"mode": "Cluster", "enableMultiple": True})
+    _, placed = scheduler.place_reservation(multi, now=NOW)
+    assert sorted(r.name for r in placed.pre_allocated) == ["batch-0", "batch-1"]
+    node = scheduler.cache.node("node-1")
+    assert node is not None and node.requested == {"cpu": 3000, "memory": 6 * GI}
+
+
 def test_pre_allocation_required_waits_for_a_pod_to_take_over() -> None:
     scheduler = make_scheduler(make_node("node-1", milli_cpu=8000))
     required = {names.LABEL_PRE_ALLOCATION_REQUIRED: "true"}
