@@ -100,8 +100,11 @@ def invalid_status(message: str, *, now: str) -> dict[str, object]:
 
 
 def status_of(reservation: Reservation) -> dict[str, object]:
-    """The `status` JSON of a Reservation (for a merge patch of the status subresource)."""
+    """The `status` JSON of a Reservation (for a merge patch of the status subresource): owners
+    and what they take are null when there are none, so that the patch removes the last ones."""
     status: dict[str, object] = reservation.to_dict()["status"]
+    status.setdefault("currentOwners", None)
+    status.setdefault("allocated", None)
     return status
 
 
