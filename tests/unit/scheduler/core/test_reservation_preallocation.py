@@ -38,9 +38,7 @@ def reservation(
     return Reservation.from_dict(raw)
 
 
-def running(
-    scheduler: Scheduler, name: str, node: str, *, labels: Mapping[str, str] = OWNER, **amounts: Any
-) -> Pod:
+def running(scheduler: Scheduler, name: str, node: str, *, labels: Mapping[str, str] = OWNER, **amounts: Any) -> Pod:
     """A pod already bound to `node` (as the informer would hand it to the cache)."""
     pod = make_pod(name, node=node, labels=labels, **amounts)
     scheduler.cache.add_pod(pod)
@@ -188,8 +186,10 @@ def test_the_pods_gpu_and_the_reservations_are_one_holding() -> None:
         "my-app-0",
         node="node-1",
         labels=OWNER,
-        annotations={names.ANNOTATION_DEVICE_ALLOCATED: '{"gpu":[{"minor":1,"resources":{"koordinator.sh/gpu-core":'
-        '"100","koordinator.sh/gpu-memory":"80Gi","koordinator.sh/gpu-memory-ratio":"100"}}]}'},
+        annotations={
+            names.ANNOTATION_DEVICE_ALLOCATED: '{"gpu":[{"minor":1,"resources":{"koordinator.sh/gpu-core":'
+            '"100","koordinator.sh/gpu-memory":"80Gi","koordinator.sh/gpu-memory-ratio":"100"}}]}'
+        },
         gpu_core=100,
         gpu_ratio=100,
     )
