@@ -23,12 +23,22 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Final
 
+from apis.crds import device as crd
 from apis.dra.allocation import AllocationResult, DeviceID
 from apis.dra.ledger import Held
 from apis.dra.slice import AttributeType, Device, ResourceSlice
 from apis.extension import names
 
-__all__ = ["CORES", "DRIVER", "MEMORY", "MINOR", "held_by_koordinator", "koordinator_usage", "minor_of"]
+__all__ = [
+    "CORES",
+    "DRIVER",
+    "MEMORY",
+    "MINOR",
+    "gpu_slice",
+    "held_by_koordinator",
+    "koordinator_usage",
+    "minor_of",
+]
 
 DRIVER: Final = f"gpu.{names.TESSERA_DOMAIN}"
 MINOR: Final = "minor"
@@ -114,3 +124,43 @@ def koordinator_usage(
             ratio = memory * _WHOLE / total if total else Fraction(_WHOLE if not result.share_id else 0)
             into[names.GPU_MEMORY_RATIO] = into.get(names.GPU_MEMORY_RATIO, Fraction(0)) + ratio
     return {m: {k: -(-v.numerator // v.denominator) for k, v in r.items()} for m, r in usage.items()}
+
+
+def gpu_slice(inventory: crd.Device, *, generation: int = 0) -> ResourceSlice:
+    """The node's healthy GPUs as one ResourceSlice of this driver (pool = the node), from the
+    same inventory as its Device CR: per GPU one shareable device `gpu-<minor>` with `cores` 100
+    and `memory` its bytes, and the attributes `minor`, `uuid`, `numa` and `pcieRoot` (for CEL
+    selectors and `matchAttribute` constraints). The node side publishes this; the scheduler's
+    offline drivers (simulate, bench) build it for their simulated nodes."""
+    node = inventory.node_name
+    devices = []
+    for info in sorted(inventory.devices, key=lambda d: d.minor):
+        if info.type is not crd.DeviceType.GPU or not info.health:
+            continue
+        attributes: dict[str, object] = {MINOR: {"int": info.minor}, "uuid": {"string": info.id or f"gpu-{info.minor}"}}
+        if info.topology is not None:
+            attributes["numa"] = {"int": info.topology.node_id}
+            if info.topology.pcie_id:
+                attributes["pcieRoot"] = {"string": info.topology.pcie_id}
+        devices.append(
+            {
+                "name": f"gpu-{info.minor}",
+                "attributes": attributes,
+                "allowMultipleAllocations": True,
+                "capacity": {
+                    CORES: {"value": str(info.resources.get(names.GPU_CORE, _WHOLE))},
+                    MEMORY: {"value": str(info.resources.get(names.GPU_MEMORY, 0))},
+                },
+            }
+        )
+    return ResourceSlice.from_dict(
+        {
+            "metadata": {"name": f"{node}-{DRIVER}"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        }
+    )

@@ -9,8 +9,8 @@ where it is reachable (the slice's node, node selector or all nodes; or, with
 `perDeviceNodeSelection`, the device's own).
 
 Field names follow k8s.io/api/resource/v1 exactly (types.go). `from_dict` reports the first bad
-field by its path and never raises anything but ValidationError; the allocator (apis.dra.allocator)
-reads only these values.
+field by its path and never raises anything but ValidationError; the allocator
+(scheduler.plugins.dynamicresources.allocator) reads only these values.
 """
 
 from __future__ import annotations

@@ -20,6 +20,12 @@ without quotas (the issue asks ≥ 90 %).
 `--reservations 100` places 100 Reservations of one whole GPU each first (owners: pods labelled
 `app=bench-reserved`, which no benchmark pod is), so every cycle runs with that many Available
 Reservations held in the cache: compare the cycle's cost with a run without.
+
+`--claims-fraction 0.3` asks for the GPUs of about 30 % of the GPU pods through ResourceClaims
+(Dynamic Resource Allocation: CEL selectors in the DeviceClass and the request, capacity
+requests for a share of a GPU; every node's GPUs published as a ResourceSlice) and runs twice on
+fresh clusters: the same pods all in Koordinator's protocol first (`koordinator_*` figures), then
+with the claims; the DynamicResources plugin allocates on the same GPUs as DeviceShare.
 """
 
 from __future__ import annotations
@@ -30,8 +36,12 @@ import time
 from pathlib import Path
 
 from apis.crds.reservation import Reservation
+from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
+from apis.dra import gpus as dra_gpus
+from apis.dra.claim import ResourceClaim
 from apis.errors import ConfigError
 from apis.extension import names
+from apis.k8s.core import Pod
 from apis.k8s.meta import now_rfc3339
 from apis.quota import capacity_of
 from cli.bench._report import Report, Timer
@@ -45,7 +55,7 @@ from scheduler.core import (
     with_scoring_choice,
 )
 from scheduler.framework.config import SchedulerConfig, load_config
-from scheduler.simulation.bench import synthetic_pods, with_gangs, with_quota_per_namespace
+from scheduler.simulation.bench import GPU_CLASS, synthetic_pods, with_claims, with_gangs, with_quota_per_namespace
 from scheduler.simulation.cluster import NodeShape, gpu_node
 
 
@@ -84,14 +94,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="place N Reservations of 1 GPU first, owned by no benchmark pod (default 0: none)",
     )
+    parser.add_argument(
+        "--claims-fraction",
+        type=float,
+        default=0.0,
+        help="share of the GPU pods asking through ResourceClaims, compared with a run without (default 0)",
+    )
 
 
 def _config(args: argparse.Namespace) -> SchedulerConfig:
     """The scheduler configuration the flags ask for; ConfigError when they cannot work."""
     if args.nodes < 1 or args.pods < 1 or args.gpus_per_node < 0:
         raise ConfigError("--nodes and --pods must be positive, --gpus-per-node not negative")
-    if not 0.0 <= args.gang_fraction <= 1.0:
-        raise ConfigError(f"--gang-fraction must be within 0..1, got {args.gang_fraction}")
+    for flag, fraction in (("--gang-fraction", args.gang_fraction), ("--claims-fraction", args.claims_fraction)):
+        if not 0.0 <= fraction <= 1.0:
+            raise ConfigError(f"{flag} must be within 0..1, got {fraction}")
     _gang_sizes(args.gang_sizes)
     try:
         config = load_config(args.config.read_text(encoding="utf-8")) if args.config else SchedulerConfig()
@@ -149,7 +166,18 @@ def run(args: argparse.Namespace, report: Report) -> int:
         gang_fraction=args.gang_fraction,
         quotas=args.quotas,
         reservations=args.reservations,
+        claims_fraction=args.claims_fraction,
     )
+    if args.claims_fraction > 0:
+        # The same pods all in Koordinator's protocol first, on a cluster of their own.
+        _run_once(args, config, report, claims_fraction=0.0, prefix="koordinator_")
+    return _run_once(args, config, report, claims_fraction=args.claims_fraction, prefix="")
+
+
+def _run_once(
+    args: argparse.Namespace, config: SchedulerConfig, report: Report, *, claims_fraction: float, prefix: str
+) -> int:
+    """Build the cluster and schedule the pods once; figures named with `prefix`."""
     setup_start = time.perf_counter()
     scheduler = Scheduler(config, seed=args.seed)
     shape = NodeShape(gpus=args.gpus_per_node)
@@ -157,11 +185,21 @@ def run(args: argparse.Namespace, report: Report) -> int:
         node, device = gpu_node(f"node-{i:05d}", shape)
         scheduler.cache.add_node(node)
         scheduler.cache.add_device(device)
+        if args.claims_fraction > 0:
+            scheduler.feeds.deliver(RESOURCE_SLICES, dra_gpus.gpu_slice(device))
+    if args.claims_fraction > 0:
+        scheduler.feeds.deliver(DEVICE_CLASSES, GPU_CLASS)
     now = now_rfc3339()
     placed = sum(scheduler.place_reservation(r, now=now)[0].scheduled for r in _reservations(args.reservations))
     if args.reservations:
-        report.value("reservations_available", placed, "reservations", label="Reservations available")
+        report.value(f"{prefix}reservations_available", placed, "reservations", label="Reservations available")
     workload = synthetic_pods(args.pods, seed=args.seed)
+    claims: list[ResourceClaim] = []
+    if claims_fraction > 0:
+        workload, claims = with_claims(workload, fraction=claims_fraction, seed=args.seed, gpu_memory=shape.gpu_memory)
+        for claim in claims:
+            scheduler.feeds.deliver(RESOURCE_CLAIMS, claim)
+        report.value("claim_pods", len(claims), "pods", label="pods asking through ResourceClaims")
     if args.quotas:
         # As the live scheduler's informers do: every pod is charged (pending) before any cycle.
         cluster = dict(capacity_of(info.allocatable for info in scheduler.cache.nodes()).total)
@@ -174,7 +212,13 @@ def run(args: argparse.Namespace, report: Report) -> int:
         for pod in workload:
             scheduler.observe_pod(pod)
         workload = [workload[i] for i in scheduler.queue_order(workload)]
-    report.value("setup_seconds", time.perf_counter() - setup_start, "s", label="cluster and pods built")
+    report.value(f"{prefix}setup_seconds", time.perf_counter() - setup_start, "s", label="cluster and pods built")
+    return _schedule(scheduler, workload, args, report, prefix=prefix)
+
+
+def _schedule(
+    scheduler: Scheduler, workload: list[Pod], args: argparse.Namespace, report: Report, *, prefix: str
+) -> int:
     cycle, allowed = Timer(), Timer()
     scheduled = 0
     cpu_start = time.thread_time()
@@ -191,18 +235,23 @@ def run(args: argparse.Namespace, report: Report) -> int:
         # What still waits when the pods ran out waits in vain: undo it, as its timeout would.
         scheduler.resolve_waiting(now=math.inf)
         report.value(
-            "gang_pods",
+            f"{prefix}gang_pods",
             sum(names.ANNOTATION_GANG_NAME in p.annotations for p in workload),
             "pods",
             label="pods in gangs",
         )
-        report.value("gangs_allowed", len(allowed.samples), "gangs", label="gangs allowed whole")
+        report.value(f"{prefix}gangs_allowed", len(allowed.samples), "gangs", label="gangs allowed whole")
         if allowed.samples:
-            report.latencies(allowed.summary(), "gang_allowed", label="last member's arrival to the gang bound")
-    report.value("scheduled", scheduled, "pods", label="pods scheduled")
-    report.value("wall_seconds", cycle.elapsed_s, "s", label="scheduling took")
-    report.rate("pods_per_second", args.pods, cycle.elapsed_s, "pods", label="throughput")
+            report.latencies(
+                allowed.summary(), f"{prefix}gang_allowed", label="last member's arrival to the gang bound"
+            )
+    what = "in Koordinator's protocol only: " if prefix else ""
+    report.value(f"{prefix}scheduled", scheduled, "pods", label=f"{what}pods scheduled")
+    report.value(f"{prefix}wall_seconds", cycle.elapsed_s, "s", label=f"{what}scheduling took")
+    report.rate(f"{prefix}pods_per_second", args.pods, cycle.elapsed_s, "pods", label=f"{what}throughput")
     # CPU time too: on a machine shared with other work, wall time includes waiting for a core.
-    report.rate("pods_per_cpu_second", args.pods, cpu_seconds, "pods", label="throughput per CPU second")
-    report.latencies(cycle.summary(), label="scheduling cycle")
+    report.rate(
+        f"{prefix}pods_per_cpu_second", args.pods, cpu_seconds, "pods", label=f"{what}throughput per CPU second"
+    )
+    report.latencies(cycle.summary(), f"{prefix}cycle" if prefix else None, label=f"{what}scheduling cycle")
     return 0

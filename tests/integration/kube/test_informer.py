@@ -201,6 +201,8 @@ def test_a_resource_not_served_is_said_once_then_synced_when_its_crd_comes(
         assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
             "Resource not served by the API server; waiting for it"
         ]
+        # Answered (nothing to wait for), not synced: a component may go on without its objects.
+        assert informer.wait_until_answered(0) and informer.not_served and not informer.has_synced
         crd = {
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
@@ -222,5 +224,6 @@ def test_a_resource_not_served_is_said_once_then_synced_when_its_crd_comes(
         client.resource(CUSTOM_RESOURCE_DEFINITIONS).create(crd)
         try:
             assert informer.wait_for_sync(10.0)
+            assert not informer.not_served
         finally:
             client.resource(CUSTOM_RESOURCE_DEFINITIONS).delete(f"widgets.{group}")

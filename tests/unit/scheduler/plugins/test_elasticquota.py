@@ -32,6 +32,7 @@ def test_plugin_is_opt_in() -> None:
     assert enabled.plugin_names(ExtensionPoint.RESERVE) == [
         "Reservation",
         "DeviceShare",
+        "DynamicResources",
         "Coscheduling",
         "ElasticQuota",
     ]

@@ -210,6 +210,7 @@ def test_with_fgd_enables_the_plugin_and_turns_resource_scores_off() -> None:
         "Reservation",
         "TaintToleration",
         "NodeAffinity",
+        "DynamicResources",  # scores pods with claims only
         "GPUFragmentation",
     ]
 
