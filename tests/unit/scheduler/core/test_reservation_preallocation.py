@@ -45,6 +45,12 @@ def running(scheduler: Scheduler, name: str, node: str, *, labels: Mapping[str, 
     return pod
 
 
+def pre_allocatable(name: str, priority: str, **amounts: int) -> Pod:
+    """A running pod of `node-1` labelled pre-allocatable, with a priority."""
+    annotations = {names.ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY: priority}
+    return make_pod(name, node="node-1", labels=PRE_ALLOCATABLE, annotations=annotations, **amounts)
+
+
 def using(scheduler: Scheduler, pod: Pod) -> str | None:
     """The Reservation the pod says it uses, as the cache holds the pod now."""
     info = scheduler.cache.pod_info(pod.meta.uid)
@@ -102,20 +108,7 @@ def test_a_pod_asking_more_than_it_reserves_is_not_taken_over() -> None:
 
 def test_cluster_mode_takes_the_highest_priority_pre_allocatable_pod() -> None:
     scheduler = make_scheduler(make_node("node-1", milli_cpu=8000, memory=32 * GI))
-    low = make_pod(
-        "batch-low",
-        node="node-1",
-        labels=PRE_ALLOCATABLE,
-        annotations={names.ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY: "10"},
-        cpu=2000,
-    )
-    high = make_pod(
-        "batch-high",
-        node="node-1",
-        labels=PRE_ALLOCATABLE,
-        annotations={names.ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY: "100"},
-        cpu=2000,
-    )
+    low, high = pre_allocatable("batch-low", "10", cpu=2000), pre_allocatable("batch-high", "100", cpu=2000)
     owner = running(scheduler, "my-app-0", "node-1", cpu=2000)  # an owner, but not labelled
     for pod in (low, high):
         scheduler.cache.add_pod(pod)
@@ -145,15 +138,7 @@ def test_enable_multiple_takes_pods_until_they_make_up_the_reservation_on_a_room
     pod would overflow it and is left alone."""
     scheduler = make_scheduler(make_node("node-1", milli_cpu=64000, memory=256 * GI))
     for i, priority in enumerate(("100", "90", "80")):
-        pod = make_pod(
-            f"batch-{i}",
-            node="node-1",
-            labels=PRE_ALLOCATABLE,
-            annotations={names.ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY: priority},
-            cpu=1000,
-            memory=2 * GI,
-        )
-        scheduler.cache.add_pod(pod)
+        scheduler.cache.add_pod(pre_allocatable(f"batch-{i}", priority, cpu=1000, memory=2 * GI))
     multi = reservation({"cpu": "2", "memory": "4Gi"}, policy={"mode": "Cluster", "enableMultiple": True})
     _, placed = scheduler.place_reservation(multi, now=NOW)
     assert sorted(r.name for r in placed.pre_allocated) == ["batch-0", "batch-1"]
