@@ -14,6 +14,7 @@ from agent import (
     DEFAULT_STATE_DIR,
     AgentSettings,
     DiscoverySettings,
+    DRASettings,
     HealthSettings,
     HookSettings,
     KubeletSettings,
@@ -174,6 +175,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     qos.add_argument("--network-qos-interface", default="", metavar="IFNAME", help="egress interface for network QoS")
 
+    dra_defaults = DRASettings()
+    dra = parser.add_argument_group("kubelet DRA plugin (driver gpu.tessera.dev)")
+    dra.add_argument(
+        "--dra-plugin",
+        action="store_true",
+        help="serve kubelet's DRA plugin: prepare ResourceClaims' GPUs, write their CDI specs",
+    )
+    dra.add_argument(
+        "--kubelet-registry-dir",
+        type=Path,
+        default=dra_defaults.registry_dir,
+        metavar="DIR",
+        help="kubelet's plugins_registry directory (the registration socket)",
+    )
+    dra.add_argument(
+        "--dra-plugin-dir",
+        type=Path,
+        default=dra_defaults.plugin_dir,
+        metavar="DIR",
+        help="the plugin's socket directory",
+    )
+    dra.add_argument(
+        "--cdi-dir", type=Path, default=dra_defaults.cdi_dir, metavar="DIR", help="where prepared claims' CDI specs go"
+    )
     kubelet = parser.add_argument_group("simulated kubelet")
     kubelet.add_argument(
         "--simulate-kubelet",
@@ -267,6 +292,12 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             node_ip=args.node_ip,
             taints=parse_taints(args.register_with_taints),
             labels=parse_labels(args.node_labels),
+        ),
+        dra=DRASettings(
+            enabled=args.dra_plugin,
+            registry_dir=args.kubelet_registry_dir,
+            plugin_dir=args.dra_plugin_dir,
+            cdi_dir=args.cdi_dir,
         ),
         state_dir=args.state_dir,
     )

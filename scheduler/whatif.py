@@ -197,6 +197,8 @@ class ReservationResult:
     message: str = ""
     #: What it holds for its owners (placed ones), as Kubernetes strings.
     allocatable: Mapping[str, str] = field(default_factory=dict)
+    #: The running pods it was placed over (pre-allocation: their resources are its own), `ns/name`.
+    pre_allocated: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, reservation: Reservation) -> ReservationResult:
@@ -204,7 +206,8 @@ class ReservationResult:
         message = scheduled.message if scheduled is not None and scheduled.status == "False" else ""
         phase = "Expired" if reservation.is_expired else reservation.phase.value
         allocatable = resources.format_list(reservation.allocatable)
-        return cls(reservation.name, phase, reservation.node_name, message, allocatable)
+        over = tuple(f"{r.namespace}/{r.name}" for r in reservation.pre_allocated)
+        return cls(reservation.name, phase, reservation.node_name, message, allocatable, over)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name, "phase": self.phase, "node": self.node or None}
@@ -212,6 +215,8 @@ class ReservationResult:
             out["message"] = self.message
         if self.allocatable:
             out["allocatable"] = dict(self.allocatable)
+        if self.pre_allocated:
+            out["preAllocated"] = list(self.pre_allocated)
         return out
 
 

@@ -37,7 +37,7 @@ from typing import Final
 from apis.crds import device as crd
 from apis.dra import names as dra_names
 from apis.dra.allocation import AllocationResult, DeviceID
-from apis.dra.ledger import Held
+from apis.dra.ledger import Held, Rounding
 from apis.dra.slice import AttributeType, Device, ResourceSlice
 from apis.extension import names
 
@@ -57,6 +57,7 @@ __all__ = [
     "held_by_koordinator",
     "koordinator_usage",
     "minor_of",
+    "whole_percents",
 ]
 
 DRIVER: Final = f"gpu.{names.TESSERA_DOMAIN}"
@@ -115,14 +116,42 @@ def held_by_koordinator(
             if CORES in device.capacity:
                 consumed[CORES] = Fraction(held.get(names.GPU_CORE, 0))
             if MEMORY in device.capacity:
-                memory = held.get(names.GPU_MEMORY)
-                if memory is None:
-                    ratio = Fraction(held.get(names.GPU_MEMORY_RATIO, 0), _WHOLE)
-                    consumed[MEMORY] = ratio * device.capacity[MEMORY].value.amount
-                else:
-                    consumed[MEMORY] = Fraction(memory)
+                # The larger of the bytes and the ratio: the cache counts a share in whole
+                # percents, rounded up, so the ratio may say more than the bytes.
+                ratio = Fraction(held.get(names.GPU_MEMORY_RATIO, 0), _WHOLE)
+                total = device.capacity[MEMORY].value.amount
+                consumed[MEMORY] = max(Fraction(held.get(names.GPU_MEMORY, 0)), ratio * total)
             shares.append((device_id, consumed))
     return Held.of(exclusive, shares)
+
+
+def whole_percents(slices: Iterable[ResourceSlice], *, node: str) -> Rounding:
+    """How claims' shares of `node`'s GPUs are counted: in whole percents of the GPU, rounded up,
+    as `koordinator_usage` gives them to the scheduler's cache (`gpu-core`, `gpu-memory-ratio`).
+    The allocator counts held shares so, or two shares whose bytes fill a GPU exactly (2 and
+    14 GiB of 16) would be 13 % + 88 % = 101 % to DeviceShare: one ledger, one rounding."""
+    totals: dict[DeviceID, Fraction] = {
+        device_id: device.capacity[MEMORY].value.amount
+        for found in _by_minor(slices, node).values()
+        for device_id, device in found
+        if MEMORY in device.capacity
+    }
+
+    def rounding(device: DeviceID, name: str, amount: Fraction) -> Fraction:
+        total = totals.get(device)
+        if total is None:
+            return amount
+        if name == CORES:
+            return Fraction(_ceil(amount))
+        if name == MEMORY and total:
+            return _ceil(amount * _WHOLE / total) * total / _WHOLE
+        return amount
+
+    return rounding
+
+
+def _ceil(amount: Fraction) -> int:
+    return -(-amount.numerator // amount.denominator)
 
 
 def koordinator_usage(
@@ -150,7 +179,7 @@ def koordinator_usage(
             into[names.GPU_MEMORY] = into.get(names.GPU_MEMORY, Fraction(0)) + memory
             ratio = memory * _WHOLE / total if total else Fraction(_WHOLE if not result.share_id else 0)
             into[names.GPU_MEMORY_RATIO] = into.get(names.GPU_MEMORY_RATIO, Fraction(0)) + ratio
-    return {m: {k: -(-v.numerator // v.denominator) for k, v in r.items()} for m, r in usage.items()}
+    return {m: {k: _ceil(v) for k, v in r.items()} for m, r in usage.items()}
 
 
 def gpu_slice(inventory: crd.Device, *, generation: int = 0) -> ResourceSlice:

@@ -218,7 +218,10 @@ class DynamicResources(
     def _allocate(self, claims: Sequence[ResourceClaim], node: NodeInfo) -> Outcome:
         slices = self.store.slices_for(node.name)
         besides = [c.key for c in claims]
-        held = ledger.held(node, self.store.held_on(node.name, besides=besides), slices)
+        claims_held = self.store.held_on(
+            node.name, besides=besides, rounding=gpus.whole_percents(slices, node=node.name)
+        )
+        held = ledger.held(node, claims_held, slices)
         count = max(
             (
                 sub.count

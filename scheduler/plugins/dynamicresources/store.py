@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from apis.dra.claim import DeviceClass, ResourceClaim
-from apis.dra.ledger import Held, held_by_claims
+from apis.dra.ledger import Held, Rounding, held_by_claims
 from apis.dra.slice import ResourceSlice
 
 __all__ = ["ClaimStore"]
@@ -95,11 +95,13 @@ class ClaimStore:
         """Changes whenever what the allocator sees on `node` of this store may have changed."""
         return self._global_generation, self._node_generation.get(node, 0)
 
-    def held_on(self, node: str, *, besides: Iterable[str] = ()) -> Held:
+    def held_on(self, node: str, *, besides: Iterable[str] = (), rounding: Rounding | None = None) -> Held:
         """What allocated claims hold of devices reachable from `node` (claims `besides` left
-        out: a claim being allocated again does not count against itself)."""
+        out: a claim being allocated again does not count against itself), each share counted
+        by `rounding`."""
         keys = self._node_claims.get(node, set()) | self._node_claims.get("", set())
-        return held_by_claims((c for c in (self.claim(k) for k in sorted(keys)) if c is not None), besides=besides)
+        claims = (c for c in (self.claim(k) for k in sorted(keys)) if c is not None)
+        return held_by_claims(claims, besides=besides, rounding=rounding)
 
     # --- the feed ---------------------------------------------------------------------------------
     def put_class(self, klass: DeviceClass) -> None:

@@ -5,11 +5,12 @@ fixture in conftest.py makes one per test).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from cri_api.v1 import api_pb2 as cri
 
@@ -140,8 +141,9 @@ class Rig:
             config_rescan_s=0.0,
         )
 
-    def proxy(self) -> RuntimeProxy:
-        proxy = RuntimeProxy(self.settings())
+    def proxy(self, **overrides: Any) -> RuntimeProxy:
+        """Start the proxy in this process; `overrides` replace settings (`apply_cdi=True`, ...)."""
+        proxy = RuntimeProxy(dataclasses.replace(self.settings(), **overrides))
         proxy.start()
         self._proxies.append(proxy)
         return proxy
