@@ -313,7 +313,8 @@ class Agent:
 
         def list_slices() -> list[ResourceSlice]:
             out = []
-            for raw in slices.list_all().items:
+            # its node's only: a node identity may list no others (the Node authorizer, as kube's)
+            for raw in slices.list_all(field_selector=f"spec.nodeName={s.node_name}").items:
                 try:
                     out.append(ResourceSlice.from_dict(raw))
                 except TesseraError as e:  # someone else's broken slice must not stop ours
