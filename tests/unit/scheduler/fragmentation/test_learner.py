@@ -53,3 +53,19 @@ def test_a_mix_that_only_wobbles_keeps_its_version() -> None:
         learner.observe(f"p{i}", other)
     assert learner.current.version > versions[-1]
     assert other in dict(learner.current.shapes)
+
+
+def test_learning_from_a_prior_starts_with_it_and_moves_away_as_pods_disagree() -> None:
+    share, whole = TaskShape(gpus=1, gpu_percent=50), TaskShape(gpus=1, gpu_percent=100)
+    args = fragmentation.WorkloadArgs(
+        shapes=((share, 1), (whole, 3)), learn=fragmentation.LearnSettings(prior_pods=100), prior=True
+    )
+    learner = fragmentation.WorkloadLearner(args)
+    assert dict(learner.current.shapes) == {share: 250_000, whole: 750_000}  # before any pod
+    start = learner.current.version
+    learner.observe("p0", share)  # one pod among 100 of the prior: less than 5% moved
+    assert learner.current.version == start
+    for i in range(1, 300):
+        learner.observe(f"p{i}", share)
+    assert dict(learner.current.shapes)[share] > 700_000  # 300 shares outweigh 100 prior pods
+    assert learner.seen("p5") and not learner.seen("other")
