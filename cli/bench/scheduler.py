@@ -20,6 +20,11 @@ without quotas (the issue asks ≥ 90 %).
 `--reservations 100` places 100 Reservations of one whole GPU each first (owners: pods labelled
 `app=bench-reserved`, which no benchmark pod is), so every cycle runs with that many Available
 Reservations held in the cache: compare the cycle's cost with a run without.
+
+`--baseline LeastAllocated` builds a second scheduler with that policy over its own copy of the
+cluster and gives both the same pods, one to each in turn, so that both run under the same load
+of a shared machine; it reports the baseline's pods/s and the ratio of the two (the figure to
+quote where absolute numbers depend on the neighbours).
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from apis.crds.reservation import Reservation
 from apis.errors import ConfigError
 from apis.extension import names
 from apis.k8s import resources
+from apis.k8s.core import Pod
 from apis.k8s.meta import now_rfc3339
 from apis.quota.charge import quota_capacity
 from cli.bench._report import Report, Timer
@@ -62,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "CPU/memory balance; workload learned from the pods)",
     )
     parser.add_argument(
+        "--baseline",
+        choices=SCORING_CHOICES,
+        help="also run this policy on a copy of the cluster, pod for pod in turn, and report the ratio of the "
+        "two throughputs (measured under the same load)",
+    )
+    parser.add_argument(
         "--percentage-of-nodes-to-score", type=int, help="as kube-scheduler (default: the config's; 0 = adaptive)"
     )
     parser.add_argument("--config", type=Path, help="scheduler configuration (YAML)")
@@ -87,8 +100,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _config(args: argparse.Namespace) -> SchedulerConfig:
-    """The scheduler configuration the flags ask for; ConfigError when they cannot work."""
+def _config(args: argparse.Namespace, scoring: str | None) -> SchedulerConfig:
+    """The scheduler configuration the flags ask for, placing by `scoring` (None: the
+    config's); ConfigError when they cannot work."""
     if args.nodes < 1 or args.pods < 1 or args.gpus_per_node < 0:
         raise ConfigError("--nodes and --pods must be positive, --gpus-per-node not negative")
     if not 0.0 <= args.gang_fraction <= 1.0:
@@ -98,8 +112,8 @@ def _config(args: argparse.Namespace) -> SchedulerConfig:
         config = load_config(args.config.read_text(encoding="utf-8")) if args.config else SchedulerConfig()
     except OSError as e:
         raise ConfigError(f"--config: {e}") from e
-    if args.scoring:
-        config = with_scoring_choice(config, args.scoring)
+    if scoring:
+        config = with_scoring_choice(config, scoring)
     if args.percentage_of_nodes_to_score is not None:
         config = with_percentage_of_nodes_to_score(config, args.percentage_of_nodes_to_score)
     for flag, value in (("--quotas", args.quotas), ("--reservations", args.reservations)):
@@ -140,18 +154,32 @@ def _gang_sizes(text: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
-def run(args: argparse.Namespace, report: Report) -> int:
-    config = _config(args)
-    report.setting(
-        nodes=args.nodes,
-        gpus_per_node=args.gpus_per_node,
-        pods=args.pods,
-        seed=args.seed,
-        gang_fraction=args.gang_fraction,
-        quotas=args.quotas,
-        reservations=args.reservations,
-    )
-    setup_start = time.perf_counter()
+@dataclass(slots=True)
+class _Run:
+    """One scheduler under test: its cycles' times, the gangs it allowed, its CPU time."""
+
+    scheduler: Scheduler
+    cycle: Timer = field(default_factory=Timer)
+    allowed: Timer = field(default_factory=Timer)
+    scheduled: int = 0
+    cpu_seconds: float = 0.0
+
+    def step(self, pod: Pod) -> None:
+        """One pod's whole cycle, pods held at Permit resolved after it (part of its time)."""
+        scheduler = self.scheduler
+        gang_member = names.ANNOTATION_GANG_NAME in pod.annotations
+        cpu_start = time.thread_time()
+        with self.cycle.time():
+            outcome = scheduler.schedule_one(pod)
+            decided = scheduler.resolve_waiting() if scheduler.cycle.waiting or gang_member else []
+        self.cpu_seconds += time.thread_time() - cpu_start
+        self.scheduled += outcome.scheduled + sum(o.scheduled for o in decided)
+        if gang_member and outcome.scheduled and decided:  # the last member: the gang was allowed
+            self.allowed.samples.append(self.cycle.samples[-1])
+
+
+def _cluster(args: argparse.Namespace, config: SchedulerConfig, report: Report | None) -> Scheduler:
+    """A scheduler over the flags' nodes (and Reservations; `report`: say how many were placed)."""
     scheduler = Scheduler(config, seed=args.seed)
     shape = NodeShape(gpus=args.gpus_per_node)
     for i in range(args.nodes):
@@ -160,50 +188,87 @@ def run(args: argparse.Namespace, report: Report) -> int:
         scheduler.cache.add_device(device)
     now = now_rfc3339()
     placed = sum(scheduler.place_reservation(r, now=now)[0].scheduled for r in _reservations(args.reservations))
-    if args.reservations:
+    if args.reservations and report is not None:
         report.value("reservations_available", placed, "reservations", label="Reservations available")
+    return scheduler
+
+
+def _pods(args: argparse.Namespace, schedulers: list[Scheduler]) -> list[Pod]:
+    """The pods, in the order to schedule them, each scheduler told what it must know first
+    (quotas charged, gang members seen), as the live scheduler's informers tell it."""
     workload = synthetic_pods(args.pods, seed=args.seed)
     if args.quotas:
-        # As the live scheduler's informers do: every pod is charged (pending) before any cycle.
-        cluster = resources.sum_of(quota_capacity(info.allocatable) for info in scheduler.cache.nodes())
+        cluster = resources.sum_of(quota_capacity(info.allocatable) for info in schedulers[0].cache.nodes())
         workload, quotas = with_quota_per_namespace(workload, quotas=args.quotas, cluster=cluster)
-        scheduler.quotas.set_quotas(quotas)
-        for pod in workload:
-            scheduler.quotas.update_pod(pod)
+        for scheduler in schedulers:
+            scheduler.quotas.set_quotas(quotas)
+            for pod in workload:
+                scheduler.quotas.update_pod(pod)
     if args.gang_fraction > 0:
         workload = with_gangs(workload, fraction=args.gang_fraction, sizes=_gang_sizes(args.gang_sizes), seed=args.seed)
-        for pod in workload:
-            scheduler.observe_pod(pod)
-        workload = [workload[i] for i in scheduler.queue_order(workload)]
+        for scheduler in schedulers:
+            for pod in workload:
+                scheduler.observe_pod(pod)
+        workload = [workload[i] for i in schedulers[0].queue_order(workload)]
+    return workload
+
+
+def run(args: argparse.Namespace, report: Report) -> int:
+    config = _config(args, args.scoring)
+    baseline_config = _config(args, args.baseline) if args.baseline else None
+    report.setting(
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        pods=args.pods,
+        seed=args.seed,
+        gang_fraction=args.gang_fraction,
+        quotas=args.quotas,
+        reservations=args.reservations,
+        baseline=args.baseline or "",
+    )
+    setup_start = time.perf_counter()
+    main = _Run(_cluster(args, config, report))
+    baseline = _Run(_cluster(args, baseline_config, None)) if baseline_config is not None else None
+    workload = _pods(args, [r.scheduler for r in (main, baseline) if r is not None])
     report.value("setup_seconds", time.perf_counter() - setup_start, "s", label="cluster and pods built")
-    cycle, allowed = Timer(), Timer()
-    scheduled = 0
-    cpu_start = time.thread_time()
-    for pod in workload:
-        gang_member = names.ANNOTATION_GANG_NAME in pod.annotations
-        with cycle.time():
-            outcome = scheduler.schedule_one(pod)
-            decided = scheduler.resolve_waiting() if scheduler.cycle.waiting or gang_member else []
-        scheduled += outcome.scheduled + sum(o.scheduled for o in decided)
-        if gang_member and outcome.scheduled and decided:  # the last member: the gang was allowed
-            allowed.samples.append(cycle.samples[-1])
-    cpu_seconds = time.thread_time() - cpu_start
+    for i, pod in enumerate(workload):
+        # In turn, and each first every other pod: neither always runs right after the other.
+        for r in (main, baseline) if i % 2 == 0 else (baseline, main):
+            if r is not None:
+                r.step(pod)
+    for r in (main, baseline):
+        if r is not None and args.gang_fraction > 0:
+            # What still waits when the pods ran out waits in vain: undo it, as its timeout would.
+            r.scheduler.resolve_waiting(now=math.inf)
     if args.gang_fraction > 0:
-        # What still waits when the pods ran out waits in vain: undo it, as its timeout would.
-        scheduler.resolve_waiting(now=math.inf)
         report.value(
             "gang_pods",
             sum(names.ANNOTATION_GANG_NAME in p.annotations for p in workload),
             "pods",
             label="pods in gangs",
         )
-        report.value("gangs_allowed", len(allowed.samples), "gangs", label="gangs allowed whole")
-        if allowed.samples:
-            report.latencies(allowed.summary(), "gang_allowed", label="last member's arrival to the gang bound")
-    report.value("scheduled", scheduled, "pods", label="pods scheduled")
-    report.value("wall_seconds", cycle.elapsed_s, "s", label="scheduling took")
-    report.rate("pods_per_second", args.pods, cycle.elapsed_s, "pods", label="throughput")
+        report.value("gangs_allowed", len(main.allowed.samples), "gangs", label="gangs allowed whole")
+        if main.allowed.samples:
+            report.latencies(main.allowed.summary(), "gang_allowed", label="last member's arrival to the gang bound")
+    report.value("scheduled", main.scheduled, "pods", label="pods scheduled")
+    report.value("wall_seconds", main.cycle.elapsed_s, "s", label="scheduling took")
+    rate = report.rate("pods_per_second", args.pods, main.cycle.elapsed_s, "pods", label="throughput")
     # CPU time too: on a machine shared with other work, wall time includes waiting for a core.
-    report.rate("pods_per_cpu_second", args.pods, cpu_seconds, "pods", label="throughput per CPU second")
-    report.latencies(cycle.summary(), label="scheduling cycle")
+    cpu_rate = report.rate(
+        "pods_per_cpu_second", args.pods, main.cpu_seconds, "pods", label="throughput per CPU second"
+    )
+    report.latencies(main.cycle.summary(), label="scheduling cycle")
+    if baseline is not None:
+        label = f"baseline {args.baseline}"
+        report.value("baseline_scheduled", baseline.scheduled, "pods", label=f"{label}: pods scheduled")
+        base_rate = report.rate(
+            "baseline_pods_per_second", args.pods, baseline.cycle.elapsed_s, "pods", label=f"{label}: throughput"
+        )
+        base_cpu = report.rate(
+            "baseline_pods_per_cpu_second", args.pods, baseline.cpu_seconds, "pods", label=f"{label}: per CPU second"
+        )
+        report.latencies(baseline.cycle.summary(), "baseline_cycle", label=f"{label}: scheduling cycle")
+        report.value("ratio", round(rate / base_rate, 3) if base_rate else None, label="throughput / baseline's")
+        ratio_cpu = round(cpu_rate / base_cpu, 3) if base_cpu else None
+        report.value("ratio_cpu", ratio_cpu, label="per CPU second / baseline's")
     return 0
