@@ -20,7 +20,8 @@ __all__ = ["LearnSettings", "WorkloadArgs", "parse_workload_args", "shapes_to_ar
 @dataclass(frozen=True, slots=True)
 class LearnSettings:
     """How a workload is learned: a histogram of shapes, each observation weighing 2^(1/halfLife)
-    times the one before (old pods fade), cut to the `max_shapes` heaviest, republished every
+    times the one before (old pods fade), cut to the `max_shapes` heaviest (each set of
+    accepted GPU models keeping its share of the weight), republished every
     `refresh_every` observations (at 1, 2, 4, 8, … while fewer were seen); configured shapes
     to start from count as `prior_pods` pods."""
 

@@ -116,11 +116,38 @@ class WorkloadLearner:
     def _publish(self) -> None:
         self._since = 0
         heaviest = sorted(self._histogram.items(), key=lambda kv: (-kv[1], shape_order(kv[0])))
-        kept = heaviest[: self._args.learn.max_shapes]
-        total = math.fsum(w for _, w in kept)
-        shapes = tuple((s, weight) for s, w in kept if (weight := round(w * WEIGHT_SCALE / total)) > 0)
+        shapes = tuple((s, weight) for s, w in _cut(heaviest, self._args.learn.max_shapes) if (weight := round(w)) > 0)
         if _moved(self._current.shapes, shapes) >= self._MIN_MOVE or not self._current.shapes:
             self._current = TargetWorkload(shapes, self._current.version + 1)
+
+
+def _cut(heaviest: list[tuple[TaskShape, float]], max_shapes: int) -> list[tuple[TaskShape, float]]:
+    """The `max_shapes` heaviest shapes (of `heaviest`, heaviest first), weighted to
+    WEIGHT_SCALE in all so that every set of accepted GPU models keeps its share of the
+    weight: the shapes of a set that are cut lend their weight to the set's shapes that are
+    kept, and a set with none among the heaviest keeps its heaviest shape. Pods that ask for a
+    GPU model come in many shapes, each rare (a cut to the heaviest dropped half of their
+    weight on a mix where a third of the pods ask for one), and what a model's GPUs are worth
+    depends on all of them (`fragmentation.supply`). A workload without model constraints is
+    one set: its heaviest shapes, scaled up together, as ever."""
+    kept = heaviest[:max_shapes]
+    sets = {s.models for s, _ in kept}
+    for shape, weight in heaviest[max_shapes:]:
+        if shape.models not in sets:
+            kept.append((shape, weight))
+            sets.add(shape.models)
+    everything = _by_models(heaviest)
+    chosen = _by_models(kept)
+    total = math.fsum(everything.values())
+    return [(s, w * WEIGHT_SCALE / chosen[s.models] * (everything[s.models] / total)) for s, w in kept]
+
+
+def _by_models(shapes: list[tuple[TaskShape, float]]) -> dict[frozenset[str], float]:
+    """Total weight per set of accepted models."""
+    parts: dict[frozenset[str], list[float]] = {}
+    for shape, weight in shapes:
+        parts.setdefault(shape.models, []).append(weight)
+    return {models: math.fsum(weights) for models, weights in parts.items()}
 
 
 def _moved(before: tuple[tuple[TaskShape, int], ...], after: tuple[tuple[TaskShape, int], ...]) -> int:
