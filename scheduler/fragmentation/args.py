@@ -29,8 +29,10 @@ class LearnSettings:
     max_shapes: int = 64
     refresh_every: int = 1000
     #: With configured shapes to start from: how many pods they count as (they then fade like
-    #: pods seen that long ago).
-    prior_pods: int = 1000
+    #: pods seen that long ago). Few: enough to place the first pods by, too few to hold a
+    #: wrong prior against the pods that come (a prior without the model constraints of a mix
+    #: where a third of the pods have one cost 1.1 points counted as 1,000 pods, none as 100).
+    prior_pods: int = 100
 
 
 @dataclass(frozen=True, slots=True)
