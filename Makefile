@@ -1,7 +1,7 @@
 # The two commands a user types: `make run` (the whole system on this machine) and `make test`.
 # Each creates .venv and installs what it needs; as root, `make test` also installs the Debian
 # packages the real-part tests use (containerd, runc, busybox-static, kubectl, iproute2, curl, jq,
-# chromium).
+# chromium, prometheus).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv

@@ -63,7 +63,9 @@ from apis.errors import ConfigError
 from apis.k8s.core import Pod
 from kube import errors, serving
 from kube.client import Client
+from kube.delegation import Delegation
 from kube.events import EventRecorder
+from kube.hostcheck import HostPolicy
 from kube.informer import Informer
 from kube.lifecycle import wait_until_set, write_atomically
 from kube.resources import NODES, PODS
@@ -125,7 +127,9 @@ class Agent:
         client = self._client or Client.from_settings(s.client)
         if self._client is None:
             self._stops.append(client.close)
-        stack = open_discovery(s.discovery, nvml_library=self._nvml_library)
+        stack = open_discovery(
+            s.discovery, nvml_library=self._nvml_library, hami_core_library=s.hooks.hami_core.library
+        )
         self._stops.append(stack.close)
         # One recorder for all the agent's events: refused containers (on their pods), GPU faults
         # restored or cleared (on the Node), a NodeSLO it cannot read.
@@ -185,7 +189,7 @@ class Agent:
             self._stops.append(self.qos.stop)  # its NodeSLO watch already runs
 
         # What another process may hold (a port, a socket) is bound first, before any thread runs.
-        http = self._serve_http(stack, HealthClear(memory, lambda: devices.inventory.gpus))
+        http = self._serve_http(stack, HealthClear(memory, lambda: devices.inventory.gpus), Delegation(client))
         if s.hooks.enabled:
             self._serve_hooks(events, devices, self.ledger)
 
@@ -225,9 +229,11 @@ class Agent:
             },
         )
 
-    def _serve_http(self, stack: DiscoveryStack, clear: HealthClear) -> serving.Server:
+    def _serve_http(self, stack: DiscoveryStack, clear: HealthClear, auth: Delegation) -> serving.Server:
         """/metrics, health, the operator's health clear, and the fault injection routes for
-        simulated devices. Errors are JSON `{"error": ...}`, as those routes answer theirs."""
+        simulated devices. Errors are JSON `{"error": ...}`, as those routes answer theirs.
+        Everything but health is authenticated and authorized through the API server, as
+        kubelet's port is (`kube.serving`); the node's name is one the server answers to."""
         s = self.settings.metrics
         faults = SimulatedFaults(stack.fake, node_name=self.settings.node_name) if stack.fake is not None else None
         self.http = serving.Server(
@@ -239,6 +245,9 @@ class Agent:
             readiness={"device-ledger": self._ledger_ready},
             routes=[*clear.routes(), *(faults.routes() if faults is not None else ())],
             error=json_error,
+            auth=auth,
+            hosts=HostPolicy.with_names([self.settings.node_name]),
+            tls=s.tls.context([self.settings.node_name]),
         )
         self.http.start()  # ConfigError when the port is taken
         self._stops.append(self.http.stop)
@@ -257,7 +266,7 @@ class Agent:
 
         plugins: list[HookPlugin] = [
             DeviceCollisionPlugin(ledger, node=node_slots, registry=self.registry, events=events),
-            GPUEnvPlugin(),
+            GPUEnvPlugin(s.hooks.hami_core),
             RDMADevicesPlugin(sysfs_root=s.discovery.sysfs_root, dev_root=s.hooks.dev_root),
         ]
         if self.qos is not None and self.qos.plugin is not None:

@@ -15,8 +15,10 @@ from pathlib import Path
 
 from agent.discovery.settings import DiscoverySettings
 from agent.hooks import DEFAULT_SOCKET
+from agent.hooks.hamicore import HAMiCore
 from apis.k8s.core import Taint
 from kube.client import ClientSettings
+from kube.servingtls import TLSServing
 
 __all__ = [
     "DEFAULT_STATE_DIR",
@@ -55,6 +57,8 @@ class MetricsSettings:
     address_file: Path | None = None
     #: The host's /proc, to map GPU processes to containers (the host's /proc in a DaemonSet pod).
     proc_root: Path = Path("/proc")
+    #: HTTPS (`--tls-cert-file`, `--tls-self-signed`): callers send bearer tokens over the node's network.
+    tls: TLSServing = field(default_factory=TLSServing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +78,10 @@ class HookSettings:
     socket_path: Path = DEFAULT_SOCKET
     #: Where the RDMA device nodes are (`<dev_root>/infiniband/uverbsN`).
     dev_root: Path = Path("/dev")
+    #: GPU isolation by HAMi-core (agent/hooks/hamicore.py): where its library and lock directory
+    #: are on the host, and whether HAMi's vGPU monitor is fed. Discovery looks for the library
+    #: there too, to label the node.
+    hami_core: HAMiCore = field(default_factory=HAMiCore)
 
 
 class QoSMode(enum.Enum):

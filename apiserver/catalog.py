@@ -22,6 +22,7 @@ __all__ = ["Catalog", "Column", "GroupInfo", "ResourceType", "sort_versions"]
 META_FIELDS: Mapping[str, str] = {"metadata.name": "metadata.name", "metadata.namespace": "metadata.namespace"}
 RBAC_GROUP = "rbac.authorization.k8s.io"
 AUTHORIZATION_GROUP = "authorization.k8s.io"
+AUTHENTICATION_GROUP = "authentication.k8s.io"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -231,6 +232,10 @@ BUILTINS: tuple[ResourceType, ...] = (
             ("selfsubjectrulesreviews", "SelfSubjectRulesReview", False),
         )
     ),
+    *(
+        ResourceType(AUTHENTICATION_GROUP, "v1", plural, plural[:-1], kind, False, verbs=("create",))
+        for plural, kind in (("tokenreviews", "TokenReview"), ("selfsubjectreviews", "SelfSubjectReview"))
+    ),
     ResourceType(
         "apiextensions.k8s.io",
         "v1",
@@ -299,6 +304,17 @@ BUILTINS: tuple[ResourceType, ...] = (
         categories=("all",),
         subresources=frozenset({"status"}),
         fields=_fields("status.successful"),
+    ),
+    ResourceType(
+        "batch",
+        "v1",
+        "cronjobs",
+        "cronjob",
+        "CronJob",
+        True,
+        ("cj",),
+        ("all",),
+        subresources=frozenset({"status"}),
     ),
     ResourceType(
         "policy",

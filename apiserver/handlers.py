@@ -20,10 +20,14 @@ from aiohttp import web
 from apiserver import bodies, kubelet, scale, tables
 from apiserver.apply import tracking
 from apiserver.apply.server import APPLY_PATCH, server_side_apply
+from apiserver.authz.escalation import REQUESTER
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.discovery import Discovery
 from apiserver.errors import Cause, StatusError, status_body, success_body
 from apiserver.eviction import check_budgets
+from apiserver.flowcontrol import FlowControl
+from apiserver.metrics import CONTENT_TYPE as METRICS_CONTENT_TYPE
+from apiserver.metrics import APIServerMetrics
 from apiserver.pods import binder
 from apiserver.registry import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Entry, Registry, encode
 from apiserver.routing import RequestInfo, parse_path, request_verb
@@ -132,7 +136,18 @@ class Handlers:
         *,
         watch: WatchSettings,
         ready: Callable[[], bool],
+        metrics: APIServerMetrics | None = None,
+        decoder: bodies.BodyDecoder | None = None,
+        body_timeout: float = 60.0,
+        flow: FlowControl | None = None,
     ) -> None:
+        """`decoder` decodes bodies (large YAML off the event loop); `body_timeout` bounds how
+        long a request's body may take to arrive (a client trickling one in holds a seat);
+        `flow` charges each body to its sender's budget before it is decoded."""
+        self._flow = flow
+        self._metrics = metrics or APIServerMetrics()
+        self._decoder = decoder or bodies.BodyDecoder()
+        self._body_timeout = body_timeout
         self._registry = registry
         self._catalog = catalog
         self._discovery = discovery
@@ -168,6 +183,7 @@ class Handlers:
         except Exception:
             log.exception("Request failed", extra={"method": request.method, "path": request.path})
             response = status_response(StatusError.internal())
+        self._metrics.requests.labels(request.method, str(response.status)).inc()
         if log.isEnabledFor(V(5)):
             log.log(
                 V(5),
@@ -187,6 +203,8 @@ class Handlers:
             if path.startswith("/readyz") and not self._ready():
                 return web.Response(text="not ready", status=503)
             return web.Response(text="ok")
+        if path == "/metrics" and request.method == "GET":
+            return web.Response(body=self._metrics.exposition(), headers={"Content-Type": METRICS_CONTENT_TYPE})
         info = parse_path(path)
         if info.is_resource:
             return await self._resource(request, info)
@@ -243,7 +261,7 @@ class Handlers:
                 raise StatusError.method_not_allowed(method, info.path)
             if not namespace:
                 raise StatusError.no_route(info.path)
-            body = await self._body(request)
+            body = await self.body(request)
             name = (body.get("metadata") or {}).get("name", "") if isinstance(body, dict) else ""
             return await self._bind(self._lookup("", "v1", "pods"), namespace, name, body)
         if not info.name:
@@ -255,7 +273,7 @@ class Handlers:
             if method == "POST":
                 if rt.namespaced and not namespace:
                     raise StatusError.no_route(info.path)
-                entry = await self._registry.create(rt, namespace, await self._body(request), dry_run=_dry_run(query))
+                entry = await self._registry.create(rt, namespace, await self.body(request), dry_run=_dry_run(query))
                 return self._object(request, rt, entry, 201)
             if method == "DELETE":
                 options = await self._delete_options(request)
@@ -273,7 +291,7 @@ class Handlers:
                 return await self._watch(request, rt, flt)
             return self._object(request, rt, self._registry.get(rt, namespace, info.name))
         if method == "PUT":
-            body = await self._body(request)
+            body = await self.body(request)
             entry = await self._registry.update(rt, namespace, info.name, body, dry_run=_dry_run(query))
             return self._object(request, rt, entry)
         if method == "PATCH":
@@ -304,7 +322,7 @@ class Handlers:
             if method == "GET":
                 return self._object(request, rt, self._registry.get(rt, namespace, name))
             if method == "PUT":
-                body = await self._body(request)
+                body = await self.body(request)
                 entry = await self._registry.update(
                     rt, namespace, name, body, subresource="status", dry_run=_dry_run(request.query)
                 )
@@ -317,7 +335,7 @@ class Handlers:
             return await self._scale(request, rt, namespace, name)
         if method != "POST":
             raise StatusError.method_not_allowed(method, info.path)
-        body = await self._body(request)
+        body = await self.body(request)
         if sub == "binding":
             return await self._bind(rt, namespace, name, body)
         if sub == "eviction":
@@ -369,13 +387,13 @@ class Handlers:
             doc = scale.scale_of(self._registry.get(rt, namespace, name))
         elif method == "PUT":
             doc = await scale.update_scale(
-                self._registry, rt, namespace, name, await self._body(request), dry_run=dry_run
+                self._registry, rt, namespace, name, await self.body(request), dry_run=dry_run
             )
         elif method == "PATCH":
             content_type = _content_type(request)
             if content_type not in PATCH_TYPES:
                 raise StatusError.unsupported_media_type(content_type)
-            patch = (content_type, await self._body(request, content_type))
+            patch = (content_type, await self.body(request, content_type))
             doc = await scale.patch_scale(self._registry, rt, namespace, name, patch, dry_run=dry_run)
         else:
             raise StatusError.method_not_allowed(method, request.path)
@@ -393,7 +411,7 @@ class Handlers:
                 rt,
                 namespace,
                 name,
-                await self._body(request, content_type),
+                await self.body(request, content_type),
                 manager=query.get("fieldManager", ""),
                 force=_flag(query, "force"),
                 subresource=subresource,
@@ -401,21 +419,60 @@ class Handlers:
             )
         if content_type not in PATCH_TYPES:
             raise StatusError.unsupported_media_type(content_type)
-        patch = await self._body(request, content_type)
+        patch = await self.body(request, content_type)
         entry = await self._registry.patch(
             rt, namespace, name, content_type, patch, subresource=subresource, dry_run=_dry_run(request.query)
         )
         return entry, False
 
-    async def _body(self, request: web.Request, content_type: str | None = None) -> Any:
-        data = await request.read()
-        return bodies.decode(data, content_type or _content_type(request), patch_types=PATCH_TYPES)
+    async def body(self, request: web.Request, content_type: str | None = None, *, patch: bool = True) -> Any:
+        """The request's body, read within the body timeout and decoded (4xx StatusError when bad);
+        `patch`: a patch's media types are JSON too (not for an access review)."""
+        user = REQUESTER.get()
+        data = await self._read_charged(request)
+        return await self._decoder.decode(
+            data,
+            content_type or _content_type(request),
+            patch_types=PATCH_TYPES if patch else frozenset(),
+            flow=user.name if user is not None else "",
+        )
+
+    async def review_body(self, request: web.Request) -> Any:
+        """An access review's body (JSON or YAML; a patch's media type is a 415)."""
+        return await self.body(request, patch=False)
+
+    async def _read_charged(self, request: web.Request) -> bytes:
+        """The body, read once its sender's budget allows (flow control), and charged to it."""
+        user = REQUESTER.get()
+        if self._flow is None or user is None or not request.body_exists:
+            return await self._read(request)
+        await self._flow.before_body(user)
+        data = await self._read(request)
+        self._flow.after_body(user, data)
+        return data
+
+    async def _read(self, request: web.Request) -> bytes:
+        length = request.content_length
+        if not length or request.content.total_bytes >= length:
+            return await request.read()  # all there (the usual case): nothing to wait for
+        try:
+            async with asyncio.timeout(self._body_timeout):
+                return await request.read()
+        except web.HTTPRequestEntityTooLarge as e:
+            raise StatusError.too_large(e.text or "the request body is too large") from None
+        except TimeoutError:
+            user = REQUESTER.get()
+            log.log(V(2), "Request body timed out", extra={"user": user.name if user else "", "path": request.path})
+            raise StatusError(
+                504, "Timeout", f"the request body did not arrive within {self._body_timeout:g}s"
+            ) from None
 
     async def _delete_options(self, request: web.Request) -> dict[str, Any]:
-        data = await request.read()
+        data = await self._read_charged(request)
         if not data.strip():
             return {}
-        options = bodies.decode(data, _content_type(request))
+        user = REQUESTER.get()
+        options = await self._decoder.decode(data, _content_type(request), flow=user.name if user is not None else "")
         if not isinstance(options, dict):
             raise StatusError.bad_request("the body of a DELETE must be a DeleteOptions object")
         pre = options.get("preconditions")

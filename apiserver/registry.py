@@ -25,6 +25,7 @@ import json
 import logging
 import random
 import secrets
+import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -138,8 +139,7 @@ class Registry:
         self._objects: dict[str, dict[str, Entry]] = {}
         self._sorted: dict[str, list[str]] = {}  # cached sorted keys per storage id; dropped on insert/remove
         self._population: collections.Counter[str] = collections.Counter()  # objects per namespace
-        self._batch: _Batch = []  # staged during this loop iteration, not yet handed to storage
-        self._pending: collections.deque[_Batch] = collections.deque()  # handed to storage, not yet committed
+        self._batch: _Batch = []  # staged during this loop iteration, not yet committed
         self._loop: asyncio.AbstractEventLoop | None = None
         # UIDs and generated names need to be unique, not secret: a seeded PRNG spares a
         # getrandom() system call per object (measurable at thousands of creates per second).
@@ -648,8 +648,8 @@ class Registry:
     async def _commit(self, staged: list[_Staged]) -> None:
         """Wait until `staged` is durable; then its events are published (in resourceVersion order).
 
-        Writes staged during one event-loop iteration go to storage as one submission, so a burst
-        of concurrent requests costs one hand-off to the writer thread and one transaction.
+        Writes staged during one event-loop iteration are committed together, at the end of the
+        iteration (`_flush`), so a burst of concurrent requests costs one transaction.
         """
         if not staged:
             return
@@ -667,21 +667,14 @@ class Registry:
     def _flush(self) -> None:
         batch, self._batch = self._batch, []
         assert self._storage is not None
-        self._pending.append(batch)
         writes = [
             Write(s.storage_id, s.key, s.entry.rv, None if s.deleted else s.entry.body)
             for staged, _ in batch
             for s in staged
         ]
-        self._storage.submit(writes, self._committed_threadsafe)
-
-    def _committed_threadsafe(self, error: BaseException | None) -> None:
-        assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._committed, error)
-
-    def _committed(self, error: BaseException | None) -> None:
-        batch = self._pending.popleft()
-        if error is not None:
+        try:
+            self._storage.commit(writes)
+        except sqlite3.Error as error:
             for _, done in batch:
                 if done is not None and not done.done():
                     done.set_exception(StatusError.internal("storage failure"))

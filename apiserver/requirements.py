@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from apis.errors import QuantityError
-from apis.extension import names
+from apis.extension import devicetypes, names
 from apis.k8s import quantity
 from apiserver.errors import Cause
 from apiserver.validation import qualified_name
@@ -59,7 +59,7 @@ _STANDARD_RESOURCES: Final = _CONTAINER_RESOURCES | frozenset(
     }
 )
 #: Koordinator's resources counted in percent of one device.
-_PERCENT_RESOURCES: Final = frozenset({names.GPU_CORE, names.GPU_MEMORY_RATIO, names.KOORD_GPU, names.RDMA, names.FPGA})
+_PERCENT_RESOURCES: Final = devicetypes.PERCENT_RESOURCES
 _QUANTITY_SYNTAX: Final = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 NOT_INTEGER: Final = "must be an integer"
 NEGATIVE: Final = "must be greater than or equal to 0"

@@ -26,15 +26,21 @@ from apis.errors import ConfigError
 from apiserver import pki, workloads
 from apiserver.admission import USER, Admission, WebhookConfigurationStrategy
 from apiserver.authz import bootstrap
+from apiserver.authz.authorizer import Authorizer, Chain
+from apiserver.authz.escalation import EscalationGuard
 from apiserver.authz.gate import Gate
 from apiserver.authz.identity import TokenAuthenticator, User
-from apiserver.authz.policy import RegistryPolicy
-from apiserver.authz.rbac import AlwaysAllow, RBACAuthorizer
-from apiserver.authz.strategy import RBAC_STRATEGIES
+from apiserver.authz.node import NodeAuthorizer
+from apiserver.authz.policy import RegistryGraph, RegistryPolicy
+from apiserver.authz.rbac import AlwaysAllow, PolicyVersion, RBACAuthorizer
+from apiserver.authz.strategy import rbac_strategies
+from apiserver.bodies import BodyDecoder
 from apiserver.catalog import Catalog
 from apiserver.crds import CRDStrategy
 from apiserver.discovery import Discovery
+from apiserver.flowcontrol import FlowControl, FlowSettings
 from apiserver.handlers import Handlers, WatchSettings, status_response
+from apiserver.metrics import APIServerMetrics
 from apiserver.pods import PodStrategy
 from apiserver.registry import CRDS, Registry
 from apiserver.schema.strategy import Strategies
@@ -42,6 +48,7 @@ from apiserver.storage import Storage
 from apiserver.strategy import NamespaceStrategy, Strategy
 from apiserver.watch import WatchHub
 from kube.kubeconfig import write_kubeconfig
+from kube.logs import V
 
 __all__ = ["APIServerSettings", "run", "serve"]
 
@@ -70,6 +77,17 @@ class APIServerSettings:
     watch: WatchSettings = field(default_factory=WatchSettings)
     max_body_bytes: int = 3 * 1024 * 1024
     max_object_bytes: int = 1536 * 1024
+    #: A connection must send a complete request header within this long of opening (or of its
+    #: previous response): kube's ReadHeaderTimeout (32 s); it is also the keep-alive idle timeout.
+    request_header_timeout: float = 30.0
+    #: How long a request's body may take to arrive.
+    request_body_timeout: float = 60.0
+    #: Open connections at most; more are closed as they arrive.
+    max_connections: int = 1024
+    #: The longest request line or header (kube's server takes 1 MiB of headers; a long
+    #: labelSelector must reach the handlers to get a Status, not a plain-text 400).
+    max_header_bytes: int = 256 * 1024
+    flow: FlowSettings = field(default_factory=FlowSettings)
 
     def validate(self) -> None:
         if self.token is None and not _is_loopback(self.host):
@@ -81,6 +99,8 @@ class APIServerSettings:
             raise ConfigError("--token-auth-file needs --token-file: identities are only checked over HTTPS")
         if self.watch_window < 100:
             raise ConfigError(f"watch window {self.watch_window} is too small (at least 100 events)")
+        if self.request_header_timeout <= 0 or self.max_connections < 1:
+            raise ConfigError("the request header timeout must be positive and at least one connection allowed")
 
 
 def _is_loopback(host: str) -> bool:
@@ -116,18 +136,92 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _gate(settings: APIServerSettings, registry: Registry, handlers: Handlers) -> Gate:
-    """Authentication and RBAC with a token; without one, everyone is allowed everything."""
-    if settings.token is None:
-        return Gate(None, AlwaysAllow(), handlers.handle, status_response, on_user=_admission_user)
-    authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
-    policy = RBACAuthorizer(RegistryPolicy(registry))
-    return Gate(authenticator, policy, handlers.handle, status_response, on_user=_admission_user)
+def _gate(
+    settings: APIServerSettings,
+    registry: Registry,
+    handlers: Handlers,
+    *,
+    guard: EscalationGuard,
+    version: PolicyVersion,
+    flow: FlowControl,
+) -> Gate:
+    """Authentication, then the Node authorizer and RBAC (with escalation checks; kube's
+    `--authorization-mode=Node,RBAC`) with a token; without one, everyone is allowed everything.
+    Either way, flow control shares the server between identities."""
+    authenticator: TokenAuthenticator | None = None
+    policy: Authorizer = AlwaysAllow()
+    if settings.token is not None:
+        authenticator = TokenAuthenticator.from_files(settings.token, settings.token_auth_file)
+        rbac = RBACAuthorizer(RegistryPolicy(registry), version)
+        guard.bind(rbac)
+        policy = Chain([NodeAuthorizer(RegistryGraph(registry)), rbac])
+    return Gate(
+        authenticator,
+        policy,
+        handlers.handle,
+        status_response,
+        read_body=handlers.review_body,
+        flow=flow,
+        on_user=_admission_user,
+    )
+
+
+class _ConnectionCap:
+    """The listening socket's protocol factory: aiohttp's handler for each connection while fewer
+    than `limit` are open; a connection beyond that is closed as it is made. Counted from
+    `connection_made` to `connection_lost`, which asyncio pairs (a TLS handshake that never
+    completes calls neither, so it can never leave a count behind)."""
+
+    def __init__(self, server: web.Server, limit: int) -> None:
+        self._server = server
+        self.limit = limit
+        self.open = 0
+
+    def __call__(self) -> asyncio.BaseProtocol:
+        return _Counted(self, self._server)
+
+
+class _Counted(asyncio.Protocol):
+    """One connection: aiohttp's protocol once it is admitted, counted until it is lost."""
+
+    def __init__(self, cap: _ConnectionCap, server: web.Server) -> None:
+        self._cap = cap
+        self._server = server
+        self._inner: asyncio.Protocol | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._cap.open >= self._cap.limit:
+            log.log(V(2), "Connection refused: too many open", extra={"limit": self._cap.limit})
+            transport.close()
+            return
+        self._cap.open += 1
+        self._inner = self._server()
+        self._inner.connection_made(transport)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._inner is not None:
+            self._cap.open -= 1
+            self._inner.connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._inner is not None:
+            self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received() if self._inner is not None else None
+
+    def pause_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self._inner is not None:
+            self._inner.resume_writing()
 
 
 def _admission_user(user: User) -> None:
-    """This request's task only: admission webhooks see who asked (AdmissionReview userInfo)."""
-    USER.set({"username": user.name, "uid": user.uid, "groups": list(user.groups)})
+    """This request's task only: admission (NodeRestriction, webhooks' userInfo) sees who asked."""
+    USER.set(user)
 
 
 async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
@@ -142,14 +236,17 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         start_rv, rows = storage.load() if storage is not None else (0, iter(()))
         catalog = Catalog()
         hub = WatchHub(settings.watch_window, start_rv)
-        admission = Admission(catalog)
+        metrics = APIServerMetrics()
+        admission = Admission(catalog, metrics)
+        guard = EscalationGuard()
+        policy_version = PolicyVersion()
         builtin: dict[str, Strategy] = {
             "pods": PodStrategy(),
             "namespaces": NamespaceStrategy(),
             CRDS: CRDStrategy(catalog),
             WEBHOOK_CONFIGURATIONS: WebhookConfigurationStrategy(admission),
             **workloads.STRATEGIES,
-            **RBAC_STRATEGIES,
+            **rbac_strategies(guard, policy_version),
         }
         strategies = Strategies(catalog, builtin)
         failure: list[BaseException] = []
@@ -174,17 +271,43 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         await registry.ensure_namespaces()
         await bootstrap.ensure_policy(registry)
         ready = False
-        handlers = Handlers(registry, catalog, Discovery(catalog, address), watch=settings.watch, ready=lambda: ready)
+        decoder = BodyDecoder()
+        stack.callback(decoder.close)
+        flow = FlowControl(settings.flow)
+        handlers = Handlers(
+            registry,
+            catalog,
+            Discovery(catalog, address),
+            watch=settings.watch,
+            ready=lambda: ready,
+            metrics=metrics,
+            decoder=decoder,
+            body_timeout=settings.request_body_timeout,
+            flow=flow,
+        )
         app = web.Application(client_max_size=settings.max_body_bytes)
-        gate = _gate(settings, registry, handlers)
+        gate = _gate(settings, registry, handlers, guard=guard, version=policy_version, flow=flow)
         app.router.add_route("*", "/{tail:.*}", gate)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            handle_signals=False,
+            keepalive_timeout=settings.request_header_timeout,
+            max_line_size=settings.max_header_bytes,
+            max_field_size=settings.max_header_bytes,
+        )
         await runner.setup()
         cert = None
         if settings.token is not None:
             cert = pki.ensure_serving_cert(_cert_dir(settings, stack), host)
-        site = web.SockSite(runner, sock, ssl_context=cert.context() if cert else None)
-        await site.start()
+        assert runner.server is not None
+        listener = await asyncio.get_running_loop().create_server(
+            _ConnectionCap(runner.server, settings.max_connections),
+            sock=sock,
+            ssl=cert.context() if cert else None,
+            ssl_handshake_timeout=settings.request_header_timeout if cert else None,
+            backlog=128,
+        )
         url = f"{'https' if cert else 'http'}://{address}"
         if settings.kubeconfig_out is not None:
             write_kubeconfig(settings.kubeconfig_out, url, token=settings.token, ca_pem=cert.ca_pem if cert else None)
@@ -203,6 +326,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
         ready = False
         log.info("Shutting down", extra={"url": url})
         handlers.close_watches()
+        listener.close()
         await runner.cleanup()
         await admission.close()
         if failure:

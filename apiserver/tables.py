@@ -221,6 +221,29 @@ def _job_row(obj: Obj) -> list[Any]:
     ]
 
 
+def _cronjob_row(obj: Obj) -> list[Any]:
+    """kube's printCronJob: the schedule, its zone, suspend, how many Jobs run, the last run."""
+    spec, status = _section(obj, "spec"), _section(obj, "status")
+    job_spec = _section(_section(spec, "jobTemplate"), "spec")
+    containers = [
+        c for c in _section(_section(job_spec, "template"), "spec").get("containers") or () if isinstance(c, Mapping)
+    ]
+    suspend = spec.get("suspend")
+    selector = _section(job_spec, "selector").get("matchLabels") or {}
+    last = status.get("lastScheduleTime")
+    return [
+        spec.get("schedule", ""),
+        spec.get("timeZone") or "<none>",
+        "<unset>" if not isinstance(suspend, bool) else str(suspend),
+        len(status.get("active") or ()),
+        _age(last) if last else "<none>",
+        _age(_meta(obj).get("creationTimestamp")),
+        ",".join(str(c.get("name", "")) for c in containers),
+        ",".join(str(c.get("image", "")) for c in containers),
+        ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<none>",
+    ]
+
+
 def _pdb_row(obj: Obj) -> list[Any]:
     spec = _section(obj, "spec")
     return [
@@ -246,6 +269,20 @@ _GROUPED: Mapping[str, tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]] = 
         _daemonset_row,
     ),
     "jobs.batch": (_strings("Status", "Completions", "Duration", "Age"), _job_row),
+    "cronjobs.batch": (
+        (
+            Column("Schedule", "string", ""),
+            Column("Timezone", "string", ""),
+            Column("Suspend", "boolean", ""),
+            Column("Active", "integer", ""),
+            Column("Last Schedule", "string", ""),
+            Column("Age", "string", ""),
+            Column("Containers", "string", "", priority=1),
+            Column("Images", "string", "", priority=1),
+            Column("Selector", "string", "", priority=1),
+        ),
+        _cronjob_row,
+    ),
     "poddisruptionbudgets.policy": (
         _strings("Min Available", "Max Unavailable", "Allowed Disruptions", "Age"),
         _pdb_row,

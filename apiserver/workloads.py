@@ -1,7 +1,8 @@
 """Workloads: the defaults and validation kube-apiserver applies to apps/v1, batch/v1 and policy/v1.
 
-Deployments, ReplicaSets, StatefulSets, DaemonSets and Jobs carry a pod template; the server
-fills the template's pod defaults (`pods.default_pod_spec`), checks it as it checks a pod
+Deployments, ReplicaSets, StatefulSets, DaemonSets and Jobs carry a pod template (CronJobs a job
+template, checked as a Job's, and a schedule, parsed as kube-controller-manager parses it); the
+server fills the template's pod defaults (`pods.default_pod_spec`), checks it as it checks a pod
 (`PodStrategy`, fields reported under `spec.template`), and checks the rules each kind adds: a
 selector that is required, immutable and matches the template's labels, replicas that are not
 negative, the restart policies a kind allows, the update strategy's fields. A Job, unless it asks
@@ -13,17 +14,19 @@ Messages follow kube-apiserver's wording, so a user reading `kubectl` output can
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from apis.errors import ValidationError
+from apis.k8s import cron
 from apis.k8s.workloads import label_selector_matches, scaled_value
 from apiserver.errors import Cause
 from apiserver.pods import PodStrategy, default_pod_spec
 from apiserver.strategy import Strategy
 
-__all__ = ["STRATEGIES", "JobStrategy", "PodDisruptionBudgetStrategy", "WorkloadStrategy"]
+__all__ = ["STRATEGIES", "CronJobStrategy", "JobStrategy", "PodDisruptionBudgetStrategy", "WorkloadStrategy"]
 
 _JOB_UID = "batch.kubernetes.io/controller-uid"
 _JOB_NAME = "batch.kubernetes.io/job-name"
@@ -42,16 +45,56 @@ def _go(value: object) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-def _template_causes(template: Any) -> list[Cause]:
+def _template_causes(template: Any, path: str = "spec.template") -> list[Cause]:
     """The template checked as a pod, its fields named from the workload (`spec.template.spec…`)."""
     if not isinstance(template, dict):
-        return [Cause("spec.template", "Required value", "FieldValueRequired")]
+        return [Cause(path, "Required value", "FieldValueRequired")]
     meta = {k: v for k, v in (template.get("metadata") or {}).items() if k != "name"}
     pod = {"metadata": meta, "spec": template.get("spec"), "status": {}}
+    return [Cause(f"{path}.{c.field}", c.message, c.reason) for c in _pod_strategy.validate(json.loads(_go(pod)), None)]
+
+
+def _restart_policy_causes(template: Any, allowed: tuple[str, ...], path: str = "spec.template") -> list[Cause]:
+    """The template's restartPolicy must be one the kind allows."""
+    policy = ((template or {}).get("spec") or {}).get("restartPolicy") if isinstance(template, dict) else None
+    if policy is None or policy in allowed:
+        return []
+    supported = ", ".join(f'"{p}"' for p in allowed)
     return [
-        Cause(f"spec.template.{c.field}", c.message, c.reason)
-        for c in _pod_strategy.validate(json.loads(_go(pod)), None)
+        Cause(
+            f"{path}.spec.restartPolicy",
+            f"Unsupported value: {_go(policy)}: supported values: {supported}",
+            "FieldValueNotSupported",
+        )
     ]
+
+
+def _not_negative(spec: Mapping[str, Any], fields: tuple[str, ...], path: str) -> list[Cause]:
+    causes = []
+    for field in fields:
+        value = spec.get(field)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            causes.append(Cause(f"{path}.{field}", f"Invalid value: {_go(value)}: must be greater than or equal to 0"))
+    return causes
+
+
+#: A Job's restart policies (its pods end), for Jobs and CronJobs' job templates.
+_JOB_RESTART_POLICIES = ("OnFailure", "Never")
+
+
+def _job_spec_causes(spec: Mapping[str, Any], path: str = "spec") -> list[Cause]:
+    """What a JobSpec must satisfy beyond its template (a Job's, or a CronJob's job template's)."""
+    fields = ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished")
+    causes = _not_negative(spec, fields, path)
+    if spec.get("completionMode", "NonIndexed") not in ("NonIndexed", "Indexed"):
+        causes.append(
+            Cause(
+                f"{path}.completionMode",
+                f'Unsupported value: {_go(spec.get("completionMode"))}: supported values: "NonIndexed", "Indexed"',
+                "FieldValueNotSupported",
+            )
+        )
+    return causes
 
 
 def _int_or_percent(spec: Mapping[str, Any], field: str, path: str) -> list[Cause]:
@@ -145,16 +188,7 @@ class WorkloadStrategy(Strategy):
                 )
         if isinstance(old, dict) and old.get("selector") != selector:
             causes.append(Cause("spec.selector", f"Invalid value: {_go(selector)}: field is immutable"))
-        policy = ((template or {}).get("spec") or {}).get("restartPolicy") if isinstance(template, dict) else None
-        if policy is not None and policy not in self.restart_policies:
-            supported = ", ".join(f'"{p}"' for p in self.restart_policies)
-            causes.append(
-                Cause(
-                    "spec.template.spec.restartPolicy",
-                    f"Unsupported value: {_go(policy)}: supported values: {supported}",
-                    "FieldValueNotSupported",
-                )
-            )
+        causes += _restart_policy_causes(template, self.restart_policies)
         return causes
 
 
@@ -261,7 +295,7 @@ class JobStrategy(WorkloadStrategy):
     """A Job: completions/parallelism/backoffLimit defaults, a generated selector, an immutable template."""
 
     kind = "Job"
-    restart_policies = ("OnFailure", "Never")
+    restart_policies = _JOB_RESTART_POLICIES
     has_replicas = False
 
     def prepare_create(self, obj: dict[str, Any]) -> None:
@@ -291,26 +325,129 @@ class JobStrategy(WorkloadStrategy):
             spec.pop("manualSelector")
 
     def validate_spec(self, spec: dict[str, Any], old: Any) -> list[Cause]:
-        causes = super().validate_spec(spec, old)
-        for field in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
-            value = spec.get(field)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-                causes.append(
-                    Cause(f"spec.{field}", f"Invalid value: {_go(value)}: must be greater than or equal to 0")
-                )
-        if spec.get("completionMode") not in ("NonIndexed", "Indexed"):
-            causes.append(
-                Cause(
-                    "spec.completionMode",
-                    f'Unsupported value: {_go(spec.get("completionMode"))}: supported values: "NonIndexed", "Indexed"',
-                    "FieldValueNotSupported",
-                )
-            )
+        causes = super().validate_spec(spec, old) + _job_spec_causes(spec)
         if isinstance(old, dict):
             for field in ("template", "completions", "completionMode"):
                 if spec.get(field) != old.get(field):
                     causes.append(Cause(f"spec.{field}", f"Invalid value: {_go(spec.get(field))}: field is immutable"))
         return causes
+
+
+class CronJobStrategy(Strategy):
+    """A CronJob: kube's defaults (concurrencyPolicy Allow, suspend false, history limits 3 and 1),
+    its schedule parsed as kube-controller-manager parses it (`apis.k8s.cron`), its time zone one
+    of the IANA database's, and its job template checked as a Job's (its selector is generated per
+    Job, so the template may not set one)."""
+
+    def prepare_create(self, obj: dict[str, Any]) -> None:
+        obj["status"] = {}
+        self._default(obj)
+
+    def prepare_update(self, new: dict[str, Any], old: dict[str, Any]) -> None:
+        self._default(new)
+
+    def _default(self, obj: dict[str, Any]) -> None:
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        spec.setdefault("concurrencyPolicy", "Allow")
+        spec.setdefault("suspend", False)
+        spec.setdefault("successfulJobsHistoryLimit", 3)
+        spec.setdefault("failedJobsHistoryLimit", 1)
+        template = (spec.get("jobTemplate") or {}).get("spec") if isinstance(spec.get("jobTemplate"), dict) else None
+        if isinstance(template, dict) and isinstance(template.get("template"), dict):
+            default_pod_spec(template["template"])
+
+    def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+        causes = super().validate(obj, old)
+        name = (obj.get("metadata") or {}).get("name")
+        if old is None and isinstance(name, str) and len(name) > _CRONJOB_NAME_MAX:
+            # The controller names each Job `NAME-<minutes since the epoch>` (11 more characters).
+            causes.append(Cause("metadata.name", f"Invalid value: {_go(name)}: must be no more than 52 characters"))
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return [*causes, Cause("spec", "Required value", "FieldValueRequired")]
+        old_spec = (old or {}).get("spec") if isinstance((old or {}).get("spec"), dict) else None
+        return causes + self._spec_causes(spec, old_spec)
+
+    def _spec_causes(self, spec: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+        causes: list[Cause] = []
+        schedule, time_zone = spec.get("schedule"), spec.get("timeZone")
+        if not schedule:
+            causes.append(Cause("spec.schedule", "Required value", "FieldValueRequired"))
+        elif isinstance(schedule, str):
+            causes += _schedule_causes(schedule, time_zone, tz_allowed="TZ" in str((old or {}).get("schedule", "")))
+        causes += _not_negative(spec, ("startingDeadlineSeconds",), "spec")
+        if time_zone is not None and (old is None or old.get("timeZone") != time_zone):
+            causes += _time_zone_causes(time_zone)
+        policy = spec.get("concurrencyPolicy")
+        if not policy:
+            causes.append(Cause("spec.concurrencyPolicy", "Required value", "FieldValueRequired"))
+        elif policy not in ("Allow", "Forbid", "Replace"):
+            causes.append(
+                Cause(
+                    "spec.concurrencyPolicy",
+                    f'Unsupported value: {_go(policy)}: supported values: "Allow", "Forbid", "Replace"',
+                    "FieldValueNotSupported",
+                )
+            )
+        causes += _not_negative(spec, ("successfulJobsHistoryLimit", "failedJobsHistoryLimit"), "spec")
+        return causes + _job_template_causes(spec.get("jobTemplate"))
+
+
+_CRONJOB_NAME_MAX = 52
+
+
+def _schedule_causes(schedule: str, time_zone: object, *, tz_allowed: bool) -> list[Cause]:
+    causes = []
+    try:
+        cron.Schedule.parse(schedule, tz=datetime.UTC)
+    except cron.ScheduleError as e:
+        causes.append(Cause("spec.schedule", f"Invalid value: {_go(schedule)}: {e}"))
+    if "TZ" in schedule and tz_allowed and time_zone is not None:
+        message = "cannot use both timeZone field and TZ or CRON_TZ in schedule"
+        causes.append(Cause("spec.schedule", f"Invalid value: {_go(schedule)}: {message}"))
+    elif "TZ" in schedule and not tz_allowed:
+        message = "cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+        causes.append(Cause("spec.schedule", f"Invalid value: {_go(schedule)}: {message}"))
+    return causes
+
+
+def _time_zone_causes(time_zone: object) -> list[Cause]:
+    if not isinstance(time_zone, str):
+        return []  # the schema's decoding refuses a non-string
+    if not time_zone:
+        return [Cause("spec.timeZone", f"Invalid value: {_go(time_zone)}: timeZone must be nil or non-empty string")]
+    try:
+        cron.zone(time_zone)
+    except cron.UnknownZoneError as e:
+        return [Cause("spec.timeZone", f"Invalid value: {_go(time_zone)}: {e}")]
+    return []
+
+
+def _job_template_causes(job_template: object) -> list[Cause]:
+    """A CronJob's jobTemplate, checked as a Job's spec (kube's ValidateJobTemplateSpec)."""
+    path = "spec.jobTemplate.spec"
+    spec = job_template.get("spec") if isinstance(job_template, dict) else None
+    if not isinstance(spec, dict):
+        return [Cause(path, "Required value", "FieldValueRequired")]
+    template = spec.get("template")
+    causes = _template_causes(template, f"{path}.template")
+    causes += _restart_policy_causes(template, _JOB_RESTART_POLICIES, f"{path}.template")
+    causes += _job_spec_causes(spec, path)
+    if spec.get("selector") is not None:
+        causes.append(
+            Cause(f"{path}.selector", f"Invalid value: {_go(spec['selector'])}: `selector` will be auto-generated")
+        )
+    if spec.get("manualSelector") is True:
+        causes.append(
+            Cause(
+                f"{path}.manualSelector",
+                'Unsupported value: true: supported values: "nil", "false"',
+                "FieldValueNotSupported",
+            )
+        )
+    return causes
 
 
 class PodDisruptionBudgetStrategy(Strategy):
@@ -346,5 +483,6 @@ STRATEGIES: Mapping[str, Strategy] = {
     "statefulsets.apps": StatefulSetStrategy(),
     "daemonsets.apps": DaemonSetStrategy(),
     "jobs.batch": JobStrategy(),
+    "cronjobs.batch": CronJobStrategy(),
     "poddisruptionbudgets.policy": PodDisruptionBudgetStrategy(),
 }

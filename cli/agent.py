@@ -22,8 +22,10 @@ from agent import (
     QoSSettings,
     ReportSettings,
 )
+from agent.hooks.hamicore import HAMiCore
 from apis.errors import ConfigError
 from apis.k8s.core import Taint
+from kube import servingflags
 from kube.client import ClientSettings
 
 
@@ -105,6 +107,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--metrics-interval", type=_seconds, default=metrics.interval_s, metavar="S", help="GPU reading period"
     )
     http.add_argument("--proc-root", type=Path, default=metrics.proc_root, metavar="DIR", help="the host's /proc")
+    servingflags.add_tls_arguments(http)
 
     hook_flags = parser.add_argument_group("runtime hooks")
     hook_flags.add_argument(
@@ -113,6 +116,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     hook_flags.add_argument("--no-hook-server", action="store_true", help="do not serve runtime hooks")
     hook_flags.add_argument(
         "--dev-root", type=Path, default=hooks.dev_root, metavar="DIR", help="where device nodes are"
+    )
+    hook_flags.add_argument(
+        "--hami-core-library-directory-path",
+        type=Path,
+        default=hooks.hami_core.library,
+        metavar="PATH",
+        help="HAMi-core's library file on the host (koordlet's flag): preloaded into pods labelled "
+        "koordinator.sh/gpu-isolation-provider=HAMi-core; where it is a file, the node is labelled so",
+    )
+    hook_flags.add_argument(
+        "--hami-core-lock-dir",
+        type=Path,
+        default=hooks.hami_core.lock_dir,
+        metavar="DIR",
+        help="the host directory mounted at /tmp/vgpulock in HAMi-core pods (created with mode 0777)",
+    )
+    hook_flags.add_argument(
+        "--hami-core-vgpu-monitor",
+        action="store_true",
+        help="give each HAMi-core container a cache directory for HAMi's vGPU monitor "
+        "(koordlet's HamiCoreVGPUMonitor feature gate)",
     )
 
     qos = parser.add_argument_group("node QoS")
@@ -170,6 +194,12 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
     """Raises ConfigError for flags that do not make sense together or do not parse."""
     if not args.node_name:
         raise ConfigError("--node-name is required (or set $NODE_NAME)")
+    for flag, path in (
+        ("--hami-core-library-directory-path", args.hami_core_library_directory_path),
+        ("--hami-core-lock-dir", args.hami_core_lock_dir),
+    ):
+        if not path.is_absolute():
+            raise ConfigError(f"{flag} {path}: must be an absolute path on the host")
     host, sep, port = args.metrics_address.rpartition(":")
     if not sep or not port.isdigit():
         raise ConfigError(f"--metrics-address {args.metrics_address!r}: expected HOST:PORT")
@@ -189,11 +219,21 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             interval_s=args.metrics_interval,
             address_file=args.metrics_address_file,
             proc_root=args.proc_root,
+            tls=servingflags.tls_from(args),
         ),
         report=ReportSettings(
             discovery_interval_s=args.discovery_interval, resync_interval_s=args.device_resync_interval
         ),
-        hooks=HookSettings(enabled=not args.no_hook_server, socket_path=args.hook_socket, dev_root=args.dev_root),
+        hooks=HookSettings(
+            enabled=not args.no_hook_server,
+            socket_path=args.hook_socket,
+            dev_root=args.dev_root,
+            hami_core=HAMiCore(
+                library=args.hami_core_library_directory_path,
+                lock_dir=args.hami_core_lock_dir,
+                vgpu_monitor=args.hami_core_vgpu_monitor,
+            ),
+        ),
         qos=QoSSettings(
             mode=QoSMode(args.qos),
             config_path=args.qos_config,

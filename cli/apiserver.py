@@ -12,6 +12,7 @@ from pathlib import Path
 import apiserver
 from apis.errors import ConfigError
 from apiserver import APIServerSettings, WatchSettings
+from apiserver.flowcontrol import FlowSettings
 
 
 def _default_data_dir() -> Path:
@@ -56,6 +57,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--bookmark-interval", type=float, default=10.0, metavar="SECONDS", help="watch bookmark period"
     )
+    parser.add_argument(
+        "--request-header-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="close a connection that has not sent a whole request header within this long (also the idle timeout)",
+    )
+    parser.add_argument("--max-connections", type=int, default=1024, metavar="N", help="open connections at most")
+    parser.add_argument(
+        "--max-requests-inflight",
+        type=int,
+        default=400,
+        metavar="N",
+        help="seats shared by the priority levels (half system, a quarter each workload-low and global-default)",
+    )
+    parser.add_argument(
+        "--max-watches-per-user", type=int, default=1000, metavar="N", help="open watches per user (not system:masters)"
+    )
 
 
 def _token(path: Path | None) -> str | None:
@@ -70,6 +89,17 @@ def _token(path: Path | None) -> str | None:
     if not token:
         raise ConfigError(f"token file {path} is empty")
     return token
+
+
+def _flow_settings(seats: int, watches: int) -> FlowSettings:
+    if seats < 4 or watches < 1:
+        raise ConfigError("--max-requests-inflight must be at least 4 and --max-watches-per-user at least 1")
+    return FlowSettings(
+        system_seats=seats // 2,
+        workload_seats=seats // 4,
+        default_seats=seats // 4,
+        max_watches_per_user=watches,
+    )
 
 
 def settings_from(args: argparse.Namespace) -> APIServerSettings:
@@ -87,6 +117,9 @@ def settings_from(args: argparse.Namespace) -> APIServerSettings:
         cert_dir=args.cert_dir,
         watch_window=args.watch_window,
         watch=WatchSettings(bookmark_interval=args.bookmark_interval),
+        request_header_timeout=args.request_header_timeout,
+        max_connections=args.max_connections,
+        flow=_flow_settings(args.max_requests_inflight, args.max_watches_per_user),
     )
     settings.validate()
     return settings

@@ -13,6 +13,7 @@ from pathlib import Path
 import controller
 from controller.noderesources import NodeResourcesSettings
 from controller.quotas import QuotaSettings
+from controller.quotas.breaker import BreakerSettings
 from controller.runtime import ManagerSettings
 from controller.webhook import WebhookSettings
 from kube import leaderelectionflags, servingflags
@@ -94,6 +95,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"reclaim evictions allowed at once (default {quota_defaults.eviction_burst})",
     )
+    breaker = quota_defaults.breaker
+    quota_flags.add_argument(
+        "--quota-breaker-root-drop",
+        type=float,
+        default=breaker.root_drop,
+        metavar="FRACTION",
+        help="reclaim pauses when one change lowers the root quota's total by more than this fraction of it "
+        f"(default {breaker.root_drop:g})",
+    )
+    quota_flags.add_argument(
+        "--quota-breaker-excess-rise",
+        type=float,
+        default=breaker.excess_rise,
+        metavar="FRACTION",
+        help="reclaim pauses when one change puts more than this fraction of the root's total in use above the "
+        f"quotas' runtimes (default {breaker.excess_rise:g})",
+    )
+    quota_flags.add_argument(
+        "--quota-breaker-stable",
+        type=float,
+        default=breaker.stable,
+        metavar="SECONDS",
+        help=f"a paused reclaim resumes once no such change was seen for this long (default {breaker.stable:g})",
+    )
+    quota_flags.add_argument(
+        "--no-quota-breaker",
+        dest="quota_breaker",
+        action="store_false",
+        help="never pause reclaim, whatever the figures do (not recommended)",
+    )
     quota_flags.add_argument(
         "--no-quota-reclaim",
         dest="quota_reclaim",
@@ -126,6 +157,12 @@ def settings_from(args: argparse.Namespace) -> controller.ControllerSettings:
             eviction_qps=args.quota_eviction_qps,
             eviction_burst=args.quota_eviction_burst,
             reclaim=args.quota_reclaim,
+            breaker=BreakerSettings(
+                root_drop=args.quota_breaker_root_drop,
+                excess_rise=args.quota_breaker_excess_rise,
+                stable=args.quota_breaker_stable,
+                enabled=args.quota_breaker,
+            ),
         ),
     )
     settings.validate()

@@ -29,6 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         what="the page (loopback only unless told)",
     )
     parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the page is reached by (an Ingress's); IP addresses, localhost, Service names and "
+        "this machine's name always work, others are refused (DNS rebinding). Repeatable",
+    )
+    parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
         help=f"the scheduler's gRPC API, for pending pods' reasons (default ${ADDRESS_ENV}, "
@@ -39,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         metavar="URL",
         help="the scheduler's Prometheus endpoint, for its health (e.g. http://127.0.0.1:10251/metrics)",
+    )
+    parser.add_argument(
+        "--scheduler-metrics-insecure-skip-tls-verify",
+        action="store_true",
+        help="an https --scheduler-metrics with a certificate not to verify (the scheduler's self-signed one)",
     )
     parser.add_argument(
         "--scheduler-address-file",
@@ -74,9 +87,12 @@ def settings_from(args: argparse.Namespace) -> dashboard.DashboardSettings:
         address_file=serving.address_file,
         scheduler_target=target,
         scheduler_metrics_url=args.scheduler_metrics,
+        scheduler_metrics_insecure=args.scheduler_metrics_insecure_skip_tls_verify,
         scheduler_address_file=args.scheduler_address_file,
         poll_interval=args.poll_interval,
         explain_limit=args.explain_limit,
+        allowed_hosts=tuple(args.allowed_host),
+        tls=serving.tls,
     )
     settings.validate()
     return settings

@@ -22,7 +22,7 @@ from apis.crds.podmigrationjob import MigrationMode, PodMigrationJob
 from apis.crds.reservation import ObjectRef
 from apis.extension import names
 from apis.k8s.meta import ObjectMeta
-from kube import Client, errors
+from kube import Client, crds, errors
 from kube.resources import PODS
 from scheduler import defrag
 
@@ -69,7 +69,7 @@ def _dns(text: str) -> str:
 def request(client: Client, plans: Iterable[defrag.MigrationPlan]) -> list[Requested]:
     """Create the jobs of every feasible plan, in plan order. Raises kube.APIError for anything
     but a job that exists already."""
-    jobs = client.resource(names.POD_MIGRATION_JOBS)
+    jobs = crds.pod_migration_jobs(client)
     out = []
     for plan in plans:
         if not plan.feasible:
@@ -78,7 +78,7 @@ def request(client: Client, plans: Iterable[defrag.MigrationPlan]) -> list[Reque
         for migration in plan.migrations:
             job = job_for(migration, plan, uid)
             try:
-                jobs.create(job.to_dict())
+                jobs.create(job)
                 created = True
             except errors.AlreadyExists:
                 created = False

@@ -32,6 +32,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "simulate": ("cli.simulate", "replay the Alibaba GPU trace through the scheduling core"),
     "bench": ("cli.bench", "benchmark a component's hot path"),
     "quota": ("cli.quota", "show the ElasticQuota tree: min, max, runtime, used and request per resource"),
+    "gpu": ("cli.gpu", "ask a node's agent, as you, to clear a GPU fault (or inject one on simulated GPUs)"),
 }
 
 

@@ -1,14 +1,22 @@
-"""`tessera quota [-n NS] [-o table|json]`: the ElasticQuota tree as the controller sees it.
+"""`tessera quota [-n NS] [-o table|json] [--resume-reclaim]`: the ElasticQuota tree as the
+controller sees it.
 
 Reads the ElasticQuotas from the API server and prints, per quota and resource, min and max (the
-spec), runtime and request (the annotations `tessera controller` writes, Koordinator's names)
-and used (`status.used`). It computes nothing itself: a quota whose annotations are missing
-(no controller has written them yet) shows `-` there and a note says so. The tree comes from
-the `parent` labels, children indented under their parent; GPU resources are listed first.
-`-n NS` shows the quotas of one namespace with the quotas above them; `-o json` prints
-`{"quotas": [{"name", "namespace", "parent", "min", "max", "request", "runtime", "used"}],
-"notes": [...]}` (the shape of `tessera what-if`'s `quotas`, `runtime` and `request` null when
-not written), quotas in tree order, quantities as Kubernetes strings.
+spec, in the names quotas count: `nvidia.com/gpu: 2` shows as `gpu-core` and `gpu-memory-ratio`
+200, `apis.extension.quotacount`), runtime and request (the annotations `tessera controller`
+writes, Koordinator's names) and used (`status.used`). It computes nothing itself: a quota whose
+annotations are missing (no controller has written them yet) shows `-` there and a note says so.
+The tree comes from the `parent` labels, children indented under their parent; GPU resources are
+listed first. When the controller's reclaim is paused by its circuit breaker (the quotas'
+`ReclaimPaused` condition), a note says why and since when. `-n NS` shows the quotas of one
+namespace with the quotas above them; `-o json` prints `{"quotas": [{"name", "namespace",
+"parent", "min", "max", "request", "runtime", "used"}], "notes": [...], "reclaimPaused": null |
+{"reason", "message", "since"}}` (the shape of `tessera what-if`'s `quotas`, `runtime` and
+`request` null when not written), quotas in tree order, quantities as Kubernetes strings.
+
+`--resume-reclaim` is the operator's word that reclaim may evict again: it writes
+`tessera.dev/resume-quota-reclaim: <now>` on one quota that shows the pause (the controller
+resumes when it sees a time not before the pause began) and prints which.
 """
 
 from __future__ import annotations
@@ -22,15 +30,16 @@ from typing import Any, Final
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError, ConfigError, TesseraError
-from apis.extension import names
+from apis.extension import devicetypes, names, quotacount
 from apis.extension import quota as quota_labels
 from apis.k8s import resources
-from controller.quotas.status import CONDITION_VALID
+from apis.k8s.meta import now_rfc3339
+from controller.quotas.status import CONDITION_RECLAIM_PAUSED, CONDITION_VALID
 from kube import errors
 from kube.client import Client, ClientSettings
 from kube.resources import NAMESPACES
 
-__all__ = ["QuotaRow", "add_arguments", "render_table", "rows_of", "run", "to_json"]
+__all__ = ["Paused", "QuotaRow", "add_arguments", "paused_of", "render_table", "rows_of", "run", "to_json"]
 
 #: Listed first, in this order; then any other resource by name.
 _GPU_FIRST: Final = (
@@ -38,7 +47,7 @@ _GPU_FIRST: Final = (
     names.GPU_MEMORY_RATIO,
     names.GPU_MEMORY,
     names.KOORD_GPU,
-    *names.WHOLE_GPU_RESOURCES,
+    *devicetypes.WHOLE_GPU_RESOURCES,
     names.GPU_SHARED,
     names.RDMA,
 )
@@ -49,6 +58,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ClientSettings.add_arguments(parser)
     parser.add_argument("-n", "--namespace", default="", help="only the quotas of this namespace (and those above)")
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--resume-reclaim",
+        action="store_true",
+        help="tell the controller that quota reclaim, paused by its circuit breaker, may evict again",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +99,29 @@ class QuotaRow:
             "runtime": show(self.runtime),
             "used": show(self.used),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """Reclaim paused by the controller's circuit breaker, as a quota's condition says."""
+
+    reason: str
+    message: str
+    since: str
+    #: The quota it was read from (`namespace/name`).
+    quota: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"reason": self.reason, "message": self.message, "since": self.since}
+
+
+def paused_of(quotas: Sequence[ElasticQuota]) -> Paused | None:
+    """The pause the quotas show (from the first by namespace/name that carries it), or None."""
+    for quota in sorted(quotas, key=lambda q: q.meta.key):
+        for c in quota.conditions:
+            if c.type == CONDITION_RECLAIM_PAUSED and c.status == "True":
+                return Paused(c.reason, c.message, c.last_transition_time, quota.meta.key)
+    return None
 
 
 def sort_resources(found: set[str] | Sequence[str]) -> list[str]:
@@ -125,6 +162,13 @@ def rows_of(quotas: Sequence[ElasticQuota], namespace: str = "") -> tuple[list[Q
             "(is it running?)"
         )
     notes.extend(f"{r.name}: {r.problem}" for r in rows if r.problem)
+    paused = paused_of(quotas)
+    if paused is not None:
+        notes.append(
+            f"quota reclaim is PAUSED since {paused.since} ({paused.reason}): {paused.message}. "
+            "No pod is evicted for its quota until the figures are stable again; "
+            "`tessera quota --resume-reclaim` resumes it now"
+        )
     return rows, notes
 
 
@@ -168,8 +212,8 @@ def _row(quota: ElasticQuota, depth: int) -> QuotaRow:
         namespace=quota.meta.namespace,
         parent=_parent(quota),
         depth=depth,
-        min=dict(quota.min),
-        max=dict(quota.max),
+        min=quotacount.counted(quota.min),
+        max=quotacount.counted(quota.max),
         used=dict(quota.used),
         runtime=runtime,
         request=request,
@@ -199,8 +243,30 @@ def _quantity(resource: str, amounts: Mapping[str, int] | None) -> str:
     return resources.format_list({resource: amounts.get(resource, 0)})[resource]
 
 
-def to_json(rows: Sequence[QuotaRow], notes: Sequence[str]) -> str:
-    return json.dumps({"quotas": [r.to_dict() for r in rows], "notes": list(notes)}, indent=2, sort_keys=True)
+def to_json(rows: Sequence[QuotaRow], notes: Sequence[str], paused: Paused | None = None) -> str:
+    doc = {"quotas": [r.to_dict() for r in rows], "notes": list(notes)}
+    return json.dumps({**doc, "reclaimPaused": paused.to_dict() if paused else None}, indent=2, sort_keys=True)
+
+
+def _resume(client: Client, quotas: Sequence[ElasticQuota]) -> int:
+    paused = paused_of(quotas)
+    if paused is None:
+        print("quota reclaim is not paused: nothing to resume")
+        return 0
+    namespace, _, name = paused.quota.partition("/")
+    now = now_rfc3339()
+    patch = {"metadata": {"annotations": {names.ANNOTATION_QUOTA_RESUME_RECLAIM: now}}}
+    try:
+        client.resource(names.ELASTIC_QUOTAS).patch(name, patch, namespace=namespace)
+    except errors.APIError as e:
+        print(f"tessera quota: cannot annotate elasticquota/{name} -n {namespace}: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"elasticquota/{name} -n {namespace} annotated {names.ANNOTATION_QUOTA_RESUME_RECLAIM}={now}: the controller "
+        f"resumes quota reclaim (paused since {paused.since}, {paused.reason}) when it sees it; every quota over its "
+        "runtime then serves a whole grace period before any eviction"
+    )
+    return 0
 
 
 def _read(client: Client, namespace: str) -> tuple[list[ElasticQuota], list[str]]:
@@ -231,13 +297,15 @@ def run(args: argparse.Namespace) -> int:
     with Client.from_settings(ClientSettings.from_args(args, user_agent="tessera-quota")) as client:
         try:
             quotas, unreadable = _read(client, args.namespace)
+            if args.resume_reclaim:
+                return _resume(client, quotas)
         except errors.APIError as e:
             print(f"tessera quota: cannot list ElasticQuotas from {client.host}: {e}", file=sys.stderr)
             return 1
     rows, notes = rows_of(quotas, args.namespace)
     notes = [*notes, *unreadable]
     if args.output == "json":
-        print(to_json(rows, notes))
+        print(to_json(rows, notes, paused_of(quotas)))
         return 0
     if not rows:
         where = f" in namespace {args.namespace}" if args.namespace else ""

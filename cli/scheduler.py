@@ -11,7 +11,7 @@ from pathlib import Path
 
 from apis.errors import ConfigError
 from apis.extension import names
-from kube import ClientSettings, leaderelectionflags
+from kube import ClientSettings, leaderelectionflags, servingflags
 from scheduler import service
 from scheduler.service import (
     ADDRESS_ENV,
@@ -50,12 +50,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--http-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here once serving"
     )
     serving.add_argument("--debug-scores", type=int, default=0, metavar="N", help="log the top-N score table per pod")
+    servingflags.add_tls_arguments(serving)
     tuning = parser.add_argument_group("tuning")
     tuning.add_argument("--pod-initial-backoff", type=float, default=1.0, metavar="SECONDS")
     tuning.add_argument("--pod-max-backoff", type=float, default=10.0, metavar="SECONDS")
     tuning.add_argument("--pod-max-unschedulable", type=float, default=300.0, metavar="SECONDS")
     tuning.add_argument("--bind-workers", type=int, default=16, metavar="N", help="bindings in flight at once")
     tuning.add_argument("--seed", type=int, default=0, help="seed of score tie-breaking")
+    tuning.add_argument(
+        "--unserved-name-grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="a pod naming a scheduler no profile serves gets an Event once it waited this long unbound",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> SchedulerSettings:
@@ -74,7 +82,10 @@ def settings_from(args: argparse.Namespace) -> SchedulerSettings:
         leader_election=leaderelectionflags.settings_from(args),
         grpc=GRPCSettings(address=address, tls=tls),
         http=HTTPSettings(
-            address=args.http_address, debug_top_n_scores=args.debug_scores, address_file=args.http_address_file
+            address=args.http_address,
+            debug_top_n_scores=args.debug_scores,
+            address_file=args.http_address_file,
+            tls=servingflags.tls_from(args),
         ),
         queue=QueueSettings(
             initial_backoff=args.pod_initial_backoff,
@@ -83,6 +94,7 @@ def settings_from(args: argparse.Namespace) -> SchedulerSettings:
         ),
         binder=BinderSettings(workers=args.bind_workers),
         seed=args.seed,
+        unserved_grace=args.unserved_name_grace,
     )
     settings.validate()
     return settings

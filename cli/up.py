@@ -23,7 +23,8 @@ from typing import Final
 
 from agent.discovery.simulated import BUILTIN_PROFILES, load_profile
 from apis.errors import ConfigError, TesseraError
-from cli.localcluster import demo, demoworkloads, quotademo, state
+from cli.launchers import prometheus
+from cli.localcluster import components, demo, demoworkloads, quotademo, state
 from cli.localcluster.cluster import LocalCluster
 from cli.localcluster.settings import DEFAULT_DATA_DIR, MAX_NODES, UpSettings
 from cli.localcluster.supervisor import EventKind, SupervisorEvent
@@ -78,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "where tessera explain looks)",
     )
     parser.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="also run Prometheus (Debian's prometheus package, or any on PATH) scraping every component, "
+        "with deploy/monitoring/rules.yaml loaded",
+    )
+    parser.add_argument(
         "--start-timeout",
         type=float,
         default=defaults.start_timeout,
@@ -99,10 +106,13 @@ def settings_from(args: argparse.Namespace) -> UpSettings:
         demo=args.demo,
         scheduler_address=args.scheduler_address or default_address(dict(os.environ)),
         start_timeout=args.start_timeout,
+        prometheus=args.prometheus,
     )
     settings.validate()
     if settings.nodes:
         load_profile(settings.profile)
+    if settings.prometheus:
+        prometheus.binary()  # missing: say so now, before anything starts
     return settings
 
 
@@ -306,9 +316,16 @@ def _print_try(console: _Console, cluster: LocalCluster) -> None:
     kubeconfig = cluster.kubeconfig
     faulty = next((c for c in cluster.components if c.node in cluster.simulated_nodes), None)
     dashboard = next((c for c in cluster.components if c.name == "dashboard"), None)
+    scraper = next((c for c in cluster.components if c.name == "prometheus"), None)
     console.say()
     if dashboard is not None:
         console.say(f"Dashboard: {dashboard.process.url}/   (tessera top: the same GPU map in this terminal)")
+    if scraper is not None:
+        console.say(f"Prometheus: {scraper.process.url}/   (every component, deploy/monitoring's rules and alerts)")
+    console.say(
+        f"Scheduler names served: {', '.join(components.SERVED_SCHEDULER_NAMES)} "
+        "(Koordinator's examples run unchanged; a pod naming another gets a SchedulerNameNotServed event)"
+    )
     console.say("Try:")
     console.say(f"  export KUBECONFIG={kubeconfig}")
     if shutil.which("tessera") is None:  # run as .venv/bin/tessera (make run): put it on PATH for the commands below
@@ -324,7 +341,12 @@ def _print_try(console: _Console, cluster: LocalCluster) -> None:
     console.say("  kubectl get nodes,devices,pods -A -o yaml > cluster.yaml")
     console.say("  tessera what-if -f cluster.yaml   # schedule pending pods (add -f your-pod.yaml) offline")
     if faulty is not None:
+        where = (
+            ""
+            if cluster.data_dir == Path("tessera-data").resolve()
+            else f" --data-dir {console.path(cluster.data_dir)}"
+        )
         console.say(
-            f"  curl -X POST '{faulty.process.url}/debug/simulate/xid?minor=3&xid=79'   # GPU 3 of {faulty.node} fails"
+            f"  tessera gpu fault --node {faulty.node} --minor 3 --xid 79{where}   # GPU 3 of {faulty.node} fails"
         )
     console.say(f"State: {console.path(cluster.data_dir / state.FILE_NAME)}. Ctrl-C stops everything.")

@@ -133,8 +133,8 @@ def _holds(reservation: Reservation) -> str:
 
 
 def _reason(reservation: Reservation) -> str:
-    if reservation.phase is ReservationPhase.PENDING and reservation.unschedulable:
-        return "spec.unschedulable: not placed until it is set to false"
+    if reservation.phase.holds_resources and reservation.unschedulable:
+        return "spec.unschedulable: no new owner may use it"
     wanted = _EXPLAINED_BY.get(reservation.phase)
     condition = next((c for c in reservation.conditions if c.type == wanted), None)
     if condition is None or (condition.status == "True" and reservation.phase is ReservationPhase.PENDING):

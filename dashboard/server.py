@@ -7,6 +7,12 @@
                           summary's changed entries)
     GET /healthz /readyz  200 ok; /readyz 503 until devices and pods are listed
 
+Read-only, and it answers only what a browser asks of it on its own behalf: a request whose
+`Host` is not one of its names (DNS rebinding: a page elsewhere pointing its own name here), or
+that comes from another site's page (`Origin`, `Sec-Fetch-Site`: a form posting `text/plain`
+across sites) is refused with 403 before any route runs (`kube.hostcheck`). Pages are not to be
+framed by other sites (`X-Frame-Options: DENY`).
+
 Changes arrive on the informers' and poller's threads (`_Publisher.changed`); within
 `debounce` seconds the publisher rebuilds the state on a worker thread (the view is pure and
 takes tens of milliseconds at 500 nodes), diffs it against the last one and queues the patch for
@@ -22,6 +28,7 @@ import contextlib
 import datetime
 import logging
 import signal
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final
 
@@ -32,11 +39,14 @@ from dashboard import snapshot, view
 from dashboard.settings import DashboardSettings
 from dashboard.sources import ClusterSources, SchedulerPoller
 from kube.client import Client
+from kube.hostcheck import HostPolicy
 from kube.lifecycle import write_atomically
 
 __all__ = ["STATIC", "Dashboard", "run"]
 
 log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATIC: Final = Path(__file__).parent / "static"
 _MAX_BACKLOG: Final = 32
@@ -49,10 +59,11 @@ class Dashboard:
 
     def __init__(self, settings: DashboardSettings, client: Client) -> None:
         self.settings = settings
+        self._hosts = HostPolicy.with_names(settings.allowed_hosts)
         self._dirty = asyncio.Event()
         self._loop = asyncio.get_running_loop()
         self.sources = ClusterSources(client, on_change=self.changed)
-        self.poller = SchedulerPoller(settings, on_change=self.changed)
+        self.poller = SchedulerPoller(settings, on_change=self.changed, credentials=client.config.credentials)
         self._state: snapshot.State | None = None
         self._streams: set[asyncio.Queue[str | None]] = set()
         self._task: asyncio.Task[None] | None = None
@@ -64,7 +75,8 @@ class Dashboard:
         self._loop.call_soon_threadsafe(self._dirty.set)
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self._guard])
+        app.on_response_prepare.append(self._headers)
         app.router.add_get("/", self._index)
         app.router.add_get("/api/state", self._full)
         app.router.add_get("/api/events", self._events)
@@ -96,7 +108,7 @@ class Dashboard:
         return view.state(
             devices=s.devices.store.list(),
             pods=s.pods.store.list(),
-            pod_groups=s.pod_groups.store.list(),
+            pod_groups=[*s.pod_groups.store.list(), *s.upstream_pod_groups.store.list()],
             quotas=s.quotas.store.list(),
             reservations=s.reservations.store.list(),
             jobs=s.migrations.store.list(),
@@ -133,6 +145,20 @@ class Dashboard:
                     stream.put_nowait(patch)
 
     # --- routes --------------------------------------------------------------------------------------
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        why = self._hosts.refusal(request.method, headers)
+        if why is not None:
+            log.info("Refused a request", extra={"path": request.path, "reason": why})
+            return web.Response(status=403, text=f"forbidden: {why}\n")
+        return await handler(request)
+
+    @staticmethod
+    async def _headers(request: web.Request, response: web.StreamResponse) -> None:
+        response.headers.setdefault("X-Frame-Options", "DENY")
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+
     async def _index(self, request: web.Request) -> web.StreamResponse:
         return web.FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-cache"})
 
@@ -186,7 +212,7 @@ async def serve(settings: DashboardSettings, stop: asyncio.Event) -> None:
         dashboard = Dashboard(settings, client)
         runner = web.AppRunner(dashboard.app(), access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, settings.host, settings.port)
+        site = web.TCPSite(runner, settings.host, settings.port, ssl_context=settings.tls.context())
         try:
             await site.start()
         except OSError as e:

@@ -8,6 +8,7 @@ from typing import Final
 
 from apis.errors import ConfigError
 from kube.client import ClientSettings
+from kube.servingtls import TLSServing
 
 __all__ = ["DEFAULT_PORT", "DashboardSettings"]
 
@@ -28,6 +29,9 @@ class DashboardSettings:
     scheduler_target: str = ""
     #: The scheduler's Prometheus endpoint (`http://127.0.0.1:10251/metrics`); "" shows no health.
     scheduler_metrics_url: str = ""
+    #: An `https://` endpoint with a certificate nothing here can verify (the scheduler's
+    #: self-signed one, deploy/): encrypt, without verifying it.
+    scheduler_metrics_insecure: bool = False
     #: Or the file where the scheduler writes its HTTP `HOST:PORT` (`--http-address-file`), read
     #: again at every scrape: a scheduler restarted on another port is still found.
     scheduler_address_file: Path | None = None
@@ -37,6 +41,12 @@ class DashboardSettings:
     explain_limit: int = 20
     #: Seconds changes are gathered before the page is told: one update per burst, not per event.
     debounce: float = 0.1
+    #: Host names the page may be reached by besides IP addresses, localhost, Service names and
+    #: this machine's name (`kube.hostcheck`): any other is refused, so a page elsewhere cannot
+    #: rebind its own name to this server and read it.
+    allowed_hosts: tuple[str, ...] = ()
+    #: HTTPS for the page (`--tls-cert-file`, `--tls-self-signed`); plain HTTP by default.
+    tls: TLSServing = field(default_factory=TLSServing)
 
     def validate(self) -> None:
         """Raise ConfigError naming every problem at once."""

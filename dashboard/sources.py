@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import ssl
 import threading
 import time
 import urllib.error
@@ -39,8 +40,10 @@ from dashboard.invalid import Invalid, tolerant
 from dashboard.settings import DashboardSettings
 from dashboard.workload import SchedulerView
 from kube.client import Client
+from kube.errors import APIError
 from kube.informer import Informer
 from kube.resources import PODS
+from kube.restconfig import Credentials
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
 
@@ -62,6 +65,9 @@ class ClusterSources:
         self.devices: Informer[Device] = Informer(client, names.DEVICES, parse=Device.from_dict)
         self.pods: Informer[Pod] = Informer(client, PODS, parse=Pod.from_dict)
         self.pod_groups: Informer[PodGroup] = Informer(client, names.POD_GROUPS, parse=PodGroup.from_dict)
+        self.upstream_pod_groups: Informer[PodGroup] = Informer(
+            client, names.UPSTREAM_POD_GROUPS, parse=PodGroup.upstream_from_dict
+        )
         self.quotas: Informer[ElasticQuota] = Informer(client, names.ELASTIC_QUOTAS, parse=ElasticQuota.from_dict)
         self.reservations: Informer[Reservation | Invalid] = Informer(
             client, names.RESERVATIONS, parse=tolerant(names.RESERVATIONS.kind, Reservation.from_dict)
@@ -73,6 +79,7 @@ class ClusterSources:
             self.devices,
             self.pods,
             self.pod_groups,
+            self.upstream_pod_groups,
             self.quotas,
             self.reservations,
             self.migrations,
@@ -111,9 +118,14 @@ class SchedulerReport:
 class SchedulerPoller:
     """Asks the scheduler on a thread of its own; `report()` is the latest answer."""
 
-    def __init__(self, settings: DashboardSettings, *, on_change: Callable[[], None]) -> None:
+    def __init__(
+        self, settings: DashboardSettings, *, on_change: Callable[[], None], credentials: Credentials | None = None
+    ) -> None:
+        """`credentials`: what the scheduler's `/metrics` is asked with (the dashboard's own,
+        which RBAC must allow `get` on `/metrics`)."""
         self._settings = settings
         self._on_change = on_change
+        self._credentials = credentials
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._channel: grpc.Channel | None = None
@@ -169,8 +181,10 @@ class SchedulerPoller:
         url = self._metrics_url()
         if url:
             try:
-                scrape = Scrape(time.monotonic(), _scrape(url))
-            except (OSError, ValueError) as e:
+                authorization = self._credentials.authorization() if self._credentials is not None else None
+                insecure = self._settings.scheduler_metrics_insecure
+                scrape = Scrape(time.monotonic(), _scrape(url, authorization, insecure=insecure))
+            except (OSError, ValueError, APIError) as e:
                 errors.append(f"the scheduler's metrics at {url}: {e}")
             if scrape is not None:
                 self._scrapes.append(scrape)
@@ -218,10 +232,17 @@ class SchedulerPoller:
         }
 
 
-def _scrape(url: str) -> Samples:
-    """Every sample of a Prometheus text endpoint. Raises OSError (no answer) or ValueError."""
+def _scrape(url: str, authorization: str | None = None, *, insecure: bool = False) -> Samples:
+    """Every sample of a Prometheus text endpoint, asked with `authorization` (the Authorization
+    header); `insecure`: HTTPS without verifying the certificate. Raises OSError (no answer, or a
+    refusal: 401, 403) or ValueError."""
+    request = urllib.request.Request(url, headers={"Authorization": authorization} if authorization else {})
+    context = None
+    if insecure:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=_RPC_TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=_RPC_TIMEOUT_S, context=context) as response:
             text = response.read().decode()
     except urllib.error.URLError as e:
         raise OSError(str(e.reason)) from e

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
 from apis.errors import AnnotationError
-from apis.extension import gang, names, quota
+from apis.extension import devicetypes, gang, names, quota, quotacount
 from apis.k8s import resources
 from apis.k8s.core import Pod
 from dashboard.explanation import Step
@@ -112,7 +112,7 @@ def age_seconds(timestamp: str, now: datetime.datetime) -> float:
 def request_summary(requests: Mapping[str, int]) -> str:
     """`gpu-core=50 gpu-memory-ratio=50 cpu=500m` for people: device and CPU/memory requests."""
     shown = [n for n in _SHOWN_FIRST if n in requests]
-    shown += sorted(n for n in requests if n in names.DEVICE_RESOURCES and n not in shown)
+    shown += sorted(n for n in requests if n in devicetypes.RESOURCE_NAMES and n not in shown)
     return " ".join(f"{n.removeprefix(_KOORDINATOR)}={resources.format_quantity(n, requests[n])}" for n in shown)
 
 
@@ -159,8 +159,10 @@ def gangs(pods: Iterable[Pod], groups: Iterable[PodGroup], *, now: datetime.date
     """Every gang with members or a PodGroup: members bound and waiting, and for how long the
     oldest waiting member has waited. `min_member` comes from the PodGroup, else the members'
     `min-available` annotation."""
-    by_group = {g.meta.key: g for g in groups}
-    members: dict[str, list[Pod]] = {key: [] for key in by_group}
+    # A PodGroup of each API group may share a name; the members' kind says which is theirs.
+    by_group = {(g.upstream, g.meta.key): g for g in groups}
+    members: dict[str, list[Pod]] = {key: [] for _, key in by_group}
+    upstream: dict[str, bool] = {key: kind for kind, key in by_group}
     minimum: dict[str, int] = {}
     for pod in pods:
         if pod.is_terminal:
@@ -172,11 +174,12 @@ def gangs(pods: Iterable[Pod], groups: Iterable[PodGroup], *, now: datetime.date
         if spec is None:
             continue
         members.setdefault(spec.name, []).append(pod)
+        upstream[spec.name] = spec.upstream
         if spec.min_available is not None:
             minimum[spec.name] = spec.min_available
     out = []
     for name, pods_of in members.items():
-        group = by_group.get(name)
+        group = by_group.get((upstream.get(name, False), name))
         waiting = [p for p in pods_of if not p.node_name]
         oldest = max((age_seconds(p.meta.creation_timestamp, now) for p in waiting), default=0.0)
         out.append(
@@ -230,8 +233,8 @@ def quota_tree(quotas: Sequence[ElasticQuota]) -> tuple[QuotaNode, ...]:
                 parent=parents.get(q.meta.name, ""),
                 depth=depth,
                 is_parent=bool(kids) or q.meta.labels.get(names.LABEL_QUOTA_IS_PARENT) == "true",
-                min=dict(q.min),
-                max=dict(q.max),
+                min=quotacount.counted(q.min),  # in the names runtimes are in (nvidia.com/gpu as percent)
+                max=quotacount.counted(q.max),
                 runtime=runtime,
                 used=dict(q.used) if q.used else allocated,
                 problems=tuple(problems.get(q.meta.key, ())),

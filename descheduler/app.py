@@ -27,20 +27,16 @@ from descheduler.migration import Executor
 from descheduler.settings import DeschedulerSettings
 from kube import serving
 from kube.client import Client
+from kube.delegation import Delegation
 from kube.events import EventRecorder
 from kube.informer import Informer, InformerFactory, raw
 from kube.leaderelection import LeaderElector
 from kube.lifecycle import stop_on_signals, wait_until_set, write_atomically
-from kube.resources import PODS
+from kube.resources import DEPLOYMENTS, POD_DISRUPTION_BUDGETS, PODS, REPLICA_SETS, STATEFUL_SETS
 
 __all__ = ["Descheduler", "Strategy", "run"]
 
 log = logging.getLogger(__name__)
-
-_REPLICA_SETS = names.GroupVersionResource("apps", "v1", "replicasets", "ReplicaSet", True)
-_DEPLOYMENTS = names.GroupVersionResource("apps", "v1", "deployments", "Deployment", True)
-_STATEFUL_SETS = names.GroupVersionResource("apps", "v1", "statefulsets", "StatefulSet", True)
-_PDBS = names.GroupVersionResource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True)
 
 
 class Strategy(Protocol):
@@ -76,10 +72,10 @@ class Descheduler:
         self._factory = factory
         informers: dict[str, Informer[Any]] = {
             "pods": factory.informer(PODS, parse=raw, indexers=BY_NAMESPACE),
-            "replica_sets": factory.informer(_REPLICA_SETS, parse=raw, indexers=BY_NAMESPACE),
-            "deployments": factory.informer(_DEPLOYMENTS, parse=raw, indexers=BY_NAMESPACE),
-            "stateful_sets": factory.informer(_STATEFUL_SETS, parse=raw, indexers=BY_NAMESPACE),
-            "pdbs": factory.informer(_PDBS, parse=raw, indexers=BY_NAMESPACE),
+            "replica_sets": factory.informer(REPLICA_SETS, parse=raw, indexers=BY_NAMESPACE),
+            "deployments": factory.informer(DEPLOYMENTS, parse=raw, indexers=BY_NAMESPACE),
+            "stateful_sets": factory.informer(STATEFUL_SETS, parse=raw, indexers=BY_NAMESPACE),
+            "pdbs": factory.informer(POD_DISRUPTION_BUDGETS, parse=raw, indexers=BY_NAMESPACE),
             "reservations": factory.informer(names.RESERVATIONS, parse=raw),
             "jobs": factory.informer(names.POD_MIGRATION_JOBS, parse=raw),
         }
@@ -102,6 +98,8 @@ class Descheduler:
             registry=self.metrics.registry,
             liveness={"loop": self._loop_alive},
             readiness={"informer-sync": self._synced_check},
+            auth=Delegation(client),
+            tls=settings.serving.tls.context(),
         )
         self._wake = threading.Event()
         self._leading = threading.Event()

@@ -13,6 +13,8 @@ command -v curl >/dev/null || want+=(curl)
 command -v jq >/dev/null || want+=(jq)
 # The dashboard's browser tests drive a real headless Chromium (tests/support/browser.py).
 command -v chromium >/dev/null || want+=(chromium)
+# The monitoring tests run Debian's Prometheus and its promtool (tests/support/prometheus.py).
+command -v prometheus >/dev/null && command -v promtool >/dev/null || want+=(prometheus)
 [ ${#want[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
   echo "note: not root or no apt-get; not installing ${want[*]} (tests that need them will skip)" >&2

@@ -6,7 +6,8 @@ Talking to an API server: client construction (`Client`), informers (`Informer`,
 (`retry_on_conflict`), leader election (`LeaderElector`), events (`EventRecorder`) and the error
 tree (`APIError`, ...). Running as a Kubernetes component does: klog-style logging (`kube.logs`),
 the operational HTTP endpoints (`kube.serving`), child processes that serve (`kube.process`) and
-gRPC on unix sockets as kubelet spells its endpoints (`kube.unixsocket`). Imports `apis` only;
+gRPC on unix sockets as kubelet spells its endpoints (`kube.unixsocket`). Shared state of the
+components that is not the protocol: the elastic quota state (`kube.quotas`). Imports `apis` only;
 the embedded API server is a component of its own (`apiserver/`).
 See docs/dev/kube.md for how to use them.
 

@@ -1,8 +1,12 @@
 """Tessera's CRDs on a cluster: installing them, and typed access to their objects.
 
 `install_crds` is what `kubectl apply -f deploy/crds/` does, as one call (tests, `tessera up`).
-`devices(client)`, `elastic_quotas(client)` and `pod_groups(client)` read and write the custom
-resources as `apis` dataclasses, converting at this edge so no caller handles their JSON.
+`devices(client)`, `elastic_quotas(client)`, `pod_groups(client)`, `reservations(client)` and
+`pod_migration_jobs(client)` read and write the custom resources as `apis` dataclasses, converting
+at this edge so no caller handles their JSON. The one CRD of `kube.catalogue` without one is
+NodeSLO: its spec is the agent's QoS configuration, which only the agent can read (its parse
+depends on the node's labels and keeps the last good configuration over a bad field), so the
+agent reads it raw through an Informer (`agent/qos/nodeslo.py`).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ import yaml
 from apis.crds.device import Device
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
+from apis.crds.podmigrationjob import PodMigrationJob
+from apis.crds.reservation import Reservation
 from apis.errors import ConfigError
 from apis.extension import names
 from apis.k8s.meta import ObjectMeta
@@ -24,8 +30,17 @@ from kube import errors
 from kube.client import Client
 from kube.patch import create_or_replace, retry_on_conflict
 from kube.resources import CUSTOM_RESOURCE_DEFINITIONS, MERGE_PATCH, Patch, ResourceAPI
+from kube.status import StatusWriter
 
-__all__ = ["TypedResource", "devices", "elastic_quotas", "install_crds", "pod_groups"]
+__all__ = [
+    "TypedResource",
+    "devices",
+    "elastic_quotas",
+    "install_crds",
+    "pod_groups",
+    "pod_migration_jobs",
+    "reservations",
+]
 
 
 class _CustomResource(Protocol):
@@ -73,6 +88,7 @@ class TypedResource(Generic[T]):
     def __init__(self, api: ResourceAPI, parse: Callable[[Any], T]) -> None:
         self.api = api
         self._parse = parse
+        self._status = StatusWriter(api)
 
     def get(self, name: str, *, namespace: str = "") -> T:
         return self._parse(self.api.get(name, namespace=namespace))
@@ -88,16 +104,18 @@ class TypedResource(Generic[T]):
         return self._parse(self.api.update(obj.to_dict(), namespace=obj.meta.namespace))
 
     def update_status(self, obj: T) -> T:
-        """Replace status only (the status subresource); conditional like `update`."""
-        return self._parse(self.api.update_status(obj.to_dict(), namespace=obj.meta.namespace))
+        """Replace status (through the status subresource where the CRD has one, else with the
+        whole object); conditional like `update`."""
+        if self._status.has_subresource():
+            return self._parse(self.api.update_status(obj.to_dict(), namespace=obj.meta.namespace))
+        return self.update(obj)
 
     def patch(self, name: str, patch: Patch, *, namespace: str = "", patch_type: str = MERGE_PATCH) -> T:
         return self._parse(self.api.patch(name, patch, namespace=namespace, patch_type=patch_type))
 
-    def patch_status(self, name: str, patch: Patch, *, namespace: str = "", patch_type: str = MERGE_PATCH) -> T:
-        return self._parse(
-            self.api.patch(name, patch, namespace=namespace, patch_type=patch_type, subresource="status")
-        )
+    def patch_status(self, name: str, patch: dict[str, Any], *, namespace: str = "") -> T:
+        """Merge-patch status where the CRD keeps it (`kube.status.StatusWriter`)."""
+        return self._parse(self._status.patch(name, patch, namespace=namespace))
 
     def delete(self, name: str, *, namespace: str = "") -> None:
         self.api.delete(name, namespace=namespace)
@@ -127,3 +145,11 @@ def elastic_quotas(client: Client) -> TypedResource[ElasticQuota]:
 
 def pod_groups(client: Client) -> TypedResource[PodGroup]:
     return TypedResource(client.resource(names.POD_GROUPS), PodGroup.from_dict)
+
+
+def reservations(client: Client) -> TypedResource[Reservation]:
+    return TypedResource(client.resource(names.RESERVATIONS), Reservation.from_dict)
+
+
+def pod_migration_jobs(client: Client) -> TypedResource[PodMigrationJob]:
+    return TypedResource(client.resource(names.POD_MIGRATION_JOBS), PodMigrationJob.from_dict)

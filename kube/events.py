@@ -43,7 +43,6 @@ _KINDS: Mapping[type, tuple[str, str]] = {
     Node: ("Node", "v1"),
     Device: (names.DEVICES.kind, names.DEVICES.api_version),
     ElasticQuota: (names.ELASTIC_QUOTAS.kind, names.ELASTIC_QUOTAS.api_version),
-    PodGroup: (names.POD_GROUPS.kind, names.POD_GROUPS.api_version),
 }
 
 
@@ -64,6 +63,8 @@ class ObjectReference:
 
     @classmethod
     def of(cls, obj: Pod | Node | Device | ElasticQuota | PodGroup) -> ObjectReference:
+        if isinstance(obj, PodGroup):  # of either API group: the object says which
+            return cls.from_meta(obj.resource.kind, obj.resource.api_version, obj.meta)
         kind, api_version = _KINDS[type(obj)]
         return cls.from_meta(kind, api_version, obj.meta)
 

@@ -16,6 +16,10 @@ is logged and skipped (the store keeps the last version that parsed); it never s
 
 Periodic resync (`resync_period`) calls `on_update(obj, obj)` for every object, so level-driven
 controllers can re-check everything now and then without another list.
+
+A resource the server does not serve (404 on the list: an optional CRD not installed, say
+scheduler-plugins' PodGroup) is said once as a warning and then retried quietly with the usual
+backoff, so that it syncs as soon as the CRD is installed without a warning every few seconds.
 """
 
 from __future__ import annotations
@@ -96,6 +100,8 @@ class Informer(Generic[T]):
         self._field_selector = field_selector
         self._resync_period = resync_period
         self._backoff = backoff
+        #: A 404 on the list was said (once, until the resource is served).
+        self._said_not_served = False
         self._page_size = page_size
         self._watch_timeout = watch_timeout
         self._name = f"{gvr.plural}.{gvr.group}" if gvr.group else gvr.plural
@@ -113,6 +119,8 @@ class Informer(Generic[T]):
         self.malformed = 0
         #: Full lists done: 1 after the first sync, one more for each relist (410 Gone).
         self.lists = 0
+        #: Lists whose changes are queued but not yet all handed to the handlers.
+        self._lists_in_flight = 0
 
     # --- public ------------------------------------------------------------------------------------
     def add_handlers(
@@ -145,6 +153,14 @@ class Informer(Generic[T]):
     def has_synced(self) -> bool:
         return self._synced.is_set()
 
+    @property
+    def settled(self) -> bool:
+        """Synced, and no list (a relist after 410 Gone) half handed to the handlers: what they
+        have seen is one state of the resource, not a mix of two. A controller about to act on
+        the whole picture (quota reclaim) waits for this."""
+        with self._lock:
+            return self._synced.is_set() and self._lists_in_flight == 0
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop both threads (pending handler calls are still made). Idempotent."""
         self._stop.set()
@@ -174,11 +190,25 @@ class Informer(Generic[T]):
                     self._list()
                     need_list = False
                     delays = None
+                    self._said_not_served = False
                 if self._watch():
                     delays = None
             except errors.Gone:
                 log.log(V(2), "Watch expired; relisting", extra={"resource": self._name, "rv": self.resource_version})
                 need_list = True
+            except errors.NotFound as e:
+                if self._stop.is_set():
+                    break
+                delays = delays or self._backoff.delays()
+                delay = next(delays)
+                level = V(4) if self._said_not_served else logging.WARNING
+                self._said_not_served = True
+                log.log(
+                    level,
+                    "Resource not served by the API server; waiting for it",
+                    extra={"resource": self._name, "error": str(e), "retryIn": f"{delay:.2f}s"},
+                )
+                self._stop.wait(delay)
             except errors.APIError as e:
                 if self._stop.is_set():
                     break
@@ -244,6 +274,8 @@ class Informer(Generic[T]):
             if not token:
                 break
         changes = self.store.replace(items)
+        with self._lock:
+            self._lists_in_flight += 1
         for change in changes:
             if change.new is None:
                 self._queue.put(("delete", change.key, change.old, None))
@@ -253,6 +285,7 @@ class Informer(Generic[T]):
         self.lists += 1
         if not self._synced.is_set():
             self._queue.put(("synced", "", None, None))
+        self._queue.put(("listed", "", None, None))
         log.log(V(4), "Listed", extra={"resource": self._name, "objects": len(items), "changes": len(changes)})
 
     def _watch(self) -> bool:
@@ -328,6 +361,9 @@ class Informer(Generic[T]):
                     self._notify([old], "on_add", obj)
             elif kind == "synced":
                 self._synced.set()
+            elif kind == "listed":
+                with self._lock:
+                    self._lists_in_flight -= 1
             elif kind == "add":
                 self._delivered[key] = new
                 self._notify(self._handlers, "on_add", new)

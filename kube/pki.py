@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-__all__ = ["CA", "Issued"]
+__all__ = ["CA", "Issued", "dns_names"]
 
 _DAY = datetime.timedelta(days=1)
 #: Clocks of the machines involved may disagree a little; certificates start this much earlier.
@@ -33,6 +33,16 @@ def key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
     return key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
+
+
+def dns_names(cert_pem: bytes) -> frozenset[str]:
+    """The DNS names a PEM certificate is for (its subjectAltName); empty when it names none."""
+    cert = x509.load_pem_x509_certificate(cert_pem)
+    try:
+        sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return frozenset()
+    return frozenset(sans.get_values_for_type(x509.DNSName))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,8 +31,9 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from apis.errors import ConfigError
+from kube.restconfig import Credentials
 
-__all__ = ["ComponentProcess", "Samples", "ServingProcess"]
+__all__ = ["ComponentProcess", "Samples", "ServingProcess", "free_loopback_port"]
 
 #: /metrics as (name, sorted (label, value) pairs) -> value.
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -43,8 +45,18 @@ _REAP_S = 10.0
 log = logging.getLogger(__name__)
 
 
+def free_loopback_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now (taken by someone else meanwhile only by chance),
+    for a process that cannot pick its own and say which."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
 class ComponentProcess:
-    """A child process running `python -m cli <args>`. Not thread-safe: drive it from one thread."""
+    """A child process running `python -m cli <args>` (or another program). Not thread-safe: drive
+    it from one thread."""
 
     def __init__(self, name: str, log_path: Path) -> None:
         self.name = name
@@ -71,12 +83,13 @@ class ComponentProcess:
         it exits first or is not ready within `timeout`. Each component says how."""
         raise NotImplementedError
 
-    def _spawn(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
-        """Start `python -m cli ARGS` in its own session, output appended to the log file."""
+    def _spawn(self, args: Sequence[str], *, env: Mapping[str, str] | None = None, program: Sequence[str] = ()) -> None:
+        """Start `python -m cli ARGS` (or `PROGRAM ARGS`) in its own session, output appended to the
+        log file."""
         if self.running:
             raise RuntimeError(f"{self.name} is already running")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        command = [sys.executable, "-m", "cli", *args]
+        command = [*(program or (sys.executable, "-m", "cli")), *args]
         environ = {**os.environ, **env} if env is not None else None
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(
@@ -186,13 +199,18 @@ class ServingProcess(ComponentProcess):
         self._ready_path = ready_path
         #: `http://HOST:PORT` of its HTTP server, once it has said where it serves.
         self.url = ""
+        #: Who `request` asks as: the Authorization header these give (None: no credentials, so
+        #: `system:anonymous` to a component that authenticates through its API server).
+        self.credentials: Credentials | None = None
 
-    def _spawn_serving(self, args: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:
+    def _spawn_serving(
+        self, args: Sequence[str], *, env: Mapping[str, str] | None = None, program: Sequence[str] = ()
+    ) -> None:
         """Spawn with a fresh address file: the one of an earlier run says nothing about this one."""
         self.address_file.parent.mkdir(parents=True, exist_ok=True)
         self.address_file.unlink(missing_ok=True)
         self.url = ""
-        self._spawn(args, env=env)
+        self._spawn(args, env=env, program=program)
 
     def ready(self) -> bool:
         """It has written its address and `ready_path` answers 200."""
@@ -224,6 +242,9 @@ class ServingProcess(ComponentProcess):
         if not self.url:
             raise OSError(f"{self.name} has not said where it serves yet")
         request = urllib.request.Request(f"{self.url}{path}", data=body, method=method)
+        authorization = self.credentials.authorization() if self.credentials is not None else None
+        if authorization:
+            request.add_header("Authorization", authorization)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
                 return int(response.status), response.read()

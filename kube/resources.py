@@ -5,8 +5,8 @@ access build on.
 (`/api/v1/namespaces/NS/pods/NAME/status`, `/apis/G/V/PLURAL`) and sends them through a
 `kube.transport.Transport` (the `Client` that made it). It works the same for core types and
 custom resources, so one code path serves pods, nodes, leases and Device CRs alike. The
-GroupVersionResources of the built-in types Tessera uses are defined here (those of its CRDs are
-in `apis.extension.names`).
+GroupVersionResources of the built-in types Tessera uses are declared here (those of its CRDs in
+`apis.extension.names`; `kube.catalogue` lists them all).
 """
 
 from __future__ import annotations
@@ -28,10 +28,16 @@ from kube.patch import retry_on_conflict
 from kube.transport import STREAM_ERRORS, Transport
 
 __all__ = [
+    "CLUSTER_ROLES",
+    "CLUSTER_ROLE_BINDINGS",
     "CONFIG_MAPS",
+    "CRON_JOBS",
     "CUSTOM_RESOURCE_DEFINITIONS",
+    "DAEMON_SETS",
+    "DEPLOYMENTS",
     "ENDPOINTS",
     "EVENTS",
+    "JOBS",
     "JSON_PATCH",
     "LEASES",
     "MERGE_PATCH",
@@ -39,9 +45,16 @@ __all__ = [
     "NODES",
     "PODS",
     "POD_DISRUPTION_BUDGETS",
+    "REPLICA_SETS",
+    "ROLES",
+    "ROLE_BINDINGS",
     "SECRETS",
     "SERVICES",
+    "SERVICE_ACCOUNTS",
+    "STATEFUL_SETS",
     "STRATEGIC_MERGE_PATCH",
+    "SUBJECT_ACCESS_REVIEWS",
+    "TOKEN_REVIEWS",
     "VALIDATING_WEBHOOK_CONFIGURATIONS",
     "ObjectList",
     "Patch",
@@ -53,24 +66,42 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-NAMESPACES: Final = GroupVersionResource("", "v1", "namespaces", "Namespace", False)
-NODES: Final = GroupVersionResource("", "v1", "nodes", "Node", False)
-PODS: Final = GroupVersionResource("", "v1", "pods", "Pod", True)
+# The built-in kinds Tessera reads or writes, declared here once (its CRDs are declared in
+# `apis.extension.names`; `kube.catalogue` lists both). The last field: kube serves `NAME/status`.
+NAMESPACES: Final = GroupVersionResource("", "v1", "namespaces", "Namespace", False, True)
+NODES: Final = GroupVersionResource("", "v1", "nodes", "Node", False, True)
+PODS: Final = GroupVersionResource("", "v1", "pods", "Pod", True, True)
 EVENTS: Final = GroupVersionResource("", "v1", "events", "Event", True)
 CONFIG_MAPS: Final = GroupVersionResource("", "v1", "configmaps", "ConfigMap", True)
 SECRETS: Final = GroupVersionResource("", "v1", "secrets", "Secret", True)
-SERVICES: Final = GroupVersionResource("", "v1", "services", "Service", True)
+SERVICES: Final = GroupVersionResource("", "v1", "services", "Service", True, True)
 ENDPOINTS: Final = GroupVersionResource("", "v1", "endpoints", "Endpoints", True)
+SERVICE_ACCOUNTS: Final = GroupVersionResource("", "v1", "serviceaccounts", "ServiceAccount", True)
 LEASES: Final = GroupVersionResource("coordination.k8s.io", "v1", "leases", "Lease", True)
 POD_DISRUPTION_BUDGETS: Final = GroupVersionResource(
-    "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True
+    "policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, True
 )
 CUSTOM_RESOURCE_DEFINITIONS: Final = GroupVersionResource(
-    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False, True
 )
 VALIDATING_WEBHOOK_CONFIGURATIONS: Final = GroupVersionResource(
     "admissionregistration.k8s.io", "v1", "validatingwebhookconfigurations", "ValidatingWebhookConfiguration", False
 )
+TOKEN_REVIEWS: Final = GroupVersionResource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False)
+SUBJECT_ACCESS_REVIEWS: Final = GroupVersionResource(
+    "authorization.k8s.io", "v1", "subjectaccessreviews", "SubjectAccessReview", False
+)
+_RBAC: Final = "rbac.authorization.k8s.io"
+ROLES: Final = GroupVersionResource(_RBAC, "v1", "roles", "Role", True)
+ROLE_BINDINGS: Final = GroupVersionResource(_RBAC, "v1", "rolebindings", "RoleBinding", True)
+CLUSTER_ROLES: Final = GroupVersionResource(_RBAC, "v1", "clusterroles", "ClusterRole", False)
+CLUSTER_ROLE_BINDINGS: Final = GroupVersionResource(_RBAC, "v1", "clusterrolebindings", "ClusterRoleBinding", False)
+DEPLOYMENTS: Final = GroupVersionResource("apps", "v1", "deployments", "Deployment", True, True)
+REPLICA_SETS: Final = GroupVersionResource("apps", "v1", "replicasets", "ReplicaSet", True, True)
+STATEFUL_SETS: Final = GroupVersionResource("apps", "v1", "statefulsets", "StatefulSet", True, True)
+DAEMON_SETS: Final = GroupVersionResource("apps", "v1", "daemonsets", "DaemonSet", True, True)
+JOBS: Final = GroupVersionResource("batch", "v1", "jobs", "Job", True, True)
+CRON_JOBS: Final = GroupVersionResource("batch", "v1", "cronjobs", "CronJob", True, True)
 
 MERGE_PATCH: Final = "application/merge-patch+json"
 JSON_PATCH: Final = "application/json-patch+json"

@@ -13,6 +13,19 @@ older name. Errors the server answers itself (404, 405, 413, a handler's bug as 
 by the component's `error` function, so the scheduler keeps Koordinator's `{"message": ...}`.
 Requests are served on short-lived daemon threads (a slow or silent client holds only its own,
 for at most `TIMEOUT` seconds, never the component); access lines go to the V(5) log.
+
+Who may ask, before any route is looked at (as kube's secure ports do):
+
+- a plain-HTTP server refuses what a web page made a browser send (`kube.hostcheck`: a `Host`
+  that is not one of its names, a cross-site `Origin`) with a 403;
+- given `auth` (a `kube.delegation.Delegation`), every path but the health checks (`PUBLIC`,
+  kube's `--authorization-always-allow-paths`) needs a caller the API server authenticates and
+  allows the request: `get` on `/metrics`, `post` on `/health/clear`, `put` on
+  `/debug/flags/v` — a non-resource URL and the lower-cased method, as RBAC spells them. No
+  credentials: `system:anonymous`; a bad token: 401; not allowed: 403, with kube's message
+  (`forbidden: User "system:anonymous" cannot post path "/health/clear"`); the API server not
+  answering: 401 or 500, as kube. These answers are kube's `Status` objects, whatever the
+  component's own error shape. The handler sees who asked (`Request.caller`).
 """
 
 from __future__ import annotations
@@ -35,11 +48,15 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 
 from apis.errors import ConfigError
+from kube.delegation import Caller, Delegation, DelegationFailed, Unauthenticated
+from kube.hostcheck import HostPolicy
 from kube.logs import V
+from kube.servingtls import TLSServing
 
 __all__ = [
     "JSON",
     "MAX_BODY",
+    "PUBLIC",
     "TEXT",
     "TIMEOUT",
     "Check",
@@ -62,6 +79,9 @@ JSON: Final = "application/json"
 MAX_BODY: Final = 1024
 #: Seconds a connection may take to send a request before it is dropped.
 TIMEOUT: Final = 30.0
+#: Paths anyone may read (the kubelet's probes carry no credentials): kube's
+#: `--authorization-always-allow-paths` default.
+PUBLIC: Final = frozenset({"/healthz", "/livez", "/readyz"})
 
 #: A named health check: "" when fine, else why not. Quick, and called on a request thread.
 Check = Callable[[], str]
@@ -78,6 +98,8 @@ class ServingSettings:
     port: int = 0
     #: Write the bound HOST:PORT here once serving (how a parent process finds a port 0 choice).
     address_file: Path | None = None
+    #: HTTPS (`--tls-cert-file`/`--tls-self-signed`); plain HTTP by default.
+    tls: TLSServing = field(default_factory=TLSServing)
 
     def validate(self) -> None:
         """Raises ConfigError for a port no socket can have."""
@@ -97,6 +119,8 @@ class Request:
     #: Header names in lower case.
     headers: Mapping[str, str] = field(default_factory=dict)
     body: bytes = b""
+    #: Who asked, as the API server named them (None: the server authenticates nobody).
+    caller: Caller | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +152,24 @@ def text_error(status: int, message: str) -> Response:
     return Response.text(message, status)
 
 
+_REASONS: Final = {401: "Unauthorized", 403: "Forbidden", 500: "InternalError"}
+
+
+def status_error(status: int, message: str) -> Response:
+    """kube's `Status` object, as kube's secure ports answer a refused request."""
+    doc = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": _REASONS.get(status, ""),
+        "details": {},
+        "code": status,
+    }
+    return Response.json(doc, status)
+
+
 @dataclass(frozen=True, slots=True)
 class Route:
     method: str
@@ -153,6 +195,8 @@ class Server:
         error: ErrorFormat = text_error,
         tls: ssl.SSLContext | Callable[[], ssl.SSLContext] | None = None,
         max_body: int = MAX_BODY,
+        auth: Delegation | None = None,
+        hosts: HostPolicy | None = None,
     ) -> None:
         """`name` appears in logs, the thread's name and errors. Raises ValueError when two routes
         have the same method and path (a component's route may not shadow a built-in one).
@@ -161,10 +205,18 @@ class Server:
         connection (so a renewed certificate is served without a restart); the handshake happens
         on the request's thread,
         so a client that never completes it holds only that thread. `max_body` raises the body
-        limit for endpoints that take objects (an AdmissionReview)."""
+        limit for endpoints that take objects (an AdmissionReview).
+
+        `auth`: authenticate and authorize every request but `PUBLIC` through the API server
+        (see the module docstring); None serves anyone (tests, benchmarks, an admission webhook,
+        which the API server calls). `hosts`: the names a plain-HTTP server answers to besides IP
+        addresses, localhost and Service names (default: this machine's host name); ignored
+        with `tls`."""
         self.name = name
         self.tls = tls
         self.max_body = max_body
+        self.auth = auth
+        self.hosts = None if tls is not None else (hosts or HostPolicy())
         self._host = host
         self._port = port
         self._registry = registry
@@ -247,6 +299,15 @@ class Server:
         """
         url = urlsplit(target)
         path = url.path or "/"
+        lower = {k.lower(): v for k, v in (headers or {}).items()}
+        if self.hosts is not None and (why := self.hosts.refusal(method, lower)) is not None:
+            log.log(V(2), "Refused a request", extra={"server": self.name, "path": path, "reason": why})
+            return status_error(403, f"forbidden: {why}")
+        caller = None
+        if self.auth is not None and path not in PUBLIC:
+            refused, caller = self._authorize(method, path, lower)
+            if refused is not None:
+                return refused
         allowed: set[str] = set()
         for route, pattern in self._routes:
             match = pattern.fullmatch(path)
@@ -260,8 +321,9 @@ class Server:
                 path,
                 params={k: unquote(v) for k, v in match.groupdict().items()},
                 query=parse_qs(url.query, keep_blank_values=True),
-                headers={k.lower(): v for k, v in (headers or {}).items()},
+                headers=lower,
                 body=body,
+                caller=caller,
             )
             try:
                 return route.handler(request)
@@ -271,6 +333,31 @@ class Server:
         if allowed:
             return self.error(405, f"method {method} not allowed on {path}; use {', '.join(sorted(allowed))}")
         return self.error(404, f"no such path: {path}; served here: {', '.join(_paths(self.routes))}")
+
+    def _authorize(self, method: str, path: str, headers: Mapping[str, str]) -> tuple[Response | None, Caller | None]:
+        """(a refusal, None) or (None, the caller), asking the API server as kube's secure ports do."""
+        assert self.auth is not None
+        try:
+            caller = self.auth.authenticate(headers.get("authorization", ""))
+        except Unauthenticated as e:
+            log.log(V(4), "Unauthenticated request", extra={"server": self.name, "path": path, "reason": str(e)})
+            return status_error(401, "Unauthorized"), None
+        except DelegationFailed as e:
+            log.warning("Cannot authenticate a request", extra={"server": self.name, "path": path, "error": str(e)})
+            return status_error(401, "Unauthorized"), None
+        verb = method.lower()
+        try:
+            decision = self.auth.authorize(caller, verb, path)
+        except DelegationFailed as e:
+            log.warning("Cannot authorize a request", extra={"server": self.name, "path": path, "error": str(e)})
+            return status_error(500, f"Internal Server Error: {path!r}: {e}"), None
+        if not decision.allowed:
+            message = f'forbidden: User "{caller.name}" cannot {verb} path "{path}"'
+            if decision.reason:
+                message += f": {decision.reason}"
+            log.log(V(2), "Forbidden", extra={"server": self.name, "user": caller.name, "verb": verb, "path": path})
+            return status_error(403, message), None
+        return None, caller
 
     def _metrics(self, request: Request) -> Response:
         """The registry, in the format the scraper asks for (Prometheus text unless it accepts OpenMetrics)."""

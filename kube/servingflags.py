@@ -20,8 +20,9 @@ from pathlib import Path
 
 from apis.errors import ConfigError
 from kube.serving import ServingSettings
+from kube.servingtls import TLSServing
 
-__all__ = ["add_arguments", "host_port", "settings_from"]
+__all__ = ["add_arguments", "add_tls_arguments", "host_port", "settings_from", "tls_from"]
 
 
 def add_arguments(
@@ -39,6 +40,26 @@ def add_arguments(
     parser.add_argument(
         "--listen-address-file", type=Path, metavar="PATH", help="write the bound HOST:PORT here once serving"
     )
+    add_tls_arguments(parser)
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """`--tls-cert-file`, `--tls-private-key-file` and `--tls-self-signed` (kube.servingtls): HTTPS
+    for the operational port, whose callers send bearer tokens."""
+    parser.add_argument("--tls-cert-file", type=Path, metavar="FILE", help="serve HTTPS with this certificate")
+    parser.add_argument("--tls-private-key-file", type=Path, metavar="FILE", help="the certificate's private key")
+    parser.add_argument(
+        "--tls-self-signed",
+        action="store_true",
+        help="serve HTTPS with a certificate made at start (as kube-scheduler without --tls-cert-file)",
+    )
+
+
+def tls_from(args: argparse.Namespace) -> TLSServing:
+    """The flags `add_tls_arguments` added; raises ConfigError for a half-given pair."""
+    tls = TLSServing(args.tls_cert_file, args.tls_private_key_file, args.tls_self_signed)
+    tls.validate()
+    return tls
 
 
 def host_port(flag: str, value: str, *, default_host: str = "0.0.0.0") -> tuple[str, int]:
@@ -55,4 +76,4 @@ def settings_from(args: argparse.Namespace, *, default_host: str = "0.0.0.0") ->
     address without a port. The port's range is `ServingSettings.validate`'s to check, which the
     component's settings call first among their checks."""
     host, port = host_port("--listen", args.listen, default_host=default_host)
-    return ServingSettings(host=host, port=port, address_file=args.listen_address_file)
+    return ServingSettings(host=host, port=port, address_file=args.listen_address_file, tls=tls_from(args))

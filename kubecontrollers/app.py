@@ -8,20 +8,35 @@ synced) and `/metrics`, and stops cleanly on SIGTERM/SIGINT.
 
 from __future__ import annotations
 
+import datetime
 import logging
+import os
 import random
 import threading
 import time
+import zoneinfo
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from apis.k8s.workloads import Scale, controller_of
 from kube import serving
 from kube.client import Client
+from kube.delegation import Delegation
 from kube.events import EventRecorder
 from kube.informer import InformerFactory, raw
 from kube.lifecycle import stop_on_signals, wait_until_set, write_atomically
-from kubecontrollers import deployment, disruption, garbagecollector, job, replicaset, statefulset
+from kubecontrollers import (
+    cronjob,
+    daemonset,
+    deployment,
+    disruption,
+    garbagecollector,
+    job,
+    replicaset,
+    statefulset,
+)
 from kubecontrollers.kinds import (
+    CRON_JOBS,
     DEPLOYMENTS,
     JOBS,
     NODES,
@@ -44,13 +59,15 @@ _BY_NAMESPACE = {"namespace": lambda o: [str((o.get("metadata") or {}).get("name
 #: Dependents by the uids of their owners, for the garbage collector.
 _BY_OWNER = {"owner": lambda o: [str(r.get("uid")) for r in (o.get("metadata") or {}).get("ownerReferences") or ()]}
 #: The resources whose objects have owners the collector looks after.
-_DEPENDENTS = {"pods": PODS, "replicasets": REPLICA_SETS}
+_DEPENDENTS = {"pods": PODS, "replicasets": REPLICA_SETS, "jobs": JOBS}
 #: Owner kind -> the controller that syncs it.
 _CONTROLLER_OF_KIND = {
     "ReplicaSet": "replicaset",
     "Deployment": "deployment",
     "StatefulSet": "statefulset",
     "Job": "job",
+    "DaemonSet": "daemonset",
+    "CronJob": "cronjob",
 }
 _KIND_OF = {r.plural: kind for kind, r in OWNER_KINDS.items()}
 #: Pods by the node they are bound to, for the node lifecycle controller.
@@ -61,12 +78,26 @@ _RESOURCES = (
     DEPLOYMENTS,
     STATEFUL_SETS,
     JOBS,
+    CRON_JOBS,
     POD_DISRUPTION_BUDGETS,
     OWNER_KINDS["DaemonSet"],
     NODES,
 )
 #: The node lifecycle controller's one key: each pass looks at every node (zones are judged whole).
 NODE_LIFECYCLE_KEY: Key = ("nodelifecycle", "")
+
+
+def local_zone() -> datetime.tzinfo:
+    """This process's time zone, which a CronJob without spec.timeZone runs in (as
+    kube-controller-manager's): `$TZ`, else /etc/localtime, else UTC."""
+    name = os.environ.get("TZ", "").removeprefix(":")
+    try:
+        if name:
+            return zoneinfo.ZoneInfo(name)
+        with Path("/etc/localtime").open("rb") as f:
+            return zoneinfo.ZoneInfo.from_file(f, key="localtime")
+    except (OSError, ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return datetime.UTC
 
 
 def _key(obj: Obj) -> str:
@@ -88,8 +119,18 @@ def _on_update(route: Callable[[Obj], None]) -> Callable[[Obj, Obj], None]:
 class KubeControllers:
     """The informers, the engine and the controllers' sync functions of one process."""
 
-    def __init__(self, client: Client, settings: KubeControllersSettings, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        client: Client,
+        settings: KubeControllersSettings,
+        metrics: Metrics,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """`clock`: the wall clock the controllers read (seconds since the epoch); tests move it."""
         self.settings = settings
+        self._clock = clock
+        self._zone = local_zone()
         self.factory = InformerFactory(client)
         self.informers = {
             r.plural: self.factory.informer(
@@ -104,10 +145,12 @@ class KubeControllers:
             for r in _RESOURCES
         }
         syncs = {
+            "daemonset": self._sync_daemonset,
             "replicaset": self._sync_replicaset,
             "deployment": self._sync_deployment,
             "statefulset": self._sync_statefulset,
             "job": self._sync_job,
+            "cronjob": self._sync_cronjob,
             "disruption": self._sync_disruption,
             "gc": self._sync_dependent,
             "gc-owner": self._sync_owner,
@@ -137,8 +180,8 @@ class KubeControllers:
 
     def keys_for(self, plural: str, obj: Obj, *, deleted: bool = False) -> list[Key]:
         """The keys an event on `obj` (of resource `plural`; `deleted`: it is gone) concerns."""
-        if plural == "nodes":
-            return [NODE_LIFECYCLE_KEY]
+        if plural == "nodes":  # the node lifecycle, and every DaemonSet (a node that came, went or changed)
+            return [NODE_LIFECYCLE_KEY, *(("daemonset", _key(d)) for d in self.informers["daemonsets"].store.list())]
         key = _key(obj)
         keys: list[Key] = []
         if plural in _DEPENDENTS:
@@ -154,7 +197,14 @@ class KubeControllers:
             keys.append(("gc-owner", f"{kind}|{key}"))
             if (obj.get("metadata") or {}).get("deletionTimestamp") or deleted:  # its dependents may act now
                 keys += self._dependent_keys(str((obj.get("metadata") or {}).get("uid")))
-        own = {"replicasets": "replicaset", "deployments": "deployment", "statefulsets": "statefulset", "jobs": "job"}
+        own = {
+            "replicasets": "replicaset",
+            "deployments": "deployment",
+            "statefulsets": "statefulset",
+            "jobs": "job",
+            "daemonsets": "daemonset",
+            "cronjobs": "cronjob",
+        }
         if plural in own:
             keys.append((own[plural], key))
         if plural == "poddisruptionbudgets":
@@ -179,6 +229,8 @@ class KubeControllers:
             ("deployments", "deployment"),
             ("statefulsets", "statefulset"),
             ("jobs", "job"),
+            ("daemonsets", "daemonset"),
+            ("cronjobs", "cronjob"),
             ("poddisruptionbudgets", "disruption"),
         ):
             for obj in self.informers[plural].store.list():
@@ -197,7 +249,7 @@ class KubeControllers:
         rs = self._get("replicasets", key)
         if rs is None:
             return None
-        return replicaset.sync_replicaset(rs, self._in_namespace("pods", key), now=time.time(), rng=self._rng)
+        return replicaset.sync_replicaset(rs, self._in_namespace("pods", key), now=self._clock(), rng=self._rng)
 
     def _sync_deployment(self, key: str) -> Plan | None:
         d = self._get("deployments", key)
@@ -211,13 +263,31 @@ class KubeControllers:
             return None
         return statefulset.sync_statefulset(sts, self._in_namespace("pods", key))
 
+    def _sync_daemonset(self, key: str) -> Plan | None:
+        ds = self._get("daemonsets", key)
+        if ds is None:
+            return None
+        nodes = self.informers["nodes"].store.list()
+        return daemonset.sync_daemonset(ds, nodes, self._in_namespace("pods", key), rng=self._rng)
+
     def _sync_job(self, key: str) -> Plan | None:
         j = self._get("jobs", key)
         if j is None:
             return None
         return job.sync_job(
-            j, self._in_namespace("pods", key), now=time.time(), backoff_base_s=self.settings.job_backoff, rng=self._rng
+            j,
+            self._in_namespace("pods", key),
+            now=self._clock(),
+            backoff_base_s=self.settings.job_backoff,
+            rng=self._rng,
         )
+
+    def _sync_cronjob(self, key: str) -> Plan | None:
+        cj = self._get("cronjobs", key)
+        if cj is None:
+            return None
+        now = datetime.datetime.fromtimestamp(self._clock(), datetime.UTC)
+        return cronjob.sync_cronjob(cj, self._in_namespace("jobs", key), now=now, local_zone=self._zone)
 
     def _sync_disruption(self, key: str) -> Plan | None:
         pdb = self._get("poddisruptionbudgets", key)
@@ -279,7 +349,8 @@ class KubeControllers:
         return garbagecollector.collect_owner(kind, owner, dependents, self._owner)
 
     # --- lifecycle ----------------------------------------------------------------------------------
-    def run(self, stop: threading.Event, http: serving.Server, synced: threading.Event) -> None:
+    def run(self, stop: threading.Event, synced: threading.Event) -> None:
+        """Start the informers, set `synced` once their caches are, and sync until `stop` is set."""
         self.factory.start()
         try:
             while not self.factory.wait_for_sync(timeout=0.5):
@@ -309,6 +380,8 @@ def run(settings: KubeControllersSettings, *, stop: threading.Event | None = Non
             registry=metrics.registry,
             liveness={"worker": lambda: "" if not synced.is_set() or controllers.engine.alive() else "worker died"},
             readiness={"informer-sync": lambda: "" if synced.is_set() else "the informer caches have not synced yet"},
+            auth=Delegation(client),
+            tls=settings.serving.tls.context(),
         )
         http.start()
         try:
@@ -318,14 +391,14 @@ def run(settings: KubeControllersSettings, *, stop: threading.Event | None = Non
                 "Starting the workload controllers (embedded kube-controller-manager)",
                 extra={
                     "server": client.host,
-                    "controllers": "replicaset,deployment,statefulset,job,disruption,gc,nodelifecycle",
+                    "controllers": ",".join(controllers.engine.controllers),
                 },
             )
             if stop is not None:
-                controllers.run(stop, http, synced)
+                controllers.run(stop, synced)
             else:
                 with stop_on_signals() as signalled:
-                    controllers.run(signalled, http, synced)
+                    controllers.run(signalled, synced)
         finally:
             http.stop()
     return 0

@@ -1,7 +1,7 @@
 """The garbage collector's decisions: dependents follow their owners as the delete asked.
 
-Owners are the workload kinds (`kinds.OWNER_KINDS`), dependents their pods and a Deployment's
-ReplicaSets, linked by ownerReferences. As kube's garbage collector, for what is covered:
+Owners are the workload kinds (`kinds.OWNER_KINDS`), dependents their pods, a Deployment's
+ReplicaSets and a CronJob's Jobs, linked by ownerReferences. As kube's garbage collector, for what is covered:
 
 - **Background** (the owner is gone): a dependent whose every owner is gone is deleted (after the
   owners' absence is confirmed with the API server, not only the cache); one with other owners
@@ -85,7 +85,10 @@ def _dependent_action(resource: GroupVersionResource, dependent: Obj, owners: Ow
         return None
     if len(gone) == len(_refs(dependent)):
         checks = tuple((OWNER_KINDS[str(r.get("kind"))], str(r.get("name")), str(r.get("uid"))) for r in known)
-        return Delete(resource, namespace, str(meta["name"]), str(meta["uid"]), unless_owners=checks)
+        # Background, as kube's collector: a Job's own default would orphan its pods.
+        return Delete(
+            resource, namespace, str(meta["name"]), str(meta["uid"]), propagation="Background", unless_owners=checks
+        )
     return _without_refs(dependent, resource, gone)
 
 

@@ -34,7 +34,7 @@ from kube.client import Client
 from kube.events import EventRecorder
 from kube.informer import Informer
 from kube.logs import V
-from kubecontrollers.plan import Action, Create, Delete, Obj, Patch, Plan
+from kubecontrollers.plan import Action, Create, Delete, Note, Obj, Patch, Plan
 
 __all__ = ["EXPECTATION_TIMEOUT_S", "Engine", "Key", "Metrics", "SyncFunction"]
 
@@ -116,6 +116,11 @@ class Engine:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._all_keys: Callable[[], Iterable[Key]] = list
+
+    @property
+    def controllers(self) -> list[str]:
+        """The controllers the engine syncs, by name."""
+        return list(self._syncs)
 
     # --- the queue ---------------------------------------------------------------------------------
     def add(self, key: Key, after: float = 0.0) -> None:
@@ -201,9 +206,10 @@ class Engine:
                     extra={"controller": controller, "key": name, "action": type(action).__name__, "error": str(e)},
                 )
                 break  # the rest was decided from the same view: decide again
-            if done and action.note is not None and self._events is not None:
-                told = action.note
-                self._events.event(told.about, told.type, told.reason, told.message)
+            if done and action.note is not None:
+                self._record(action.note)
+        for told in plan.notes:
+            self._record(told)
         if plan.track and (expectation.present or expectation.absent or expectation.newer):
             self._expect[key] = expectation
             self.add(key, after=EXPECTATION_TIMEOUT_S)
@@ -211,6 +217,10 @@ class Engine:
             self.add(key, after=_RETRY_S)
         elif plan.requeue_after is not None:
             self.add(key, after=max(plan.requeue_after, 0.05))
+
+    def _record(self, told: Note) -> None:
+        if self._events is not None:
+            self._events.event(told.about, told.type, told.reason, told.message)
 
     # --- writes ------------------------------------------------------------------------------------
     def _perform(self, controller: str, action: Action, expect: _Expectation) -> bool:

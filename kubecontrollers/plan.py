@@ -108,6 +108,9 @@ class Plan:
     #: False for a controller that recomputes everything from scratch on a timer and whose writes
     #: are idempotent (the node lifecycle controller): it must never stall behind a slow cache.
     track: bool = True
+    #: Events worth recording whatever the writes do (a schedule that does not parse, a run
+    #: skipped): recorded after the writes, repeats folded into one Event by the recorder.
+    notes: list[Note] = field(default_factory=list)
 
     def later(self, seconds: float) -> None:
         self.requeue_after = seconds if self.requeue_after is None else min(self.requeue_after, seconds)

@@ -13,7 +13,8 @@
 
 Hooks are skipped for pods labelled `runtimeproxy.koordinator.sh/skip-hookserver=true` and when
 no hook server is registered for the hook point. A pre hook rejected under the Fail policy fails
-the call with FAILED_PRECONDITION and a message naming the pod, the hook and the endpoint.
+the call with FAILED_PRECONDITION and a message naming the pod, the hook and the endpoint; so
+does a PreCreateContainer answer with a mount CRI cannot carry (`merge.UnsupportedMount`).
 Requests are decoded with CRI v1 stubs and re-encoded; fields newer than the stubs survive as
 unknown fields, so kubelet's request reaches the runtime whole.
 """
@@ -115,7 +116,14 @@ class HookedRuntime:
                 container = ContainerInfo.from_config(request.pod_sandbox_id, request.config)
                 hook_request = translate.container_hook_request(pod, container)
                 answer = self._container_hook(context, HookType.PRE_CREATE_CONTAINER, hook_request, pod)
-                merge.patch_create_container(request, answer)
+                try:
+                    merge.patch_create_container(request, answer)
+                except merge.UnsupportedMount as e:
+                    abort(
+                        context,
+                        grpc.StatusCode.FAILED_PRECONDITION,
+                        f"pod {pod.ref}: runtime hook {HookType.PRE_CREATE_CONTAINER.value} answered a {e}",
+                    )
         response = self._upstream.call(context, _path("CreateContainer"), request, cri.CreateContainerResponse)
         created = ContainerInfo.from_config(request.pod_sandbox_id, request.config, container_id=response.container_id)
         self._store.remember_container(response.container_id, created)

@@ -4,19 +4,25 @@ Pure functions over protobuf messages; the proxy's only policy about what a hook
 Later answers win: maps (annotations, labels, envs) are updated key by key; a resource field
 that a hook sets (non-zero, non-empty) replaces the request's; a non-empty cgroup parent
 replaces the request's; devices (a Tessera extension) are appended unless the container already
-has a device at the same container path.
+has a device at the same container path; mounts (a Tessera extension, koordlet's and NRI's
+shape) replace a mount at the same container path, as NRI's mount adjustments do, and are
+otherwise appended. CRI carries bind mounts only: a mount it cannot express is refused with
+`UnsupportedMount` rather than dropped (a dropped HAMi-core mount would leave a GPU share
+unenforced without a word).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from cri_api.v1 import api_pb2 as cri
 
+from apis.errors import TesseraError
 from proto.runtime.v1alpha1 import api_pb2 as hook
 
 __all__ = [
+    "UnsupportedMount",
     "container_request_with",
     "merge_container_response",
     "merge_sandbox_response",
@@ -26,6 +32,24 @@ __all__ = [
     "patch_update_container_resources",
     "sandbox_request_with",
 ]
+
+#: Mount options CRI expresses: the bind itself (CRI's runtime always binds recursively),
+#: read-only or not, and the propagation.
+_BIND_OPTIONS: Final = frozenset({"bind", "rbind"})
+_PROPAGATION: Final = {
+    "private": cri.PROPAGATION_PRIVATE,
+    "rprivate": cri.PROPAGATION_PRIVATE,
+    "slave": cri.PROPAGATION_HOST_TO_CONTAINER,
+    "rslave": cri.PROPAGATION_HOST_TO_CONTAINER,
+    "shared": cri.PROPAGATION_BIDIRECTIONAL,
+    "rshared": cri.PROPAGATION_BIDIRECTIONAL,
+}
+
+
+class UnsupportedMount(TesseraError):
+    """A hook answered a mount that CRI's ContainerConfig cannot carry (not a bind mount, or an
+    option CRI has no field for)."""
+
 
 ResourcesT = TypeVar("ResourcesT", cri.LinuxContainerResources, hook.LinuxContainerResources)
 
@@ -51,6 +75,7 @@ def merge_sandbox_response(into: hook.PodSandboxHookResponse, new: hook.PodSandb
 def merge_container_response(into: hook.ContainerResourceHookResponse, new: hook.ContainerResourceHookResponse) -> None:
     """Fold a later hook server's answer into the answers so far."""
     _apply_container(into, new)
+    _merge_mounts(into, new)
     present = {d.container_path for d in into.container_devices}
     for device in new.container_devices:
         if device.container_path not in present:
@@ -114,7 +139,10 @@ def patch_run_pod_sandbox(request: cri.RunPodSandboxRequest, response: hook.PodS
 
 
 def patch_create_container(request: cri.CreateContainerRequest, response: hook.ContainerResourceHookResponse) -> None:
+    """Apply the merged answer to kubelet's request. Raises UnsupportedMount (before changing
+    anything) for a mount CRI cannot carry."""
     config = request.config
+    mounts = [to_cri_mount(m) for m in response.container_mounts]
     config.annotations.update(response.container_annotations)
     _set_envs(config, response.container_envs)
     if response.HasField("container_resources"):
@@ -128,6 +156,43 @@ def patch_create_container(request: cri.CreateContainerRequest, response: hook.C
                 container_path=device.container_path, host_path=device.host_path, permissions=device.permissions
             )
             present.add(device.container_path)
+    if mounts:
+        replaced = {m.container_path for m in mounts}
+        kept = [m for m in config.mounts if m.container_path not in replaced]
+        del config.mounts[:]
+        config.mounts.extend([*kept, *mounts])
+
+
+def to_cri_mount(mount: hook.Mount) -> cri.Mount:
+    """The CRI mount for a hook's bind mount. Raises UnsupportedMount for another type, a
+    relative path or an option CRI has no field for."""
+    where = f"mount {mount.source!r} at {mount.destination!r}"
+    if mount.type not in ("", "bind"):
+        raise UnsupportedMount(f"{where}: type {mount.type!r}: CRI carries bind mounts only")
+    if not mount.destination.startswith("/") or not mount.source.startswith("/"):
+        raise UnsupportedMount(f"{where}: source and destination must be absolute paths")
+    readonly = False
+    propagation = cri.PROPAGATION_PRIVATE
+    for option in mount.options:
+        if option in ("ro", "rw"):
+            readonly = option == "ro"
+        elif option in _PROPAGATION:
+            propagation = _PROPAGATION[option]
+        elif option not in _BIND_OPTIONS:
+            raise UnsupportedMount(f"{where}: option {option!r}: CRI has no field for it")
+    return cri.Mount(
+        container_path=mount.destination, host_path=mount.source, readonly=readonly, propagation=propagation
+    )
+
+
+def _merge_mounts(into: hook.ContainerResourceHookResponse, new: hook.ContainerResourceHookResponse) -> None:
+    """A later answer's mount replaces an earlier one at the same destination."""
+    if not new.container_mounts:
+        return
+    replaced = {m.destination for m in new.container_mounts}
+    kept = [m for m in into.container_mounts if m.destination not in replaced]
+    del into.container_mounts[:]
+    into.container_mounts.extend([*kept, *new.container_mounts])
 
 
 def patch_update_container_resources(

@@ -15,7 +15,7 @@ import grpc
 from cri_api.v1 import api_pb2_grpc as cri_grpc
 from google.protobuf.message import Message
 
-from kube import unixsocket
+from kube import grpcstatus, unixsocket
 
 __all__ = ["CHANNEL_OPTIONS", "MESSAGE_LIMIT_BYTES", "Upstream", "abort", "relay_error"]
 
@@ -35,8 +35,9 @@ ResponseT = TypeVar("ResponseT", bound=Message)
 
 
 def abort(context: grpc.ServicerContext, code: grpc.StatusCode, details: str) -> NoReturn:
-    """End the RPC with an error status: `context.abort`, which always raises."""
-    context.abort(code, details)
+    """End the RPC with an error status: `context.abort`, which always raises. A message too long
+    for gRPC's trailers is cut (`kube.grpcstatus`), so kubelet gets the error, not RESOURCE_EXHAUSTED."""
+    context.abort(code, grpcstatus.details(details))
     raise AssertionError("grpc.ServicerContext.abort returned")
 
 

@@ -342,7 +342,7 @@ def load(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> tuple[li
     for reservation in snapshot.reservations:
         if reservation.node_name or reservation.phase.terminal:
             cache.add_reservation(reservation)
-        elif not reservation.unschedulable:
+        else:
             waiting.append(reservation)
     pending = []
     for pod in snapshot.pods:
@@ -390,7 +390,9 @@ def _nvlinked(annotations: Mapping[str, str], device: Device) -> bool | None:
 
 @dataclass(frozen=True, slots=True)
 class QuotaReport:
-    """One ElasticQuota after what-if: quantities per resource, as Kubernetes strings."""
+    """One ElasticQuota after what-if: quantities per resource, as Kubernetes strings; min and max
+    in the names quotas count (`apis.extension.quotacount`), as runtime, request and used are;
+    used includes the quotas below it, as `status.used` does."""
 
     name: str
     namespace: str
@@ -423,11 +425,11 @@ def quota_reports(snapshot: Snapshot, scheduler: Scheduler) -> list[QuotaReport]
                 name=name,
                 namespace=quota.meta.namespace,
                 parent=spec.parent if spec is not None else "",
-                min=quota.min,
-                max=quota.max,
+                min=spec.min if spec is not None else quota.min,
+                max=spec.max if spec is not None else quota.max,
                 request=manager.request(name),
                 runtime=manager.runtime(name),
-                used=manager.used(name),
+                used=manager.subtree_used(name),
             )
         )
     return out

@@ -6,7 +6,8 @@ no-op writes. What goes in, per protocol.md:
 - name = node name; owner reference to the Node (controller, blockOwnerDeletion, as koordlet
   writes it) when the node's uid is known;
 - labels: GPU vendor, model (NVML name without `NVIDIA `, spaces as `-`; left out when the GPUs'
-  models differ) and driver version; `tessera.dev/simulated: "true"` for simulated devices;
+  models differ) and driver version; `koordinator.sh/gpu-isolation-provider` when the node has a
+  GPU isolation layer installed (HAMi-core); `tessera.dev/simulated: "true"` for simulated devices;
 - one entry per GPU (`id` = UUID) and per RDMA PF (`id` = PCI address), sorted by type then
   minor, with topology, VFs as one VF group, and `health`. A healthy GPU carries `gpu-core: 100`,
   `gpu-memory: <total>`, `gpu-memory-ratio: 100`, an RDMA PF `rdma: 100`; an unhealthy device
@@ -87,6 +88,8 @@ def _labels(inventory: Inventory, node_name: str) -> dict[str, str]:
             )
         if inventory.gpu_driver_version:
             labels[names.LABEL_GPU_DRIVER_VERSION] = inventory.gpu_driver_version
+        if inventory.isolation_provider:
+            labels[names.LABEL_GPU_ISOLATION_PROVIDER] = inventory.isolation_provider
     if inventory.simulated:
         labels[names.LABEL_SIMULATED] = "true"
     return labels

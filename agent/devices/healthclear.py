@@ -11,9 +11,10 @@ says so here; unlike `/debug/simulate/`, this route is served for real devices t
 `cleared` is false when the GPU was healthy already (nothing changes, no Event). A lasting
 problem (`GPULost`: the GPU does not answer NVML) is not cleared: it ends when the GPU answers,
 so `healthy` stays false. 400 for a missing or malformed minor, 404 for a minor this node does
-not have, 405 for another method. Each clear is logged and recorded as an Event on the Node.
-The port has no authentication, like koordlet's: reach it from the node or through a policy
-that admits operators only.
+not have, 405 for another method. Each clear is logged and recorded as an Event on the Node,
+naming who cleared it. Who may is RBAC's to say: the agent's server (`kube.serving`) asks the
+API server who the caller is and whether they may `post` on `/health/clear` (a non-resource
+URL), as kubelet's authenticated port does; anonymous callers get kube's 403.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class HealthClear:
             gpu = self._gpu(int_param(request.query, "minor"))
         except BadRequest as e:
             return json_error(e.status, str(e))
-        done = self._memory.clear(gpu)
+        done = self._memory.clear(gpu, by=request.caller.name if request.caller is not None else "")
         return serving.Response.json(
             {
                 "minor": gpu.minor,

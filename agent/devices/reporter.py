@@ -58,7 +58,13 @@ log = logging.getLogger(__name__)
 
 #: The labels the agent writes on its Device CR; any other label belongs to someone else.
 OWNED_LABELS: Final = frozenset(
-    {names.LABEL_GPU_VENDOR, names.LABEL_GPU_MODEL, names.LABEL_GPU_DRIVER_VERSION, names.LABEL_SIMULATED}
+    {
+        names.LABEL_GPU_VENDOR,
+        names.LABEL_GPU_MODEL,
+        names.LABEL_GPU_DRIVER_VERSION,
+        names.LABEL_GPU_ISOLATION_PROVIDER,
+        names.LABEL_SIMULATED,
+    }
 )
 
 _BACKOFF: Final = Backoff(initial=0.5, maximum=10.0)

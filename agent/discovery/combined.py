@@ -54,6 +54,7 @@ class Discovery:
             pci=found.pci,
             gpu_driver_version=found.gpu_driver_version or self._driver_version,
             simulated=found.simulated or self._simulated,
+            isolation_provider=found.isolation_provider,  # what is installed now, not what was
         )
         self._driver_version = inventory.gpu_driver_version
         self._simulated = inventory.simulated
@@ -95,6 +96,7 @@ class Discovery:
                 "pci_functions": len(inventory.pci),
                 "driver": inventory.gpu_driver_version,
                 "simulated": inventory.simulated,
+                "isolation_provider": inventory.isolation_provider,
             },
         )
         for g in inventory.gpus:

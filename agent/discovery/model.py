@@ -132,6 +132,8 @@ class Inventory:
     pci: tuple[PCIFunction, ...] = field(default=(), compare=False)  # informational; not part of "changed"
     gpu_driver_version: str = ""
     simulated: bool = False
+    #: The GPU isolation layer installed on the node (`HAMi-core`), "" for none.
+    isolation_provider: str = ""
 
     def merged(self, other: Inventory) -> Inventory:
         return Inventory(
@@ -140,4 +142,5 @@ class Inventory:
             pci=tuple(sorted((*self.pci, *other.pci), key=lambda p: p.bus_id)),
             gpu_driver_version=self.gpu_driver_version or other.gpu_driver_version,
             simulated=self.simulated or other.simulated,
+            isolation_provider=self.isolation_provider or other.isolation_provider,
         )

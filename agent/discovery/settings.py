@@ -20,6 +20,7 @@ import pynvml
 
 from agent.discovery.combined import Discovery
 from agent.discovery.fake_nvml import FakeNVML
+from agent.discovery.isolation import HAMiCoreSource
 from agent.discovery.netlink import LinkReader
 from agent.discovery.nvml import NVMLSource
 from agent.discovery.nvmllib import NVML, NVMLCallError, NVMLLibrary
@@ -87,9 +88,13 @@ def open_nvml(lib: NVMLLibrary) -> NVML | None:
     return nvml
 
 
-def open_discovery(settings: DiscoverySettings, *, nvml_library: NVMLLibrary | None = None) -> DiscoveryStack:
+def open_discovery(
+    settings: DiscoverySettings, *, nvml_library: NVMLLibrary | None = None, hami_core_library: Path | None = None
+) -> DiscoveryStack:
     """Build the sources the settings ask for. `nvml_library` defaults to `pynvml` (tests pass a
-    FakeNVML). Raises ConfigError for a bad simulated profile — at start-up, never later."""
+    FakeNVML); `hami_core_library`, where HAMi-core's library would be (None: not looked for;
+    a simulated node takes its profile's word). Raises ConfigError for a bad simulated profile —
+    at start-up, never later."""
     bus = PCIBus(settings.sysfs_root)
     sources: list[DeviceSource] = [PCISource(bus)]
     if settings.simulate:
@@ -100,4 +105,6 @@ def open_discovery(settings: DiscoverySettings, *, nvml_library: NVMLLibrary | N
     nvml = open_nvml(nvml_library if nvml_library is not None else pynvml) if settings.nvml else None
     sources.append(NVMLSource(nvml, bus))
     sources.append(RDMASource(bus, LinkReader() if settings.netlink else None))
+    if hami_core_library is not None:
+        sources.append(HAMiCoreSource(hami_core_library))
     return DiscoveryStack(Discovery(sources), bus, nvml)

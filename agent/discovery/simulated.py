@@ -15,7 +15,9 @@ Minors follow bus order, as NVIDIA and mlx5 number devices: GPUs 0..n-1, NICs `m
 
 A profile also sizes the node itself (`NodeCapacity`: CPUs from the NUMA nodes' cpulists, memory
 and pods from its `node:` section), which the agent's simulated kubelet registers as the Node's
-capacity.
+capacity, and may say the node has a GPU isolation layer installed (`isolationProvider:
+HAMi-core`: the Device CR, and through the controller the Node, then carry
+`koordinator.sh/gpu-isolation-provider`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from agent.discovery.model import GPU, IBPort, Inventory, LinkInfo, RDMADevice
 from agent.discovery.pci import BUS_ID
 from apis.crds.device import DeviceTopology, VirtualFunction
 from apis.errors import ConfigError, QuantityError
+from apis.extension import names
 from apis.k8s import quantity
 
 __all__ = ["BUILTIN_PROFILES", "NodeCapacity", "Profile", "SimulatedNIC", "SimulatedSource", "load_profile"]
@@ -101,6 +104,8 @@ class Profile:
     nic_device_id: int = 0x101B
     nic_vf_device_id: int = 0x101C
     nic_speed_mbps: int = 100_000
+    #: The GPU isolation layer the simulated node has installed (`isolationProvider`), "" for none.
+    isolation_provider: str = ""
 
     def gpu_uuid(self, node_name: str, slot: Slot) -> str:
         return f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{node_name}/{slot.bus_id}')}"
@@ -148,7 +153,13 @@ class Profile:
             )
             for minor, nic in enumerate(self.nics)
         )
-        return Inventory(gpus=gpus, rdma=rdma, gpu_driver_version=self.driver_version if gpus else "", simulated=True)
+        return Inventory(
+            gpus=gpus,
+            rdma=rdma,
+            gpu_driver_version=self.driver_version if gpus else "",
+            simulated=True,
+            isolation_provider=self.isolation_provider,
+        )
 
     def nvlink_peers(self, minor: int) -> tuple[int, ...]:
         """Minors of the GPUs NVLink joins GPU `minor` to."""
@@ -257,7 +268,17 @@ def parse_profile(raw: object, *, name: str) -> Profile:
         nic_device_id=_int(nic.get("deviceID", 0x101B), name, "nic.deviceID"),
         nic_vf_device_id=_int(nic.get("vfDeviceID", 0x101C), name, "nic.vfDeviceID"),
         nic_speed_mbps=_int(nic.get("speedMbps", 100_000), name, "nic.speedMbps"),
+        isolation_provider=_isolation_provider(doc.get("isolationProvider", ""), name),
     )
+
+
+def _isolation_provider(raw: object, name: str) -> str:
+    if raw not in ("", names.GPU_ISOLATION_PROVIDER_HAMI_CORE):
+        raise ConfigError(
+            f"simulated profile {name}: isolationProvider must be {names.GPU_ISOLATION_PROVIDER_HAMI_CORE!r} "
+            f"(or absent), got {raw!r}"
+        )
+    return str(raw)
 
 
 def _nvlink(raw: object, count: int, name: str) -> tuple[tuple[int, ...], ...]:

@@ -155,10 +155,11 @@ class FaultMemory:
         faults = {uuid: fault for uuid, fault in faults.items() if uuid not in cleared}
         self._apply(restore.plan(self._gpus, faults, restore.Source.DEVICE_CR))
 
-    def clear(self, gpu: GPU) -> Cleared:
+    def clear(self, gpu: GPU, *, by: str = "") -> Cleared:
         """An operator's override: `gpu` is healthy again at once, its reset wait and quiet period
         forgotten (a lasting problem such as GPULost still holds). Persisted, logged, and a Node
-        Event when there was something to clear. Idempotent."""
+        Event when there was something to clear, naming `by` (the user the API server named)
+        when given. Idempotent."""
         before = self._tracker.health(gpu.uuid)
         message = f"cleared by an operator (was {before.reason}: {before.message})"
         with self._lock:
@@ -166,11 +167,12 @@ class FaultMemory:
         cleared = self._tracker.clear_faults(gpu.uuid, message=message)
         after = self._tracker.health(gpu.uuid)
         if cleared:
-            fields = {"node": self._node, "gpu": gpu.uuid, "minor": gpu.minor, "was": before.reason}
+            fields = {"node": self._node, "gpu": gpu.uuid, "minor": gpu.minor, "was": before.reason, "user": by or "-"}
             log.warning("Operator cleared a GPU fault", extra={**fields, "healthy": after.healthy})
             outcome = "it is offered again" if after.healthy else f"still unhealthy: {after.reason}"
+            who = f"an operator ({by})" if by else "an operator"
             self._events.normal(
-                EVENT_CLEARED, f"GPU {gpu.minor} ({gpu.uuid}): {before.reason} cleared by an operator; {outcome}"
+                EVENT_CLEARED, f"GPU {gpu.minor} ({gpu.uuid}): {before.reason} cleared by {who}; {outcome}"
             )
         return Cleared(gpu, before, after, cleared)
 

@@ -5,7 +5,9 @@ registration order on one shared response, so plugins compose (GPU env, RDMA dev
 This is the loop boundary of the hook server: a `HookError` becomes an error answer that names
 the plugin and the problem — INVALID_ARGUMENT for bad input, FAILED_PRECONDITION for a refusal
 (`HookRefused`), UNAVAILABLE for "not ready, retry" (`HookNotReady`); any other exception is
-logged with its stack and becomes INTERNAL. Either way the server keeps serving.
+logged with its stack and becomes INTERNAL. Either way the server keeps serving. A message too
+long for gRPC's trailers is cut (`kube.grpcstatus`), so the caller gets the refusal and its
+reason's start rather than RESOURCE_EXHAUSTED.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from google.protobuf.message import Message
 
 from agent.hooks import _requests
 from agent.hooks.plugin import HookError, HookNotReady, HookPlugin, HookRefused
+from kube import grpcstatus
 from proto.runtime.v1alpha1 import api_pb2
 
 __all__ = ["HOOKS", "SERVICE", "HookRequest", "RuntimeHookService"]
@@ -88,7 +91,7 @@ class RuntimeHookService:
                 log.warning(
                     "Hook rejected the request", extra={"hook": rpc, "plugin": plugin.name, "pod": pod, "err": str(e)}
                 )
-                context.abort(_code(e), f"{plugin.name}: {e}")
+                context.abort(_code(e), grpcstatus.details(f"{plugin.name}: {e}"))
             except Exception:
                 log.exception("Hook plugin failed", extra={"hook": rpc, "plugin": plugin.name, "pod": pod})
                 context.abort(

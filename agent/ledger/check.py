@@ -28,14 +28,15 @@ from typing import Final
 
 from agent.ledger.model import Claim, Collision, CollisionKind, NodeSlots
 from apis.crds.device import DeviceType
-from apis.extension import names
+from apis.extension import devicetypes, names
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.k8s import resources
 
 __all__ = ["collisions"]
 
 _WHOLE: Final = 100  # percent of one device
-_GPU_RESOURCES: Final = (names.GPU_CORE, names.GPU_MEMORY, names.GPU_MEMORY_RATIO)
+#: What one GPU offers (the device type table): an allocation that names none of it is the whole GPU.
+_GPU_RESOURCES: Final = devicetypes.spec(DeviceType.GPU).capacity
 
 
 def collisions(claim: Claim, held: Mapping[str, Claim], node: NodeSlots) -> tuple[Collision, ...]:

@@ -8,6 +8,18 @@ current ones; `to_dict` writes Kubernetes JSON with devices sorted by type, then
 order the protocol fixes, so an unchanged node always yields the same object and the agent can
 skip no-op updates.
 
+What Koordinator's schema admits is never refused as a whole: entries no Tessera component can
+allocate are left out of `devices` and named in `Device.ignored` (the scheduler makes that a
+warning Event), so the rest of the node stays usable and a share is never given twice —
+- a device of a type Tessera does not allocate (`npu`, `xpu`, ...), or with no type;
+- a device without a minor (Koordinator's scheduler would dereference a nil pointer);
+- a GPU with a negative minor (no `/dev/nvidiaN` to give a container);
+- every entry of a (type, minor) listed more than once (which one is real cannot be known);
+- a virtual function listed twice on one device (same PCI address, or same minor without one):
+  the repeats.
+Virtual functions are told apart by their PCI address (`busID`) as Koordinator does: koordlet
+writes `minor: -1` for every RDMA VF.
+
 NVLink: Koordinator's `DeviceTopology` has no interconnect field, so which GPUs NVLink joins
 travels as Tessera's own annotation on the Device, `tessera.dev/gpu-nvlink-peers` (JSON
 `{"<minor>": [<peer minors>]}`), parsed into `Device.nvlink`. An annotation, not a field under
@@ -20,7 +32,7 @@ node *permits*, which a Koordinator scheduler honours or prefers, so Tessera doe
 
 from __future__ import annotations
 
-import enum
+import collections
 import itertools
 import json
 from collections.abc import Iterable, Mapping
@@ -30,6 +42,7 @@ from typing import Any
 from apis import _fields as f
 from apis.errors import ValidationError
 from apis.extension import deprecated, names
+from apis.extension.devicetypes import DeviceType
 from apis.k8s import resources
 from apis.k8s.meta import Condition, ObjectMeta
 
@@ -40,16 +53,13 @@ __all__ = [
     "DeviceType",
     "VirtualFunction",
     "VirtualFunctionGroup",
+    "vf_key",
 ]
 
 
-class DeviceType(enum.Enum):
-    GPU = "gpu"
-    RDMA = "rdma"
-    FPGA = "fpga"
-
-
 _TYPE_ORDER = {t: i for i, t in enumerate(DeviceType)}
+_TYPES = frozenset(t.value for t in DeviceType)
+_KNOWN = ", ".join(t.value for t in DeviceType)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +86,25 @@ class DeviceTopology:
         return out
 
 
+def vf_key(bus_id: str, minor: int) -> str:
+    """How a virtual function is identified: its PCI address, or its minor when it has none
+    (koordlet writes `minor: -1` for every VF, so the address is what tells them apart)."""
+    return bus_id or f"minor:{minor}"
+
+
 @dataclass(frozen=True, slots=True)
 class VirtualFunction:
     minor: int
     bus_id: str = ""
 
+    @property
+    def key(self) -> str:
+        return vf_key(self.bus_id, self.minor)
+
     @classmethod
     def from_dict(cls, raw: object, path: str, obj: str = "") -> VirtualFunction:
         d = f.mapping(raw, path, obj)
-        minor = f.integer(d, "minor", path, obj)
-        if minor is None:
-            raise ValidationError(f"{path}.minor", "is required", obj=obj)
-        return cls(minor, f.string(d, "busID", path, obj))
+        return cls(f.integer(d, "minor", path, obj, 0) or 0, f.string(d, "busID", path, obj))
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"minor": self.minor}
@@ -102,15 +119,23 @@ class VirtualFunctionGroup:
     vfs: tuple[VirtualFunction, ...] = ()
 
     @classmethod
-    def from_dict(cls, raw: object, path: str, obj: str = "") -> VirtualFunctionGroup:
+    def from_dict(
+        cls, raw: object, path: str, obj: str = "", *, seen: set[str] | None = None, ignored: list[str] | None = None
+    ) -> VirtualFunctionGroup:
+        """`seen`: the keys of the device's VFs read so far; a repeat is left out and named in
+        `ignored`."""
         d = f.mapping(raw, path, obj)
-        return cls(
-            labels=f.string_map(d, "labels", path, obj),
-            vfs=tuple(
-                VirtualFunction.from_dict(v, f"{path}.vfs[{i}]", obj)
-                for i, v in enumerate(f.items(d, "vfs", path, obj))
-            ),
-        )
+        seen = set() if seen is None else seen
+        vfs = []
+        for i, v in enumerate(f.items(d, "vfs", path, obj)):
+            vf = VirtualFunction.from_dict(v, f"{path}.vfs[{i}]", obj)
+            if vf.key in seen:
+                if ignored is not None:
+                    ignored.append(f"{path}.vfs[{i}]: virtual function {vf.key} is listed twice")
+                continue
+            seen.add(vf.key)
+            vfs.append(vf)
+        return cls(labels=f.string_map(d, "labels", path, obj), vfs=tuple(vfs))
 
     def to_dict(self) -> dict[str, Any]:
         return f.drop_empty({"labels": dict(self.labels), "vfs": [v.to_dict() for v in self.vfs]})
@@ -134,18 +159,33 @@ class DeviceInfo:
     def sort_key(self) -> tuple[int, int]:
         return (_TYPE_ORDER[self.type], self.minor)
 
-    @classmethod
-    def from_dict(cls, raw: object, path: str, obj: str = "") -> DeviceInfo:
+    @staticmethod
+    def unusable(raw: object, path: str, obj: str = "") -> str:
+        """Why Tessera cannot allocate this entry (module docstring), or "" when it can."""
         d = f.mapping(raw, path, obj)
         type_text = f.string(d, "type", path, obj)
-        try:
-            dtype = DeviceType(type_text)
-        except ValueError:
-            raise ValidationError(f"{path}.type", f"unknown device type {type_text!r}", obj=obj) from None
+        if type_text not in _TYPES:
+            return f"{path}: device type {type_text!r} is not one Tessera allocates ({_KNOWN})"
         minor = f.integer(d, "minor", path, obj)
-        if minor is None or minor < 0:
-            raise ValidationError(f"{path}.minor", f"must be a non-negative integer, got {d.get('minor')!r}", obj=obj)
+        if minor is None:
+            return f"{path}: {type_text} device has no minor"
+        if minor < 0 and type_text == DeviceType.GPU.value:
+            return f"{path}: GPU minor {minor} is negative (no /dev/nvidia{minor})"
+        return ""
+
+    @classmethod
+    def from_dict(cls, raw: object, path: str, obj: str = "", *, ignored: list[str] | None = None) -> DeviceInfo:
+        """One usable entry (`unusable` says ""); repeated VFs are left out and named in `ignored`.
+        Raises ValidationError for a field of the wrong type."""
+        d = f.mapping(raw, path, obj)
+        reason = cls.unusable(d, path, obj)
+        if reason:
+            raise ValidationError(path, reason, obj=obj)
+        dtype = DeviceType(f.string(d, "type", path, obj))
+        minor = f.integer(d, "minor", path, obj)
+        assert minor is not None  # unusable() checked
         topology = d.get("topology")
+        seen: set[str] = set()
         return cls(
             type=dtype,
             minor=minor,
@@ -157,7 +197,7 @@ class DeviceInfo:
             ),
             topology=DeviceTopology.from_dict(topology, f"{path}.topology", obj) if topology is not None else None,
             vf_groups=tuple(
-                VirtualFunctionGroup.from_dict(g, f"{path}.vfGroups[{i}]", obj)
+                VirtualFunctionGroup.from_dict(g, f"{path}.vfGroups[{i}]", obj, seen=seen, ignored=ignored)
                 for i, g in enumerate(f.items(d, "vfGroups", path, obj))
             ),
             labels=f.string_map(d, "labels", path, obj),
@@ -198,6 +238,9 @@ class Device:
     #: out. Owns the `tessera.dev/gpu-nvlink-peers` annotation: `from_dict` moves it out of
     #: `meta.annotations` into here and `to_dict` writes it back from here.
     nvlink: Mapping[int, frozenset[int]] = field(default_factory=dict)
+    #: Entries of `spec.devices` left out because Tessera cannot allocate them, one sentence
+    #: each (module docstring); not written back by `to_dict`.
+    ignored: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def node_name(self) -> str:
@@ -221,25 +264,36 @@ class Device:
         if not meta.name:
             raise ValidationError("metadata.name", "is required (the node's name)", obj=obj)
         spec = f.mapping(d.get("spec"), "spec", obj)
-        devices = tuple(
-            DeviceInfo.from_dict(x, f"spec.devices[{i}]", obj)
-            for i, x in enumerate(f.items(spec, "devices", "spec", obj))
-        )
-        seen: set[tuple[DeviceType, int]] = set()
-        for i, dev in enumerate(devices):
-            if (dev.type, dev.minor) in seen:
-                raise ValidationError(
-                    f"spec.devices[{i}]", f"duplicate {dev.type.value} device with minor {dev.minor}", obj=obj
-                )
-            seen.add((dev.type, dev.minor))
+        ignored: list[str] = []
+        read: list[tuple[int, DeviceInfo]] = []
+        for i, x in enumerate(f.items(spec, "devices", "spec", obj)):
+            reason = DeviceInfo.unusable(x, f"spec.devices[{i}]", obj)
+            if reason:
+                ignored.append(reason)
+                continue
+            read.append((i, DeviceInfo.from_dict(x, f"spec.devices[{i}]", obj, ignored=ignored)))
+        counts = collections.Counter((dev.type, dev.minor) for _, dev in read)
+        for i, dev in read:
+            if counts[(dev.type, dev.minor)] > 1:
+                ignored.append(f"spec.devices[{i}]: {dev.type.value} minor {dev.minor} is listed more than once")
+        devices = tuple(dev for _, dev in read if counts[(dev.type, dev.minor)] == 1)
         nvlink: dict[int, frozenset[int]] = {}
         text = meta.annotations.get(names.ANNOTATION_GPU_NVLINK_PEERS)
         if text is not None:
-            gpus = {minor for dtype, minor in seen if dtype is DeviceType.GPU}
-            nvlink = _parse_nvlink(text, gpus, obj)
+            # Checked against every GPU listed (a GPU left out for a repeated minor is still a
+            # GPU of the node); links of GPUs left out are then dropped.
+            listed = {dev.minor for _, dev in read if dev.type is DeviceType.GPU}
+            kept = {dev.minor for dev in devices if dev.type is DeviceType.GPU}
+            nvlink = {
+                minor: frozenset(p for p in peers if p in kept)
+                for minor, peers in _parse_nvlink(text, listed, obj).items()
+                if minor in kept and peers & kept
+            }
             others = {k: v for k, v in meta.annotations.items() if k != names.ANNOTATION_GPU_NVLINK_PEERS}
             meta = replace(meta, annotations=others)
-        return cls(meta=meta, devices=tuple(sorted(devices, key=lambda x: x.sort_key)), nvlink=nvlink)
+        return cls(
+            meta=meta, devices=tuple(sorted(devices, key=lambda x: x.sort_key)), nvlink=nvlink, ignored=tuple(ignored)
+        )
 
     def to_dict(self) -> dict[str, Any]:
         meta = self.meta.to_dict()

@@ -50,10 +50,7 @@ class ElasticQuota:
             min=resources.parse_list(spec.get("min"), field="spec.min", obj=obj),
             max=resources.parse_list(spec.get("max"), field="spec.max", obj=obj),
             used=resources.parse_list(status.get("used"), field="status.used", obj=obj),
-            conditions=tuple(
-                Condition.from_dict(c, f"status.conditions[{i}]", obj)
-                for i, c in enumerate(f.items(status, "conditions", "status", obj))
-            ),
+            conditions=_conditions(status, obj),
         )
         for name, amount in quota.min.items():
             if amount < 0:
@@ -75,3 +72,15 @@ class ElasticQuota:
         if status:
             out["status"] = status
         return out
+
+
+def _conditions(status: f.JSON, obj: str) -> tuple[Condition, ...]:
+    """Tessera's own conditions; ones that do not read are none (the schema leaves the field
+    unconstrained, as Koordinator's does not know it, and the controller writes it anew)."""
+    try:
+        return tuple(
+            Condition.from_dict(c, f"status.conditions[{i}]", obj)
+            for i, c in enumerate(f.items(status, "conditions", "status", obj))
+        )
+    except ValidationError:
+        return ()

@@ -29,7 +29,9 @@ GROUP_VERSION = f"{names.SCHEDULING_DOMAIN}/v1alpha1"
 KIND = "PodMigrationJob"
 PLURAL = "podmigrationjobs"
 
-# Condition types (one per step) ...
+#: `status.status` of a job that succeeded (Koordinator's controller writes it so).
+STATUS_COMPLETE = "Complete"
+# Condition types (one per step), also `status.status` while the step is worked on ...
 CONDITION_RESERVATION_CREATED = "ReservationCreated"
 CONDITION_RESERVATION_SCHEDULED = "ReservationScheduled"
 CONDITION_EVICTION = "Eviction"
@@ -86,6 +88,8 @@ class PodMigrationJob:
     conditions: tuple[Condition, ...] = ()
     node_name: str = ""
     new_pod_ref: ObjectRef | None = None
+    #: Why a value was read as its default ("" when none): an unknown `spec.mode`.
+    ignored: str = field(default="", compare=False)
 
     @property
     def name(self) -> str:
@@ -103,12 +107,13 @@ class PodMigrationJob:
         pod_ref = ObjectRef.from_dict(spec["podRef"], "spec.podRef", obj)
         if not pod_ref.uid and not (pod_ref.namespace and pod_ref.name):
             raise ValidationError("spec.podRef", "must name the pod (namespace and name, or uid)", obj=obj)
-        mode_text = f.string(spec, "mode", "spec", obj, MigrationMode.RESERVATION_FIRST.value)
+        mode_text = f.string(spec, "mode", "spec", obj) or MigrationMode.RESERVATION_FIRST.value
+        ignored = ""
         try:
             mode = MigrationMode(mode_text)
-        except ValueError:
-            reason = f"must be ReservationFirst or EvictDirectly, got {mode_text!r}"
-            raise ValidationError("spec.mode", reason, obj=obj) from None
+        except ValueError:  # as Koordinator's controller: anything but EvictDirectly reserves first
+            mode = MigrationMode.RESERVATION_FIRST
+            ignored = f"spec.mode {mode_text!r} is not ReservationFirst or EvictDirectly: run as ReservationFirst"
         ttl_text = f.string(spec, "ttl", "spec", obj)
         ttl: float | None = None
         if ttl_text:
@@ -149,6 +154,7 @@ class PodMigrationJob:
                 if status.get("podRef") is not None
                 else None
             ),
+            ignored=ignored,
         )
 
     def condition(self, type_: str) -> Condition | None:

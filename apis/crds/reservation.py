@@ -5,12 +5,23 @@ The scheduler places a Reservation as it places a pod (its `template` is the pod
 device requests included) and then keeps the node's resources — CPU, memory, whole GPUs, GPU
 shares, VFs — out of every other pod's reach. A pod matching one of `owners` is placed onto them
 in preference and consumes them; with `allocateOnce` (the default) the first such pod ends the
-Reservation (`Succeeded`). `ttl` (default 24h, `0` never) or `expires` ends an unused one
-(`Failed`, its Ready condition `False` with reason `Expired`, as Koordinator writes it).
+Reservation (`Succeeded`). `ttl` (default 24h) and `expires` end an unused one (`Failed`, its
+Ready condition `False` with reason `Expired`, as Koordinator writes it): whichever comes first,
+as Koordinator's controller checks them (its manual calls them exclusive); `ttl: 0` never.
 
 Owner matching follows Koordinator's `MatchReservationOwners`: `owners` is a disjunction; inside
 one owner, `object`, `controller` and `labelSelector` are ANDed; an empty owner `{}` matches every
 pod (and the CRD refuses it, `minProperties: 1`).
+
+With `allocateOnce: false` every owner uses what the owners before it left, until it expires:
+`status.currentOwners` lists them (namespace, name and UID, by UID, as Koordinator writes them)
+and `status.allocated` sums their requests of the reserved resources. What is left for the next
+owner is `remaining()`: reserved minus allocated, per resource, never below zero.
+
+`allocatePolicy` says where an owner's resources come from: unset or `Aligned`, from the
+Reservation first and from the node's free room for the rest; `Restricted`, the resources it
+restricts (`restricted_names`: all it reserves, or those its `reservation-restricted-options`
+annotation lists) only from what the Reservation has left, the others from the node.
 """
 
 from __future__ import annotations
@@ -18,16 +29,16 @@ from __future__ import annotations
 import datetime
 import enum
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from apis import _fields as f
 from apis._annotation import load_json
 from apis.errors import AnnotationError, ValidationError
-from apis.extension import names
+from apis.extension import names, reservationoptions
 from apis.k8s import resources
-from apis.k8s.core import Pod
+from apis.k8s.core import Pod, Taint
 from apis.k8s.duration import format_duration, parse_duration
 from apis.k8s.labels import LabelSelector
 from apis.k8s.meta import Condition, ObjectMeta
@@ -99,7 +110,8 @@ class ObjectRef:
 
     @classmethod
     def to_pod(cls, pod: Pod) -> ObjectRef:
-        return cls(api_version="v1", kind="Pod", namespace=pod.meta.namespace, name=pod.meta.name, uid=pod.meta.uid)
+        """An owner as Koordinator's controller lists it in `currentOwners`: namespace, name, UID."""
+        return cls(namespace=pod.meta.namespace, name=pod.meta.name, uid=pod.meta.uid)
 
     def matches_pod(self, pod: Pod) -> bool:
         # apiVersion and kind are not compared: only pods are matched (as Koordinator does).
@@ -223,18 +235,27 @@ class Reservation:
     #: The pod template as written (`metadata` + `spec`): the scheduler places it as a pod.
     template: Mapping[str, Any] = field(default_factory=dict)
     owners: tuple[ReservationOwner, ...] = ()
-    #: Seconds after creation it expires; None: never (`ttl: 0`). Ignored when `expires` is set.
+    #: Seconds after creation it expires; None: never (`ttl: 0`, even with `expires`).
     ttl_seconds: float | None = DEFAULT_TTL_SECONDS
     expires: str = ""
     allocate_once: bool = True
     allocate_policy: str = ""
+    #: No new owner may use it (unless its reservation-affinity tolerates
+    #: `node.kubernetes.io/unschedulable`); it is placed and holds all the same.
     unschedulable: bool = False
+    #: `spec.taints`: an owner with a reservation-affinity must tolerate them.
+    taints: tuple[Taint, ...] = ()
     phase: ReservationPhase = ReservationPhase.PENDING
     node_name: str = ""
     conditions: tuple[Condition, ...] = ()
     current_owners: tuple[ObjectRef, ...] = ()
     allocatable: resources.ResourceList = field(default_factory=dict)
     allocated: resources.ResourceList = field(default_factory=dict)
+    #: Memos of `reserve_pod()`, `reserved()` and `restricted_names()`, derived from the fields
+    #: above (never state; see PodInfo's).
+    _reserve: Pod | None = field(default=None, init=False, repr=False, compare=False)
+    _reserved: Mapping[str, int] | None = field(default=None, init=False, repr=False, compare=False)
+    _restricted: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -284,6 +305,9 @@ class Reservation:
             raise ValidationError(
                 "spec.allocatePolicy", f"must be Aligned or Restricted, got {allocate_policy!r}", obj=obj
             )
+        taints = tuple(
+            Taint.from_dict(t, f"spec.taints[{i}]", obj) for i, t in enumerate(f.items(spec, "taints", "spec", obj))
+        )
         reservation = cls(
             meta=meta,
             template=template,
@@ -293,6 +317,7 @@ class Reservation:
             allocate_once=f.boolean(spec, "allocateOnce", "spec", obj, True),
             allocate_policy=allocate_policy,
             unschedulable=f.boolean(spec, "unschedulable", "spec", obj),
+            taints=taints,
             phase=phase,
             node_name=f.string(status, "nodeName", "status", obj),
             conditions=tuple(
@@ -307,6 +332,7 @@ class Reservation:
             allocated=resources.parse_list(status.get("allocated"), field="status.allocated", obj=obj),
         )
         reservation.reserve_pod()  # a template that is no valid pod is refused here, not in the scheduler
+        reservation.restricted_names()  # and so is a Restricted one's malformed options annotation
         return reservation
 
     # --- what the scheduler needs --------------------------------------------------------------
@@ -319,6 +345,13 @@ class Reservation:
         highest (a Reservation is never a preemption victim), and `spec.nodeName` is the placement
         once made.
         """
+        if self._reserve is not None:
+            return self._reserve
+        pod = self._build_reserve_pod()
+        object.__setattr__(self, "_reserve", pod)  # a memo on a frozen value: see the field
+        return pod
+
+    def _build_reserve_pod(self) -> Pod:
         meta = dict(f.mapping(self.template.get("metadata"), "spec.template.metadata", f"reservation {self.name}"))
         labels = {**f.string_map(meta, "labels", "spec.template.metadata"), **self.meta.labels}
         annotations = {**f.string_map(meta, "annotations", "spec.template.metadata"), **self.meta.annotations}
@@ -342,6 +375,53 @@ class Reservation:
         except ValidationError as e:
             raise ValidationError(f"spec.template.{e.field}", e.reason, obj=f"reservation {self.name}") from None
 
+    def reserved(self) -> Mapping[str, int]:
+        """What it reserves: its reserve pod's requests (`status.allocatable` once placed)."""
+        if self._reserved is None:
+            reserved = {k: v for k, v in self.reserve_pod().requests().items() if v}
+            object.__setattr__(self, "_reserved", reserved)  # a memo on a frozen value: see the field
+            return reserved
+        return self._reserved
+
+    def restricted_names(self) -> tuple[str, ...]:
+        """The reserved resources an owner may take only from this Reservation (sorted): those of
+        a Restricted one (see `reservationoptions.restricted_names`); none otherwise. Raises
+        ValidationError for a malformed `reservation-restricted-options` annotation."""
+        if self.allocate_policy != "Restricted":
+            return ()
+        if self._restricted is not None:
+            return self._restricted
+        try:
+            restricted = reservationoptions.restricted_names(self.meta.annotations, sorted(self.reserved()))
+        except AnnotationError as e:
+            raise ValidationError(f"metadata.annotations[{e.key}]", e.reason, obj=f"reservation {self.name}") from None
+        object.__setattr__(self, "_restricted", restricted)  # a memo on a frozen value: see the field
+        return restricted
+
+    def counted_names(self) -> tuple[str, ...]:
+        """The resources an owner's requests are counted against (Koordinator's `ResourceNames`):
+        the restricted ones of a Restricted Reservation, else all it reserves."""
+        return self.restricted_names() or tuple(sorted(self.reserved()))
+
+    def allocated_by(self, owners: Iterable[Mapping[str, int]]) -> dict[str, int]:
+        """What owners with these requests take from it: their sum over `counted_names()`."""
+        counted = self.counted_names()
+        out: dict[str, int] = {}
+        for requests in owners:
+            for name in counted:
+                if requests.get(name):
+                    out[name] = out.get(name, 0) + requests[name]
+        return out
+
+    def remaining(self, allocated: Mapping[str, int]) -> dict[str, int]:
+        """What it still holds for its owners: reserved minus `allocated`, never below zero."""
+        return {k: v - allocated.get(k, 0) for k, v in self.reserved().items() if v > allocated.get(k, 0)}
+
+    @property
+    def order(self) -> int | None:
+        """Its `reservation-order` label (lowest first), None when it has none that counts."""
+        return reservationoptions.order_of(self.meta.labels)
+
     def matches_owner(self, pod: Pod) -> bool:
         """Whether `pod` may use this Reservation's resources (owners, and the pod's own opt-out)."""
         if pod.meta.labels.get(names.LABEL_RESERVATION_IGNORED) == "true":
@@ -350,12 +430,17 @@ class Reservation:
 
     def expiry(self) -> datetime.datetime | None:
         """When this Reservation stops holding resources if unused; None: never."""
+        if self.ttl_seconds is None:
+            return None  # Koordinator: `ttl: 0` disables expiration, `expires` included
+        candidates = []
         if self.expires:
-            return _parse_time(self.expires, "spec.expires", f"reservation {self.name}")
-        if self.ttl_seconds is None or not self.meta.creation_timestamp:
-            return None
-        created = _parse_time(self.meta.creation_timestamp, "metadata.creationTimestamp", f"reservation {self.name}")
-        return created + datetime.timedelta(seconds=self.ttl_seconds)
+            candidates.append(_parse_time(self.expires, "spec.expires", f"reservation {self.name}"))
+        if self.meta.creation_timestamp:
+            created = _parse_time(
+                self.meta.creation_timestamp, "metadata.creationTimestamp", f"reservation {self.name}"
+            )
+            candidates.append(created + datetime.timedelta(seconds=self.ttl_seconds))
+        return min(candidates) if candidates else None
 
     def expired(self, now: datetime.datetime) -> bool:
         at = self.expiry()
@@ -376,12 +461,13 @@ class Reservation:
         }
         if self.expires:
             spec["expires"] = self.expires
-        else:
-            spec["ttl"] = format_duration(self.ttl_seconds) if self.ttl_seconds is not None else "0s"
+        spec["ttl"] = format_duration(self.ttl_seconds) if self.ttl_seconds is not None else "0s"
         if self.allocate_policy:
             spec["allocatePolicy"] = self.allocate_policy
         if self.unschedulable:
             spec["unschedulable"] = True
+        if self.taints:
+            spec["taints"] = [f.drop_empty({"key": t.key, "value": t.value, "effect": t.effect}) for t in self.taints]
         status: dict[str, Any] = {"phase": self.phase.value}
         if self.node_name:
             status["nodeName"] = self.node_name

@@ -15,6 +15,13 @@ has its current name; then the current amount counts and the deprecated entry st
 name (nothing is added up). Such a leftover is one resource asked for twice in one container;
 `devicerequest` refuses it with a message naming both spellings (`shadowed`), where Koordinator
 would leave the pod pending on a resource no node offers.
+
+The node labels of that time, `kubernetes.io/gpu-model` and `kubernetes.io/gpu-driver`, became
+`node.koordinator.sh/gpu-model` and `gpu-driver-version`. Koordinator keeps the old names as
+constants but reads neither; Tessera reads a node's model from the old label when the current one
+is absent (`gpu_model`), so a rule about models (DeviceShare's `gpuShareUnsupportedModels`, the
+shared-resource templates) also holds on a node a pre-v1.2 manager labelled. The driver label
+has no reader in Tessera, old or new.
 """
 
 from __future__ import annotations
@@ -22,11 +29,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from apis.extension import names
+from apis.extension import devicetypes, names
 
-__all__ = ["shadowed", "to_current"]
+__all__ = ["gpu_model", "shadowed", "to_current"]
 
-_DEPRECATED: Final = frozenset(names.DEPRECATED_DEVICE_RESOURCES)
+_DEPRECATED: Final = frozenset(devicetypes.DEPRECATED_NAMES)
 
 
 def to_current(resources: Mapping[str, int]) -> Mapping[str, int]:
@@ -37,7 +44,7 @@ def to_current(resources: Mapping[str, int]) -> Mapping[str, int]:
         return resources
     out: dict[str, int] = {}
     for name, amount in resources.items():
-        current = names.DEPRECATED_DEVICE_RESOURCES.get(name)
+        current = devicetypes.DEPRECATED_NAMES.get(name)
         out[current if current is not None and current not in resources else name] = amount
     return out
 
@@ -49,6 +56,15 @@ def shadowed(resources: Mapping[str, int]) -> dict[str, str]:
         return {}
     return {
         name: current
-        for name, current in names.DEPRECATED_DEVICE_RESOURCES.items()
+        for name, current in devicetypes.DEPRECATED_NAMES.items()
         if name in resources and current in resources
     }
+
+
+def gpu_model(labels: Mapping[str, str]) -> str:
+    """A node's GPU model from its labels: `node.koordinator.sh/gpu-model`, else the deprecated
+    `kubernetes.io/gpu-model`, else ""."""
+    current = labels.get(names.LABEL_GPU_MODEL)
+    if current is not None:
+        return current
+    return labels.get(names.DEPRECATED_LABEL_GPU_MODEL, "")

@@ -2,15 +2,17 @@
 
 From a pod's effective request (see `Pod.requests`) this module derives, per device type, how
 many devices the pod needs and how much of each (`DeviceRequest`), or rejects the request with an
-`InvalidRequestError` that names the offending resources. The scheduler's DeviceShare plugin,
+`InvalidRequestError` that names the offending resources. Which names belong to which type, and
+which rule reads them (the GPU rules below, or one percent-of-a-device resource), is the device
+type table's (`apis.extension.devicetypes`). The scheduler's DeviceShare plugin,
 `tessera what-if` and the simulator all call it, so they accept and reject exactly the same pods.
 
 Rules (protocol.md, "Request rules"):
 - allowed GPU combinations: a whole-GPU name alone (`nvidia.com/gpu`, `amd.com/gpu`,
   `dcu.com/gpu`); `koordinator.sh/gpu` alone; `gpu-memory`; `gpu-memory-ratio`;
   `gpu-core + gpu-memory`; `gpu-core + gpu-memory-ratio`; the last four also with `gpu.shared`;
-- percent values (gpu-core, gpu-memory-ratio, koordinator.sh/gpu, rdma, fpga) are <= 100 or a
-  multiple of 100;
+- percent values (gpu-core, gpu-memory-ratio, koordinator.sh/gpu, and each type read by the
+  percent rule: rdma, fpga) are <= 100 or a multiple of 100;
 - device count = `gpu.shared` if set, else ratio/100 when ratio > 100, else 1; each amount is
   divided by the count and must divide evenly (bytes are rounded up) and be <= 100 per device;
 - shared = per-device ratio < 100, or no ratio and per-device core < 100 (or no core at all);
@@ -26,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from apis.crds.device import DeviceType
 from apis.errors import InvalidRequestError
-from apis.extension import deprecated, names
+from apis.extension import deprecated, devicetypes, names
+from apis.extension.devicetypes import DeviceType, RequestRule
 from apis.k8s.core import Pod
 
 __all__ = [
@@ -51,7 +53,8 @@ _ALLOWED_GPU_SETS = (
     frozenset({names.GPU_CORE, names.GPU_MEMORY}),
     frozenset({names.GPU_CORE, names.GPU_MEMORY_RATIO}),
 )
-_PERCENT_DEVICES = {names.RDMA: DeviceType.RDMA, names.FPGA: DeviceType.FPGA}
+#: The percent resource of each type asked for in one (`RequestRule.PERCENT`), in table order.
+_PERCENT_DEVICES = {s.percent_resource: s.type for s in devicetypes.TABLE if s.request_rule is RequestRule.PERCENT}
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +83,7 @@ def pod_device_requests(pod: Pod) -> dict[DeviceType, DeviceRequest]:
 def device_requests(requests: Mapping[str, int], *, obj: str = "") -> dict[DeviceType, DeviceRequest]:
     """Device requests from a resource list in base units. Raises InvalidRequestError."""
     requests = _current_names(requests, obj)
-    asked = {name: requests[name] for name in names.DEVICE_RESOURCES if requests.get(name, 0) != 0}
+    asked = {name: requests[name] for name in devicetypes.RESOURCE_NAMES if requests.get(name, 0) != 0}
     negative = sorted(name for name, amount in asked.items() if amount < 0)
     if negative:
         raise InvalidRequestError(
@@ -121,7 +124,7 @@ def _percent_device_request(dtype: DeviceType, name: str, amount: int, obj: str)
 
 
 def _gpu_request(asked: Mapping[str, int], obj: str) -> DeviceRequest | None:
-    whole = [n for n in names.WHOLE_GPU_RESOURCES if n in asked]
+    whole = [n for n in devicetypes.WHOLE_GPU_RESOURCES if n in asked]
     koord = [n for n in (names.KOORD_GPU, *_GPU_PARTS) if n in asked]
     if len(whole) > 1:
         raise InvalidRequestError(

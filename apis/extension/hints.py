@@ -86,6 +86,7 @@ class JointAllocate:
 
     @property
     def primary(self) -> DeviceType:
+        """The first type (callers use it only with two types or more: `effective_joint`)."""
         return self.device_types[0]
 
 
@@ -107,19 +108,16 @@ def _enum(key: str, cls: type[_E], raw: object, where: str, obj: str) -> _E | No
         raise AnnotationError(key, f"{where}: {raw!r} is not one of {allowed}", obj=obj) from None
 
 
-def _device_type(key: str, raw: object, obj: str) -> DeviceType:
-    found = _enum(key, DeviceType, raw, "device type", obj)
-    if found is None:
-        raise AnnotationError(key, "empty device type", obj=obj)
-    return found
-
-
 def decode_hints(text: str, *, obj: str = "") -> dict[DeviceType, DeviceHint]:
-    """Parse `device-allocate-hint`. Raises AnnotationError on malformed input."""
+    """Parse `device-allocate-hint`. Hints for device types Tessera does not allocate are left
+    out (Koordinator's map takes any type). Raises AnnotationError on malformed input."""
     key = names.ANNOTATION_DEVICE_ALLOCATE_HINT
     out: dict[DeviceType, DeviceHint] = {}
+    known = {t.value: t for t in DeviceType}
     for type_text, raw in _load_object(key, text, obj).items():
-        dtype = _device_type(key, type_text, obj)
+        if type_text not in known:
+            continue  # a type Tessera does not allocate (an NPU's): Koordinator keeps it, nothing here asks for it
+        dtype = known[type_text]
         if not isinstance(raw, dict):
             raise AnnotationError(key, f"{type_text}: expected an object", obj=obj)
         try:
@@ -157,16 +155,22 @@ def encode_hints(hints: Mapping[DeviceType, DeviceHint]) -> str:
 
 
 def decode_joint_allocate(text: str, *, obj: str = "") -> JointAllocate:
-    """Parse `device-joint-allocate`. Raises AnnotationError on malformed input."""
+    """Parse `device-joint-allocate` as Koordinator does: it only JSON-decodes the object, so a
+    list of one type, a repeated type, a type Tessera does not allocate or a `requiredScope` it
+    does not know are not errors. The types are kept in order, repeats and unknown types left
+    out (`PodDeviceRequest.effective_joint` then keeps only the types the pod asks for, and
+    needs two); an unknown scope is no scope (Koordinator enforces only `SamePCIe`). Raises
+    AnnotationError when the value is not a JSON object or `deviceTypes` not a list of strings."""
     key = names.ANNOTATION_DEVICE_JOINT_ALLOCATE
     doc = _load_object(key, text, obj)
-    raw_types = doc.get("deviceTypes")
-    if not isinstance(raw_types, list) or len(raw_types) < 2:
-        raise AnnotationError(key, "deviceTypes must list at least two device types", obj=obj)
-    types = tuple(_device_type(key, t, obj) for t in raw_types)
-    if len(set(types)) != len(types):
-        raise AnnotationError(key, "deviceTypes lists a type twice", obj=obj)
-    return JointAllocate(types, _enum(key, JointScope, doc.get("requiredScope"), "requiredScope", obj))
+    raw_types = doc.get("deviceTypes") or []
+    if not isinstance(raw_types, list) or not all(isinstance(t, str) for t in raw_types):
+        raise AnnotationError(key, "deviceTypes must be a list of device types", obj=obj)
+    known = {t.value: t for t in DeviceType}
+    types = tuple(dict.fromkeys(known[t] for t in raw_types if t in known))
+    scope_text = doc.get("requiredScope")
+    scope = next((s for s in JointScope if s.value == scope_text), None)
+    return JointAllocate(types, scope)
 
 
 def encode_joint_allocate(joint: JointAllocate) -> str:

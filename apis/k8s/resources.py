@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
 from apis.errors import QuantityError, ValidationError
-from apis.extension import names
+from apis.extension import devicetypes, names
 from apis.k8s import quantity
 
 __all__ = [
@@ -38,6 +38,8 @@ ResourceList = Mapping[str, int]
 
 # Whole numbers with an exact integer suffix ("8", "16Gi", "2k") are most of what objects carry;
 # they skip the general (exact rational) parser, which costs ten times more.
+#: Names measured in bytes (formatted as BinarySI, `16Gi`): Kubernetes' and the devices'.
+_BYTES = names.BYTE_RESOURCES | devicetypes.BYTE_RESOURCES
 _WHOLE = re.compile(r"([0-9]{1,18})(|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)")
 _WHOLE_SCALE = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18} | {
     suffix: 1 << (10 * (i + 1)) for i, suffix in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))
@@ -82,7 +84,7 @@ def format_quantity(name: str, amount: int) -> str:
     """
     if name in names.MILLI_RESOURCES:
         return str(quantity.Quantity(Fraction(amount, 1000), quantity.Format.DECIMAL_SI))
-    fmt = quantity.Format.BINARY_SI if name in names.BYTE_RESOURCES else quantity.Format.DECIMAL_SI
+    fmt = quantity.Format.BINARY_SI if name in _BYTES else quantity.Format.DECIMAL_SI
     return str(quantity.Quantity(Fraction(amount), fmt))
 
 

@@ -1,38 +1,50 @@
-"""What a pod is charged against its quota: its request, with whole GPUs normalised.
+"""What a pod is charged against its quota: `apis.extension.quotacount` applied to a Pod.
 
-Whole and fractional GPU pods draw on the same quota, as DeviceShare normalises them: a pod asking
-`nvidia.com/gpu: 2` (or `koordinator.sh/gpu: 2`) is charged `koordinator.sh/gpu-core: 200` and
-`koordinator.sh/gpu-memory-ratio: 200`, so a quota can be written in one set of GPU names.
+The table of how each resource spelling counts lives in `quotacount`; this module only brings
+the pod's side of it: its effective request, and for GPU memory asked in bytes the ratio its
+`device-allocated` annotation says it was given once it is bound.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
-from apis.extension import names
+from apis.crds.device import DeviceType
+from apis.errors import AnnotationError
+from apis.extension import allocation, names, quotacount
+from apis.k8s.core import Pod
 
-__all__ = ["quota_capacity", "quota_request"]
-
-_WHOLE_GPU_NAMES = frozenset({*names.WHOLE_GPU_RESOURCES, names.KOORD_GPU})
-_PERCENT_PER_GPU = 100
-
-
-def quota_request(requests: Mapping[str, int]) -> dict[str, int]:
-    """The pod's effective request (base units) as its quota is charged: whole GPUs as percent."""
-    out = {name: amount for name, amount in requests.items() if name not in _WHOLE_GPU_NAMES and amount}
-    gpus = sum(requests.get(name, 0) for name in _WHOLE_GPU_NAMES)
-    if gpus:
-        for name in (names.GPU_CORE, names.GPU_MEMORY_RATIO):
-            out[name] = out.get(name, 0) + gpus * _PERCENT_PER_GPU
-    return out
+__all__ = ["Charge", "charge_of"]
 
 
-def quota_capacity(allocatable: Mapping[str, int]) -> dict[str, int]:
-    """A node's allocatable in the names quotas use: whole GPUs counted as percent of gpu-core
-    and gpu-memory-ratio unless the node already advertises those."""
-    out = {name: amount for name, amount in allocatable.items() if name not in _WHOLE_GPU_NAMES}
-    gpus = sum(allocatable.get(name, 0) for name in _WHOLE_GPU_NAMES)
-    for name in (names.GPU_CORE, names.GPU_MEMORY_RATIO):
-        if gpus and name not in out:
-            out[name] = gpus * _PERCENT_PER_GPU
-    return out
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """A pod's charge (counted names, base units). `estimated`: its GPU memory ratio is an
+    estimate from the smallest GPU, to be redone when that changes."""
+
+    amounts: dict[str, int]
+    estimated: bool = False
+
+
+def charge_of(pod: Pod, requests: Mapping[str, int] | None = None, *, gpu_memory: int = 0) -> Charge:
+    """The pod's charge. `requests`: its effective request when the caller has it (else
+    `pod.requests()`); `gpu_memory`: bytes of the cluster's smallest GPU (`Capacity.gpu_memory`)."""
+    asked = pod.requests() if requests is None else requests
+    if not quotacount.estimates_memory_ratio(asked):
+        return Charge(quotacount.pod_charge(asked))
+    given = _allocated_ratio(pod) if pod.node_name else None
+    amounts = quotacount.pod_charge(asked, allocated_ratio=given, gpu_memory=gpu_memory)
+    return Charge(amounts, estimated=given is None)
+
+
+def _allocated_ratio(pod: Pod) -> int | None:
+    """The GPU memory ratio the pod's allocation gives it; None without a readable one."""
+    try:
+        given = allocation.from_pod_annotations(pod.annotations, obj=pod.key)
+    except AnnotationError:
+        return None
+    gpus = given.get(DeviceType.GPU)
+    if not gpus:
+        return None
+    return sum(gpu.resources.get(names.GPU_MEMORY_RATIO, 0) for gpu in gpus)

@@ -22,7 +22,7 @@ from typing import Final
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError
-from apis.extension import names
+from apis.extension import names, quotacount
 from apis.extension import quota as quota_labels
 from apis.k8s import resources
 from apis.k8s.core import Pod
@@ -47,8 +47,10 @@ OUTSIDE_TREE: Final = frozenset({SYSTEM_QUOTA_NAME, DEFAULT_QUOTA_NAME})
 
 @dataclass(frozen=True, slots=True)
 class QuotaSpec:
-    """One quota as the algorithm sees it. A resource missing from `max` is not limited by this
-    quota (its pods' requests of it are not charged here, nor passed to the parent)."""
+    """One quota as the algorithm sees it: min, max and shared-weight in the names quotas count
+    (`apis.extension.quotacount`: `nvidia.com/gpu: 2` is `gpu-core: 200` and
+    `gpu-memory-ratio: 200`). A resource missing from `max` is not limited by this quota (its
+    pods' requests of it are not charged here, nor passed to the parent)."""
 
     name: str
     namespace: str = ""
@@ -62,17 +64,23 @@ class QuotaSpec:
     namespaces: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, quota: ElasticQuota) -> QuotaSpec:
-        """Raises AnnotationError for a bad `shared-weight` or `namespaces` annotation."""
+    def of(cls, quota: ElasticQuota, *, counted: bool = True) -> QuotaSpec:
+        """Raises AnnotationError for a bad `shared-weight` or `namespaces` annotation.
+
+        `counted=False` keeps min, max and shared-weight in the names as written: the admission
+        webhook checks Koordinator's rules as Koordinator does, per name written, so that it
+        refuses only what Koordinator refuses (the manager checks the same rules on the counted
+        names and reports what breaks them there, `Valid=False`)."""
         info = quota_labels.tree_info(quota)
+        count = quotacount.counted if counted else dict
         return cls(
             name=quota.meta.name,
             namespace=quota.meta.namespace,
             parent=info.parent if quota.meta.name != ROOT_QUOTA_NAME else "",
             is_parent=info.is_parent,
-            min=dict(quota.min),
-            max=dict(quota.max),
-            shared_weight={**quota.max, **(info.shared_weight or {})},
+            min=count(quota.min),
+            max=count(quota.max),
+            shared_weight={**count(quota.max), **count(info.shared_weight or {})},
             allow_lent=info.allow_lent_resource,
             namespaces=_namespaces(quota),
         )
@@ -141,6 +149,8 @@ class QuotaTree:
         self._own: dict[str, dict[str, int]] = {}
         self._outside: dict[str, int] = {}
         self._cluster: dict[str, int] = dict(total or {})
+        #: Quotas whose request or runtime changed since `drain_changed`.
+        self._changed: set[str] = set()
         self.set_specs(specs)
 
     # --- structure ------------------------------------------------------------------------------
@@ -182,6 +192,7 @@ class QuotaTree:
         self._passed: dict[str, dict[str, int]] = {}
         self._runtime: dict[str, dict[str, int]] = {}
         self._stale: set[str] = set(self.children)
+        self._changed.update(self.specs)
         for name in self._bottom_up():
             self._propagate(name)
         self._runtime[ROOT_QUOTA_NAME] = self._root_total()
@@ -225,6 +236,7 @@ class QuotaTree:
         if root != self._runtime.get(ROOT_QUOTA_NAME):
             self._runtime[ROOT_QUOTA_NAME] = root
             self._stale.add(ROOT_QUOTA_NAME)
+            self._changed.add(ROOT_QUOTA_NAME)
 
     def _root_total(self) -> dict[str, int]:
         return {r: max(v - self._outside.get(r, 0), 0) for r, v in self._cluster.items()}
@@ -238,6 +250,7 @@ class QuotaTree:
             return
         kids = self.children.get(name, ())
         self._request[name] = resources.sum_of([self._own.get(name, {}), *(self._passed.get(k, {}) for k in kids)])
+        self._changed.add(name)
         for node in path:
             before = self._passed.get(node, {})
             after = self.specs[node].limited(self._request.get(node, {}))
@@ -249,6 +262,7 @@ class QuotaTree:
             if parent == ROOT_QUOTA_NAME:
                 return
             self._request[parent] = resources.add(self._request.get(parent, {}), resources.sub(after, before))
+            self._changed.add(parent)
 
     # --- outputs --------------------------------------------------------------------------------
     def request(self, name: str) -> dict[str, int]:
@@ -291,6 +305,12 @@ class QuotaTree:
             if parent in stale:
                 self._repartition(parent)
 
+    def drain_changed(self) -> set[str]:
+        """The quotas whose request or runtime changed since the last call (runtimes as far as
+        they were recomputed: call `refresh()` first for all of them)."""
+        changed, self._changed = self._changed, set()
+        return changed
+
     def _bottom_up(self) -> list[str]:
         """Tree quotas, children before parents (so one pass sets every request)."""
         return self._breadth_first[:0:-1]
@@ -311,10 +331,12 @@ class QuotaTree:
             # A parent that does not limit r (no max for it) hands each child what it asks for.
             limited = parent == ROOT_QUOTA_NAME or r in parent_max
             amount = total.get(r, 0) if limited else sum(requests)
-            for k, v in zip(names_, partition_lists(amount, mins, requests, weights), strict=True):
+            shares = partition_lists(amount, mins, requests, weights, quotacount.granule(r))
+            for k, v in zip(names_, shares, strict=True):
                 result[k][r] = v
         for k, rt in result.items():
             if self._runtime.get(k) != rt:
                 self._runtime[k] = rt
+                self._changed.add(k)
                 if k in self.children:
                     self._stale.add(k)

@@ -1,10 +1,12 @@
-"""`Admission`: the validating-webhook admission step of the write path, as kube-apiserver's.
+"""`Admission`: the validating admission step of the write path, as kube-apiserver's.
 
 The registry asks `review(...)` once per write, after defaulting and validation and before
-storage. Without a matching webhook it returns None at once (no await, so writes nothing watches
-stay as fast as before); otherwise an awaitable that calls every matching webhook concurrently
-and raises the first refusal, in configuration order: a denial as the webhook spelled it, a call
-failure as a 500 when the webhook's failurePolicy is Fail (logged and ignored when Ignore).
+storage. A node's write first goes through NodeRestriction (`noderestriction.py`, built in and
+synchronous: a refusal is raised at once). Without a matching webhook it returns None at once
+(no await, so writes nothing watches stay as fast as before); otherwise an awaitable that calls
+every matching webhook concurrently and raises the first refusal, in configuration order: a
+denial as the webhook spelled it, a call failure as a 500 when the webhook's failurePolicy is
+Fail (logged and ignored when Ignore).
 
 Webhooks on `admissionregistration.k8s.io` objects are never called, as in kube-apiserver, so a
 broken webhook can always be removed. The configurations come from the store through
@@ -20,26 +22,29 @@ from collections.abc import Awaitable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
+from apiserver.admission import noderestriction
 from apiserver.admission import review as reviews
 from apiserver.admission.caller import Lookup, Sessions, post
 from apiserver.admission.config import Webhook
 from apiserver.admission.matching import Attributes, matched_version, selectors_match
+from apiserver.authz.identity import ANONYMOUS, User, node_name
 from apiserver.catalog import Catalog, ResourceType
 from apiserver.errors import StatusError
+from apiserver.metrics import APIServerMetrics
 
 __all__ = ["ANONYMOUS", "USER", "Admission"]
 
 log = logging.getLogger(__name__)
 
 GROUP = "admissionregistration.k8s.io"
-ANONYMOUS: Mapping[str, Any] = {"username": "system:anonymous", "groups": ["system:unauthenticated"]}
 #: The user of the request being served (set per request by the server's authentication).
-USER: ContextVar[Mapping[str, Any]] = ContextVar("tessera_admission_user", default=ANONYMOUS)
+USER: ContextVar[User] = ContextVar("tessera_admission_user", default=ANONYMOUS)
 
 
 class Admission:
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: Catalog, metrics: APIServerMetrics | None = None) -> None:
         self._catalog = catalog
+        self._metrics = metrics or APIServerMetrics()
         self._lookup: Lookup = lambda storage_id, namespace, name: None
         self._configurations: dict[str, tuple[Webhook, ...]] = {}
         self._webhooks: tuple[Webhook, ...] = ()
@@ -84,8 +89,12 @@ class Admission:
         dry_run: bool = False,
     ) -> Awaitable[None] | None:
         """None when no webhook wants this write; else what to await before storing it (raises
-        StatusError when a webhook refuses)."""
-        if not self._webhooks or rt.group == GROUP:
+        StatusError when a webhook refuses). Raises StatusError at once when NodeRestriction
+        refuses a node's write."""
+        user = USER.get()
+        by_node = node_name(user) is not None
+        webhooks = bool(self._webhooks) and rt.group != GROUP
+        if not by_node and not webhooks:
             return None
         attrs = Attributes(
             operation,
@@ -99,9 +108,13 @@ class Admission:
             old,
             subresource,
             dry_run,
-            USER.get(),
+            user,
             tuple(t.version for t in self._catalog.all() if t.storage_id == rt.storage_id),
         )
+        if by_node:
+            noderestriction.admit(attrs)
+        if not webhooks:
+            return None
         calls = [
             (webhook, version)
             for webhook in self._webhooks
@@ -136,13 +149,21 @@ class Admission:
         except reviews.CallFailed as e:
             if not webhook.fails_closed:
                 log.warning("Failed calling webhook, failing open", extra={**where, "reason": str(e)})
+                self._metrics.webhook_fail_open.labels(webhook.name, "validating").inc()
                 return None
             log.warning("Failed calling webhook, failing closed", extra={**where, "reason": str(e)})
-            return reviews.call_failed(webhook, str(e))
+            failed = reviews.call_failed(webhook, str(e))
+            self._metrics.webhook_rejections.labels(
+                webhook.name, "validating", attrs.operation, "calling_webhook_error", str(failed.code)
+            ).inc()
+            return failed
         for warning in verdict.warnings:
             log.info("Webhook warning", extra={**where, "warning": warning})
         if verdict.allowed:
             return None
         error = reviews.denied(webhook, verdict.status)
         log.info("Rejected by webhook", extra={**where, "answer": error.message})
+        self._metrics.webhook_rejections.labels(
+            webhook.name, "validating", attrs.operation, "no_error", str(error.code)
+        ).inc()
         return error

@@ -12,10 +12,11 @@ when the new or the old object's labels match.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from apiserver.admission.config import Rule, Webhook
+from apiserver.authz.identity import ANONYMOUS, User
 
 __all__ = ["Attributes", "matched_version", "rule_matches", "selectors_match"]
 
@@ -37,7 +38,8 @@ class Attributes:
     old: Mapping[str, Any] | None
     subresource: str = ""
     dry_run: bool = False
-    user: Mapping[str, Any] = field(default_factory=dict)
+    #: Who asked (the AdmissionReview's userInfo; NodeRestriction's node).
+    user: User = ANONYMOUS
     #: The versions this group/resource is also served as (for matchPolicy Equivalent).
     equivalent_versions: tuple[str, ...] = ()
 

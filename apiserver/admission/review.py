@@ -60,7 +60,7 @@ def request(webhook: Webhook, attrs: Attributes, version: str, uid: str) -> dict
         "requestKind": {"group": attrs.group, "version": attrs.version, "kind": attrs.kind},
         "requestResource": {"group": attrs.group, "version": attrs.version, "resource": attrs.resource},
         "operation": attrs.operation,
-        "userInfo": dict(attrs.user),
+        "userInfo": attrs.user.info(),
         "object": _as_version(attrs.obj, attrs.group, version),
         "oldObject": _as_version(attrs.old, attrs.group, version),
         "dryRun": attrs.dry_run,

@@ -29,6 +29,9 @@ class Attributes:
     subresource: str = ""
     namespace: str = ""
     name: str = ""
+    #: The request's `fieldSelector`, as sent (the Node authorizer lets a node list only its own
+    #: pods: `spec.nodeName=NAME`).
+    field_selector: str = ""
 
     @property
     def qualified_resource(self) -> str:
@@ -43,9 +46,14 @@ def from_request(user: User, method: str, path: str, query: Mapping[str, str]) -
     namespace = info.namespace
     if info.resource == "namespaces" and info.name:
         namespace = info.name  # a namespace object is "in" itself, as kube's RequestInfo says
+    verb = request_verb(method, bool(info.name), watch)
+    field_selector = query.get("fieldSelector", "")
+    name = info.name
+    if verb in ("list", "watch") and not name:
+        name = _exact_name(field_selector)  # kube's RequestInfo names a list of one object
     return Attributes(
         user,
-        request_verb(method, bool(info.name), watch),
+        verb,
         True,
         path=path,
         group=info.group,
@@ -53,13 +61,29 @@ def from_request(user: User, method: str, path: str, query: Mapping[str, str]) -
         resource=info.resource,
         subresource=info.subresource,
         namespace=namespace,
-        name=info.name,
+        name=name,
+        field_selector=field_selector,
     )
 
 
-def forbidden_message(attrs: Attributes) -> str:
+def _exact_name(field_selector: str) -> str:
+    """The name a field selector requires (`metadata.name=x`, `metadata.name==x`), else ""."""
+    for term in field_selector.split(","):
+        key, op, value = term.partition("==") if "==" in term else term.partition("=")
+        if op and not key.endswith("!") and key.strip() == "metadata.name":
+            name = value.strip()
+            return name if name and name not in (".", "..") and "/" not in name and "%" not in name else ""
+    return ""
+
+
+def forbidden_message(attrs: Attributes, reason: str = "") -> str:
     """kube-apiserver's 403 message: `pods "web" is forbidden: User "u" cannot get resource
-    "pods" in API group "" in the namespace "default"`."""
+    "pods" in API group "" in the namespace "default"`, then `: REASON` when the authorizers gave one."""
+    message = _forbidden(attrs)
+    return f"{message}: {reason}" if reason else message
+
+
+def _forbidden(attrs: Attributes) -> str:
     user = attrs.user.name
     if not attrs.resource_request:
         return f'forbidden: User "{user}" cannot {attrs.verb} path "{attrs.path}"'

@@ -3,17 +3,21 @@
 Names are path segments (`system:discovery` is a valid ClusterRole name), every rule needs verbs
 and either resources with API groups or non-resource URLs (those only in ClusterRoles), and a
 binding's `roleRef` is required and cannot change (delete and re-create the binding instead).
+Before any of that, a write must not grant what its requester lacks (`escalation.py`): kube
+checks escalation ahead of validation, so an escalating write is a 403 even when it is invalid.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from apiserver.authz.escalation import EscalationGuard
+from apiserver.authz.rbac import PolicyVersion
 from apiserver.errors import Cause
 from apiserver.strategy import Strategy
 from apiserver.validation import validate_metadata
 
-__all__ = ["RBAC_STRATEGIES", "BindingStrategy", "RoleStrategy"]
+__all__ = ["BindingStrategy", "RoleStrategy", "rbac_strategies"]
 
 
 def _path_segment_causes(meta: dict[str, Any]) -> list[Cause]:
@@ -24,11 +28,25 @@ def _path_segment_causes(meta: dict[str, Any]) -> list[Cause]:
     return causes
 
 
-class RoleStrategy(Strategy):
-    def __init__(self, *, cluster: bool) -> None:
+class _RBACStrategy(Strategy):
+    """What both kinds share: every stored change bumps the policy's version (the authorizer's caches)."""
+
+    def __init__(self, version: PolicyVersion) -> None:
+        self._version = version
+
+    def on_stored(self, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self._version.bump()
+
+
+class RoleStrategy(_RBACStrategy):
+    def __init__(self, *, cluster: bool, guard: EscalationGuard, version: PolicyVersion) -> None:
+        super().__init__(version)
         self._cluster = cluster
+        self._guard = guard
+        self._resource = "clusterroles" if cluster else "roles"
 
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+        self._guard.check_role(obj, old, resource=self._resource)
         causes = _path_segment_causes(obj.get("metadata") or {})
         rules = obj.get("rules") or []
         if not isinstance(rules, list):
@@ -58,8 +76,14 @@ class RoleStrategy(Strategy):
         return causes
 
 
-class BindingStrategy(Strategy):
+class BindingStrategy(_RBACStrategy):
+    def __init__(self, *, cluster: bool, guard: EscalationGuard, version: PolicyVersion) -> None:
+        super().__init__(version)
+        self._guard = guard
+        self._resource = "clusterrolebindings" if cluster else "rolebindings"
+
     def validate(self, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Cause]:
+        self._guard.check_binding(obj, old, resource=self._resource)
         causes = _path_segment_causes(obj.get("metadata") or {})
         ref = obj.get("roleRef")
         if not isinstance(ref, dict) or not ref.get("name") or ref.get("kind") not in ("Role", "ClusterRole"):
@@ -80,10 +104,12 @@ class BindingStrategy(Strategy):
         return causes
 
 
-#: By storage id, for the registry's strategy table.
-RBAC_STRATEGIES: dict[str, Strategy] = {
-    "roles.rbac.authorization.k8s.io": RoleStrategy(cluster=False),
-    "clusterroles.rbac.authorization.k8s.io": RoleStrategy(cluster=True),
-    "rolebindings.rbac.authorization.k8s.io": BindingStrategy(),
-    "clusterrolebindings.rbac.authorization.k8s.io": BindingStrategy(),
-}
+def rbac_strategies(guard: EscalationGuard, version: PolicyVersion) -> dict[str, Strategy]:
+    """By storage id, for the registry's strategy table; `guard` checks escalation on every write,
+    and every stored change bumps `version`."""
+    return {
+        "roles.rbac.authorization.k8s.io": RoleStrategy(cluster=False, guard=guard, version=version),
+        "clusterroles.rbac.authorization.k8s.io": RoleStrategy(cluster=True, guard=guard, version=version),
+        "rolebindings.rbac.authorization.k8s.io": BindingStrategy(cluster=False, guard=guard, version=version),
+        "clusterrolebindings.rbac.authorization.k8s.io": BindingStrategy(cluster=True, guard=guard, version=version),
+    }

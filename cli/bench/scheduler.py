@@ -38,10 +38,9 @@ from pathlib import Path
 from apis.crds.reservation import Reservation
 from apis.errors import ConfigError
 from apis.extension import names
-from apis.k8s import resources
 from apis.k8s.core import Pod
 from apis.k8s.meta import now_rfc3339
-from apis.quota.charge import quota_capacity
+from apis.quota import capacity_of
 from cli.bench._report import Report, Timer
 from scheduler.core import (
     BALANCED_FGD,
@@ -204,7 +203,8 @@ def _pods(args: argparse.Namespace, schedulers: list[Scheduler]) -> list[Pod]:
     (quotas charged, gang members seen), as the live scheduler's informers tell it."""
     workload = synthetic_pods(args.pods, seed=args.seed)
     if args.quotas:
-        cluster = resources.sum_of(quota_capacity(info.allocatable) for info in schedulers[0].cache.nodes())
+        # As the live scheduler's informers do: every pod is charged (pending) before any cycle.
+        cluster = dict(capacity_of(info.allocatable for info in schedulers[0].cache.nodes()).total)
         workload, quotas = with_quota_per_namespace(workload, quotas=args.quotas, cluster=cluster)
         for scheduler in schedulers:
             scheduler.quotas.set_quotas(quotas)

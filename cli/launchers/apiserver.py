@@ -1,7 +1,7 @@
 """Run the embedded API server as a separate process, for tests and for `tessera up`.
 
     with run_apiserver() as server:
-        server.install_crds()                  # deploy/crds/, one call
+        server.install_crds()                  # deploy/crds/ and crds-optional/, one call
         client = server.client()               # a kube.Client from the server's kubeconfig
         ...
         server.restart()                       # same port, same data: clients keep working
@@ -35,6 +35,11 @@ __all__ = ["EmbeddedAPIServer", "run_apiserver"]
 
 #: deploy/crds of this checkout (the CRDs are not part of the Python package).
 DEFAULT_CRDS = Path(__file__).resolve().parents[2] / "deploy" / "crds"
+#: deploy/crds-optional: CRDs of other projects Tessera reads (scheduler-plugins' PodGroup), which
+#: a cluster may have from them already; `tessera up` and the tests install them too.
+OPTIONAL_CRDS = DEFAULT_CRDS.parent / "crds-optional"
+#: Every CRD directory `tessera up` installs.
+ALL_CRDS = (DEFAULT_CRDS, OPTIONAL_CRDS)
 
 
 class EmbeddedAPIServer(ComponentProcess):
@@ -142,10 +147,11 @@ class EmbeddedAPIServer(ComponentProcess):
             raise RuntimeError("the API server has not been started")
         return Client.from_kubeconfig(self.kubeconfig, user_agent=user_agent)
 
-    def install_crds(self, directory: Path = DEFAULT_CRDS) -> list[str]:
-        """Create or update every CRD under `directory`; returns their names."""
+    def install_crds(self, *directories: Path) -> list[str]:
+        """Create or update every CRD under `directories` (default: those `tessera up` installs);
+        returns their names."""
         with self.client() as client:
-            return install_crds(client, directory)
+            return [name for directory in directories or ALL_CRDS for name in install_crds(client, directory)]
 
 
 @contextlib.contextmanager

@@ -22,9 +22,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, Self
 
+from kube import clientconfig
 from kube.process import ServingProcess
+from kube.restconfig import Credentials
 
-__all__ = ["LISTEN_FLAGS", "SHORT_LEASE", "KubeComponentProcess", "leader_election_flags"]
+__all__ = ["LISTEN_FLAGS", "SHORT_LEASE", "KubeComponentProcess", "KubeconfigCredentials", "leader_election_flags"]
 
 #: `--listen` and `--listen-address-file`: the address flags of the controller, the descheduler,
 #: the kube-controller-manager and the dashboard.
@@ -53,6 +55,22 @@ def leader_election_flags(
     return flags
 
 
+class KubeconfigCredentials:
+    """The credentials of a kubeconfig's current context, read when first needed (the file may be
+    written after the launcher is made). Raises ConfigError when it cannot be read then."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._credentials: Credentials | None = None
+        self._read = False
+
+    def authorization(self) -> str | None:
+        if not self._read:
+            self._credentials = clientconfig.from_kubeconfig([self.path]).credentials
+            self._read = True
+        return self._credentials.authorization() if self._credentials is not None else None
+
+
 class KubeComponentProcess(ServingProcess):
     """One `tessera <command>` talking to the API server of `kubeconfig`, serving HTTP on a free
     loopback port. Not thread-safe: drive it from one thread."""
@@ -72,13 +90,17 @@ class KubeComponentProcess(ServingProcess):
         args: Sequence[str] = (),
         verbosity: int = 2,
         env: Mapping[str, str] | None = None,
+        caller: Path | None = None,
     ) -> None:
         """Its log is `directory/log_name`, its address file `directory/address_name` (the
         directory is made at the start if missing). `flags` are the launcher's own
         (`--grpc-address ...`), `args` the caller's; `env` is added to this process's environment
-        for the child."""
+        for the child. `caller`: the kubeconfig whose credentials `request` sends to the
+        component's HTTP endpoints (default `kubeconfig`, the component's own: in tests, the
+        admin's; `tessera up` gives the user's)."""
         super().__init__(name, directory / log_name, address_file=directory / address_name, ready_path=ready_path)
         self.kubeconfig = kubeconfig
+        self.credentials = KubeconfigCredentials(caller or kubeconfig)
         self.directory = directory
         self.args = tuple(args)
         self.verbosity = verbosity

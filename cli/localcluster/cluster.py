@@ -28,10 +28,12 @@ from pathlib import Path
 from typing import Final
 
 import psutil
+import yaml
 
 from apis.errors import ConfigError
-from cli.launchers.apiserver import DEFAULT_CRDS
-from cli.localcluster import components, identities, state, webhook
+from cli.launchers.apiserver import ALL_CRDS, EmbeddedAPIServer
+from cli.launchers.base import KubeconfigCredentials
+from cli.localcluster import components, identities, monitoring, ownnames, state, webhook
 from cli.localcluster.components import Component
 from cli.localcluster.retire import retire_nodes
 from cli.localcluster.settings import UpSettings, local_node_name, simulated_node_names
@@ -39,6 +41,7 @@ from cli.localcluster.supervisor import EventKind, Stopped, Supervised, Supervis
 from kube import errors
 from kube.client import Client
 from kube.crds import install_crds
+from kube.process import ServingProcess
 
 __all__ = ["LocalCluster"]
 
@@ -81,6 +84,8 @@ class LocalCluster:
         #: Nodes the previous `tessera up` on the data directory ran and this one does not.
         self._retiring: list[str] = []
         self._created = state.process_created(os.getpid())
+        #: With `--prometheus`: its scrape jobs, whose targets files follow the state file.
+        self._scrape_jobs: tuple[str, ...] = ()
 
     @property
     def components(self) -> list[Component]:
@@ -98,20 +103,36 @@ class LocalCluster:
         self._take_over()
         self.owns_data_dir = True
         self._write_state()
-        tokens = identities.ensure_tokens(components.token_file(self.data_dir), identities.IDENTITIES.values())
+        tokens = identities.ensure_tokens(components.token_file(self.data_dir), self._identities())
         self._start([components.apiserver(self.data_dir, port=self.settings.port)])
         self._kubeconfigs = identities.component_kubeconfigs(self.data_dir / "kubeconfigs", self.kubeconfig, tokens)
+        scraper = identities.IDENTITIES[identities.METRICS_SCRAPER].key
+        metrics_token = components.metrics_token_file(self.data_dir)
+        metrics_token.touch(mode=0o600, exist_ok=True)
+        metrics_token.write_text(tokens[scraper] + "\n", encoding="utf-8")
         with self.client() as client:
-            with self._through_apiserver(f"installing the CRDs of {DEFAULT_CRDS}"):
-                install_crds(client, DEFAULT_CRDS, timeout=self.settings.start_timeout)
+            for directory in ALL_CRDS:
+                with self._through_apiserver(f"installing the CRDs of {directory}"):
+                    install_crds(client, directory, timeout=self.settings.start_timeout)
             with self._through_apiserver(f"applying the RBAC of {identities.DEPLOY}/*-rbac.yaml"):
-                identities.apply_rbac(client)
+                applied = identities.apply_rbac(client)
+                deploy_names = [*identities.rbac_manifests(), *webhook.documents().values()]
+                retired = ownnames.retire_deploy_names(client, deploy_names) + ownnames.prune(client, applied)
+                if retired:
+                    named = ", ".join(retired[:3]) + (", …" if len(retired) > 3 else "")
+                    self._on_notice(
+                        f"removed {len(retired)} object{'s' if len(retired) > 1 else ''} an earlier tessera up "
+                        "applied and this one applies under "
+                        f"names of its own, or not at all ({named}; {self.data_dir / 'up.log'} lists them)"
+                    )
             with self._through_apiserver("removing the nodes an earlier run had"):
                 self._retire_earlier_nodes(client)
         hooks = webhook.prepare(self.data_dir / "controller" / "webhook")
         self._start(self._node_and_control_plane(hooks))
         with self.client() as client, self._through_apiserver("registering the controller's quota webhook"):
             webhook.register(client, hooks)
+        if self.settings.prometheus:
+            self._start([self._prometheus()])
         self._phase = "ready"
         self._write_state()
 
@@ -138,9 +159,16 @@ class LocalCluster:
         return Client.from_kubeconfig(self.kubeconfig, user_agent=user_agent)
 
     # --- start-up ----------------------------------------------------------------------------------
+    def _identities(self) -> list[identities.Identity]:
+        """Each control-plane component's ServiceAccount and each agent's node (`identities.py`)."""
+        control = [name for name in identities.IDENTITIES if name != identities.AGENT]
+        nodes = [self.local_node] if self.local_node else []
+        agents = [f"{identities.AGENT}/{node}" for node in [*nodes, *self.simulated_nodes]]
+        return identities.up_identities([*control, *agents])
+
     def _kubeconfig_of(self, component: str) -> Path:
         """The kubeconfig with the component's own identity (`identities.py`)."""
-        return self._kubeconfigs[identities.identity_of(component).service_account]
+        return self._kubeconfigs[identities.identity_of(component).key]
 
     def _node_and_control_plane(self, hooks: webhook.WebhookSetup) -> list[Component]:
         data, kubeconfig = self.data_dir, self._kubeconfig_of
@@ -161,14 +189,43 @@ class LocalCluster:
             dashboard,
         ]
         if self.local_node:
-            wanted.append(components.local_agent(data, kubeconfig("agent"), node=self.local_node))
+            wanted.append(components.local_agent(data, kubeconfig(f"agent/{self.local_node}"), node=self.local_node))
         wanted += [
             components.simulated_agent(
-                data, kubeconfig("agent"), node=node, profile=self.settings.profile, args=self.settings.agent_args
+                data,
+                kubeconfig(f"agent/{node}"),
+                node=node,
+                profile=self.settings.profile,
+                args=self.settings.agent_args,
             )
             for node in self.simulated_nodes
         ]
+        for component in wanted:  # what tessera up (and its soak) asks of them, it asks as the user
+            if isinstance(component.process, ServingProcess):
+                component.process.credentials = KubeconfigCredentials(self.kubeconfig)
         return wanted
+
+    def _prometheus(self) -> Component:
+        """Prometheus, configured to scrape what runs now (monitoring.py); its targets files follow
+        the state file from here on (`_write_state`), so a component restarted on a new port is
+        scraped there."""
+        directory = self.data_dir / "prometheus"
+        directory.mkdir(parents=True, exist_ok=True)
+        ca_file = directory / "apiserver-ca.crt"
+        apiserver = self._components["apiserver"].process
+        ca_file.write_bytes(apiserver.ca_pem if isinstance(apiserver, EmbeddedAPIServer) and apiserver.ca_pem else b"")
+        snapshot = self._snapshot()
+        config = monitoring.prometheus_config(
+            snapshot,
+            ca_file=ca_file,
+            token_file=components.admin_token_file(self.data_dir),
+            targets_dir=directory / "targets",
+        )
+        self._scrape_jobs = tuple(job["job_name"] for job in config["scrape_configs"])
+        monitoring.write_targets(snapshot, directory / "targets", self._scrape_jobs)
+        path = directory / "prometheus.yml"
+        path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+        return components.prometheus(self.data_dir, config=path)
 
     def _start(self, wanted: Sequence[Component]) -> None:
         """Start `wanted` in parallel; raise ConfigError naming every one that did not start.
@@ -261,22 +318,27 @@ class LocalCluster:
             self._write_state()
         self._on_event(event)
 
+    def _snapshot(self) -> state.UpState:
+        return state.UpState(
+            pid=os.getpid(),
+            created=self._created,
+            phase=self._phase,
+            data_dir=str(self.data_dir),
+            kubeconfig=str(self.kubeconfig),
+            components={
+                name: c.state(self._supervised[name].restarts if name in self._supervised else 0)
+                for name, c in self._components.items()
+            },
+            retiring=tuple(self._retiring),
+        )
+
     def _write_state(self) -> None:
         with self._state_lock:
-            snapshot = state.UpState(
-                pid=os.getpid(),
-                created=self._created,
-                phase=self._phase,
-                data_dir=str(self.data_dir),
-                kubeconfig=str(self.kubeconfig),
-                components={
-                    name: c.state(self._supervised[name].restarts if name in self._supervised else 0)
-                    for name, c in self._components.items()
-                },
-                retiring=tuple(self._retiring),
-            )
+            snapshot = self._snapshot()
             try:
                 state.write(self.data_dir, snapshot)
+                if self._scrape_jobs:
+                    monitoring.write_targets(snapshot, self.data_dir / "prometheus" / "targets", self._scrape_jobs)
             except OSError as e:  # the directory was removed under us: stopping must still stop everything
                 log.warning("Cannot write the state file", extra={"dataDir": str(self.data_dir), "error": str(e)})
                 return

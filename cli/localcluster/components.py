@@ -2,6 +2,7 @@
 
     DATA_DIR/kubeconfig, token, db/, apiserver.log     the API server (HTTPS, bearer token)
     DATA_DIR/tokens.csv, kubeconfigs/NAME.kubeconfig   each component's identity (identities.py)
+    DATA_DIR/metrics-token                             a bearer token that may read every /metrics
     DATA_DIR/controller/                               `tessera controller`: log, address file,
                                                        webhook/ (its webhook's CA and certificate),
                                                        a 30 s quota reclaim grace
@@ -15,6 +16,8 @@
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
                                                        file, state/ (its --state-dir), hook socket
                                                        (this machine's agent)
+    DATA_DIR/prometheus/                               with `--prometheus`: Prometheus' log,
+                                                       address, prometheus.yml, targets/, data/
 
 Every component talks to the API server through its own kubeconfig (its ServiceAccount's token),
 as in a cluster; each serves
@@ -35,6 +38,7 @@ from cli.launchers.controller import ControllerProcess
 from cli.launchers.dashboard import DashboardProcess
 from cli.launchers.descheduler import DeschedulerProcess
 from cli.launchers.kubecontrollers import KubeControllersProcess
+from cli.launchers.prometheus import PrometheusProcess
 from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster.state import ComponentState
 from kube.process import ServingProcess
@@ -42,12 +46,15 @@ from scheduler.framework.config import KUBE_DEFAULT_SCHEDULER
 
 __all__ = [
     "Component",
+    "admin_token_file",
     "apiserver",
     "controller",
     "dashboard",
     "descheduler",
     "kube_controller_manager",
     "local_agent",
+    "metrics_token_file",
+    "prometheus",
     "scheduler",
     "simulated_agent",
     "token_file",
@@ -60,11 +67,18 @@ _MAX_SOCKET_PATH: Final = 100
 _AGENT_FLAGS: Final = ("--simulate-kubelet", "--qos", "off")
 #: There is no kube-scheduler here: without a profile for `default-scheduler` (what the API
 #: server fills in when a pod names no scheduler), such pods would stay Pending with no Event.
+#: Koordinator's manuals name `koord-scheduler`: served too, so they run verbatim.
 _SCHEDULER_CONFIG: Final = f"""\
 # Written by `tessera up`: pods that name no scheduler get {KUBE_DEFAULT_SCHEDULER}, and there
-# is no kube-scheduler in this cluster, so this scheduler serves both names, alike.
+# is no kube-scheduler in this cluster; Koordinator's examples name {names.KOORD_SCHEDULER_NAME}.
+# This scheduler serves all three names, alike.
 profiles:
 """
+#: The schedulerNames `tessera up`'s scheduler serves, each with the same profile.
+SERVED_SCHEDULER_NAMES: Final = (names.SCHEDULER_NAME, names.KOORD_SCHEDULER_NAME, KUBE_DEFAULT_SCHEDULER)
+#: Nothing else schedules here: a pod naming a scheduler none of those names serves is told so
+#: after 2 s, not the 30 s a real cluster's kube-scheduler is given to bind its own pods first.
+UNSERVED_NAME_GRACE: Final = 2
 #: A borrowing quota gives back after 30 s here, not 120 s: the demo shows reclaim while one waits.
 QUOTA_RECLAIM_GRACE: Final = 30
 #: A whole-GPU pod pending this long gets a defragmentation plan here (a cluster's default is
@@ -73,12 +87,11 @@ DEFRAG_MIN_PENDING: Final = 10
 
 
 def _scheduler_config(plugins: Sequence[str]) -> str:
-    """Both profiles, each also enabling the opt-in `plugins` (ElasticQuota) when given."""
+    """The profiles of `SERVED_SCHEDULER_NAMES`, each also enabling the opt-in `plugins`
+    (ElasticQuota) when given."""
     enabled = ", ".join(f"{{name: {name}}}" for name in plugins)
     extra = f"\n    plugins:\n      multiPoint:\n        enabled: [{enabled}]" if plugins else ""
-    return _SCHEDULER_CONFIG + "".join(
-        f"  - schedulerName: {profile}{extra}\n" for profile in (names.SCHEDULER_NAME, KUBE_DEFAULT_SCHEDULER)
-    )
+    return _SCHEDULER_CONFIG + "".join(f"  - schedulerName: {profile}{extra}\n" for profile in SERVED_SCHEDULER_NAMES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +125,22 @@ def _hook_socket(process: ServingProcess | EmbeddedAPIServer) -> str:
     return ""
 
 
+def metrics_token_file(data_dir: Path) -> Path:
+    """A token that may `get /metrics` of every component and nothing else, for a Prometheus's
+    `authorization.credentials_file` (identities.METRICS_SCRAPER)."""
+    return data_dir / "metrics-token"
+
+
+def prometheus(data_dir: Path, *, config: Path) -> Component:
+    """Prometheus (`--prometheus`) with `config` (cli/localcluster/monitoring.py writes it)."""
+    return Component("prometheus", "prometheus", PrometheusProcess(data_dir / "prometheus", config=config))
+
+
+def admin_token_file(data_dir: Path) -> Path:
+    """Your token (cluster-admin), as the API server reads it and your kubeconfig carries it."""
+    return data_dir / "token"
+
+
 def token_file(data_dir: Path) -> Path:
     """The components' tokens (kube's static token file; `identities.ensure_tokens` writes it)."""
     return data_dir / "tokens.csv"
@@ -140,14 +169,15 @@ def kube_controller_manager(data_dir: Path, kubeconfig: Path, *, args: Sequence[
 
 
 def scheduler(data_dir: Path, kubeconfig: Path, *, grpc_address: str, plugins: Sequence[str] = ()) -> Component:
-    """`tessera scheduler` with profiles for both `tessera-scheduler` and `default-scheduler`
+    """`tessera scheduler` with profiles for `tessera-scheduler`, `koord-scheduler` and `default-scheduler`
     (`DATA_DIR/scheduler/config.yaml`, rewritten on every start), each also enabling the opt-in
     `plugins` (`UpSettings.scheduler_plugins`: ElasticQuota)."""
     directory = data_dir / "scheduler"
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / "config.yaml"
     config.write_text(_scheduler_config(plugins), encoding="utf-8")
-    process = SchedulerProcess(kubeconfig, directory, grpc_address=grpc_address, extra_args=["--config", str(config)])
+    args = ["--config", str(config), "--unserved-name-grace", str(UNSERVED_NAME_GRACE)]
+    process = SchedulerProcess(kubeconfig, directory, grpc_address=grpc_address, extra_args=args)
     return Component("scheduler", "scheduler", process)
 
 

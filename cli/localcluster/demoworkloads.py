@@ -18,7 +18,7 @@ from apis.extension import names
 from cli.localcluster.demo import NAMESPACE, DemoPod
 from kube import errors
 from kube.client import Client
-from kube.resources import PODS
+from kube.resources import DEPLOYMENTS, JOBS, PODS
 
 __all__ = ["INFERENCE", "TRAINING", "TRAIN_SECONDS", "demo_pods", "submit", "wait_pods"]
 
@@ -68,8 +68,8 @@ TRAINING: Final[dict[str, Any]] = {
     },
 }
 _WORKLOADS: Final = (
-    (names.GroupVersionResource("apps", "v1", "deployments", "Deployment", True), INFERENCE),
-    (names.GroupVersionResource("batch", "v1", "jobs", "Job", True), TRAINING),
+    (DEPLOYMENTS, INFERENCE),
+    (JOBS, TRAINING),
 )
 
 

@@ -1,17 +1,25 @@
 """Who each component of `tessera up` is to the API server, and what RBAC gives it.
 
-As in a cluster, every component runs as its own ServiceAccount (`system:serviceaccount:
-tessera-system:tessera-scheduler`), with its own token and kubeconfig, and may do what the RBAC
-of `deploy/*-rbac.yaml` grants it: the same files a cluster applies, so a verb missing there
-fails in `tessera up` and the e2e tests, not first in production. The user's kubeconfig
-(`DATA_DIR/kubeconfig`) keeps the server's admin token (cluster-admin).
+An identity is the pair (component, node), as in a cluster:
+
+- every control-plane component runs as its own ServiceAccount (`system:serviceaccount:
+  tessera-system:tessera-scheduler`), with its own token and kubeconfig, and may do what the RBAC
+  of `deploy/*-rbac.yaml` grants it: the same files a cluster applies, so a verb missing there
+  fails in `tessera up` and the e2e tests, not first in production;
+- every agent runs as its node, `system:node:NAME` in group `system:nodes` — a kubelet's
+  identity, with a token of its own — so the API server's Node authorizer and NodeRestriction
+  admission confine it to its own Node, Lease, Device CR and the pods bound to it
+  (docs/security.md). In a cluster the agent DaemonSet's ServiceAccount (`tessera-agent`,
+  deploy/agent-rbac.yaml) is its identity instead; its table stays here for the tests of deploy/.
+
+The user's kubeconfig (`DATA_DIR/kubeconfig`) keeps the server's admin token (cluster-admin).
 
 Adding a component is one line in `IDENTITIES` (its ServiceAccount; and a `deploy/NAME-rbac.yaml`
 with its ServiceAccount, Roles and bindings). A component with no RBAC file yet gets a
 ServiceAccount with no grants, so every call it makes is a 403 naming the missing verb: write
-its role from those messages. `tessera up`-only needs (the agent's simulated kubelet creates
-Nodes and Leases and writes pod status, which in a cluster the kubelet does under its own
-identity) are granted by `LOCAL_ROLES` below, never by `deploy/`.
+its role from those messages. tessera up applies deploy/'s RBAC under names of its own
+(`ownnames.py`), so the Helm chart installs beside it; what only `tessera up` runs (the workload
+controllers, the metrics scraper's binding) is granted by `LOCAL_ROLES` below, never by `deploy/`.
 """
 
 from __future__ import annotations
@@ -26,18 +34,19 @@ from typing import Any
 
 import yaml
 
-from apis.extension.names import GroupVersionResource
-from apiserver.authz.identity import parse_token_file
-from kube import errors
+from apiserver.authz.identity import NODE_USER_PREFIX, NODES_GROUP, parse_token_file
+from cli.localcluster import ownnames
+from kube import catalogue, errors
 from kube.client import Client
 from kube.kubeconfig import write_kubeconfig
 from kube.patch import create_or_replace
-from kube.resources import NAMESPACES
 
 __all__ = [
+    "AGENT",
     "DEPLOY",
     "IDENTITIES",
     "LOCAL_ROLES",
+    "METRICS_SCRAPER",
     "NAMESPACE",
     "Identity",
     "apply_manifests",
@@ -46,41 +55,84 @@ __all__ = [
     "ensure_tokens",
     "identity_of",
     "rbac_manifests",
+    "up_identities",
 ]
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 NAMESPACE = "tessera-system"
+#: The agent's component name (`agent/NODE` in `tessera up`'s component names).
+AGENT = "agent"
+#: The scraper's entry in IDENTITIES (a client of the components, not one of them).
+METRICS_SCRAPER = "metrics-scraper"
 
 
 @dataclass(frozen=True, slots=True)
 class Identity:
-    #: The ServiceAccount in `tessera-system` the component runs as.
-    service_account: str
+    """Who one component is: a ServiceAccount (the control plane), or a node (an agent)."""
+
+    #: The ServiceAccount in `tessera-system` the component runs as ("" for a node identity).
+    service_account: str = ""
     #: Whether `deploy/` runs the component in a cluster (with its RBAC there); False for what
     #: only `tessera up` runs, whose rights are in `LOCAL_ROLES`.
     deployed: bool = True
+    #: The node an agent acts for: its user is `system:node:NODE`.
+    node: str = ""
+
+    @classmethod
+    def of_node(cls, node: str) -> Identity:
+        """The agent of `node`: (component `agent`, node `node`)."""
+        return cls(node=node, deployed=False)
+
+    @property
+    def component(self) -> str:
+        """The component it is (`scheduler`, `agent`): the pair (component, node) is the identity."""
+        return AGENT if self.node else self.service_account.removeprefix("tessera-")
 
     @property
     def user(self) -> str:
+        if self.node:
+            return f"{NODE_USER_PREFIX}{self.node}"
         return f"system:serviceaccount:{NAMESPACE}:{self.service_account}"
 
     @property
     def groups(self) -> tuple[str, ...]:
+        if self.node:
+            return (NODES_GROUP,)
         return ("system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}")
 
+    @property
+    def key(self) -> str:
+        """Its name among the tokens and kubeconfigs: the ServiceAccount, or `node-NODE`."""
+        return f"node-{self.node}" if self.node else self.service_account
 
-#: Component (the name `components.py` gives it, before any `/NODE`) → its identity.
+
+#: Component (the name `components.py` gives it, before any `/NODE`) → its ServiceAccount.
+#: `tessera up` runs each agent as its node instead (`identity_of`); the agent's ServiceAccount
+#: is deploy/'s DaemonSet identity.
 IDENTITIES: Mapping[str, Identity] = {
     "controller": Identity("tessera-controller"),
     "descheduler": Identity("tessera-descheduler"),
     "scheduler": Identity("tessera-scheduler"),
-    "agent": Identity("tessera-agent"),
+    AGENT: Identity("tessera-agent"),
     "kube-controller-manager": Identity("tessera-kube-controller-manager", deployed=False),
-    "dashboard": Identity("tessera-dashboard", deployed=False),
+    "dashboard": Identity("tessera-dashboard"),
+    # Not a process: the identity a Prometheus pointed at tessera up's components scrapes with
+    # (DATA_DIR/metrics-token), bound to deploy/'s tessera-metrics-reader: get /metrics, nothing else.
+    METRICS_SCRAPER: Identity("tessera-metrics-scraper", deployed=False),
 }
 
 _RBAC = "rbac.authorization.k8s.io"
 _LABELS = {"app.kubernetes.io/part-of": "tessera", "app.kubernetes.io/managed-by": "tessera-up"}
+
+
+def _binding(name: str, role: str, service_account: str) -> dict[str, Any]:
+    return {
+        "apiVersion": f"{_RBAC}/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name, "labels": _LABELS},
+        "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": role},
+        "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": NAMESPACE}],
+    }
 
 
 def _local_role(name: str, service_account: str, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -93,41 +145,24 @@ def _local_role(name: str, service_account: str, rules: list[dict[str, Any]]) ->
             "metadata": {"name": role, "labels": _LABELS},
             "rules": rules,
         },
-        {
-            "apiVersion": f"{_RBAC}/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": role, "labels": _LABELS},
-            "roleRef": {"apiGroup": _RBAC, "kind": "ClusterRole", "name": role},
-            "subjects": [{"kind": "ServiceAccount", "name": service_account, "namespace": NAMESPACE}],
-        },
+        _binding(role, role, service_account),
     ]
 
 
 _READ = ["get", "list", "watch"]
 _WRITE = ["get", "list", "watch", "create", "patch", "delete"]
 #: What only `tessera up` needs, never granted by `deploy/`:
-#: - the agent's simulated kubelet (agent/kubeletsim) registers its Node, renews its node Lease
-#:   and reports pod status, as a kubelet does as `system:node:NAME`;
 #: - the workload controllers (kubecontrollers/, kube-controller-manager's stand-in: in a
 #:   cluster kube-controller-manager runs them under its own bootstrap roles) manage the
-#:   workload kinds and their pods, and the garbage collector deletes or orphans dependents;
-#: - the dashboard reads (dashboard/sources.py: informers on Devices, pods, PodGroups,
-#:   ElasticQuotas, Reservations and PodMigrationJobs), nothing more.
+#:   workload kinds and their pods, and the garbage collector deletes or orphans dependents; its
+#:   `/metrics` is authorized through the API server (kube/delegation.py), which takes kube's
+#:   `system:auth-delegator`;
+#: - the metrics scraper (`tessera-data/metrics-token`) reads `/metrics` through deploy/'s
+#:   `tessera-metrics-reader`.
+#: The agents need nothing here: each runs as its node, which the Node authorizer grants a
+#: kubelet's rights and its own Device CR. tests/unit/deploy/test_rbac.py holds these (and deploy/'s
+#: roles under tessera up's names) to the same table of calls as deploy/.
 LOCAL_ROLES: list[dict[str, Any]] = [
-    *_local_role(
-        "simulated-kubelet",
-        "tessera-agent",
-        [
-            # agent/kubeletsim/node.py NodeHeartbeat: register (get, create, patch labels), report
-            # status, renew the node Lease in kube-node-lease.
-            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "create", "patch"]},
-            {"apiGroups": [""], "resources": ["nodes/status"], "verbs": ["patch"]},
-            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create", "patch"]},
-            # agent/kubeletsim/pods.py PodLifecycle: read a pod, report it Running, delete it.
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "delete"]},
-            {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
-        ],
-    ),
     *_local_role(
         "kube-controller-manager",
         "tessera-kube-controller-manager",
@@ -140,20 +175,16 @@ LOCAL_ROLES: list[dict[str, Any]] = [
                 "resources": ["deployments", "replicasets", "statefulsets", "daemonsets"],
                 "verbs": _WRITE,
             },
-            {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": _WRITE},
+            {"apiGroups": ["batch"], "resources": ["jobs", "cronjobs"], "verbs": _WRITE},
             {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets"], "verbs": _READ},
+            # One rule per group: RBAC grants every group of a rule with every resource of it.
             {
-                "apiGroups": ["apps", "batch", "policy"],
-                "resources": [
-                    "deployments/status",
-                    "replicasets/status",
-                    "statefulsets/status",
-                    "daemonsets/status",
-                    "jobs/status",
-                    "poddisruptionbudgets/status",
-                ],
+                "apiGroups": ["apps"],
+                "resources": ["deployments/status", "replicasets/status", "statefulsets/status", "daemonsets/status"],
                 "verbs": ["patch"],
             },
+            {"apiGroups": ["batch"], "resources": ["jobs/status", "cronjobs/status"], "verbs": ["patch"]},
+            {"apiGroups": ["policy"], "resources": ["poddisruptionbudgets/status"], "verbs": ["patch"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
             # kubecontrollers/nodelifecycle.py: watch Nodes, read their Leases, mark them and their
             # pods not ready, taint them, evict (delete) their pods.
@@ -162,47 +193,49 @@ LOCAL_ROLES: list[dict[str, Any]] = [
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
         ],
     ),
-    *_local_role(
-        "dashboard",
-        "tessera-dashboard",
-        [
-            {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": _READ},
-            {
-                "apiGroups": ["scheduling.koordinator.sh"],
-                "resources": ["devices", "reservations", "podmigrationjobs"],
-                "verbs": _READ,
-            },
-            {"apiGroups": ["scheduling.sigs.k8s.io"], "resources": ["podgroups", "elasticquotas"], "verbs": _READ},
-        ],
+    _binding(
+        "tessera-up:kube-controller-manager:auth-delegator", "system:auth-delegator", "tessera-kube-controller-manager"
+    ),
+    _binding(
+        "tessera-up:metrics-scraper",
+        ownnames.own_name("ClusterRole", "tessera-metrics-reader"),
+        "tessera-metrics-scraper",
     ),
 ]
 
 
 def identity_of(component: str) -> Identity:
-    """`agent/sim-1` → the agent's identity; a component missing from the table gets its own
-    ServiceAccount `tessera-NAME`, with whatever `deploy/NAME-rbac.yaml` grants (nothing if absent)."""
-    kind = component.split("/", 1)[0]
+    """`agent/sim-1` → the node's identity (`system:node:sim-1`); `scheduler` → its ServiceAccount.
+    A component missing from the table gets its own ServiceAccount `tessera-NAME`, with whatever
+    `deploy/NAME-rbac.yaml` grants (nothing if absent)."""
+    kind, _, node = component.partition("/")
+    if kind == AGENT and node:
+        return Identity.of_node(node)
     return IDENTITIES.get(kind) or Identity(f"tessera-{kind}")
 
 
-def ensure_tokens(path: Path, identities: Iterable[Identity]) -> dict[str, str]:
-    """The token of each identity (by ServiceAccount), kept in kube's static token file at `path`.
+def up_identities(components: Iterable[str]) -> list[Identity]:
+    """The identities `tessera up` issues for `components` (`scheduler`, `agent/sim-1`, ...)."""
+    return list({identity_of(c).key: identity_of(c) for c in components}.values())
 
-    Tokens already there are kept, so components of an earlier run (and their kubeconfigs)
-    stay valid; new identities get a fresh random token. The file is the API server's
+
+def ensure_tokens(path: Path, identities: Iterable[Identity]) -> dict[str, str]:
+    """The token of each identity (by `Identity.key`), kept in kube's static token file at `path`.
+
+    Tokens of these identities already there are kept, so components of an earlier run (and
+    their kubeconfigs) stay valid; new identities get a fresh random token; identities no
+    longer wanted (a node this run does not have) lose theirs. The file is the API server's
     `--token-auth-file`."""
+    wanted = {i.key: i for i in identities}
+    by_user = {i.user: i.key for i in wanted.values()}
     tokens: dict[str, str] = {}
     if path.exists():
         for token, user in parse_token_file(path.read_text(encoding="utf-8"), str(path)).items():
-            if user.name.startswith(f"system:serviceaccount:{NAMESPACE}:"):
-                tokens[user.name.rsplit(":", 1)[1]] = token
-    wanted = {i.service_account: i for i in identities}
-    for name in wanted:
-        tokens.setdefault(name, secrets.token_urlsafe(32))
-    lines = []
-    for name, token in sorted(tokens.items()):
-        identity = wanted.get(name) or Identity(name)
-        lines.append(f'{token},{identity.user},,"{",".join(identity.groups)}"')
+            if user.name in by_user:
+                tokens[by_user[user.name]] = token
+    for key in wanted:
+        tokens.setdefault(key, secrets.token_urlsafe(32))
+    lines = [f'{tokens[key]},{wanted[key].user},,"{",".join(wanted[key].groups)}"' for key in sorted(tokens)]
     path.parent.mkdir(parents=True, exist_ok=True)
     path.touch(mode=0o600, exist_ok=True)
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -210,7 +243,7 @@ def ensure_tokens(path: Path, identities: Iterable[Identity]) -> dict[str, str]:
 
 
 def component_kubeconfigs(directory: Path, admin_kubeconfig: Path, tokens: Mapping[str, str]) -> dict[str, Path]:
-    """A kubeconfig per ServiceAccount: the admin's server and CA, the component's token."""
+    """A kubeconfig per identity (by `Identity.key`): the admin's server and CA, the identity's token."""
     config = yaml.safe_load(admin_kubeconfig.read_text(encoding="utf-8"))
     cluster = config["clusters"][0]["cluster"]
     ca_data = cluster.get("certificate-authority-data")
@@ -224,34 +257,19 @@ def component_kubeconfigs(directory: Path, admin_kubeconfig: Path, tokens: Mappi
 
 
 def rbac_manifests(deploy: Path = DEPLOY) -> list[dict[str, Any]]:
-    """The namespace and every object of `deploy/*-rbac.yaml`, in file order."""
+    """The namespace and every object of `deploy/*-rbac.yaml` and `deploy/dashboard/*-rbac.yaml`
+    (the optional dashboard's), in file order."""
     docs: list[dict[str, Any]] = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}]
-    for path in sorted(deploy.glob("*-rbac.yaml")):
+    for path in [*sorted(deploy.glob("*-rbac.yaml")), *sorted(deploy.glob("dashboard/*-rbac.yaml"))]:
         docs += [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if isinstance(d, dict)]
     return docs
-
-
-#: What `apply_manifests` knows how to store, by (apiVersion, kind).
-_RESOURCES = {
-    ("v1", "Namespace"): NAMESPACES,
-    ("v1", "ServiceAccount"): GroupVersionResource("", "v1", "serviceaccounts", "ServiceAccount", True),
-    **{
-        (f"{_RBAC}/v1", kind): GroupVersionResource(_RBAC, "v1", plural, kind, namespaced)
-        for kind, plural, namespaced in (
-            ("Role", "roles", True),
-            ("RoleBinding", "rolebindings", True),
-            ("ClusterRole", "clusterroles", False),
-            ("ClusterRoleBinding", "clusterrolebindings", False),
-        )
-    },
-}
 
 
 def apply_manifests(client: Client, docs: Iterable[Mapping[str, Any]]) -> None:
     """Create each object, or replace it when it exists (what `kubectl apply` ends with); a
     Namespace or ServiceAccount that exists is left as it is."""
     for doc in docs:
-        gvr = _RESOURCES.get((str(doc.get("apiVersion")), str(doc.get("kind"))))
+        gvr = catalogue.for_kind(str(doc.get("apiVersion")), str(doc.get("kind")))
         if gvr is None:
             raise errors.APIError(f"cannot apply a {doc.get('kind')} ({doc.get('apiVersion')})")
         api = client.resource(gvr)
@@ -263,6 +281,9 @@ def apply_manifests(client: Client, docs: Iterable[Mapping[str, Any]]) -> None:
             create_or_replace(api, doc, namespace=namespace)
 
 
-def apply_rbac(client: Client, deploy: Path = DEPLOY) -> None:
-    """deploy/'s RBAC plus `tessera up`'s own grants (`LOCAL_ROLES`)."""
-    apply_manifests(client, [*rbac_manifests(deploy), *LOCAL_ROLES])
+def apply_rbac(client: Client, deploy: Path = DEPLOY) -> list[dict[str, Any]]:
+    """deploy/'s RBAC, under `tessera up`'s own names (ownnames.py: the Helm chart installs beside
+    it), plus `tessera up`'s own grants (`LOCAL_ROLES`); what it applied."""
+    docs = [*ownnames.own(rbac_manifests(deploy)), *LOCAL_ROLES]
+    apply_manifests(client, docs)
+    return docs

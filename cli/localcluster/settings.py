@@ -55,6 +55,9 @@ class UpSettings:
     #: every simulated node's agent (its Lease renewal interval).
     kube_controller_manager_args: tuple[str, ...] = ()
     agent_args: tuple[str, ...] = ()
+    #: Also run Prometheus (Debian's, found on PATH) scraping every component, with
+    #: deploy/monitoring's rules (`--prometheus`).
+    prometheus: bool = False
 
     def validate(self) -> None:
         """Raise ConfigError naming every problem at once."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from apis.k8s import resources
 from apis.k8s.core import Node
-from controller.noderesources.desired import MANAGED_LABELS, MANAGED_RESOURCES, DeviceResources
+from controller.noderesources.desired import MANAGED_LABELS, MANAGED_RESOURCES, PUBLISHED_LABELS, DeviceResources
 
 __all__ = ["ALLOCATABLE", "CAPACITY", "Change", "ChangeKind", "Observed", "Plan", "plan"]
 
@@ -50,7 +50,7 @@ class Observed:
         return cls(
             allocatable={n: node.allocatable[n] for n in MANAGED_RESOURCES if n in node.allocatable},
             capacity={n: node.capacity[n] for n in MANAGED_RESOURCES if n in node.capacity},
-            labels={k: node.labels[k] for k in MANAGED_LABELS if k in node.labels},
+            labels={k: node.labels[k] for k in (*MANAGED_LABELS, *PUBLISHED_LABELS) if k in node.labels},
         )
 
 
@@ -114,6 +114,10 @@ def plan(observed: Observed, desired: DeviceResources, *, threshold: Fraction) -
     labels: dict[str, str | None] = {
         key: desired.labels.get(key) for key in MANAGED_LABELS if observed.labels.get(key) != desired.labels.get(key)
     }
+    for key in PUBLISHED_LABELS:  # set, never removed
+        value = desired.labels.get(key)
+        if value is not None and observed.labels.get(key) != value:
+            labels[key] = value
     return Plan(tuple(changes), labels)
 
 

@@ -3,7 +3,7 @@ annotations, a `Valid` condition, per-quota metrics, and reclaim (evicting a bor
 it has used more than its runtime for a grace period).
 
 `status` (pure) says what a quota's status and annotations should be, `reclaim` (pure) which
-pods go, `feed` keeps the shared `apis.quota.QuotaManager` in step with the informers, and
+pods go, `feed` keeps the shared `kube.quotas.QuotaManager` in step with the informers, and
 `reconciler` reads caches and writes the difference. See docs/scheduling.md#elastic-quota.
 """
 

@@ -11,6 +11,10 @@ in percent of a GPU, memory in bytes, cpu in millicores), so the unit is the `re
 | `tessera_controller_quota_min` | gauge | quota, namespace, resource |
 | `tessera_controller_quota_max` | gauge | quota, namespace, resource |
 | `tessera_controller_quota_reclaim_evictions_total` | counter | quota, namespace |
+| `tessera_controller_quota_root_total` | gauge | resource: the root's total (nodes less pods outside the tree) |
+| `tessera_controller_quota_excess` | gauge | resource: leaf quotas' use above their runtimes (what reclaim takes) |
+| `tessera_controller_quota_reclaim_paused` | gauge | (1 while reclaim's circuit breaker holds evictions back) |
+| `tessera_controller_quota_reclaim_pauses_total` | counter | reason: `RootTotalCollapsed`, `MassOveruse`, `Restored` |
 | `tessera_controller_quota_writes_total` | counter | part: `status`, `annotations` |
 """
 
@@ -44,6 +48,25 @@ class QuotaMetrics:
             ("quota", "namespace"),
             registry=registry,
         )
+        self._tree = {
+            figure: Gauge(f"tessera_controller_quota_{figure}", text, ["resource"], registry=registry)
+            for figure, text in (
+                ("root_total", "The root quota's total per resource: the nodes' less what pods outside the tree hold."),
+                ("excess", "What leaf quotas use above their runtimes, summed: what reclaim would take back now."),
+            )
+        }
+        self._tree_shown: dict[str, set[str]] = {}
+        self.paused = Gauge(
+            "tessera_controller_quota_reclaim_paused",
+            "1 while quota reclaim's circuit breaker holds evictions back, else 0.",
+            registry=registry,
+        )
+        self.pauses = Counter(
+            "tessera_controller_quota_reclaim_pauses_total",
+            "Times quota reclaim's circuit breaker opened, by its reason.",
+            ["reason"],
+            registry=registry,
+        )
         writes = Counter(
             "tessera_controller_quota_writes_total",
             "Writes to ElasticQuotas, by the part written.",
@@ -71,6 +94,17 @@ class QuotaMetrics:
                 for resource, amount in amounts.items():
                     gauge.labels(quota, namespace, resource).set(amount)
                 shown[figure] = set(amounts)
+
+    def tree(self, root: Mapping[str, int], excess: Mapping[str, int]) -> None:
+        """The figures reclaim's circuit breaker watches (per resource, base units)."""
+        with self._lock:
+            for figure, amounts in (("root_total", root), ("excess", excess)):
+                gauge = self._tree[figure]
+                for resource in self._tree_shown.get(figure, set()) - set(amounts):
+                    gauge.remove(resource)
+                for resource, amount in amounts.items():
+                    gauge.labels(resource).set(amount)
+                self._tree_shown[figure] = set(amounts)
 
     def evicted(self, quota: str, namespace: str) -> None:
         self.evictions.labels(quota, namespace).inc()

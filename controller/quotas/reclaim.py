@@ -96,3 +96,7 @@ class OveruseTimer:
 
     def forget(self, quota: str) -> None:
         self._since.pop(quota, None)
+
+    def clear(self) -> None:
+        """Every quota starts its grace again (reclaim resumed after a pause)."""
+        self._since.clear()

@@ -1,23 +1,32 @@
 """The quota reconciler: each ElasticQuota's status and annotations, and reclaim.
 
-Key: `namespace/name` of an ElasticQuota. Every quota, pod and node change can move any quota's
-runtime (idle resources are shared by weight), so each queues every quota; the work queue merges
-them and a reconcile that finds nothing different writes nothing.
+Key: `namespace/name` of an ElasticQuota. A quota, pod or node change can move many quotas'
+runtimes (idle resources are shared by weight), but rarely all: after each change the watches
+queue only the quotas whose request, used or runtime the shared `QuotaManager` says may have
+moved (`observe`, from `QuotaManager.drain_changes`), as the scheduler's runtime recomputes only
+the partitions a change reaches. The work queue merges keys, and a reconcile that finds nothing
+different writes nothing. `observe` also steps reclaim's circuit breaker (`breaker`) with the
+tree's figures after every change.
 
 A reconcile
 1. writes the annotations (`runtime`, `request`, `allocated`, `guaranteed`,
-   `non-preemptible-used`) and `status` (`used`, the `Valid` condition) that differ from the
-   cache, and writes nothing while the cache is older than its own last write (no second,
-   identical write: the event of that write queues the key again);
+   `non-preemptible-used`) and `status` (`used`, the `Valid` condition, and `ReclaimPaused` once
+   the breaker has opened) that differ from the cache, and writes nothing while the cache is
+   older than its own last write (no second, identical write: the event of that write queues the
+   key again);
 2. says once, with a Warning Event, why a quota is invalid (a broken rule, a bad annotation, or
    an object that does not parse: condition `Valid=False`), and never stops for it;
 3. reclaims: a leaf quota whose used stays above its runtime past the grace period loses its
    pods as `reclaim.plan` picks them, through the Eviction API, at most as fast as the token
-   bucket allows, with an Event on the quota and on each pod.
+   bucket allows, with an Event on the quota and on each pod — only while every informer has
+   settled (no list half delivered: never on runtimes from a cache that is not one state of the
+   cluster) and the breaker is closed; while either is not so the grace periods start again.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import logging
 import threading
 import time
@@ -25,21 +34,25 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn, Protocol
 
 from apis.crds.elasticquota import ElasticQuota
+from apis.errors import AnnotationError
 from apis.extension import names
 from apis.extension import quota as quota_labels
 from apis.k8s import resources
 from apis.k8s.core import Node, Pod
 from apis.k8s.meta import now_rfc3339
-from apis.quota import QuotaManager
-from apis.quota.charge import quota_request
+from apis.quota import ROOT_QUOTA_NAME
 from controller.quotas import reclaim
+from controller.quotas.breaker import REASON_OPERATOR, REASON_STABLE, Breaker, Exposure, Figures, Trip
 from controller.quotas.feed import feed
 from controller.quotas.metrics import QuotaMetrics
 from controller.quotas.settings import QuotaSettings
 from controller.quotas.status import (
+    CONDITION_RECLAIM_PAUSED,
     REASON_MALFORMED,
+    REASON_RECLAIM_ALLOWED,
     QuotaFigures,
     annotations_patch,
+    reclaim_condition,
     status_patch,
     valid_condition,
 )
@@ -49,7 +62,10 @@ from controller.runtime.written import WrittenVersions
 from kube import errors
 from kube.cache import Store
 from kube.events import ObjectReference
+from kube.eviction import Evictor, evict
+from kube.quotas import QuotaManager
 from kube.resources import NODES, PODS, Patch
+from kube.status import StatusAwareAPI
 
 __all__ = ["NAME", "QuotaReconciler", "add_to_manager"]
 
@@ -59,8 +75,13 @@ NAME: Final = "elasticquota"
 REASON_INVALID_QUOTA: Final = "InvalidElasticQuota"
 REASON_RECLAIMED: Final = "QuotaReclaimed"
 REASON_POD_RECLAIMED: Final = "ReclaimedByQuota"
+#: Warning Event on the quotas over their runtime when the breaker opens; Normal when it closes.
+REASON_RECLAIM_PAUSED: Final = "QuotaReclaimPaused"
+REASON_RECLAIM_RESUMED: Final = "QuotaReclaimResumed"
 #: How soon a quota still over its runtime is looked at again when no pod can be evicted now.
 _RETRY: Final = 5.0
+#: At most this many quotas get an Event when the breaker opens or closes (the log names them all).
+_EVENTS_PER_SWITCH: Final = 20
 
 
 class QuotaWriter(Protocol):
@@ -73,10 +94,6 @@ class EventSink(Protocol):
     def normal(self, ref: ObjectReference, reason: str, message: str) -> None: ...
 
     def warning(self, ref: ObjectReference, reason: str, message: str) -> None: ...
-
-
-class Evictor(Protocol):
-    def post(self, name: str, subresource: str, body: dict[str, Any], *, namespace: str = "") -> Any: ...
 
 
 class QuotaReconciler:
@@ -95,6 +112,7 @@ class QuotaReconciler:
         settings: QuotaSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
         now: Callable[[], str] = now_rfc3339,
+        synced: Callable[[], bool] = lambda: True,
     ) -> None:
         self._quotas = quotas
         self._pods = pods
@@ -114,6 +132,20 @@ class QuotaReconciler:
         self._announced: dict[str, str] = {}
         #: pod key -> (uid, quota) of pods we evicted that the cache still shows as running.
         self._evicted: dict[str, tuple[str, str]] = {}
+        #: Whether every informer has settled (see the module docstring).
+        self._synced = synced
+        #: Queue keys of this controller (`Controller.enqueue`, set when wired).
+        self.enqueue: Callable[..., None] = lambda *keys: None
+        # The breaker and what it is fed, under `_step_lock` (informer threads and workers).
+        self._step_lock = threading.RLock()
+        self._breaker = Breaker(settings.breaker, clock=clock, now=now)
+        self._exposure = Exposure()
+        self._stepped = False
+        #: quota name -> cache key, and the cache's size when it was built.
+        self._keys: dict[str, str] = {}
+        self._indexed = -1
+        #: While the breaker is open, the quota whose reconcile looks again whether it may close.
+        self._watch_key: str | None = None
 
     def reference(self, key: str) -> ObjectReference | None:
         quota = self._quotas.get(key)
@@ -121,15 +153,19 @@ class QuotaReconciler:
 
     # --- the reconcile ----------------------------------------------------------------------------
     def reconcile(self, key: str) -> Result:
+        self.enqueue(*self.observe())
         quota = self._quotas.get(key)
         if quota is None:
             self._forget(key)
             return Result()
         if isinstance(quota, Malformed):
             self._malformed(key, quota)
+        self._operator_resume(quota)
+        allowed = self._allows()
         name = quota.meta.name
         problems = self._manager.problems().get(name, [])
-        figures = QuotaFigures.of(self._manager, name, quota.min, self._manager.descendants(name))
+        spec = self._manager.spec(name)
+        figures = QuotaFigures.of(self._manager, name, spec.min if spec is not None else {})
         if not self._written.behind(key, quota.meta.resource_version):  # else our write's event queues it
             self._write_status(key, quota, figures, problems)
         self._announce(key, quota, problems)
@@ -140,16 +176,176 @@ class QuotaReconciler:
                 "runtime": figures.runtime,
                 "used": figures.used,
                 "request": figures.request,
-                "min": quota.min,
-                "max": quota.max,
+                "min": spec.min if spec is not None else quota.min,
+                "max": spec.max if spec is not None else quota.max,
             },
         )
         # Parents hold no pods: their children reclaim. (The spec's label, not a copy of every spec.)
         is_parent = quota.meta.labels.get(names.LABEL_QUOTA_IS_PARENT) == "true"
         if not self._settings.reclaim or problems or is_parent:
             self._timer.forget(name)
-            return Result()
+            return self._look_again(key)
+        if not allowed or not self._synced():
+            # Nothing is evicted on figures the breaker distrusts or from a cache half relisted;
+            # a quota still over once that has passed serves a whole grace period again.
+            self._timer.forget(name)
+            if reclaim.over(self._manager.used(name), figures.runtime):
+                return Result(requeue_after=self._breaker_wait())
+            return self._look_again(key)
         return self._reclaim(quota, figures.runtime)
+
+    # --- what changed, and the breaker --------------------------------------------------------------
+    def observe(self) -> list[str]:
+        """Bring the breaker up to date with what the manager has seen since the last call, and
+        say which quotas to reconcile: those whose figures may have moved (every quota when the
+        breaker just opened, so each shows it). Called by the watches after every event (the
+        manager has seen it first) and at the start of every reconcile."""
+        with self._step_lock:
+            changed = self._manager.drain_changes()
+            if not changed:
+                return []
+            for name in changed:
+                leaf = self._manager.is_leaf(name)
+                self._exposure.set(name, self._excess(name) if leaf else None)
+            if self._synced():
+                figures = self._figures()
+                self._metrics.tree(figures.root, figures.excess)
+                # Without reclaim there is nothing to pause.
+                if self._settings.reclaim and self._opens(figures):
+                    return self._quotas.keys()
+            return [key for name in changed if (key := self._key_of(name)) is not None]
+
+    def _opens(self, figures: Figures) -> bool:
+        """Step the breaker; whether this step opened it (under `_step_lock`)."""
+        if not self._stepped:
+            self._stepped = True
+            self._first_step(figures)
+        trip = self._breaker.step(figures)
+        if trip is None:
+            return False
+        self._opened(trip)
+        return True
+
+    def _excess(self, name: str) -> dict[str, int]:
+        return reclaim.over(self._manager.used(name), self._manager.runtime(name))
+
+    def _figures(self) -> Figures:
+        """The root's total (in the resources quotas limit) and the leaf quotas' excess now."""
+        limited = self._manager.limited_resources()
+        root = {r: v for r, v in self._manager.runtime(ROOT_QUOTA_NAME).items() if r in limited}
+        return Figures(root=root, excess=self._exposure.total)
+
+    def _first_step(self, figures: Figures) -> None:
+        """The breaker's first figures after the caches synced: a controller before this one may
+        have left reclaim paused (the quotas' condition says so, and why), and the runtimes it
+        wrote are the step before this one — so figures that jumped while no controller ran
+        trip the breaker too."""
+        before: dict[str, int] = {}
+        for quota in self._quotas.list():
+            if not isinstance(quota, ElasticQuota):
+                continue
+            for c in quota.conditions:
+                if c.type == CONDITION_RECLAIM_PAUSED and c.status == "True" and not self._breaker.is_open:
+                    self._breaker.restore(c.reason, c.message, c.last_transition_time)
+                    self._metrics.pauses.labels("Restored").inc()
+                    self._metrics.paused.set(1)
+                    self._watch_key = quota.meta.key
+                    log.warning("Quota reclaim stays paused", extra={"reason": c.reason, "why": c.message})
+            name = quota.meta.name
+            if not self._manager.is_leaf(name):
+                continue
+            excess = self._exposure.of(name)  # without a runtime written: as it is now
+            written = quota.meta.annotations.get(names.ANNOTATION_QUOTA_RUNTIME)
+            if written:
+                with contextlib.suppress(AnnotationError):
+                    runtime = quota_labels.decode_resource_annotation(names.ANNOTATION_QUOTA_RUNTIME, written)
+                    excess = reclaim.over(self._manager.used(name), runtime)
+            before = resources.add(before, excess)
+        self._breaker.step(Figures(root=figures.root, excess=before))
+
+    def _opened(self, trip: Trip) -> None:
+        over = self._exposure.over()
+        log.warning(
+            "Quota reclaim paused",
+            extra={"reason": trip.reason, "why": trip.message, "quotas_over_runtime": ",".join(over)},
+        )
+        self._metrics.pauses.labels(trip.reason).inc()
+        self._metrics.paused.set(1)
+        stable = self._settings.breaker.stable
+        message = (
+            f"quota reclaim paused ({trip.reason}): {trip.message}. No pod is evicted until no such jump has "
+            f"been seen for {stable:g}s (and a collapsed root total is back), or an operator resumes it "
+            "(tessera quota --resume-reclaim)"
+        )
+        self._announce_switch(over, "warning", REASON_RECLAIM_PAUSED, message)
+        keys = self._quotas.keys()
+        self._watch_key = min(keys) if keys else None
+
+    def _allows(self) -> bool:
+        """Whether reclaim may evict now (the breaker may close here, its figures stable)."""
+        with self._step_lock:
+            was_open = self._breaker.is_open
+            allowed = self._breaker.allows()
+            if was_open and allowed:
+                self._closed(REASON_STABLE, "no jump of the figures for the stable period")
+            return allowed
+
+    def _breaker_wait(self) -> float:
+        return _RETRY
+
+    def _look_again(self, key: str) -> Result:
+        """While the breaker is open one quota's reconcile comes back to see whether it may close."""
+        if key == self._watch_key and self._breaker.is_open:
+            return Result(requeue_after=self._breaker_wait())
+        return Result()
+
+    def _operator_resume(self, quota: ElasticQuota) -> None:
+        asked = quota.meta.annotations.get(names.ANNOTATION_QUOTA_RESUME_RECLAIM)
+        if not asked:
+            return
+        with self._step_lock:
+            trip = self._breaker.trip
+            if trip is None or not _not_before(asked, trip.at):
+                return
+            self._breaker.resume()
+            where = f"{names.ANNOTATION_QUOTA_RESUME_RECLAIM}={asked} on {quota.meta.key}"
+            self._closed(REASON_OPERATOR, f"an operator resumed it ({where})")
+
+    def _closed(self, reason: str, why: str) -> None:
+        """The breaker closed (under `_step_lock`): say so, and let every grace start again."""
+        over = self._exposure.over()
+        extra = {"reason": reason, "why": why, "quotas_over_runtime": ",".join(over)}
+        log.info("Quota reclaim resumed", extra=extra)
+        self._metrics.paused.set(0)
+        self._timer.clear()
+        self._watch_key = None
+        message = (
+            f"quota reclaim resumed ({reason}): {why}; a quota over its runtime for a whole grace period from "
+            "now on has pods evicted"
+        )
+        self._announce_switch(over, "normal", REASON_RECLAIM_RESUMED, message)
+        self.enqueue(*self._quotas.keys())
+
+    def _announce_switch(self, over: list[str], kind: str, reason: str, message: str) -> None:
+        for name in over[:_EVENTS_PER_SWITCH]:
+            key = self._key_of(name)
+            quota = self._quotas.get(key) if key is not None else None
+            if not isinstance(quota, ElasticQuota):
+                continue
+            if kind == "warning":
+                self._recorder.warning(ObjectReference.of(quota), reason, message)
+            else:
+                self._recorder.normal(ObjectReference.of(quota), reason, message)
+
+    def _key_of(self, name: str) -> str | None:
+        """The cache key of the quota named `name` (quota names are cluster-wide)."""
+        key = self._keys.get(name)
+        if (key is None or key not in self._quotas) and len(self._quotas) != self._indexed:
+            cached = self._quotas.keys()
+            self._keys = {k.rpartition("/")[2]: k for k in cached}
+            self._indexed = len(self._quotas)
+            key = self._keys.get(name)
+        return key if key is not None and key in self._quotas else None
 
     def _malformed(self, key: str, quota: Malformed) -> NoReturn:
         """Condition `Valid=False` (once per error), then a PermanentError: the runtime makes it
@@ -180,12 +376,16 @@ class QuotaReconciler:
             if annotations is not None:
                 written = self._api.patch(meta.name, annotations, namespace=meta.namespace)
                 self._metrics.annotation_writes.inc()
+            trip = self._breaker.trip
+            paused = (trip.reason, trip.message) if trip is not None else None
+            resumed = self._breaker.closed_reason or REASON_RECLAIM_ALLOWED
             status = status_patch(
                 figures.used,
                 valid_condition(problems),
                 current_used=quota.used,
                 current_conditions=quota.conditions,
                 now=self._now(),
+                reclaim=reclaim_condition(paused, quota.conditions, resumed=resumed),
             )
             if status is not None:
                 written = self._api.patch(meta.name, status, namespace=meta.namespace, subresource="status")
@@ -252,7 +452,7 @@ class QuotaReconciler:
         for pod in self._pods.list():
             if not pod.node_name or pod.is_terminal or self._manager.quota_of(pod) != name:
                 continue
-            request = quota_request(pod.requests())
+            request = self._manager.charge(pod)
             if pod.is_deleting or evicted.get(pod.key, ("", ""))[0] == pod.uid:
                 leaving = resources.add(leaving, request)
                 continue
@@ -275,14 +475,8 @@ class QuotaReconciler:
         pod = self._pods.get(victim.key)
         if pod is None:
             return True
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": pod.name, "namespace": pod.namespace},
-            "deleteOptions": {"preconditions": {"uid": pod.uid}},
-        }
         try:
-            self._evictor.post(pod.name, "eviction", body, namespace=pod.namespace)
+            evict(self._evictor, pod.name, namespace=pod.namespace, uid=pod.uid)
         except (errors.NotFound, errors.Conflict):
             return True  # gone already, or a new pod of the same name: nothing to reclaim here
         except errors.TooManyRequests as e:
@@ -307,6 +501,24 @@ class QuotaReconciler:
         return True
 
 
+def _not_before(asked: str, since: str) -> bool:
+    """Whether the operator's time `asked` is not before `since` (both RFC 3339); False, with a
+    log line, for a time that does not parse."""
+    try:
+        return _parse_time(asked) >= _parse_time(since)
+    except ValueError:
+        log.warning(
+            "Ignoring an unreadable resume time",
+            extra={"annotation": names.ANNOTATION_QUOTA_RESUME_RECLAIM, "value": asked},
+        )
+        return False
+
+
+def _parse_time(text: str) -> datetime.datetime:
+    parsed = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
+
+
 def _show(amounts: Mapping[str, int], runtime: Mapping[str, int]) -> str:
     """The amounts of the quota's resources, as Kubernetes quantities (`{gpu-core: 200}`)."""
     shown = resources.format_list({r: amounts.get(r, 0) for r in sorted(runtime) if amounts.get(r, 0) or r in amounts})
@@ -327,20 +539,27 @@ def add_to_manager(manager: Manager, settings: QuotaSettings) -> Controller:
         quotas.store,
         pods.store,
         quota_manager,
-        api=manager.client.resource(names.ELASTIC_QUOTAS),
+        # Koordinator's ElasticQuota CRD has no status subresource (ours neither).
+        api=StatusAwareAPI(manager.client.resource(names.ELASTIC_QUOTAS)),
         evictor=manager.client.resource(PODS),
         recorder=manager.events,
         metrics=QuotaMetrics(manager.metrics.registry),
         settings=settings,
+        synced=lambda: quotas.settled and pods.settled and nodes.settled,
     )
     controller = manager.add(reconciler, ControllerOptions(workers=1))
+    reconciler.enqueue = controller.enqueue
 
-    def every_quota(_obj: object) -> list[str]:
-        return quotas.store.keys()
+    def the_quota_and_changed(quota: ElasticQuota | Malformed) -> list[str]:
+        ref = quota.reference if isinstance(quota, Malformed) else ObjectReference.of(quota)
+        return [f"{ref.namespace}/{ref.name}", *reconciler.observe()]
 
-    controller.watch(quotas, keys=every_quota)
-    controller.watch(pods, keys=every_quota, changed=_pod_changed)
-    controller.watch(nodes, keys=every_quota, changed=lambda old, new: old.allocatable != new.allocatable)
+    def changed(_obj: object) -> list[str]:
+        return reconciler.observe()
+
+    controller.watch(quotas, keys=the_quota_and_changed)
+    controller.watch(pods, keys=changed, changed=_pod_changed)
+    controller.watch(nodes, keys=changed, changed=lambda old, new: old.allocatable != new.allocatable)
     return controller
 
 

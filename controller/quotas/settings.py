@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apis.errors import ConfigError
+from controller.quotas.breaker import BreakerSettings
 
 __all__ = ["QuotaSettings"]
 
@@ -21,6 +22,8 @@ class QuotaSettings:
     eviction_burst: int = 5
     #: False: keep status and annotations, never evict.
     reclaim: bool = True
+    #: When reclaim pauses because the figures jumped (`controller.quotas.breaker`).
+    breaker: BreakerSettings = field(default_factory=BreakerSettings)
 
     def validate(self) -> None:
         if self.reclaim_grace < 0:
@@ -29,3 +32,11 @@ class QuotaSettings:
             raise ConfigError(f"--quota-eviction-qps {self.eviction_qps}: must be > 0")
         if self.eviction_burst < 1:
             raise ConfigError(f"--quota-eviction-burst {self.eviction_burst}: must be at least 1")
+        for flag, value in (
+            ("--quota-breaker-root-drop", self.breaker.root_drop),
+            ("--quota-breaker-excess-rise", self.breaker.excess_rise),
+        ):
+            if not 0 < value <= 1:
+                raise ConfigError(f"{flag} {value:g}: must be a fraction in (0, 1]")
+        if self.breaker.stable < 0:
+            raise ConfigError(f"--quota-breaker-stable {self.breaker.stable:g}: must be >= 0 seconds")

@@ -12,6 +12,8 @@ written when nothing changed. Koordinator's names and JSON shape:
 | `.../allocated` | what is allocated to it and its children: `used`, summed over the subtree |
 | `.../guaranteed` | per resource, the larger of min and allocated (what it keeps, as Koordinator says) |
 | `.../non-preemptible-used` | what its non-preemptible pods use, its children's included |
+| `status.conditions[Valid]` | whether the quota obeys the tree's rules |
+| `status.conditions[ReclaimPaused]` | True while reclaim's circuit breaker holds evictions back (once it ever did) |
 
 Each annotation is a JSON object of resource name to Kubernetes quantity string.
 """
@@ -27,16 +29,19 @@ from apis.extension import names
 from apis.extension.quota import encode_resource_annotation
 from apis.k8s import resources
 from apis.k8s.meta import Condition
-from apis.quota import QuotaManager
+from kube.quotas import QuotaManager
 
 __all__ = [
+    "CONDITION_RECLAIM_PAUSED",
     "CONDITION_VALID",
     "REASON_INVALID",
     "REASON_MALFORMED",
+    "REASON_RECLAIM_ALLOWED",
     "REASON_VALID",
     "STATUS_ANNOTATIONS",
     "QuotaFigures",
     "annotations_patch",
+    "reclaim_condition",
     "status_patch",
     "valid_condition",
 ]
@@ -48,6 +53,11 @@ REASON_VALID: Final = "RulesSatisfied"
 REASON_INVALID: Final = "InvalidQuota"
 #: The quota does not parse at all (a bad quantity, min above max): nobody can use it.
 REASON_MALFORMED: Final = "MalformedQuota"
+#: True (a warning: with the breaker's reason and figures) while reclaim evicts nothing because
+#: the figures jumped (`controller.quotas.breaker`); False once it may again. Written only once
+#: the breaker has been open, so a cluster where it never tripped carries no such condition.
+CONDITION_RECLAIM_PAUSED: Final = "ReclaimPaused"
+REASON_RECLAIM_ALLOWED: Final = "ReclaimAllowed"
 
 #: The annotations this controller owns, in the order they are listed.
 STATUS_ANNOTATIONS: Final = (
@@ -71,18 +81,17 @@ class QuotaFigures:
     non_preemptible_used: dict[str, int]
 
     @classmethod
-    def of(cls, manager: QuotaManager, name: str, low: Mapping[str, int], subtree: Iterable[str] = ()) -> QuotaFigures:
-        """`low`: the quota's min; `subtree`: its descendants (`QuotaManager.descendants`), whose
-        use counts in its own."""
-        members = [name, *subtree]
-        used = resources.sum_of(manager.used(q) for q in members)
+    def of(cls, manager: QuotaManager, name: str, low: Mapping[str, int]) -> QuotaFigures:
+        """`low`: the quota's min (in the names quotas count, `QuotaSpec.min`). The use of the
+        quotas below it counts in its own."""
+        used = manager.subtree_used(name)
         return cls(
             used=used,
             runtime=manager.runtime(name),
             request=manager.request(name),
             allocated=used,
             guaranteed=resources.max_of(low, used),
-            non_preemptible_used=resources.sum_of(manager.non_preemptible_used(q) for q in members),
+            non_preemptible_used=manager.subtree_non_preemptible_used(name),
         )
 
     def annotations(self) -> dict[str, str]:
@@ -97,28 +106,42 @@ def valid_condition(problems: list[str], *, reason: str = REASON_INVALID) -> tup
     return "False", reason, "; ".join(problems)
 
 
-def _condition_changed(current: Iterable[Condition], wanted: tuple[str, str, str]) -> bool:
-    for c in current:
-        if c.type == CONDITION_VALID:
-            return (c.status, c.reason, c.message) != wanted
-    return True
+def reclaim_condition(
+    paused: tuple[str, str] | None, current: Iterable[Condition], *, resumed: str = REASON_RECLAIM_ALLOWED
+) -> tuple[str, str, str] | None:
+    """(status, reason, message) of `ReclaimPaused`: True with the breaker's (reason, message)
+    while paused; False (`resumed`: why) where the quota carries the condition; else None (not
+    written)."""
+    if paused is not None:
+        return "True", paused[0], paused[1]
+    if any(c.type == CONDITION_RECLAIM_PAUSED for c in current):
+        return "False", resumed, "reclaim evicts pods of quotas over their runtime past the grace period"
+    return None
 
 
-def _conditions(current: Iterable[Condition], wanted: tuple[str, str, str], now: str) -> list[dict[str, Any]]:
-    """Every condition as it is, with `Valid` set to `wanted` (its transition time kept unless
-    its status flips)."""
-    status, reason, message = wanted
+def _changed(current: Iterable[Condition], wanted: Mapping[str, tuple[str, str, str]]) -> bool:
+    have = {c.type: (c.status, c.reason, c.message) for c in current}
+    return any(have.get(kind) != value for kind, value in wanted.items())
+
+
+def _conditions(
+    current: Iterable[Condition], wanted: Mapping[str, tuple[str, str, str]], now: str
+) -> list[dict[str, Any]]:
+    """Every condition as it is, with those of `wanted` set (each one's transition time kept
+    unless its status flips), new ones last in `wanted`'s order."""
     out: list[dict[str, Any]] = []
-    found = False
+    seen: set[str] = set()
     for c in current:
-        if c.type != CONDITION_VALID:
+        if c.type not in wanted:
             out.append(c.to_dict())
             continue
-        found = True
+        seen.add(c.type)
+        status, reason, message = wanted[c.type]
         since = c.last_transition_time if c.status == status and c.last_transition_time else now
-        out.append(Condition(CONDITION_VALID, status, reason, message, since).to_dict())
-    if not found:
-        out.append(Condition(CONDITION_VALID, status, reason, message, now).to_dict())
+        out.append(Condition(c.type, status, reason, message, since).to_dict())
+    for kind, (status, reason, message) in wanted.items():
+        if kind not in seen:
+            out.append(Condition(kind, status, reason, message, now).to_dict())
     return out
 
 
@@ -129,14 +152,19 @@ def status_patch(
     current_used: Mapping[str, int],
     current_conditions: Iterable[Condition],
     now: str,
+    reclaim: tuple[str, str, str] | None = None,
 ) -> dict[str, Any] | None:
-    """A merge patch of `status` (used and the `Valid` condition); None when both are as wanted.
-    A resource that left `used` is removed (null), as a merge patch of a map needs."""
+    """A merge patch of `status` (used, the `Valid` condition, and `ReclaimPaused` when
+    `reclaim` says it); None when all are as wanted. A resource that left `used` is removed
+    (null), as a merge patch of a map needs."""
     conditions = tuple(current_conditions)
+    wanted = {CONDITION_VALID: condition}
+    if reclaim is not None:
+        wanted[CONDITION_RECLAIM_PAUSED] = reclaim
     used_changed = dict(used) != dict(current_used)
-    if not used_changed and not _condition_changed(conditions, condition):
+    if not used_changed and not _changed(conditions, wanted):
         return None
-    status: dict[str, Any] = {"conditions": _conditions(conditions, condition, now)}
+    status: dict[str, Any] = {"conditions": _conditions(conditions, wanted, now)}
     if used_changed:
         gone: dict[str, Any] = {r: None for r in current_used if r not in used}
         status["used"] = {**gone, **resources.format_list(used)}

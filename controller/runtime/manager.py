@@ -30,6 +30,7 @@ from controller.runtime.metrics import Metrics
 from controller.runtime.reconciler import Reconciler
 from kube import serving
 from kube.client import Client
+from kube.delegation import Delegation
 from kube.events import EventRecorder
 from kube.informer import InformerFactory
 from kube.leaderelection import LeaderElectionSettings, LeaderElector
@@ -76,6 +77,8 @@ class Manager:
             registry=self.metrics.registry,
             liveness={"workers": self._workers_alive},
             readiness={"informer-sync": self._synced_check, "shutdown": self._not_stopping},
+            auth=Delegation(client),
+            tls=settings.serving.tls.context(),
         )
         self._synced = threading.Event()
         self._stopping = threading.Event()

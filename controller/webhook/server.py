@@ -1,4 +1,5 @@
-"""The controller's HTTPS admission-webhook server: one route per webhook, answers from the informer.
+"""The controller's HTTPS admission-webhook server: one route per webhook (ElasticQuota
+validation, and the quota rules of Koordinator's pod webhook), answers from the informer.
 
 It serves on every replica, leader or not (it only reads), as soon as the process starts; until
 the ElasticQuota informer has synced it answers 503, which kube-apiserver treats as a failed call
@@ -17,22 +18,27 @@ import ssl
 import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import ConfigError
-from controller.webhook import quota
+from apis.quota import QuotaSpec
+from controller.webhook import pod, quota
 from controller.webhook.settings import WebhookSettings
 from kube import serving
 
-__all__ = ["QUOTA_PATH", "QUOTA_WEBHOOK", "WebhookServer"]
+__all__ = ["POD_PATH", "POD_WEBHOOK", "QUOTA_PATH", "QUOTA_WEBHOOK", "WebhookServer"]
 
 log = logging.getLogger(__name__)
 
 #: Koordinator's path and webhook name for ElasticQuota validation (its kubebuilder marker).
 QUOTA_PATH = "/validate-scheduling-sigs-k8s-io-v1alpha1-elasticquota"
 QUOTA_WEBHOOK = "velasticquota.koordinator.sh"
+#: Koordinator's path and webhook name for pod validation.
+POD_PATH = "/validate-pod"
+POD_WEBHOOK = "vpod.koordinator.sh"
 #: An AdmissionReview carries two objects; kube-apiserver's own limit on one is 3 MiB.
 _MAX_REVIEW = 8 * 1024 * 1024
 
@@ -82,12 +88,18 @@ class WebhookServer:
         quotas: Callable[[], Iterable[ElasticQuota]],
         synced: Callable[[], bool],
         registry: CollectorRegistry,
+        has_pods: Callable[[QuotaSpec], bool] = lambda _: False,
+        cached_quotas: Callable[[], Iterable[ElasticQuota]] | None = None,
     ) -> None:
-        """`quotas`: the ElasticQuotas stored now; `synced`: whether that list is complete."""
+        """`quotas`: the ElasticQuotas stored now (quota reviews); `cached_quotas`: a cached
+        copy, cheap to read (pod reviews; `quotas` when None); `synced`: whether that list is
+        complete; `has_pods(quota)`: whether pods use the quota now."""
         assert settings.cert_file is not None and settings.key_file is not None
         certificate = Certificate(settings.cert_file, settings.key_file)
         self._quotas = quotas
+        self._cached_quotas = cached_quotas or quotas
         self._synced = synced
+        self._has_pods = has_pods
         self._reviews = Counter(
             "tessera_controller_webhook_reviews_total",
             "AdmissionReviews answered, by webhook, operation and whether the request was allowed.",
@@ -99,7 +111,10 @@ class WebhookServer:
             host=settings.host,
             port=settings.port,
             registry=registry,
-            routes=[serving.Route("POST", QUOTA_PATH, self._validate_quota)],
+            routes=[
+                serving.Route("POST", QUOTA_PATH, self._validate_quota),
+                serving.Route("POST", POD_PATH, self._validate_pod),
+            ],
             tls=certificate.context,
             max_body=_MAX_REVIEW,
         )
@@ -116,6 +131,18 @@ class WebhookServer:
         self._server.stop()
 
     def _validate_quota(self, request: serving.Request) -> serving.Response:
+        return self._validate(
+            request, QUOTA_WEBHOOK, lambda review: quota.review(review, self._quotas(), has_pods=self._has_pods)
+        )
+
+    def _validate_pod(self, request: serving.Request) -> serving.Response:
+        return self._validate(
+            request, POD_WEBHOOK, lambda review: pod.review(review, self._cached_quotas(), fresh=self._quotas)
+        )
+
+    def _validate(
+        self, request: serving.Request, webhook: str, decide: Callable[[dict[str, Any]], quota.Decision]
+    ) -> serving.Response:
         if not self._synced():
             return serving.Response.text("the ElasticQuota cache has not synced yet", 503)
         try:
@@ -125,15 +152,16 @@ class WebhookServer:
             api_version = str(doc["apiVersion"])
         except (ValueError, KeyError, TypeError) as e:
             return serving.Response.text(f"not an AdmissionReview: {type(e).__name__}: {e}", 400)
-        decision = quota.review(review, self._quotas())
+        decision = decide(review)
         operation = str(review.get("operation", ""))
-        self._reviews.labels(QUOTA_WEBHOOK, operation, str(decision.allowed).lower()).inc()
+        self._reviews.labels(webhook, operation, str(decision.allowed).lower()).inc()
         if not decision.allowed:
             log.info(
-                "Refused a quota",
+                "Refused a write",
                 extra={
+                    "webhook": webhook,
                     "operation": operation,
-                    "quota": f"{review.get('namespace', '')}/{review.get('name', '')}",
+                    "object": f"{review.get('namespace', '')}/{review.get('name', '')}",
                     "user": (review.get("userInfo") or {}).get("username", ""),
                     "reason": decision.message,
                 },

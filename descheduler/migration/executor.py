@@ -24,16 +24,18 @@ from apis.crds.reservation import ObjectRef, Reservation, ReservationPhase, allo
 from apis.errors import AnnotationError, ValidationError
 from apis.extension import names
 from apis.k8s.core import Pod
+from apis.k8s.duration import format_duration
 from descheduler.arbitration import Arbiter, InFlight, Refusal
 from descheduler.cluster import Cluster, Obj
 from descheduler.metrics import Metrics
 from descheduler.migration import reservation as reservations
-from descheduler.migration.status import JobStatus, stamp
+from descheduler.migration.status import JobStatus, quoted, stamp, step_events
 from descheduler.migration.steps import Facts, Step, StepKind, plan
 from descheduler.settings import MigrationSettings
 from kube.client import Client
 from kube.errors import AlreadyExists, APIError, Invalid, NotFound, TooManyRequests
 from kube.events import EventRecorder, ObjectReference
+from kube.eviction import evict
 from kube.logs import V
 from kube.resources import PODS
 
@@ -43,6 +45,8 @@ log = logging.getLogger(__name__)
 
 REASON_INVALID = "InvalidJob"
 REASON_DRY_RUN = "DryRun"
+#: A value read as its default (an unknown spec.mode: ReservationFirst, as Koordinator runs it).
+REASON_MODE_IGNORED = "ModeIgnored"
 
 
 def _utcnow() -> datetime.datetime:
@@ -145,11 +149,8 @@ class Executor:
             return None  # a namesake (a StatefulSet's replacement): the pod we were to move is gone
         return pod
 
-    def _reservation_name(self, job: PodMigrationJob) -> str:
-        return job.reservation_ref.name if job.reservation_ref is not None else reservations.name_for(job.name)
-
     def _reservation(self, job: PodMigrationJob) -> Reservation | None:
-        raw = self._cluster.reservations.get(self._reservation_name(job))
+        raw = self._cluster.reservations.get(reservations.name_for_job(job))
         if raw is None:
             return None
         try:
@@ -226,7 +227,7 @@ class Executor:
         elif step.kind is StepKind.SUCCEED:
             self._write(j, step.status)
             self._metrics.migrations.labels("Succeeded").inc()
-            self._events.normal(j.ref, "MigrationSucceeded", step.status.message)
+            self._events.normal(j.ref, pmj.STATUS_COMPLETE, step.status.message)
             new = step.status.pod_ref
             if new is not None:
                 ref = ObjectReference("Pod", new.name, new.namespace or "default", new.uid, "v1")
@@ -259,15 +260,19 @@ class Executor:
             self._write(j, status)
             return
         if not job.pod_ref.uid:  # pin the pod: a namesake created later is not the one to move
-            uid = pod["metadata"].get("uid")
-            self._remember(self._jobs.patch(job.name, {"spec": {"podRef": {"uid": uid}}}))
-        self._write(j, step.status.at(MigrationPhase.RUNNING, "Admitted", message=f"migrating {what}"))
+            spec: dict[str, Any] = {"podRef": {"uid": pod["metadata"].get("uid")}}
+            if job.ttl_seconds is not None:  # as Koordinator's controller writes it back: Go's form, `5m0s`
+                spec["ttl"] = format_duration(job.ttl_seconds)
+            self._remember(self._jobs.patch(job.name, {"spec": spec}))
+        self._write(j, step.status.at(MigrationPhase.RUNNING, "", message=f"migrating {what}"))
         self._metrics.migrations.labels("Running").inc()
         in_flight.append(
             InFlight(job.name, job.pod_ref.namespace or "default", str(node), self._cluster.workload_of(pod), _key(pod))
         )
         why = job.meta.annotations.get(names.ANNOTATION_MIGRATION_REASON, "")
         because = f"; why: {why}" if why else ""
+        if job.ignored:
+            self._events.warning(j.ref, REASON_MODE_IGNORED, job.ignored)
         self._events.normal(j.ref, "MigrationStarted", f"migrating {what}{because}")
         self._events.normal(
             _pod_ref(pod), "Migrating", f"PodMigrationJob {job.name} moves this pod ({job.mode.value}){because}"
@@ -304,17 +309,9 @@ class Executor:
             if uid:
                 ref["uid"] = uid
             self._remember(self._jobs.patch(job.name, {"spec": {"reservationOptions": {"reservationRef": ref}}}))
-        self._write(
-            j,
-            step.status.at(
-                MigrationPhase.RUNNING, pmj.CONDITION_RESERVATION_CREATED, message=f"reservation {name} created"
-            ),
-        )
-        self._events.normal(
-            j.ref,
-            pmj.CONDITION_RESERVATION_CREATED,
-            f"created reservation {name} for the replacement of pod {_key(pod)}",
-        )
+        message = f"Successfully create Reservation {quoted(name)}"
+        self._write(j, step.status.at(MigrationPhase.RUNNING, pmj.CONDITION_RESERVATION_CREATED, message=message))
+        self._events.normal(j.ref, pmj.CONDITION_RESERVATION_CREATED, message)
 
     def _evict(self, j: _Job, step: Step, pod: Obj, in_flight: list[InFlight]) -> None:
         job = j.job
@@ -323,19 +320,18 @@ class Executor:
             held = step.status.with_condition(
                 pmj.CONDITION_EVICTION, False, reason=refusal.reason, message=refusal.message, now=stamp(self._now())
             )
-            self._refused(j, refusal, held.at(MigrationPhase.RUNNING, "WaitForEviction"), pod)
+            self._refused(j, refusal, held.at(MigrationPhase.RUNNING, pmj.CONDITION_EVICTION), pod)
             return
         meta = pod["metadata"]
-        options = dict(job.delete_options) or {"preconditions": {"uid": meta.get("uid")}}
-        body = {
-            "apiVersion": "policy/v1",
-            "kind": "Eviction",
-            "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
-            "deleteOptions": options,
-        }
         now = stamp(self._now())
         try:
-            self._pods.post(str(meta.get("name")), "eviction", body, namespace=str(meta.get("namespace")))
+            evict(
+                self._pods,
+                str(meta.get("name")),
+                namespace=str(meta.get("namespace")),
+                uid=str(meta.get("uid") or ""),
+                delete_options=job.delete_options,
+            )
         except TooManyRequests as e:  # a PodDisruptionBudget said not now: wait, until the ttl
             self._metrics.evictions.labels("refused").inc()
             self._metrics.refusals.labels("pdb").inc()
@@ -343,7 +339,8 @@ class Executor:
                 pmj.CONDITION_EVICTION, False, reason=pmj.REASON_FAILED_EVICT, message=str(e), now=now
             )
             self._write(
-                j, held.at(MigrationPhase.RUNNING, "WaitForEviction", reason=pmj.REASON_FAILED_EVICT, message=str(e))
+                j,
+                held.at(MigrationPhase.RUNNING, pmj.CONDITION_EVICTION, reason=pmj.REASON_FAILED_EVICT, message=str(e)),
             )
             return
         except NotFound:
@@ -354,12 +351,20 @@ class Executor:
         else:
             self._metrics.evictions.labels("ok").inc()
             self._arbiter.evicted()
-        evicting = step.status.with_condition(pmj.CONDITION_EVICTION, True, reason=pmj.REASON_EVICTING, now=now)
+        # Koordinator's condition while the pod goes: Eviction False, reason Evicting.
+        why = job.meta.annotations.get(names.ANNOTATION_MIGRATION_REASON, "")
+        node = (pod.get("spec") or {}).get("nodeName") or ""
+        message = f"Pod {quoted(_key(pod))} evicted from node {quoted(str(node))} by the reason {quoted(why)}"
+        evicting = step.status.with_condition(
+            pmj.CONDITION_EVICTION, False, reason=pmj.REASON_EVICTING, message=message, now=now
+        )
         target = step.status.node_name
-        message = f"evicted pod {_key(pod)}" + (f"; its replacement is reserved on {target}" if target else "")
-        self._write(j, evicting.at(MigrationPhase.RUNNING, pmj.REASON_EVICTING, message=message))
-        for ref in (j.ref, _pod_ref(pod)):
-            self._events.normal(ref, "MigrationEvicted", f"PodMigrationJob {job.name}: {message}")
+        self._write(
+            j, evicting.at(MigrationPhase.RUNNING, pmj.CONDITION_EVICTION, reason=pmj.REASON_EVICTING, message=message)
+        )
+        self._events.normal(j.ref, pmj.REASON_EVICTING, message)
+        moved = f"evicted pod {_key(pod)}" + (f"; its replacement is reserved on {target}" if target else "")
+        self._events.normal(_pod_ref(pod), "MigrationEvicted", f"PodMigrationJob {job.name}: {moved}")
         log.info("Evicted pod for migration", extra={"job": job.name, "pod": _key(pod), "target": target})
 
     def _fail(self, j: _Job, step: Step, pod: Obj | None) -> None:
@@ -370,7 +375,7 @@ class Executor:
         if step.rollback and not self._dry_run:
             self._roll_back(job)
         self._metrics.migrations.labels("Failed").inc()
-        self._events.warning(j.ref, "MigrationFailed", f"{step.status.reason}: {step.status.message}")
+        self._events.warning(j.ref, step.status.reason, step.status.message)
         if pod is not None:
             self._events.warning(_pod_ref(pod), "MigrationFailed", f"PodMigrationJob {job.name}: {step.status.message}")
         log.info(
@@ -440,9 +445,14 @@ class Executor:
 
     # --- writing -----------------------------------------------------------------------------------
     def _write(self, j: _Job, status: JobStatus) -> None:
-        if status == JobStatus.of(j.job):
+        old = JobStatus.of(j.job)
+        if status == old:
             return
         self._remember(self._jobs.patch(j.job.name, {"status": status.to_dict()}, subresource="status"))
+        job = j.job
+        pod = f"{job.pod_ref.namespace or 'default'}/{job.pod_ref.name}"
+        for reason, message in step_events(old, status, reservation=reservations.name_for_job(job), pod=pod):
+            self._events.normal(j.ref, reason, message)
 
     def _remember(self, obj: dict[str, Any]) -> None:
         self._written[str(obj["metadata"]["name"])] = obj

@@ -31,6 +31,11 @@ def name_for(job: str) -> str:
     return f"pmj-{job}"[:_MAX_NAME]
 
 
+def name_for_job(job: PodMigrationJob) -> str:
+    """The job's Reservation: the one its `reservationRef` names, else the one it creates."""
+    return job.reservation_ref.name if job.reservation_ref is not None else name_for(job.name)
+
+
 def made_by_job(job: PodMigrationJob) -> bool:
     """Whether the job's Reservation is one the descheduler creates (and so rolls back): no
     `spec.reservationOptions.reservationRef`, or the ref the descheduler wrote back after creating
@@ -41,7 +46,9 @@ def made_by_job(job: PodMigrationJob) -> bool:
 def build(job: Obj, pod: Obj, *, ttl_seconds: float, target_node: str = "") -> dict[str, Any]:
     """The Reservation for `job` (a PodMigrationJob, raw) moving `pod` (raw); the pod must have a
     controller (the caller refuses those without). `target_node`: the node it must be placed on
-    (a planner's choice), added to the template's required node affinity."""
+    (a planner's choice), added to the template's required node affinity; without one, the
+    pod's own node is excluded there, as Koordinator's controller does (`metadata.name NotIn`):
+    a migration moves the pod elsewhere."""
     job_meta, pod_meta = job.get("metadata") or {}, pod.get("metadata") or {}
     namespace = str(pod_meta.get("namespace") or "default")
     controller = controller_of(pod)
@@ -56,8 +63,11 @@ def build(job: Obj, pod: Obj, *, ttl_seconds: float, target_node: str = "") -> d
         "namespace": namespace,
     }
     spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+    current = str((pod.get("spec") or {}).get("nodeName") or "")
     if target_node:
-        spec = _pinned(spec, target_node)
+        spec = _with_node_field(spec, "In", target_node)
+    elif current:
+        spec = _with_node_field(spec, "NotIn", current)
     annotations = {k: v for k, v in (pod_meta.get("annotations") or {}).items() if k not in _PLACEMENT_ANNOTATIONS}
     template = {
         "metadata": {"namespace": namespace, "labels": dict(pod_meta.get("labels") or {}), "annotations": annotations},
@@ -91,10 +101,10 @@ def build(job: Obj, pod: Obj, *, ttl_seconds: float, target_node: str = "") -> d
     }
 
 
-def _pinned(spec: Obj, node: str) -> dict[str, Any]:
-    """`spec` with a required node affinity for `node` (by `metadata.name`), ANDed into each of
+def _with_node_field(spec: Obj, operator: str, node: str) -> dict[str, Any]:
+    """`spec` with a required node affinity `metadata.name OPERATOR [node]`, ANDed into each of
     the pod's own required terms (terms are ORed, the fields inside one term ANDed)."""
-    field = {"key": "metadata.name", "operator": "In", "values": [node]}
+    field = {"key": "metadata.name", "operator": operator, "values": [node]}
     affinity = dict(spec.get("affinity") or {})
     node_affinity = dict(affinity.get("nodeAffinity") or {})
     required = dict(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {})

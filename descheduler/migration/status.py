@@ -9,14 +9,16 @@ transition time when its status did not change; `to_dict` is the merge patch's `
 from __future__ import annotations
 
 import datetime
+import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+from apis.crds import podmigrationjob as pmj
 from apis.crds.podmigrationjob import MigrationPhase, PodMigrationJob
 from apis.crds.reservation import ObjectRef
 from apis.k8s.meta import Condition
 
-__all__ = ["JobStatus", "stamp"]
+__all__ = ["JobStatus", "quoted", "stamp", "step_events"]
 
 
 def stamp(now: datetime.datetime) -> str:
@@ -45,6 +47,13 @@ class JobStatus:
         c = self.condition(type_)
         return c is not None and c.status == "True"
 
+    @property
+    def evicting_or_evicted(self) -> bool:
+        """The pod was evicted: Koordinator's Eviction condition, False with reason Evicting
+        while the pod goes, True (EvictComplete) once it is gone."""
+        c = self.condition(pmj.CONDITION_EVICTION)
+        return c is not None and (c.status == "True" or c.reason == pmj.REASON_EVICTING)
+
     def with_condition(self, type_: str, status: bool, *, reason: str = "", message: str = "", now: str) -> JobStatus:
         text = "True" if status else "False"
         old = self.condition(type_)
@@ -67,3 +76,24 @@ class JobStatus:
             "podRef": self.pod_ref.to_dict() if self.pod_ref is not None else None,
         }
         return out
+
+
+def step_events(old: JobStatus, new: JobStatus, *, reservation: str, pod: str) -> list[tuple[str, str]]:
+    """Koordinator's Normal Events (reason, message) for the steps `new` reached that `old` had
+    not: the Reservation scheduled, the evicted pod gone, the wait for the replacement's bind."""
+    out = []
+    scheduled, eviction = pmj.CONDITION_RESERVATION_SCHEDULED, pmj.CONDITION_EVICTION
+    if new.is_true(scheduled) and not old.is_true(scheduled):
+        out.append((scheduled, f"Assigned Reservation {quoted(reservation)} to node {quoted(new.node_name)}"))
+    if new.is_true(eviction) and not old.is_true(eviction):
+        out.append((pmj.REASON_EVICT_COMPLETE, f"Pod {quoted(pod)} has been evicted"))
+    waiting = pmj.REASON_WAIT_FOR_POD_BIND_RESERVATION
+    bound, was = new.condition(pmj.CONDITION_POD_BOUND_RESERVATION), old.condition(pmj.CONDITION_POD_BOUND_RESERVATION)
+    if bound is not None and bound.reason == waiting and (was is None or was.reason != waiting):
+        out.append((waiting, bound.message))
+    return out
+
+
+def quoted(text: str) -> str:
+    """A name as Go's %q writes it, as Koordinator's messages show names."""
+    return json.dumps(text)

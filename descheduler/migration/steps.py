@@ -11,7 +11,12 @@ every failure before the pod was evicted: the pod is left alone and the held res
 ReservationFirst, as Koordinator runs it:
 
     Pending --admit--> Running: ReservationCreated → ReservationScheduled (Available)
-      → Eviction (Evicting → EvictComplete) → PodBoundReservation → Succeeded
+      → Eviction (False Evicting → True EvictComplete) → PodBoundReservation → Succeeded
+
+`status.status` is the condition being worked on, as Koordinator writes it (`ReservationCreated`,
+`ReservationScheduled`, `Eviction`, `PodBoundReservation`), and `Complete` once succeeded; a
+failure keeps it and says why in `reason` and `message`, in Koordinator's words where Koordinator
+has the case (`Abort job caused by timeout`, ...).
 
 What was done is read from the objects, not remembered: a Reservation named after the job that
 exists was created; a pod that is gone (or terminating) once the Reservation is Available was
@@ -32,9 +37,12 @@ from apis.crds.reservation import REASON_UNSCHEDULABLE as RSV_UNSCHEDULABLE
 from apis.crds.reservation import ObjectRef, Reservation, ReservationPhase
 from descheduler.cluster import Obj
 from descheduler.migration import reservation as reservations
-from descheduler.migration.status import JobStatus, stamp
+from descheduler.migration.status import JobStatus, quoted, stamp
 
-__all__ = ["Facts", "Step", "StepKind", "plan"]
+__all__ = ["WAITING_FOR_BIND", "Facts", "Step", "StepKind", "plan"]
+
+#: Koordinator's message while the replacement is not yet bound to the Reservation.
+WAITING_FOR_BIND = "Waiting for Pod bind Reservation"
 
 
 class StepKind(enum.Enum):
@@ -81,46 +89,45 @@ def plan(job: PodMigrationJob, facts: Facts) -> Step:
     now = stamp(facts.now)
     status = JobStatus.of(job)
     pod_name = f"{job.pod_ref.namespace}/{job.pod_ref.name}" if job.pod_ref.name else job.pod_ref.uid
-    evicted = status.is_true(pmj.CONDITION_EVICTION)
+    evicted = status.evicting_or_evicted
     rsv = facts.reservation
+    rsv_name = rsv.name if rsv is not None else reservations.name_for_job(job)
 
     def fail(reason: str, message: str) -> Step:
         return Step(
-            StepKind.FAIL, status.at(MigrationPhase.FAILED, "Failed", reason=reason, message=message), rollback=True
+            StepKind.FAIL,
+            status.at(MigrationPhase.FAILED, status.status, reason=reason, message=message),
+            rollback=True,
         )
 
     if facts.now >= facts.deadline:
         if rsv is not None and rsv.phase is ReservationPhase.PENDING and _unschedulable(rsv):
-            return fail(pmj.REASON_UNSCHEDULABLE, f"reservation {rsv.name} could not be scheduled before the ttl")
-        return fail(pmj.REASON_TIMEOUT, f"the job did not finish within its ttl (deadline {stamp(facts.deadline)})")
+            return fail(pmj.REASON_UNSCHEDULABLE, _scheduled_message(rsv) or f"Reservation {rsv.name!r} unschedulable")
+        return fail(pmj.REASON_TIMEOUT, "Abort job caused by timeout")
     if job.paused:
-        return Step(StepKind.WAIT, status.at(status.phase, "Paused", message="spec.paused is true"))
+        return Step(StepKind.WAIT, status.at(status.phase, status.status, message="spec.paused is true"))
 
     if job.phase is MigrationPhase.PENDING:
         if _pod_gone(facts.pod):
-            return fail(pmj.REASON_MISSING_POD, f"pod {pod_name} does not exist or is terminating")
+            return fail(pmj.REASON_MISSING_POD, f"Abort job caused by missing Pod {quoted(pod_name)}")
         if not facts.has_controller:
             return fail(
-                pmj.REASON_FORBIDDEN_MIGRATE_POD, f"pod {pod_name} has no controller: nothing would recreate it"
+                pmj.REASON_FORBIDDEN_MIGRATE_POD, f"Pod {quoted(pod_name)} has no controller: nothing would recreate it"
             )
-        return Step(StepKind.ADMIT, status.at(MigrationPhase.RUNNING, "Admitted"))
+        return Step(StepKind.ADMIT, status.at(MigrationPhase.RUNNING, ""))
 
     if job.mode is MigrationMode.EVICT_DIRECTLY:
         return _evict_directly(status, facts, pod_name, evicted, now)
 
     # --- ReservationFirst, Running ---------------------------------------------------------------
     if rsv is None:
-        if evicted:
-            return fail(pmj.REASON_MISSING_RESERVATION, "the reservation disappeared after the pod was evicted")
-        if status.is_true(pmj.CONDITION_RESERVATION_CREATED):
-            return fail(pmj.REASON_MISSING_RESERVATION, "the reservation was deleted before it was used")
+        missing = f"Abort job caused by missing Reservation {quoted(rsv_name)}"
+        if evicted or status.is_true(pmj.CONDITION_RESERVATION_CREATED):
+            return fail(pmj.REASON_MISSING_RESERVATION, missing)
         if job.reservation_ref is not None and not reservations.made_by_job(job):
-            return fail(
-                pmj.REASON_MISSING_RESERVATION,
-                f"reservation {job.reservation_ref.name} (spec.reservationOptions.reservationRef) does not exist",
-            )
+            return fail(pmj.REASON_MISSING_RESERVATION, f"{missing} (spec.reservationOptions.reservationRef)")
         if _pod_gone(facts.pod):
-            return fail(pmj.REASON_MISSING_POD, f"pod {pod_name} disappeared before the reservation was created")
+            return fail(pmj.REASON_MISSING_POD, f"Abort job caused by missing Pod {quoted(pod_name)}")
         return Step(
             StepKind.CREATE_RESERVATION,
             status.with_condition(pmj.CONDITION_RESERVATION_CREATED, True, now=now).at(
@@ -129,7 +136,7 @@ def plan(job: PodMigrationJob, facts: Facts) -> Step:
         )
     status = status.with_condition(pmj.CONDITION_RESERVATION_CREATED, True, now=now)
     if rsv.phase is ReservationPhase.FAILED or (rsv.phase is ReservationPhase.PENDING and rsv.expired(facts.now)):
-        return fail(pmj.REASON_RESERVATION_EXPIRED, f"reservation {rsv.name} expired or failed before it was used")
+        return fail(pmj.REASON_RESERVATION_EXPIRED, "Reservation expired")
     if rsv.phase is ReservationPhase.PENDING:
         reason, message = (
             (pmj.REASON_UNSCHEDULABLE, _scheduled_message(rsv)) if _unschedulable(rsv) else ("Pending", "")
@@ -139,7 +146,7 @@ def plan(job: PodMigrationJob, facts: Facts) -> Step:
         )
         return Step(
             StepKind.WAIT,
-            waiting.at(MigrationPhase.RUNNING, "WaitForReservationScheduled", reason=reason, message=message),
+            waiting.at(MigrationPhase.RUNNING, pmj.CONDITION_RESERVATION_SCHEDULED, reason=reason, message=message),
         )
     # Available (or already consumed: Succeeded, or Waiting on its owner).
     status = status.with_condition(pmj.CONDITION_RESERVATION_SCHEDULED, True, now=now)
@@ -151,13 +158,26 @@ def plan(job: PodMigrationJob, facts: Facts) -> Step:
     status = status.with_condition(pmj.CONDITION_EVICTION, True, reason=pmj.REASON_EVICT_COMPLETE, now=now)
     if facts.replacement is None:
         waiting = status.with_condition(
-            pmj.CONDITION_POD_BOUND_RESERVATION, False, reason=pmj.REASON_WAIT_FOR_POD_BIND_RESERVATION, now=now
+            pmj.CONDITION_POD_BOUND_RESERVATION,
+            False,
+            reason=pmj.REASON_WAIT_FOR_POD_BIND_RESERVATION,
+            message=WAITING_FOR_BIND,
+            now=now,
         )
-        return Step(StepKind.WAIT, waiting.at(MigrationPhase.RUNNING, pmj.REASON_WAIT_FOR_POD_BIND_RESERVATION))
-    done = status.with_condition(pmj.CONDITION_POD_BOUND_RESERVATION, True, now=now)
+        return Step(
+            StepKind.WAIT,
+            waiting.at(
+                MigrationPhase.RUNNING,
+                pmj.CONDITION_POD_BOUND_RESERVATION,
+                reason=pmj.REASON_WAIT_FOR_POD_BIND_RESERVATION,
+                message=WAITING_FOR_BIND,
+            ),
+        )
+    new_pod = f"{facts.replacement.namespace}/{facts.replacement.name}"
+    message = f"Bind Pod {quoted(new_pod)} in Reservation {quoted(rsv.name)}"
+    done = status.with_condition(pmj.CONDITION_POD_BOUND_RESERVATION, True, message=message, now=now)
     done = replace(done, pod_ref=facts.replacement)
-    message = f"pod {pod_name} replaced by {facts.replacement.namespace}/{facts.replacement.name} on {rsv.node_name}"
-    return Step(StepKind.SUCCEED, done.at(MigrationPhase.SUCCEEDED, "Succeeded", message=message))
+    return Step(StepKind.SUCCEED, done.at(MigrationPhase.SUCCEEDED, pmj.STATUS_COMPLETE, message=message))
 
 
 def _eviction(status: JobStatus, facts: Facts, pod_name: str, evicted: bool) -> Step | None:
@@ -165,9 +185,8 @@ def _eviction(status: JobStatus, facts: Facts, pod_name: str, evicted: bool) -> 
     if _pod_gone(facts.pod):
         return None
     if not evicted:
-        return Step(StepKind.EVICT, status.at(MigrationPhase.RUNNING, pmj.REASON_EVICTING))
-    message = f"waiting for pod {pod_name} to go"
-    return Step(StepKind.WAIT, status.at(MigrationPhase.RUNNING, pmj.REASON_EVICTING, message=message))
+        return Step(StepKind.EVICT, status.at(MigrationPhase.RUNNING, pmj.CONDITION_EVICTION))
+    return Step(StepKind.WAIT, status.at(MigrationPhase.RUNNING, pmj.CONDITION_EVICTION, reason=pmj.REASON_EVICTING))
 
 
 def _evict_directly(status: JobStatus, facts: Facts, pod_name: str, evicted: bool, now: str) -> Step:
@@ -175,7 +194,8 @@ def _evict_directly(status: JobStatus, facts: Facts, pod_name: str, evicted: boo
     if ongoing is not None:
         return ongoing
     done = status.with_condition(pmj.CONDITION_EVICTION, True, reason=pmj.REASON_EVICT_COMPLETE, now=now)
-    return Step(StepKind.SUCCEED, done.at(MigrationPhase.SUCCEEDED, "Succeeded", message=f"pod {pod_name} evicted"))
+    message = f"Pod {quoted(pod_name)} has been evicted"
+    return Step(StepKind.SUCCEED, done.at(MigrationPhase.SUCCEEDED, pmj.STATUS_COMPLETE, message=message))
 
 
 def _unschedulable(rsv: Reservation) -> bool:

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from apis.crds import podmigrationjob as pmj
 from apis.crds.device import DeviceType
 from apis.errors import InvalidRequestError, ValidationError
-from apis.extension import names
+from apis.extension import gang, names
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s.core import Pod
 from descheduler.arbitration.rules import check_namespace
@@ -218,8 +218,9 @@ class Defragmentation:
 
 
 def _in_gang(pod: Pod) -> bool:
-    """A member of a gang (Koordinator's gang annotations or a PodGroup label)."""
-    return bool(pod.annotations.get(names.ANNOTATION_GANG_NAME) or pod.labels.get(names.LABEL_POD_GROUP))
+    """A member of a gang (a PodGroup label of either group, the lightweight gang label or
+    Koordinator's annotation), or a pod naming two kinds of gang (refused until it is fixed)."""
+    return gang.gang_name(pod) is not None or bool(gang.gang_conflict(pod))
 
 
 def _unschedulable_since(raw: Obj) -> datetime.datetime | None:

@@ -10,6 +10,7 @@ from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.nominator import Nominator
 from scheduler.cache.podinfo import PodInfo
 from scheduler.cache.snapshot import CacheSnapshot
+from scheduler.cache.templates import SharedResourceTemplates
 
 __all__ = [
     "DEFAULT_ASSUMED_TTL",
@@ -25,4 +26,5 @@ __all__ = [
     "Nominator",
     "Overcommit",
     "PodInfo",
+    "SharedResourceTemplates",
 ]

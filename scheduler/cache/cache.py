@@ -21,11 +21,12 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from apis.crds.device import Device, DeviceType
 from apis.crds.reservation import Reservation, allocated_from_pod
 from apis.errors import AnnotationError
-from apis.extension import names
+from apis.extension import devicetypes, names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Node, Pod
 from scheduler.cache.budgets import DisruptionBudgets
@@ -33,7 +34,8 @@ from scheduler.cache.devices import DeviceUsage, Holding, Overcommit
 from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.nominator import Nominator
 from scheduler.cache.podinfo import PodInfo
-from scheduler.cache.reservations import HeldReservation, ReservationBook
+from scheduler.cache.reservations import HeldReservation, ReservationBook, remaining_devices
+from scheduler.cache.templates import SharedResourceTemplates
 
 __all__ = ["DEFAULT_ASSUMED_TTL", "ClusterCache"]
 
@@ -44,8 +46,8 @@ DEFAULT_ASSUMED_TTL = 30.0
 _CHANGE_LOG_LIMIT = 1 << 16
 _REMOVED = "removed from a bound pod"
 _MISSING = "missing on a bound pod that asks for devices"
-#: Device resources that are not GPUs; every other device resource name is a GPU's.
-_NON_GPU_TYPES = {names.RDMA: DeviceType.RDMA, names.FPGA: DeviceType.FPGA}
+#: Each device resource name (current spelling: pods are parsed) -> the type it asks for.
+_TYPE_OF: Final = {name: devicetypes.type_of(name) for name in devicetypes.RESOURCE_NAMES}
 
 
 @dataclass(slots=True)
@@ -81,6 +83,8 @@ class ClusterCache:
         self._book = ReservationBook()
         #: PodDisruptionBudgets, for preemption (kube's DefaultPreemption honours them).
         self.budgets = DisruptionBudgets()
+        #: GPU shared-resource templates (DeviceShare), from the ConfigMaps its arguments name.
+        self.templates = SharedResourceTemplates()
 
     # --- reads ------------------------------------------------------------------------------------
     def node(self, name: str) -> NodeInfo | None:
@@ -131,6 +135,12 @@ class ClusterCache:
     def tainted_nodes(self, effect: str) -> int:
         """Nodes with at least one taint of this effect."""
         return self._taint_effects.get(effect, 0)
+
+    @property
+    def generation(self) -> int:
+        """Changes on every write to any node (its Node, pods or devices): a memo of sums over
+        the whole cluster keyed by it is never stale."""
+        return self._generation
 
     @property
     def static_generation(self) -> int:
@@ -227,8 +237,19 @@ class ClusterCache:
             self._give_back(ident)
             return
         self.nominator.forget(ident)
-        self._consume_from_annotation(pod, ident)
-        info = PodInfo.of(pod)
+        uid = self._consume_from_annotation(pod, ident)
+        shared = self._book.shared(uid) is not None
+        if shared and uid is not None:
+            self._uncount(uid)  # off first, so the owner's devices never meet what it had left
+        self._put(PodInfo.of(pod))
+        if uid is not None:
+            self._recount(uid)
+
+    update_pod = add_pod
+
+    def _put(self, info: PodInfo) -> None:
+        """Count a bound pod (see `add_pod`) on its node, replacing what was counted for it."""
+        pod, ident = info.pod, info.ident
         entry = self._pods.get(ident)
         counted: Holding | None = None
         confirming = False
@@ -243,8 +264,6 @@ class ClusterCache:
         self._pods[ident] = _PodEntry(info, pod.node_name, assumed=False)
         self._touch(node, devices=True)
 
-    update_pod = add_pod
-
     def remove_pod(self, pod: Pod) -> None:
         """Remove a pod (deleted, or finished). Idempotent."""
         self._remove(pod.uid or pod.key)
@@ -255,33 +274,25 @@ class ClusterCache:
     def add_reservation(self, reservation: Reservation) -> None:
         """Add or update a Reservation. Idempotent.
 
-        An Available (or Waiting) Reservation with a node and no consumer is counted there as its
-        reserve pod (its devices from its `device-allocated` annotation), confirming the
-        assumption made while it was being scheduled. A terminal or deleting one is removed
-        (`remove_reservation`). A pending one is only remembered: its reserve pod is not an
-        owner of any other Reservation.
+        An Available (or Waiting) Reservation with a node is counted there as what it has left
+        for its owners (`_recount`; all of it before an owner comes), its devices from its
+        `device-allocated` annotation, confirming the assumption made while it was being
+        scheduled. A terminal or deleting one is removed (`remove_reservation`). A pending one
+        is only remembered: its reserve pod is not an owner of any other Reservation.
         """
         uid = reservation.uid
         if reservation.phase.terminal or reservation.meta.deletion_timestamp:
             self.remove_reservation(uid)
             return
-        book = self._book
-        book.known[uid] = reservation
-        if not reservation.node_name or not reservation.phase.holds_resources or book.is_consumed(reservation):
-            if book.unhold(uid) is not None:
-                self._remove(uid)
-            return
-        self.add_pod(reservation.reserve_pod())
-        info = self.pod_info(uid)
-        if info is not None:
-            book.hold(HeldReservation(reservation, info))
+        self._book.known[uid] = reservation
+        self._recount(uid)
 
     update_reservation = add_reservation
 
     def remove_reservation(self, uid: str) -> None:
         """The Reservation is deleted or terminal: what it held is free. Idempotent."""
+        self._uncount(uid)
         self._book.forget(uid)
-        self._remove(uid)
 
     def reservation(self, uid: str) -> Reservation | None:
         """A known, non-terminal Reservation by UID."""
@@ -292,9 +303,9 @@ class ClusterCache:
         return ident in self._book.known
 
     def reservations_for(
-        self, pod: PodInfo, accept: Callable[[Reservation], bool] | None = None
-    ) -> dict[str, HeldReservation]:
-        """Per node, the held Reservation `pod` may be placed onto (see `ReservationBook.for_pod`)."""
+        self, pod: PodInfo, accept: Callable[[HeldReservation], bool] | None = None
+    ) -> dict[str, list[HeldReservation]]:
+        """Per node, the held Reservations `pod` may be placed onto (see `ReservationBook.for_pod`)."""
         return self._book.for_pod(pod, accept)
 
     def reservations_on(self, node: str) -> list[HeldReservation]:
@@ -308,20 +319,64 @@ class ClusterCache:
         """Every non-terminal Reservation the cache knows, held or not (a copy restores them)."""
         return list(self._book.known.values())
 
+    def consumed_reservation(self, pod: str) -> str | None:
+        """The Reservation (UID, or name) the pod `pod` (an ident) was placed onto, if any."""
+        return self._book.consumed_by.get(pod)
+
     def consume_reservation(self, uid: str, pod: str) -> None:
-        """`pod` (an ident) is placed onto the Reservation: it stops counting, the pod counts.
-        Idempotent; undone by `restore_reservation`."""
+        """`pod` (an ident) is placed onto the Reservation: it counts itself, and the Reservation
+        what it has left (nothing, once consumed, for an allocateOnce one). Idempotent; undone by
+        `restore_reservation`."""
         self._book.consume(uid, pod)
-        if self._book.unhold(uid) is not None:
-            self._remove(uid)
+        self._recount(uid)
 
     def restore_reservation(self, pod: str) -> None:
-        """Undo `consume_reservation` (the pod's cycle failed): the Reservation is held again
-        when it is still Available and nobody else consumed it. Idempotent."""
+        """Undo `consume_reservation` (the pod's cycle failed, or the pod is gone): the
+        Reservation has back what the pod took (an allocateOnce one is held again when it is
+        still Available and nobody else consumed it). Idempotent."""
         uid = self._book.give_back(pod)
-        reservation = self._book.known.get(uid) if uid is not None else None
-        if reservation is not None:
-            self.add_reservation(reservation)
+        if uid is not None:
+            self._recount(uid)
+
+    def _recount(self, uid: str) -> None:
+        """Count the Reservation `uid` (or named so) on its node as what it has left for its
+        owners, or not at all (pending, terminal, or an allocateOnce one consumed)."""
+        book = self._book
+        reservation = book.known.get(uid) or next((r for r in book.known.values() if r.name == uid), None)
+        if reservation is None:
+            self._uncount(uid)
+            return
+        uid = reservation.uid
+        if not reservation.node_name or not reservation.phase.holds_resources or book.is_consumed(reservation):
+            self._uncount(uid)
+            return
+        full = PodInfo.of(reservation.reserve_pod())
+        owners = [
+            e
+            for e in (self._pods.get(i) for i in sorted(book.consumers_of(reservation)))
+            if e is not None and e.node == reservation.node_name
+        ]
+        holdings = self._nodes[reservation.node_name].devices.holdings if reservation.node_name in self._nodes else {}
+        taken = [holdings[e.info.ident].allocations for e in owners if e.info.ident in holdings]
+        allocated = reservation.allocated_by(e.info.requests for e in owners)
+        left = PodInfo(
+            full.pod,
+            reservation.remaining(allocated),
+            remaining_devices(full.allocations, taken),
+            full.allocation_error,
+            full.pcie_exclusive,
+        )
+        self._uncount(uid)  # what it had left before is not what it has left now: no fallback to it
+        self._remove(uid)  # nor to what its cycle reserved while it was being placed
+        self._put(left)
+        info = self.pod_info(uid)
+        if info is not None:
+            book.hold(HeldReservation(reservation, info, full.allocations, allocated, len(owners)))
+
+    def _uncount(self, uid: str) -> None:
+        """Stop counting the Reservation `uid` on its node (its reserve pod), if it was."""
+        if self._book.unhold(uid) is not None:
+            self._remove(uid)
 
     # --- pods being scheduled ---------------------------------------------------------------------
     def assume(self, pod: PodInfo, node: str) -> None:
@@ -348,6 +403,9 @@ class ClusterCache:
         if entry is None or not entry.assumed or entry.node != pod.node_name:
             self.add_pod(pod)
             return
+        uid = self._consume_from_annotation(pod, ident)
+        if self._book.shared(uid) is not None and uid is not None:
+            self._uncount(uid)
         holding = reserved[1] if reserved is not None and reserved[0] == entry.node else None
         info = PodInfo(
             pod,
@@ -360,6 +418,8 @@ class ClusterCache:
         self._pods[ident] = _PodEntry(info, entry.node, assumed=False)
         self._reserved.pop(ident, None)
         self._touch(node)
+        if uid is not None:
+            self._recount(uid)
 
     def forget(self, ident: str) -> None:
         """Undo `assume` (binding failed or the cycle was aborted). Idempotent; a confirmed pod
@@ -391,12 +451,18 @@ class ClusterCache:
         *,
         pcie_exclusive: frozenset[DeviceType] = frozenset(),
     ) -> None:
-        """Record devices chosen for a pod in flight (DeviceShare's Reserve). Idempotent."""
+        """Record devices chosen for a pod in flight (DeviceShare's Reserve). Idempotent. A pod
+        placed onto a Reservation its owners share takes them from what the Reservation has left."""
+        uid = self._shared_by(pod.ident)
+        if uid is not None:
+            self._uncount(uid)
         holding = Holding(pod.key, pod.ident, allocations, pcie_exclusive)
         self._reserved[pod.ident] = (node, holding)
         info = self._node_info(node)
         self._log_problems(node, pod.key, info.devices.hold(holding))
         self._touch(info, devices=True)
+        if uid is not None:
+            self._recount(uid)
 
     def release_devices(self, ident: str, node: str) -> None:
         """Undo `reserve_devices` (Unreserve). Idempotent. A pod confirmed meanwhile (bound, as
@@ -410,28 +476,43 @@ class ClusterCache:
         info = self._nodes.get(node)
         if info is not None and info.devices.release(ident):
             self._touch(info, devices=True)
+            uid = self._shared_by(ident)
+            if uid is not None:
+                self._recount(uid)
 
     # --- internals --------------------------------------------------------------------------------
-    def _consume_from_annotation(self, pod: Pod, ident: str) -> None:
+    def _consume_from_annotation(self, pod: Pod, ident: str) -> str | None:
         """A bound pod that says it was placed onto a Reservation consumed it (also after a
-        restart, whichever of the two the informers deliver first)."""
+        restart, whichever of the two the informers deliver first): the Reservation's UID (or
+        name), recorded; the caller counts the Reservation again once the pod is counted."""
         try:
             allocated = allocated_from_pod(pod)
         except AnnotationError as e:
             log.warning("Ignoring malformed reservation annotation", extra={"pod": pod.key, "error": str(e)})
-            return
+            return self._book.consumed_by.get(ident)
         if allocated is None:
-            return
+            return self._book.consumed_by.get(ident)
         uid = self._book.uid_of(allocated.name, allocated.uid)
         if self._book.consumed_by.get(ident) != uid:
-            self.consume_reservation(uid, ident)
+            self._book.consume(uid, ident)
+        return uid
+
+    def _shared_by(self, ident: str) -> str | None:
+        """The UID of the Reservation its owners share that the pod `ident` consumed, if any."""
+        reservation = self._book.shared(self._book.consumed_by.get(ident))
+        return reservation.uid if reservation is not None else None
 
     def _give_back(self, ident: str) -> None:
-        """A pod that consumed a Reservation is gone: one that is not allocateOnce holds again."""
+        """A pod that consumed a Reservation is gone: one its owners share has back what the pod
+        took (an allocateOnce one stays consumed until it ends); one the cache does not know (it
+        ended) keeps no record of the pod."""
         uid = self._book.consumed_by.get(ident)
-        reservation = self._book.known.get(uid) if uid is not None else None
-        if reservation is not None and not reservation.allocate_once:
+        if uid is None:
+            return
+        if self._shared_by(ident) is not None:
             self.restore_reservation(ident)
+        elif not self._book.knows(uid):
+            self._book.give_back(ident)
 
     def _node_info(self, name: str) -> NodeInfo:
         info = self._nodes.get(name)
@@ -506,6 +587,9 @@ class ClusterCache:
         entry = self._pods.pop(ident, None)
         if entry is not None:
             self._take_off_node(entry, keep_reservation=False)
+            uid = self._shared_by(ident)
+            if uid is not None:
+                self._recount(uid)  # what the owner held here is the Reservation's again
         else:
             self._reserved.pop(ident, None)
 
@@ -521,6 +605,4 @@ class ClusterCache:
 
 def _device_types(requests: Mapping[str, int]) -> frozenset[DeviceType]:
     """Device types a pod asks for, by resource name alone (valid request or not)."""
-    return frozenset(
-        _NON_GPU_TYPES.get(name, DeviceType.GPU) for name in names.DEVICE_RESOURCES if requests.get(name, 0) > 0
-    )
+    return frozenset(dtype for name, dtype in _TYPE_OF.items() if requests.get(name, 0) > 0)

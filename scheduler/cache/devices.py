@@ -27,18 +27,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from apis.crds.device import Device, DeviceInfo, DeviceType
+from apis.crds.device import Device, DeviceInfo, DeviceType, vf_key
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.k8s.resources import format_quantity
 
 __all__ = ["DeviceHolder", "DeviceState", "DeviceUsage", "Holding", "NodeDevices", "Overcommit", "vf_key"]
 
 _NO_DEVICES: tuple[DeviceState, ...] = ()
-
-
-def vf_key(bus_id: str, minor: int) -> str:
-    """How a virtual function is identified: its PCI address, or its minor when it has none."""
-    return bus_id or f"minor:{minor}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -117,11 +117,15 @@ class NodeInfo:
         added = list(add)
         copy = NodeInfo(self.name)
         copy.node = self.node
-        for ident, pod in self.pods.items():
-            if ident not in gone:
-                copy.add_pod(pod)
+        copy.pods = dict(self.pods)  # the sums copied, then the gone pods taken out: no re-summing
+        copy.requested = dict(self.requested)
+        copy.non_zero_requested = list(self.non_zero_requested)
+        for ident in gone:
+            copy.remove_pod(ident)
         holding = [p for p in added if p.allocations or p.device_requests]
-        copy.devices = self.devices.copy_without(gone) if gone or holding else self.devices
+        devices = self.devices
+        freed = any(i in devices.holdings or devices.is_unknown(i) for i in gone)
+        copy.devices = devices.copy_without(gone) if freed or holding else devices
         for pod in added:
             copy.add_pod(pod)
         for pod in holding:

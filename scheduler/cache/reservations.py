@@ -1,17 +1,21 @@
-"""Reservations as the cache sees them: which are held on which node, and which owner consumed which.
+"""Reservations as the cache sees them: which are held on which node, what they have left, and
+which owner consumed which.
 
 An Available Reservation (`apis.crds.reservation`) is counted on its node as a pod — its
 `reserve_pod()`, with the devices its `device-allocated` annotation names — so every pod that is
 not its owner finds those resources used, with no plugin knowing about Reservations. The owners
 are told apart here: `ReservationBook` keeps the held Reservations per node and answers, for a
-pod being scheduled, which Reservation it may use on each node (`HeldReservation`).
+pod being scheduled, which Reservations it may use on each node (`HeldReservation`).
 
-A pod placed onto a Reservation consumes it: the Reservation stops being counted (the pod now
-is), and is remembered as consumed by that pod, so that the Reservation's own updates (still
-`Available` until its status says otherwise) never count it a second time, and a restart that
-sees the pod's `reservation-allocated` annotation before or after the Reservation comes to the
-same state. An `allocateOnce` Reservation stays consumed for good; one that is not goes back to
-being held when its last consumer is gone.
+A pod placed onto a Reservation consumes it, and counts itself. An `allocateOnce` Reservation
+then stops being counted, for good (the rest of what it held is free). One that is not keeps
+being counted as what it has left (`remaining`): what it reserves minus what its owners'
+requests take of it (`Reservation.allocated_by`), and of each reserved device what the owners
+hold of it; so the owners and the remainder together never count more than it reserved, and
+what an owner left stays out of every non-owner's reach. Consumption is remembered per pod, so
+that the Reservation's own updates never count an owner twice, and a restart that sees the
+pod's `reservation-allocated` annotation before or after the Reservation comes to the same
+state.
 
 Pure bookkeeping, driven by `ClusterCache` under its contract (one thread, no I/O).
 """
@@ -23,11 +27,15 @@ from dataclasses import dataclass, field
 
 from apis.crds.device import DeviceType
 from apis.crds.reservation import Reservation
-from apis.extension import names
+from apis.extension import devicetypes
 from apis.extension.allocation import DeviceAllocation
+from scheduler.cache.devices import vf_key
 from scheduler.cache.podinfo import PodInfo
 
-__all__ = ["HeldReservation", "ReservationBook"]
+__all__ = ["Devices", "HeldReservation", "ReservationBook", "remaining_devices"]
+
+#: Device type -> devices (with the resources of each), as a `device-allocated` annotation says.
+Devices = Mapping[DeviceType, tuple[DeviceAllocation, ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +43,14 @@ class HeldReservation:
     """A Reservation whose resources are set aside on `node` for its owners."""
 
     reservation: Reservation
-    #: The reserve pod as the cache counts it (requests; devices from the annotation).
+    #: What it has left, as the cache counts it on the node: the reserve pod with the remaining
+    #: requests and the remaining devices.
     pod: PodInfo
+    #: Every device it reserved (its `device-allocated` annotation), owners' shares included.
+    reserved: Devices = field(default_factory=dict)
+    #: What its owners take of it (`Reservation.allocated_by`), and how many they are.
+    allocated: Mapping[str, int] = field(default_factory=dict)
+    owners: int = 0
 
     @property
     def uid(self) -> str:
@@ -51,15 +65,48 @@ class HeldReservation:
         return self.pod.node_name
 
     @property
-    def allocations(self) -> Mapping[DeviceType, tuple[DeviceAllocation, ...]]:
+    def allocations(self) -> Devices:
+        """The devices it has left (what a next owner may take of them)."""
         return self.pod.allocations
 
+    @property
+    def remaining(self) -> Mapping[str, int]:
+        return self.pod.requests
+
     def devices_fit(self, pod: PodInfo) -> bool:
-        """Whether the reserved devices are exactly what `pod` asks for (same device resources),
-        so the pod can be given them as they are: the reserved GPUs, the reserved share."""
+        """Whether the devices it has left are exactly what `pod` asks for (same device
+        resources), so the pod can be given them as they are: the reserved GPUs, the share."""
         if not self.allocations:
             return False
-        return all(pod.requests.get(n, 0) == self.pod.requests.get(n, 0) for n in names.DEVICE_RESOURCES)
+        return all(pod.requests.get(n, 0) == self.pod.requests.get(n, 0) for n in devicetypes.RESOURCE_NAMES)
+
+
+def remaining_devices(reserved: Devices, taken: Iterable[Devices]) -> dict[DeviceType, tuple[DeviceAllocation, ...]]:
+    """Of the `reserved` devices, what the holdings `taken` (its owners') leave: per device, each
+    resource minus what they hold of that device (never below zero) and the VFs they do not
+    hold; a device with nothing left is gone."""
+    used: dict[tuple[DeviceType, int], dict[str, int]] = {}
+    used_vfs: dict[tuple[DeviceType, int], set[str]] = {}
+    for holding in taken:
+        for dtype, allocs in holding.items():
+            for alloc in allocs:
+                into = used.setdefault((dtype, alloc.minor), {})
+                for name, amount in alloc.resources.items():
+                    into[name] = into.get(name, 0) + amount
+                used_vfs.setdefault((dtype, alloc.minor), set()).update(vf_key(v.bus_id, v.minor) for v in alloc.vfs)
+    out: dict[DeviceType, tuple[DeviceAllocation, ...]] = {}
+    for dtype, allocs in reserved.items():
+        left = []
+        for alloc in allocs:
+            took = used.get((dtype, alloc.minor), {})
+            gone = used_vfs.get((dtype, alloc.minor), set())
+            amounts = {n: a - took.get(n, 0) for n, a in alloc.resources.items() if a > took.get(n, 0)}
+            vfs = tuple(v for v in alloc.vfs if vf_key(v.bus_id, v.minor) not in gone)
+            if amounts or vfs:
+                left.append(DeviceAllocation(alloc.minor, amounts, alloc.id, vfs))
+        if left:
+            out[dtype] = tuple(left)
+    return out
 
 
 @dataclass(slots=True)
@@ -86,12 +133,28 @@ class ReservationBook:
             return uid
         return next((r.uid for r in self.known.values() if r.name == name), name)
 
+    def knows(self, key: str) -> bool:
+        """Whether a Reservation of this UID (or name, as a pod's annotation may give it) is known."""
+        return key in self.known or any(r.name == key for r in self.known.values())
+
+    def consumers_of(self, reservation: Reservation) -> set[str]:
+        """The pods (idents) that consumed it, named by UID or by name."""
+        return self.consumers.get(reservation.uid, set()) | self.consumers.get(reservation.name, set())
+
+    def shared(self, uid: str | None) -> Reservation | None:
+        """The known Reservation `uid` when owners share it (not allocateOnce), else None."""
+        if uid is None:
+            return None
+        reservation = self.known.get(uid)
+        if reservation is None:  # named by a pod's annotation without a UID (rare)
+            reservation = next((r for r in self.known.values() if r.name == uid), None)
+        return reservation if reservation is not None and not reservation.allocate_once else None
+
     def is_consumed(self, reservation: Reservation) -> bool:
-        """Whether an owner holds (or held, for allocateOnce) the Reservation's resources."""
-        ident = reservation.uid
-        if reservation.allocate_once and reservation.current_owners:
-            return True
-        return bool(self.consumers.get(ident) or self.consumers.get(reservation.name))
+        """Whether an allocateOnce Reservation was consumed (it then holds nothing, for good)."""
+        if not reservation.allocate_once:
+            return False
+        return bool(reservation.current_owners) or bool(self.consumers_of(reservation))
 
     def hold(self, held: HeldReservation) -> None:
         self.unhold(held.uid)
@@ -121,30 +184,33 @@ class ReservationBook:
     def all_held(self) -> list[HeldReservation]:
         return [h for entries in self.held.values() for h in entries.values()]
 
-    def for_pod(self, pod: PodInfo, accept: Callable[[Reservation], bool] | None = None) -> dict[str, HeldReservation]:
-        """Per node, the held Reservation `pod` may use there (the first by name among those whose
-        owners it matches, and that `accept` takes); empty for a reserve pod itself or a pod that
-        opts out."""
+    def for_pod(
+        self, pod: PodInfo, accept: Callable[[HeldReservation], bool] | None = None
+    ) -> dict[str, list[HeldReservation]]:
+        """Per node, the held Reservations `pod` may use there (its owners match, `accept` takes
+        them), by name; empty for a reserve pod itself or a pod that opts out."""
         if not self.held or pod.ident in self.known:
             return {}
         candidates: set[str] = set()
         for key in _pod_keys(pod):
             candidates.update(self.by_key.get(key, ()))
-        out: dict[str, HeldReservation] = {}
+        out: dict[str, list[HeldReservation]] = {}
         for uid in candidates:
             held = self.held[self.node_of[uid]][uid]
-            if held.reservation.matches_owner(pod.pod) and (accept is None or accept(held.reservation)):
-                best = out.get(held.node)
-                if best is None or held.name < best.name:
-                    out[held.node] = held
+            if held.reservation.matches_owner(pod.pod) and (accept is None or accept(held)):
+                out.setdefault(held.node, []).append(held)
+        for found in out.values():
+            found.sort(key=lambda h: h.name)
         return out
 
     def consume(self, uid: str, pod: str) -> None:
+        """`pod` consumed the Reservation `uid` (and no other it may have consumed before)."""
+        self.give_back(pod)
         self.consumers.setdefault(uid, set()).add(pod)
         self.consumed_by[pod] = uid
 
     def give_back(self, pod: str) -> str | None:
-        """The pod no longer uses what it consumed; the Reservation's UID when nobody else does."""
+        """The pod no longer uses what it consumed; the Reservation's UID (or name) it had."""
         uid = self.consumed_by.pop(pod, None)
         if uid is None:
             return None
@@ -153,8 +219,7 @@ class ReservationBook:
             pods.discard(pod)
             if not pods:
                 del self.consumers[uid]
-                return uid
-        return None
+        return uid
 
     def forget(self, uid: str) -> None:
         self.known.pop(uid, None)

@@ -9,9 +9,12 @@ would add them, pods in flight assumed and their devices reserved again). A deep
 same cache takes seconds at a thousand nodes; the snapshot milliseconds.
 
 Reservations are copied as the cache knows them and restored first, so an owner in the copy can
-still be placed onto its Reservation and nobody else onto what it holds.
+still be placed onto its Reservation and nobody else onto what it holds; their reserve pods are
+not copied as pods (the copy counts each as what it has left once its owners are restored), and
+a pod in flight that consumed one consumes it in the copy too.
 
-PodDisruptionBudgets are copied too (preemption in the copy honours them).
+PodDisruptionBudgets are copied too (preemption in the copy honours them), and so are the GPU
+shared-resource templates (DeviceShare in the copy places shares as the live one does).
 
 What is not copied: nominations (the copy is for questions about placements, not for the queue).
 A bound pod whose annotation became unreadable is restored as first seen that way (its devices
@@ -20,7 +23,7 @@ unknown), which only makes the copy more cautious.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from apis.crds.device import Device
 from apis.crds.reservation import Reservation
@@ -29,6 +32,7 @@ from apis.k8s.policy import PodDisruptionBudget
 from scheduler.cache.cache import ClusterCache
 from scheduler.cache.devices import Holding
 from scheduler.cache.podinfo import PodInfo
+from scheduler.cache.templates import SharedResourceTemplates
 
 __all__ = ["CacheSnapshot"]
 
@@ -40,6 +44,8 @@ class _InFlight:
     info: PodInfo
     node: str
     holding: Holding | None
+    #: The Reservation (UID) its cycle placed it onto, if any.
+    reservation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +56,7 @@ class CacheSnapshot:
     in_flight: tuple[_InFlight, ...]
     reservations: tuple[Reservation, ...] = ()
     budgets: tuple[PodDisruptionBudget, ...] = ()
+    templates: SharedResourceTemplates = field(default_factory=SharedResourceTemplates)
 
     @classmethod
     def of(cls, cache: ClusterCache) -> CacheSnapshot:
@@ -64,13 +71,18 @@ class CacheSnapshot:
             if info.devices.device is not None:
                 devices.append(info.devices.device)
             for ident, pod in info.pods.items():
+                if cache.is_reservation(ident) and not cache.is_assumed(ident):
+                    continue  # a held Reservation: restored from the Reservation, below
                 if cache.is_assumed(ident):
-                    in_flight.append(_InFlight(pod, info.name, info.devices.holdings.get(ident)))
+                    consumed = cache.consumed_reservation(ident)
+                    in_flight.append(_InFlight(pod, info.name, info.devices.holdings.get(ident), consumed))
                 else:
                     bound.append(pod.pod)
         reservations = tuple(cache.known_reservations())
         budgets = tuple(cache.budgets.list())
-        return cls(tuple(nodes), tuple(devices), tuple(bound), tuple(in_flight), reservations, budgets)
+        templates = SharedResourceTemplates()
+        cache.templates.copy_into(templates)
+        return cls(tuple(nodes), tuple(devices), tuple(bound), tuple(in_flight), reservations, budgets, templates)
 
     def restore(self) -> ClusterCache:
         """A new cache holding what the snapshot holds. Needs no lock: nothing is shared that
@@ -84,10 +96,13 @@ class CacheSnapshot:
             cache.add_reservation(reservation)
         for budget in self.budgets:
             cache.budgets.update(budget)
+        self.templates.copy_into(cache.templates)
         for pod in self.bound:
             cache.add_pod(pod)
         for flight in self.in_flight:
             cache.assume(flight.info, flight.node)
+            if flight.reservation is not None:
+                cache.consume_reservation(flight.reservation, flight.info.ident)
             if flight.holding is not None:
                 cache.reserve_devices(
                     flight.info,

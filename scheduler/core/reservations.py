@@ -5,8 +5,10 @@ in memory; both take them from here, so what a snapshot shows is what the live s
 writes. Koordinator's phases and condition reasons (`apis.crds.reservation`):
 
     Pending ──placed──► Available ──owner bound, allocateOnce──► Succeeded
-       │  ▲                 │  └────owner bound, not allocateOnce: stays Available (currentOwners)
-       └──┘ unschedulable   └──expiry passed, unused──► Failed (Ready False, reason Expired)
+       │  ▲                 │  └────owners come and go, not allocateOnce: stays Available
+       └──┘ unschedulable   │       (currentOwners and allocated follow them)
+                            └──expiry passed (unused, or not allocateOnce)──► Failed
+                                    (Ready False, reason Expired)
 
 Conditions keep their `lastTransitionTime` while their status does not change. No I/O; the time
 is the caller's (RFC 3339 text).
@@ -54,16 +56,20 @@ def unschedulable(
 
 
 def consumed(reservation: Reservation, owners: Sequence[Pod], *, now: str) -> Reservation:
-    """Owner pods were bound onto it: `currentOwners` and `allocated` say who and what; an
-    allocateOnce Reservation is then Succeeded (Ready False, reason Succeeded) and holds nothing."""
+    """Owner pods are bound onto it: `currentOwners` (namespace, name and UID, by UID) and
+    `allocated` (their requests of the resources it holds) say who and what, as Koordinator's
+    controller writes them; an allocateOnce Reservation is then Succeeded (Ready False, reason
+    Succeeded) and holds nothing. One that is not stays Available, its owners as they are now
+    (none, when they are all gone)."""
+    held = reservation.allocatable or reservation.reserved()
     allocated: dict[str, int] = {}
     for pod in owners:
         for name, amount in pod.requests().items():
-            if amount:
+            if amount and name in held:
                 allocated[name] = allocated.get(name, 0) + amount
     out = dataclasses.replace(
         reservation,
-        current_owners=tuple(ObjectRef.to_pod(p) for p in sorted(owners, key=lambda p: p.key)),
+        current_owners=tuple(ObjectRef.to_pod(p) for p in sorted(owners, key=lambda p: (p.uid, p.key))),
         allocated=allocated,
     )
     if not reservation.allocate_once:
@@ -74,10 +80,12 @@ def consumed(reservation: Reservation, owners: Sequence[Pod], *, now: str) -> Re
 
 
 def expired(reservation: Reservation, *, now: str) -> Reservation:
-    """Unused past its expiry: Failed, with Ready False and reason Expired (Koordinator's)."""
+    """Past its expiry (unused, or shared by owners that keep running): Failed, with Ready False
+    and reason Expired (Koordinator's); what it had left is free."""
     at = reservation.expiry()
     when = at.strftime("%Y-%m-%dT%H:%M:%SZ") if at is not None else now
-    ready = Condition(rsv.CONDITION_READY, "False", rsv.REASON_EXPIRED, f"expired at {when} unused", now)
+    used = "" if reservation.current_owners else " unused"
+    ready = Condition(rsv.CONDITION_READY, "False", rsv.REASON_EXPIRED, f"expired at {when}{used}", now)
     return dataclasses.replace(
         reservation, phase=ReservationPhase.FAILED, conditions=_set(reservation.conditions, (ready,))
     )

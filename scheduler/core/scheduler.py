@@ -23,7 +23,7 @@ from apis.crds.podgroup import PodGroup
 from apis.crds.reservation import Reservation
 from apis.k8s.core import Pod
 from apis.k8s.meta import ObjectMeta
-from apis.quota import QuotaManager
+from kube.quotas import QuotaManager
 from scheduler.cache import ClusterCache
 from scheduler.core import reservations
 from scheduler.core.cycle import Attempt, Placement, SchedulingCycle

@@ -149,6 +149,8 @@ class EventResource(enum.Enum):
     DEVICE = "Device"
     POD_GROUP = "PodGroup"
     ELASTIC_QUOTA = "ElasticQuota"
+    #: A ConfigMap a plugin reads (DeviceShare's GPU shared-resource templates).
+    CONFIG_MAP = "ConfigMap"
 
 
 class EventAction(enum.Flag):

@@ -12,7 +12,9 @@ The steps, as kube-scheduler's `preemption.Evaluator` takes them:
 - **Victims** on a node: bound pods (not assumed: a pod being bound is not evicted) of strictly
   lower priority, in the scope, not being deleted, not already chosen for another preemption.
   A Reservation's reserve pod never is, whatever the priority its template gives it (its
-  default is the highest; Koordinator does not preempt Reservations either).
+  default is the highest; Koordinator does not preempt Reservations either); nor, for a pod
+  that is not its owner, an owner of a Reservation owners share (`allocateOnce: false`): what
+  that owner holds goes back to the Reservation, not to the preemptor.
   Nodes whose Filter rejection was UnschedulableAndUnresolvable are skipped: evicting pods
   cannot cure a taint or an affinity.
 - **Per node**, every potential victim is removed — on a copy of the node (`NodeInfo.simulate`),
@@ -276,5 +278,15 @@ class VictimFinder:
             and ident not in self.chosen
             and not self._cache.is_assumed(ident)
             and not self._cache.is_reservation(ident)
+            and not self._returns_to_reservation(ident, pod)
             and scope.may_evict(victim.pod)
         ]
+
+    def _returns_to_reservation(self, ident: str, preemptor: PodInfo) -> bool:
+        """Whether what the pod `ident` holds would go back to a Reservation its owners share
+        that `preemptor` is no owner of (evicting it would not make room for the preemptor)."""
+        consumed = self._cache.consumed_reservation(ident)
+        reservation = self._cache.reservation(consumed) if consumed is not None else None
+        return (
+            reservation is not None and not reservation.allocate_once and not reservation.matches_owner(preemptor.pod)
+        )

@@ -14,18 +14,25 @@
 
 The server is a `kube.serving.Server` (threads, body limit, health, a handler's bug logged and
 answered 500); this module adds the diagnostics routes and Koordinator's JSON error shape,
-`{"message": "..."}`, which every error answer takes. `/debug/flags/*` also accept POST, as
-Koordinator's proposal spells them.
+`{"message": "..."}`, which every error answer of its own takes. `/debug/flags/*` also accept
+POST, as Koordinator's proposal spells them.
+
+Everything but health needs a caller the API server authenticates and allows (`auth`), as
+koord-scheduler serves these paths on kube-scheduler's secure port: they show which pods hold
+which GPUs, and the flags change what the scheduler logs. RBAC names each by path and method
+(`nonResourceURLs: ["/debug/flags/v"]`, verb `put`); a refusal is kube's `Status`.
 """
 
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry
 
 from kube import serving
+from kube.delegation import Delegation
 from kube.logs import V
 from scheduler.service.inspector import Inspector
 from scheduler.service.scoretable import DebugFlags
@@ -43,8 +50,11 @@ def new_server(
     registry: CollectorRegistry,
     liveness: Mapping[str, serving.Check],
     readiness: Mapping[str, serving.Check],
+    auth: Delegation | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> serving.Server:
-    """The scheduler's HTTP server on `address` (`HOST:PORT`, `[::1]:PORT`), not yet started."""
+    """The scheduler's HTTP server on `address` (`HOST:PORT`, `[::1]:PORT`), not yet started;
+    `auth` None serves anyone (tests of the handlers)."""
     host, _, port = address.rpartition(":")
     diagnostics = _Diagnostics(inspector, debug)
 
@@ -63,6 +73,8 @@ def new_server(
         readiness=readiness,
         routes=[serving.Route("GET", "/apis/v1/__services__", services), *diagnostics.routes()],
         error=_error,
+        auth=auth,
+        tls=tls,
     )
     return server
 
@@ -119,7 +131,7 @@ class _Diagnostics:
         if value is None or value < 0:
             return _error(400, f"expected a number of nodes >= 0, got {request.body[:40]!r}")
         self._debug.set_top_n_scores(value)
-        log.info("Debug flag changed", extra={"flag": "debugTopNScores", "value": value})
+        log.info("Debug flag changed", extra={"flag": "debugTopNScores", "value": value, "user": _who(request)})
         return serving.Response.text(f"successfully set debugTopNScores to {value}")
 
     def _set_verbosity(self, request: serving.Request) -> serving.Response:
@@ -127,7 +139,7 @@ class _Diagnostics:
         if value is None or not 0 <= value <= 10:
             return _error(400, f"expected a verbosity in 0..10, got {request.body[:40]!r}")
         logging.getLogger().setLevel(V(value))
-        log.info("Debug flag changed", extra={"flag": "verbosity", "value": value})
+        log.info("Debug flag changed", extra={"flag": "verbosity", "value": value, "user": _who(request)})
         return serving.Response.text(f"successfully set klog.logging.verbosity to {value}")
 
     def _scores(self, _request: serving.Request) -> serving.Response:
@@ -135,6 +147,10 @@ class _Diagnostics:
         if not tables:
             return serving.Response.text("no score tables yet; enable them with PUT /debug/flags/s (body: N)")
         return serving.Response(200, ("\n\n".join(tables) + "\n").encode(), "text/markdown; charset=utf-8")
+
+
+def _who(request: serving.Request) -> str:
+    return request.caller.name if request.caller is not None else "-"
 
 
 def _json(doc: object, status: int = 200) -> serving.Response:

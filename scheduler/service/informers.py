@@ -12,12 +12,15 @@ What each change means to the scheduler, in one place:
 - **deletions** (and pods reaching Succeeded/Failed, which the field selector turns into
   deletions) leave the cache and the queue; an assigned pod leaving frees room, so pods it may
   help are moved out of the unschedulable queue, as are those a node or Device change may help.
-- **every pod and PodGroup** is told to the frameworks (`Framework.pod_added`, …), so gang
+- **every pod and PodGroup** (Koordinator's, `scheduling.sigs.k8s.io`, and scheduler-plugins',
+  `scheduling.x-k8s.io`) is told to the frameworks (`Framework.pod_added`, …), so gang
   scheduling counts a gang's members before any is scheduled; a new gang member or a PodGroup
   change moves the pods waiting for it. A gang value ignored for its default (an unknown mode,
   a total below min, a malformed duration or groups list) is said once per gang, as a Warning
-  Event on the pod that set the gang up. The PodGroup informer is not waited for at start (a
-  cluster without the CRD still schedules); until it syncs a PodGroup's members wait.
+  Event on the pod that set the gang up; a pod that names both kinds of gang gets a
+  `GangConflict` Warning Event saying so (the scheduler refuses it with the same reason). The
+  PodGroup informers are not waited for at start (a cluster without a CRD still schedules);
+  until one syncs, its PodGroups' members wait.
 
 - **PodDisruptionBudgets** go into the cache (`ClusterCache.budgets`), for preemption, which
   spares the pods they protect. Like PodGroups, they are not waited for at start: until the
@@ -48,6 +51,7 @@ from apis.crds.device import Device
 from apis.crds.podgroup import PodGroup
 from apis.errors import TesseraError
 from apis.extension import names
+from apis.extension.gang import gang_conflict
 from apis.k8s.core import Node, Pod
 from apis.k8s.policy import PodDisruptionBudget
 from kube import Client, EventRecorder, Informer, ObjectReference, resources
@@ -58,6 +62,7 @@ from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResou
 from scheduler.service.overcommit import OvercommitReporter
 from scheduler.service.queue import POD_DELETED, SchedulingQueue
 from scheduler.service.reporter import FailureReporter
+from scheduler.service.unserved import UnservedNames
 
 __all__ = ["ClusterFeed"]
 
@@ -68,6 +73,10 @@ NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 REASON_INVALID_OBJECT = "FailedParsing"
 REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
 REASON_GANG_VALUE_IGNORED = "GangValueIgnored"
+#: A pending pod names one of Koordinator's gangs and a scheduler-plugins PodGroup.
+REASON_GANG_CONFLICT = "GangConflict"
+#: Device entries Koordinator's schema admits but Tessera cannot allocate (`Device.ignored`).
+REASON_DEVICES_IGNORED = "DevicesIgnored"
 
 _NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
 _NODE_UPDATE = ClusterEvent(EventResource.NODE, EventAction.UPDATE)
@@ -93,8 +102,11 @@ class ClusterFeed:
         recorder: EventRecorder,
         reporter: FailureReporter,
         frameworks: Mapping[str, Framework] | None = None,
+        unserved: UnservedNames | None = None,
     ) -> None:
+        """`unserved` is told of pending pods whose schedulerName no profile serves."""
         self._lock = lock
+        self._unserved = unserved
         self._frameworks = tuple((frameworks or {}).values())
         self._by_profile = dict(frameworks or {})
         #: Gangs whose ignored values were already said (once per gang, on the pod that set it up).
@@ -114,9 +126,14 @@ class ClusterFeed:
         self.devices.add_handlers(self._device_added, self._device_updated, self._device_deleted)
         self.pods.add_handlers(self._pod_added, self._pod_updated, self._pod_deleted)
         self.pod_groups: Informer[PodGroup] = Informer(client, names.POD_GROUPS, parse=PodGroup.from_dict)
-        self.pod_groups.add_handlers(
-            self._pod_group_added, lambda _old, new: self._pod_group_added(new), self._pod_group_deleted
+        #: scheduler-plugins' PodGroups (Kubeflow, KubeRay): the same feed, the group in each object.
+        self.upstream_pod_groups: Informer[PodGroup] = Informer(
+            client, names.UPSTREAM_POD_GROUPS, parse=PodGroup.upstream_from_dict
         )
+        for informer in (self.pod_groups, self.upstream_pod_groups):
+            informer.add_handlers(
+                self._pod_group_added, lambda _old, new: self._pod_group_added(new), self._pod_group_deleted
+            )
         self.budgets: Informer[PodDisruptionBudget] = Informer(
             client, resources.POD_DISRUPTION_BUDGETS, parse=PodDisruptionBudget.from_dict
         )
@@ -132,6 +149,7 @@ class ClusterFeed:
         self.budgets.start()
         if self._frameworks:
             self.pod_groups.start()
+            self.upstream_pod_groups.start()
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         """Wait for nodes and Devices, start the pod informer, wait for it. False on timeout."""
@@ -149,7 +167,7 @@ class ClusterFeed:
         return self.pods.has_synced and self.nodes.has_synced and self.devices.has_synced
 
     def stop(self) -> None:
-        for informer in (self.pods, self.devices, self.nodes, self.pod_groups, self.budgets):
+        for informer in (self.pods, self.devices, self.nodes, self.pod_groups, self.upstream_pod_groups, self.budgets):
             if informer.started:
                 informer.stop()
 
@@ -209,14 +227,23 @@ class ClusterFeed:
         with self._lock:
             self._cache.add_device(device)
             self._check_overcommits(device.node_name)
+        self._warn_ignored(device)
         self._queue.move(_DEVICE_ADD)
 
     def _device_updated(self, old: Device, new: Device) -> None:
         with self._lock:
             self._cache.update_device(new)
             self._check_overcommits(new.node_name)
+        if old.ignored != new.ignored:
+            self._warn_ignored(new)
         if old.devices != new.devices:
             self._queue.move(_DEVICE_UPDATE)
+
+    def _warn_ignored(self, device: Device) -> None:
+        """One warning Event per change of what the scheduler leaves out of a Device."""
+        if device.ignored:
+            message = f"the scheduler allocates none of these entries: {'; '.join(device.ignored)}"
+            self._recorder.warning(ObjectReference.of(device), REASON_DEVICES_IGNORED, message)
 
     def _device_deleted(self, device: Device) -> None:
         with self._lock:
@@ -275,8 +302,15 @@ class ClusterFeed:
 
     def _pod_changed(self, old: Pod | None, pod: Pod) -> None:
         uid = pod.uid or pod.key
+        if self._unserved is not None:
+            if pod.node_name or pod.is_deleting or pod.scheduler_name in self._profiles:
+                self._unserved.forget(uid)
+            else:
+                self._unserved.waiting(uid, ObjectReference.of(pod), pod.scheduler_name)
         if self._tell_frameworks(pod) and old is None:
             self._queue.move(_POD_ADD)  # a new member may complete its gang
+        if not pod.node_name and pod.scheduler_name in self._profiles:
+            self._warn_conflict(old, pod)
         if pod.node_name:
             with self._lock:
                 self._cache.add_pod(pod)
@@ -301,6 +335,12 @@ class ClusterFeed:
                 self._keep_nomination(pod)
             self._queue.add(pod)
 
+    def _warn_conflict(self, old: Pod | None, pod: Pod) -> None:
+        """One Warning Event when a pending pod comes to name two kinds of gang."""
+        conflict = gang_conflict(pod)
+        if conflict and (old is None or gang_conflict(old) != conflict):
+            self._recorder.warning(ObjectReference.of(pod), REASON_GANG_CONFLICT, conflict)
+
     def _keep_nomination(self, pod: Pod) -> None:
         """A pending pod nominated by preemption (by us before a restart, or by the replica we
         took over from) keeps its room on that node. One we nominated ourselves is left as it
@@ -312,6 +352,8 @@ class ClusterFeed:
 
     def _pod_deleted(self, pod: Pod) -> None:
         uid = pod.uid or pod.key
+        if self._unserved is not None:
+            self._unserved.forget(uid)
         with self._lock:
             node = self._cache.pod_node(uid)  # bound, or assumed by us and being bound
             self._cache.remove_pod(pod)

@@ -19,8 +19,8 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Pod
-from apis.quota import QuotaManager
 from kube import Client, EventRecorder, Informer, ObjectReference
+from kube.quotas import QuotaManager
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
 from scheduler.service.queue import SchedulingQueue
 

@@ -28,9 +28,10 @@ from prometheus_client import CollectorRegistry
 
 from apis.errors import ConfigError
 from apis.k8s.core import Pod
-from apis.quota import QuotaManager
 from kube import Client, EventRecorder
+from kube.delegation import Delegation
 from kube.lifecycle import write_atomically
+from kube.quotas import QuotaManager
 from scheduler.cache import ClusterCache
 from scheduler.core import SchedulingCycle, build_frameworks
 from scheduler.framework import Framework, PluginRef, SchedulerConfig
@@ -56,6 +57,8 @@ from scheduler.service.reporter import FailureReporter
 from scheduler.service.reservations import ReservationAPI, ReservationController, ReservationFeed, reference
 from scheduler.service.scoretable import DebugFlags
 from scheduler.service.settings import SchedulerSettings
+from scheduler.service.templatefeed import TemplateFeed
+from scheduler.service.unserved import UnservedNames
 
 __all__ = ["SchedulerService"]
 
@@ -114,6 +117,13 @@ class SchedulerService:
             max_unschedulable=q.max_unschedulable,
         )
         self.recorder = EventRecorder(client, settings.component)
+        self.unserved = UnservedNames(
+            self.recorder,
+            self.frameworks,
+            component=settings.component,
+            grace=settings.unserved_grace,
+            is_leader=lambda: self.leadership.is_leader,
+        )
         self.pod_api = pod_api if pod_api is not None else KubePodAPI(client)
         self.reporter = FailureReporter(
             self.pod_api, self.recorder, event_interval=settings.binder.event_interval, clock=clock
@@ -159,6 +169,8 @@ class SchedulerService:
             reporter=self.reservation_reporter,
             on_invalid=lambda name, uid, message: self.reservations.invalid(name, uid, message),  # noqa: PLW0108 (built below)
             on_released=self.quotas.remove_pod,
+            on_unserved=self.unserved.waiting,
+            on_served=self.unserved.forget,
         )
         self.loop = SchedulingLoop(
             lock=self.lock,
@@ -183,6 +195,11 @@ class SchedulerService:
             recorder=self.recorder,
             reporter=self.reporter,
             frameworks=self.frameworks,
+            unserved=self.unserved,
+        )
+        #: DeviceShare's GPU shared-resource templates, from the ConfigMaps its arguments name.
+        self.template_feed = TemplateFeed(
+            client, lock=self.lock, cache=self.cache, queue=self.queue, recorder=self.recorder
         )
         self.quota_feed = (
             QuotaFeed(client, manager=self.quotas, pods=self.feed.pods, queue=self.queue, recorder=self.recorder)
@@ -233,6 +250,8 @@ class SchedulerService:
                 registry=self.registry,
                 liveness={"scheduling-loop": self._liveness},
                 readiness={"informer-sync": self._readiness},
+                auth=Delegation(client),
+                tls=settings.http.tls.context(),
             )
             if settings.http.address
             else None
@@ -255,10 +274,12 @@ class SchedulerService:
         started = time.monotonic()
         if self.quota_feed is not None:
             self.quota_feed.start()
+        self.template_feed.start()
         timeout = self.settings.sync_timeout
         if (
             not self.reservation_feed.wait_for_sync(timeout)
             or not self.feed.wait_for_sync(timeout)
+            or not self.template_feed.wait_for_sync(timeout)
             or not (self.quota_feed is None or self.quota_feed.wait_for_sync(timeout))
         ):
             raise ConfigError(f"the informers did not sync within {self.settings.sync_timeout:.0f}s")
@@ -274,6 +295,7 @@ class SchedulerService:
         if self.grpc is not None:
             self.grpc.set_serving(True)
         self.reservations.start()
+        self.unserved.start()
         self.leadership.start()
 
     def stop(self) -> None:
@@ -289,11 +311,13 @@ class SchedulerService:
         self.reservation_binder.stop()
         self.preemptor.stop()
         self.reservations.stop()
+        self.unserved.stop()
         self.leadership.stop()
         self.reporter.stop()
         self.reservation_reporter.stop()
         self.feed.stop()
         self.reservation_feed.stop()
+        self.template_feed.stop()
         if self.quota_feed is not None:
             self.quota_feed.stop()
         self.recorder.close()

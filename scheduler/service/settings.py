@@ -14,6 +14,7 @@ from pathlib import Path
 from apis.errors import ConfigError
 from apis.extension import names
 from kube import ClientSettings, LeaderElectionSettings
+from kube.servingtls import TLSServing
 from scheduler.service.endpoint import Endpoint, default_address
 
 __all__ = [
@@ -58,6 +59,8 @@ class HTTPSettings:
     debug_top_n_scores: int = 0
     #: Where to write the bound `HOST:PORT` once serving (so nobody guesses a port given as 0).
     address_file: Path | None = None
+    #: HTTPS (`--tls-cert-file`, `--tls-self-signed`): callers send bearer tokens.
+    tls: TLSServing = field(default_factory=TLSServing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +99,9 @@ class SchedulerSettings:
     component: str = names.SCHEDULER_NAME
     #: Seconds to wait for the informers' first lists before giving up at start-up.
     sync_timeout: float = 120.0
+    #: A pending pod or Reservation naming a scheduler no profile serves gets a Warning Event
+    #: once it has waited this long unplaced (`scheduler.service.unserved`).
+    unserved_grace: float = 30.0
 
     def validate(self) -> None:
         """Raise ConfigError listing every problem at once."""
@@ -117,6 +123,8 @@ class SchedulerSettings:
             problems.append("queue: max_unschedulable must be > 0")
         if self.binder.workers < 1:
             problems.append("binder: workers must be >= 1")
+        if self.unserved_grace < 0:
+            problems.append("unserved_grace must be >= 0")
         if self.leader_election is not None:
             try:
                 self.leader_election.validate()

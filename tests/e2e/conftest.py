@@ -3,6 +3,7 @@ the workloads tests submit (pods as a user writes them, through the official cli
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import uuid
@@ -74,14 +75,22 @@ def workdir() -> Iterator[Path]:
     shutil.rmtree(directory, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def up(workdir: Path) -> Iterator[Up]:
-    """`tessera up` with 3 simulated 8-GPU nodes (and this machine), for the module's tests."""
-    with Up.started(workdir / "data", "--nodes", "3", "--profile", "a100-8x") as running:
+@contextlib.contextmanager
+def module_up(workdir: Path, *flags: str) -> Iterator[Up]:
+    """`tessera up` with 3 simulated 8-GPU nodes (and this machine) and `flags`; at the end, no
+    component may have been refused a call (403) and Ctrl-C must stop everything cleanly."""
+    with Up.started(workdir / "data", "--nodes", "3", "--profile", "a100-8x", *flags) as running:
         yield running
         assert running.forbidden_calls() == [], "a component called what its role in deploy/ lacks"
         code = running.interrupt()
         assert code == 0, running.output()
+
+
+@pytest.fixture(scope="module")
+def up(workdir: Path) -> Iterator[Up]:
+    """`tessera up` with 3 simulated 8-GPU nodes (and this machine), for the module's tests."""
+    with module_up(workdir) as running:
+        yield running
 
 
 @pytest.fixture

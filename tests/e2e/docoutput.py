@@ -19,7 +19,8 @@ __all__ = ["missing", "stable"]
 
 ELLIPSIS: Final = "…"
 _NUMBER: Final = re.compile(r"\d+(?:\.\d+)*")
-_PLURAL: Final = re.compile(r"(#\s+[A-Za-z]+?)s\b")
+#: A number of its own (not the digits ending a generated name, `…-ckpz4 docs-…`) and its noun.
+_PLURAL: Final = re.compile(r"(?<!\S)(#\s+[A-Za-z]+?)s\b")
 
 
 def stable(line: str) -> str:

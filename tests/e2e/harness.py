@@ -20,6 +20,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -30,6 +32,7 @@ import psutil
 
 from apis.crds.device import Device
 from apis.k8s.core import Node, Pod
+from cli.launchers.base import KubeconfigCredentials
 from cli.localcluster import state
 from tests.support.waiting import wait_for
 
@@ -179,6 +182,24 @@ class Up:
 
     def cluster(self) -> Cluster:
         return Cluster(kubernetes.config.new_client_from_config(config_file=str(self.kubeconfig)))
+
+    def ask(
+        self, component: str, method: str, path: str, *, body: bytes = b"", anonymous: bool = False
+    ) -> tuple[int, bytes]:
+        """One request to a component's HTTP endpoint (`agent/sim-1`, `scheduler`) as the user
+        (the kubeconfig's cluster-admin token: components authorize through the API server), or
+        with no credentials at all; (status, body), an error status included."""
+        url = self.state().components[component].url
+        request = urllib.request.Request(f"{url}{path}", method=method, data=body if method != "GET" else None)
+        authorization = KubeconfigCredentials(self.kubeconfig).authorization()
+        if authorization and not anonymous:
+            request.add_header("Authorization", authorization)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return int(answer.status), answer.read()
+        except urllib.error.HTTPError as e:
+            with e:
+                return e.code, e.read()
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
         """Run the real kubectl against this cluster; its stdout (AssertionError on failure), or

@@ -10,7 +10,6 @@ import os
 import signal
 import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -44,17 +43,15 @@ def cluster(up: Up) -> Iterator[Cluster]:
 
 
 def post(up: Up, path: str, **params: int) -> None:
-    url = up.state().components[AGENT].url
-    request = urllib.request.Request(f"{url}{path}?{urllib.parse.urlencode(params)}", method="POST")
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        assert answer.status == 200
+    status, body = up.ask(AGENT, "POST", f"{path}?{urllib.parse.urlencode(params)}")
+    assert status == 200, body
 
 
 def reports(up: Up) -> float:
     """Device CR passes the (current) agent made that found or wrote its CR; 0 while it does not answer."""
     try:
-        with urllib.request.urlopen(f"{up.state().components[AGENT].url}/metrics", timeout=10) as answer:
-            text = answer.read().decode()
+        status, body = up.ask(AGENT, "GET", "/metrics")
+        text = body.decode() if status == 200 else ""
     except OSError:
         return 0.0
     return sum(

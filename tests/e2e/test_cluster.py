@@ -5,6 +5,7 @@ explain`, a GPU failing, and — where containerd can run — a container that s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.parse
 import urllib.request
@@ -93,10 +94,9 @@ def _holders(cluster: Cluster, node: str) -> set[int]:
 
 
 def _inject_xid(up: Up, node: str, minor: int, xid: int) -> None:
-    url = up.state().components[f"agent/{node}"].url
     query = urllib.parse.urlencode({"minor": minor, "xid": xid})
-    with urllib.request.urlopen(urllib.request.Request(f"{url}/debug/simulate/xid?{query}", method="POST")) as answer:
-        assert answer.status == 200
+    status, body = up.ask(f"agent/{node}", "POST", f"/debug/simulate/xid?{query}")
+    assert status == 200, body
 
 
 def test_an_unhealthy_gpu_leaves_allocatable_and_new_pods_avoid_it(up: Up, cluster: Cluster) -> None:
@@ -141,10 +141,12 @@ def test_an_unhealthy_gpu_leaves_allocatable_and_new_pods_avoid_it(up: Up, clust
 
 
 # --- containerd: the runtime proxy injects what the scheduler decided -------------------------------------
-@pytest.fixture
-def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]]:
-    """A node joined to the cluster the way a GPU node runs: an agent (simulated T4s, since this
-    machine has no GPU) whose hook server a real `tessera runtime-proxy` calls, in front of a
+@contextlib.contextmanager
+def node_behind_proxy(
+    up: Up, ctrd: containerd.Containerd, *, profile: str = "t4-2x", agent_args: tuple[str, ...] = ()
+) -> Iterator[tuple[str, Path]]:
+    """A node joined to the cluster the way a GPU node runs: an agent (simulated GPUs, since this
+    machine has none) whose hook server a real `tessera runtime-proxy` calls, in front of a
     private containerd. Yields (node name, the proxy's socket), where kubelet would connect."""
     node = unique("proxy-node")
     with sockets.temporary("tessera-e2e-node-") as workdir:
@@ -152,7 +154,7 @@ def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]
             up.kubeconfig,
             node_name=node,
             directory=workdir / "agent",
-            args=["--simulate-devices", "t4-2x", "--simulate-kubelet", "--qos", "off"],
+            args=["--simulate-devices", profile, "--simulate-kubelet", "--qos", "off", *agent_args],
         )
         hooks = workdir / "hooks"
         hooks.mkdir()
@@ -170,6 +172,27 @@ def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]
                 yield node, settings.listen
             finally:
                 assert proxy.stop() == 0, proxy.log_tail()
+
+
+@pytest.fixture
+def proxy_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path]]:
+    with node_behind_proxy(up, ctrd) as found:
+        yield found
+
+
+def run_through_proxy(pod: Pod, proxy_socket: Path, ctrd: containerd.Containerd, *commands: list[str]) -> list[str]:
+    """Play kubelet through the proxy with the pod as the API server has it: run it, and what
+    each command printed in its container (`env` first: the container's environment)."""
+    with containerd.CRIClient(f"unix://{proxy_socket}", cgroup_parent=ctrd.cgroup_parent) as kubelet:
+        config = kubelet.pod_config(
+            pod.name, namespace=pod.namespace, uid=pod.uid, annotations=pod.annotations, labels=pod.labels
+        )
+        sandbox = kubelet.run_pod(config)
+        try:
+            container = kubelet.run_container(sandbox, config, "main")
+            return [kubelet.exec_sync(container, command).stdout for command in commands]
+        finally:
+            kubelet.remove_pod(sandbox)
 
 
 @pytest.mark.root
@@ -191,18 +214,70 @@ def test_the_runtime_proxy_gives_the_container_the_gpus_the_scheduler_chose(
     minors = gpus_of(pod)
     assert len(minors) == 1
 
-    # Play kubelet through the proxy, with the pod as the API server has it.
-    with containerd.CRIClient(f"unix://{proxy_socket}", cgroup_parent=ctrd.cgroup_parent) as kubelet:
-        config = kubelet.pod_config(
-            pod.name, namespace=pod.namespace, uid=pod.uid, annotations=pod.annotations, labels=pod.labels
-        )
-        sandbox = kubelet.run_pod(config)
-        try:
-            container = kubelet.run_container(sandbox, config, "main")
-            env = kubelet.env(container)
-        finally:
-            kubelet.remove_pod(sandbox)
+    (printed,) = run_through_proxy(pod, proxy_socket, ctrd, ["env"])
+    env = dict(line.split("=", 1) for line in printed.splitlines() if "=" in line)
     assert env["NVIDIA_VISIBLE_DEVICES"] == ",".join(str(m) for m in minors)
+
+
+HAMI = {names.LABEL_GPU_ISOLATION_PROVIDER: names.GPU_ISOLATION_PROVIDER_HAMI_CORE}
+STAND_IN = "hami-core stand-in"
+
+
+@pytest.fixture
+def hami_core_node(up: Up, ctrd: containerd.Containerd) -> Iterator[tuple[str, Path, Path]]:
+    """A node behind the proxy with HAMi-core installed: its simulated profile says so (the Node
+    gets the provider label through the Device CR and the controller), and a stand-in library
+    file is where its agent preloads it from. Yields (node, the proxy's socket, the library)."""
+    with sockets.temporary("tessera-e2e-hami-") as files:
+        profile = files / "t4-hami.yaml"
+        profile.write_text(
+            "isolationProvider: HAMi-core\n"
+            "gpu: {name: Tesla T4, memory: 15Gi}\n"
+            "numaNodes: [{cpus: 0-15, pcieRoots: [{root: pci0000:00, gpus: ['0000:00:04.0', '0000:00:05.0']}]}]\n"
+        )
+        library = files / "vgpu" / "libvgpu.so"
+        library.parent.mkdir()
+        library.write_text(STAND_IN)
+        args = ("--hami-core-library-directory-path", str(library), "--hami-core-lock-dir", str(files / "vgpulock"))
+        with node_behind_proxy(up, ctrd, profile=str(profile), agent_args=args) as (node, proxy_socket):
+            yield node, proxy_socket, library
+
+
+@pytest.mark.root
+def test_a_hami_core_share_is_isolated_on_the_node_that_has_it(
+    up: Up, cluster: Cluster, ctrd: containerd.Containerd, hami_core_node: tuple[str, Path, Path]
+) -> None:
+    node, proxy_socket, library = hami_core_node
+
+    def labelled() -> bool:
+        found = cluster.nodes().get(node)
+        return found is not None and found.labels.get(names.LABEL_GPU_ISOLATION_PROVIDER) == "HAMi-core"
+
+    wait_for(labelled, timeout_s=TIMEOUT_S, what=f"{node} labelled with its isolation provider")
+    namespace = unique("hami")
+    cluster.create_namespace(namespace)
+    (manifest,) = manifests((("infer", {names.GPU_CORE: "50", names.GPU_MEMORY_RATIO: "50"}, {}),))
+    manifest["metadata"]["labels"].update(HAMI)  # the only HAMi-core node: the simulated ones lack the label
+    cluster.create_pods(namespace, [manifest])
+    pod = wait_for(
+        lambda: next((p for p in cluster.pods(namespace) if p.node_name), None),
+        timeout_s=TIMEOUT_S,
+        what="the HAMi-core pod bound",
+    )
+    assert pod.node_name == node
+    printed_env, mounts, preloaded = run_through_proxy(
+        pod, proxy_socket, ctrd, ["env"], ["cat", "/proc/self/mounts"], ["cat", str(library)]
+    )
+    env = dict(line.split("=", 1) for line in printed_env.splitlines() if "=" in line)
+    (gpu,) = gpus_of(pod)
+    assert (env["NVIDIA_VISIBLE_DEVICES"], env["CUDA_DEVICE_SM_LIMIT"], env["LD_PRELOAD"]) == (
+        str(gpu),
+        "50",
+        str(library),
+    )
+    assert env["CUDA_DEVICE_MEMORY_LIMIT"] == env["CUDA_DEVICE_MEMORY_LIMIT_0"] == str(15 * 2**30 // 2)
+    assert {str(library), "/tmp/vgpulock"} <= {line.split()[1] for line in mounts.splitlines()}
+    assert preloaded == STAND_IN
 
 
 QUOTAS = """
@@ -233,9 +308,83 @@ def test_kubectl_apply_of_a_quota_that_breaks_the_tree_is_refused(up: Up) -> Non
     try:
         assert "elasticquota.scheduling.sigs.k8s.io/e2e-org created" in out
         assert (
-            'admission webhook "velasticquota.koordinator.sh" denied the request: quota e2e-org: children\'s '
-            "min[nvidia.com/gpu] sum to 4, more than its min[nvidia.com/gpu] 2 (children: e2e-team)"
+            'admission webhook "velasticquota.koordinator.sh" denied the request: '
+            "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: e2e-org "
+            "(quota e2e-org: children's min[nvidia.com/gpu] sum to 4, more than its min[nvidia.com/gpu] 2 "
+            "(children: e2e-team))"
         ) in out
         assert "e2e-team" not in up.kubectl("get", "elasticquotas", "-n", "default", "-o", "name")
     finally:
         up.kubectl("delete", "elasticquota", "e2e-org", "-n", "default", "--ignore-not-found")
+
+
+# --- one identity per node, authenticated endpoints (docs/security.md) ------------------------------------------
+def test_an_agents_credentials_cannot_touch_another_nodes_objects(up: Up, cluster: Cluster, tmp_path: Path) -> None:
+    """The findings of issue 33, replayed with sim-1's agent's own kubeconfig and the real kubectl."""
+    sim_1, sim_2 = simulated_nodes(up)[:2]
+    agent = up.data_dir / "kubeconfigs" / f"node-{sim_1}.kubeconfig"
+    wait_for(lambda: sim_2 in cluster.devices(), timeout_s=TIMEOUT_S, what=f"the Device CR of {sim_2}")
+    theirs = json.loads(up.kubectl("get", "device", sim_2, "-o", "json"))
+    theirs["spec"]["devices"][0]["health"] = False
+    (tmp_path / "device.json").write_text(json.dumps(theirs))
+    node = json.loads(up.kubectl("get", "node", sim_2, "-o", "json"))
+    node["status"]["allocatable"][names.GPU_CORE] = "99999"
+    (tmp_path / "node.json").write_text(json.dumps(node))
+    (tmp_path / "new-node.json").write_text(json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "x"}}))
+    namespace = unique("identity")
+    cluster.create_namespace(namespace)
+    (victim,) = manifests((("on-sim-2", {names.CPU: "100m"}, {}),))
+    victim["spec"]["nodeName"] = sim_2
+    cluster.create_pods(namespace, [victim])
+    health_before = cluster.devices()[sim_2].of_type(DeviceType.GPU)[0].health
+    me = f'User "system:node:{sim_1}"'
+
+    def refused(*args: str) -> str:
+        out = up.kubectl(f"--kubeconfig={agent}", *args, check=False)
+        assert "forbidden" in out, out
+        return out
+
+    assert (
+        f'devices.scheduling.koordinator.sh "{sim_2}" is forbidden: {me} cannot update resource "devices" in API '
+        f'group "scheduling.koordinator.sh" at the cluster scope: can only access devices with the same name as '
+        "the requesting node"
+    ) in refused("replace", "-f", str(tmp_path / "device.json"))
+    assert f'nodes "{sim_2}" is forbidden: node "{sim_1}" is not allowed to modify node "{sim_2}"' in refused(
+        "replace", "--raw", f"/api/v1/nodes/{sim_2}/status", "-f", str(tmp_path / "node.json")
+    )
+    assert (
+        f'pods "on-sim-2" is forbidden: node "{sim_1}" can only delete pods with spec.nodeName set to itself'
+    ) in refused("delete", "pod", "on-sim-2", "-n", namespace, "--wait=false")
+    assert f'nodes "x" is forbidden: node "{sim_1}" is not allowed to modify node "x"' in refused(
+        "create", "-f", str(tmp_path / "new-node.json")
+    )
+    assert cluster.devices()[sim_2].of_type(DeviceType.GPU)[0].health is health_before
+    assert cluster.nodes()[sim_2].allocatable[names.GPU_CORE] != 99999
+    assert [p.name for p in cluster.pods(namespace) if not p.is_deleting] == ["on-sim-2"]
+    cluster.delete_namespace(namespace)
+    assert up.forbidden_calls() == [], "a component (an agent as its node, too) was refused a call it makes"
+
+
+def test_the_agents_and_the_schedulers_endpoints_refuse_anonymous_callers(up: Up) -> None:
+    agent = f"agent/{simulated_nodes(up)[0]}"
+    for component, method, path in (
+        (agent, "POST", "/health/clear?minor=0"),
+        (agent, "POST", "/debug/simulate/xid?minor=0&xid=79"),
+        (agent, "GET", "/metrics"),
+        ("scheduler", "PUT", "/debug/flags/v"),
+        ("scheduler", "GET", "/apis/v1/plugins/DeviceShare/nodeDeviceSummaries"),
+    ):
+        status, body = up.ask(component, method, path, body=b"5", anonymous=True)
+        verb, where = method.lower(), path.split("?")[0]
+        assert (status, json.loads(body)["message"]) == (
+            403,
+            f'forbidden: User "system:anonymous" cannot {verb} path "{where}"',
+        ), (component, path)
+    assert up.ask(agent, "GET", "/healthz", anonymous=True) == (200, b"ok\n")
+    # The user (cluster-admin) may; and so may the scraper's token, for /metrics only.
+    assert up.ask("scheduler", "PUT", "/debug/flags/v", body=b"2")[0] == 200
+    scraper = (up.data_dir / "metrics-token").read_text().strip()
+    url = up.state().components["scheduler"].url
+    request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {scraper}"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert "tessera_scheduler_" in answer.read().decode()

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -97,13 +96,11 @@ def test_the_map_shows_the_demos_pods_on_their_gpus(demo: Up, page: Page) -> Non
 
 
 def test_a_failing_gpu_turns_red_without_a_reload(demo: Up, page: Page) -> None:
-    agent = demo.state().components["agent/sim-2"].url
     page.evaluate("window.__notReloaded = true")
     cell = "document.querySelector('[data-gpu=\"sim-2/7\"]')"
     assert page.evaluate(f"{cell}.classList.contains('unhealthy')") is False
-    request = urllib.request.Request(f"{agent}/debug/simulate/xid?minor=7&xid=79", method="POST")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert json.load(response)["xid"] == 79
+    status, body = demo.ask("agent/sim-2", "POST", "/debug/simulate/xid?minor=7&xid=79")
+    assert status == 200 and json.loads(body)["xid"] == 79
     page.wait_for(f"{cell}.classList.contains('unhealthy')", timeout=30)
     assert page.evaluate(f"{cell}.querySelector('.xid').textContent") == "Xid79"
     assert page.evaluate("window.__notReloaded") is True

@@ -177,7 +177,10 @@ def test_an_http_error_fails_the_command(shell: Shell) -> None:
     """curl exits 0 on a 404 of its own accord; the shell's `.curlrc` makes it fail, as it fails
     the reader who reads the answer."""
     url = "$(jq -r '.components[\"agent/sim-1\"].url' tessera-data/up.json)"
-    block = Commands("x.md:1", (f'curl -X POST "{url}/debug/simulate/xid?minor=33&xid=79"',))
+    token = "$(kubectl config view --raw -o jsonpath='{.users[0].user.token}')"
+    block = Commands(
+        "x.md:1", (f'curl -X POST -H "Authorization: Bearer {token}" "{url}/debug/simulate/xid?minor=33&xid=79"',)
+    )
     problem = shell.problem(block)
     assert problem is not None
     assert "no simulated GPU with minor 33" in problem
@@ -276,3 +279,16 @@ def test_output_is_compared_in_what_stays_the_same(shown: str, printed: str) -> 
 )
 def test_output_that_differs_in_names_or_order_is_missing(shown: str, printed: str, first_missing: str) -> None:
     assert docoutput.missing(shown, printed) == first_missing
+
+
+@pytest.mark.parametrize(
+    ("shown", "printed", "found"),
+    [
+        ("2 attempts", "1 attempt", True),
+        ("Pods: docs-shared-… docs-shared-…", "Pods: docs-shared-x-ckpz4 docs-shared-x-lsbkl", True),
+        ("3 pods", "3 pod-lists", False),
+    ],
+    ids=["a-plural-counts-as-its-singular", "a-generated-name-ending-in-a-digit", "a-word-is-not-its-plural"],
+)
+def test_printed_output_is_compared_in_what_stays_the_same(shown: str, printed: str, found: bool) -> None:
+    assert (docoutput.missing(shown, printed) is None) is found

@@ -34,6 +34,15 @@ def test_apis_imports_nothing_of_ours() -> None:
     assert imported_by("apis") & set(OURS) == {"apis"}
 
 
+def test_the_quota_state_uses_nothing_of_kube() -> None:
+    # The scheduler's pure core may import kube.quotas (an import contract allows it nothing else
+    # of kube): the state must bring no client, informer or server with it.
+    code = "import sys, kube.quotas; print('\\n'.join(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    assert {m for m in out.split() if m.split(".")[0] == "kube"} == {"kube", "kube.lazyexports", "kube.quotas"}
+    assert imported_by("kube.quotas") & set(OURS) == {"apis", "kube"}
+
+
 def test_proto_imports_nothing_of_ours() -> None:
     assert imported_by("proto.runtime.v1alpha1.api_pb2_grpc") & set(OURS) == {"proto"}
 

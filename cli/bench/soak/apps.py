@@ -28,8 +28,8 @@ from cli.bench.soak.tolerations import lost_node_tolerations
 from cli.bench.soak.workload import NAMESPACE
 from kube import errors
 from kube.client import Client
-from kubecontrollers.kinds import DEPLOYMENTS as DEPLOYMENT_RESOURCE
-from kubecontrollers.kinds import JOBS as JOB_RESOURCE
+from kube.resources import DEPLOYMENTS as DEPLOYMENT_RESOURCE
+from kube.resources import JOBS as JOB_RESOURCE
 
 __all__ = ["DEPLOYMENTS", "GPUS_RESERVED", "JOB_RUN_S", "Apps", "deployment_manifest", "job_manifest"]
 

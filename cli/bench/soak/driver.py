@@ -31,6 +31,7 @@ from cli.bench.soak.invariants import Violation, all_invariants
 from cli.bench.soak.invariants.liveness import components_down
 from cli.bench.soak.migrating import Migrating
 from cli.bench.soak.observe import BoundWatch, Record
+from cli.bench.soak.quotaplay import QuotaPlay
 from cli.bench.soak.reserving import GPUS_RESERVING, Reserving
 from cli.bench.soak.settings import SoakSettings
 from cli.bench.soak.workload import Workload
@@ -80,6 +81,13 @@ class SoakResult:
     #: PodMigrationJobs the soak created, by mode; every job at the end (the descheduler's too), by phase.
     migrations_created: dict[str, int] = field(default_factory=dict)
     migrations_by_phase: dict[str, int] = field(default_factory=dict)
+    #: The quota family: its pods (those outside every quota among them), quota edits, the pods
+    #: reclaim evicted (its Events), and its pods by the resource names they asked in.
+    quota_pods: int = 0
+    quota_pods_outside: int = 0
+    quota_edits: int = 0
+    quota_reclaimed: int = 0
+    quota_spellings: dict[str, int] = field(default_factory=dict)
 
     @property
     def kills_survived(self) -> int:
@@ -154,6 +162,10 @@ def _soak(
     apps.setup()
     reserving = Reserving(client, record, seed=settings.seed, toleration_s=settings.eviction_toleration_s)
     migrating = Migrating(client, seed=settings.seed)
+    quotaplay = QuotaPlay(
+        client, record, total_gpus=gpus, seed=settings.seed, toleration_s=settings.eviction_toleration_s
+    )
+    quotaplay.setup()
     agents = [c for c in cluster.components if c.node]
     faults = GPUFaults(
         agents,
@@ -185,6 +197,7 @@ def _soak(
         threading.Thread(target=apps.run, name="soak-apps", daemon=True),
         threading.Thread(target=reserving.run, name="soak-reservations", daemon=True),
         threading.Thread(target=migrating.run, name="soak-migrations", daemon=True),
+        threading.Thread(target=quotaplay.run, name="soak-quotas", daemon=True),
         threading.Thread(target=killer.run, name="soak-killer", daemon=True),
         threading.Thread(target=faults.run, name="soak-faults", daemon=True),
         threading.Thread(target=node_loss.run, name="soak-node-loss", daemon=True),
@@ -195,7 +208,7 @@ def _soak(
         for thread in threads:
             thread.start()
         _report_progress(settings, began, workload=workload, killer=killer, checker=checker, progress=progress)
-        for stoppable in (killer, faults, node_loss, workload, apps, reserving, migrating, checker):
+        for stoppable in (killer, faults, node_loss, workload, apps, reserving, migrating, quotaplay, checker):
             stoppable.stop()
         for thread in threads:
             thread.join()
@@ -239,6 +252,11 @@ def _soak(
         reservations_ended=dict(reserving.ended),
         migrations_created=dict(migrating.created),
         migrations_by_phase=dict(migrating.phases()),
+        quota_pods=quotaplay.created,
+        quota_pods_outside=quotaplay.created_outside,
+        quota_edits=quotaplay.edits,
+        quota_reclaimed=len(record.reclaimed),
+        quota_spellings=dict(quotaplay.by_spelling),
     )
 
 

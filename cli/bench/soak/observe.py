@@ -7,7 +7,9 @@ holds its lock. Times are wall-clock seconds (`time.time()`), comparable with cr
 
 from __future__ import annotations
 
+import datetime
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -20,16 +22,21 @@ from apis.crds.reservation import Reservation
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.k8s.core import Node, Pod
-from cli.bench.soak.state import LIFECYCLE_TAINTS, ClusterState, GPUKey
+from cli.bench.soak.invariants.quotas import over_runtime
+from cli.bench.soak.state import LIFECYCLE_TAINTS, ClusterState, GPUKey, Reclaimed, Stretch
 from kube import resources
 from kube.client import Client
 from kube.informer import Informer
-from kubecontrollers.kinds import DEPLOYMENTS, JOBS, REPLICA_SETS
 
 __all__ = ["BoundWatch", "Record", "read_state"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: The quota controller's Event on a pod it evicted (controller/quotas/reconciler.py).
+_RECLAIMED_REASON = "ReclaimedByQuota"
+_RECLAIMED_QUOTA = re.compile(r"quota [^/\s]+/(\S+) used ")
+#: Overuse stretches older than this are forgotten.
+_KEEP_OVERUSE_S = 3600.0
 
 
 class Record:
@@ -51,6 +58,10 @@ class Record:
         #: Pods that may wait for their quota: their create → bound says more of the quota than of
         #: the scheduler, so it is left out of the latency.
         self.may_wait: set[str] = set()
+        #: Per leaf quota, the stretches of checks that saw it over its from-scratch runtime.
+        self.overuse: dict[str, list[Stretch]] = {}
+        #: Pod key → its eviction by quota reclaim, as its Event says.
+        self.reclaimed: dict[str, Reclaimed] = {}
 
     def sending_create(self, key: str, *, may_wait: bool = False) -> None:
         with self._lock:
@@ -99,6 +110,25 @@ class Record:
                     self.nodes_seen_lost += 1
             self.evictable.update(p.key for p in pods if p.node_name in no_execute)
 
+    def saw_overuse(self, over: Iterable[str], now: float) -> None:
+        """Keep `overuse`: a stretch opens at the first check that sees a quota over its runtime
+        and closes at the first that does not."""
+        seen = set(over)
+        with self._lock:
+            for quota, stretches in self.overuse.items():
+                if stretches[-1][1] is None and quota not in seen:
+                    stretches[-1] = (stretches[-1][0], now)
+                self.overuse[quota] = [s for s in stretches if s[1] is None or s[1] > now - _KEEP_OVERUSE_S]
+            for quota in seen:
+                stretches = self.overuse.setdefault(quota, [])
+                if not stretches or stretches[-1][1] is not None:
+                    stretches.append((now, None))
+
+    def saw_reclaimed(self, evictions: Iterable[Reclaimed]) -> None:
+        with self._lock:
+            for eviction in evictions:
+                self.reclaimed.setdefault(eviction.pod, eviction)
+
     def saw_gone(self, key: str) -> None:
         """A pod went: counted as evicted when it was seen on a lost node (with the NoExecute taint)
         and the soak had not deleted it by then (a Job deleted meanwhile would count too)."""
@@ -134,6 +164,8 @@ class Record:
                 unhealthy_since=dict(self.unhealthy_since),
                 lost_since=dict(self.lost_since),
                 evictable=frozenset(self.evictable),
+                reclaimed=tuple(self.reclaimed.values()),
+                overuse={q: tuple(s) for q, s in self.overuse.items() if s},
                 **objects,
             )
 
@@ -162,9 +194,9 @@ def read_state(client: Client, record: Record) -> ClusterState:
     devices = _parsed(client.resource(names.DEVICES).list_all().items, Device.from_dict, "device")
     quotas = _parsed(client.resource(names.ELASTIC_QUOTAS).list_all().items, ElasticQuota.from_dict, "quota")
     workloads = {
-        "deployments": tuple(client.resource(DEPLOYMENTS).list_all().items),
-        "replicasets": tuple(client.resource(REPLICA_SETS).list_all().items),
-        "jobs": tuple(client.resource(JOBS).list_all().items),
+        "deployments": tuple(client.resource(resources.DEPLOYMENTS).list_all().items),
+        "replicasets": tuple(client.resource(resources.REPLICA_SETS).list_all().items),
+        "jobs": tuple(client.resource(resources.JOBS).list_all().items),
         "reservations": reservations,
         "reservations_before": reservations_before,
         "migrations": _parsed(
@@ -173,7 +205,26 @@ def read_state(client: Client, record: Record) -> ClusterState:
     }
     record.saw_devices(devices, now)
     record.saw_nodes(nodes, pods, now)
+    record.saw_overuse(over_runtime(quotas, nodes, pods), now)
+    events = client.resource(resources.EVENTS).list_all(field_selector=f"reason={_RECLAIMED_REASON}").items
+    record.saw_reclaimed(_reclaimed(events))
     return record.state(now, acknowledged, pods=pods, nodes=nodes, devices=devices, quotas=quotas, **workloads)
+
+
+def _reclaimed(events: Iterable[dict[str, Any]]) -> list[Reclaimed]:
+    """The evictions the quota controller's `ReclaimedByQuota` Events tell of."""
+    out = []
+    for event in events:
+        found = _RECLAIMED_QUOTA.search(str(event.get("message", "")))
+        about = event.get("involvedObject") or {}
+        stamp = str(event.get("firstTimestamp") or event.get("eventTime") or event.get("lastTimestamp") or "")
+        try:
+            at = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            continue
+        if found is not None:
+            out.append(Reclaimed(f"{about.get('namespace', '')}/{about.get('name', '')}", found.group(1), at))
+    return out
 
 
 class BoundWatch:

@@ -69,6 +69,16 @@ def put(result: SoakResult, report: Report) -> None:
         **{f"migrations_{_snake(mode)}": n for mode, n in sorted(result.migrations_created.items())},
         **{f"migrations_{phase.lower()}": n for phase, n in sorted(result.migrations_by_phase.items())},
     )
+    report.value(
+        "quota_pods",
+        result.quota_pods,
+        "pods",
+        label="quota family: pods in every GPU spelling",
+        quota_pods_outside=result.quota_pods_outside,
+        quota_edits=result.quota_edits,
+        quota_reclaimed=result.quota_reclaimed,
+        quota_spellings=len(result.quota_spellings),
+    )
     report.value("pods_evicted", result.pods_evicted, "pods", label="pods evicted from lost nodes")
     report.value("kills_survived", result.kills_survived, "kills", label="killed components back up")
     report.value(

@@ -9,6 +9,7 @@ from pathlib import Path
 from apis.errors import ConfigError
 from apis.extension.gang import parse_duration
 from cli.bench.soak.invariants import Bounds
+from cli.localcluster.components import QUOTA_RECLAIM_GRACE
 from cli.localcluster.settings import MAX_NODES
 
 __all__ = ["SoakSettings", "duration"]
@@ -102,6 +103,8 @@ class SoakSettings:
             gang_slack_s=self.pending_bound_s,
             health_s=max(10.0, 2 * self.check_interval_s),
             eviction_s=self.eviction_toleration_s,
+            reclaim_grace_s=QUOTA_RECLAIM_GRACE,
+            reclaim_slack_s=self.check_interval_s + 3.0,
         )
 
     @property

@@ -22,12 +22,27 @@ from apis.crds.reservation import Reservation
 from apis.extension import names
 from apis.k8s.core import Node, Pod
 
-__all__ = ["LIFECYCLE_TAINTS", "ClusterState", "GPUKey", "created_at"]
+__all__ = ["LIFECYCLE_TAINTS", "ClusterState", "GPUKey", "Reclaimed", "Stretch", "created_at"]
 
 #: (node, GPU minor).
 GPUKey = tuple[str, int]
 #: The node lifecycle controller's taints: a node with one is judged lost (or not ready).
 LIFECYCLE_TAINTS: Final = frozenset({names.TAINT_NODE_UNREACHABLE, names.TAINT_NODE_NOT_READY})
+
+
+#: From when to when (wall clock) a quota was seen in every check over its runtime; None: still.
+Stretch = tuple[float, float | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaimed:
+    """A pod the quota controller's reclaim evicted, as its `ReclaimedByQuota` Event says."""
+
+    pod: str
+    #: The quota's name (quota names are cluster-wide).
+    quota: str
+    #: When (wall clock, whole seconds: the Event's first timestamp).
+    at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +77,11 @@ class ClusterState:
     #: Pods the soak has seen bound to such a node while it had the NoExecute taint: the node
     #: lifecycle controller may evict (delete) them, so their going is no loss.
     evictable: frozenset[str] = frozenset()
+    #: Pods quota reclaim evicted (their going is no loss either; the quota family judges it).
+    reclaimed: tuple[Reclaimed, ...] = ()
+    #: Per leaf quota, the stretches of checks that saw it over its runtime computed from scratch
+    #: (`kube.quotas.QuotaManager` over the listed quotas, pods and nodes), oldest first.
+    overuse: Mapping[str, tuple[Stretch, ...]] = field(default_factory=dict)
 
     def devices_by_node(self) -> dict[str, Device]:
         return {d.node_name: d for d in self.devices}

@@ -176,7 +176,7 @@ class ContainerResourceHookRequest(_message.Message):
     def __init__(self, pod_meta: _Optional[_Union[PodSandboxMetadata, _Mapping]] = ..., container_meta: _Optional[_Union[ContainerMetadata, _Mapping]] = ..., container_annotations: _Optional[_Mapping[str, str]] = ..., container_resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., pod_resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., pod_annotations: _Optional[_Mapping[str, str]] = ..., pod_labels: _Optional[_Mapping[str, str]] = ..., pod_cgroup_parent: _Optional[str] = ..., container_envs: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ContainerResourceHookResponse(_message.Message):
-    __slots__ = ("container_annotations", "container_resources", "pod_cgroup_parent", "container_envs", "container_devices")
+    __slots__ = ("container_annotations", "container_resources", "pod_cgroup_parent", "container_envs", "container_devices", "container_mounts")
     class ContainerAnnotationsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -196,12 +196,14 @@ class ContainerResourceHookResponse(_message.Message):
     POD_CGROUP_PARENT_FIELD_NUMBER: _ClassVar[int]
     CONTAINER_ENVS_FIELD_NUMBER: _ClassVar[int]
     CONTAINER_DEVICES_FIELD_NUMBER: _ClassVar[int]
+    CONTAINER_MOUNTS_FIELD_NUMBER: _ClassVar[int]
     container_annotations: _containers.ScalarMap[str, str]
     container_resources: LinuxContainerResources
     pod_cgroup_parent: str
     container_envs: _containers.ScalarMap[str, str]
     container_devices: _containers.RepeatedCompositeFieldContainer[LinuxDevice]
-    def __init__(self, container_annotations: _Optional[_Mapping[str, str]] = ..., container_resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., pod_cgroup_parent: _Optional[str] = ..., container_envs: _Optional[_Mapping[str, str]] = ..., container_devices: _Optional[_Iterable[_Union[LinuxDevice, _Mapping]]] = ...) -> None: ...
+    container_mounts: _containers.RepeatedCompositeFieldContainer[Mount]
+    def __init__(self, container_annotations: _Optional[_Mapping[str, str]] = ..., container_resources: _Optional[_Union[LinuxContainerResources, _Mapping]] = ..., pod_cgroup_parent: _Optional[str] = ..., container_envs: _Optional[_Mapping[str, str]] = ..., container_devices: _Optional[_Iterable[_Union[LinuxDevice, _Mapping]]] = ..., container_mounts: _Optional[_Iterable[_Union[Mount, _Mapping]]] = ...) -> None: ...
 
 class LinuxDevice(_message.Message):
     __slots__ = ("container_path", "host_path", "permissions")
@@ -212,3 +214,15 @@ class LinuxDevice(_message.Message):
     host_path: str
     permissions: str
     def __init__(self, container_path: _Optional[str] = ..., host_path: _Optional[str] = ..., permissions: _Optional[str] = ...) -> None: ...
+
+class Mount(_message.Message):
+    __slots__ = ("destination", "type", "source", "options")
+    DESTINATION_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    destination: str
+    type: str
+    source: str
+    options: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, destination: _Optional[str] = ..., type: _Optional[str] = ..., source: _Optional[str] = ..., options: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -1,4 +1,5 @@
-"""Arguments of Coscheduling, as Koordinator's CoschedulingArgs: the default wait and match policy."""
+"""Arguments of Coscheduling: Koordinator's CoschedulingArgs (the default wait and match policy of
+its gangs) and, for scheduler-plugins' PodGroups, that project's `permitWaitingTimeSeconds`."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apis.errors import ConfigError
-from apis.extension.gang import DEFAULT_WAITING_SECONDS, parse_duration
-from scheduler.plugins.coscheduling.spec import MatchPolicy
+from apis.extension.gang import (
+    DEFAULT_WAITING_SECONDS,
+    UPSTREAM_DEFAULT_WAITING_SECONDS,
+    MatchPolicy,
+    parse_duration,
+)
 
-_KEYS = frozenset({"defaultTimeout", "defaultMatchPolicy"})
+_KEYS = frozenset({"defaultTimeout", "defaultMatchPolicy", "permitWaitingTimeSeconds"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,6 +22,9 @@ class CoschedulingArgs:
     #: How long members wait at Permit when a gang says nothing (`600s`).
     default_timeout: float = DEFAULT_WAITING_SECONDS
     default_match_policy: MatchPolicy = MatchPolicy.ONCE_SATISFIED
+    #: How long members of a scheduler-plugins PodGroup without `scheduleTimeoutSeconds` wait
+    #: (scheduler-plugins' argument and default, 60 s; 0 means the default there too).
+    permit_waiting_seconds: float = UPSTREAM_DEFAULT_WAITING_SECONDS
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, object] | None) -> CoschedulingArgs:
@@ -40,6 +48,13 @@ class CoschedulingArgs:
             except ValueError:
                 known = ", ".join(p.value for p in MatchPolicy)
                 problems.append(f"defaultMatchPolicy: {raw_policy!r} is not one of {known}")
+        permit = UPSTREAM_DEFAULT_WAITING_SECONDS
+        raw_permit = raw.get("permitWaitingTimeSeconds")
+        if raw_permit is not None:
+            if isinstance(raw_permit, bool) or not isinstance(raw_permit, int) or raw_permit < 0:
+                problems.append(f"permitWaitingTimeSeconds: must be a whole number ≥ 0, got {raw_permit!r}")
+            elif raw_permit > 0:
+                permit = float(raw_permit)
         if problems:
             raise ConfigError("; ".join(problems))
-        return cls(timeout, policy)
+        return cls(timeout, policy, permit)

@@ -8,8 +8,10 @@ room the failed member's gang cannot use); when every pending member has been tr
 advances and is valid again.
 
 `GangBook` maps pods to gangs and gangs to their specs; a gang from a PodGroup label waits for
-its PodGroup (`spec` None until it exists). Plain bookkeeping, no I/O, not thread-safe (the
-scheduling cycle's one thread, or its lock).
+its PodGroup (`spec` None until it exists): Koordinator's (`scheduling.sigs.k8s.io`) or
+scheduler-plugins' (`scheduling.x-k8s.io`), whichever its members name. PodGroups of both groups
+with one `namespace/name` make the gang ambiguous (`Gang.pod_group_twice`). Plain bookkeeping, no
+I/O, not thread-safe (the scheduling cycle's one thread, or its lock).
 """
 
 from __future__ import annotations
@@ -19,9 +21,18 @@ from dataclasses import dataclass, field
 
 from apis.crds.podgroup import PodGroup
 from apis.extension import names
-from apis.extension.gang import GangMode
+from apis.extension.gang import (
+    UPSTREAM_DEFAULT_WAITING_SECONDS,
+    GangMode,
+    GangSpec,
+    MatchPolicy,
+    gang_name,
+    joins_pod_group,
+    joins_upstream_pod_group,
+    spec_from_pod,
+    spec_from_pod_group,
+)
 from apis.k8s.core import Pod
-from scheduler.plugins.coscheduling.spec import GangSpec, MatchPolicy, gang_name, spec_from_pod, spec_from_pod_group
 
 __all__ = ["Gang", "GangBook"]
 
@@ -33,6 +44,11 @@ class Gang:
     name: str
     #: None while the PodGroup its members name does not exist.
     spec: GangSpec | None = None
+    #: Its members name a scheduler-plugins PodGroup (its first member says; a PodGroup that
+    #: comes before any member says until then).
+    upstream: bool = False
+    #: PodGroups of both API groups exist under its name.
+    pod_group_twice: bool = False
     #: ident -> pod, every member that exists
     members: dict[str, Pod] = field(default_factory=dict)
     waiting: set[str] = field(default_factory=set)
@@ -52,7 +68,7 @@ class Gang:
 
     @property
     def minimum(self) -> int:
-        return self.spec.min_available if self.spec is not None else 0
+        return (self.spec.min_available or 0) if self.spec is not None else 0
 
     @property
     def strict(self) -> bool:
@@ -92,12 +108,20 @@ class Gang:
 class GangBook:
     """Gangs by name, the gang of each pod, and the PodGroups seen."""
 
-    def __init__(self, *, default_wait: float, default_policy: MatchPolicy) -> None:
+    def __init__(
+        self,
+        *,
+        default_wait: float,
+        default_policy: MatchPolicy,
+        upstream_wait: float = UPSTREAM_DEFAULT_WAITING_SECONDS,
+    ) -> None:
         self._default_wait = default_wait
         self._default_policy = default_policy
+        self._upstream_wait = upstream_wait
         self.gangs: dict[str, Gang] = {}
         self._pod_gang: dict[str, str] = {}
-        self._pod_groups: dict[str, PodGroup] = {}
+        #: (upstream?, namespace/name) -> PodGroup
+        self._pod_groups: dict[tuple[bool, str], PodGroup] = {}
 
     def gang_of(self, ident: str) -> Gang | None:
         name = self._pod_gang.get(ident)
@@ -124,6 +148,9 @@ class GangBook:
         gang = self.gangs.get(name)
         if gang is None:
             gang = self.gangs[name] = Gang(name)
+        if not gang.members and gang.upstream != (upstream := joins_upstream_pod_group(pod)):
+            # The first member names the other kind than the PodGroup seen so far under this name.
+            gang.upstream, gang.spec = upstream, None
         if gang.spec is None or (gang.spec.error and not gang.spec.from_pod_group):
             self._init_spec(gang, pod)
         gang.members[ident] = pod
@@ -156,28 +183,44 @@ class GangBook:
         gang.waiting.discard(ident)
         gang.bound.discard(ident)
         gang.member_cycles.pop(ident, None)
-        if not gang.members and name not in self._pod_groups:
+        if not gang.members and not self._has_pod_group(gang.name):
             del self.gangs[gang.name]
+
+    def _has_pod_group(self, name: str) -> bool:
+        return (False, name) in self._pod_groups or (True, name) in self._pod_groups
 
     def add_pod_group(self, group: PodGroup) -> None:
-        self._pod_groups[group.meta.key] = group
-        gang = self.gangs.setdefault(group.meta.key, Gang(group.meta.key))
-        gang.spec = self._pod_group_spec(group)
+        key = group.meta.key
+        self._pod_groups[(group.upstream, key)] = group
+        gang = self.gangs.get(key)
+        if gang is None:
+            gang = self.gangs[key] = Gang(key, upstream=group.upstream)
+        elif not gang.members:
+            gang.upstream = group.upstream
+        gang.pod_group_twice = (not group.upstream, key) in self._pod_groups
+        if gang.upstream == group.upstream:
+            gang.spec = self._pod_group_spec(group)
 
     def delete_pod_group(self, group: PodGroup) -> None:
-        self._pod_groups.pop(group.meta.key, None)
-        gang = self.gangs.get(group.meta.key)
+        key = group.meta.key
+        self._pod_groups.pop((group.upstream, key), None)
+        gang = self.gangs.get(key)
         if gang is None:
             return
+        gang.pod_group_twice = False
+        other = self._pod_groups.get((not group.upstream, key))
         if not gang.members:
-            del self.gangs[gang.name]
-        elif gang.spec is not None and gang.spec.from_pod_group:
+            if other is None:
+                del self.gangs[key]
+            else:
+                gang.upstream, gang.spec = other.upstream, self._pod_group_spec(other)
+        elif gang.upstream == group.upstream and gang.spec is not None and gang.spec.from_pod_group:
             gang.spec = None
 
     def _init_spec(self, gang: Gang, pod: Pod) -> None:
         """The first member with the annotations sets the gang up, as in Koordinator."""
-        if names.LABEL_POD_GROUP in pod.labels:
-            group = self._pod_groups.get(gang.name)
+        if joins_pod_group(pod):
+            group = self._pod_groups.get((gang.upstream, gang.name))
             gang.spec = self._pod_group_spec(group) if group is not None else None
             return
         spec = spec_from_pod(pod, gang.name, default_wait=self._default_wait, default_policy=self._default_policy)
@@ -187,4 +230,9 @@ class GangBook:
                 log.warning("Gang annotation ignored", extra={"gang": gang.name, "pod": pod.key, "problem": problem})
 
     def _pod_group_spec(self, group: PodGroup) -> GangSpec:
-        return spec_from_pod_group(group, default_wait=self._default_wait, default_policy=self._default_policy)
+        return spec_from_pod_group(
+            group,
+            default_wait=self._default_wait,
+            default_policy=self._default_policy,
+            upstream_wait=self._upstream_wait,
+        )

@@ -1,11 +1,17 @@
-"""Coscheduling: gang scheduling, all or nothing, with Koordinator's semantics and names.
+"""Coscheduling: gang scheduling, all or nothing, with Koordinator's semantics and names, and
+scheduler-plugins' PodGroups (`scheduling.x-k8s.io`) with that project's (`apis.extension.gang`).
 
 - PreFilter: a pod whose gang (or a gang of its group) has fewer members created than its min,
   whose PodGroup is missing or whose min-available is unreadable is UnschedulableAndUnresolvable
-  with a message that names the gang and counts its members. A Strict gang whose scheduling cycle
-  was failed by one member turns the members not yet tried away (see `gangs.Gang`).
+  with a message that names the gang and counts its members; so is a pod that names both kinds
+  of gang, and a member of a scheduler-plugins PodGroup whose `minResources` do not fit in the
+  cluster's free resources (`minresources`, that project's cluster-wide pre-check). A Strict gang
+  whose scheduling cycle was failed by one member turns the members not yet tried away (see
+  `gangs.Gang`).
 - PostFilter: a member that fits nowhere fails its Strict gang's cycle and rejects every waiting
-  member of the group (their reservations, devices included, are undone by the cycle).
+  member of the group (their reservations, devices included, are undone by the cycle) — except,
+  as in scheduler-plugins, a member of a scheduler-plugins PodGroup whose min members are
+  already waiting or bound.
 - Permit: the member waits (`waiting-time`) until every gang of its group has min members
   waiting — or bound, per `match-policy` — then the whole group is allowed at once.
 - Unreserve: a Strict member that gives its place back (timeout, rejection, failed binding)
@@ -24,7 +30,9 @@ from typing import Protocol
 
 from apis.crds.podgroup import PodGroup
 from apis.extension import names
+from apis.extension.gang import gang_conflict
 from apis.k8s.core import Pod
+from apis.k8s.resources import format_quantity
 from scheduler.cache import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.diagnosis import Diagnosis
@@ -46,7 +54,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.plugins.coscheduling import reasons
+from scheduler.plugins.coscheduling import minresources, reasons
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 from scheduler.plugins.coscheduling.gangs import Gang, GangBook
 
@@ -128,9 +136,15 @@ class Coscheduling(
         self._clock = clock
         #: Set by the live scheduler for its metrics.
         self.observer: GangObserver | None = None
-        self.book = GangBook(default_wait=args.default_timeout, default_policy=args.default_match_policy)
+        self.book = GangBook(
+            default_wait=args.default_timeout,
+            default_policy=args.default_match_policy,
+            upstream_wait=args.permit_waiting_seconds,
+        )
         #: Members this plugin rejected with their group: their Unreserve rejects nobody again.
         self._rejected: set[str] = set()
+        #: The cluster's free resources for the minResources check, by the cache's generation.
+        self._free = minresources.ClusterFree()
 
     # --- around the cycle ---------------------------------------------------------------------------
     def pod_added(self, pod: Pod) -> None:
@@ -163,6 +177,9 @@ class Coscheduling(
 
     # --- the cycle ----------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        if conflict := gang_conflict(pod.pod):
+            # The pod's own labels: only a fix of the pod helps (explain says so).
+            return None, Status.invalid_pod(conflict, plugin=NAME)
         gang = self.book.gang_of(pod.ident)
         if gang is None:
             # A pod being scheduled exists; a dry run's probe is no member (and counts for none).
@@ -193,13 +210,46 @@ class Coscheduling(
         for name, member in self.book.group_of(gang):
             if member is None or (not member.members and member.spec is None):
                 return reasons.GROUP_GANG_MISSING.format(gang=gang.name, other=name)
+            if member.pod_group_twice:
+                return reasons.POD_GROUP_TWICE.format(
+                    gang=name, koordinator=names.SIGS_SCHEDULING_GROUP, upstream=names.UPSTREAM_SCHEDULING_GROUP
+                )
+            if member.spec is None and member.upstream:
+                return reasons.UPSTREAM_POD_GROUP_MISSING.format(gang=name, group=names.UPSTREAM_SCHEDULING_GROUP)
             if member.spec is None:
                 return reasons.POD_GROUP_MISSING.format(gang=name)
             if member.spec.error:
                 return reasons.INVALID_GANG.format(gang=name, problem=member.spec.error)
             if len(member.members) < member.minimum:
                 return reasons.TOO_FEW_MEMBERS.format(gang=name, created=len(member.members), min=member.minimum)
-        return ""
+        return self._min_resources_problem(gang)
+
+    def _min_resources_problem(self, gang: Gang) -> str:
+        """Why a scheduler-plugins gang's minResources do not fit the cluster ("" when they do, or
+        when it declares none)."""
+        spec = gang.spec
+        if spec is None or not spec.upstream or not spec.min_resources:
+            return ""
+        cache = self._handle.cache
+        own = []
+        for ident in gang.members:
+            node, info = cache.pod_node(ident), cache.pod_info(ident)
+            if node is not None and info is not None:
+                own.append((node, info))
+        short = minresources.shortfalls(
+            spec.min_resources, gang.minimum, cache.nodes(), own, memo=self._free, generation=cache.generation
+        )
+        if not short:
+            return ""
+        gap = "; ".join(
+            reasons.MIN_RESOURCES_GAP.format(
+                resource=s.resource,
+                needed=format_quantity(s.resource, s.needed),
+                free=format_quantity(s.resource, s.free),
+            )
+            for s in short
+        )
+        return reasons.MIN_RESOURCES.format(gang=gang.name, gap=gap)
 
     def post_filter(self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]) -> tuple[str | None, Status]:
         gang = self.book.gang_of(pod.ident)
@@ -207,7 +257,8 @@ class Coscheduling(
             return None, Status.unschedulable()
         summary = Diagnosis(node_statuses=dict(statuses)).summary(len(self._handle.cache.nodes()))
         cause = reasons.MEMBER_UNSCHEDULABLE.format(pod=pod.key, reason=summary)
-        if not gang.strict or gang.passes_once_satisfied:
+        upstream_quorum = gang.spec is not None and gang.spec.upstream and gang.valid_for_permit()
+        if not gang.strict or gang.passes_once_satisfied or upstream_quorum:
             gang.last_failure = cause
             return None, Status.unschedulable(self.summary(gang).state, plugin=NAME)
         released = self._reject_group(gang, cause, fail_cycle=True)
@@ -318,7 +369,7 @@ class Coscheduling(
             mode=spec.mode.value if spec is not None else "",
             match_policy=spec.match_policy.value if spec is not None else "",
             min_available=gang.minimum,
-            total_number=spec.total_number if spec is not None else 0,
+            total_number=(spec.total_number or 0) if spec is not None else 0,
             created=len(gang.members),
             waiting=len(gang.waiting),
             bound=len(gang.bound),

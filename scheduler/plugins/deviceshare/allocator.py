@@ -59,7 +59,7 @@ from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from apis.crds.device import DeviceType, VirtualFunction
-from apis.extension import names
+from apis.extension import devicetypes, names
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.extension.devicerequest import DeviceRequest, gpu_allocation_resources
 from apis.extension.hints import AllocateStrategy, DeviceHint, ExclusivePolicy, JointAllocate, JointScope, TopologyScope
@@ -80,8 +80,9 @@ __all__ = [
     "TopologyAwarePolicy",
 ]
 
-_PERCENT_RESOURCE = {DeviceType.RDMA: names.RDMA, DeviceType.FPGA: names.FPGA}
-_TYPE_ORDER = (DeviceType.GPU, DeviceType.RDMA, DeviceType.FPGA)
+#: Types asked for in one percent-of-a-device resource (RDMA, FPGA): `allocateStrategy` applies
+#: to them only, as in Koordinator.
+_PERCENT_TYPES = frozenset(s.type for s in devicetypes.TABLE if s.request_rule is devicetypes.RequestRule.PERCENT)
 _PCIE, _NUMA, _NODE = TopologyScope.PCIE, TopologyScope.NUMA_NODE, TopologyScope.NODE
 _LEVELS: Mapping[TopologyScope | None, tuple[TopologyScope, ...]] = {
     None: (_PCIE, _NUMA, _NODE),
@@ -120,10 +121,11 @@ class PodDeviceRequest:
         return hint is not None and hint.allocate_strategy is AllocateStrategy.APPLY_FOR_ALL
 
     def order(self) -> tuple[DeviceType, ...]:
-        """Types in allocation order: the joint primary first, then GPU, RDMA, FPGA."""
+        """Types in allocation order: the joint primary first, then the device type table's
+        order (`devicetypes.ALLOCATION_ORDER`: GPU, RDMA, FPGA), which lists every type."""
         joint = self.effective_joint()
         first = (joint.primary,) if joint is not None else ()
-        return first + tuple(t for t in _TYPE_ORDER if t in self.requests and t not in first)
+        return first + tuple(t for t in devicetypes.ALLOCATION_ORDER if t in self.requests and t not in first)
 
     @property
     def pcie_exclusive(self) -> frozenset[DeviceType]:
@@ -277,8 +279,8 @@ class TopologyAwarePolicy(AllocationPolicy):
         req = request.requests[dtype]
         hint = request.hints.get(dtype, DeviceHint())
         count, per_device, whole = req.count, req.per_device, not req.shared
-        if dtype is not DeviceType.GPU and hint.allocate_strategy is not None:
-            resource = _PERCENT_RESOURCE[dtype]
+        if hint.allocate_strategy is not None and dtype in _PERCENT_TYPES:
+            resource = devicetypes.spec(dtype).percent_resource
             if hint.allocate_strategy is AllocateStrategy.APPLY_FOR_ALL:
                 count = sum(
                     1

@@ -5,15 +5,24 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
 - PreFilter takes the request as `PodInfo` parsed it once (`apis.extension.devicerequest`
   rules; an invalid request or a malformed hint rejects the pod as UnschedulableAndUnresolvable
   with a reason naming the problem) and asks `GPUFreeIndex` which nodes might fit.
-- Filter asks the policy for an allocation on the node, memoised per request shape and node
+- PreFilter also rejects a shared-GPU pod that must match a GPU shared-resource template
+  (`gpuSharedResourceTemplatesConfig`: it asks for a matched resource) and matches none.
+- Filter first applies Koordinator's node rules for a pod asking for a share of a GPU: the
+  node's `koordinator.sh/gpu-isolation-provider` label must equal the pod's (when the pod has
+  one), the node's GPU model must not be in `gpuShareUnsupportedModels`, and it must have a
+  template the share matches (when the pod must match one).
+  Then it asks the policy for an allocation on the node, memoised per request shape and node
   device generation (`FitMemo`), so Score and Reserve reuse it and so do the next pods of the
   same shape. A node where a bound pod's devices of a requested type are unknown (its
   annotation cannot be read) is rejected outright; over-committed devices count as full, and
   a rejection names them.
 - Score is the policy's node score, normalized (kube's DefaultNormalizeScore).
 - Reserve records the chosen devices in the cluster cache (shared by every profile); Unreserve
-  releases them (idempotent). A pod placed onto a Reservation that asks for exactly the devices
-  it reserved gets those very devices (`CycleState.reservations`). PreBind writes the `device-allocated` annotation.
+  releases them (idempotent). PreBind writes the `device-allocated` annotation.
+- On the node of a Reservation it is placed onto (`CycleState.reservations`), an owner gets the
+  devices the Reservation has left by its allocate policy (`reserved`): those very devices when
+  it asks for exactly them; else within them, and for an Aligned one with the node's free
+  devices when they are not enough.
 """
 
 from __future__ import annotations
@@ -24,9 +33,10 @@ from collections.abc import Hashable, Mapping
 from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
 from apis.extension import allocation as allocation_codec
-from apis.extension import hints, names
+from apis.extension import deprecated, hints, names, sharedtemplates
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
+from scheduler.cache.reservations import HeldReservation
 from scheduler.framework import scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -44,7 +54,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.status import SKIP, SUCCESS, Status
-from scheduler.plugins.deviceshare import reasons
+from scheduler.plugins.deviceshare import reasons, reserved
 from scheduler.plugins.deviceshare.allocator import POLICIES, Allocation, AllocationPolicy, PodDeviceRequest
 from scheduler.plugins.deviceshare.args import DeviceShareArgs
 from scheduler.plugins.deviceshare.cache import FitMemo, GPUFreeIndex, NodeFit, SharedFit, SharedFits, Signatures
@@ -63,6 +73,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         self.args = args
         self.policy: AllocationPolicy = POLICIES[args.allocation_policy](args.scoring)
         self._cache = handle.cache
+        handle.cache.templates.want(args.shared_templates.ref)
         self._memo = FitMemo()
         self._signatures = Signatures()
         self._shared = SharedFits()
@@ -94,15 +105,28 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         if demand is not None and (gpu is None or not gpu.shared or gpu.count != 1):
             demand = None  # only where a share of one GPU goes depends on the workload
         request = PodDeviceRequest(requests, pod_hints, joint, demand[1] if demand is not None else None)
+        # Whether a node may take a share depends on the pod's provider label, and on the models
+        # with a template the share matches: both part of the shape.
+        share_provider = pod.pod.labels.get(names.LABEL_GPU_ISOLATION_PROVIDER, "") if gpu and gpu.shared else None
+        template_models = None
+        templates = self.args.shared_templates
+        if gpu is not None and gpu.shared and not templates.matched_resources.isdisjoint(gpu.per_device):
+            matched = sharedtemplates.matching(self._cache.templates.get(templates.ref), gpu.per_device)
+            if not matched:
+                return None, Status.unresolvable(reasons.NO_MATCHED_TEMPLATE, plugin=NAME)
+            template_models = frozenset(matched)
         asked = (
             tuple(
                 sorted((t.value, r.count, tuple(sorted(r.per_device.items())), r.shared) for t, r in requests.items())
             ),
             annotations.get(names.ANNOTATION_DEVICE_ALLOCATE_HINT),
             annotations.get(names.ANNOTATION_DEVICE_JOINT_ALLOCATE),
+            share_provider,
+            template_models,
         )
         epoch = demand[0] if demand is not None else 0
-        state.write(NAME, RequestState(request, self._shape_id((*asked, epoch)), self._shape_id(asked), epoch))
+        shape, request_id = self._shape_id((*asked, epoch)), self._shape_id(asked)
+        state.write(NAME, RequestState(request, shape, request_id, epoch, share_provider, template_models))
         self._index.sync()
         candidates = self._index.candidates(request)
         if candidates is not None and state.reservations:
@@ -136,11 +160,25 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         found = state.read(NAME, RequestState)
         if found is None:
             return None
+        held = state.reservations.get(node.name) if state.reservations else None
+        if held is not None and not held.reserved.keys().isdisjoint(found.request.requests):
+            return self._fit_reserved(node, held, found)
         fit = self._memo.get(node, found.shape)
         if fit is None:
             fit = _blocked_by_unknown(node, found.request) or self._allocate(node, found)
             self._memo.put(node, found.shape, fit)
         return fit
+
+    def _fit_reserved(self, node: NodeInfo, held: HeldReservation, found: RequestState) -> NodeFit:
+        """The fit of an owner on the node of the Reservation it is placed onto, by the
+        Reservation's allocate policy (`reserved`): within what it has left, and for an Aligned
+        one, when that cannot hold the request, with the node's free devices too."""
+        inside = reserved.within(node, held)
+        fit = _blocked_by_unknown(inside, found.request) or self._allocate(inside, found)
+        if fit.allocation is not None or held.reservation.allocate_policy == "Restricted":
+            return fit
+        outside = reserved.without(node, held)
+        return _blocked_by_unknown(outside, found.request) or self._allocate(outside, found)
 
     def _allocate(self, node: NodeInfo, found: RequestState) -> NodeFit:
         """The policy's answer for the request on this node, shared with nodes alike; a rejection
@@ -168,8 +206,40 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         return NodeFit(status, None, shared)
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        found = state.read(NAME, RequestState)
+        if found is not None and found.share_provider is not None:
+            refused = self._refuses_share(found, node)
+            if refused is not None:
+                return refused
         fit = self._fit(state, pod, node)
         return fit.status if fit is not None else SUCCESS
+
+    def _refuses_share(self, found: RequestState, node: NodeInfo) -> Status | None:
+        """Why the node takes no share of a GPU for this pod, or None: Koordinator's node rules
+        for shared-GPU pods. A node whose isolation provider label differs from the pod's (when
+        the pod names one); a node whose GPU model (`node.koordinator.sh/gpu-vendor`, `gpu-model`,
+        else the deprecated `kubernetes.io/gpu-model`) is in `gpuShareUnsupportedModels`, or has
+        no shared-resource template the share matches (when it must match one). All are
+        UnschedulableAndUnresolvable (Koordinator answers the first with Error, which would fail
+        the pod's whole cycle for one node)."""
+        labels = node.node.labels if node.node is not None else {}
+        provider = found.share_provider
+        if provider and labels.get(names.LABEL_GPU_ISOLATION_PROVIDER) != provider:
+            have = labels.get(names.LABEL_GPU_ISOLATION_PROVIDER) or "none"
+            reason = reasons.ISOLATION_PROVIDER_MISMATCH.format(
+                want=provider, have=have, label=names.LABEL_GPU_ISOLATION_PROVIDER
+            )
+            return Status.unresolvable(reason, plugin=NAME)
+        unsupported, models = self.args.share_unsupported_models, found.template_models
+        if unsupported or models is not None:
+            vendor, model = labels.get(names.LABEL_GPU_VENDOR, ""), deprecated.gpu_model(labels)
+            if (vendor, model) in unsupported:
+                return Status.unresolvable(
+                    reasons.SHARE_UNSUPPORTED_MODEL.format(model=model, vendor=vendor), plugin=NAME
+                )
+            if models is not None and sharedtemplates.key(vendor, model) not in models:
+                return Status.unresolvable(reasons.NO_MATCHED_TEMPLATE, plugin=NAME)
+        return None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         fit = self._fit(state, pod, node)
@@ -233,6 +303,9 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             # A bound pod deleted, or its device-allocated annotation changed (fixed).
             ClusterEvent(EventResource.POD, EventAction.DELETE | EventAction.UPDATE),
             ClusterEvent(EventResource.NODE, EventAction.ADD),
+            # A node labelled with an isolation provider or GPU model; templates edited.
+            ClusterEvent(EventResource.NODE, EventAction.UPDATE),
+            ClusterEvent(EventResource.CONFIG_MAP, EventAction.ALL),
         )
 
 

@@ -18,3 +18,14 @@ UNKNOWN_ALLOCATION = (
     "{type} devices in use by {pods} are unknown (device-allocated annotation unreadable or missing): "
     "no {type} device is given out on this node until it is fixed or the pod is deleted"
 )
+#: Formatted with the pod's provider and the node's (or "none"): a shared-GPU pod whose
+#: `koordinator.sh/gpu-isolation-provider` label the node's does not match (Koordinator:
+#: "GPUIsolationProviderHAMICore not found on the node").
+ISOLATION_PROVIDER_MISMATCH = (
+    "GPU isolation provider {want} not found on the node (pod label {label}={want}, node label: {have})"
+)
+#: Formatted with the model and vendor, as Koordinator words it (`gpuShareUnsupportedModels`).
+SHARE_UNSUPPORTED_MODEL = 'model "{model}" of vendor "{vendor}" does not support GPU Share'
+#: As Koordinator words it: a share that must match a GPU shared-resource template matches none
+#: (PreFilter), or none of the node's GPU model (Filter).
+NO_MATCHED_TEMPLATE = "no matched GPU shared resource template"

@@ -21,6 +21,12 @@ class RequestState(StateData):
     request_id: int = 0
     #: The learned workload's version the pod is placed by (0 without one): the score epoch.
     epoch: int = 0
+    #: For a pod asking for a share of a GPU: the isolation provider its label names ("" for
+    #: none); None when it asks for no GPU share (neither provider nor model rules apply).
+    share_provider: str | None = None
+    #: For a share that must match a GPU shared-resource template: the `<vendor>-<model>` keys
+    #: with a template it matches (only their nodes take it); None when it need not match one.
+    template_models: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,8 @@ import logging
 from collections.abc import Mapping
 from typing import Final
 
-from apis.k8s import resources
-from apis.quota import QuotaManager
-from apis.quota.charge import quota_capacity
+from apis.quota import capacity_of
+from kube.quotas import QuotaManager
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework import config
 from scheduler.framework.cycle_state import CycleState
@@ -111,8 +110,7 @@ class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExte
         if generation == self._seen_nodes:
             return
         self._seen_nodes = generation
-        total = resources.sum_of(quota_capacity(info.allocatable) for info in self._cache.nodes())
-        self.manager.set_cluster_total(total)
+        self.manager.set_capacity(capacity_of(info.allocatable for info in self._cache.nodes()))
 
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> ElasticQuota:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from apis.extension import quota as quota_labels
 from apis.k8s.core import Pod
-from apis.quota import QuotaManager
+from kube.quotas import QuotaManager
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework.cycle_state import CycleState, StateData
 from scheduler.framework.interfaces import NodeCheck

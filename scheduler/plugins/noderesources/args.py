@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from apis.errors import ConfigError
-from apis.extension import names
+from apis.extension import devicetypes, names
 from scheduler.framework.scoring import ScoringStrategy, ScoringStrategyType, parse_scoring_strategy
 
 DEFAULT_SCORING = ScoringStrategy(ScoringStrategyType.LEAST_ALLOCATED, ((names.CPU, 1), (names.MEMORY, 1)))
 #: Device resources are DeviceShare's: the Device CR, not node allocatable, says what is free, so
 #: checking them here too would reject pods on nodes whose allocatable lags the CR.
-DEFAULT_IGNORED = names.DEVICE_RESOURCES
+DEFAULT_IGNORED = devicetypes.RESOURCE_NAMES
 _KEYS = frozenset({"ignoredResources", "ignoredResourceGroups", "scoringStrategy"})
 
 

@@ -1,4 +1,5 @@
 """Rejection reasons of the Reservation plugin."""
 
-#: A pod with a `reservation-affinity` annotation, and no Available Reservation it may use.
-NO_MATCHING_RESERVATION = "no Available Reservation matches the pod's owners and reservation-affinity"
+#: A pod with a `reservation-affinity` annotation, and no Available Reservation it may use
+#: (Koordinator's ErrReasonReservationAffinity; the counts of why each was not follow it).
+NO_MATCHING_RESERVATION = "node(s) no reservations match reservation affinity"

@@ -8,12 +8,14 @@ over (none: the pods are not even looked at):
   `currentOwners` (and `allocated` their requests); an allocateOnce Reservation is then
   Succeeded and holds nothing. The pod's annotation is written before it is bound, so a
   scheduler that died in between finds the pod and finishes the job on its next pass. An owner
-  deleted before a pass saw it (a rollout scaling its ReplicaSet down at once) still counts: the
-  pod informer's deletions are remembered until the next pass, else the Reservation would stay
-  Available, hold again after a restart what its owner had used and others were given since
-  (found by the soak);
-- **expiry**: a Reservation without owners whose `expiry()` passed is Failed, Ready False with
-  reason Expired (Koordinator's), and its resources are released (the informer's update);
+  deleted before a pass saw it (a rollout scaling its ReplicaSet down at once) still counts for
+  an allocateOnce one: the pod informer's deletions are remembered until the next pass, else the
+  Reservation would stay Available, hold again after a restart what its owner had used and
+  others were given since (found by the soak). The owners of one that is not allocateOnce are
+  those bound now: one gone leaves `currentOwners`, and what it took is the next owner's;
+- **expiry**: a Reservation whose `expiry()` passed is Failed, Ready False with reason Expired
+  (Koordinator's), and its resources are released (the informer's update): an allocateOnce one
+  only while unused (used, it is Succeeded), one that is not whether or not owners run on it;
 - **invalid**: a Reservation that does not parse gets its Scheduled condition False, reason
   Invalid, saying why (the Warning Event was recorded by the feed).
 
@@ -132,11 +134,17 @@ class ReservationController:
         live = [r for r in self._reservations.store.list() if not r.phase.terminal]
         with self._guard:
             departed, self._departed = self._departed, {}
-        owners = self._owners(departed.values()) if live else {}
+        bound = self._owners() if live else {}
+        owners = self._owners(departed.values()) if live and departed else bound
         now = self._now()
         for reservation in live:
-            found = {p.uid or p.key: p for key in (reservation.uid, reservation.name) for p in owners.get(key, ())}
-            mine = list(found.values())
+            if not reservation.allocate_once:
+                if reservation.expired(now):
+                    self._expired(reservation)
+                elif reservation.node_name and reservation.phase.holds_resources:
+                    self._consumed(reservation, _of(reservation, bound))
+                continue
+            mine = _of(reservation, owners)
             if mine and reservation.phase.holds_resources:
                 self._consumed(reservation, mine)
             elif not mine and reservation.expired(now):
@@ -163,12 +171,24 @@ class ReservationController:
 
     def _consumed(self, reservation: Reservation, owners: Sequence[Pod]) -> None:
         after = transitions.consumed(reservation, owners, now=now_rfc3339())
-        if after.current_owners == reservation.current_owners and after.phase is reservation.phase:
+        if (after.current_owners, after.allocated, after.phase) == (
+            reservation.current_owners,
+            reservation.allocated,
+            reservation.phase,
+        ):
             return
-        if self._write(reservation, after) and after.phase is ReservationPhase.SUCCEEDED:
+        if not self._write(reservation, after):
+            return
+        if after.phase is ReservationPhase.SUCCEEDED:
             keys = ", ".join(sorted(p.key for p in owners))
             self._recorder.normal(_ref(reservation), REASON_ALLOCATED_EVENT, f"allocated to {keys}")
             log.info("Reservation succeeded", extra={"reservation": reservation.name, "owners": keys})
+            return
+        before = {(o.namespace, o.name) for o in reservation.current_owners}
+        joined = ", ".join(sorted(p.key for p in owners if (p.namespace, p.name) not in before))
+        if joined:  # one more owner shares it
+            self._recorder.normal(_ref(reservation), REASON_ALLOCATED_EVENT, f"allocated to {joined}")
+            log.info("Reservation shared", extra={"reservation": reservation.name, "owners": joined})
 
     def _expired(self, reservation: Reservation) -> None:
         after = transitions.expired(reservation, now=now_rfc3339())
@@ -196,6 +216,12 @@ class ReservationController:
             self._api.patch(name, {"metadata": {"uid": uid}, "status": status}, subresource="status")
         except errors.APIError as e:
             log.warning("Could not write reservation status", extra={"reservation": name, "error": str(e)})
+
+
+def _of(reservation: Reservation, owners: dict[str, list[Pod]]) -> list[Pod]:
+    """The pods of `owners` (by Reservation UID or name) placed onto `reservation`, once each."""
+    found = {p.uid or p.key: p for key in (reservation.uid, reservation.name) for p in owners.get(key, ())}
+    return list(found.values())
 
 
 def _ref(reservation: Reservation) -> ObjectReference:

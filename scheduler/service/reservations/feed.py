@@ -5,8 +5,9 @@ What each change means, in one place:
 - a Reservation **placed and Available** (or Waiting) is held in the cache on its node
   (`ClusterCache.add_reservation`), confirming the assumption made while it was bound, and
   leaves the queue;
-- a Reservation **pending** (no node, not terminal, not `spec.unschedulable`) is queued as its
-  reserve pod (`api.reserve_pod`), and retried like a pod when it does not fit;
+- a Reservation **pending** (no node, not terminal) is queued as its reserve pod
+  (`api.reserve_pod`), and retried like a pod when it does not fit (`spec.unschedulable` keeps
+  new owners off a placed one, as in Koordinator, not the Reservation itself off a node);
 - a Reservation **terminal** (Succeeded, Failed) or **deleted** holds nothing any more: it leaves
   the cache, the queue and the quota manager (what ElasticQuota's Reserve charged for it), and
   the pods that waited for room are moved;
@@ -55,12 +56,18 @@ class ReservationFeed:
         reporter: FailureReporter,
         on_invalid: Callable[[str, str, str], None],
         on_released: Callable[[Pod], None] = lambda _pod: None,
+        on_unserved: Callable[[str, ObjectReference, str], None] = lambda _uid, _ref, _name: None,
+        on_served: Callable[[str], None] = lambda _uid: None,
     ) -> None:
         """`profiles`: ours, the first taking Reservations whose template names no scheduler.
         `on_invalid(name, uid, message)` is told about a Reservation that does not parse;
         `on_released(reserve_pod)` about one that holds nothing any more (the quota manager
-        forgets what a Reserve charged for it)."""
+        forgets what a Reserve charged for it); `on_unserved(uid, ref, schedulerName)` about a
+        pending one whose template names a scheduler no profile serves, `on_served(uid)` when
+        that is over."""
         self._on_released = on_released
+        self._on_unserved = on_unserved
+        self._on_served = on_served
         self._lock = lock
         self._cache = cache
         self._queue = queue
@@ -114,19 +121,24 @@ class ReservationFeed:
         with self._lock:
             self._cache.add_reservation(reservation)
         if reservation.node_name:
+            self._on_served(uid)
             self._queue.done(uid)
             self._reporter.forget(uid)
             if old is not None and not old.node_name:
                 log.info("Reservation placed", extra={"reservation": reservation.name, "node": reservation.node_name})
             return
         pod = reserve_pod(reservation, scheduler_name=self._profiles[0])
-        if reservation.unschedulable or pod.scheduler_name not in self._profiles:
+        if pod.scheduler_name not in self._profiles:
+            ref = ObjectReference(KIND, reservation.name, "", uid, GROUP_VERSION)
+            self._on_unserved(uid, ref, pod.scheduler_name)
             self._queue.delete(uid)
             return
+        self._on_served(uid)
         self._queue.add(pod)
 
     def _deleted(self, reservation: Reservation) -> None:
         uid = reservation.uid
+        self._on_served(uid)
         with self._guard:
             self._uids.discard(uid)
         with self._lock:

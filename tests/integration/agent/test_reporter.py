@@ -148,9 +148,14 @@ def test_a_malformed_cr_on_the_server_is_replaced(node: Node, client: Client, ca
     broken = {
         "apiVersion": names.DEVICES.api_version,
         "kind": names.DEVICES.kind,
-        "metadata": {"name": node.name, "labels": {"team": "a"}},
-        # The same GPU twice: what the CRD's schema cannot refuse (a mistyped minor it does).
-        "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}] * 2},
+        # An NVLink annotation naming a GPU the Device lacks: what the CRD's schema cannot refuse
+        # (a mistyped minor it does).
+        "metadata": {
+            "name": node.name,
+            "labels": {"team": "a"},
+            "annotations": {names.ANNOTATION_GPU_NVLINK_PEERS: '{"0": [7]}'},
+        },
+        "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}]},
     }
     client.resource(names.DEVICES).create(broken)
     with caplog.at_level(logging.WARNING, logger="agent.devices.reporter"):

@@ -118,26 +118,36 @@ def test_paging_with_limit_and_continue(api_client: k8s.ApiClient, namespace: st
 
 def test_status_subresource_isolation(api_client: k8s.ApiClient, namespace: str) -> None:
     custom = k8s.CustomObjectsApi(api_client)
-    group, version, plural = "scheduling.sigs.k8s.io", "v1alpha1", "elasticquotas"
-    quota = {
+    group, version, plural = "scheduling.koordinator.sh", "v1alpha1", "podmigrationjobs"  # has /status
+    job = {
         "apiVersion": f"{group}/{version}",
-        "kind": "ElasticQuota",
-        "metadata": {"name": "q"},
-        "spec": {"max": {"cpu": "10"}},
-        "status": {"used": {"cpu": "99"}},
+        "kind": "PodMigrationJob",
+        "metadata": {"name": f"status-{namespace}"},
+        "spec": {"podRef": {"namespace": namespace, "name": "p"}, "ttl": "1m"},
+        "status": {"phase": "Failed"},
     }
-    created = custom.create_namespaced_custom_object(group, version, namespace, plural, quota)
+    name = job["metadata"]["name"]
+    created = custom.create_cluster_custom_object(group, version, plural, job)
     assert created["metadata"]["generation"] == 1
-    created["status"] = {"used": {"cpu": "1"}}
-    created["spec"] = {"max": {"cpu": "20"}}
-    after_status = custom.replace_namespaced_custom_object_status(group, version, namespace, plural, "q", created)
-    assert after_status["status"] == {"used": {"cpu": "1"}} and after_status["spec"] == {"max": {"cpu": "10"}}
+    created["status"] = {"phase": "Running"}
+    created["spec"] = {**created["spec"], "ttl": "2m"}
+    after_status = custom.replace_cluster_custom_object_status(group, version, plural, name, created)
+    assert after_status["status"] == {"phase": "Running"} and after_status["spec"]["ttl"] == "1m"
     assert after_status["metadata"]["generation"] == 1
-    after_spec = custom.patch_namespaced_custom_object(
-        group, version, namespace, plural, "q", {"spec": {"max": {"cpu": "30"}}, "status": {"used": {"cpu": "7"}}}
+    after_spec = custom.patch_cluster_custom_object(
+        group, version, plural, name, {"spec": {"ttl": "3m"}, "status": {"phase": "Failed"}}
     )
-    assert after_spec["spec"] == {"max": {"cpu": "30"}} and after_spec["status"] == {"used": {"cpu": "1"}}
+    assert after_spec["spec"]["ttl"] == "3m" and after_spec["status"] == {"phase": "Running"}
     assert after_spec["metadata"]["generation"] == 2
+    custom.delete_cluster_custom_object(group, version, plural, name)
+    # Without a status subresource (ElasticQuota, as Koordinator's CRD has it) status is the
+    # object's: a write of the object keeps it, and counts as a change of the object.
+    quota = {"apiVersion": "scheduling.sigs.k8s.io/v1alpha1", "kind": "ElasticQuota", "metadata": {"name": "q"}}
+    custom.create_namespaced_custom_object("scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", quota)
+    patched = custom.patch_namespaced_custom_object(
+        "scheduling.sigs.k8s.io", "v1alpha1", namespace, "elasticquotas", "q", {"status": {"used": {"cpu": "7"}}}
+    )
+    assert patched["status"] == {"used": {"cpu": "7"}} and patched["metadata"]["generation"] == 2
     core = k8s.CoreV1Api(api_client)
     core.create_namespaced_pod(namespace, pod("p"))
     status = core.patch_namespaced_pod_status(

@@ -46,7 +46,9 @@ CM = "/api/v1/namespaces/default/configmaps"
         ("POST", CM, b'"just a string"', "application/json", 400),
         ("POST", CM, b'{"metadata": {"name": "Not_Valid"}}', "application/json", 422),
         ("POST", "/api/v1/namespaces/nowhere/configmaps", b'{"metadata": {"name": "x"}}', "application/json", 404),
-        ("POST", CM, b'{"metadata": {"name": "x"}}', "application/vnd.kubernetes.protobuf", 415),
+        # ConfigMaps are taken in protobuf (Helm's client-go sends them so): JSON bytes are no envelope.
+        ("POST", CM, b'{"metadata": {"name": "x"}}', "application/vnd.kubernetes.protobuf", 400),
+        ("POST", "/api/v1/namespaces/default/services", b"k8s\x00", "application/vnd.kubernetes.protobuf", 415),
         ("POST", "/api/v1/namespaces/default/widgets", b"{}", "application/json", 404),
         ("POST", "/api/v1/pods", b"{}", "application/json", 404),
         ("POST", f"{CM}/x", b"{}", "application/json", 405),

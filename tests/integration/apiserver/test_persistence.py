@@ -7,6 +7,7 @@ import pytest
 from apis.crds.device import Device
 from apis.errors import ConfigError
 from apis.k8s.meta import ObjectMeta
+from apiserver.storage import Storage
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube import crds
 from kube.resources import CONFIG_MAPS, PODS
@@ -66,3 +67,32 @@ def test_a_second_server_cannot_share_the_data_directory(tmp_path: Path) -> None
         second = EmbeddedAPIServer(tmp_path / "two", extra_args=["--data-dir", str(server.data_dir / "db")])
         with pytest.raises(ConfigError, match="in use by another API server"):
             second.start(timeout=10)
+
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_the_store_is_private_to_its_owner(tmp_path: Path) -> None:
+    """Every Secret is in objects.db: the directory is 0700 and the database and its WAL 0600, as
+    etcd keeps its data directory; a store left readable by an older version is tightened at start."""
+    with run_apiserver(tmp_path) as server, server.client() as c:
+        c.resource(CONFIG_MAPS).create({"metadata": {"name": "c"}}, namespace="default")
+    db = tmp_path / "db"
+    files = [db / "objects.db", db / "objects.db-wal"]
+    assert _mode(db) == 0o700
+    assert {f.name: _mode(f) for f in files if f.exists()} == {f.name: 0o600 for f in files if f.exists()}
+    assert (db / "objects.db").exists()
+
+    db.chmod(0o755)
+    for f in db.iterdir():
+        if f.name.startswith("objects.db"):
+            f.chmod(0o644)
+    storage = Storage(db)
+    try:
+        assert _mode(db) == 0o700
+        assert {f.name: _mode(f) for f in db.iterdir() if f.name.startswith("objects.db")} == {
+            f.name: 0o600 for f in db.iterdir() if f.name.startswith("objects.db")
+        }
+    finally:
+        storage.close()

@@ -89,12 +89,12 @@ def test_official_client_gets_422_with_causes(server: EmbeddedAPIServer) -> None
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
         "kind": "Device",
         "metadata": {"name": "official"},
-        "spec": {"devices": [{"type": "tpu", "minor": 0, "health": True}]},
+        "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True, "conditions": [{"status": "maybe"}]}]},
     }
     with pytest.raises(kubernetes.client.ApiException) as e:
         api.create_cluster_custom_object("scheduling.koordinator.sh", "v1alpha1", "devices", body)
     assert e.value.status == 422
-    assert '"field":"spec.devices[0].type"' in e.value.body.replace(" ", "")
+    assert '"field":"spec.devices[0].conditions[0].status"' in e.value.body.replace(" ", "")
     assert "FieldValueNotSupported" in e.value.body
 
 

@@ -96,6 +96,62 @@ def test_job_gets_a_selector_on_its_uid_and_an_immutable_template(api_client: k8
     assert '"OnFailure", "Never"' in causes(e.value)["spec.template.spec.restartPolicy"]
 
 
+def cronjob(name: str, schedule: str = "*/5 * * * *", **spec: Any) -> dict[str, Any]:
+    pod = {"restartPolicy": "OnFailure", "containers": [{"name": "main", "image": "busybox"}]}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {"schedule": schedule, "jobTemplate": {"spec": {"template": {"spec": pod}}}, **spec},
+    }
+
+
+def test_cronjob_defaults_as_kube_apiserver(api_client: k8s.ApiClient, namespace: str) -> None:
+    batch = k8s.BatchV1Api(api_client)
+    made = batch.create_namespaced_cron_job(namespace, cronjob("nightly", "@daily", timeZone="Europe/Berlin"))
+    spec = made.spec
+    assert (spec.concurrency_policy, spec.suspend, spec.successful_jobs_history_limit) == ("Allow", False, 3)
+    assert spec.failed_jobs_history_limit == 1 and spec.time_zone == "Europe/Berlin"
+    pod = spec.job_template.spec.template.spec
+    assert (pod.dns_policy, pod.scheduler_name) == ("ClusterFirst", "default-scheduler")
+    assert spec.job_template.spec.selector is None, "each Job gets its own selector, not the template"
+    assert made.status.active is None and made.status.last_schedule_time is None
+
+
+def test_cronjob_validation_names_each_field_as_kube_does(api_client: k8s.ApiClient, namespace: str) -> None:
+    batch = k8s.BatchV1Api(api_client)
+    bad = cronjob("x" * 53, "61 * * * *", timeZone="Mars/Olympus", concurrencyPolicy="Sometimes")
+    bad["spec"].update({"startingDeadlineSeconds": -1, "successfulJobsHistoryLimit": -2})
+    bad["spec"]["jobTemplate"]["spec"]["selector"] = {"matchLabels": {"a": "b"}}
+    bad["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] = "Always"
+    with pytest.raises(ApiException) as e:
+        batch.create_namespaced_cron_job(namespace, bad)
+    assert e.value.status == 422
+    assert causes(e.value) == {
+        "metadata.name": f'Invalid value: "{"x" * 53}": must be no more than 52 characters',
+        "spec.schedule": 'Invalid value: "61 * * * *": end of range (61) above maximum (59): 61',
+        "spec.startingDeadlineSeconds": "Invalid value: -1: must be greater than or equal to 0",
+        "spec.timeZone": 'Invalid value: "Mars/Olympus": unknown time zone Mars/Olympus',
+        "spec.concurrencyPolicy": 'Unsupported value: "Sometimes": supported values: "Allow", "Forbid", "Replace"',
+        "spec.successfulJobsHistoryLimit": "Invalid value: -2: must be greater than or equal to 0",
+        "spec.jobTemplate.spec.template.spec.restartPolicy": (
+            'Unsupported value: "Always": supported values: "OnFailure", "Never"'
+        ),
+        "spec.jobTemplate.spec.selector": 'Invalid value: {"matchLabels":{"a":"b"}}: `selector` will be auto-generated',
+    }
+    with pytest.raises(ApiException) as e:
+        batch.create_namespaced_cron_job(namespace, cronjob("tz", "CRON_TZ=UTC 0 * * * *"))
+    assert causes(e.value) == {
+        "spec.schedule": (
+            'Invalid value: "CRON_TZ=UTC 0 * * * *": cannot use TZ or CRON_TZ in schedule, use timeZone field instead'
+        )
+    }
+    batch.create_namespaced_cron_job(namespace, cronjob("ok"))
+    with pytest.raises(ApiException) as e:  # an update is checked too (the name's length only on create)
+        batch.patch_namespaced_cron_job("ok", namespace, {"spec": {"schedule": "@fortnightly"}})
+    assert causes(e.value) == {"spec.schedule": 'Invalid value: "@fortnightly": unrecognized descriptor: @fortnightly'}
+
+
 def test_scale_subresource_reads_and_writes_replicas(api_client: k8s.ApiClient, namespace: str) -> None:
     apps = k8s.AppsV1Api(api_client)
     apps.create_namespaced_deployment(namespace, deployment("web", replicas=2))

@@ -27,6 +27,7 @@ CHEAP: dict[str, list[str]] = {
     "agent": ["--seconds", "0.5", "--metrics-interval", "0.2"],
     "agent-process": ["--seconds", "1", "--profile", "t4-2x"],
     "apiserver": ["--smoke"],
+    "apiserver-flood": ["--seconds", "0.5", "--flooders", "1", "--body-mb", "0.1", "--slow-connections", "2"],
     "controller": ["--nodes", "3", "--idle-seconds", "0.2"],
     "hooks": ["--iterations", "20", "--warmup", "2"],
     "quota": ["--top", "2", "--middle", "3", "--leaves", "4", "--events", "20", "--full", "2"],

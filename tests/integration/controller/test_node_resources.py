@@ -167,6 +167,11 @@ def duplicate_first_device(raw: dict[str, Any]) -> dict[str, Any]:
     return {**raw, "spec": {"devices": [*devices, devices[0]]}}
 
 
+def one_sided_nvlink(raw: dict[str, Any]) -> dict[str, Any]:
+    meta = {**raw["metadata"], "annotations": {names.ANNOTATION_GPU_NVLINK_PEERS: '{"0": [1]}'}}
+    return {**raw, "metadata": meta}
+
+
 def drop_memory_of_gpu_2(raw: dict[str, Any]) -> dict[str, Any]:
     def without_memory(d: dict[str, Any]) -> dict[str, Any]:
         return {**d, "resources": {k: v for k, v in d["resources"].items() if k != names.GPU_MEMORY}}
@@ -182,10 +187,10 @@ def has_event(client: Client, name: str, kind: str, reason: str) -> bool:
 @pytest.mark.parametrize(
     ("break_it", "reason_text"),
     [
-        (duplicate_first_device, "duplicate gpu device with minor 0"),
+        (one_sided_nvlink, "GPU 0 lists 1 as an NVLink peer, but GPU 1 does not list 0"),
         (drop_memory_of_gpu_2, f"spec.devices[type=gpu,minor=2].resources[{names.GPU_MEMORY}]"),
     ],
-    ids=["duplicate-minor", "healthy-gpu-without-memory"],
+    ids=["one-sided-nvlink", "healthy-gpu-without-memory"],
 )
 def test_a_malformed_device_is_reported_and_the_controller_keeps_serving(
     client: Client,
@@ -206,3 +211,32 @@ def test_a_malformed_device_is_reported_and_the_controller_keeps_serving(
     converged_node(client)  # other nodes are still served
     put_device(client, build(node, unhealthy=(0,)))  # the agent writes a good one again
     wait_resources(client, node, A100_7_GPUS)
+
+
+def test_a_gpu_listed_twice_is_left_out_and_the_rest_is_offered(client: Client, controller: ControllerProcess) -> None:
+    """Koordinator's schema admits a minor listed twice; which entry is real cannot be known, so
+    neither is offered (the scheduler allocates neither and says so: DevicesIgnored)."""
+    node = converged_node(client)
+    api = crds.devices(client).api
+    api.update(duplicate_first_device(api.get(node)))
+    wait_resources(client, node, A100_7_GPUS)
+    assert controller.get("/healthz")[0] == 200
+
+
+def test_the_isolation_provider_is_published_and_never_taken_away(
+    client: Client, controller: ControllerProcess
+) -> None:
+    node = converged_node(client, "t4-2x", T4_2X)
+    hami = {names.LABEL_GPU_ISOLATION_PROVIDER: names.GPU_ISOLATION_PROVIDER_HAMI_CORE}
+    device = build(node, "t4-2x")
+    put_device(client, replace(device, meta=replace(device.meta, labels={**device.meta.labels, **hami})))
+    wait_for(
+        lambda: node_labels(client, node).get(names.LABEL_GPU_ISOLATION_PROVIDER) == "HAMi-core",
+        what="the provider label on the Node",
+    )
+    # The agent no longer sees the library: the label stays (an operator may have put it there,
+    # as Koordinator's manual says); the other GPU labels still follow the Device.
+    put_device(client, build(node, "t4-2x"))
+    wait_for(lambda: idle(controller), what="the controller to settle")
+    assert node_labels(client, node)[names.LABEL_GPU_ISOLATION_PROVIDER] == "HAMi-core"
+    assert gpu_labels(client, node)[names.LABEL_GPU_MODEL] == "Tesla-T4"

@@ -17,12 +17,15 @@ import pytest
 from apis.extension import names
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
+from cli.launchers.scheduler import pod_manifest
 from cli.localcluster import webhook
 from kube.client import Client
 from kube.errors import APIError
+from kube.resources import PODS
 from tests.integration.apiserver.test_kubectl import KUBECTL, Kubectl
 from tests.support import apiservers
 from tests.support.quotas import elastic_quota
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -59,8 +62,9 @@ def test_quotas_that_break_the_tree_are_refused_by_every_client(
     quotas.create(quota("wh-a", parent="wh-org", min_gpu=3), namespace="default")  # a good quota is stored
     too_much = quota("wh-b", parent="wh-org", min_gpu=2)
     expected = (
-        DENIED + "quota wh-org: children's min[nvidia.com/gpu] sum to 5, more than its min[nvidia.com/gpu] 4 "
-        "(children: wh-a, wh-b)"
+        DENIED + "checkMinQuotaSum all brothers' MinQuota > parent MinQuota, parent: wh-org "
+        "(quota wh-org: children's min[nvidia.com/gpu] sum to 5, more than its min[nvidia.com/gpu] 4 "
+        "(children: wh-a, wh-b))"
     )
     with pytest.raises(APIError) as ours:
         quotas.create(too_much, namespace="default")
@@ -92,7 +96,10 @@ def test_quotas_that_break_the_tree_are_refused_by_every_client(
     flip["metadata"]["resourceVersion"] = quotas.get("wh-org", namespace="default")["metadata"]["resourceVersion"]
     with pytest.raises(APIError) as flipped:
         quotas.update(flip, namespace="default")
-    assert flipped.value.message.endswith("is-parent cannot change from true to false while it has children (wh-a)")
+    assert flipped.value.message == (
+        DENIED + "quota has children, isParent is forbidden to modify as false, quotaName:wh-org "
+        "(quota wh-org: is-parent cannot change from true to false while it has children (wh-a))"
+    )
     assert controller.metric("tessera_controller_webhook_reviews_total", allowed="false") >= 3
 
 
@@ -106,9 +113,11 @@ def test_with_the_controller_down_quota_writes_fail_closed(
         assert refused.value.status == 500
         assert refused.value.message.startswith(
             'Internal error occurred: failed calling webhook "velasticquota.koordinator.sh": failed to call webhook: '
-            'Post "https://tessera-controller-webhook.tessera-system.svc:443/validate-scheduling-sigs-k8s-io-v1alpha1'
+            f'Post "https://{webhook.SERVICE}.tessera-system.svc:443/validate-scheduling-sigs-k8s-io-v1alpha1'
             '-elasticquota?timeout=10s": dial tcp 127.0.0.1:'
         )
+        # Pods do not wait on the controller (failurePolicy Ignore for vpod.koordinator.sh).
+        client.resource(PODS).create(pod_manifest("while-down", {"cpu": "1"}))
     finally:
         controller.start()
     client.resource(names.ELASTIC_QUOTAS).create(quota("wh-up"), namespace="default")
@@ -127,4 +136,35 @@ def test_the_kubectl_view_of_the_configuration(
         timeout=60,
         check=True,
     ).stdout
-    assert out.strip() == "validatingwebhookconfiguration.admissionregistration.k8s.io/tessera-controller"
+    # tessera up's own name for deploy's tessera-controller (cli/localcluster/ownnames.py)
+    assert out.strip() == "validatingwebhookconfiguration.admissionregistration.k8s.io/tessera-up-tessera-controller"
+
+
+def test_a_pod_on_a_parent_quota_is_refused_at_admission(controller: ControllerProcess, client: Client) -> None:
+    """Koordinator's vpod.koordinator.sh rule, served by the controller: refused with
+    Koordinator's words instead of admitted to wait forever; an update making a quota with pods
+    a parent is refused too."""
+    quotas = client.resource(names.ELASTIC_QUOTAS)
+    quotas.create(quota("wh-parent", is_parent=True), namespace="default")
+    quotas.create(quota("wh-used"), namespace="default")
+    # The pod webhook checks against the controller's cache (as Koordinator's does): once the
+    # controller has seen the quotas (it writes their Valid condition), it refuses.
+    for name in ("wh-parent", "wh-used"):
+        wait_for(lambda n=name: (quotas.get(n, namespace="default").get("status") or {}).get("conditions"), what=name)
+    pods = client.resource(PODS)
+    with pytest.raises(APIError) as refused:
+        pods.create(pod_manifest("on-parent", {"cpu": "1"}, labels={names.LABEL_QUOTA_NAME: "wh-parent"}))
+    assert (refused.value.status, refused.value.message) == (
+        403,
+        'admission webhook "vpod.koordinator.sh" denied the request: '
+        "pod can not be linked to a parentQuotaGroup,quota:wh-parent, pod:on-parent",
+    )
+    pods.create(pod_manifest("on-child", {"cpu": "1"}, labels={names.LABEL_QUOTA_NAME: "wh-used"}))
+    flip = quota("wh-used", is_parent=True)
+    flip["metadata"]["resourceVersion"] = quotas.get("wh-used", namespace="default")["metadata"]["resourceVersion"]
+    with pytest.raises(APIError) as flipped:
+        quotas.update(flip, namespace="default")
+    assert flipped.value.message == (
+        DENIED + "quota has bound pods, isParent is forbidden to modify as true, quotaName: wh-used"
+    )
+    assert controller.metric("tessera_controller_webhook_reviews_total", webhook="vpod.koordinator.sh") >= 2

@@ -5,12 +5,14 @@
 the embedded API server over HTTPS: it validates every field it knows of apps/v1, policy/v1,
 RBAC and the CRDs, so a typo that only a server would catch fails here, not on a cluster.
 
-Helm keeps its releases in the memory driver here: its Secret driver talks protobuf, which the
-embedded server does not speak (it answers 415).
+Helm keeps its releases where it does by default, in Secrets, which its client-go writes in
+protobuf (apiserver/protobuf.py); its ConfigMap driver, the other storage a cluster offers, too.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
 import json
 import shutil
 from collections.abc import Iterator
@@ -76,6 +78,17 @@ def test_kubectl_apply_k_deploy_creates_every_object_and_is_idempotent(server: E
         assert all(line.startswith("poddisruptionbudget.policy/") for line in changed), again
 
 
+def test_kubectl_apply_k_deploy_dashboard_after_deploy(server: EmbeddedAPIServer) -> None:
+    # The optional dashboard (docs/user/dashboard.md) goes on top of the base install.
+    ok(NEWEST.run(server.kubeconfig, "apply", "-f", str(DEPLOY / "crds")))
+    ok(NEWEST.run(server.kubeconfig, "apply", "-k", str(DEPLOY)))
+    out = ok(NEWEST.run(server.kubeconfig, "apply", "-k", str(DEPLOY / "dashboard")))
+    expected = chart.kustomize(DEPLOY / "dashboard")
+    assert out.count(" created") == len(expected), out
+    for obj in expected:
+        assert live(server, NEWEST, obj) is not None, f"{chart.identity(obj)} was not created"
+
+
 def test_the_server_refuses_an_invalid_field_in_deploy(server: EmbeddedAPIServer, tmp_path: Path) -> None:
     # The check above can fail: the same manifests with one value a server refuses do not apply.
     # (The embedded server validates the fields kube-apiserver's workload strategies check, and
@@ -89,8 +102,24 @@ def test_the_server_refuses_an_invalid_field_in_deploy(server: EmbeddedAPIServer
     assert "spec.replicas: Invalid value: -2: must be greater than or equal to 0" in result.stderr, result.stderr
 
 
-def config(server: EmbeddedAPIServer) -> helm.Config:
-    return helm.Config(namespace=NAMESPACE, kubeconfig_path=str(server.kubeconfig), storage_driver="memory")
+def config(server: EmbeddedAPIServer, storage: str | None = None) -> helm.Config:
+    """Helm as a user runs it: with its default release storage (Secrets) unless told otherwise."""
+    return helm.Config(namespace=NAMESPACE, kubeconfig_path=str(server.kubeconfig), storage_driver=storage)
+
+
+def stored_releases(server: EmbeddedAPIServer, kind: str = "secrets") -> dict[str, Obj]:
+    """Helm's release records as the server holds them: name -> the object (labels `owner=helm`)."""
+    text = ok(NEWEST.run(server.kubeconfig, "get", kind, "-n", NAMESPACE, "-l", "owner=helm", "-o", "json"))
+    return {item["metadata"]["name"]: item for item in json.loads(text)["items"]}
+
+
+def release_record(obj: Obj) -> Obj:
+    """What Helm wrote in a record: base64 of gzip of the release's JSON (in a Secret's data, base64 once more)."""
+    payload = obj["data"]["release"]
+    if obj["kind"] == "Secret":
+        payload = base64.b64decode(payload).decode()
+    decoded: Obj = json.loads(gzip.decompress(base64.b64decode(payload)))
+    return decoded
 
 
 def test_helm_install_upgrade_uninstall(server: EmbeddedAPIServer) -> None:
@@ -116,8 +145,52 @@ def test_helm_install_upgrade_uninstall(server: EmbeddedAPIServer) -> None:
         webhook = chart.one(rendered, "ValidatingWebhookConfiguration", "tessera-controller")
         assert live(server, NEWEST, webhook) is None, "the upgrade left the disabled webhook behind"
 
+        cfg.rollback(chart.RELEASE, version=1)
+        assert [(r["revision"], r["status"]) for r in cfg.history(chart.RELEASE)] == [
+            (1, "superseded"),
+            (2, "superseded"),
+            (3, "deployed"),
+        ]
+        scheduler = live(server, NEWEST, chart.one(rendered, "Deployment", "tessera-scheduler"))
+        assert scheduler is not None and scheduler["spec"]["replicas"] == 2, "the rollback kept revision 2's replicas"
+        assert live(server, NEWEST, webhook) is not None, "the rollback did not bring the webhook back"
+        assert [(r["name"], r["revision"], r["status"]) for r in cfg.list()] == [(chart.RELEASE, 3, "deployed")]
+
+        # Each revision is a Secret of type helm.sh/release.v1 whose labels and payload are what Helm sent.
+        records = stored_releases(server)
+        assert sorted(records) == [f"sh.helm.release.v1.{chart.RELEASE}.v{n}" for n in (1, 2, 3)]
+        latest = records[f"sh.helm.release.v1.{chart.RELEASE}.v3"]
+        assert latest["type"] == "helm.sh/release.v1"
+        labels = latest["metadata"]["labels"]
+        assert (labels["owner"], labels["name"], labels["status"], labels["version"]) == (
+            "helm",
+            chart.RELEASE,
+            "deployed",
+            "3",
+        )
+        assert release_record(latest)["version"] == 3
+        assert release_record(latest)["name"] == chart.RELEASE
+
         cfg.uninstall(chart.RELEASE)
         assert [obj for obj in rendered if live(server, NEWEST, obj) is not None] == []
+        assert stored_releases(server) == {}, "uninstall left release records behind"
+        assert cfg.list(all_states=True) == []
+
+
+def test_helm_configmap_storage_and_create_namespace(server: EmbeddedAPIServer) -> None:
+    # Helm's other in-cluster storage, ConfigMaps (HELM_DRIVER=configmap), and `--create-namespace`:
+    # a Namespace and ConfigMaps sent in protobuf, a release listed across namespaces.
+    with config(server, "configmap") as cfg:
+        release = cfg.install(str(chart.CHART), chart.RELEASE, {}, timeout=60, create_namespace=True)
+        assert (release["revision"], release["status"]) == (1, "deployed")
+        namespace = json.loads(ok(NEWEST.run(server.kubeconfig, "get", "namespace", NAMESPACE, "-o", "json")))
+        assert namespace["status"]["phase"] == "Active"
+        records = stored_releases(server, "configmaps")
+        assert list(records) == [f"sh.helm.release.v1.{chart.RELEASE}.v1"]
+        assert release_record(records[f"sh.helm.release.v1.{chart.RELEASE}.v1"])["info"]["status"] == "deployed"
+        assert [(r["name"], r["namespace"]) for r in cfg.list(all_namespaces=True)] == [(chart.RELEASE, NAMESPACE)]
+        cfg.uninstall(chart.RELEASE)
+        assert stored_releases(server, "configmaps") == {}
 
 
 def test_helm_rendered_custom_values_apply_in_another_namespace(server: EmbeddedAPIServer) -> None:

@@ -83,13 +83,13 @@ def test_reservation_first_never_evicts_before_the_reservation_is_available(
     make_available(client, f"pmj-{name}", "n-new")
     wait_for(lambda: not pod_exists(client, namespace, "web-1"), timeout_s=TIMEOUT, what="the eviction")
     status = wait_for(
-        lambda: (s := job_status(client, name)).get("status") == "WaitForPodBindReservation" and s,
+        lambda: (s := job_status(client, name)).get("reason") == "WaitForPodBindReservation" and s,
         timeout_s=TIMEOUT,
         what="the job to wait for the replacement",
     )
     assert conditions(status)["ReservationScheduled"]["status"] == "True"
     assert conditions(status)["Eviction"]["status"] == "True"
-    assert status["nodeName"] == "n-new"
+    assert (status["nodeName"], status["status"]) == ("n-new", "PodBoundReservation")
 
     place_replacement(client, reservation(client, f"pmj-{name}") or {}, "web-2", owner=owner)
     status = succeeded(client, name)
@@ -105,7 +105,15 @@ def test_reservation_first_never_evicts_before_the_reservation_is_available(
             e["reason"] for e in items if e["involvedObject"]["kind"] == kind and e["involvedObject"]["name"] == name
         }
 
-    expected = {"MigrationStarted", "ReservationCreated", "MigrationEvicted", "MigrationSucceeded"}
+    # Koordinator's reasons on the job (its pod_migration_job_types.go and migration controller).
+    expected = {
+        "MigrationStarted",
+        "ReservationCreated",
+        "ReservationScheduled",
+        "Evicting",
+        "EvictComplete",
+        "Complete",
+    }
     wait_for(lambda: reasons("default", "PodMigrationJob", name) >= expected, timeout_s=TIMEOUT, what="job events")
     wait_for(
         lambda: reasons(namespace, "Pod", "web-1") >= {"Migrating", "MigrationEvicted"},

@@ -1,5 +1,6 @@
 """Informers against a real server: sync, handlers, indexes, resync, and surviving restarts."""
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -8,13 +9,14 @@ from typing import Any
 import pytest
 
 from apis.crds.device import Device
-from apis.extension.names import DEVICES
+from apis.extension import names
+from apis.extension.names import DEVICES, GroupVersionResource
 from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from kube import Backoff
 from kube.client import Client
 from kube.informer import Informer, InformerFactory, raw
-from kube.resources import CONFIG_MAPS, PODS
+from kube.resources import CONFIG_MAPS, CUSTOM_RESOURCE_DEFINITIONS, PODS
 
 pytestmark = pytest.mark.integration
 
@@ -105,10 +107,13 @@ def test_handlers_added_late_see_existing_objects_and_failures_are_contained(cli
 def test_malformed_objects_are_skipped_not_fatal(client: Client) -> None:
     devices = client.resource(DEVICES)
     good = {"metadata": {"name": "good-node"}, "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}]}}
-    # Malformed past what the CRD's schema can say (the API server refuses a negative minor):
-    # the same GPU listed twice.
-    twice = [{"type": "gpu", "minor": 0, "health": True}] * 2
-    bad = {"metadata": {"name": "bad-node"}, "spec": {"devices": twice}}
+    # Malformed past what the CRD's schema can say: an NVLink annotation naming a GPU the Device
+    # does not have.
+    one_sided = {names.ANNOTATION_GPU_NVLINK_PEERS: '{"0": [7]}'}
+    bad = {
+        "metadata": {"name": "bad-node", "annotations": one_sided},
+        "spec": {"devices": [{"type": "gpu", "minor": 0, "health": True}]},
+    }
     devices.create(good)
     devices.create(bad)
     added: list[str] = []
@@ -117,7 +122,7 @@ def test_malformed_objects_are_skipped_not_fatal(client: Client) -> None:
     with informer:
         assert informer.wait_for_sync(10)
         assert "good-node" in added and "bad-node" not in added and informer.malformed >= 1
-        devices.patch("bad-node", {"spec": {"devices": [{"type": "gpu", "minor": 1, "health": True}]}})
+        devices.patch("bad-node", {"metadata": {"annotations": {names.ANNOTATION_GPU_NVLINK_PEERS: None}}})
         eventually(lambda: "bad-node" in added)
     for name in ("good-node", "bad-node"):
         devices.delete(name)
@@ -163,24 +168,67 @@ def test_cache_converges_after_the_server_is_killed(own_server: EmbeddedAPIServe
         for i in range(10):
             maps.create({"metadata": {"name": f"keep{i}"}}, namespace="default")
         # The first reconnect comes after the restart and all the writes, so with 250 writes the
-        # informer's resourceVersion has left the 100-event window by then: 410, relist.
+        # informer's resourceVersion has left the 100-event window by then: 410, relist. The
+        # writes must beat the reconnect, also on a loaded machine: the relist case waits longer.
+        wait = 2.5 if gap_writes < 100 else 10.0
         informer = Informer(
-            c, CONFIG_MAPS, parse=raw, namespace="default", backoff=Backoff(initial=2.5, maximum=2.5, jitter=0)
+            c, CONFIG_MAPS, parse=raw, namespace="default", backoff=Backoff(initial=wait, maximum=wait, jitter=0)
         )
         recorder = Recorder()
         recorder.attach(informer)
+        assert not informer.settled
         with informer:
             assert informer.wait_for_sync(10)
+            eventually(lambda: informer.settled, timeout=10)  # the first list handed over whole
             own_server.kill()
             own_server.start()
             maps.delete("keep0", namespace="default")
             maps.patch("keep1", {"data": {"changed": "yes"}}, namespace="default")
             for i in range(gap_writes):
                 maps.create({"metadata": {"name": f"new{i}"}}, namespace="default")
-            eventually(lambda: cache_state(informer) == server_state(c), timeout=20)
+            eventually(lambda: cache_state(informer) == server_state(c), timeout=30)
+            eventually(lambda: informer.settled, timeout=30)  # and what the relist changed, delivered
         assert informer.lists == (1 if gap_writes < 100 else 2)
         adds = recorder.of("add")
         assert len(adds) == len(set(adds)), "no object was added twice"
         assert recorder.of("delete") == ["keep0"]
         assert "keep1" in recorder.of("update")
         assert sorted(adds) == sorted([f"keep{i}" for i in range(10)] + [f"new{i}" for i in range(gap_writes)])
+
+
+def test_a_resource_not_served_is_said_once_then_synced_when_its_crd_comes(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An optional CRD not installed (404 on the list): one warning, quiet retries, and the
+    informer syncs once the CRD is installed."""
+    group = "informer-test.tessera.dev"
+    gvr = GroupVersionResource(group, "v1", "widgets", "Widget", True)
+    informer: Informer[dict[str, Any]] = Informer(client, gvr, parse=raw, backoff=Backoff(initial=0.01, maximum=0.05))
+    with caplog.at_level(logging.DEBUG, logger="kube.informer"), informer:
+        eventually(lambda: sum("not served" in r.getMessage() for r in caplog.records) >= 4)  # retried
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
+            "Resource not served by the API server; waiting for it"
+        ]
+        crd = {
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"widgets.{group}"},
+            "spec": {
+                "group": group,
+                "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+                "scope": "Namespaced",
+                "versions": [
+                    {
+                        "name": "v1",
+                        "served": True,
+                        "storage": True,
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                    }
+                ],
+            },
+        }
+        client.resource(CUSTOM_RESOURCE_DEFINITIONS).create(crd)
+        try:
+            assert informer.wait_for_sync(10.0)
+        finally:
+            client.resource(CUSTOM_RESOURCE_DEFINITIONS).delete(f"widgets.{group}")

@@ -260,10 +260,10 @@ def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, s
         # A Device CR broken by its writer (in a way its schema cannot catch: the API server refuses
         # a mistyped minor): said on the object, the last valid version stays in use.
         broken = device.to_dict()
-        broken["spec"]["devices"][1]["minor"] = broken["spec"]["devices"][0]["minor"]
+        broken["metadata"].setdefault("annotations", {})[names.ANNOTATION_GPU_NVLINK_PEERS] = '{"0": [99]}'
         client.resource(names.DEVICES).update(broken)
         (event,) = wait_for_event(client, "default", device.meta.name, "FailedParsing")
-        assert "minor" in str(event["message"]) and "last valid version" in str(event["message"])
+        assert "GPU 0 lists 99" in str(event["message"]) and "last valid version" in str(event["message"])
         # f-a's GPUs may be the garbled pod's: the next GPU pod goes to f-b.
         create_pod(client, ns, "still-works", GPU_HALF)
         pods = watch.wait_for(
@@ -275,8 +275,23 @@ def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, s
     assert service.loop.running
     current: Device = service.feed.devices.store.get("f-a")  # type: ignore[assignment]
     assert current.devices == device.devices
-    stored = crds.devices(client).api.get("f-a")["spec"]["devices"]
-    assert stored[1]["minor"] == stored[0]["minor"]
+    # Entries Koordinator's schema admits but no one can allocate (a type Tessera does not know, a
+    # minor listed twice): said once on the Device, the rest of it stays in use.
+    odd = client.resource(names.DEVICES).get("f-a")
+    odd["metadata"]["annotations"].pop(names.ANNOTATION_GPU_NVLINK_PEERS)
+    odd["spec"]["devices"][1]["minor"] = odd["spec"]["devices"][0]["minor"]
+    odd["spec"]["devices"].append({"type": "npu", "minor": 0, "health": True})
+    client.resource(names.DEVICES).update(odd)
+    (event,) = wait_for_event(client, "default", device.meta.name, "DevicesIgnored")
+    assert "device type 'npu' is not one Tessera allocates" in str(event["message"])
+    assert "is listed more than once" in str(event["message"]) and event["type"] == "Warning"
+    current = wait_for(lambda: _with_fewer(service, "f-a", len(device.devices) - 2), what="f-a read without them")
+    assert current.devices == device.devices[2:]
+
+
+def _with_fewer(service: SchedulerService, node: str, count: int) -> Device | None:
+    found = service.feed.devices.store.get(node)
+    return found if isinstance(found, Device) and len(found.devices) == count else None
 
 
 class Gate(PermitPlugin):

@@ -4,7 +4,8 @@
   (Device CR + allocatable) added makes room and the whole gang binds;
 - members that time out give their devices back;
 - a PodGroup CR forms a gang; a pod naming a missing PodGroup says so, and bad gang annotations
-  leave the scheduler running;
+  leave the scheduler running; scheduler-plugins' PodGroups too, with their minResources, and a
+  pod naming both kinds of gang is refused with an Event;
 - kill -9 while members wait at Permit, or after half the gang was bound: the restarted
   scheduler completes the gang from what the API server holds.
 """
@@ -152,7 +153,7 @@ def test_pod_group_gangs_and_bad_input_keep_the_scheduler_running(
             watch.wait_for(
                 lambda pods: (
                     f"gang {ns}/nope: PodGroup {ns}/nope not found" in pending_message(watch, "missing-0")
-                    and "min-available 'many' is not a positive integer" in pending_message(watch, "bad-0")
+                    and "min-available 'many' is not an integer" in pending_message(watch, "bad-0")
                 ),
                 "the missing PodGroup and the bad annotation said in the pods' conditions",
             )
@@ -167,6 +168,57 @@ def test_pod_group_gangs_and_bad_input_keep_the_scheduler_running(
             mode = f"gang {ns}/sloppy: {ignored}; using the default"
             events = wait_for_event(client, ns, "sloppy-0", "GangValueIgnored", mode)
             assert any(e["message"] == mode for e in events)
+    finally:
+        watch.stop()
+
+
+def test_scheduler_plugins_pod_groups_live_with_their_min_resources_and_conflicts(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    """scheduling.x-k8s.io PodGroups through the live feed: a gang that fits binds whole; one whose
+    minResources the cluster cannot hold stays pending with the gap in its condition; a pod naming
+    both kinds of gang is refused with a GangConflict Event."""
+    create_gpu_nodes(client, "upg-a")
+    ns = create_namespace(client)
+    watch = PodWatch(client, ns)
+    groups = client.resource(names.UPSTREAM_POD_GROUPS)
+
+    def pod_group(name: str, spec: dict[str, object]) -> None:
+        body = {"apiVersion": names.UPSTREAM_POD_GROUPS.api_version, "kind": "PodGroup", "metadata": {"name": name}}
+        groups.create({**body, "spec": spec}, namespace=ns)
+
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir):
+            pod_group("fits", {"minMember": 2, "minResources": {names.NVIDIA_GPU: "4"}})
+            pod_group("too-big", {"minMember": 2, "minResources": {names.NVIDIA_GPU: "64"}})
+            for i in range(2):
+                create_pod(
+                    client, ns, f"fits-{i}", {names.NVIDIA_GPU: "2"}, labels={names.LABEL_UPSTREAM_POD_GROUP: "fits"}
+                )
+                create_pod(
+                    client, ns, f"big-{i}", {names.NVIDIA_GPU: "1"}, labels={names.LABEL_UPSTREAM_POD_GROUP: "too-big"}
+                )
+            both = {names.LABEL_UPSTREAM_POD_GROUP: "fits", names.LABEL_POD_GROUP: "fits"}
+            create_pod(client, ns, "both", {names.NVIDIA_GPU: "1"}, labels=both)
+            watch.wait_for(
+                lambda pods: sum(1 for p in pods if p.name.startswith("fits-") and p.node_name) == 2,
+                "the gang that fits bound whole",
+            )
+            watch.wait_for(
+                lambda pods: all(
+                    "its PodGroup's minResources do not fit in the cluster's free resources: "
+                    "koordinator.sh/gpu-core needs 6400" in pending_message(watch, f"big-{i}")
+                    for i in range(2)
+                ),
+                "the gang too big for its minResources said in its members' conditions",
+            )
+            assert not any(p.node_name for p in watch.pods() if p.name.startswith("big-") or p.name == "both")
+            conflict = (
+                f"pod {ns}/both names two kinds of gang: {names.LABEL_POD_GROUP}=fits (Koordinator's) and "
+                f"{names.LABEL_UPSTREAM_POD_GROUP}=fits (scheduler-plugins' PodGroup); keep one of them"
+            )
+            wait_for_event(client, ns, "both", "GangConflict", conflict)
+            watch.wait_for(lambda pods: conflict in pending_message(watch, "both"), "the conflict in the condition")
     finally:
         watch.stop()
 

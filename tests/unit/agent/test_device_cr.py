@@ -17,7 +17,7 @@ from agent.health.clock import ManualClock
 from agent.health.monitor import HealthMonitor
 from agent.health.tracker import HealthTracker
 from apis.crds.device import Device
-from apis.extension import names
+from apis.extension import devicetypes, names
 from tests.unit.agent.conftest import NODE
 from tests.unit.agent.sysfs_tree import SysfsTree
 
@@ -202,6 +202,14 @@ def test_simulated_devices_are_labelled(node: Node) -> None:
     assert labels["tessera.dev/simulated"] == "true"
 
 
+def test_a_node_with_an_isolation_layer_is_labelled_with_it(node: Node) -> None:
+    inventory = dataclasses.replace(node.inventory, isolation_provider="HAMi-core")
+    assert build_device(inventory, {}, node_name=NODE).meta.labels["koordinator.sh/gpu-isolation-provider"] == (
+        "HAMi-core"
+    )
+    assert "koordinator.sh/gpu-isolation-provider" not in build_device(node.inventory, {}, node_name=NODE).meta.labels
+
+
 def test_a_node_without_devices_has_an_empty_cr() -> None:
     assert build_device(Inventory(), {}, node_name="cpu-node").to_dict() == {
         "apiVersion": "scheduling.koordinator.sh/v1alpha1",
@@ -225,3 +233,12 @@ def test_nvlink_peers_are_made_symmetric_and_kept_to_reported_gpus(node: Node) -
     device = build_device(dataclasses.replace(node.inventory, gpus=tuple(gpus)), {}, node_name=NODE)
     assert device.nvlink == {0: {1}, 1: {0}}
     assert Device.from_dict(device.to_dict()) == device
+
+
+def test_the_agent_writes_exactly_the_types_the_device_type_table_says_it_discovers() -> None:
+    device = build_device(load_profile("a100-8x").inventory(NODE), {}, node_name=NODE)
+    assert {d.type for d in device.devices} == {
+        row.type for row in devicetypes.TABLE if row.discovery is not devicetypes.Discovery.NONE
+    }
+    for d in device.devices:
+        assert set(d.resources) == set(devicetypes.spec(d.type).capacity), d

@@ -17,6 +17,7 @@ bus_ids = st.from_regex(r"0000:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", fullmatch=True)
 
 @st.composite
 def device_infos(draw: st.DrawFn) -> DeviceInfo:
+    seen: set[str] = set()  # a VF is listed once per device (`Device.from_dict` drops repeats)
     return DeviceInfo(
         type=draw(st.sampled_from(list(DeviceType))),
         minor=draw(st.integers(min_value=0, max_value=255)),
@@ -29,7 +30,7 @@ def device_infos(draw: st.DrawFn) -> DeviceInfo:
                 st.none(),
                 st.builds(
                     DeviceTopology,
-                    socket_id=st.integers(0, 3),
+                    socket_id=st.integers(-1, 3),
                     node_id=st.integers(0, 7),
                     pcie_id=st.from_regex(r"pci0000:[0-9a-f]{2}", fullmatch=True),
                     bus_id=st.one_of(st.just(""), bus_ids),
@@ -37,14 +38,14 @@ def device_infos(draw: st.DrawFn) -> DeviceInfo:
             )
         ),
         vf_groups=tuple(
-            draw(
+            VirtualFunctionGroup(
+                labels=group_labels, vfs=tuple(vf for vf in vfs if vf.key not in seen and not seen.add(vf.key))
+            )
+            for group_labels, vfs in draw(
                 st.lists(
-                    st.builds(
-                        VirtualFunctionGroup,
-                        labels=labels,
-                        vfs=st.lists(
-                            st.builds(VirtualFunction, minor=st.integers(0, 64), bus_id=bus_ids), max_size=3
-                        ).map(tuple),
+                    st.tuples(
+                        labels,
+                        st.lists(st.builds(VirtualFunction, minor=st.integers(-1, 64), bus_id=bus_ids), max_size=3),
                     ),
                     max_size=2,
                 )
@@ -103,8 +104,9 @@ def allocations(draw: st.DrawFn) -> dict[DeviceType, tuple[DeviceAllocation, ...
                 resources=draw(resource_lists),
                 id=draw(st.one_of(st.just(""), st.uuids().map(str))),
                 vfs=tuple(
-                    draw(st.lists(st.builds(VFAllocation, minor=st.integers(0, 64), bus_id=bus_ids), max_size=2))
+                    draw(st.lists(st.builds(VFAllocation, minor=st.integers(-1, 64), bus_id=bus_ids), max_size=2))
                 ),
+                gpu_shared_resource_template=draw(st.sampled_from(["", "1g.10gb"])),
             )
             for m in minors
         )

@@ -54,6 +54,40 @@ def test_reads_what_koordinator_writes() -> None:
     }
 
 
+def test_the_joint_allocation_manuals_vf_of_minor_minus_one_round_trips_byte_for_byte() -> None:
+    """gpu-and-rdma-joint-allocation.md's annotation as Koordinator writes it: VFs carry koordlet's
+    `minor: -1`; a VF of minor 0 has no `minor` key (Go's omitempty)."""
+    text = (
+        '{"gpu":[{"minor":0,"resources":{"koordinator.sh/gpu-core":"100","koordinator.sh/gpu-memory":"23040Mi",'
+        '"koordinator.sh/gpu-memory-ratio":"100"}}],"rdma":[{"minor":0,"resources":{"koordinator.sh/rdma":"1"},'
+        '"extension":{"vfs":[{"minor":-1,"busID":"0000:01:00.2"}]}}]}'
+    )
+    decoded = allocation.decode(text)
+    assert decoded[DeviceType.RDMA][0].vfs == (VFAllocation(-1, "0000:01:00.2"),)
+    assert allocation.encode(decoded) == text
+    zero = (
+        '{"rdma":[{"minor":1,"resources":{"koordinator.sh/rdma":"1"},"extension":{"vfs":[{"busID":"0000:1f:00.2"}]}}]}'
+    )
+    assert allocation.decode(zero)[DeviceType.RDMA][0].vfs == (VFAllocation(0, "0000:1f:00.2"),)
+    assert allocation.encode(allocation.decode(zero)) == zero
+
+
+def test_allocations_of_types_tessera_does_not_allocate_are_left_out() -> None:
+    """A Koordinator scheduler's NPU allocation holds none of Tessera's devices."""
+    decoded = allocation.decode('{"npu":[{"minor":0,"resources":{"huawei.com/npu-core":"2"}}],"gpu":[{"minor":1}]}')
+    assert list(decoded) == [DeviceType.GPU]
+
+
+def test_the_gpu_shared_resource_template_is_kept() -> None:
+    text = (
+        '{"gpu":[{"minor":2,"resources":{"koordinator.sh/gpu-core":"50"},'
+        '"extension":{"gpuSharedResourceTemplate":"half"}}]}'
+    )
+    decoded = allocation.decode(text)
+    assert decoded[DeviceType.GPU][0].gpu_shared_resource_template == "half"
+    assert allocation.encode(decoded) == text
+
+
 def test_absent_annotation_means_no_devices() -> None:
     assert allocation.from_pod_annotations({}) == {}
 
@@ -63,8 +97,8 @@ def test_absent_annotation_means_no_devices() -> None:
     [
         ("not json", "not valid JSON"),
         ("[]", "expected a JSON object"),
-        ('{"xpu":[]}', "unknown device type 'xpu'"),
         ('{"gpu":{}}', "expected a list"),
+        ('{"gpu":[{"minor":1,"extension":{"gpuSharedResourceTemplate":3}}]}', "gpuSharedResourceTemplate"),
         ('{"gpu":[{"minor":-1}]}', "gpu[0].minor"),
         ('{"gpu":[{"minor":"1"}]}', "gpu[0].minor"),
         (

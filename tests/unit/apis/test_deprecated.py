@@ -11,7 +11,7 @@ import pytest
 
 from apis.crds.device import Device, DeviceType
 from apis.errors import InvalidRequestError
-from apis.extension import allocation, deprecated, names
+from apis.extension import allocation, deprecated, devicetypes, names
 from apis.extension.devicerequest import device_requests, pod_device_requests
 from apis.k8s.core import Node, Pod
 
@@ -30,7 +30,7 @@ def pod(*containers: dict[str, Any], overhead: dict[str, str] | None = None) -> 
 # --- the names and the rule -----------------------------------------------------------------------
 def test_the_deprecated_names_are_koordinators() -> None:
     # Koordinator's apis/extension/deprecated.go: DeprecatedDeviceResourcesMapper.
-    assert dict(names.DEPRECATED_DEVICE_RESOURCES) == {
+    assert dict(devicetypes.DEPRECATED_NAMES) == {
         "kubernetes.io/gpu": "koordinator.sh/gpu",
         "kubernetes.io/gpu-core": "koordinator.sh/gpu-core",
         "kubernetes.io/gpu-memory": "koordinator.sh/gpu-memory",
@@ -169,3 +169,18 @@ def test_an_annotation_from_an_older_scheduler_reads_in_current_names() -> None:
         '{"gpu":[{"minor":3,"resources":{"koordinator.sh/gpu-core":"50","koordinator.sh/gpu-memory":"40Gi",'
         '"koordinator.sh/gpu-memory-ratio":"50"}}]}'
     )
+
+
+@pytest.mark.parametrize(
+    ("labels", "model"),
+    [
+        ({names.LABEL_GPU_MODEL: "A100-SXM4-80GB"}, "A100-SXM4-80GB"),
+        ({names.DEPRECATED_LABEL_GPU_MODEL: "Tesla-T4"}, "Tesla-T4"),
+        ({names.LABEL_GPU_MODEL: "H100", names.DEPRECATED_LABEL_GPU_MODEL: "Tesla-T4"}, "H100"),
+        ({names.LABEL_GPU_MODEL: "", names.DEPRECATED_LABEL_GPU_MODEL: "Tesla-T4"}, ""),
+        ({}, ""),
+    ],
+    ids=["current", "deprecated-only", "current-wins", "current-empty-wins", "neither"],
+)
+def test_a_nodes_gpu_model_falls_back_to_the_deprecated_label(labels: dict[str, str], model: str) -> None:
+    assert deprecated.gpu_model(labels) == model

@@ -35,6 +35,10 @@ def test_joint_allocate() -> None:
     assert hints.decode_joint_allocate(hints.encode_joint_allocate(joint)) == joint
 
 
+def test_a_hint_for_a_type_tessera_does_not_allocate_is_left_out() -> None:
+    assert hints.decode_hints('{"npu":{"allocateStrategy":"ApplyForAll"},"gpu":{}}') == {DeviceType.GPU: DeviceHint()}
+
+
 def test_from_annotations() -> None:
     ann = {names.ANNOTATION_DEVICE_ALLOCATE_HINT: '{"gpu":{"requiredTopologyScope":"NUMANode"}}'}
     assert hints.hints_from_annotations(ann)[DeviceType.GPU].required_topology_scope is TopologyScope.NUMA_NODE
@@ -46,7 +50,6 @@ def test_from_annotations() -> None:
     ("text", "reason"),
     [
         ("{", "not valid JSON"),
-        ('{"tpu":{}}', "'tpu' is not one of gpu, rdma, fpga"),
         ('{"gpu":{"requiredTopologyScope":"Rack"}}', "'Rack' is not one of Device, PCIe, NUMANode, Node"),
         ('{"gpu":{"exclusivePolicy":"Host"}}', "gpu.exclusivePolicy"),
         ('{"gpu":{"allocateStrategy":1}}', "gpu.allocateStrategy"),
@@ -61,15 +64,24 @@ def test_bad_hints(text: str, reason: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "types", "scope"),
     [
-        '{"deviceTypes":["gpu"]}',
-        '{"deviceTypes":["gpu","gpu"]}',
-        '{"deviceTypes":["gpu","x"]}',
-        '{"deviceTypes":["gpu","rdma"],"requiredScope":"SameRack"}',
-        "[]",
+        ('{"deviceTypes":["gpu"]}', ("gpu",), None),
+        ('{"deviceTypes":["gpu","gpu","rdma"]}', ("gpu", "rdma"), None),
+        ('{"deviceTypes":["gpu","xpu","rdma"],"requiredScope":"SamePCIe"}', ("gpu", "rdma"), JointScope.SAME_PCIE),
+        ('{"deviceTypes":["gpu","rdma"],"requiredScope":"SameRack"}', ("gpu", "rdma"), None),
+        ("{}", (), None),
     ],
+    ids=["one-type", "repeated-type", "unknown-type", "unknown-scope", "empty"],
 )
+def test_joint_allocate_is_filtered_as_koordinator_does_not_refused(
+    text: str, types: tuple[str, ...], scope: JointScope | None
+) -> None:
+    joint = hints.decode_joint_allocate(text)
+    assert tuple(t.value for t in joint.device_types) == types and joint.required_scope is scope
+
+
+@pytest.mark.parametrize("text", ["[]", '{"deviceTypes":"gpu"}', '{"deviceTypes":[1]}'])
 def test_bad_joint_allocate(text: str) -> None:
     with pytest.raises(AnnotationError):
         hints.decode_joint_allocate(text)

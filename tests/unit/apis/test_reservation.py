@@ -7,6 +7,7 @@ import pytest
 
 from apis.crds.podmigrationjob import MigrationMode, MigrationPhase, PodMigrationJob
 from apis.crds.reservation import (
+    ObjectRef,
     Reservation,
     ReservationPhase,
     allocated_from_pod,
@@ -103,7 +104,10 @@ def test_the_reserve_pod_is_the_template_named_after_the_reservation() -> None:
         ({"ttl": "30m"}, datetime.datetime(2026, 1, 1, 0, 30, tzinfo=datetime.UTC)),
         ({"ttl": "0s"}, None),
         ({"ttl": "0"}, None),
-        ({"ttl": "1h", "expires": "2026-03-01T00:00:00Z"}, datetime.datetime(2026, 3, 1, tzinfo=datetime.UTC)),
+        # Both: whichever comes first, as Koordinator's controller checks them; ttl 0: never.
+        ({"ttl": "1h", "expires": "2026-03-01T00:00:00Z"}, datetime.datetime(2026, 1, 1, 1, tzinfo=datetime.UTC)),
+        ({"expires": "2026-01-01T00:10:00Z"}, datetime.datetime(2026, 1, 1, 0, 10, tzinfo=datetime.UTC)),
+        ({"ttl": "0", "expires": "2026-01-01T00:10:00Z"}, None),
     ],
 )
 def test_expiry(spec: dict[str, Any], expiry: datetime.datetime | None) -> None:
@@ -159,7 +163,42 @@ def test_pod_migration_job() -> None:
     for spec, field in [
         ({}, "spec.podRef"),
         ({"podRef": {"name": "p"}}, "spec.podRef"),
-        ({"podRef": {"uid": "u"}, "mode": "Fast"}, "spec.mode"),
     ]:
         with pytest.raises(ValidationError, match=field.replace(".", r"\.")):
             PodMigrationJob.from_dict({"metadata": {"name": "m"}, "spec": spec})
+
+
+def test_taints_policy_and_what_an_owner_takes() -> None:
+    taints = [{"key": "dedicated", "value": "infer", "effect": "NoSchedule"}]
+    two = {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}
+    container = {"name": "c", "resources": {"requests": two}}
+    template = {"metadata": {"namespace": "ml"}, "spec": {"containers": [container]}}
+    r = Reservation.from_dict(reservation(template=template, taints=taints, allocatePolicy="Restricted"))
+    assert [str(t) for t in r.taints] == ["dedicated=infer:NoSchedule"]
+    assert Reservation.from_dict(r.to_dict()).taints == r.taints
+    assert r.restricted_names() == ("cpu", "memory", "nvidia.com/gpu") == r.counted_names()
+    owners = [{"cpu": 1000, "memory": 3 * 2**30, "ephemeral-storage": 5}, {"cpu": 500}]
+    allocated = r.allocated_by(owners)
+    assert allocated == {"cpu": 1500, "memory": 3 * 2**30}  # only what it reserves
+    assert r.remaining(allocated) == {"cpu": 500, "memory": 2**30, "nvidia.com/gpu": 1}
+    assert r.remaining({"cpu": 9000}) == {"memory": 4 * 2**30, "nvidia.com/gpu": 1}  # never below zero
+    options = {names.ANNOTATION_RESERVATION_RESTRICTED_OPTIONS: '{"resources": ["cpu"]}'}
+    raw = reservation(template=template, allocatePolicy="Restricted")
+    raw["metadata"]["annotations"] = options
+    only_cpu = Reservation.from_dict(raw)
+    assert only_cpu.restricted_names() == ("cpu",) == only_cpu.counted_names()
+    assert only_cpu.allocated_by(owners) == {"cpu": 1500}
+    # The options mean nothing to an Aligned one (Koordinator reads them only when Restricted).
+    raw["spec"]["allocatePolicy"] = "Aligned"
+    assert Reservation.from_dict(raw).restricted_names() == ()
+
+
+def test_malformed_restricted_options_make_a_restricted_reservation_unreadable() -> None:
+    raw = reservation(allocatePolicy="Restricted")
+    raw["metadata"]["annotations"] = {names.ANNOTATION_RESERVATION_RESTRICTED_OPTIONS: "[cpu"}
+    with pytest.raises(ValidationError, match="reservation-restricted-options"):
+        Reservation.from_dict(raw)
+
+
+def test_current_owners_are_written_as_koordinator_writes_them() -> None:
+    assert ObjectRef.to_pod(pod("p")).to_dict() == {"namespace": "ml", "name": "p", "uid": "uid-p"}

@@ -1,6 +1,6 @@
 """Factories for the API server's in-memory parts (no storage, no HTTP)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -70,3 +70,17 @@ def make_crd(plural: str = "widgets", group: str = "example.com", *, scope: str 
 
 
 PodFactory = Callable[..., dict[str, Any]]
+
+
+class StaticPolicy:
+    """The RBAC objects a test starts from, by plural (the registry's role in the server)."""
+
+    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
+        self._objects = objects
+
+    def objects(self, plural: str, namespace: str = "") -> Sequence[dict[str, Any]]:
+        return [o for o in self._objects.get(plural, []) if o["metadata"].get("namespace", "") == namespace]
+
+    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
+        found = [o for o in self.objects(plural, namespace) if o["metadata"]["name"] == name]
+        return found[0] if found else None

@@ -1,6 +1,5 @@
 """Authentication and RBAC decisions, as kube-apiserver makes them (no HTTP)."""
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -9,6 +8,7 @@ from apis.errors import ConfigError
 from apiserver.authz.attributes import Attributes, forbidden_message, from_request
 from apiserver.authz.identity import ADMIN, TokenAuthenticator, User, parse_token_file, service_account_user
 from apiserver.authz.rbac import RBACAuthorizer, rule_allows
+from tests.unit.apiserver.conftest import StaticPolicy
 
 SCHEDULER = service_account_user("tessera-system", "tessera-scheduler")
 
@@ -107,18 +107,6 @@ def test_rule_matching(rule: dict[str, Any], request_: Attributes, allowed: bool
     assert rule_allows(rule, request_) is allowed
 
 
-class Policy:
-    def __init__(self, objects: dict[str, list[dict[str, Any]]]) -> None:
-        self._objects = objects
-
-    def objects(self, plural: str, namespace: str = "") -> Sequence[dict[str, Any]]:
-        return [o for o in self._objects.get(plural, []) if o["metadata"].get("namespace", "") == namespace]
-
-    def get(self, plural: str, namespace: str, name: str) -> dict[str, Any] | None:
-        found = [o for o in self.objects(plural, namespace) if o["metadata"]["name"] == name]
-        return found[0] if found else None
-
-
 def binding(name: str, role_kind: str, role: str, namespace: str = "") -> dict[str, Any]:
     return {
         "metadata": {"name": name, **({"namespace": namespace} if namespace else {})},
@@ -129,7 +117,7 @@ def binding(name: str, role_kind: str, role: str, namespace: str = "") -> dict[s
 
 def test_role_bindings_grant_only_in_their_namespace() -> None:
     reader = {"metadata": {"name": "reader"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}
-    policy = Policy({"clusterroles": [reader], "rolebindings": [binding("b", "ClusterRole", "reader", "team-a")]})
+    policy = StaticPolicy({"clusterroles": [reader], "rolebindings": [binding("b", "ClusterRole", "reader", "team-a")]})
     rbac = RBACAuthorizer(policy)
     assert rbac.authorize(attrs("get", "pods", namespace="team-a"))
     assert not rbac.authorize(attrs("get", "pods", namespace="team-b"))
@@ -138,7 +126,7 @@ def test_role_bindings_grant_only_in_their_namespace() -> None:
 
 def test_cluster_role_bindings_grant_everywhere_and_missing_roles_grant_nothing() -> None:
     reader = {"metadata": {"name": "reader"}, "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}
-    policy = Policy(
+    policy = StaticPolicy(
         {
             "clusterroles": [reader],
             "clusterrolebindings": [binding("b", "ClusterRole", "reader"), binding("c", "ClusterRole", "gone")],

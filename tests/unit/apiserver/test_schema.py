@@ -43,13 +43,14 @@ def test_a_valid_device_has_no_problems(device_schema: Structural) -> None:
             'spec.devices[0].minor in body must be of type integer: "string"',
         ),
         (
-            {"type": "tpu"},
-            'spec.devices[0].type: Unsupported value: "tpu": supported values: "gpu", "rdma", "fpga"',
+            {"conditions": [{"type": "Healthy", "status": "maybe"}]},
+            'spec.devices[0].conditions[0].status: Unsupported value: "maybe": supported values: '
+            '"True", "False", "Unknown"',
         ),
         (
-            {"minor": -1},
-            "spec.devices[0].minor: Invalid value: -1: "
-            "spec.devices[0].minor in body should be greater than or equal to 0",
+            {"conditions": [{"type": "Healthy", "status": "True", "observedGeneration": -1}]},
+            "spec.devices[0].conditions[0].observedGeneration: Invalid value: -1: "
+            "spec.devices[0].conditions[0].observedGeneration in body should be greater than or equal to 0",
         ),
         (
             {"resources": {"gpu": "lots"}},
@@ -77,9 +78,9 @@ def test_each_rule_names_the_field_as_kube_does(device_schema: Structural, field
 
 def test_every_problem_is_reported_at_once(device_schema: Structural) -> None:
     obj = device(minor="three")
-    obj["spec"]["devices"].append({"minor": 1})
+    obj["spec"]["devices"].append({"minor": "x"})
     found = messages(device_schema, obj)
-    assert len(found) == 3 and "spec.devices[1].type: Required value" in found
+    assert len(found) == 3 and "spec.devices[1].health: Required value" in found
 
 
 def test_pruning_drops_unknown_fields_and_keeps_preserved_ones(device_schema: Structural) -> None:

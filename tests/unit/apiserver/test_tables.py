@@ -85,3 +85,33 @@ def test_workload_tables_print_kubectls_columns() -> None:
         "status": {"phase": "Succeeded", "containerStatuses": [{"state": {"terminated": {"reason": "Completed"}}}]},
     }
     assert table(pods, [done], rv="1", query={})["rows"][0]["cells"][2] == "Completed"
+
+
+def test_cronjob_table_has_kubes_columns() -> None:
+    cronjobs = Catalog().lookup("batch", "v1", "cronjobs")
+    assert cronjobs is not None
+    template = {
+        "spec": {"template": {"spec": {"containers": [{"name": "a", "image": "x:1"}, {"name": "b", "image": "y"}]}}}
+    }
+    cj = {
+        "metadata": {"name": "nightly", "creationTimestamp": "2020-01-01T00:00:00Z"},
+        "spec": {"schedule": "@daily", "suspend": True, "jobTemplate": template},
+        "status": {"active": [{"name": "nightly-1"}, {"name": "nightly-2"}]},
+    }
+    doc = table(cronjobs, [cj], rv="7", query={})
+    columns = [(c["name"], c["priority"]) for c in doc["columnDefinitions"]]
+    assert columns == [
+        ("Name", 0),
+        ("Schedule", 0),
+        ("Timezone", 0),
+        ("Suspend", 0),
+        ("Active", 0),
+        ("Last Schedule", 0),
+        ("Age", 0),
+        ("Containers", 1),
+        ("Images", 1),
+        ("Selector", 1),
+    ]
+    cells = doc["rows"][0]["cells"]
+    assert cells[:6] == ["nightly", "@daily", "<none>", "True", 2, "<none>"]
+    assert cells[7:] == ["a,b", "x:1,y", "<none>"]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.discovery.settings import DiscoverySettings
+from agent.hooks.hamicore import HAMiCore
 from agent.settings import (
     AgentSettings,
     HealthSettings,
@@ -64,6 +65,9 @@ def test_every_flag_lands_in_its_setting() -> None:
         "--hook-socket=/run/t.sock",
         "--no-hook-server",
         "--dev-root=/host/dev",
+        "--hami-core-library-directory-path=/opt/hami/libvgpu.so",
+        "--hami-core-lock-dir=/var/lock/vgpu",
+        "--hami-core-vgpu-monitor",
         "--qos=on",
         "--qos-config=/etc/slo.yaml",
         "--cgroup-root=/k8s",
@@ -85,7 +89,14 @@ def test_every_flag_lands_in_its_setting() -> None:
             host="127.0.0.1", port=0, interval_s=5, address_file=Path("/tmp/a"), proc_root=Path("/host/proc")
         ),
         report=ReportSettings(discovery_interval_s=30, resync_interval_s=20),
-        hooks=HookSettings(enabled=False, socket_path=Path("/run/t.sock"), dev_root=Path("/host/dev")),
+        hooks=HookSettings(
+            enabled=False,
+            socket_path=Path("/run/t.sock"),
+            dev_root=Path("/host/dev"),
+            hami_core=HAMiCore(
+                library=Path("/opt/hami/libvgpu.so"), lock_dir=Path("/var/lock/vgpu"), vgpu_monitor=True
+            ),
+        ),
         qos=QoSSettings(
             mode=QoSMode.ON,
             config_path=Path("/etc/slo.yaml"),
@@ -113,8 +124,12 @@ def test_every_flag_lands_in_its_setting() -> None:
         (("--node-name=n", "--register-with-taints=pool=gpu"), "'pool=gpu': expected key=value:Effect"),
         (("--node-name=n", "--register-with-taints=a:Never"), "Effect one of NoSchedule, PreferNoSchedule"),
         (("--node-name=n", "--node-labels=pool"), "--node-labels 'pool': expected key=value"),
+        (
+            ("--node-name=n", "--hami-core-library-directory-path=libvgpu.so"),
+            "--hami-core-library-directory-path libvgpu.so: must be an absolute path on the host",
+        ),
     ],
-    ids=["no-node", "bad-address", "taint-no-effect", "taint-bad-effect", "label-no-value"],
+    ids=["no-node", "bad-address", "taint-no-effect", "taint-bad-effect", "label-no-value", "relative-library"],
 )
 def test_bad_flags_are_config_errors(argv: tuple[str, ...], message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NODE_NAME", raising=False)

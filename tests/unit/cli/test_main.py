@@ -3,6 +3,8 @@ command that serves, before anything starts."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from cli.main import main
@@ -31,3 +33,16 @@ def test_bad_flags_are_one_line_and_exit_code_2(
     err = capsys.readouterr().err
     assert err.startswith(message)
     assert "Traceback" not in err and len(err.splitlines()) == 1
+
+
+def test_up_prometheus_without_prometheus_says_how_to_get_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no prometheus there
+    assert main(["up", "--prometheus", "--data-dir", str(tmp_path / "data")]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "tessera up: --prometheus: no prometheus program on PATH; install Debian's (apt-get install "
+        "prometheus) or put upstream's on PATH\n"
+    )
+    assert not (tmp_path / "data" / "up.json").exists(), "nothing may start"

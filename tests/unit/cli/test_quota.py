@@ -12,7 +12,7 @@ import pytest
 from apis.crds.elasticquota import ElasticQuota
 from apis.extension import names
 from cli import main
-from cli.quota import render_table, rows_of, to_json
+from cli.quota import paused_of, render_table, rows_of, to_json
 from tests.unit.apis.quota.test_tree import quota_cr
 
 GPU = names.GPU_CORE
@@ -96,3 +96,32 @@ def test_no_server_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixtur
     )
     assert main.main(["quota", f"--kubeconfig={kubeconfig}"]) == 1
     assert "tessera quota: cannot list ElasticQuotas from http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_a_paused_reclaim_is_shown_with_its_reason() -> None:
+    quotas = tree()
+    raw = quotas[0].to_dict()
+    raw["status"]["conditions"] = [
+        {
+            "type": "ReclaimPaused",
+            "status": "True",
+            "reason": "RootTotalCollapsed",
+            "message": "the root quota's total of koordinator.sh/gpu-core fell from 1600 to 0 in one step",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    ]
+    quotas[0] = ElasticQuota.from_dict(raw)
+    rows, notes = rows_of(quotas)
+    assert notes[-1].startswith(
+        "quota reclaim is PAUSED since 2026-01-01T00:00:00Z (RootTotalCollapsed): the root quota's total"
+    )
+    assert notes[-1].endswith("`tessera quota --resume-reclaim` resumes it now")
+    doc = json.loads(to_json(rows, notes, paused_of(quotas)))
+    assert doc["reclaimPaused"]["reason"] == "RootTotalCollapsed"
+    assert json.loads(to_json(*rows_of(tree())))["reclaimPaused"] is None
+
+
+def test_limits_are_shown_in_the_names_quotas_count() -> None:
+    whole = quota_cr("gpus", min={names.NVIDIA_GPU: "1"}, max={names.NVIDIA_GPU: "2"}, namespace="g")
+    [row], _ = rows_of([whole])
+    assert row.max == {GPU: 200, names.GPU_MEMORY_RATIO: 200} and row.min == {GPU: 100, names.GPU_MEMORY_RATIO: 100}

@@ -66,8 +66,8 @@ def test_before_a_reservation_is_placed_the_planners_target_is_shown_as_planned(
 
 def test_a_job_that_does_not_parse_is_listed_as_invalid_with_the_error() -> None:
     raw = migration_manifest("broken")
-    raw["spec"]["mode"] = "Teleport"
+    raw["spec"]["ttl"] = "soon"
     parsed = tolerant("PodMigrationJob", PodMigrationJob.from_dict)(raw)
     (row,) = migrations.rows([parsed], pods=[], reservations=[])
     assert (row.name, row.phase, row.reason) == ("broken", migrations.INVALID, "Invalid")
-    assert "spec.mode" in row.message and "Teleport" in row.message
+    assert "spec.ttl" in row.message and "soon" in row.message

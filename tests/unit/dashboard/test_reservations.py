@@ -87,7 +87,7 @@ def test_the_table_says_what_each_holds_for_whom_and_until_when() -> None:
 
 def test_ttl_zero_never_expires_and_unschedulable_says_so() -> None:
     forever = make_reservation("forever", node="n1", gpus={0: 100}, ttl="0")
-    held = dataclasses.replace(make_reservation("held"), unschedulable=True)
+    held = dataclasses.replace(make_reservation("held", node="n2", gpus={1: 100}), unschedulable=True)
     rows = {r.name: r for r in reservations.rows([forever, held])}
     assert rows["forever"].expires is None and rows["forever"].expires_at == ""
     assert rows["held"].reason.startswith("spec.unschedulable")

@@ -108,6 +108,12 @@ def test_the_quota_tree_in_depth_first_order_with_what_the_controller_wrote() ->
     assert len(loose.problems) == 1 and names.ANNOTATION_QUOTA_RUNTIME in loose.problems[0]
 
 
+def test_a_quota_in_whole_gpus_shows_its_limits_as_its_runtime_is_counted() -> None:
+    [node] = workload.quota_tree([make_quota("gpus", min={names.NVIDIA_GPU: 1}, max={names.NVIDIA_GPU: 4})])
+    assert node.max == {names.GPU_CORE: 400, names.GPU_MEMORY_RATIO: 400}
+    assert node.min == {names.GPU_CORE: 100, names.GPU_MEMORY_RATIO: 100}
+
+
 def test_a_cycle_in_quota_parents_ends() -> None:
     quotas = [
         make_quota("a", labels={names.LABEL_QUOTA_PARENT: "b"}),

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from apiserver.authz import bootstrap
 from cli import main
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,6 +41,7 @@ WORKLOADS = {
     "controller": "tessera-controller",
     "descheduler": "tessera-descheduler",
     "agent": "tessera-agent",
+    "dashboard": "tessera-dashboard",
 }
 
 
@@ -71,21 +73,29 @@ class Manifest:
         return f"{self.kind} {where}{self.name} ({self.path})"
 
 
+#: The kustomizations of deploy/: the base (`kubectl apply -k deploy/`, the chart's defaults) and
+#: the optional dashboard (`kubectl apply -k deploy/dashboard/`, the chart's dashboard.enabled).
+KUSTOMIZATIONS = (DEPLOY, DEPLOY / "dashboard")
+
+
 @functools.cache
-def kustomization() -> Obj:
-    doc = yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
-    assert isinstance(doc, dict), "deploy/kustomization.yaml: expected a mapping"
+def kustomization(directory: Path = DEPLOY) -> Obj:
+    doc = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    assert isinstance(doc, dict), f"{directory}/kustomization.yaml: expected a mapping"
     return doc
 
 
 @functools.cache
-def objects() -> tuple[Manifest, ...]:
-    """Every object of every file the kustomization lists, in order. Do not mutate them."""
+def objects(directory: Path | None = None) -> tuple[Manifest, ...]:
+    """Every object of every file a kustomization lists (None: all of `KUSTOMIZATIONS`, what an
+    install with the dashboard applies), in order. Do not mutate them."""
     found = []
-    for resource in kustomization()["resources"]:
-        for doc in yaml.safe_load_all((DEPLOY / resource).read_text()):
-            if doc is not None:
-                found.append(Manifest(resource, doc))
+    for where in KUSTOMIZATIONS if directory is None else (directory,):
+        for resource in kustomization(where)["resources"]:
+            path = where / resource
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc is not None:
+                    found.append(Manifest(str(path.relative_to(DEPLOY)), doc))
     return tuple(found)
 
 
@@ -94,6 +104,16 @@ def find(kind: str, name: str, namespace: str | None = None) -> Manifest | None:
         if m.kind == kind and m.name == name and m.namespace == namespace:
             return m
     return None
+
+
+def role(kind: str, name: str, namespace: str | None = None) -> Manifest | None:
+    """A Role or ClusterRole a binding names: deploy/'s, or one of kube-apiserver's bootstrap
+    ClusterRoles (`system:auth-delegator`), which every cluster has."""
+    found = find(kind, name, namespace)
+    if found is None and kind == "ClusterRole" and name in bootstrap.CLUSTER_ROLES:
+        obj = {"kind": kind, "metadata": {"name": name}, "rules": bootstrap.CLUSTER_ROLES[name]}
+        return Manifest("(kube-apiserver's bootstrap policy)", obj)
+    return found
 
 
 def of_kind(*kinds: str) -> list[Manifest]:

@@ -25,12 +25,14 @@ CONTAINERS = [pytest.param(m, c, id=f"{m.name}/{c['name']}") for m, c in manifes
 
 #: The paths each component's HTTP server answers that the manifests use. The scheduler's and
 #: the controller's are checked against their servers below; the agent's come from
-#: agent/app.py (`Agent._serve_http`: /healthz beside the exporter's /metrics).
+#: agent/app.py (`Agent._serve_http`: /healthz beside the exporter's /metrics), the dashboard's
+#: from dashboard/server.py (the page and its probes; it exports no metrics).
 SERVED_PATHS = {
     "scheduler": {"/healthz", "/readyz", "/metrics"},
     "controller": {"/healthz", "/readyz", "/metrics"},
     "descheduler": {"/healthz", "/readyz", "/metrics"},
     "agent": {"/healthz", "/metrics"},
+    "dashboard": {"/healthz", "/readyz"},
 }
 
 
@@ -52,6 +54,8 @@ def served(sub: str, settings: Any) -> dict[str, tuple[str, int]]:
         return {"http": (settings.serving.host, settings.serving.port)}
     if sub == "agent":
         return {"http": (settings.metrics.host, settings.metrics.port)}
+    if sub == "dashboard":
+        return {"http": (settings.host, settings.port)}
     raise AssertionError(f"no workload should run tessera {sub}")
 
 
@@ -117,7 +121,10 @@ def test_probes_ask_the_http_port_for_paths_it_serves(
 def test_prometheus_scrapes_the_metrics_port(m: Manifest, container: Obj, monkeypatch: pytest.MonkeyPatch) -> None:
     sub = manifests.subcommand(container)
     http_port = served(sub, manifests.settings(container, monkeypatch))["http"][1]
-    annotations = manifests.pod_template(m)["metadata"]["annotations"]
+    annotations = manifests.pod_template(m)["metadata"].get("annotations") or {}
+    if "/metrics" not in SERVED_PATHS[sub]:  # nothing to scrape: Prometheus must not try (a target down)
+        assert "prometheus.io/scrape" not in annotations
+        return
     assert annotations["prometheus.io/scrape"] == "true"
     assert annotations["prometheus.io/port"] == str(http_port)
     assert annotations["prometheus.io/path"] == "/metrics"

@@ -10,15 +10,23 @@ import pytest
 import yaml
 
 from agent.qos import config as qos_config
+from apis.extension import names
+from kube import catalogue
 from scheduler.cache import ClusterCache
 from scheduler.core import build_frameworks
 from scheduler.framework import load_config
 from tests.unit.deploy import chart, manifests
 from tests.unit.deploy.manifests import DEPLOY, NAMESPACE
 
+#: The objects that are off by default (they need CRDs that deploy/ does not ship), all on.
+OPTIONAL_ON: dict[str, Any] = {
+    "monitoring": {"podMonitor": {"enabled": True}, "prometheusRule": {"enabled": True}},
+    "schedulerPlugins": {"podGroupCRD": True},
+}
+
 
 def test_helm_lint_strict_finds_nothing_but_advice() -> None:
-    for values in ({}, chart.CUSTOM):
+    for values in ({}, chart.CUSTOM, OPTIONAL_ON):
         found = chart.lint(values)
         assert found["errors"] == []
         assert [m for m in found["messages"] if m["severity"] > chart.LINT_INFO] == []
@@ -47,7 +55,7 @@ def test_crds_are_deploy_crds() -> None:
     files = sorted(DEPLOY.joinpath("crds").glob("*.yaml"))
     expected = [doc for path in files for doc in chart.documents(path.read_text())]
     assert sorted(map(chart.identity, chart.crds())) == sorted(map(chart.identity, expected))
-    assert len(expected) == 6
+    assert len(expected) == len(catalogue.CUSTOM)
 
 
 def test_the_packaged_chart_carries_the_crds_and_renders_the_same(tmp_path: Path) -> None:
@@ -113,9 +121,10 @@ def test_controller_values(monkeypatch: pytest.MonkeyPatch) -> None:
     assert args.v == 5
     configuration = chart.one(objs, "ValidatingWebhookConfiguration", "tessera-controller")
     assert "annotations" not in configuration["metadata"]
-    (webhook,) = configuration["webhooks"]
-    assert webhook["clientConfig"]["caBundle"] == "Q0EK"
-    assert webhook["failurePolicy"] == "Ignore"
+    quotas, pods = configuration["webhooks"]
+    assert (quotas["name"], pods["name"]) == ("velasticquota.koordinator.sh", "vpod.koordinator.sh")
+    assert quotas["clientConfig"]["caBundle"] == pods["clientConfig"]["caBundle"] == "Q0EK"
+    assert quotas["failurePolicy"] == "Ignore"  # the value's; pods always Ignore
     assert not [o for o in objs if o["kind"] == "PodDisruptionBudget"]
 
 
@@ -224,3 +233,81 @@ def test_descheduler_values_reach_its_flags() -> None:
     assert "--dry-run" in args and "--v=4" in args
     assert not [a for a in args if a.startswith("--scheduler-address")]
     assert deployment["spec"]["replicas"] == 1
+
+
+def test_monitoring_objects_are_deploy_monitorings_and_off_by_default() -> None:
+    assert not [o for o in chart.objects() if o["kind"] in ("PodMonitor", "PrometheusRule")]
+    on = OPTIONAL_ON
+    objs = chart.objects(on)
+    (podmonitor,) = chart.documents((DEPLOY / "monitoring" / "podmonitor.yaml").read_text())
+    assert chart.one(objs, "PodMonitor", "tessera") == podmonitor
+    rule = chart.one(objs, "PrometheusRule", "tessera")
+    assert rule["spec"]["groups"] == yaml.safe_load((DEPLOY / "monitoring" / "rules.yaml").read_text())["groups"]
+    assert rule["metadata"]["namespace"] == NAMESPACE
+    labelled = {key: {"enabled": True, "labels": {"release": "kube-prometheus"}} for key in on["monitoring"]}
+    for obj in chart.objects({"monitoring": labelled}, namespace="gpu"):
+        if obj["kind"] in ("PodMonitor", "PrometheusRule"):
+            assert obj["metadata"]["namespace"] == "gpu"
+            assert obj["metadata"]["labels"] == {"app.kubernetes.io/part-of": "tessera", "release": "kube-prometheus"}
+
+
+def test_the_packaged_chart_carries_the_rules_as_a_file(tmp_path: Path) -> None:
+    # files/rules.yaml links deploy/monitoring/rules.yaml; a packaged chart has the file itself.
+    assert (chart.CHART / "files" / "rules.yaml").resolve() == (DEPLOY / "monitoring" / "rules.yaml").resolve()
+    archive = Path(helm.package(str(chart.CHART), destination=str(tmp_path)))
+    with tarfile.open(archive) as tar:
+        member = tar.getmember("tessera/files/rules.yaml")
+        extracted = tar.extractfile(member)
+        assert member.isfile() and extracted is not None
+        assert extracted.read() == (DEPLOY / "monitoring" / "rules.yaml").read_bytes()
+
+
+def test_the_dashboard_is_deploy_dashboard_and_off_by_default() -> None:
+    # Off by default, as deploy/kustomization.yaml leaves it out; on, it is deploy/dashboard/.
+    base = chart.by_identity(chart.objects())
+    on = chart.by_identity(chart.objects({"dashboard": {"enabled": True}}))
+    assert not [key for key in base if "dashboard" in key[3]]
+    added = {key: obj for key, obj in on.items() if key not in base}
+    built = chart.by_identity(chart.kustomize(DEPLOY / "dashboard"))
+    assert sorted(added) == sorted(built)
+    for key, obj in built.items():
+        assert added[key] == obj, f"{key}: the chart renders it differently from deploy/dashboard/"
+    assert {key: on[key] for key in base} == base, "enabling the dashboard changed other objects"
+
+
+def test_dashboard_values() -> None:
+    values = {
+        "dashboard": {
+            "enabled": True,
+            "logLevel": 4,
+            "resources": {"requests": {"cpu": "1"}, "limits": None},
+            "networkPolicy": {"enabled": False},
+        },
+        "scheduler": {"networkPolicy": {"enabled": False}},
+        "image": {"tag": "9.9.9"},
+    }
+    objs = chart.objects(values, namespace="gpu")
+    deployment = chart.one(objs, "Deployment", "tessera-dashboard")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--v=4" in container["args"] and container["image"] == "tessera:9.9.9"
+    assert "--scheduler=tessera-scheduler.gpu.svc:10260" in container["args"]
+    assert container["resources"] == {"requests": {"cpu": "1", "memory": "96Mi"}}
+    assert not [o for o in objs if o["kind"] == "NetworkPolicy"], "both policies follow their switches"
+
+
+def test_scheduler_plugins_pod_group_crd_is_deploy_crds_optionals_and_off_by_default(tmp_path: Path) -> None:
+    """Optional (a cluster may have it from scheduler-plugins, Kubeflow or KubeRay): off, nothing;
+    on, deploy/crds-optional's CRD, kept when the release is uninstalled. A packaged chart
+    carries the file itself."""
+    kind = "CustomResourceDefinition"
+    name = f"{names.UPSTREAM_POD_GROUPS.plural}.{names.UPSTREAM_POD_GROUPS.group}"
+    assert not [o for o in chart.objects() if o["kind"] == kind]
+    rendered = chart.one(chart.objects(OPTIONAL_ON), kind, name)
+    (expected,) = chart.documents((DEPLOY / "crds-optional" / "scheduling.x-k8s.io_podgroups.yaml").read_text())
+    assert rendered["metadata"].pop("annotations") == {"helm.sh/resource-policy": "keep"}
+    assert rendered == expected
+    archive = Path(helm.package(str(chart.CHART), destination=str(tmp_path)))
+    with tarfile.open(archive) as tar:
+        extracted = tar.extractfile("tessera/files/scheduling.x-k8s.io_podgroups.yaml")
+        assert extracted is not None
+        assert extracted.read() == (DEPLOY / "crds-optional" / "scheduling.x-k8s.io_podgroups.yaml").read_bytes()

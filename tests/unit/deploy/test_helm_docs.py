@@ -2,15 +2,14 @@
 hack/helm_values_table.py generates from values.yaml, every value is documented, and the values
 its commands set exist."""
 
-import importlib.util
 import re
-import sys
 from types import ModuleType
 
 import helm_python as helm
 import pytest
 import yaml
 
+from tests.support import hackscripts
 from tests.unit.deploy import chart
 from tests.unit.deploy.manifests import ROOT
 
@@ -19,12 +18,7 @@ DOC = ROOT / "docs" / "user" / "deploy.md"
 
 def generator() -> ModuleType:
     """hack/helm_values_table.py, imported from its file (hack/ is not a package)."""
-    spec = importlib.util.spec_from_file_location("helm_values_table", ROOT / "hack" / "helm_values_table.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, module)
-    spec.loader.exec_module(module)
-    return module
+    return hackscripts.load("helm_values_table")
 
 
 def values_text() -> str:

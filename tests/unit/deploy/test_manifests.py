@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from apis.extension import names
+from kube import catalogue
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import DEPLOY, NAMESPACE, Manifest
 
@@ -40,9 +41,10 @@ ALLOWED_KINDS = {
 OTHER_NAMESPACES: dict[tuple[str, str], str] = {}
 
 
-def test_kustomization_lists_every_manifest_and_nothing_else() -> None:
-    listed = manifests.kustomization()["resources"]
-    on_disk = sorted(p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+@pytest.mark.parametrize("directory", manifests.KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(DEPLOY.parent)))
+def test_kustomization_lists_every_manifest_and_nothing_else(directory: Path) -> None:
+    listed = manifests.kustomization(directory)["resources"]
+    on_disk = sorted(p.name for p in directory.glob("*.yaml") if p.name != "kustomization.yaml")
     assert sorted(listed) == on_disk
     assert len(set(listed)) == len(listed), "a file is listed twice"
 
@@ -170,7 +172,7 @@ def test_service_account_config_maps_and_secrets_exist(m: Manifest) -> None:
 def test_bindings_reference_existing_roles_and_service_accounts(m: Manifest) -> None:
     ref = m.obj["roleRef"]
     role_namespace = m.namespace if ref["kind"] == "Role" else None
-    assert manifests.find(ref["kind"], ref["name"], role_namespace) is not None
+    assert manifests.role(ref["kind"], ref["name"], role_namespace) is not None
     for subject in m.obj["subjects"]:
         assert subject["kind"] == "ServiceAccount"
         assert manifests.find("ServiceAccount", subject["name"], subject["namespace"]) is not None
@@ -200,11 +202,17 @@ def test_policies_select_a_workload(m: Manifest) -> None:
     assert len(_pods_selected(selector, m.namespace)) == 1
 
 
-def test_the_network_policy_lets_in_the_http_port_and_grpc_only_from_the_descheduler() -> None:
+def test_the_network_policy_lets_in_http_from_scrapers_and_the_dashboard_and_grpc_only_from_the_descheduler() -> None:
     policy = manifests.find("NetworkPolicy", names.SCHEDULER_NAME, NAMESPACE)
     assert policy is not None
-    anyone, descheduler = policy.obj["spec"]["ingress"]
-    assert [p["port"] for p in anyone["ports"]] == ["http"] and "from" not in anyone
+    http, descheduler = policy.obj["spec"]["ingress"]
+    assert [p["port"] for p in http["ports"]] == ["http"]
+    scrapers, dashboard = http["from"]
+    assert scrapers == {
+        "namespaceSelector": {},
+        "podSelector": {"matchLabels": {"tessera.dev/metrics-scraper": "true"}},
+    }
+    assert dashboard == {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "tessera-dashboard"}}}
     assert [p["port"] for p in descheduler["ports"]] == ["grpc"]
     (peer,) = descheduler["from"]
     assert [w.name for w in _pods_selected(peer["podSelector"]["matchLabels"], NAMESPACE)] == ["tessera-descheduler"]
@@ -217,13 +225,16 @@ def test_images_are_the_project_version() -> None:
     version = tomllib.loads((manifests.ROOT / "pyproject.toml").read_text())["project"]["version"]
     images = {c["image"] for _, c in manifests.all_containers()}
     assert images == {f"tessera:{version}"}
-    assert manifests.kustomization()["images"] == [{"name": "tessera", "newName": "tessera", "newTag": version}]
+    for directory in manifests.KUSTOMIZATIONS:
+        expected = [{"name": "tessera", "newName": "tessera", "newTag": version}]
+        assert manifests.kustomization(directory)["images"] == expected, directory
 
 
 @pytest.mark.parametrize("m", manifests.workloads(), ids=str)
 def test_priority_classes_are_built_in(m: Manifest) -> None:
-    expected = "system-node-critical" if m.kind == "DaemonSet" else "system-cluster-critical"
-    assert manifests.pod_spec(m)["priorityClassName"] == expected
+    # The dashboard is a view, not the control plane: under pressure it goes first.
+    expected = {"DaemonSet": "system-node-critical", "Deployment": "system-cluster-critical"}[m.kind]
+    assert manifests.pod_spec(m).get("priorityClassName") == (None if m.name == "tessera-dashboard" else expected)
 
 
 @pytest.mark.parametrize("m", manifests.workloads(), ids=str)
@@ -236,18 +247,20 @@ def test_tessera_pods_never_wait_for_the_hook_server(m: Manifest) -> None:
 # --- kubectl, where it is installed -------------------------------------------------------------------
 
 
-def test_kubectl_kustomize_renders_every_object() -> None:
+@pytest.mark.parametrize("directory", manifests.KUSTOMIZATIONS, ids=lambda d: str(d.relative_to(DEPLOY.parent)))
+def test_kubectl_kustomize_renders_every_object(directory: Path) -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed: `kubectl kustomize deploy/` not checked")
     result = subprocess.run(
-        [kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, timeout=60, check=False
+        [kubectl, "kustomize", str(directory)], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
     rendered = [d for d in yaml.safe_load_all(result.stdout) if d is not None]
-    assert sorted(map(_key, rendered)) == sorted(_key(m.obj) for m in manifests.objects())
+    listed = manifests.objects(directory)
+    assert sorted(map(_key, rendered)) == sorted(_key(m.obj) for m in listed)
     images = {c["image"] for d in rendered if d["kind"] in manifests.WORKLOAD_KINDS for c in _containers(d)}
-    assert images == {c["image"] for _, c in manifests.all_containers()}
+    assert images == {c["image"] for m in listed if m.kind in manifests.WORKLOAD_KINDS for c in manifests.containers(m)}
 
 
 def _key(doc: dict[str, Any]) -> tuple[str, str, str]:
@@ -263,16 +276,8 @@ def test_crds_are_applied_separately() -> None:
     # there would break that command, and the top-level one must not own them (Koordinator may).
     assert not (DEPLOY / "crds" / "kustomization.yaml").exists()
     assert not any(str(r).startswith("crds") for r in manifests.kustomization()["resources"])
-    crds = (
-        names.DEVICES,
-        names.ELASTIC_QUOTAS,
-        names.POD_GROUPS,
-        names.NODE_SLOS,
-        names.RESERVATIONS,
-        names.POD_MIGRATION_JOBS,
-    )
     assert sorted(Path(p).name for p in (DEPLOY / "crds").glob("*.yaml")) == sorted(
-        f"{gvr.group}_{gvr.plural}.yaml" for gvr in crds
+        f"{gvr.group}_{gvr.plural}.yaml" for gvr in catalogue.CUSTOM
     )
 
 
@@ -280,13 +285,15 @@ def test_crds_are_applied_separately() -> None:
 
 
 def test_the_webhook_configuration_calls_the_controllers_webhook_through_its_service() -> None:
-    from controller.webhook import QUOTA_PATH, QUOTA_WEBHOOK
+    from controller.webhook import POD_PATH, POD_WEBHOOK, QUOTA_PATH, QUOTA_WEBHOOK
 
     configuration = manifests.find("ValidatingWebhookConfiguration", "tessera-controller", None)
     assert configuration is not None
-    (hook,) = configuration.obj["webhooks"]
+    hook, pods = configuration.obj["webhooks"]
     service_ref = hook["clientConfig"]["service"]
     assert (hook["name"], service_ref["path"]) == (QUOTA_WEBHOOK, QUOTA_PATH)
+    assert (pods["name"], pods["clientConfig"]["service"]["path"]) == (POD_WEBHOOK, POD_PATH)
+    assert pods["clientConfig"]["service"] == {**service_ref, "path": POD_PATH}
     service = manifests.find("Service", service_ref["name"], service_ref["namespace"])
     assert service is not None
     assert [p["targetPort"] for p in service.obj["spec"]["ports"] if p["port"] == service_ref["port"]] == ["webhook"]

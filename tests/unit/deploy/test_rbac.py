@@ -7,11 +7,15 @@ every grant is one that is needed. A component that starts calling something new
 until its row and its Role are added together.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
 
 from apis.extension import names
+from apiserver.authz import bootstrap
+from cli.localcluster import identities, ownnames
+from kube import catalogue
 from tests.unit.deploy import manifests
 from tests.unit.deploy.manifests import NAMESPACE, Manifest
 
@@ -21,6 +25,8 @@ ALL = None
 ANY = None
 CORE = ""
 DEVICES = (names.DEVICES.group, names.DEVICES.plural)
+#: The "group" of a call to a non-resource URL (`get /metrics`), whose "resource" is its path.
+NON_RESOURCE = "(non-resource URL)"
 LEASES = ("coordination.k8s.io", "leases")
 
 
@@ -35,6 +41,15 @@ class Call:
 
 def calls(verbs: str, group: str, resource: str, namespace: str | None = ALL, name: str | None = ANY) -> set[Call]:
     return {Call(verb, group, resource, namespace, name) for verb in verbs.split()}
+
+
+def delegated_auth() -> set[Call]:
+    # kube/delegation.py Delegation: its HTTP endpoints (all but health) ask the API server who a
+    # bearer token is (TokenReview) and whether they may (SubjectAccessReview), as kube-scheduler's
+    # secure port does; kube's system:auth-delegator grants exactly these.
+    return calls("create", "authentication.k8s.io", "tokenreviews") | calls(
+        "create", "authorization.k8s.io", "subjectaccessreviews"
+    )
 
 
 def leader_election(lease: str) -> set[Call]:
@@ -52,8 +67,10 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/service/quotafeed.py QuotaFeed: an Informer of ElasticQuotas (when a profile
         # enables the ElasticQuota plugin).
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
-        # scheduler/service/informers.py ClusterFeed: an Informer of PodGroups (gang scheduling).
+        # scheduler/service/informers.py ClusterFeed: Informers of PodGroups (gang scheduling),
+        # Koordinator's and scheduler-plugins'.
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
         # scheduler/service/reservations: ReservationFeed's Informer (list + watch); ReservationAPI:
         # get (read before placing, and back), annotate (patch), bind and set_condition (patch
         # reservations/status); ReservationController: patch reservations/status (owners, expiry).
@@ -68,10 +85,14 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/service/informers.py ClusterFeed: an Informer of PodDisruptionBudgets
         # (DefaultPreemption weighs them).
         | calls("list watch", "policy", "poddisruptionbudgets")
+        # scheduler/service/templatefeed.py TemplateFeed: an Informer of the ConfigMap holding
+        # DeviceShare's GPU shared-resource templates (any namespace the config names).
+        | calls("list watch", CORE, "configmaps")
         # kube/events.py EventRecorder: create, then patch the count of a repeat. FailedScheduling
         # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
         | calls("create patch", CORE, "events")
         | leader_election(names.SCHEDULER_NAME)
+        | delegated_auth()
     ),
     "tessera-controller": (
         # controller/noderesources/reconciler.py add_to_manager: Informers of Nodes and Devices;
@@ -88,13 +109,20 @@ NEEDED: dict[str, set[Call]] = {
         | calls("list watch", CORE, "pods")
         | calls("create", CORE, "pods/eviction")
         # controller/podgroups/reconciler.py add_to_manager: an Informer of PodGroups (and of the
-        # labelled pods); PodGroupReconciler.reconcile: patch podgroups/status.
-        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        # labelled pods); PodGroupReconciler.reconcile: patch podgroups/status, which
+        # kube/status.py StatusWriter sends to the object where the CRD has no status subresource
+        # (Koordinator's and ours), as it does for ElasticQuotas.
+        | calls("list watch patch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
         | calls("patch", names.POD_GROUPS.group, f"{names.POD_GROUPS.plural}/status")
+        # The same reconciler for scheduler-plugins' PodGroups, whose CRD has the status
+        # subresource (theirs and ours): status only.
+        | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
+        | calls("patch", names.UPSTREAM_POD_GROUPS.group, f"{names.UPSTREAM_POD_GROUPS.plural}/status")
         # controller/runtime/manager.py EventRecorder: Events about quotas and evicted pods go to
         # their namespaces; those about Nodes and Devices (cluster-scoped) to `default`.
         | calls("create patch", CORE, "events")
         | leader_election("tessera-controller")
+        | delegated_auth()
     ),
     "tessera-descheduler": (
         # descheduler/app.py Descheduler: Informers (list + watch) of PodMigrationJobs, Reservations,
@@ -119,6 +147,7 @@ NEEDED: dict[str, set[Call]] = {
         # (cluster-scoped, so `default`).
         | calls("create patch", CORE, "events")
         | leader_election("tessera-descheduler")
+        | delegated_auth()
     ),
     "tessera-agent": (
         # agent/app.py: the Informer of the node's pods (list + watch, all namespaces: RBAC has
@@ -137,6 +166,21 @@ NEEDED: dict[str, set[Call]] = {
         # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count);
         # agent/qos/nodeslo.py: FailedParsing on a NodeSLO, a cluster-scoped object, so in `default`.
         | calls("create patch", CORE, "events")
+        | delegated_auth()
+    ),
+    "tessera-dashboard": (
+        # dashboard/sources.py ClusterSources: Informers (list + watch, every namespace) of the
+        # Devices, pods, PodGroups (both groups), ElasticQuotas, Reservations and PodMigrationJobs it draws.
+        calls("list watch", *DEVICES)
+        | calls("list watch", CORE, "pods")
+        | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
+        | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
+        | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
+        | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
+        | calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
+        # dashboard/sources.py SchedulerPoller: the scheduler's /metrics, which it authorizes
+        # through the API server (kube/delegation.py).
+        | calls("get", NON_RESOURCE, "/metrics")
     ),
 }
 
@@ -172,10 +216,34 @@ class Grant:
         }
 
 
-def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
-    """The rules bound to a ServiceAccount, with where they apply, as the RBAC authorizer sees them."""
+def _role(objects: Sequence[Manifest] | None, kind: str, name: str, namespace: str | None) -> Manifest | None:
+    """The role a binding names: in deploy/ (`objects` None) or among `objects`, else one of
+    kube-apiserver's bootstrap ClusterRoles."""
+    if objects is None:
+        return manifests.role(kind, name, namespace)
+    found = [m for m in objects if (m.kind, m.name, m.namespace) == (kind, name, namespace)]
+    if found:
+        return found[0]
+    if kind == "ClusterRole" and name in bootstrap.CLUSTER_ROLES:
+        rules = bootstrap.CLUSTER_ROLES[name]
+        return Manifest(
+            "(kube-apiserver's bootstrap policy)", {"kind": kind, "metadata": {"name": name}, "rules": rules}
+        )
+    return None
+
+
+def grants_of(
+    service_account: str, namespace: str = NAMESPACE, objects: Sequence[Manifest] | None = None
+) -> list[Grant]:
+    """The rules bound to a ServiceAccount, with where they apply, as the RBAC authorizer sees them:
+    in deploy/ (`objects` None), or in the objects given (and kube's bootstrap ClusterRoles)."""
     found = []
-    for binding in manifests.of_kind("ClusterRoleBinding", "RoleBinding"):
+    bindings = (
+        manifests.of_kind("ClusterRoleBinding", "RoleBinding")
+        if objects is None
+        else [m for m in objects if m.kind in ("ClusterRoleBinding", "RoleBinding")]
+    )
+    for binding in bindings:
         subjects = binding.obj.get("subjects") or []
         if not any(
             s["kind"] == "ServiceAccount" and s["name"] == service_account and s["namespace"] == namespace
@@ -183,15 +251,15 @@ def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
         ):
             continue
         ref = binding.obj["roleRef"]
-        role = manifests.find(ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
+        role = _role(objects, ref["kind"], ref["name"], binding.namespace if ref["kind"] == "Role" else None)
         assert role is not None, f"{binding}: role {ref['name']} not found"
         for rule in role.obj.get("rules") or []:
-            assert "nonResourceURLs" not in rule, f"{role}: no component calls non-resource URLs"
+            urls = rule.get("nonResourceURLs")
             found.append(
                 Grant(
                     frozenset(rule["verbs"]),
-                    frozenset(rule["apiGroups"]),
-                    frozenset(rule["resources"]),
+                    frozenset([NON_RESOURCE] if urls else rule["apiGroups"]),
+                    frozenset(urls or rule["resources"]),
                     frozenset(rule.get("resourceNames") or ()),
                     binding.namespace if binding.kind == "RoleBinding" else None,
                     f"{role} via {binding}",
@@ -200,8 +268,50 @@ def grants_of(service_account: str, namespace: str = NAMESPACE) -> list[Grant]:
     return found
 
 
-def allowed(service_account: str, call: Call) -> bool:
-    return any(g.allows(call) for g in grants_of(service_account))
+def allowed(service_account: str, call: Call, objects: Sequence[Manifest] | None = None) -> bool:
+    return any(g.allows(call) for g in grants_of(service_account, objects=objects))
+
+
+#: What only `tessera up` runs, granted by `identities.LOCAL_ROLES` (never by deploy/).
+NEEDED_LOCALLY: dict[str, set[Call]] = {
+    "tessera-kube-controller-manager": (
+        # kubecontrollers/app.py: Informers of every kind below; kubecontrollers/loop.py performs
+        # the plans: create, patch, delete (with propagation), and status patches.
+        calls("get list watch create patch delete", CORE, "pods")
+        | calls("get list watch create patch delete", "apps", "deployments")
+        | calls("get list watch create patch delete", "apps", "replicasets")
+        | calls("get list watch create patch delete", "apps", "statefulsets")
+        | calls("get list watch create patch delete", "apps", "daemonsets")
+        | calls("get list watch create patch delete", "batch", "jobs")
+        | calls("get list watch create patch delete", "batch", "cronjobs")
+        | calls("get list watch", "policy", "poddisruptionbudgets")
+        | calls("patch", "apps", "deployments/status")
+        | calls("patch", "apps", "replicasets/status")
+        | calls("patch", "apps", "statefulsets/status")
+        | calls("patch", "apps", "daemonsets/status")
+        | calls("patch", "batch", "jobs/status")
+        | calls("patch", "batch", "cronjobs/status")
+        | calls("patch", "policy", "poddisruptionbudgets/status")
+        # kube/events.py EventRecorder, for every controller.
+        | calls("create patch", CORE, "events")
+        # kubecontrollers/nodelifecycle.py (nodemonitor.py its I/O): watch Nodes, read their
+        # Leases, mark them and their pods not ready, taint them.
+        | calls("get list watch patch", CORE, "nodes")
+        | calls("patch", CORE, "nodes/status")
+        | calls("patch", CORE, "pods/status")
+        | calls("get list watch", *LEASES)
+        # kube/delegation.py: its /metrics, authorized through the API server.
+        | delegated_auth()
+    ),
+    # Not a process: the identity a Prometheus pointed at tessera up scrapes with.
+    "tessera-metrics-scraper": calls("get", NON_RESOURCE, "/metrics"),
+}
+
+
+def up_objects() -> list[Manifest]:
+    """Everything `tessera up` applies of RBAC: deploy/'s under its own names, and LOCAL_ROLES."""
+    applied = [*ownnames.own(identities.rbac_manifests()), *identities.LOCAL_ROLES]
+    return [Manifest("(tessera up)", doc) for doc in applied]
 
 
 @pytest.mark.parametrize("service_account", sorted(NEEDED))
@@ -227,7 +337,18 @@ def test_nothing_else_is_granted(service_account: str) -> None:
 @pytest.mark.parametrize("m", manifests.of_kind("Role", "ClusterRole"), ids=str)
 def test_no_wildcards(m: Manifest) -> None:
     for rule in m.obj["rules"]:
-        assert "*" not in rule["verbs"] + rule["apiGroups"] + rule["resources"], rule
+        assert "*" not in rule["verbs"] + rule.get("apiGroups", []) + rule.get("resources", []), rule
+        assert "*" not in rule.get("nonResourceURLs", []), rule
+
+
+def test_the_metrics_reader_reads_metrics_and_nothing_else() -> None:
+    # For Prometheus-style scrapers (docs/security.md); only the optional dashboard is bound to it.
+    reader = manifests.find("ClusterRole", "tessera-metrics-reader")
+    assert reader is not None
+    assert reader.obj["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    bindings = manifests.of_kind("ClusterRoleBinding", "RoleBinding")
+    bound = [b.path for b in bindings if b.obj["roleRef"]["name"] == "tessera-metrics-reader"]
+    assert bound == ["dashboard/dashboard-rbac.yaml"]
 
 
 def test_each_workload_runs_as_a_service_account_with_a_table() -> None:
@@ -266,3 +387,32 @@ def test_the_evaluator_can_refuse() -> None:
     assert not allowed("tessera-controller", Call("create", CORE, "pods/binding", "ml"))
     for account in NEEDED:
         assert not allowed(account, Call("get", CORE, "secrets", "ml"))
+
+
+@pytest.mark.parametrize("service_account", sorted({*NEEDED, *NEEDED_LOCALLY}))
+def test_tessera_up_grants_exactly_the_same_calls(service_account: str) -> None:
+    # deploy/'s roles under tessera up's own names, plus its own (identities.LOCAL_ROLES), are
+    # checked against the same table: renaming loses nothing and LOCAL_ROLES grants no more.
+    objects = up_objects()
+    needed = {**NEEDED, **NEEDED_LOCALLY}[service_account]
+    assert sorted((c for c in needed if not allowed(service_account, c, objects)), key=str) == []
+    granted = {call for g in grants_of(service_account, objects=objects) for call in g.calls()}
+    assert sorted(granted - needed, key=str) == []
+
+
+def test_every_rule_names_a_catalogued_resource() -> None:
+    # Every resource a rule of deploy/, the chart (the same objects) or tessera up names is one
+    # of kube.catalogue's. (`/status` of a CRD without the subresource is needed all the same:
+    # a cluster may carry an older CRD that has it, and kube/status.py writes there then.)
+    other_subresources = {("", "pods/binding"), ("", "pods/eviction"), ("", "nodes/finalizers")}
+    roles = [*manifests.of_kind("Role", "ClusterRole"), *(m for m in up_objects() if m.kind.endswith("Role"))]
+    unknown = []
+    for role in roles:
+        for rule in role.obj.get("rules") or []:
+            for group in rule.get("apiGroups") or ():
+                for resource in rule.get("resources") or ():
+                    plural, _, sub = resource.partition("/")
+                    gvr = catalogue.for_resource(group, plural)
+                    if gvr is None or (sub and sub != "status" and (group, resource) not in other_subresources):
+                        unknown.append(f"{role}: {group}/{resource}")
+    assert unknown == []

@@ -132,7 +132,11 @@ def test_gang_members_are_not_planned_one_by_one() -> None:
     gang["metadata"]["annotations"] = {names.ANNOTATION_GANG_NAME: "big", names.ANNOTATION_GANG_MIN_AVAILABLE: "4"}
     group = pending("pg-0", "4")
     group["metadata"]["labels"] = {names.LABEL_POD_GROUP: "pg"}
-    d.run(cluster(gang, group, pending("alone", "4")))
+    upstream = pending("job-0", "4")
+    upstream["metadata"]["labels"] = {names.LABEL_UPSTREAM_POD_GROUP: "job"}
+    both = pending("both-0", "4")
+    both["metadata"]["labels"] = {names.LABEL_UPSTREAM_POD_GROUP: "job", names.LABEL_POD_GROUP: "pg"}
+    d.run(cluster(gang, group, upstream, both, pending("alone", "4")))
     assert [name for _, name, _, _ in planner.asked] == ["alone"]
 
 

@@ -63,6 +63,16 @@ def test_a_target_node_is_anded_into_the_pods_own_required_terms() -> None:
     assert affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [own]
 
 
+def test_without_a_target_the_pods_own_node_is_excluded_as_koordinator_does() -> None:
+    body = reservation.build(JOB, pod({}), ttl_seconds=60)
+    required = body["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert required == {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]}]
+    }
+
+
 def test_a_pod_without_a_controller_gets_no_reservation() -> None:
     bare = pod({})
     bare["metadata"]["ownerReferences"] = []

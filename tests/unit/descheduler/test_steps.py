@@ -9,6 +9,8 @@ import pytest
 
 from apis.crds.podmigrationjob import MigrationPhase, PodMigrationJob
 from apis.crds.reservation import ObjectRef, Reservation
+from apis.k8s.meta import Condition
+from descheduler.migration.status import JobStatus, step_events
 from descheduler.migration.steps import Facts, StepKind, plan
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
@@ -64,7 +66,8 @@ def facts(
 
 
 CREATED = {"type": "ReservationCreated", "status": "True"}
-EVICTING = {"type": "Eviction", "status": "True", "reason": "Evicting"}
+SCHEDULED = {"type": "ReservationScheduled", "status": "True"}
+EVICTING = {"type": "Eviction", "status": "False", "reason": "Evicting"}  # as Koordinator writes it
 
 
 def test_a_pending_job_is_admitted_only_when_its_pod_exists_and_has_a_controller() -> None:
@@ -102,12 +105,30 @@ def test_an_available_reservation_leads_to_the_eviction() -> None:
 
 
 def test_after_the_eviction_it_waits_for_the_replacement_then_succeeds() -> None:
-    running = job("Running", (CREATED, EVICTING))
+    running = job("Running", (CREATED, SCHEDULED, EVICTING))
     waiting = plan(running, facts(p=None, r=rsv("Available", "n2")))
-    assert (waiting.kind, waiting.status.status) == (StepKind.WAIT, "WaitForPodBindReservation")
+    assert (waiting.kind, waiting.status.status, waiting.status.reason) == (
+        StepKind.WAIT,
+        "PodBoundReservation",
+        "WaitForPodBindReservation",
+    )
+    assert waiting.status.condition("Eviction") == Condition(
+        "Eviction", "True", "EvictComplete", "", "2026-01-01T00:00:01Z"
+    )
     new = ObjectRef(namespace="ns", name="p2", uid="u2")
     done = plan(running, facts(p=None, r=rsv("Succeeded", "n2"), replacement=new))
     assert (done.kind, done.status.phase, done.status.pod_ref) == (StepKind.SUCCEED, MigrationPhase.SUCCEEDED, new)
+    # Koordinator's words: `kubectl get pmj` shows STATUS Complete.
+    assert (done.status.status, done.status.message) == ("Complete", 'Bind Pod "ns/p2" in Reservation "pmj-j"')
+    assert step_events(waiting.status, done.status, reservation="pmj-j", pod="ns/p") == []
+    before = plan(job("Running", (CREATED,)), facts(p=pod(), r=rsv("Available", "n2"))).status
+    assert step_events(JobStatus.of(running), waiting.status, reservation="pmj-j", pod="ns/p") == [
+        ("EvictComplete", 'Pod "ns/p" has been evicted'),
+        ("WaitForPodBindReservation", "Waiting for Pod bind Reservation"),
+    ]
+    assert step_events(JobStatus.of(job("Running", (CREATED,))), before, reservation="pmj-j", pod="ns/p") == [
+        ("ReservationScheduled", 'Assigned Reservation "pmj-j" to node "n2"')
+    ]
 
 
 def test_a_pod_gone_after_a_crash_counts_as_evicted() -> None:
@@ -131,9 +152,14 @@ def test_a_lost_reservation_fails_and_rolls_back(reservation: Reservation | None
 
 def test_the_ttl_ends_a_job_and_a_paused_job_waits() -> None:
     late = plan(job("Running", (CREATED,)), facts(p=pod(), r=rsv(), at=400))
-    assert (late.kind, late.status.reason) == (StepKind.FAIL, "Timeout")
+    assert (late.kind, late.status.reason, late.status.message) == (
+        StepKind.FAIL,
+        "Timeout",
+        "Abort job caused by timeout",
+    )
+    assert late.status.status == ""  # a failure keeps the step it failed at, as Koordinator's
     paused = plan(job("Running", paused=True), facts(p=pod()))
-    assert (paused.kind, paused.status.status) == (StepKind.WAIT, "Paused")
+    assert (paused.kind, paused.status.message) == (StepKind.WAIT, "spec.paused is true")
 
 
 def test_evict_directly_evicts_then_succeeds_once_the_pod_is_gone() -> None:

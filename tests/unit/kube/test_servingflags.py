@@ -11,6 +11,7 @@ import pytest
 from apis.errors import ConfigError
 from kube import servingflags
 from kube.serving import ServingSettings
+from kube.servingtls import TLSServing
 
 DEFAULT = ServingSettings(host="127.0.0.1", port=10257)
 
@@ -55,3 +56,13 @@ def test_the_port_range_is_validated(port: int, ok: bool) -> None:
         return
     with pytest.raises(ConfigError, match=f"^--listen port {port}: must be in 0..65535$"):
         settings.validate()
+
+
+def test_tls_flags_reach_their_setting_and_a_half_pair_is_refused() -> None:
+    assert servingflags.settings_from(parse("--tls-self-signed")).tls == TLSServing(self_signed=True)
+    pair = parse("--tls-cert-file", "/c.crt", "--tls-private-key-file", "/c.key")
+    assert servingflags.settings_from(pair).tls == TLSServing(Path("/c.crt"), Path("/c.key"))
+    with pytest.raises(ConfigError, match="go together"):
+        servingflags.settings_from(parse("--tls-cert-file", "/c.crt"))
+    with pytest.raises(ConfigError, match="give one, not both"):
+        servingflags.settings_from(parse("--tls-self-signed", "--tls-cert-file", "/c", "--tls-private-key-file", "/k"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from cri_api.v1 import api_pb2 as cri
 
 from proto.runtime.v1alpha1 import api_pb2 as hook
@@ -145,3 +146,57 @@ def test_update_container_resources_patch() -> None:
     merge.patch_update_container_resources(request, answer)
     assert (request.linux.cpu_shares, request.linux.cpu_quota) == (2, 50_000)
     assert dict(request.annotations) == {"k": "v"}
+
+
+def _mount(destination: str, source: str = "", *options: str, type_: str = "bind") -> hook.Mount:
+    return hook.Mount(destination=destination, type=type_, source=source or destination, options=list(options))
+
+
+def test_mounts_become_cri_bind_mounts_and_replace_one_at_the_same_path() -> None:
+    request = create_request()
+    request.config.mounts.add(container_path="/data", host_path="/srv/data")
+    request.config.mounts.add(container_path="/tmp/vgpulock", host_path="/var/lib/old-lock")
+    answer = hook.ContainerResourceHookResponse()
+    answer.container_mounts.extend(
+        [
+            _mount("/usr/local/vgpu/libvgpu.so", "", "rbind"),
+            _mount("/tmp/vgpulock", "", "rbind"),
+            _mount("/etc/ro", "/host/ro", "rbind", "ro", "rslave", type_=""),
+        ]
+    )
+    merge.patch_create_container(request, answer)
+    mounts = [(m.container_path, m.host_path, m.readonly, m.propagation) for m in request.config.mounts]
+    assert mounts == [
+        ("/data", "/srv/data", False, cri.PROPAGATION_PRIVATE),
+        ("/usr/local/vgpu/libvgpu.so", "/usr/local/vgpu/libvgpu.so", False, cri.PROPAGATION_PRIVATE),
+        ("/tmp/vgpulock", "/tmp/vgpulock", False, cri.PROPAGATION_PRIVATE),
+        ("/etc/ro", "/host/ro", True, cri.PROPAGATION_HOST_TO_CONTAINER),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("mount", "reason"),
+    [
+        (_mount("/scratch", "tmpfs", type_="tmpfs"), "type 'tmpfs': CRI carries bind mounts only"),
+        (_mount("/x", "/y", "rbind", "nosuid"), "option 'nosuid': CRI has no field for it"),
+        (_mount("relative", "/y"), "must be absolute paths"),
+    ],
+    ids=["not-a-bind", "option-cri-lacks", "relative-path"],
+)
+def test_a_mount_cri_cannot_carry_is_refused_and_nothing_is_changed(mount: hook.Mount, reason: str) -> None:
+    request = create_request()
+    before = request.SerializeToString()
+    answer = hook.ContainerResourceHookResponse(container_envs={"LD_PRELOAD": "/usr/local/vgpu/libvgpu.so"})
+    answer.container_mounts.append(mount)
+    with pytest.raises(merge.UnsupportedMount, match=reason):
+        merge.patch_create_container(request, answer)
+    assert request.SerializeToString() == before
+
+
+def test_a_later_answers_mount_replaces_an_earlier_one_at_the_same_destination() -> None:
+    into = hook.ContainerResourceHookResponse()
+    into.container_mounts.extend([_mount("/a", "/old-a"), _mount("/b")])
+    later = hook.ContainerResourceHookResponse()
+    later.container_mounts.extend([_mount("/a", "/new-a"), _mount("/c")])
+    merge.merge_container_response(into, later)
+    assert [(m.destination, m.source) for m in into.container_mounts] == [("/b", "/b"), ("/a", "/new-a"), ("/c", "/c")]

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from apis.crds.device import DeviceType
-from apis.extension import allocation, names
+from apis.extension import allocation, devicetypes, names
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.k8s.core import Pod
 from apis.k8s.meta import ObjectMeta
@@ -81,6 +83,19 @@ def test_a_removed_annotation_keeps_the_last_valid_allocation_counted() -> None:
     assert "removed from a bound pod" in info(cache, pod).allocation_error
     cache.remove_pod(pod)
     assert holders(cache) == {}
+
+
+@pytest.mark.parametrize("dtype", list(DeviceType), ids=lambda t: t.value)
+def test_a_bound_pod_without_an_allocation_holds_unknown_devices_of_each_type_it_asks(dtype: DeviceType) -> None:
+    # Which type a resource name asks for is the device type table's: never a GPU by default.
+    row = devicetypes.spec(dtype)
+    asks = {names.GPU_CORE: 50, names.GPU_MEMORY_RATIO: 50} if dtype is DeviceType.GPU else {row.percent_resource: 1}
+    cache = make_cache(make_node("n1"))
+    cache.add_pod(make_pod("user", node="n1", extra=asks))
+    devices = cache.node("n1").devices  # type: ignore[union-attr]  # the node exists
+    assert {t: devices.unknown_holders(t) for t in DeviceType if devices.unknown_holders(t)} == {
+        dtype: ("default/user",)
+    }
 
 
 def test_a_pod_first_seen_without_a_readable_allocation_holds_unknown_devices() -> None:

@@ -36,3 +36,14 @@ def test_a_restored_snapshot_is_an_independent_equal_cache() -> None:
     assert state(cache) == before
     cache.add_pod(bound_pod("late", "node-b", gpu_alloc(0), gpu_core=100, gpu_ratio=100))
     assert "uid-default-late" not in copy.node("node-b").pods  # type: ignore[union-attr]  # node-b exists
+
+
+def test_the_gpu_shared_resource_templates_are_copied_and_stay_apart() -> None:
+    cache = make_cache(make_node("node-a", gpus=1))
+    half = {"koordinator.sh/gpu-core": 50}
+    cache.templates.put("ns/templates", {"nvidia-A100-SXM4-80GB": {"half": half}})
+    copy = CacheSnapshot.of(cache).restore()
+    assert copy.templates.get("ns/templates") == {"nvidia-A100-SXM4-80GB": {"half": half}}
+    cache.templates.clear("ns/templates")
+    assert copy.templates.get("ns/templates") == {"nvidia-A100-SXM4-80GB": {"half": half}}
+    assert cache.templates.get("ns/templates") == {}

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import pytest
 
 from apis.crds.device import Device, DeviceType
-from apis.extension import allocation, names
+from apis.extension import allocation, devicetypes, names
 from apis.k8s.core import Node, Pod
 from cli.launchers.scheduler import node_manifest, pod_manifest
 from scheduler.core import Scheduler
@@ -29,7 +29,7 @@ profiles:
         args: {ignoredResources: []}
 """
 ANNOTATION = names.ANNOTATION_DEVICE_ALLOCATED
-_OLD_SPELLING = {new: old for old, new in names.DEPRECATED_DEVICE_RESOURCES.items()}
+_OLD_SPELLING = {new: old for old, new in devicetypes.DEPRECATED_NAMES.items()}
 
 
 def pod(name: str, requests: dict[str, str]) -> Pod:

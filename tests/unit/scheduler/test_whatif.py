@@ -11,6 +11,7 @@ import yaml
 
 from apis.errors import ValidationError
 from apis.extension import names
+from apis.k8s import resources
 from cli.main import main
 from scheduler import whatif
 from scheduler.core import Scheduler
@@ -552,3 +553,61 @@ def test_whatif_says_whom_preemption_would_evict_and_honours_budgets(
     urgent = next(r for r in json.loads(capsys.readouterr().out)["results"] if r["pod"] == "ml/urgent")
     assert urgent["node"] is None
     assert urgent["preemption"] == {"node": node, "plugin": "DefaultPreemption", "victims": [victim]}
+
+
+def test_a_tree_in_whole_gpus_is_enforced_for_every_way_a_pod_asks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Ten quotas over 80 GPUs, each min 8 and max 80 in nvidia.com/gpu; every team asks for 10
+    # GPUs' worth, in a spelling of its own. Each gets its 8: the runtimes share out all 80 GPUs
+    # (none lost to rounding), and no team's pods take more than its runtime.
+    docs: list[object] = []
+    for n in range(10):
+        node, device = gpu_node(f"gpu-{n}")
+        allocatable = resources.format_list(node.allocatable)  # as the controller publishes it
+        docs += [{"kind": "Node", "metadata": {"name": node.name}, "status": {"allocatable": allocatable}}]
+        docs.append(device.to_dict())
+    spellings = [
+        {names.NVIDIA_GPU: 1},
+        {names.KOORD_GPU: 100},
+        {names.DEPRECATED_KOORD_GPU: 100},
+        {names.GPU_CORE: 100, names.GPU_MEMORY_RATIO: 100},
+        {names.GPU_CORE: 100, names.GPU_MEMORY: "80Gi"},
+        {names.GPU_MEMORY_RATIO: 100},
+        {names.DEPRECATED_GPU_CORE: 100, names.DEPRECATED_GPU_MEMORY_RATIO: 100},
+        {names.GPU_CORE: 200, names.GPU_MEMORY_RATIO: 200, names.GPU_SHARED: 2},
+        {names.KOORD_GPU: 50},
+        {names.GPU_MEMORY: "40Gi"},
+    ]
+    percent = [100, 100, 100, 100, 100, 100, 100, 200, 50, 50]
+    for n, (asks, share) in enumerate(zip(spellings, percent, strict=True)):
+        team = f"team-{n}"
+        spec = {"min": {names.NVIDIA_GPU: "8"}, "max": {names.NVIDIA_GPU: "80"}}
+        docs.append({"kind": "ElasticQuota", "metadata": {"name": team, "namespace": team}, "spec": spec})
+        for i in range(1000 // share):  # 10 GPUs' worth
+            container = {"name": "c", "resources": {"limits": {k: str(v) for k, v in asks.items()}}}
+            pod_spec = {"schedulerName": "tessera-scheduler", "containers": [container]}
+            docs.append({"kind": "Pod", "metadata": {"name": f"p{i}", "namespace": team}, "spec": pod_spec})
+    path = tmp_path / "teams.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    quotas = {q["name"]: q for q in doc["quotas"]}
+
+    def amount(q: dict[str, dict[str, str]], figure: str, name: str) -> int:
+        return resources.to_int(name, q[figure].get(name, "0"))
+
+    for name in (names.GPU_CORE, names.GPU_MEMORY_RATIO):
+        shares = [amount(q, "runtime", name) for q in quotas.values()]
+        assert sum(shares) == 8000 and all(v % 100 == 0 for v in shares)  # 80 GPUs, whole, none lost
+    assert all(amount(q, "runtime", names.GPU_MEMORY_RATIO) >= 800 for q in quotas.values())  # each its min
+    for n, share in enumerate(percent):
+        team = quotas[f"team-{n}"]
+        placed = [r for r in doc["results"] if r["pod"].startswith(f"team-{n}/") and r["node"]]
+        # Every GPU pod counts in gpu-memory-ratio: no team uses more than its runtime there.
+        assert len(placed) * share == amount(team, "used", names.GPU_MEMORY_RATIO)
+        assert amount(team, "used", names.GPU_MEMORY_RATIO) <= amount(team, "runtime", names.GPU_MEMORY_RATIO)
+        refused = next(r for r in doc["results"] if r["pod"].startswith(f"team-{n}/") and not r["node"])
+        assert f"Insufficient quotas, quotaName: team-{n}" in refused["message"]
+    assert sum(amount(q, "used", names.GPU_MEMORY_RATIO) for q in quotas.values()) <= 8000
+    assert quotas["team-0"]["max"] == {names.GPU_CORE: "8k", names.GPU_MEMORY_RATIO: "8k"}

@@ -54,6 +54,10 @@ class Bounds:
     migration_slack_s: float = 30.0
     #: A Deployment is back to replicas − maxUnavailable ready pods this long after a disturbance.
     migration_settle_s: float = 15.0
+    #: The quota controller's reclaim grace period (what `tessera up` gives it).
+    reclaim_grace_s: float = 30.0
+    #: What checks cannot see of a quota's overuse: between two checks, and an Event's whole seconds.
+    reclaim_slack_s: float = 6.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,9 +40,10 @@ def invariants(bounds: Bounds) -> list[Invariant]:
 
 def lost(state: ClusterState) -> list[Violation]:
     present = {p.key: p.uid for p in state.pods}
+    reclaimed = {e.pod for e in state.reclaimed}  # the quota family judges those evictions
     violations = []
     for key, uid in sorted(state.acknowledged.items()):
-        if key in state.deleted or key in state.evictable or present.get(key) == uid:
+        if key in state.deleted or key in state.evictable or key in reclaimed or present.get(key) == uid:
             continue
         now = f"it has uid {present[key]}" if key in present else "it is gone"
         violations.append(Violation("object-lost", (key,), f"{key} was created with uid {uid}; {now}"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agent.discovery.fake_nvml import FakeNVML
@@ -49,3 +51,45 @@ def test_nvml_can_be_turned_off(sysfs: SysfsTree) -> None:
 def test_a_bad_profile_fails_at_start_up(sysfs: SysfsTree) -> None:
     with pytest.raises(ConfigError, match="not a built-in profile"):
         open_discovery(DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root, simulate="/nonexistent.yaml"))
+
+
+def test_a_node_with_hami_cores_library_reports_it_as_its_isolation_provider(
+    sysfs: SysfsTree, fake_nvml: FakeNVML, tmp_path: Path
+) -> None:
+    library = tmp_path / "vgpu" / "libvgpu.so"
+    settings = DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root, netlink=False)
+    stack = open_discovery(settings, nvml_library=fake_nvml, hami_core_library=library)
+    try:
+        assert [s.name for s in stack.discovery.sources] == ["pci", "nvml", "rdma", "hami-core"]
+        assert stack.discovery.run().isolation_provider == ""
+        library.parent.mkdir()
+        library.write_bytes(b"stand-in")
+        assert stack.discovery.run().isolation_provider == "HAMi-core"
+        library.unlink()  # uninstalled: no longer reported
+        assert stack.discovery.run().isolation_provider == ""
+        library.mkdir()  # a directory is not the library
+        assert stack.discovery.run().isolation_provider == ""
+    finally:
+        stack.close()
+
+
+def test_a_simulated_node_takes_its_profiles_word_for_the_isolation_provider(sysfs: SysfsTree, tmp_path: Path) -> None:
+    profile = tmp_path / "hami.yaml"
+    profile.write_text(
+        "isolationProvider: HAMi-core\n"
+        "gpu: {name: Tesla T4, memory: 15Gi}\n"
+        "numaNodes: [{pcieRoots: [{root: pci0000:00, gpus: ['0000:00:04.0']}]}]\n"
+    )
+    library = tmp_path / "absent.so"
+    settings = DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root, simulate=str(profile))
+    stack = open_discovery(settings, hami_core_library=library)
+    try:
+        assert [s.name for s in stack.discovery.sources] == ["pci", "simulated"]
+        assert stack.discovery.run().isolation_provider == "HAMi-core"
+    finally:
+        stack.close()
+    plain = open_discovery(DiscoverySettings(node_name=NODE, sysfs_root=sysfs.root, simulate="t4-2x"))
+    try:
+        assert plain.discovery.run().isolation_provider == ""
+    finally:
+        plain.close()

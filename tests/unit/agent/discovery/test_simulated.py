@@ -157,6 +157,7 @@ def test_node_cpus_are_counted_from_every_cpulist(tmp_path: Path) -> None:
         ("numaNodes: [{cpus: 3-1}]", r"numaNodes\[node=0\].cpus must be a cpulist like 0-63, got '3-1'"),
         ("node: {memory: lots}", "node.memory"),
         ("node: {pods: many}", "node.pods must be a non-negative integer"),
+        ("isolationProvider: hami", "isolationProvider must be 'HAMi-core' \\(or absent\\), got 'hami'"),
     ],
     ids=[
         "gpu-not-mapping",
@@ -170,6 +171,7 @@ def test_node_cpus_are_counted_from_every_cpulist(tmp_path: Path) -> None:
         "bad-cpulist",
         "bad-node-memory",
         "bad-pods",
+        "bad-isolation-provider",
     ],
 )
 def test_bad_profiles_are_config_errors_naming_the_field(tmp_path: Path, text: str, message: str) -> None:

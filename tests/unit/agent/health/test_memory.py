@@ -204,6 +204,14 @@ def test_an_operator_clear_is_persisted_and_announced(state_dir: Path, inventory
     assert not agent.memory.clear(gpu).cleared and len(agent.events.seen) == 2  # idempotent, no new Event
 
 
+def test_the_clear_event_names_who_cleared(state_dir: Path, inventory: Inventory) -> None:
+    gpu = inventory.gpus[0]
+    fall_off_the_bus(boot(state_dir, inventory.gpus), gpu)
+    agent = boot(state_dir, inventory.gpus)
+    agent.memory.clear(gpu, by="alice")
+    assert agent.events.seen[-1][2] == f"GPU 0 ({gpu.uuid}): Xid79 cleared by an operator (alice); it is offered again"
+
+
 def test_a_clear_before_the_cr_is_read_is_not_undone_by_it(state_dir: Path, inventory: Inventory) -> None:
     zero, one = inventory.gpus
     first = boot(state_dir, inventory.gpus)

@@ -13,6 +13,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from agent.hooks import HookError, HookPlugin, HookServer
+from agent.hooks.plugin import HookRefused
 from agent.hooks.service import HOOKS, SERVICE
 from apis.errors import ConfigError
 from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc
@@ -161,12 +162,44 @@ def _koordinator_response_type() -> type:
 
 def test_extension_fields_use_numbers_from_100() -> None:
     extension = {f.name: f.number for f in api_pb2.ContainerResourceHookResponse.DESCRIPTOR.fields if f.number >= 100}
-    assert extension == {"container_devices": 100}
+    assert extension == {"container_devices": 100, "container_mounts": 101}
 
 
 def test_a_peer_without_the_extension_reads_the_rest() -> None:
     ours = api_pb2.ContainerResourceHookResponse(container_envs={"NVIDIA_VISIBLE_DEVICES": "2,3"})
     ours.container_devices.add(container_path="/dev/infiniband/uverbs0", host_path="/dev/infiniband/uverbs0")
+    ours.container_mounts.add(destination="/tmp/vgpulock", type="bind", source="/tmp/vgpulock", options=["rbind"])
     theirs = _koordinator_response_type().FromString(ours.SerializeToString())
     assert dict(theirs.container_envs) == {"NVIDIA_VISIBLE_DEVICES": "2,3"}
     assert not hasattr(theirs, "container_devices")
+    assert not hasattr(theirs, "container_mounts")
+
+
+class RefusesAtLength(HookPlugin):
+    """Refuses with a reason of `length` characters (a collision naming many pods and shares)."""
+
+    name = "refuses"
+
+    def __init__(self, length: int, char: str = "x") -> None:
+        self.reason = ("pod default/train-0: " + char * length)[:length]
+
+    def pre_create_container(
+        self, request: api_pb2.ContainerResourceHookRequest, response: api_pb2.ContainerResourceHookResponse
+    ) -> None:
+        raise HookRefused(self.reason)
+
+
+@pytest.mark.parametrize("char", ["x", "é"], ids=["ascii", "percent-encoded"])
+def test_a_refusal_too_long_for_grpc_metadata_arrives_with_its_reason_cut(
+    serve: Serve, container_request: MakeRequest, char: str
+) -> None:
+    # gRPC carries the message in a trailer, and a client refuses trailers over its metadata limit
+    # (8 KiB by default) as RESOURCE_EXHAUSTED: the refusal must arrive as itself, shortened.
+    stub = serve(RefusesAtLength(40_000, char))
+    with pytest.raises(grpc.RpcError) as info:
+        stub.PreCreateContainerHook(container_request())
+    assert info.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+    details = info.value.details() or ""
+    assert details.startswith(f"refuses: pod default/train-0: {char * 10}")
+    assert details.endswith("bytes cut)")
+    assert len(details.encode()) <= 4096

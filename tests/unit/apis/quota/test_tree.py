@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError
 from apis.extension import names
-from apis.quota.charge import quota_capacity, quota_request
 from apis.quota.tree import DEFAULT_QUOTA_NAME, ROOT_QUOTA_NAME, QuotaSpec, QuotaTree, resolve_quota
 from tests.unit.scheduler.conftest import make_pod
 
@@ -72,17 +71,6 @@ def test_pod_quota_resolution_order() -> None:
     assert resolve_quota(make_pod(namespace="ns1", labels={names.LABEL_QUOTA_NAME: "gone"}), quotas) == "ns1"
     assert resolve_quota(make_pod(namespace="ns2"), quotas) == "lister"
     assert resolve_quota(make_pod(namespace="other"), quotas) == DEFAULT_QUOTA_NAME
-
-
-def test_gpu_charging_normalises_whole_gpus() -> None:
-    eight = {names.GPU_CORE: 800, names.GPU_MEMORY_RATIO: 800}
-    assert quota_request({names.NVIDIA_GPU: 2, "cpu": 1000}) == {
-        names.GPU_CORE: 200,
-        names.GPU_MEMORY_RATIO: 200,
-        "cpu": 1000,
-    }
-    assert quota_capacity({names.NVIDIA_GPU: 8}) == eight
-    assert quota_capacity({names.NVIDIA_GPU: 8, names.GPU_CORE: 800}) == eight
 
 
 def two_teams() -> QuotaTree:

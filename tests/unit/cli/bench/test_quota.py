@@ -19,12 +19,16 @@ def test_the_tree_is_contended_at_every_level() -> None:
 
 def test_quota_bench_reports_event_and_full_recompute(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["bench", "quota", "--top", "2", "--middle", "3", "--leaves", "4", "--events", "40", "--full", "3"]
-    assert main([*args, "-o", "json"]) == 0
+    assert main([*args, "--controller-events", "6", "-o", "json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["quotas"] == 32 and result["samples"] == 40
     assert 0 < result["p50_ms"] <= result["p99_ms"] <= result["max_ms"]
     assert result["full_recompute"]["samples"] == 3 and result["pod_event_cpu"]["samples"] == 40
     assert isinstance(result["targets_met_cpu"], bool)
+    # The controller reconciles what a pod event moved, not every quota (unless asked to).
+    assert result["controller_pass"]["samples"] == 6 and 0 < result["quotas_queued"] < 32
+    assert main([*args, "--controller-events", "2", "--controller-every-quota", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["quotas_queued"] == 32
 
 
 def test_scheduler_bench_with_a_quota_per_namespace(capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.extension import names
-from apis.quota import QuotaManager, QuotaSpec, validate_tree
+from apis.quota import QuotaSpec, validate_tree
 from cli.localcluster import quotademo
+from kube.quotas import QuotaManager
 from tests.unit.scheduler.conftest import make_pod
 
 

@@ -150,14 +150,15 @@ def test_only_processes_started_for_the_data_directory_are_leftovers(tmp_path: P
     assert state.leftovers(unrelated) == []  # this test process has no path in tmp_path on its command line
 
 
-def test_the_scheduler_config_enables_opt_in_plugins_in_both_profiles(tmp_path: Path) -> None:
+def test_the_scheduler_config_enables_opt_in_plugins_in_every_profile(tmp_path: Path) -> None:
     component = components.scheduler(tmp_path, tmp_path / "kubeconfig", grpc_address="", plugins=("ElasticQuota",))
     config = parse_config(yaml.safe_load((tmp_path / "scheduler" / "config.yaml").read_text()))
     assert {p.scheduler_name: [r.name for r in p.multi_point.enabled] for p in config.profiles} == {
         "tessera-scheduler": ["ElasticQuota"],
+        "koord-scheduler": ["ElasticQuota"],
         "default-scheduler": ["ElasticQuota"],
     }
     assert component.name == "scheduler"
     components.scheduler(tmp_path, tmp_path / "kubeconfig", grpc_address="")
     plain = parse_config(yaml.safe_load((tmp_path / "scheduler" / "config.yaml").read_text()))
-    assert [p.multi_point.enabled for p in plain.profiles] == [(), ()]
+    assert [p.multi_point.enabled for p in plain.profiles] == [(), (), ()]

@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from apis.crds.device import Device, DeviceInfo, DeviceType
 from apis.errors import ValidationError
-from apis.extension import names
+from apis.extension import devicetypes, names
 from apis.k8s.meta import ObjectMeta
 from controller.noderesources.desired import MANAGED_RESOURCES, DeviceResources, from_device
 from tests.unit.controller.noderesources.conftest import NVIDIA_LABELS, GiB, make_device, make_gpu
@@ -116,3 +116,24 @@ def test_sums_match_the_healthy_gpus(gpus: list[tuple[bool, int]]) -> None:
         return
     assert got[names.GPU_CORE] == got[names.KOORD_GPU] == got[names.GPU_MEMORY_RATIO] == 100 * len(healthy)
     assert got[names.GPU_MEMORY] == sum(healthy)
+
+
+def test_the_controller_publishes_and_owns_exactly_what_the_device_type_table_says() -> None:
+    owned = [n for row in devicetypes.TABLE for n in row.allocatable.names]
+    assert (
+        list(MANAGED_RESOURCES)
+        == owned
+        == [
+            names.GPU_CORE,
+            names.GPU_MEMORY,
+            names.GPU_MEMORY_RATIO,
+            names.KOORD_GPU,
+            names.RDMA,
+        ]
+    )
+
+
+def test_fpgas_publish_nothing_as_koordinators_manager() -> None:
+    # Koordinator's slo-controller has device resource plugins for GPUs and RDMA only.
+    fpga = DeviceInfo(DeviceType.FPGA, 0, id="fpga-0", health=True, resources={names.FPGA: 100})
+    assert from_device(Device(ObjectMeta(name="n1"), (fpga,))).resources == {}

@@ -162,3 +162,27 @@ def _patch(got: Plan) -> dict[str, dict[str, str]]:
     patch = got.status_patch()
     assert patch is not None
     return {field: {k: v for k, v in values.items() if v is not None} for field, values in patch["status"].items()}
+
+
+HAMI = {names.LABEL_GPU_ISOLATION_PROVIDER: names.GPU_ISOLATION_PROVIDER_HAMI_CORE}
+
+
+def test_the_isolation_provider_label_is_published_from_the_device() -> None:
+    want = from_device(make_device(labels={**NVIDIA_LABELS, **HAMI}))
+    assert want.labels == {**NVIDIA_LABELS, **HAMI}
+    got = plan(observed(dict(want.resources), NVIDIA_LABELS), want, threshold=TEN_PERCENT)
+    assert got.labels == HAMI
+    assert got.urgent
+
+
+def test_an_isolation_provider_label_the_device_does_not_carry_is_left_alone() -> None:
+    # Koordinator's manual has operators label nodes by hand; an agent that does not see the
+    # library must not take the label away.
+    want = from_device(make_device())
+    assert plan(observed(dict(want.resources), {**NVIDIA_LABELS, **HAMI}), want, threshold=TEN_PERCENT).empty
+
+
+def test_an_operators_other_provider_is_overwritten_by_what_the_node_has() -> None:
+    want = from_device(make_device(labels={**NVIDIA_LABELS, **HAMI}))
+    current = observed(dict(want.resources), {**NVIDIA_LABELS, names.LABEL_GPU_ISOLATION_PROVIDER: "other"})
+    assert plan(current, want, threshold=TEN_PERCENT).labels == HAMI

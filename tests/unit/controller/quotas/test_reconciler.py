@@ -15,7 +15,6 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.errors import ValidationError
 from apis.extension import names
 from apis.k8s.core import Pod
-from apis.quota import QuotaManager
 from controller.quotas.metrics import QuotaMetrics
 from controller.quotas.reconciler import (
     REASON_INVALID_QUOTA,
@@ -28,6 +27,7 @@ from controller.runtime import Malformed, PermanentError, Result
 from kube.cache import Store
 from kube.errors import TooManyRequests
 from kube.events import ObjectReference
+from kube.quotas import QuotaManager
 from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.controller.conftest import FakeClock
 from tests.unit.scheduler.conftest import make_pod
@@ -94,20 +94,26 @@ class Harness:
             clock=clock,
             now=lambda: "2026-01-01T00:00:00Z",
         )
+        #: The keys the watches would have queued.
+        self.queued: list[str] = []
 
+    # Each change reaches the manager, then the reconciler's `observe`, as the watches deliver it.
     def put_quota(self, quota: ElasticQuota, rv: str = "1") -> None:
         quota = dataclasses.replace(quota, meta=dataclasses.replace(quota.meta, resource_version=rv))
         self.quotas.upsert(quota.meta.key, rv, quota)
         self.manager.set_quota(quota)
+        self.queued += self.reconciler.observe()
 
     def put_pod(self, pod: Pod) -> None:
         self.pods.upsert(pod.key, "1", pod)
         self.manager.update_pod(pod)
+        self.queued += self.reconciler.observe()
 
     def remove_pod(self, key: str) -> None:
         pod = self.pods.delete(key)
         assert pod is not None
         self.manager.remove_pod(pod)
+        self.queued += self.reconciler.observe()
 
     def apply_writes(self, key: str) -> None:
         """What the informer would deliver after our patches: the quota as written."""
@@ -284,3 +290,29 @@ def test_no_reclaim_when_disabled(clock: FakeClock) -> None:
     borrowing(h)
     assert h.reconcile("team-b/team-b") == Result()
     assert not h.api.evictions
+
+
+def test_a_pod_event_queues_only_the_quotas_whose_figures_it_moved(clock: FakeClock) -> None:
+    h = Harness(clock)
+    h.manager.set_cluster_total({GPU: 1600})
+    h.put_quota(quota_cr("org", labels={names.LABEL_QUOTA_IS_PARENT: "true"}, min={GPU: 800}, max={GPU: 800}))
+    for team in ("team-a", "team-b"):
+        labels = {names.LABEL_QUOTA_PARENT: "org"}
+        h.put_quota(quota_cr(team, labels=labels, min={GPU: 400}, max={GPU: 800}, namespace=team))
+    h.put_quota(quota_cr("solo", min={GPU: 100}, max={GPU: 800}, namespace="solo"))
+    assert sorted(set(h.queued)) == ["default/org", "solo/solo", "team-a/team-a", "team-b/team-b"]  # new: each
+    h.queued.clear()
+    h.put_pod(gpu_pod("a1", "team-a"))
+    assert sorted(h.queued) == ["default/org", "team-a/team-a"]  # its used and request, and org's
+    # team-b asks for more than org has idle: team-a keeps what it asks (within its min), solo
+    # is elsewhere: neither moves.
+    h.queued.clear()
+    for i in range(9):
+        h.put_pod(gpu_pod(f"b{i}", "team-b", node=""))
+    assert sorted(set(h.queued)) == ["default/org", "team-b/team-b"]
+    assert h.manager.runtime("team-b") == {GPU: 700}
+    # team-a asks for more than its min: the two share org by weight, both runtimes move.
+    h.queued.clear()
+    for i in range(2, 8):
+        h.put_pod(gpu_pod(f"a{i}", "team-a", node=""))
+    assert sorted(set(h.queued)) == ["default/org", "team-a/team-a", "team-b/team-b"]

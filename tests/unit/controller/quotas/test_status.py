@@ -7,7 +7,6 @@ import json
 
 from apis.extension import names
 from apis.k8s.meta import Condition
-from apis.quota import QuotaManager
 from controller.quotas.status import (
     CONDITION_VALID,
     REASON_INVALID,
@@ -16,6 +15,7 @@ from controller.quotas.status import (
     status_patch,
     valid_condition,
 )
+from kube.quotas import QuotaManager
 from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.scheduler.conftest import make_pod
 
@@ -43,13 +43,13 @@ def test_figures_of_a_borrowing_leaf_and_its_parent() -> None:
     keep = make_pod("a2", namespace="team-a", node="n1", gpu_core=100, labels={names.LABEL_QUOTA_PREEMPTIBLE: "false"})
     m.update_pod(keep)
     m.update_pod(make_pod("a3", namespace="team-a", gpu_core=100))  # pending: request only
-    leaf = QuotaFigures.of(m, "team-a", {GPU: 400}, m.descendants("team-a"))
+    leaf = QuotaFigures.of(m, "team-a", {GPU: 400})
     assert leaf.used == {GPU: 700} and leaf.allocated == {GPU: 700}
     assert leaf.request == {GPU: 800} and leaf.runtime == {GPU: 800}  # team-b idle: a borrows it all
     assert leaf.guaranteed == {GPU: 700}  # max(min 400, allocated 700)
     assert leaf.non_preemptible_used == {GPU: 100}
-    assert m.descendants("parent") == ["team-a", "team-b"]
-    parent = QuotaFigures.of(m, "parent", {GPU: 800}, m.descendants("parent"))
+    assert m.subtree_used("parent") == {GPU: 700}
+    parent = QuotaFigures.of(m, "parent", {GPU: 800})  # its children's use counts in its own
     assert parent.used == {GPU: 700} and parent.guaranteed == {GPU: 800}
     assert parent.non_preemptible_used == {GPU: 100}
 

@@ -55,3 +55,24 @@ def test_invalid_status_names_why() -> None:
             "lastTransitionTime": T0,
         }
     ]
+
+
+def test_shared_owners_are_listed_by_uid_and_allocated_sums_what_is_reserved() -> None:
+    shared = make_reservation(requests={"cpu": "6", "memory": "20Gi"}, allocate_once=False)
+    r = transitions.placed(shared, node="n1", now=T0)
+    b = make_pod("b", node="n1", cpu=2000, memory=10 * 2**30, gpu_core=50, gpu_ratio=50)
+    a = make_pod("a", node="n1", cpu=2000, memory=10 * 2**30)
+    both = transitions.consumed(r, [b, a], now=T1)
+    assert both.phase is ReservationPhase.AVAILABLE
+    assert [o.to_dict() for o in both.current_owners] == [
+        {"namespace": "default", "name": "a", "uid": "uid-default-a"},
+        {"namespace": "default", "name": "b", "uid": "uid-default-b"},
+    ]
+    assert both.allocated == {"cpu": 4000, "memory": 20 * 2**30}  # the GPU share is not reserved here
+    assert transitions.status_of(both)["allocated"] == {"cpu": "4", "memory": "20Gi"}
+    # Owners gone: none listed, nothing allocated, still Available until it expires.
+    empty = transitions.consumed(both, [], now=T1)
+    assert empty.current_owners == () and empty.allocated == {} and empty.phase is ReservationPhase.AVAILABLE
+    # Expiring with owners on it says so (no "unused").
+    [ready] = [c for c in transitions.expired(both, now=T1).conditions if c.type == "Ready"]
+    assert ready.message == "expired at 2026-01-01T01:00:00Z"

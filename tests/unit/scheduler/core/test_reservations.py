@@ -161,7 +161,7 @@ def test_reservation_affinity_pins_a_pod_to_the_reservations_it_selects() -> Non
     assert node == second.node_name and '"name":"second"' in annotations[names.ANNOTATION_RESERVATION_ALLOCATED]
     # Second is consumed: a pod with the same affinity waits, though first and free GPUs remain.
     outcome = scheduler.schedule_one(make_pod("again", labels={"app": "train"}, annotations=wants_second, nvidia_gpu=1))
-    assert not outcome.scheduled and "reservation-affinity" in outcome.status.message
+    assert not outcome.scheduled and "no reservations match reservation affinity" in outcome.status.message
     broken = {names.ANNOTATION_RESERVATION_AFFINITY: "{"}
     outcome = scheduler.schedule_one(make_pod("broken", annotations=broken, nvidia_gpu=1))
     assert not outcome.scheduled and "not valid JSON" in outcome.status.message

@@ -230,3 +230,17 @@ def test_a_reservation_is_never_a_victim_even_with_a_low_priority_template() -> 
     assert placed.node == "n1"
     outcome = scheduler.schedule_one(gpu_pod("urgent", 10))
     assert outcome.preemption is None and not outcome.scheduled
+
+
+def test_an_owner_of_a_shared_reservation_is_a_victim_only_for_another_owner() -> None:
+    """What an owner of an `allocateOnce: false` Reservation holds goes back to the Reservation
+    when it is evicted: evicting it for a pod that is no owner would free nothing for that pod."""
+    scheduler = cluster("n1", gpus=1)
+    shared = make_reservation(
+        "shared", requests={names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100"}, allocate_once=False
+    )
+    scheduler.place_reservation(shared, now="2026-01-01T00:00:00Z")
+    place(scheduler, gpu_pod("owner", 1, share=100, app="train"))
+    stranger = scheduler.schedule_one(gpu_pod("urgent", 10, share=100))
+    assert stranger.preemption is None and not stranger.scheduled
+    assert victims_of(scheduler, gpu_pod("urgent-owner", 10, share=100, app="train")) == ("n1", ["default/owner"])

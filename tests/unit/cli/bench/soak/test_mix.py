@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from apis.extension import names
 from cli.bench.soak import reserving
+from cli.bench.soak.invariants.liveness import MAY_WAIT
 from cli.bench.soak.migrating import Migrating
 from cli.bench.soak.observe import Record
+from cli.bench.soak.quotaplay import BORROW, LEND, PARENT, QuotaPlay
 from cli.bench.soak.reserving import KEEP_S, OWNER_LABEL, Reserving
 from cli.bench.soak.workload import NAMESPACE, Shape
 from cli.launchers.apiserver import run_apiserver
@@ -98,3 +101,29 @@ def test_a_migration_is_asked_for_a_ready_deployment_pod_only(client: Client) ->
     assert job["spec"]["podRef"]["name"] == "infer-b-x" and job["spec"]["mode"] in ("ReservationFirst", "EvictDirectly")
     assert mix.migrate_one() is None  # that pod is being moved already
     assert mix.phases()["Pending"] >= 1
+
+
+def test_the_quota_family_builds_its_tree_asks_in_every_spelling_and_edits_within_the_rules(client: Client) -> None:
+    record = Record()
+    play = QuotaPlay(client, record, total_gpus=24, seed=1, toleration_s=8, edit_interval_s=0.0)
+    play.setup()
+    play.setup()  # idempotent
+    api = client.resource(names.ELASTIC_QUOTAS)
+
+    def quotas() -> dict[str, dict[str, Any]]:
+        return {q["metadata"]["name"]: q for q in api.list_all().items}
+
+    assert quotas()[PARENT]["spec"] == {"min": {names.NVIDIA_GPU: "4"}, "max": {names.NVIDIA_GPU: "4"}}
+    for _ in range(40):
+        play.step(creating=True)
+    assert play.created == 40 and play.edits == 40
+    assert len(play.by_spelling) >= 6  # drawn from every spelling quotas accept
+    pods = client.resource(resources.PODS)
+    outside = [p for p in pods.list_all(namespace=NAMESPACE).items if p["metadata"]["name"].startswith("spelled-")]
+    assert outside and all(MAY_WAIT not in p["metadata"]["labels"] for p in outside)
+    assert all(p["metadata"]["labels"][MAY_WAIT] == "true" for p in pods.list_all(namespace=LEND).items)
+    now = quotas()
+    mins = [int(now[team]["spec"]["min"][names.NVIDIA_GPU]) for team in (LEND, BORROW)]
+    assert sum(mins) <= 4  # the children's mins stay within the parent's, as the webhook demands
+    for team in (LEND, BORROW):
+        assert len(now[team]["spec"]["max"]) in (1, 2)  # one spelling (gpu-core with its ratio: two names)

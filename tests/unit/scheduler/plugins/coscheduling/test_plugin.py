@@ -7,12 +7,12 @@ import pytest
 
 from apis.crds.podgroup import PodGroup
 from apis.extension import names
+from apis.extension.gang import MatchPolicy
 from apis.k8s.meta import ObjectMeta
 from scheduler.cache import PodInfo
 from scheduler.core import Scheduler
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code
-from scheduler.plugins.coscheduling.spec import MatchPolicy
 
 from ...conftest import make_node, make_pod, make_scheduler
 from ...test_properties import state_of
@@ -254,7 +254,7 @@ def test_queue_order_keeps_a_gang_groups_members_together() -> None:
     [
         ({"total_number": "2"}, "total-number '2' is not a number ≥ min 4", lambda s: s.total_number == 4),
         ({"mode": "Sloppy"}, "mode 'Sloppy' is not Strict or NonStrict", lambda s: s.mode == "Strict"),
-        ({"waiting_time": "soon"}, "waiting-time 'soon' is not a positive duration", lambda s: True),
+        ({"waiting_time": "soon"}, "waiting-time 'soon' is not a duration ≥ 0", lambda s: True),
         ({"groups": "[not json"}, "groups '[not json' is not a JSON list", lambda s: True),
         (
             {"match_policy": "eventually"},
@@ -280,7 +280,7 @@ def test_an_unreadable_min_available_makes_the_gang_unschedulable_not_the_schedu
     out = schedule_all(scheduler, [member("w-0", min_available="many"), make_pod("solo")])
     status = out["default/w-0"].status
     assert status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    assert "gang default/train: gang.scheduling.koordinator.sh/min-available 'many' is not a positive integer" in (
+    assert "gang default/train: gang.scheduling.koordinator.sh/min-available 'many' is not an integer" in (
         status.message
     )
     assert out["default/solo"].scheduled
@@ -352,3 +352,17 @@ def test_the_observer_hears_groups_allowed_with_their_wait_and_rejected_with_the
     now[0] = 20.0
     scheduler.resolve_waiting()
     assert rejected == [("default/b", "timeout")]
+
+
+def test_the_lightweight_labels_make_a_gang_all_or_nothing() -> None:
+    """scheduler-plugins' lightweight coscheduling labels (still read by Koordinator): a gang of 3
+    named by label, of which two fit, binds nobody; a third member that fits completes it."""
+    labels = {names.LABEL_LIGHTWEIGHT_GANG_NAME: "lw", names.LABEL_LIGHTWEIGHT_GANG_MIN_AVAILABLE: "3"}
+    scheduler = make_scheduler(make_node("n1"))
+    pods = [make_pod(f"w-{i}", labels=labels, koord_gpu=300) for i in range(3)]
+    out = schedule_all(scheduler, pods, now=FOREVER)
+    assert nodes_of(out) == {"default/w-0": None, "default/w-1": None, "default/w-2": None}
+    summary = plugin(scheduler).gang_summary("default/lw")
+    assert summary is not None and summary.min_available == 3 and not summary.satisfied
+    small = [make_pod(f"s-{i}", labels={**labels, names.LABEL_LIGHTWEIGHT_GANG_NAME: "small"}) for i in range(3)]
+    assert all(o.scheduled for o in schedule_all(scheduler, small).values())

@@ -85,3 +85,36 @@ def test_what_if_table_lists_the_gangs(tmp_path: Path, capsys: pytest.CaptureFix
     header = lines.index(next(line for line in lines if line.startswith("GANG")))
     rows = {line.split()[0]: line.split()[1:3] for line in lines[header + 1 :]}
     assert rows == {"team/big": ["0/3", "no"], "team/pg": ["2/2", "yes"], "team/small": ["2/2", "yes"]}
+
+
+def test_what_if_reads_scheduler_plugins_pod_groups_by_their_api_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A snapshot with scheduling.x-k8s.io PodGroups (what Kubeflow's operator makes): one that
+    fits is placed whole, one whose minResources the node cannot hold is not started."""
+    docs: list[dict[str, object]] = [NODE, DEVICE]
+    for name, spec in (("job", {"minMember": 2}), ("huge", {"minMember": 2, "minResources": {"nvidia.com/gpu": "16"}})):
+        docs.append(
+            {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": "team"},
+                "spec": spec,
+            }
+        )
+        for i in range(2):
+            pod = worker(f"{name}-{i}", "unused", 1)
+            pod["metadata"] = {
+                "name": f"{name}-{i}",
+                "namespace": "team",
+                "labels": {"scheduling.x-k8s.io/pod-group": name},
+            }
+            docs.append(pod)
+    path = tmp_path / "upstream.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    gangs = {g["name"]: g for g in out["gangs"]}
+    assert gangs["team/job"]["satisfied"] and gangs["team/job"]["placed"] == 2
+    assert not gangs["team/huge"]["satisfied"] and gangs["team/huge"]["placed"] == 0
+    assert "minResources do not fit in the cluster's free resources" in gangs["team/huge"]["reason"]

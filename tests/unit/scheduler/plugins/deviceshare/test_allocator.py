@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apis.crds.device import DeviceInfo, DeviceType
-from apis.extension import hints, names
+from apis.extension import devicetypes, hints, names
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s import labels
@@ -493,6 +493,23 @@ def test_fpga_shares_by_amount() -> None:
     assert minors(allocate(cache, make_pod(fpga=50), MOST), DeviceType.FPGA) == [0]
     assert minors(allocate(cache, make_pod(fpga=50), LEAST), DeviceType.FPGA) == [1]
     assert reject(allocate(cache, make_pod(fpga=200))) == (Code.UNSCHEDULABLE, "Insufficient fpga devices")
+
+
+def test_every_type_of_the_device_type_table_is_allocated() -> None:
+    # The allocation order is the table's: a type a pod asks for is never left out while the
+    # pod binds. The reference node has GPUs and RDMA NICs; each other type gets two devices.
+    node, device = make_node("n1")
+    percent = [row for row in devicetypes.TABLE if row.request_rule is devicetypes.RequestRule.PERCENT]
+    extra = tuple(
+        DeviceInfo(row.type, m, id=f"{row.type.value}-{m}", health=True, resources={row.percent_resource: 100})
+        for row in percent
+        if not device.of_type(row.type)
+        for m in range(2)
+    )
+    cache = make_cache((node, dataclasses.replace(device, devices=(*device.devices, *extra))))
+    result = allocate(cache, make_pod(nvidia_gpu=1, extra={row.percent_resource: 1 for row in percent}))
+    assert isinstance(result, Allocation), result
+    assert list(result.devices) == list(devicetypes.ALLOCATION_ORDER)
 
 
 # --- NVLink: a set fully connected by NVLink first, then the scope rules ----------------------------

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from apis.crds.device import DeviceType
+from apis.crds.device import Device, DeviceType
 from apis.extension import hints, names
+from apis.k8s.core import Node
 from scheduler.cache import PodInfo
 from scheduler.core import with_scoring
 from scheduler.framework.config import SchedulerConfig
@@ -36,7 +38,7 @@ def test_rdma_vf_annotation_carries_the_vf() -> None:
                 "minor": 0,
                 "resources": {"koordinator.sh/rdma": "1"},
                 "id": "0000:1f:00.0",
-                "extension": {"vfs": [{"minor": 0, "busID": "0000:1f:00.1"}]},
+                "extension": {"vfs": [{"busID": "0000:1f:00.1"}]},  # minor 0: omitted, as Go's omitempty
             }
         ]
     }
@@ -139,7 +141,7 @@ def test_joint_annotation_lists_an_rdma_vf_per_gpu_switch() -> None:
             "minor": k,
             "resources": {"koordinator.sh/rdma": "1"},
             "id": f"0000:{bus}:00.0",
-            "extension": {"vfs": [{"minor": 0, "busID": f"0000:{bus}:00.1"}]},
+            "extension": {"vfs": [{"busID": f"0000:{bus}:00.1"}]},  # minor 0 omitted (omitempty)
         }
         for k, bus in enumerate(("1f", "3f", "5f"))
     ]
@@ -157,3 +159,75 @@ def test_nodes_alike_but_for_nvlink_do_not_share_a_decision() -> None:
     second = scheduler.schedule_one(make_pod("b", nvidia_gpu=2, node_selector={"pool": "bridged"}))
     assert (first.node, allocated(first.annotations)["gpu"]) == ("plain", [0, 1])
     assert (second.node, allocated(second.annotations)["gpu"]) == ("bridged", [0, 2])
+
+
+def _koordlet_node() -> tuple[Node, Device]:
+    """k8s-node1 of gpu-and-rdma-joint-allocation.md as koordlet writes it: 4 GPUs (two per root
+    complex), 3 RDMA PFs on pci0000:00, the first with one VF of `minor: -1`, socketID -1."""
+
+    def dev(pcie: str, bus: str, minor: int, dtype: str, **more: Any) -> dict[str, Any]:
+        topology = {"socketID": -1, "nodeID": 0, "pcieID": pcie, "busID": bus}
+        return {"type": dtype, "minor": minor, "health": True, "topology": topology, **more}
+
+    gpu = {names.GPU_CORE: "100", names.GPU_MEMORY: "23040Mi", names.GPU_MEMORY_RATIO: "100"}
+    vfs = [{"vfs": [{"minor": -1, "busID": "0000:01:00.2"}]}]
+    devices = [
+        dev("pci0000:00", "0000:02:00.0", 0, "gpu", id="GPU-0", resources=gpu),
+        dev("pci0000:00", "0000:01:00.0", 0, "rdma", id="0000:01:00.0", resources={names.RDMA: "100"}, vfGroups=vfs),
+        dev("pci0000:00", "0000:03:00.0", 1, "gpu", id="GPU-1", resources=gpu),
+        dev("pci0000:00", "0000:01:00.1", 1, "rdma", id="0000:01:00.1", resources={names.RDMA: "100"}),
+        dev("pci0000:80", "0000:82:00.0", 2, "gpu", id="GPU-2", resources=gpu),
+        dev("pci0000:00", "0000:05:00.0", 2, "rdma", id="0000:05:00.0", resources={names.RDMA: "100"}),
+        dev("pci0000:80", "0000:83:00.0", 3, "gpu", id="GPU-3", resources=gpu),
+    ]
+    device = Device.from_dict({"metadata": {"name": "k8s-node1"}, "spec": {"devices": devices}})
+    allocatable = {"cpu": "32", "memory": "128Gi", "pods": "110", names.KOORD_GPU: "400", names.RDMA: "300"}
+    allocatable.update({names.GPU_CORE: "400", names.GPU_MEMORY_RATIO: "400", names.GPU_MEMORY: "92160Mi"})
+    node = Node.from_dict({"metadata": {"name": "k8s-node1"}, "status": {"allocatable": allocatable}})
+    return node, device
+
+
+def test_koordlets_vfs_of_minor_minus_one_are_allocated_jointly_and_never_twice() -> None:
+    """The joint-allocation manual's pod-vf01 on koordlet's Device: GPU and VF from the same PCIe,
+    the VF named by its PCI address; a second such pod finds no free VF and is refused."""
+    scheduler = make_scheduler(_koordlet_node())
+    annotations = {
+        names.ANNOTATION_DEVICE_JOINT_ALLOCATE: '{"deviceTypes":["gpu","rdma"]}',
+        names.ANNOTATION_DEVICE_ALLOCATE_HINT: '{"rdma":{"vfSelector":{}}}',
+    }
+    first = scheduler.schedule_one(make_pod("pod-vf01", annotations=annotations, koord_gpu=100, rdma=100))
+    assert first.node == "k8s-node1"
+    assert json.loads(first.annotations[names.ANNOTATION_DEVICE_ALLOCATED]) == {
+        "gpu": [
+            {
+                "minor": 0,
+                "resources": {
+                    names.GPU_CORE: "100",
+                    names.GPU_MEMORY: "23040Mi",
+                    names.GPU_MEMORY_RATIO: "100",
+                },
+                "id": "GPU-0",
+            }
+        ],
+        "rdma": [
+            {
+                "minor": 0,
+                "resources": {names.RDMA: "100"},
+                "id": "0000:01:00.0",
+                "extension": {"vfs": [{"minor": -1, "busID": "0000:01:00.2"}]},
+            }
+        ],
+    }
+    second = scheduler.schedule_one(make_pod("pod-vf02", annotations=annotations, koord_gpu=100, rdma=100))
+    assert not second.scheduled
+
+
+def test_a_joint_allocation_of_one_or_a_repeated_type_is_scheduled_not_refused() -> None:
+    """Koordinator only filters `deviceTypes` (to the types asked for): a list of one type, or
+    one type twice, is placed as if there were no joint rule."""
+    scheduler = make_scheduler(make_node("n1"))
+    for i, rule in enumerate(('{"deviceTypes":["gpu"]}', '{"deviceTypes":["gpu","gpu"],"requiredScope":"SamePCIe"}')):
+        pod = make_pod(f"p{i}", nvidia_gpu=1, annotations={names.ANNOTATION_DEVICE_JOINT_ALLOCATE: rule})
+        outcome = scheduler.schedule_one(pod)
+        assert outcome.scheduled, outcome.status
+        assert list(json.loads(outcome.annotations[names.ANNOTATION_DEVICE_ALLOCATED])) == ["gpu"]

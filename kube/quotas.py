@@ -1,11 +1,24 @@
-"""The quota state of one cluster view: quotas, pods, request, used, runtime.
+"""The elastic quota state of one cluster view: quotas, pods, request, used, runtime.
+
+Stateful and thread-safe, so not in `apis/` (the protocol, pure): the rules it applies are
+`apis.quota`'s — the tree, a pod's charge, the runtime algorithm, the tree's rules — and this is
+the one bookkeeping over them that the scheduler (the ElasticQuota plugin, what-if, the simulator)
+and the controller (quota status, reclaim, the admission webhook) share, so both compute the same
+numbers. It does no I/O and imports only `apis`: the scheduler's pure core may use it (an import
+contract allows it `kube.quotas` and nothing else of kube).
 
 Fed by whoever knows the cluster — the scheduler's informers, what-if from a snapshot, the
 controller's — and read by the ElasticQuota plugin and the controller's quota status writer.
 Every pod the manager is told of counts in its quota's *request* (pending or placed: the runtime
 is shared out by demand, as in Koordinator); a pod counts in *used* once it is bound (it has a
-node) or reserved by a scheduling cycle, and stops when it is unreserved or deleted. Thread-safe:
+node) or reserved by a scheduling cycle, and stops when it is unreserved or deleted. What it
+counts is its charge (`apis.quota.charge`): every spelling of a device resource in the names
+quotas count. A quota's used is kept for it alone and for its subtree (it and every quota below
+it: what `status.used` shows, and what admission checks against each ancestor's max). Thread-safe:
 informer threads and the scheduling loop share it.
+
+`drain_changes()` names the quotas whose figures (request, used, runtime) may have moved since
+it was last called, so that a reader that shows every quota (the controller) redoes only those.
 
 A quota that breaks the tree's rules (created before any webhook refused it) is kept and
 reported through `problems()`; it never raises out of here.
@@ -16,18 +29,18 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError
-from apis.extension import names
 from apis.extension import quota as quota_labels
 from apis.extension.gang import GangSpec, gang_from_pod
+from apis.extension.quotacount import Capacity
 from apis.k8s import resources
 from apis.k8s.core import Pod
 from apis.quota import rules
-from apis.quota.charge import quota_request
+from apis.quota.charge import charge_of
 from apis.quota.tree import OUTSIDE_TREE, QuotaSpec, QuotaTree, namespace_index, resolve_quota
 
 __all__ = ["Admission", "QuotaManager"]
@@ -59,6 +72,8 @@ class _Charge:
     #: empty for a pod on its own.
     gang: str = ""
     gangs: tuple[str, ...] = ()
+    #: The GPU memory ratio in `request` is an estimate from the cluster's smallest GPU.
+    estimated: bool = False
 
     @property
     def used(self) -> bool:
@@ -90,8 +105,18 @@ class QuotaManager:
         self._request: dict[str, dict[str, int]] = {}
         self._used: dict[str, dict[str, int]] = {}
         self._non_preemptible_used: dict[str, dict[str, int]] = {}
+        #: The same two for each quota's subtree (the quota and every quota below it).
+        self._subtree_used: dict[str, dict[str, int]] = {}
+        self._subtree_non_preemptible: dict[str, dict[str, int]] = {}
+        #: Bytes of the cluster's smallest GPU (`Capacity.gpu_memory`), for estimated charges.
+        self._gpu_memory = 0
+        #: Idents of the pods whose charge holds an estimate (redone when `_gpu_memory` changes).
+        self._estimated: set[str] = set()
+        #: Quotas whose figures may have changed since `drain_changes` (the tree keeps its own).
+        self._changed: set[str] = set()
         #: gang name (`namespace/name`) -> idents of its pods, for the gang-wide check
         self._gang_pods: dict[str, set[str]] = {}
+        self._limited: frozenset[str] = frozenset()
         self._stale = False
 
     @contextlib.contextmanager
@@ -110,21 +135,37 @@ class QuotaManager:
         with self._lock:
             self._quotas[quota.meta.name] = quota
             self._stale = True
+            self._changed.add(quota.meta.name)
 
     def remove_quota(self, name: str) -> None:
         with self._lock:
             if self._quotas.pop(name, None) is not None:
                 self._stale = True
+                self._changed.add(name)
 
     def set_quotas(self, quotas: Iterable[ElasticQuota]) -> None:
         with self._lock:
+            self._changed.update(self._quotas)
             self._quotas = {q.meta.name: q for q in quotas}
             self._stale = True
 
     def set_cluster_total(self, total: Mapping[str, int]) -> None:
-        """The cluster's allocatable in quota names (`charge.quota_capacity`, summed)."""
+        """The cluster's allocatable in the names quotas count (`quotacount.capacity_of`)."""
         with self._lock:
             self._tree.set_total(total)
+
+    def set_capacity(self, capacity: Capacity) -> None:
+        """The cluster as quotas see it (`quotacount.capacity_of` over the nodes' allocatable):
+        the root's total, and the smallest GPU that estimated charges are made against."""
+        with self._current():
+            self._tree.set_total(capacity.total)
+            if capacity.gpu_memory == self._gpu_memory:
+                return
+            self._gpu_memory = capacity.gpu_memory
+            for ident in sorted(self._estimated):
+                pod, charge = self._pods[ident]
+                self._remove(ident)
+                self._add(pod, reserved=charge.reserved)
 
     @property
     def has_quotas(self) -> bool:
@@ -149,7 +190,9 @@ class QuotaManager:
         for name, found in bad.items():
             if self._bad.get(name) != found:
                 log.warning("Invalid quota", extra={"quota": name, "problems": found})
+        self._changed.update(self._specs, specs)
         self._specs, self._bad = specs, bad
+        self._limited = frozenset(r for spec in specs.values() for r in spec.max)
         self._listed = namespace_index(specs)
         # Pods may resolve to other quotas now: account every one again on a fresh tree.
         self._tree = QuotaTree(specs.values(), total=self._tree.total)
@@ -158,7 +201,10 @@ class QuotaManager:
         self._request.clear()
         self._used.clear()
         self._non_preemptible_used.clear()
+        self._subtree_used.clear()
+        self._subtree_non_preemptible.clear()
         self._gang_pods.clear()
+        self._estimated.clear()
         for pod, reserved in charges:
             self._add(pod, reserved=reserved)
 
@@ -213,9 +259,13 @@ class QuotaManager:
             self._account_used(charge, +1 if charge.used else -1)
 
     def _charge_of(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> _Charge:
-        asked = quota_request(pod.requests() if requests is None else requests)
+        asked = charge_of(pod, requests, gpu_memory=self._gpu_memory)
         charge = _Charge(
-            resolve_quota(pod, self._specs, self._listed), asked, quota_labels.is_preemptible(pod), bool(pod.node_name)
+            resolve_quota(pod, self._specs, self._listed),
+            asked.amounts,
+            quota_labels.is_preemptible(pod),
+            bool(pod.node_name),
+            estimated=asked.estimated,
         )
         charge.reserved = reserved and not charge.bound
         gang = _gang_of(pod)
@@ -229,12 +279,15 @@ class QuotaManager:
         self._pods[ident] = (pod, charge)
         if charge.gang:
             self._gang_pods.setdefault(charge.gang, set()).add(ident)
+        if charge.estimated:
+            self._estimated.add(ident)
         self._account(charge, +1)
 
     def _remove(self, ident: str) -> _Charge | None:
         entry = self._pods.pop(ident, None)
         if entry is None:
             return None
+        self._estimated.discard(ident)
         gang = entry[1].gang
         if gang:
             members = self._gang_pods.get(gang, set())
@@ -245,19 +298,35 @@ class QuotaManager:
         return entry[1]
 
     def _account(self, charge: _Charge, sign: int) -> None:
+        if not charge.request:
+            return
         delta = resources.scale(charge.request, sign)
         self._request[charge.quota] = _nonzero(resources.add(self._request.get(charge.quota, {}), delta))
+        self._changed.add(charge.quota)
         if charge.quota not in OUTSIDE_TREE:
             self._tree.set_own_request(charge.quota, self._request[charge.quota])
         if charge.used:
             self._account_used(charge, sign)
 
+    def _chain(self, quota: str) -> list[str]:
+        """The quota and its ancestors below the root (the quota alone outside the tree)."""
+        return self._tree.path(quota) or [quota]
+
     def _account_used(self, charge: _Charge, sign: int) -> None:
+        if not charge.request:
+            return
         delta = resources.scale(charge.request, sign)
         self._used[charge.quota] = _nonzero(resources.add(self._used.get(charge.quota, {}), delta))
+        chain = self._chain(charge.quota)
+        self._changed.update(chain)
+        for name in chain:
+            self._subtree_used[name] = _nonzero(resources.add(self._subtree_used.get(name, {}), delta))
         if not charge.preemptible:
             table = self._non_preemptible_used
             table[charge.quota] = _nonzero(resources.add(table.get(charge.quota, {}), delta))
+            for name in chain:
+                subtree = self._subtree_non_preemptible
+                subtree[name] = _nonzero(resources.add(subtree.get(name, {}), delta))
         if charge.quota in OUTSIDE_TREE:
             # The root's total is the cluster less what the system and default quotas *use*
             # (Koordinator's totalResourceExceptSystemAndDefaultUsed): their pending pods take
@@ -285,19 +354,39 @@ class QuotaManager:
         with self._current():
             return dict(self._non_preemptible_used.get(name, {}))
 
-    def descendants(self, name: str) -> list[str]:
-        """Every quota below `name` in the tree (children, their children, ...), by name. A
-        cycle (quotas that name each other as parent) ends the walk where it closes."""
+    def subtree_used(self, name: str) -> dict[str, int]:
+        """What the pods of the quota and of every quota below it use (`status.used`)."""
         with self._current():
-            found: list[str] = []
-            todo = list(self._tree.children.get(name, ()))
-            while todo:
-                child = todo.pop()
-                if child == name or child in found:
-                    continue
-                found.append(child)
-                todo.extend(self._tree.children.get(child, ()))
-            return sorted(found)
+            return dict(self._subtree_used.get(name, {}))
+
+    def subtree_non_preemptible_used(self, name: str) -> dict[str, int]:
+        with self._current():
+            return dict(self._subtree_non_preemptible.get(name, {}))
+
+    def charge(self, pod: Pod) -> dict[str, int]:
+        """What the pod is charged (as the manager counts it now; computed for a pod it was not
+        told of)."""
+        with self._current():
+            entry = self._pods.get(pod.uid or pod.key)
+            if entry is not None:
+                return dict(entry[1].request)
+            return charge_of(pod, gpu_memory=self._gpu_memory).amounts
+
+    def is_leaf(self, name: str) -> bool:
+        """Whether pods may use the quota and reclaim may take from it: it exists, is in the
+        tree, is no parent and breaks no rule."""
+        with self._current():
+            spec = self._specs.get(name)
+            return spec is not None and not spec.is_parent and name not in OUTSIDE_TREE and name not in self._bad
+
+    def drain_changes(self) -> set[str]:
+        """The quotas (names; the root's included) whose request, used or runtime may have
+        changed since the last call, with every stale runtime recomputed first."""
+        with self._current():
+            self._tree.refresh()
+            changed = self._changed | self._tree.drain_changed()
+            self._changed = set()
+            return changed
 
     def runtime(self, name: str) -> dict[str, int]:
         with self._current():
@@ -312,6 +401,16 @@ class QuotaManager:
         otherwise recompute only the stale partitions on their own path)."""
         with self._current():
             self._tree.refresh(everything=True)
+
+    def limited_resources(self) -> frozenset[str]:
+        """The resources some quota limits (has in its max)."""
+        with self._current():
+            return self._limited
+
+    def spec(self, name: str) -> QuotaSpec | None:
+        """The quota as the algorithm sees it (None: no such quota, or it does not parse)."""
+        with self._current():
+            return self._specs.get(name)
 
     def specs(self) -> dict[str, QuotaSpec]:
         with self._current():
@@ -356,17 +455,80 @@ class QuotaManager:
     def _check(self, charge: _Charge, others: _Others) -> Admission:
         """The pod's check; for a member of a gang not yet placed, the gang's: every member of
         its gang group that is not placed (bound or reserved) yet must fit together, in each
-        quota they draw on — the pod's own quota first."""
-        if charge.used or not charge.gangs:
-            return self._check_quota(charge.quota, [charge], others, counted=charge if charge.used else None)
+        quota they draw on — the pod's own quota first — and then within the max of every
+        ancestor of those quotas, with everything below that ancestor."""
+        counted = charge if charge.used else None
         by_quota: dict[str, list[_Charge]] = {}
-        for member in self._unplaced(charge):
-            by_quota.setdefault(member.quota, []).append(member)
+        if charge.used or not charge.gangs:
+            by_quota[charge.quota] = [charge]
+            gang: tuple[str, ...] = ()
+        else:
+            for member in self._unplaced(charge):
+                by_quota.setdefault(member.quota, []).append(member)
+            gang = charge.gangs
         for name in sorted(by_quota, key=lambda q: (q != charge.quota, q)):
-            verdict = self._check_quota(name, by_quota[name], others, gang=charge.gangs)
+            verdict = self._check_quota(name, by_quota[name], others, counted=counted, gang=gang)
+            if not verdict.admitted:
+                return verdict
+        if charge.quota not in self._specs:
+            return Admission(charge.quota)
+        # Ancestors, nearest the pod's own quota first: what their subtree uses, plus the pods
+        # asking below them, within their max (runtimes below already partition theirs; this
+        # holds where a child does not limit a resource its parent does).
+        below: dict[str, list[_Charge]] = {}
+        order: list[str] = []
+        for name in sorted(by_quota, key=lambda q: (q != charge.quota, q)):
+            for ancestor in self._tree.path(name)[1:]:
+                if ancestor not in below:
+                    order.append(ancestor)
+                below.setdefault(ancestor, []).extend(by_quota[name])
+        for ancestor in order:
+            verdict = self._check_ancestor(ancestor, charge.quota, below[ancestor], others, counted=counted, gang=gang)
             if not verdict.admitted:
                 return verdict
         return Admission(charge.quota)
+
+    def _check_ancestor(
+        self,
+        name: str,
+        quota: str,
+        asking: list[_Charge],
+        others: _Others,
+        *,
+        counted: _Charge | None,
+        gang: tuple[str, ...],
+    ) -> Admission:
+        """Do the `asking` pods fit ancestor `name`'s max, with what its whole subtree uses?"""
+        spec = self._specs.get(name)
+        if spec is None:
+            return Admission(quota)
+        total = resources.sum_of([c.request for c in asking]) if len(asking) > 1 else asking[0].request
+        asked = {r: v for r, v in total.items() if r in spec.max}
+        if not asked:
+            return Admission(quota)
+        used = self._subtree_used.get(name, {})
+        if counted is not None:
+            used = resources.sub(used, counted.request)
+        used, held = others.adjust(used, lambda q: name in self._chain(q), asking, protected_only=False)
+        over = tuple(sorted(r for r, v in asked.items() if used.get(r, 0) + v > spec.max[r]))
+        if not over:
+            return Admission(quota)
+        path = self._tree.path(quota)
+        topo = [name, *reversed(path[: path.index(name)])] if name in path else [name]
+
+        def show(amounts: Mapping[str, int]) -> str:
+            return _show({r: amounts.get(r, 0) for r in asked})
+
+        whose = "gang's request" if len(asking) > 1 else "pod's request"
+        message = (
+            f"Insufficient quotas, quotaNameTopo: [{' '.join(topo)}], max: {show(spec.max)}, used: {show(used)}, "
+            f"{whose}: {show(asked)}, exceedDimensions: [{', '.join(over)}]: quota {name} limits its whole subtree"
+        )
+        if len(asking) > 1:
+            message += f", gang: {', '.join(gang)} ({len(asking)} pods not yet placed)"
+        if held:
+            message += f", used includes pods nominated ahead: {_show({r: held.get(r, 0) for r in asked})}"
+        return Admission(quota, message, over)
 
     def _unplaced(self, charge: _Charge) -> list[_Charge]:
         """The members of the charge's gang group not placed yet (the charge itself included)."""
@@ -407,7 +569,7 @@ class QuotaManager:
             used = table.get(name, {})
             if counted is not None:  # asked again after Reserve: do not count the pod twice
                 used = resources.sub(used, counted.request)
-            used, held = others.adjust(used, name, asking, protected_only=label == "min")
+            used, held = others.adjust(used, lambda q: q == name, asking, protected_only=label == "min")
             wanted = asked
             if label == "min" and len(asking) > 1:
                 protected = resources.sum_of([c.request for c in asking if not c.preemptible])
@@ -433,17 +595,18 @@ class _Others:
     ahead: list[_Charge]
 
     def adjust(
-        self, used: Mapping[str, int], quota: str, asking: list[_Charge], *, protected_only: bool
+        self, used: Mapping[str, int], within: Callable[[str], bool], asking: list[_Charge], *, protected_only: bool
     ) -> tuple[dict[str, int], dict[str, int]]:
-        """`used` of `quota` less the gone and plus the pods ahead (only non-preemptible ones
-        for the min check), and what the pods ahead added."""
+        """`used` of the quotas `within` says (one quota, or a subtree) less the gone and plus
+        the pods ahead (only non-preemptible ones for the min check), and what the pods ahead
+        added."""
         out = dict(used)
         for other in self.gone:
-            if other.quota == quota and other.used and not (protected_only and other.preemptible):
+            if within(other.quota) and other.used and not (protected_only and other.preemptible):
                 out = resources.sub(out, other.request)
         held: dict[str, int] = {}
         for other in self.ahead:
-            wanted = other.quota == quota and not other.used and not (protected_only and other.preemptible)
+            wanted = within(other.quota) and not other.used and not (protected_only and other.preemptible)
             if wanted and all(other is not mine for mine in asking):
                 held = resources.add(held, other.request)
         return (resources.add(out, held) if held else out), held
@@ -481,10 +644,10 @@ def _nonzero(amounts: Mapping[str, int]) -> dict[str, int]:
 
 
 def _gang_of(pod: Pod) -> GangSpec | None:
-    """The pod's gang; None for a pod on its own, or whose gang annotations do not parse (the
-    Coscheduling plugin refuses it with the reason; here it is checked as a pod on its own)."""
-    if names.ANNOTATION_GANG_NAME not in pod.annotations and names.LABEL_POD_GROUP not in pod.labels:
-        return None
+    """The pod's gang, by the one gang parser (every way a pod names one: Koordinator's PodGroup
+    label, lightweight label or annotation, scheduler-plugins' PodGroup label); None for a pod
+    on its own, or whose gang does not parse or is named twice (the Coscheduling plugin refuses
+    it with the reason; here it is checked as a pod on its own)."""
     try:
         return gang_from_pod(pod)
     except AnnotationError:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from apis.extension import names
 from apis.k8s.core import Pod
-from apis.quota.manager import QuotaManager
+from kube.quotas import QuotaManager
 from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.scheduler.conftest import make_pod
 
@@ -72,3 +74,33 @@ def test_a_gang_group_is_checked_in_every_quota_its_members_draw_on() -> None:
     assert "gang's request: {koordinator.sh/gpu-core: 600}" in verdict.message
     m.remove_pod(pods[2])
     assert m.admit(pods[0]).admitted
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [
+        {names.LABEL_LIGHTWEIGHT_GANG_NAME: "train", names.LABEL_LIGHTWEIGHT_GANG_MIN_AVAILABLE: "3"},
+        {names.LABEL_UPSTREAM_POD_GROUP: "train"},
+        {names.LABEL_POD_GROUP: "train"},
+    ],
+    ids=["lightweight-label", "scheduler-plugins-pod-group", "koordinator-pod-group"],
+)
+def test_every_way_of_naming_a_gang_is_checked_as_a_whole(labels: dict[str, str]) -> None:
+    """The one gang parser: the lightweight label and scheduler-plugins' PodGroup label make a
+    gang for the quota check as Koordinator's annotation does."""
+    m = manager()
+    pods = [make_pod(f"w{i}", namespace="team-a", labels=labels, gpu_core=200) for i in range(3)]
+    for pod in pods:
+        m.update_pod(pod)
+    verdict = m.admit(pods[0])
+    assert not verdict.admitted
+    assert verdict.message.endswith("gang: team-a/train (3 pods not yet placed)")
+
+
+def test_a_pod_naming_two_kinds_of_gang_is_checked_alone() -> None:
+    m = manager()
+    labels = {names.LABEL_UPSTREAM_POD_GROUP: "train", names.LABEL_POD_GROUP: "other"}
+    pods = [make_pod(f"w{i}", namespace="team-a", labels=labels, gpu_core=200) for i in range(3)]
+    for pod in pods:
+        m.update_pod(pod)
+    assert m.admit(pods[0]).admitted  # 200 of 400 alone; Coscheduling refuses it with the reason

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apis.extension import names
-from apis.quota.manager import QuotaManager
+from kube.quotas import QuotaManager
 from tests.unit.apis.quota.test_tree import quota_cr
 from tests.unit.scheduler.conftest import make_pod
 
