@@ -153,6 +153,7 @@ class Agent:
             health=s.health,
             metrics=s.metrics,
             discovery_interval_s=s.report.discovery_interval_s,
+            partition_policy=s.report.gpu_partition_policy,
             pods=self._pod_by_uid,
         )
         self.devices = devices

@@ -16,6 +16,7 @@ from pathlib import Path
 from agent.discovery.settings import DiscoverySettings
 from agent.hooks import DEFAULT_SOCKET
 from agent.hooks.hamicore import HAMiCore
+from apis.extension.partitions import PartitionPolicy
 from apis.k8s.core import Taint
 from kube.client import ClientSettings
 from kube.servingtls import TLSServing
@@ -68,6 +69,8 @@ class ReportSettings:
     #: Seconds between full re-reads of the Device CR and the Node (someone else's edits, a
     #: deleted CR, a re-created Node); health changes are pushed at once regardless.
     resync_interval_s: float = 60.0
+    #: The `gpu-partition-policy` label written with a GPU partition table (agent/devices/partitions.py).
+    gpu_partition_policy: PartitionPolicy = PartitionPolicy.PREFER
 
 
 @dataclass(frozen=True, slots=True)

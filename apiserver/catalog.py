@@ -23,6 +23,7 @@ META_FIELDS: Mapping[str, str] = {"metadata.name": "metadata.name", "metadata.na
 RBAC_GROUP = "rbac.authorization.k8s.io"
 AUTHORIZATION_GROUP = "authorization.k8s.io"
 AUTHENTICATION_GROUP = "authentication.k8s.io"
+RESOURCE_GROUP = "resource.k8s.io"
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
 
@@ -325,6 +326,37 @@ BUILTINS: tuple[ResourceType, ...] = (
         True,
         ("pdb",),
         subresources=frozenset({"status"}),
+    ),
+    # Dynamic Resource Allocation (resource.k8s.io/v1, `apis.dra`): served with kube-apiserver's
+    # defaults and validation (`dra/`); claims generated from templates by `tessera
+    # kube-controller-manager`, allocated by the scheduler, published (ResourceSlices) by drivers.
+    ResourceType(RESOURCE_GROUP, "v1", "deviceclasses", "deviceclass", "DeviceClass", False, columns=(_AGE,)),
+    ResourceType(
+        RESOURCE_GROUP,
+        "v1",
+        "resourceclaims",
+        "resourceclaim",
+        "ResourceClaim",
+        True,
+        subresources=frozenset({"status"}),
+    ),
+    ResourceType(
+        RESOURCE_GROUP,
+        "v1",
+        "resourceclaimtemplates",
+        "resourceclaimtemplate",
+        "ResourceClaimTemplate",
+        True,
+        columns=(_AGE,),
+    ),
+    ResourceType(
+        RESOURCE_GROUP,
+        "v1",
+        "resourceslices",
+        "resourceslice",
+        "ResourceSlice",
+        False,
+        fields=_fields("spec.nodeName", "spec.driver"),
     ),
     # Stored and served so manifests that ship one (deploy/scheduler-networkpolicy.yaml) apply;
     # nothing here enforces it, as on a cluster whose network plugin ignores NetworkPolicy.

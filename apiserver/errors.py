@@ -34,12 +34,37 @@ class Cause:
         return cls(field, f"Invalid value: {json.dumps(value)}: {detail}")
 
     @classmethod
-    def required(cls, field: str, detail: str) -> Cause:
-        return cls(field, f"Required value: {detail}", "FieldValueRequired")
+    def required(cls, field: str, detail: str = "") -> Cause:
+        return cls(field, f"Required value: {detail}" if detail else "Required value", "FieldValueRequired")
 
     @classmethod
     def forbidden(cls, field: str, detail: str) -> Cause:
         return cls(field, f"Forbidden: {detail}", "FieldValueForbidden")
+
+    @classmethod
+    def duplicate(cls, field: str, value: object) -> Cause:
+        return cls(field, f"Duplicate value: {json.dumps(value)}", "FieldValueDuplicate")
+
+    @classmethod
+    def not_found(cls, field: str, value: object, detail: str = "") -> Cause:
+        body = f"Not found: {json.dumps(value)}"
+        return cls(field, f"{body}: {detail}" if detail else body, "FieldValueNotFound")
+
+    @classmethod
+    def not_supported(cls, field: str, value: object, supported: Sequence[str]) -> Cause:
+        """`Unsupported value: "Some": supported values: "All", "ExactCount"`."""
+        listed = ", ".join(json.dumps(s) for s in supported)
+        return cls(
+            field, f"Unsupported value: {json.dumps(value)}: supported values: {listed}", "FieldValueNotSupported"
+        )
+
+    @classmethod
+    def too_many(cls, field: str, count: int, limit: int) -> Cause:
+        return cls(field, f"Too many: {count}: must have at most {limit} items", "FieldValueTooMany")
+
+    @classmethod
+    def too_long(cls, field: str, limit: int) -> Cause:
+        return cls(field, f"Too long: may not be more than {limit} bytes", "FieldValueTooLong")
 
 
 class StatusError(Exception):

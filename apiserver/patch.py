@@ -174,8 +174,12 @@ MERGE_KEYS: Final[Mapping[str, str]] = {
     "resourceClaims": "name",
     "schedulingGates": "name",
 }
-#: Overrides of MERGE_KEYS for one kind (a Service's ports merge by `port`).
-KIND_MERGE_KEYS: Final[Mapping[str, Mapping[str, str]]] = {"Service": {"ports": "port"}}
+#: Overrides and additions of MERGE_KEYS for one kind (a Service's ports merge by `port`, a
+#: ResourceClaim's consumers in `status.reservedFor` by `uid`).
+KIND_MERGE_KEYS: Final[Mapping[str, Mapping[str, str]]] = {
+    "Service": {"ports": "port"},
+    "ResourceClaim": {"reservedFor": "uid"},
+}
 #: Lists of scalars that merge as ordered sets.
 SET_LISTS: Final = frozenset({"finalizers"})
 

@@ -18,6 +18,7 @@ from apis.extension import names, qos
 from apis.k8s.core import Pod, Taint, Toleration
 from apis.k8s.meta import now_rfc3339
 from apiserver import requirements
+from apiserver.dra import podclaims
 from apiserver.errors import Cause, StatusError
 from apiserver.strategy import Strategy
 from apiserver.validation import dns_label, dns_subdomain
@@ -158,6 +159,9 @@ class PodStrategy(Strategy):
             # Quantities are the most expensive check the server makes, so once per create or
             # spec change (an unchanged spec passed them when it was stored).
             causes += requirements.validate_pod(spec)
+            causes += podclaims.validate_pod_claims(spec)
+        if old is None or obj.get("status") != old.get("status"):
+            causes += podclaims.validate_pod_claim_statuses(spec, obj.get("status") or {})
         if not causes and not unchanged:
             # On create the same parse gives the QoS class kube-apiserver records.
             try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from aiohttp import web
 
 from apis.errors import ConfigError
-from apiserver import pki, workloads
+from apiserver import dra, pki, workloads
 from apiserver.admission import USER, Admission, WebhookConfigurationStrategy
 from apiserver.authz import bootstrap
 from apiserver.authz.authorizer import Authorizer, Chain
@@ -246,6 +246,7 @@ async def serve(settings: APIServerSettings, stop: asyncio.Event) -> None:
             CRDS: CRDStrategy(catalog),
             WEBHOOK_CONFIGURATIONS: WebhookConfigurationStrategy(admission),
             **workloads.STRATEGIES,
+            **dra.STRATEGIES,
             **rbac_strategies(guard, policy_version),
         }
         strategies = Strategies(catalog, builtin)

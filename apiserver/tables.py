@@ -254,6 +254,37 @@ def _pdb_row(obj: Obj) -> list[Any]:
     ]
 
 
+def _claim_state(obj: Obj) -> str:
+    """kube's printer for a ResourceClaim's STATE: pending, allocated, reserved, deleted."""
+    status = _section(obj, "status")
+    deleted = bool(_meta(obj).get("deletionTimestamp"))
+    states = ["deleted"] if deleted else []
+    if not status.get("allocation"):
+        if not deleted:
+            states.append("pending")
+    else:
+        states.append("allocated")
+        if status.get("reservedFor"):
+            states.append("reserved")
+        elif deleted:
+            states.append("deallocating")
+    return ",".join(states)
+
+
+def _resourceclaim_row(obj: Obj) -> list[Any]:
+    return [_claim_state(obj), _age(_meta(obj).get("creationTimestamp"))]
+
+
+def _resourceslice_row(obj: Obj) -> list[Any]:
+    spec = _section(obj, "spec")
+    return [
+        spec.get("nodeName") or "<none>",
+        spec.get("driver", ""),
+        _section(spec, "pool").get("name", ""),
+        _age(_meta(obj).get("creationTimestamp")),
+    ]
+
+
 def _strings(*names: str) -> tuple[Column, ...]:
     return tuple(Column(n, "integer" if n in _INTEGER_COLUMNS else "string", "") for n in names)
 
@@ -287,6 +318,8 @@ _GROUPED: Mapping[str, tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]] = 
         _strings("Min Available", "Max Unavailable", "Allowed Disruptions", "Age"),
         _pdb_row,
     ),
+    "resourceclaims.resource.k8s.io": (_strings("State", "Age"), _resourceclaim_row),
+    "resourceslices.resource.k8s.io": (_strings("Node", "Driver", "Pool", "Age"), _resourceslice_row),
 }
 
 _BUILTIN: Mapping[str, tuple[tuple[Column, ...], Callable[[Obj], list[Any]]]] = {

@@ -24,6 +24,7 @@ from agent import (
 )
 from agent.hooks.hamicore import HAMiCore
 from apis.errors import ConfigError
+from apis.extension.partitions import PartitionPolicy
 from apis.k8s.core import Taint
 from kube import servingflags
 from kube.client import ClientSettings
@@ -83,6 +84,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=report.resync_interval_s,
         metavar="S",
         help="seconds between full re-reads of the Device CR and the Node (changes are pushed at once)",
+    )
+    devices.add_argument(
+        "--gpu-partition-policy",
+        choices=[p.value for p in PartitionPolicy],
+        default=report.gpu_partition_policy.value,
+        help="the node.koordinator.sh/gpu-partition-policy label written with the GPU partition table: "
+        "Prefer (a partition when one is free) or Honor (multi-GPU pods get a partition or nothing)",
     )
     devices.add_argument(
         "--health-interval", type=_seconds, default=health.interval_s, metavar="S", help="health probe period"
@@ -222,7 +230,9 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             tls=servingflags.tls_from(args),
         ),
         report=ReportSettings(
-            discovery_interval_s=args.discovery_interval, resync_interval_s=args.device_resync_interval
+            discovery_interval_s=args.discovery_interval,
+            resync_interval_s=args.device_resync_interval,
+            gpu_partition_policy=PartitionPolicy(args.gpu_partition_policy),
         ),
         hooks=HookSettings(
             enabled=not args.no_hook_server,

@@ -98,6 +98,8 @@ def render_table(results: list[whatif.WhatIfResult]) -> str:
     for r in results:
         if r.node is not None:
             devices = _devices(r.annotations, nvlink=bool(r.nvlink)) or "-"
+            if r.partition:
+                devices += f"; partition {r.partition}"
             lines.append(f"{r.pod:<{width}}  {r.node:<{node_width}}  {devices}")
             continue
         lines.append(f"{r.pod:<{width}}  {'-':<{node_width}}  {r.reason or r.message}")

@@ -59,6 +59,7 @@ _CLIENT_PREFIX = {
     "policy": "policy",
     "storage": "storage.k8s.io",
     "discovery": "discovery.k8s.io",
+    "resource": "resource.k8s.io",
 }
 #: Types of k8s.io/apimachinery's meta/v1, shared by every group.
 _META = {
@@ -100,6 +101,7 @@ _MERGE_KEYS = {
         "volumeDevices": "devicePath",
     },
     "PodStatus": {"podIPs": "ip", "hostIPs": "ip", "resourceClaimStatuses": "name"},
+    "ResourceClaimStatus": {"reservedFor": "uid"},
     "NodeStatus": {"addresses": "type"},
     "ServiceSpec": {"ports": "port"},
     "ServiceAccount": {"secrets": "name"},
@@ -124,10 +126,14 @@ _INT64 = {
     "CustomResourceDefinitionCondition": {"observedGeneration"},
     "CustomResourceDefinitionStatus": {"observedGeneration"},
     "DaemonSetStatus": {"observedGeneration"},
+    "DeviceAttribute": {"int", "ints"},
+    "DeviceSubRequest": {"count"},
+    "DeviceToleration": {"tolerationSeconds"},
     "DeploymentStatus": {"observedGeneration"},
     "DownwardAPIVolumeFile": {"user"},
     "DownwardAPIVolumeSource": {"defaultUser"},
     "JSONSchemaProps": {"maxItems", "maxLength", "maxProperties", "minItems", "minLength", "minProperties"},
+    "ExactDeviceRequest": {"count"},
     "JobSpec": {"activeDeadlineSeconds"},
     "KeyToPath": {"user"},
     "LinuxContainerUser": {"gid", "supplementalGroups", "uid"},
@@ -142,6 +148,7 @@ _INT64 = {
     "Probe": {"terminationGracePeriodSeconds"},
     "ProjectedVolumeSource": {"defaultUser"},
     "ReplicaSetStatus": {"observedGeneration"},
+    "ResourcePool": {"generation", "resourceSliceCount"},
     "SecretVolumeSource": {"defaultUser"},
     "SecurityContext": {"runAsGroup", "runAsUser"},
     "ServiceAccountTokenProjection": {"expirationSeconds", "user"},
@@ -153,10 +160,18 @@ _INT64 = {
 #: types as strings: kube's decoder also takes a JSON number there (`cpu: 1`), and refuses text
 #: that is not a quantity.
 _QUANTITIES = {
+    "CapacityRequestPolicy": {"default", "validValues"},
+    "CapacityRequestPolicyRange": {"max", "min", "step"},
+    "CapacityRequirements": {"requests"},
     "ContainerStatus": {"allocatedResources"},
+    "Counter": {"value"},
+    "DeviceCapacity": {"value"},
+    "DeviceRequestAllocationResult": {"consumedCapacity"},
     "EmptyDirVolumeSource": {"sizeLimit"},
     "NodeAllocatableMappedResources": {"quantity"},
     "NodeAllocatableOverheadResources": {"perContainer", "perPod"},
+    "NodeAllocatableMapping": {"capacityMultiplier", "deviceMultiplier"},
+    "NodeAllocatableOverhead": {"perContainer", "perPod"},
     "NodeStatus": {"allocatable", "capacity"},
     "PersistentVolumeClaimStatus": {"allocatedResources", "capacity"},
     "PodSpec": {"overhead"},

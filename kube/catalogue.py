@@ -1,9 +1,11 @@
 """Every kind Tessera reads or writes, in one catalogue: group, version, resource, kind, scope and
 whether it serves a status subresource.
 
-Each is declared once: the built-in kinds in `kube.resources` (`PODS`, `DEPLOYMENTS`, ...),
+Each is declared once: the built-in kinds in `kube.resources` (`PODS`, `DEPLOYMENTS`, ...) and,
+for Dynamic Resource Allocation's (which the scheduler's pure core reads), in `apis.dra`,
 Tessera's CRDs in `apis.extension.names` (`DEVICES`, ...: the protocol names them, and `apis`
-imports nothing of ours). This module lists them all and answers lookups, and tests hold the
+imports nothing of ours), Dynamic Resource Allocation's kinds in `apis.dra` (the scheduler's core
+allocates from them and may not import `kube`). This module lists them all and answers lookups, and tests hold the
 rest of the repository to it: the CRDs of `deploy/crds/` (and so the Helm chart's, a link to
 them) and `deploy/crds-optional/`, the kinds the embedded API server serves, and every RBAC rule
 of `deploy/`, the chart and `tessera up`'s own roles. Typed access to the CRDs' objects is
@@ -16,6 +18,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
+from apis import dra
 from apis.extension import names
 from apis.extension.names import GroupVersionResource
 from kube import resources
@@ -49,6 +52,10 @@ BUILTINS: Final[tuple[GroupVersionResource, ...]] = (
     resources.DAEMON_SETS,
     resources.JOBS,
     resources.CRON_JOBS,
+    dra.DEVICE_CLASSES,
+    dra.RESOURCE_CLAIMS,
+    dra.RESOURCE_CLAIM_TEMPLATES,
+    dra.RESOURCE_SLICES,
 )
 #: Tessera's CRDs (deploy/crds/), Koordinator's kinds.
 CUSTOM: Final[tuple[GroupVersionResource, ...]] = (

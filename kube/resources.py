@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 import urllib3
 
+from apis.extension import names
 from apis.extension.names import GroupVersionResource
 from kube import errors
 from kube.patch import retry_on_conflict
@@ -70,9 +71,11 @@ log = logging.getLogger(__name__)
 # `apis.extension.names`; `kube.catalogue` lists both). The last field: kube serves `NAME/status`.
 NAMESPACES: Final = GroupVersionResource("", "v1", "namespaces", "Namespace", False, True)
 NODES: Final = GroupVersionResource("", "v1", "nodes", "Node", False, True)
-PODS: Final = GroupVersionResource("", "v1", "pods", "Pod", True, True)
+#: Declared with the protocol's names, as CONFIG_MAPS (the scheduling core's plugins name it).
+PODS: Final = names.CORE_PODS
 EVENTS: Final = GroupVersionResource("", "v1", "events", "Event", True)
-CONFIG_MAPS: Final = GroupVersionResource("", "v1", "configmaps", "ConfigMap", True)
+#: Declared with the protocol's names (the scheduling core watches it and may not import kube).
+CONFIG_MAPS: Final = names.CONFIG_MAPS
 SECRETS: Final = GroupVersionResource("", "v1", "secrets", "Secret", True)
 SERVICES: Final = GroupVersionResource("", "v1", "services", "Service", True, True)
 ENDPOINTS: Final = GroupVersionResource("", "v1", "endpoints", "Endpoints", True)

@@ -15,11 +15,12 @@ import random
 import threading
 import time
 import zoneinfo
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from apis.k8s.workloads import Scale, controller_of
-from kube import serving
+from kube import errors, serving
 from kube.client import Client
 from kube.delegation import Delegation
 from kube.events import EventRecorder
@@ -33,9 +34,11 @@ from kubecontrollers import (
     garbagecollector,
     job,
     replicaset,
+    resourceclaim,
     statefulset,
 )
 from kubecontrollers.kinds import (
+    COLLECTED_OWNER_KINDS,
     CRON_JOBS,
     DEPLOYMENTS,
     JOBS,
@@ -44,6 +47,8 @@ from kubecontrollers.kinds import (
     POD_DISRUPTION_BUDGETS,
     PODS,
     REPLICA_SETS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
     STATEFUL_SETS,
 )
 from kubecontrollers.loop import Engine, Key, Metrics
@@ -59,7 +64,7 @@ _BY_NAMESPACE = {"namespace": lambda o: [str((o.get("metadata") or {}).get("name
 #: Dependents by the uids of their owners, for the garbage collector.
 _BY_OWNER = {"owner": lambda o: [str(r.get("uid")) for r in (o.get("metadata") or {}).get("ownerReferences") or ()]}
 #: The resources whose objects have owners the collector looks after.
-_DEPENDENTS = {"pods": PODS, "replicasets": REPLICA_SETS, "jobs": JOBS}
+_DEPENDENTS = {"pods": PODS, "replicasets": REPLICA_SETS, "jobs": JOBS, "resourceclaims": RESOURCE_CLAIMS}
 #: Owner kind -> the controller that syncs it.
 _CONTROLLER_OF_KIND = {
     "ReplicaSet": "replicaset",
@@ -69,9 +74,22 @@ _CONTROLLER_OF_KIND = {
     "DaemonSet": "daemonset",
     "CronJob": "cronjob",
 }
-_KIND_OF = {r.plural: kind for kind, r in OWNER_KINDS.items()}
+_KIND_OF = {r.plural: kind for kind, r in COLLECTED_OWNER_KINDS.items()}
 #: Pods by the node they are bound to, for the node lifecycle controller.
 _BY_NODE = {"node": lambda o: [str((o.get("spec") or {}).get("nodeName") or "")]}
+#: Pods by the claims they use ("namespace/claim") and the templates they name, for the
+#: resourceclaim controller: a claim or template that changes wakes the pods it concerns.
+_BY_CLAIM = {
+    "claim": lambda o: [f"{(o.get('metadata') or {}).get('namespace', '')}/{c}" for c in resourceclaim.claim_names(o)],
+    "template": lambda o: [
+        f"{(o.get('metadata') or {}).get('namespace', '')}/{c.get('resourceClaimTemplateName')}"
+        for c in (o.get("spec") or {}).get("resourceClaims") or ()
+        if isinstance(c, dict) and c.get("resourceClaimTemplateName")
+    ],
+}
+#: How many deleted pods' uids are remembered (kube's: 500): a consumer known to be deleted needs
+#: no question to the API server.
+_DELETED_PODS_KEPT = 500
 _RESOURCES = (
     PODS,
     REPLICA_SETS,
@@ -82,6 +100,8 @@ _RESOURCES = (
     POD_DISRUPTION_BUDGETS,
     OWNER_KINDS["DaemonSet"],
     NODES,
+    RESOURCE_CLAIMS,
+    RESOURCE_CLAIM_TEMPLATES,
 )
 #: The node lifecycle controller's one key: each pass looks at every node (zones are judged whole).
 NODE_LIFECYCLE_KEY: Key = ("nodelifecycle", "")
@@ -139,7 +159,7 @@ class KubeControllers:
                 indexers={
                     **_BY_NAMESPACE,
                     **(_BY_OWNER if r.plural in _DEPENDENTS else {}),
-                    **(_BY_NODE if r.plural == "pods" else {}),
+                    **({**_BY_NODE, **_BY_CLAIM} if r.plural == "pods" else {}),
                 },
             )
             for r in _RESOURCES
@@ -155,6 +175,8 @@ class KubeControllers:
             "gc": self._sync_dependent,
             "gc-owner": self._sync_owner,
             "nodelifecycle": self._sync_node_lifecycle,
+            "resourceclaim-pod": self._sync_claims_of_pod,
+            "resourceclaim": self._sync_resource_claim,
         }
         self.nodes = NodeMonitor(
             client, grace_s=settings.node_monitor_grace_period, period_s=settings.node_monitor_period
@@ -164,6 +186,8 @@ class KubeControllers:
             client, self.informers, syncs, metrics=metrics, events=self.events, resync_s=settings.resync_period
         )
         self._rng = random.Random()
+        self._client = client
+        self._deleted_pods: OrderedDict[str, None] = OrderedDict()
         for plural, informer in self.informers.items():
             route = self._router(plural, deleted=False)
             informer.add_handlers(
@@ -217,6 +241,28 @@ class KubeControllers:
             namespace = key.partition("/")[0]
             pdbs = self.informers["poddisruptionbudgets"].store.by_index("namespace", namespace)
             keys += [("disruption", _key(b)) for b in pdbs]
+            keys += self._claim_keys_of_pod(obj, deleted=deleted)
+        if plural == "resourceclaims":
+            keys.append(("resourceclaim", key))
+            keys += [("resourceclaim-pod", _key(p)) for p in self.informers["pods"].store.by_index("claim", key)]
+        if plural == "resourceclaimtemplates":
+            keys += [("resourceclaim-pod", _key(p)) for p in self.informers["pods"].store.by_index("template", key)]
+        return keys
+
+    def _claim_keys_of_pod(self, pod: Obj, *, deleted: bool) -> list[Key]:
+        """The resourceclaim controller's keys for a pod event: the pod (its claims to make) and,
+        once it no longer needs them, the claims it holds (their reservations to release)."""
+        if not (pod.get("spec") or {}).get("resourceClaims"):
+            return []
+        meta = pod.get("metadata") or {}
+        if deleted:
+            self._deleted_pods[str(meta.get("uid"))] = None
+            while len(self._deleted_pods) > _DELETED_PODS_KEPT:
+                self._deleted_pods.popitem(last=False)
+        keys: list[Key] = [] if deleted else [("resourceclaim-pod", _key(pod))]
+        if not resourceclaim.pod_needs_claims(pod, deleted=deleted):
+            namespace = str(meta.get("namespace", ""))
+            keys += [("resourceclaim", f"{namespace}/{name}") for name in resourceclaim.claim_names(pod)]
         return keys
 
     def all_keys(self) -> Iterable[Key]:
@@ -232,9 +278,13 @@ class KubeControllers:
             ("daemonsets", "daemonset"),
             ("cronjobs", "cronjob"),
             ("poddisruptionbudgets", "disruption"),
+            ("resourceclaims", "resourceclaim"),
         ):
             for obj in self.informers[plural].store.list():
                 yield (controller, _key(obj))
+        for pod in self.informers["pods"].store.list():
+            if (pod.get("spec") or {}).get("resourceClaims"):
+                yield ("resourceclaim-pod", _key(pod))
 
     # --- the caches, as the sync functions read them ------------------------------------------------
     def _get(self, plural: str, key: str) -> Obj | None:
@@ -317,8 +367,38 @@ class KubeControllers:
         names = [str((n.get("metadata") or {}).get("name", "")) for n in nodes]
         return self.nodes.sync(nodes, {name: pods.by_index("node", name) for name in names})
 
+    def _sync_claims_of_pod(self, key: str) -> Plan | None:
+        pod = self._get("pods", key)
+        if pod is None:
+            return None
+        claims = {str((c.get("metadata") or {}).get("name")): c for c in self._in_namespace("resourceclaims", key)}
+        templates = {
+            str((t.get("metadata") or {}).get("name")): t for t in self._in_namespace("resourceclaimtemplates", key)
+        }
+        return resourceclaim.sync_pod(pod, claims, templates, rng=self._rng)
+
+    def _sync_resource_claim(self, key: str) -> Plan | None:
+        claim = self._get("resourceclaims", key)
+        if claim is None:
+            return None
+        namespace = key.partition("/")[0]
+
+        def pod(name: str, uid: str) -> Obj | None:
+            """The consumer from the cache; one the cache lacks is asked of the API server unless
+            it is known deleted: the scheduler may reserve a claim for a pod not cached yet."""
+            cached = self._get("pods", f"{namespace}/{name}")
+            if cached is not None or uid in self._deleted_pods:
+                return cached
+            try:
+                found: Obj = self._client.resource(PODS).get(name, namespace=namespace)
+            except errors.NotFound:
+                return None
+            return found
+
+        return resourceclaim.sync_claim(claim, pod)
+
     def _owner(self, kind: str, key: str) -> Obj | None:
-        resource = OWNER_KINDS.get(kind)
+        resource = COLLECTED_OWNER_KINDS.get(kind)
         return self._get(resource.plural, key) if resource is not None else None
 
     def _dependent_keys(self, uid: str) -> list[Key]:

@@ -1,7 +1,9 @@
 """The garbage collector's decisions: dependents follow their owners as the delete asked.
 
-Owners are the workload kinds (`kinds.OWNER_KINDS`), dependents their pods, a Deployment's
-ReplicaSets and a CronJob's Jobs, linked by ownerReferences. As kube's garbage collector, for what is covered:
+Owners are the workload kinds (`kinds.OWNER_KINDS`) and pods, dependents the workloads' pods, a
+Deployment's ReplicaSets, a CronJob's Jobs and the ResourceClaims generated for a pod
+(`kinds.COLLECTED_OWNER_KINDS`), linked by ownerReferences. As kube's garbage collector, for what
+is covered:
 
 - **Background** (the owner is gone): a dependent whose every owner is gone is deleted (after the
   owners' absence is confirmed with the API server, not only the cache); one with other owners
@@ -19,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from apis.extension.names import GroupVersionResource
-from kubecontrollers.kinds import OWNER_KINDS
+from kubecontrollers.kinds import COLLECTED_OWNER_KINDS, OWNER_KINDS
 from kubecontrollers.plan import Delete, Obj, Patch, Plan
 
 __all__ = ["FOREGROUND", "ORPHAN", "Owners", "collect_dependent", "collect_owner"]
@@ -65,7 +67,7 @@ def _without_refs(dependent: Obj, resource: GroupVersionResource, uids: set[str]
 def _dependent_action(resource: GroupVersionResource, dependent: Obj, owners: Owners) -> Patch | Delete | None:
     meta = _meta(dependent)
     namespace = str(meta.get("namespace", ""))
-    known = [r for r in _refs(dependent) if r.get("kind") in OWNER_KINDS]
+    known = [r for r in _refs(dependent) if r.get("kind") in COLLECTED_OWNER_KINDS]
     if not known or meta.get("deletionTimestamp"):
         return None
     live = {str(r.get("uid")): _owner(owners, namespace, r) for r in known}
@@ -84,7 +86,9 @@ def _dependent_action(resource: GroupVersionResource, dependent: Obj, owners: Ow
     if not gone:
         return None
     if len(gone) == len(_refs(dependent)):
-        checks = tuple((OWNER_KINDS[str(r.get("kind"))], str(r.get("name")), str(r.get("uid"))) for r in known)
+        checks = tuple(
+            (COLLECTED_OWNER_KINDS[str(r.get("kind"))], str(r.get("name")), str(r.get("uid"))) for r in known
+        )
         # Background, as kube's collector: a Job's own default would orphan its pods.
         return Delete(
             resource, namespace, str(meta["name"]), str(meta["uid"]), propagation="Background", unless_owners=checks
@@ -120,5 +124,5 @@ def collect_owner(
         kept = [f for f in finalizers if f not in pending]
         body = {"metadata": {"finalizers": kept, "resourceVersion": meta.get("resourceVersion")}}
         namespace, _, name = _key(owner).partition("/")
-        plan.actions.append(Patch(OWNER_KINDS[kind], namespace, name, body))
+        plan.actions.append(Patch(COLLECTED_OWNER_KINDS[kind], namespace, name, body))
     return plan

@@ -10,7 +10,8 @@ owner's `reservation-allocated` annotation consumes its Reservation), then every
 scheduled in the order given — except that a gang's members are scheduled one after another,
 where its first member is — each placement committed before the next. The result per pod is its
 node (or none), the annotations the scheduler would write — and for two or more GPUs, whether
-NVLink joins them all (as the node's Device says) — and for a pod that fits nowhere the reason
+NVLink joins them all (as the node's Device says) and which of the node's GPU partitions they
+are, if one — and for a pod that fits nowhere the reason
 per node, and where preemption would make room and whom it would evict (`preemption`; nothing is
 evicted: the snapshot's pods stay for the pods after it).
 
@@ -39,6 +40,7 @@ from apis.crds.podgroup import PodGroup
 from apis.crds.reservation import CONDITION_SCHEDULED, Reservation
 from apis.errors import AnnotationError, ValidationError
 from apis.extension import allocation, names
+from apis.extension.partitions import NodePartitions
 from apis.k8s import resources
 from apis.k8s.core import Node, Pod
 from apis.k8s.meta import now_rfc3339
@@ -48,6 +50,7 @@ from scheduler.core import gangs as core_gangs
 from scheduler.framework.preemption import Preemption
 from scheduler.framework.status import Code, Shortfall
 from scheduler.plugins.coscheduling import GangSummary
+from scheduler.plugins.deviceshare.partitions import partition_of
 
 __all__ = [
     "GangResult",
@@ -105,6 +108,9 @@ class WhatIfResult:
     nearest: tuple[tuple[str, tuple[Shortfall, ...]], ...] = ()
     #: For a pod given two or more GPUs: whether NVLink joins every two of them; else None.
     nvlink: bool | None = None
+    #: For a pod given whole GPUs that are one of the node's GPU partitions: that partition and
+    #: where the table came from (`[0,1,2,3] (built-in table for H100, Honor)`); else "".
+    partition: str = ""
     #: why the pod was not scheduled at all (no profile serves its schedulerName)
     reason: str = ""
     #: For a pod that fits nowhere: where preemption would make room, and whom it would evict
@@ -124,6 +130,8 @@ class WhatIfResult:
             out["nearest"] = {node: [str(s) for s in shortfalls] for node, shortfalls in self.nearest}
         if self.nvlink is not None:
             out["nvlink"] = self.nvlink
+        if self.partition:
+            out["partition"] = self.partition
         if self.reason:
             out["reason"] = self.reason
         if self.preemption is not None:
@@ -312,7 +320,8 @@ def report(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> WhatIf
     # The snapshot is done: whatever still waits at Permit waits in vain.
     record(scheduler.resolve_waiting(now=math.inf))
     results = tuple(
-        not_served.get(i) or _result(outcomes[i], core_gangs.gang_of(scheduler.frameworks, pod), devices)
+        not_served.get(i)
+        or _result(outcomes[i], core_gangs.gang_of(scheduler.frameworks, pod), devices, _partitions(scheduler))
         for i, pod in enumerate(pending)
     )
     found = core_gangs.gangs(scheduler.frameworks)
@@ -358,11 +367,25 @@ def load(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> tuple[li
     return pending, tuple(ReservationResult.of(r) for r in after.values())
 
 
-def _result(outcome: Outcome, gang: GangSummary | None, devices: Mapping[str, Device]) -> WhatIfResult:
+def _partitions(scheduler: Scheduler) -> Callable[[str], NodePartitions | None]:
+    def of(node: str) -> NodePartitions | None:
+        info = scheduler.cache.node(node)
+        return info.devices.partitions if info is not None else None
+
+    return of
+
+
+def _result(
+    outcome: Outcome,
+    gang: GangSummary | None,
+    devices: Mapping[str, Device],
+    partitions_of: Callable[[str], NodePartitions | None],
+) -> WhatIfResult:
     if outcome.scheduled:
         device = devices.get(outcome.node or "")
         nvlink = _nvlinked(outcome.annotations, device) if device is not None else None
-        return WhatIfResult(outcome.pod, outcome.node, dict(outcome.annotations), nvlink=nvlink)
+        partition = _partition(outcome.annotations, partitions_of(outcome.node or ""))
+        return WhatIfResult(outcome.pod, outcome.node, dict(outcome.annotations), nvlink=nvlink, partition=partition)
     diagnosis = outcome.diagnosis
     message = outcome.status.message
     if gang is not None and f"gang {gang.name}" not in message:
@@ -375,6 +398,20 @@ def _result(outcome: Outcome, gang: GangSummary | None, devices: Mapping[str, De
         nearest=tuple(diagnosis.nearest()),
         preemption=outcome.preemption,
     )
+
+
+def _partition(annotations: Mapping[str, str], node: NodePartitions | None) -> str:
+    """The node's partition the pod's whole GPUs are, described; "" when they are none."""
+    if node is None or node.table is None:
+        return ""
+    try:
+        gpus = allocation.from_pod_annotations(annotations).get(DeviceType.GPU, ())
+    except AnnotationError:
+        return ""
+    if not gpus or any(g.resources.get(names.GPU_CORE, 0) < 100 for g in gpus):
+        return ""  # a share: placed as without partitions
+    found = partition_of(node, [g.minor for g in gpus])
+    return f"{found} ({node.source}, {node.policy.value})" if found is not None else ""
 
 
 def _nvlinked(annotations: Mapping[str, str], device: Device) -> bool | None:

@@ -15,7 +15,10 @@ no-op writes. What goes in, per protocol.md:
   that recovered keeps a `Healthy=True` condition saying so; one never unhealthy has none;
 - NVLink: each GPU's NVLink peers among the GPUs reported (`Device.nvlink`, written as the
   `tessera.dev/gpu-nvlink-peers` annotation), whatever their health — a link is a fact of the
-  board, and an unhealthy GPU has nothing allocatable anyway.
+  board, and an unhealthy GPU has nothing allocatable anyway;
+- GPU partitions (agent/devices/partitions.py): the `scheduling.koordinator.sh/gpu-partitions`
+  annotation, for known Hopper models or from NVLink, with the
+  `node.koordinator.sh/gpu-partition-policy` label (`partition_policy`); neither without a table.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from agent.devices.partitions import table_for
 from agent.discovery.model import GPU, Inventory, RDMADevice
 from agent.health.tracker import Health
 from apis.crds.device import Device, DeviceInfo, DeviceType, VirtualFunctionGroup
-from apis.extension import names
+from apis.extension import names, partitions
+from apis.extension.partitions import PartitionPolicy
 from apis.k8s.meta import Condition, ObjectMeta, OwnerReference
 
 __all__ = ["build_device"]
@@ -36,9 +41,17 @@ log = logging.getLogger(__name__)
 _HEALTHY = Health()
 
 
-def build_device(inventory: Inventory, health: Mapping[str, Health], *, node_name: str, node_uid: str = "") -> Device:
+def build_device(
+    inventory: Inventory,
+    health: Mapping[str, Health],
+    *,
+    node_name: str,
+    node_uid: str = "",
+    partition_policy: PartitionPolicy = PartitionPolicy.PREFER,
+) -> Device:
     """The Device CR for `node_name`. `health` maps a device's `id` to its Health (missing means
-    healthy). Without `node_uid` the owner reference is left out (the Node is not known yet)."""
+    healthy). Without `node_uid` the owner reference is left out (the Node is not known yet).
+    `partition_policy` labels a Device that has a GPU partition table."""
     owners = (
         (
             OwnerReference(
@@ -55,10 +68,17 @@ def build_device(inventory: Inventory, health: Mapping[str, Health], *, node_nam
     )
     devices = [_gpu(g, health.get(g.uuid, _HEALTHY)) for g in inventory.gpus]
     devices += [_rdma(r, health.get(r.bus_id, _HEALTHY)) for r in inventory.rdma]
+    labels = _labels(inventory, node_name)
+    annotations: dict[str, str] = {}
+    table = table_for(inventory.gpus) if inventory.gpus else None
+    if table is not None:
+        labels[names.LABEL_GPU_PARTITION_POLICY] = partition_policy.value
+        annotations[names.ANNOTATION_GPU_PARTITIONS] = partitions.encode_table(table)
     return Device(
-        meta=ObjectMeta(name=node_name, labels=_labels(inventory, node_name), owner_references=owners),
+        meta=ObjectMeta(name=node_name, labels=labels, annotations=annotations, owner_references=owners),
         devices=tuple(sorted(devices, key=lambda d: d.sort_key)),
         nvlink=_nvlink(inventory),
+        gpu_partitions=table,
     )
 
 

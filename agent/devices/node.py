@@ -28,6 +28,7 @@ from agent.metrics.gpu import GPUMetrics, PodByUID
 from agent.periodic import Periodic
 from agent.settings import HealthSettings, MetricsSettings
 from apis.crds.device import Device
+from apis.extension.partitions import PartitionPolicy
 
 __all__ = ["NodeDevices"]
 
@@ -47,8 +48,10 @@ class NodeDevices:
         metrics: MetricsSettings,
         discovery_interval_s: float,
         pods: PodByUID | None = None,
+        partition_policy: PartitionPolicy = PartitionPolicy.PREFER,
     ) -> None:
         self.node_name = node_name
+        self._partition_policy = partition_policy
         self.stack = stack
         self.tracker = HealthTracker(SystemClock(), quiet_period_s=health.quiet_period_s)
         self._health = health
@@ -83,7 +86,13 @@ class NodeDevices:
 
     def build(self, node_uid: str) -> Device:
         """The Device CR for the current inventory and health."""
-        return build_device(self._inventory, self.tracker.snapshot(), node_name=self.node_name, node_uid=node_uid)
+        return build_device(
+            self._inventory,
+            self.tracker.snapshot(),
+            node_name=self.node_name,
+            node_uid=node_uid,
+            partition_policy=self._partition_policy,
+        )
 
     def start(self) -> None:
         """Start health monitoring, metrics collection and the discovery loop."""

@@ -5,8 +5,8 @@ starts it. Everything about writing the CR is here:
 
 - **What** is written: `build(node_uid)`, the agent's `build_device` over the current inventory
   and health. The agent owns the spec, its own labels (GPU vendor, model, driver version,
-  simulated) and the owner reference to the Node; labels and annotations that others put on the
-  object are kept.
+  simulated, GPU partition policy), its annotations (NVLink peers, GPU partitions) and the owner
+  reference to the Node; labels and annotations that others put on the object are kept.
 - **When**: at once on `wake()` (a health change, new devices), and every `resync_interval_s` a
   full pass re-reads the CR and the Node, so edits by others, a deleted CR or a re-created Node
   (new uid) are corrected. A write happens only when the object on the server differs from the
@@ -52,7 +52,7 @@ from kube.logs import V
 from kube.patch import retry_on_conflict
 from kube.resources import NODES
 
-__all__ = ["OWNED_LABELS", "DeviceReporter", "SyncResult"]
+__all__ = ["OWNED_ANNOTATIONS", "OWNED_LABELS", "DeviceReporter", "SyncResult"]
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,11 @@ OWNED_LABELS: Final = frozenset(
         names.LABEL_GPU_DRIVER_VERSION,
         names.LABEL_GPU_ISOLATION_PROVIDER,
         names.LABEL_SIMULATED,
+        names.LABEL_GPU_PARTITION_POLICY,
     }
 )
+#: The annotations the agent writes on its Device CR (the NVLink one is `Device.nvlink`'s).
+OWNED_ANNOTATIONS: Final = frozenset({names.ANNOTATION_GPU_PARTITIONS})
 
 _BACKOFF: Final = Backoff(initial=0.5, maximum=10.0)
 
@@ -286,16 +289,18 @@ class DeviceReporter:
 def _owned(device: Device) -> tuple[object, ...]:
     """The parts of a Device the agent decides."""
     labels = {k: v for k, v in device.meta.labels.items() if k in OWNED_LABELS}
-    return device.devices, device.nvlink, labels, device.meta.owner_references
+    annotations = {k: v for k, v in device.meta.annotations.items() if k in OWNED_ANNOTATIONS}
+    return device.devices, device.nvlink, labels, annotations, device.meta.owner_references
 
 
 def _merged(server: ObjectMeta, wanted: Device) -> Device:
     """`wanted` with the server object's resourceVersion, annotations and labels others own."""
     others = {k: v for k, v in server.labels.items() if k not in OWNED_LABELS}
+    other_annotations = {k: v for k, v in server.annotations.items() if k not in OWNED_ANNOTATIONS}
     meta = dataclasses.replace(
         wanted.meta,
         labels={**others, **wanted.meta.labels},
-        annotations=server.annotations,
+        annotations={**other_annotations, **wanted.meta.annotations},
         resource_version=server.resource_version,
     )
     return dataclasses.replace(wanted, meta=meta)
@@ -306,6 +311,7 @@ def _same(current: Device, wanted: Device) -> bool:
         current.devices == wanted.devices
         and current.nvlink == wanted.nvlink
         and dict(current.meta.labels) == dict(wanted.meta.labels)
+        and dict(current.meta.annotations) == dict(wanted.meta.annotations)
         and current.meta.owner_references == wanted.meta.owner_references
     )
 

@@ -27,7 +27,13 @@ travels as Tessera's own annotation on the Device, `tessera.dev/gpu-nvlink-peers
 the structural schema of Koordinator's own CRD would prune it on a real API server, while
 annotations are never pruned and Koordinator's readers ignore keys they do not know. (Its
 `scheduling.koordinator.sh/gpu-partitions` annotation is another thing: the GPU combinations a
-node *permits*, which a Koordinator scheduler honours or prefers, so Tessera does not write it.)
+node *permits*, which both schedulers honour or prefer.)
+
+GPU partitions: the `scheduling.koordinator.sh/gpu-partitions` annotation stays in
+`meta.annotations` as written and is also read into `Device.gpu_partitions`
+(`apis.extension.partitions`). It never makes the Device unreadable: where Koordinator's decoder
+would fail the table is None (Koordinator then falls back to its built-in table too) and
+`partition_problems` says why, as it names partitions left out.
 """
 
 from __future__ import annotations
@@ -40,8 +46,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from apis import _fields as f
-from apis.errors import ValidationError
-from apis.extension import deprecated, names
+from apis.errors import AnnotationError, ValidationError
+from apis.extension import deprecated, names, partitions
 from apis.extension.devicetypes import DeviceType
 from apis.k8s import resources
 from apis.k8s.meta import Condition, ObjectMeta
@@ -241,6 +247,16 @@ class Device:
     #: Entries of `spec.devices` left out because Tessera cannot allocate them, one sentence
     #: each (module docstring); not written back by `to_dict`.
     ignored: tuple[str, ...] = field(default=(), compare=False)
+    #: The `gpu-partitions` annotation read (None: absent, empty or malformed); derived from
+    #: `meta.annotations`, which `to_dict` writes.
+    gpu_partitions: partitions.PartitionTable | None = field(default=None, compare=False)
+    #: Why the annotation, or some of its partitions, cannot be used, one sentence each.
+    partition_problems: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def partition_policy(self) -> partitions.PartitionPolicy:
+        """The Device's `gpu-partition-policy` label (it applies to the Device's own table)."""
+        return partitions.policy_from_labels(self.meta.labels)
 
     @property
     def node_name(self) -> str:
@@ -291,8 +307,14 @@ class Device:
             }
             others = {k: v for k, v in meta.annotations.items() if k != names.ANNOTATION_GPU_NVLINK_PEERS}
             meta = replace(meta, annotations=others)
+        table, problems = _read_partitions(meta.annotations, obj)
         return cls(
-            meta=meta, devices=tuple(sorted(devices, key=lambda x: x.sort_key)), nvlink=nvlink, ignored=tuple(ignored)
+            meta=meta,
+            devices=tuple(sorted(devices, key=lambda x: x.sort_key)),
+            nvlink=nvlink,
+            ignored=tuple(ignored),
+            gpu_partitions=table,
+            partition_problems=problems,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -310,6 +332,19 @@ class Device:
             "metadata": meta,
             "spec": {"devices": [x.to_dict() for x in sorted(self.devices, key=lambda x: x.sort_key)]},
         }
+
+
+def _read_partitions(
+    annotations: Mapping[str, str], obj: str
+) -> tuple[partitions.PartitionTable | None, tuple[str, ...]]:
+    """The Device's partition table and its problems; an empty value is no table (Koordinator)."""
+    text = annotations.get(names.ANNOTATION_GPU_PARTITIONS)
+    if not text:
+        return None, ()
+    try:
+        return partitions.decode_table(text, obj=obj)
+    except AnnotationError as e:
+        return None, (f"{e.reason}: the Device's GPU partitions are not used",)
 
 
 def _format_nvlink(nvlink: Mapping[int, frozenset[int]]) -> str:

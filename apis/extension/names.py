@@ -73,6 +73,10 @@ MILLI_RESOURCES: Final = frozenset({CPU})
 ANNOTATION_DEVICE_ALLOCATED: Final = f"{SCHEDULING_DOMAIN}/device-allocated"
 ANNOTATION_DEVICE_ALLOCATE_HINT: Final = f"{SCHEDULING_DOMAIN}/device-allocate-hint"
 ANNOTATION_DEVICE_JOINT_ALLOCATE: Final = f"{SCHEDULING_DOMAIN}/device-joint-allocate"
+#: On a pod: how it wants a GPU partition (`apis.extension.partitions.PartitionSpec`, JSON
+#: `{"allocatePolicy":"Restricted"|"BestEffort","ringBusBandwidth":"<quantity>"}`); its presence
+#: alone makes the node's partitions binding for the pod, whatever the node's policy.
+ANNOTATION_GPU_PARTITION_SPEC: Final = f"{SCHEDULING_DOMAIN}/gpu-partition-spec"
 
 LABEL_QOS_CLASS: Final = f"{DOMAIN}/qosClass"
 LABEL_PRIORITY: Final = f"{DOMAIN}/priority"
@@ -156,6 +160,16 @@ ANNOTATION_MIGRATION_REASON: Final = f"{TESSERA_DOMAIN}/migration-reason"
 LABEL_GPU_VENDOR: Final = f"{NODE_DOMAIN}/gpu-vendor"
 LABEL_GPU_MODEL: Final = f"{NODE_DOMAIN}/gpu-model"
 LABEL_GPU_DRIVER_VERSION: Final = f"{NODE_DOMAIN}/gpu-driver-version"
+#: The `vendor` label value (and Koordinator's `GPUVendorNVIDIA`) of NVIDIA GPUs.
+GPU_VENDOR_NVIDIA: Final = "nvidia"
+#: On a Device (with its `ANNOTATION_GPU_PARTITIONS`) or, for the built-in table, on a Node:
+#: `Honor` (multi-GPU pods get a partition of the table or nothing) or `Prefer` (a partition when
+#: one is free; any other value reads as `Prefer`, as in Koordinator).
+LABEL_GPU_PARTITION_POLICY: Final = f"{NODE_DOMAIN}/gpu-partition-policy"
+#: On a Device: the sets of GPUs the node permits one pod to have, as JSON
+#: `{"<gpu count>": [{"minors": [...], "gpuLinkType": "NVLink", "ringBusBandwidth": "<quantity>",
+#: "allocationScore": <int>}, ...]}` (`apis.extension.partitions.PartitionTable`).
+ANNOTATION_GPU_PARTITIONS: Final = f"{SCHEDULING_DOMAIN}/gpu-partitions"
 #: Koordinator's names for the model and driver labels before v1.2. Koordinator still defines
 #: them but reads neither; Tessera reads a node's model from here when `LABEL_GPU_MODEL` is
 #: absent (a node labelled by a pre-v1.2 manager), and never writes them.
@@ -274,3 +288,10 @@ POD_MIGRATION_JOBS: Final = GroupVersionResource(
 )
 #: One per node, named after it: the node's QoS configuration (Koordinator's slo-controller writes it).
 NODE_SLOS: Final = GroupVersionResource(SLO_DOMAIN, "v1alpha1", "nodeslos", "NodeSLO", False, True)
+#: A built-in kind Koordinator's protocol keeps data in (DeviceShare's GPU shared-resource
+#: templates), declared here rather than in `kube.resources` (which re-exports it) because the
+#: scheduling core, which may not import `kube`, watches it.
+CONFIG_MAPS: Final = GroupVersionResource("", "v1", "configmaps", "ConfigMap", True)
+#: Pods, declared here for the same reason (`kube.resources.PODS`; `PODS` here is the resource
+#: name): the scheduling core's plugins say what is wrong on a pod, with its kind and apiVersion.
+CORE_PODS: Final = GroupVersionResource("", "v1", "pods", "Pod", True, True)

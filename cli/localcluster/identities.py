@@ -191,6 +191,13 @@ LOCAL_ROLES: list[dict[str, Any]] = [
             {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "patch"]},
             {"apiGroups": [""], "resources": ["nodes/status", "pods/status"], "verbs": ["patch"]},
             {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "list", "watch"]},
+            # kubecontrollers/resourceclaim.py: claims made from the pods' templates (create), their
+            # consumers released and allocations cleared (patch resourceclaims/status), the
+            # delete-protection finalizer lifted (patch), generated claims of pods that will not run
+            # deleted; the templates read; the pods' status.resourceClaimStatuses (pods/status, above).
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": _WRITE},
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaimtemplates"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims/status"], "verbs": ["patch"]},
         ],
     ),
     _binding(

@@ -5,9 +5,10 @@ One pass (`sync`) reads the jobs from the cache in creation order, plans each on
 asks the arbiter where a step needs it, performs the step (create the Reservation, evict, write
 status, record Events) and rolls back what failed. It runs on the descheduler's single loop
 thread, so the arbiter's counts see each admission of the same pass. Everything it needs to
-resume is in the API objects; the only memory it keeps is the newest version of the jobs it
-wrote itself (`_written`), so that a cache a moment behind its own write does not make it
-repeat a step.
+resume is in the API objects; the only memory it keeps is what it wrote itself and the cache may
+not show yet — the newest version of the jobs it wrote (`_written`), so that it does not repeat a
+step, and the Reservations it created (`_created`), until the cache has shown each once, so that
+a Reservation a moment younger than the cache is not taken for a deleted one (which fails the job).
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ class Executor:
         self._now = now
         #: job name -> the object our last write returned (newer than the cache for a moment).
         self._written: dict[str, Obj] = {}
+        #: Reservation name -> the object its create returned, until the cache shows it.
+        self._created: dict[str, Obj] = {}
 
     # --- one pass ----------------------------------------------------------------------------------
     def sync(self) -> None:
@@ -129,6 +132,10 @@ class Executor:
         self._metrics.running.set(running)
         self._orphans({j.job.name for j in jobs})
         self._written = {k: v for k, v in self._written.items() if self._cluster.jobs.get(k) is not None}
+        unfinished = {reservations.name_for_job(j.job) for j in jobs if not j.job.phase.terminal}
+        self._created = {
+            k: v for k, v in self._created.items() if k in unfinished and self._cluster.reservations.get(k) is None
+        }
 
     def _current(self, raw: Obj) -> Obj:
         mine = self._written.get(str(raw["metadata"].get("name")))
@@ -150,7 +157,8 @@ class Executor:
         return pod
 
     def _reservation(self, job: PodMigrationJob) -> Reservation | None:
-        raw = self._cluster.reservations.get(reservations.name_for_job(job))
+        name = reservations.name_for_job(job)
+        raw = self._cluster.reservations.get(name) or self._created.get(name)
         if raw is None:
             return None
         try:
@@ -293,6 +301,7 @@ class Executor:
         name = body["metadata"]["name"]
         try:
             created = self._reservations.create(body)
+            self._created[name] = created
             uid = str((created.get("metadata") or {}).get("uid") or "")
         except AlreadyExists:
             uid = ""

@@ -6,6 +6,7 @@ The bottom layer of the scheduler: it imports only `apis`. See `cache.py` for th
 from scheduler.cache.budgets import DisruptionBudgets
 from scheduler.cache.cache import DEFAULT_ASSUMED_TTL, ClusterCache
 from scheduler.cache.devices import DeviceHolder, DeviceState, DeviceUsage, Holding, NodeDevices, Overcommit
+from scheduler.cache.holdings import DeviceAllocatedAnnotation, Held, Holdings, HoldingsSource
 from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.nominator import Nominator
 from scheduler.cache.podinfo import PodInfo
@@ -16,11 +17,15 @@ __all__ = [
     "DEFAULT_ASSUMED_TTL",
     "CacheSnapshot",
     "ClusterCache",
+    "DeviceAllocatedAnnotation",
     "DeviceHolder",
     "DeviceState",
     "DeviceUsage",
     "DisruptionBudgets",
+    "Held",
     "Holding",
+    "Holdings",
+    "HoldingsSource",
     "NodeDevices",
     "NodeInfo",
     "Nominator",

@@ -21,16 +21,16 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from apis.crds.device import Device, DeviceType
 from apis.crds.reservation import Reservation, allocated_from_pod
 from apis.errors import AnnotationError
-from apis.extension import devicetypes, names
+from apis.extension import partitions
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Node, Pod
 from scheduler.cache.budgets import DisruptionBudgets
 from scheduler.cache.devices import DeviceUsage, Holding, Overcommit
+from scheduler.cache.holdings import MISSING, REMOVED, Holdings
 from scheduler.cache.nodeinfo import NodeInfo
 from scheduler.cache.nominator import Nominator
 from scheduler.cache.podinfo import PodInfo
@@ -44,10 +44,6 @@ log = logging.getLogger(__name__)
 #: Seconds an assumed pod whose binding finished may wait for the informer's confirmation.
 DEFAULT_ASSUMED_TTL = 30.0
 _CHANGE_LOG_LIMIT = 1 << 16
-_REMOVED = "removed from a bound pod"
-_MISSING = "missing on a bound pod that asks for devices"
-#: Each device resource name (current spelling: pods are parsed) -> the type it asks for.
-_TYPE_OF: Final = {name: devicetypes.type_of(name) for name in devicetypes.RESOURCE_NAMES}
 
 
 @dataclass(slots=True)
@@ -61,8 +57,11 @@ class _PodEntry:
 class ClusterCache:
     """Nodes, assigned pods and devices, with incremental sums. See the module docstring."""
 
-    def __init__(self, *, assumed_ttl: float = DEFAULT_ASSUMED_TTL) -> None:
+    def __init__(self, *, assumed_ttl: float = DEFAULT_ASSUMED_TTL, holdings: Holdings | None = None) -> None:
         self._assumed_ttl = assumed_ttl
+        #: Where a bound pod's devices are read from (`holdings.py`): the `device-allocated`
+        #: annotation unless sources are given or added.
+        self.holdings = holdings if holdings is not None else Holdings()
         self._nodes: dict[str, NodeInfo] = {}
         self._pods: dict[str, _PodEntry] = {}
         #: Devices reserved for pods in flight (assumed, not yet confirmed with an annotation).
@@ -187,7 +186,7 @@ class ClusterCache:
         info.node = node
         self._count_node(node, 1)
         self._static_generation += 1
-        self._touch(info)
+        self._touch(info, devices=self._resolve_partitions(info))
 
     update_node = add_node
 
@@ -200,7 +199,7 @@ class ClusterCache:
         info.node = None
         self._node_list = self._positions = None
         self._static_generation += 1
-        self._touch(info)
+        self._touch(info, devices=self._resolve_partitions(info))
         self._drop_if_empty(info)
 
     # --- devices ----------------------------------------------------------------------------------
@@ -208,6 +207,7 @@ class ClusterCache:
         """Add or replace a node's Device CR; every holding on the node is re-applied."""
         info = self._node_info(device.node_name)
         self._log_problems(info.name, "", info.devices.set_device(device))
+        self._resolve_partitions(info)
         self._touch(info, devices=True)
 
     update_device = add_device
@@ -217,6 +217,7 @@ class ClusterCache:
         if info is None or info.devices.device is None:
             return
         info.devices.set_device(None)
+        self._resolve_partitions(info)
         self._touch(info, devices=True)
         self._drop_if_empty(info)
 
@@ -224,12 +225,12 @@ class ClusterCache:
     def add_pod(self, pod: Pod) -> None:
         """Add, update or confirm an assigned pod. Pods without a node, or terminal, are removed.
 
-        A bound pod's devices are what its `device-allocated` annotation says. When an update
-        makes the annotation unreadable, or removes it, the pod still runs on the devices it
-        had: the last valid allocation stays counted, and the kept PodInfo says why in
-        `allocation_error`. A pod asking for devices that has no readable annotation and no
-        earlier one (first seen that way, e.g. after a restart) holds unknown devices
-        (`NodeDevices.unknown_holders`) until the annotation is fixed or the pod goes.
+        A bound pod's devices are what its records say (`self.holdings`: the `device-allocated`
+        annotation by default). When an update makes a record unreadable, or removes it, the
+        pod still runs on the devices it had: the last valid allocation stays counted, and the
+        kept PodInfo says why in `allocation_error`. A pod asking for devices that has no
+        readable record and no earlier one (first seen that way, e.g. after a restart) holds
+        unknown devices (`NodeDevices.unknown_holders`) until the record is fixed or the pod goes.
         """
         ident = pod.uid or pod.key
         if not pod.node_name or pod.is_terminal:
@@ -241,11 +242,19 @@ class ClusterCache:
         shared = self._book.shared(uid) is not None
         if shared and uid is not None:
             self._uncount(uid)  # off first, so the owner's devices never meet what it had left
-        self._put(PodInfo.of(pod))
+        self._put(self.holdings.info(pod))
         if uid is not None:
             self._recount(uid)
 
     update_pod = add_pod
+
+    def refresh_holdings(self, ident: str) -> None:
+        """A holdings source's record of the bound pod `ident` changed, not the pod itself (a
+        source whose record lives in another object): count the pod again. Idempotent; a pod
+        that is not bound (assumed, or unknown) is left alone."""
+        entry = self._pods.get(ident)
+        if entry is not None and not entry.assumed:
+            self.add_pod(entry.info.pod)
 
     def _put(self, info: PodInfo) -> None:
         """Count a bound pod (see `add_pod`) on its node, replacing what was counted for it."""
@@ -276,8 +285,8 @@ class ClusterCache:
 
         An Available (or Waiting) Reservation with a node is counted there as what it has left
         for its owners (`_recount`; all of it before an owner comes), its devices from its
-        `device-allocated` annotation, confirming the assumption made while it was being
-        scheduled. A terminal or deleting one is removed (`remove_reservation`). A pending one
+        records (its reserve pod's, `self.holdings`), confirming the assumption made while it
+        was being scheduled. A terminal or deleting one is removed (`remove_reservation`). A pending one
         is only remembered: its reserve pod is not an owner of any other Reservation.
         """
         uid = reservation.uid
@@ -350,7 +359,7 @@ class ClusterCache:
         if not reservation.node_name or not reservation.phase.holds_resources or book.is_consumed(reservation):
             self._uncount(uid)
             return
-        full = PodInfo.of(reservation.reserve_pod())
+        full = self.holdings.info(reservation.reserve_pod())
         owners = [
             e
             for e in (self._pods.get(i) for i in sorted(book.consumers_of(reservation)))
@@ -521,6 +530,21 @@ class ClusterCache:
             self._touch(info, devices=True)  # fresh generations: no memo may mistake it for an old one
         return info
 
+    @staticmethod
+    def _resolve_partitions(info: NodeInfo) -> bool:
+        """Set the node's GPU partitions from its Device and Node; whether they changed (a
+        change is a device change: what the allocator may give differs)."""
+        device = info.devices.device
+        found = partitions.resolve(
+            device.gpu_partitions if device is not None else None,
+            device.meta.labels if device is not None else {},
+            info.node.labels if info.node is not None else {},
+        )
+        if found == info.devices.partitions:
+            return False
+        info.devices.partitions = found
+        return True
+
     def _touch(self, info: NodeInfo, *, devices: bool = False) -> None:
         self._generation += 1
         info.generation = self._generation
@@ -552,18 +576,16 @@ class ClusterCache:
         if counted is not None and counted.allocations:
             error = info.allocation_error
             if not error and not confirming:
-                error = str(AnnotationError(names.ANNOTATION_DEVICE_ALLOCATED, _REMOVED, obj=info.key))
+                error = self.holdings.problem(info, REMOVED)
             self._log_problems(node.name, info.key, node.devices.hold(counted))
             if error:
                 log.warning("Keeping the last valid device allocation", extra={"pod": info.key, "error": error})
             return dataclasses.replace(
                 info, allocations=counted.allocations, allocation_error=error, pcie_exclusive=counted.pcie_exclusive
             )
-        types = _device_types(info.requests)
+        types = self.holdings.expected(info)[0]
         if types:
-            error = info.allocation_error or str(
-                AnnotationError(names.ANNOTATION_DEVICE_ALLOCATED, _MISSING, obj=info.key)
-            )
+            error = info.allocation_error or self.holdings.problem(info, MISSING)
             node.devices.mark_unknown(info.ident, info.key, types)
             log.warning(
                 "Devices of a bound pod are unknown",
@@ -601,8 +623,3 @@ class ClusterCache:
     def _log_problems(node: str, pod: str, problems: list[str]) -> None:
         for problem in problems:
             log.warning("Device accounting problem", extra={"node": node, "pod": pod, "problem": problem})
-
-
-def _device_types(requests: Mapping[str, int]) -> frozenset[DeviceType]:
-    """Device types a pod asks for, by resource name alone (valid request or not)."""
-    return frozenset(dtype for name, dtype in _TYPE_OF.items() if requests.get(name, 0) > 0)

@@ -19,6 +19,10 @@ top of them:
   `NodeDevices.unknown_holders(type)` lists such pods; every device of that type on the node
   could be theirs.
 
+`NodeDevices.partitions` is the node's GPU partitions as Koordinator resolves them (the Device's
+table and policy, else the built-in table for the Node's model; `apis.extension.partitions`):
+the cache sets it whenever the Node or the Device changes, so the allocator reads one value.
+
 Only `ClusterCache` mutates a `NodeDevices`; everyone else reads it during a cycle.
 """
 
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 
 from apis.crds.device import Device, DeviceInfo, DeviceType, vf_key
 from apis.extension.allocation import DeviceAllocation, VFAllocation
+from apis.extension.partitions import NodePartitions
 from apis.k8s.resources import format_quantity
 
 __all__ = ["DeviceHolder", "DeviceState", "DeviceUsage", "Holding", "NodeDevices", "Overcommit", "vf_key"]
@@ -149,10 +154,12 @@ class DeviceUsage:
 class NodeDevices:
     """Devices of one node and their usage. Mutated only through ClusterCache."""
 
-    __slots__ = ("_by_minor", "_by_type", "_exclusive", "_over", "_unknown", "device", "holdings")
+    __slots__ = ("_by_minor", "_by_type", "_exclusive", "_over", "_unknown", "device", "holdings", "partitions")
 
     def __init__(self) -> None:
         self.device: Device | None = None
+        #: The node's GPU partitions (module docstring); None: it has none and honours none.
+        self.partitions: NodePartitions | None = None
         self.holdings: dict[str, Holding] = {}
         self._exclusive = 0  # holdings with pcie_exclusive, so the common case skips the scan
         self._by_type: dict[DeviceType, tuple[DeviceState, ...]] = {}
@@ -247,6 +254,7 @@ class NodeDevices:
         copy is changed and filtered, the original never)."""
         out = NodeDevices()
         out.set_device(self.device)
+        out.partitions = self.partitions
         for ident, holding in self.holdings.items():
             if ident not in idents:
                 out.hold(holding)

@@ -2,9 +2,11 @@
 
 Every plugin reads the same few derived facts (the effective request, the devices it asks for,
 the devices a bound pod holds, whether it holds them PCIe-exclusively). Deriving them here once
-keeps the hot path free of repeated parsing, and keeps a malformed annotation on an existing pod
-from failing a cycle: the error is recorded on the PodInfo (and logged) and the pod still counts
-for CPU and memory.
+keeps the hot path free of repeated parsing. What a bound pod holds is not the pod's alone to
+say: the cache derives it from its holdings sources (`holdings.Holdings.info`, the
+`device-allocated` annotation by default), which keep a malformed record on an existing pod from
+failing a cycle — the error is recorded on the PodInfo (and logged) and the pod still counts for
+CPU and memory. `PodInfo.of` knows the pod alone: a pending pod, which holds nothing yet.
 
 The device requests are parsed on first use, not in `PodInfo.of`: the pod being scheduled needs
 them (DeviceShare, GPUFragmentation and the FGD workload all read them in one cycle), the pods
@@ -14,20 +16,17 @@ in the cache, built for every informer event, never do, and parsing costs more t
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from apis.crds.device import DeviceType
-from apis.errors import AnnotationError, InvalidRequestError
-from apis.extension import allocation, devicerequest, hints
+from apis.errors import InvalidRequestError
+from apis.extension import devicerequest
 from apis.extension.allocation import DeviceAllocation
 from apis.extension.devicerequest import DeviceRequest
 from apis.k8s.core import Pod
 
 __all__ = ["PodInfo"]
-
-log = logging.getLogger(__name__)
 
 #: A pod's device requests, and why they could not be parsed (then the requests are empty).
 _ParsedDevices = tuple[Mapping[DeviceType, DeviceRequest], InvalidRequestError | None]
@@ -40,9 +39,10 @@ class PodInfo:
     pod: Pod
     #: The effective request (`Pod.requests()`), in base units.
     requests: Mapping[str, int]
-    #: Devices named by the pod's `device-allocated` annotation (empty when none or malformed).
+    #: Devices the pod holds, as the cache's holdings sources say (empty when none, when a
+    #: record is malformed, and for a PodInfo made by `of`).
     allocations: Mapping[DeviceType, tuple[DeviceAllocation, ...]] = field(default_factory=dict)
-    #: Why the `device-allocated` annotation could not be read; "" when it was fine or absent.
+    #: Why a record of what the pod holds could not be read; "" when it was fine or absent.
     allocation_error: str = ""
     #: Device types the pod holds PCIe-exclusively (its device-allocate-hint says `PCIeLevel`).
     pcie_exclusive: frozenset[DeviceType] = frozenset()
@@ -52,25 +52,9 @@ class PodInfo:
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
-        """Derive once. Never raises: malformed annotations are recorded and logged."""
-        allocations: Mapping[DeviceType, tuple[DeviceAllocation, ...]] = {}
-        error = ""
-        try:
-            allocations = allocation.from_pod_annotations(pod.annotations, obj=pod.key)
-        except AnnotationError as e:
-            error = str(e)
-            log.warning("Ignoring malformed device allocation", extra={"pod": pod.key, "error": error})
-        exclusive: frozenset[DeviceType] = frozenset()
-        if allocations:
-            try:
-                pod_hints = hints.hints_from_annotations(pod.annotations, obj=pod.key)
-            except AnnotationError as e:
-                log.warning("Ignoring malformed device hint", extra={"pod": pod.key, "error": str(e)})
-            else:
-                exclusive = frozenset(
-                    t for t, h in pod_hints.items() if h.exclusive_policy is hints.ExclusivePolicy.PCIE_LEVEL
-                )
-        return cls(pod, pod.requests(), allocations, error, exclusive)
+        """The pod's own facts: its request, no holdings (a pod being scheduled holds nothing;
+        a bound pod's PodInfo comes from the cache, `ClusterCache.pod_info`). Never raises."""
+        return cls(pod, pod.requests())
 
     @property
     def device_requests(self) -> Mapping[DeviceType, DeviceRequest]:

@@ -14,7 +14,8 @@ not copied as pods (the copy counts each as what it has left once its owners are
 a pod in flight that consumed one consumes it in the copy too.
 
 PodDisruptionBudgets are copied too (preemption in the copy honours them), and so are the GPU
-shared-resource templates (DeviceShare in the copy places shares as the live one does).
+shared-resource templates (DeviceShare in the copy places shares as the live one does) and the
+holdings sources (`Holdings.copy`: the copy reads bound pods' records as the live cache does).
 
 What is not copied: nominations (the copy is for questions about placements, not for the queue).
 A bound pod whose annotation became unreadable is restored as first seen that way (its devices
@@ -31,6 +32,7 @@ from apis.k8s.core import Node, Pod
 from apis.k8s.policy import PodDisruptionBudget
 from scheduler.cache.cache import ClusterCache
 from scheduler.cache.devices import Holding
+from scheduler.cache.holdings import Holdings
 from scheduler.cache.podinfo import PodInfo
 from scheduler.cache.templates import SharedResourceTemplates
 
@@ -57,6 +59,7 @@ class CacheSnapshot:
     reservations: tuple[Reservation, ...] = ()
     budgets: tuple[PodDisruptionBudget, ...] = ()
     templates: SharedResourceTemplates = field(default_factory=SharedResourceTemplates)
+    holdings: Holdings = field(default_factory=Holdings)
 
     @classmethod
     def of(cls, cache: ClusterCache) -> CacheSnapshot:
@@ -82,12 +85,21 @@ class CacheSnapshot:
         budgets = tuple(cache.budgets.list())
         templates = SharedResourceTemplates()
         cache.templates.copy_into(templates)
-        return cls(tuple(nodes), tuple(devices), tuple(bound), tuple(in_flight), reservations, budgets, templates)
+        return cls(
+            tuple(nodes),
+            tuple(devices),
+            tuple(bound),
+            tuple(in_flight),
+            reservations,
+            budgets,
+            templates,
+            cache.holdings.copy(),
+        )
 
     def restore(self) -> ClusterCache:
         """A new cache holding what the snapshot holds. Needs no lock: nothing is shared that
         can change."""
-        cache = ClusterCache()
+        cache = ClusterCache(holdings=self.holdings.copy())
         for node in self.nodes:
             cache.add_node(node)
         for device in self.devices:

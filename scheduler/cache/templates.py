@@ -1,9 +1,10 @@
 """GPU shared-resource templates, as DeviceShare reads them (`apis.extension.sharedtemplates`).
 
 Pure data fed by explicit calls: a plugin says which ConfigMap (`namespace/name`) it reads the
-templates from (`want`), the live scheduler's ConfigMap informer puts what it parsed there (`put`,
-`clear`), and a plugin reads them back (`get`). Offline entry points (what-if, simulate) feed
-nothing, so there every model has no template, as in a cluster without the ConfigMap.
+templates from (`want`), its feed (DeviceShare's ConfigMap watch, run by the live scheduler) puts
+what it parsed there (`put`, `clear`), and the plugin reads them back (`get`). Offline entry
+points (what-if, simulate) feed nothing, so there every model has no template, as in a cluster
+without the ConfigMap.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The scheduling core: the one scheduling cycle, and the offline scheduler that runs it.
 
-- `cycle`: `SchedulingCycle` — assume → Reserve → Permit (and waiting there) → PreBind → Bind or
-  undo — with how a placement is bound injected;
+- `cycle`: `SchedulingCycle` — assume → Reserve → Permit (and waiting there) → bind or undo —
+  with how a placement is bound injected (its first step `pre_bind`);
 - `scheduler`: `Scheduler`, the cycle bound in memory (what-if, simulate, bench);
 - `frameworks`: one Framework per profile (`build_frameworks`), for both;
 - `profiles`: the config switches of the command line (`with_scoring`, `with_fgd`, ...).
@@ -10,7 +10,7 @@ Below the entry points and the live service, above the plugins: the service impo
 the other way round.
 """
 
-from scheduler.core.cycle import Attempt, Bind, Placement, SchedulingCycle
+from scheduler.core.cycle import Attempt, Bind, Placement, SchedulingCycle, pre_bind
 from scheduler.core.frameworks import build_frameworks
 from scheduler.core.profiles import (
     BALANCED_FGD,
@@ -37,6 +37,7 @@ __all__ = [
     "Scheduler",
     "SchedulingCycle",
     "build_frameworks",
+    "pre_bind",
     "with_elastic_quota",
     "with_fgd",
     "with_percentage_of_nodes_to_score",

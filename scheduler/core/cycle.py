@@ -1,18 +1,20 @@
-"""The scheduling cycle, written once: assume → Reserve → Permit (and waiting there) → PreBind →
-Bind, or undo.
+"""The scheduling cycle, written once: assume → Reserve → Permit (and waiting there) → bind, or
+undo.
 
 After the scheduling algorithm picks a node (`Framework.schedule`), every caller runs the same
 steps: assume the pod on the node in the cache, Reserve, Permit — which may hold the pod (gang
-scheduling holds members until the gang is complete) — then PreBind and Bind, and on any failure
-Unreserve and forget the assumption. `SchedulingCycle` owns these steps and the pods held at
-Permit, so that both the offline `Scheduler` (what-if, simulate, bench) and the live service run
-them from here. The two differ in one thing only, injected as `bind`: how a reserved placement is
-bound.
+scheduling holds members until the gang is complete) — then hand the reserved placement over to
+be bound, and on any failure Unreserve and forget the assumption. `SchedulingCycle` owns these
+steps and the pods held at Permit, so that both the offline `Scheduler` (what-if, simulate,
+bench) and the live service run them from here. The two differ in one thing only, injected as
+`bind`: how a reserved placement is bound — the binding cycle, which starts with PreBind
+(`pre_bind`: the writes its plugins ask for, `scheduler.framework.writes`):
 
-- offline, in memory and at once (`Scheduler`: Bind plugins, the bound pod confirmed in the
-  cache, PostBind);
-- live, handed over to the asynchronous API binder, which gives the room back through this
-  cycle's `undo` when the Binding fails.
+- offline, in memory and at once (`Scheduler`: PreBind, Bind plugins, the bound pod confirmed
+  in the cache with PreBind's annotations, PostBind);
+- live, handed over to the asynchronous API binder, which runs PreBind and makes its writes on
+  its own threads (out of this cycle, without the cache lock), binds, and on failure takes the
+  writes back and gives the room back through this cycle's `undo`.
 
 And in when held pods are looked at: the live loop calls `resolve_waiting` on every iteration
 (polling while pods wait), offline callers when they choose. `resolve_waiting` rejects the pods
@@ -40,8 +42,9 @@ from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.preemption import Preemption
 from scheduler.framework.runtime import Framework, ScoreTable
 from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.writes import ObjectWrite, Writes
 
-__all__ = ["Attempt", "Bind", "Placement", "SchedulingCycle"]
+__all__ = ["Attempt", "Bind", "Placement", "SchedulingCycle", "pre_bind"]
 
 T = TypeVar("T")
 
@@ -56,17 +59,34 @@ class Placement(Generic[T]):
     state: CycleState
     #: The caller's own record of the pod, carried along (the live loop's queue entry).
     ticket: T
-    #: What PreBind asked for (e.g. `device-allocated`); empty until PreBind ran.
-    annotations: Mapping[str, str] = field(default_factory=dict)
+    #: What PreBind asked to write (`pre_bind`); empty until it ran.
+    writes: Writes = field(default_factory=Writes)
+    #: The object writes made so far, oldest first: what a failed binding takes back (the
+    #: binder's record).
+    written: list[ObjectWrite] = field(default_factory=list)
 
     @property
     def uid(self) -> str:
         """The cache's identity for the pod (`PodInfo.ident`)."""
         return self.pod.ident
 
+    @property
+    def annotations(self) -> Mapping[str, str]:
+        """The annotations PreBind asked to set (e.g. `device-allocated`); empty until it ran."""
+        return self.writes.set_annotations
 
-#: How a reserved placement is bound, once PreBind succeeded: SUCCESS when it is bound or handed
-#: over to be bound; anything else is a failure the cycle undoes. The offline and the live
+
+def pre_bind(placement: Placement[T]) -> Status:
+    """The binding's first step: run the placement's PreBind plugins and keep the writes they ask
+    for on it (`Placement.writes`). Reads no cache (see `PreBindPlugin`): the live binder calls
+    it on its own thread without the lock. A failure is the binding's to undo."""
+    status, writes = placement.framework.run_pre_bind(placement.state, placement.pod, placement.node)
+    placement.writes = writes
+    return status
+
+
+#: How a reserved placement is bound (PreBind first: `pre_bind`): SUCCESS when it is bound or
+#: handed over to be bound; anything else is a failure the cycle undoes. The offline and the live
 #: scheduler differ only here.
 Bind = Callable[[Placement[T]], Status]
 
@@ -178,7 +198,7 @@ class SchedulingCycle(Generic[T]):
                     info, framework, ticket, status, node, placement, result.diagnosis, result.scores, activate
                 )
         if status.is_success:
-            status = self._pre_bind_and_bind(placement)
+            status = self._bind_or_undo(placement)
         else:
             self.undo(placement)
         held = placement if status.is_success else None
@@ -217,7 +237,7 @@ class SchedulingCycle(Generic[T]):
             del self._waiting[ident]
             if decision.is_success:
                 framework.remove_waiting(ident)
-                decision = self._pre_bind_and_bind(placement)
+                decision = self._bind_or_undo(placement)
             else:
                 # Still held during Unreserve, so a plugin can read why (a gang names the cause).
                 self.undo(placement)
@@ -237,13 +257,9 @@ class SchedulingCycle(Generic[T]):
             del self._waiting[placement.uid]
         self.cache.forget(placement.uid)
 
-    def _pre_bind_and_bind(self, placement: Placement[T]) -> Status:
-        """PreBind (its annotations go on the placement), then the injected `bind`; undone when
-        either fails."""
-        status, patch = placement.framework.run_pre_bind(placement.state, placement.pod, placement.node)
-        placement.annotations = patch.annotations
-        if status.is_success:
-            status = self._bind(placement)
+    def _bind_or_undo(self, placement: Placement[T]) -> Status:
+        """The injected `bind`; undone when it fails."""
+        status = self._bind(placement)
         if not status.is_success:
             self.undo(placement)
             return status

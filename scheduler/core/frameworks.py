@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable, Mapping
 
 from scheduler.cache import ClusterCache
 from scheduler.framework.config import PluginRef, SchedulerConfig
-from scheduler.framework.interfaces import Handle
+from scheduler.framework.feeds import Feeds
 from scheduler.framework.runtime import Framework, PointObserver, Registry
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 
@@ -24,18 +24,24 @@ def build_frameworks(
     seed: int = 0,
     observer: Callable[[str], PointObserver | None] = lambda profile: None,
     shared: Mapping[Hashable, object] | None = None,
+    feeds: Feeds | None = None,
 ) -> dict[str, Framework]:
-    """One Framework per profile over `cache`, sharing one seeded RNG for score ties;
-    `observer(profile)` gives each its extension point observer; `shared` seeds every profile's
-    `Handle.shared` with objects that are one per scheduler (the quota manager its informers
-    feed). Raises ConfigError."""
+    """One Framework per profile over `cache`, sharing one seeded RNG for score ties, one
+    `Handle.scheduler` (seeded with `shared`: objects that are one per scheduler, e.g. a quota
+    manager the caller fills) and one `feeds` (what the plugins register to be fed; a fresh one
+    when not given); `observer(profile)` gives each its extension point observer. Raises
+    ConfigError."""
     rng = random.Random(seed)
+    scheduler = dict(shared or {})
+    feeds = feeds if feeds is not None else Feeds()
     return {
         profile.scheduler_name: Framework.build(
             profile,
             registry=registry,
             default_plugins=default_plugins,
-            handle=Handle(cache, profile.scheduler_name, shared=dict(shared or {})),
+            cache=cache,
+            scheduler=scheduler,
+            feeds=feeds,
             percentage_of_nodes_to_score=config.percentage_for(profile),
             rng=rng,
             observer=observer(profile.scheduler_name),

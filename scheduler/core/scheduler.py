@@ -1,8 +1,9 @@
 """The offline scheduler: one pod in, one placement out, bound in memory.
 
 `Scheduler` builds a Framework per profile from a SchedulerConfig and the plugin registry and
-runs the `SchedulingCycle` with in-memory binding: Bind plugins, then the pod added back to the
-cache on its node with the annotations PreBind asked for, then PostBind. `tessera what-if`,
+runs the `SchedulingCycle` with in-memory binding: PreBind, Bind plugins, then the pod added back
+to the cache on its node with the annotations PreBind asked for, then PostBind. PreBind's writes
+of other objects are kept on the outcome (`Outcome.writes`): nothing is written. `tessera what-if`,
 `tessera simulate` and `tessera bench scheduler` drive it directly; the live scheduler service
 runs the same cycle but binds through the API server, asynchronously.
 
@@ -26,13 +27,15 @@ from apis.k8s.meta import ObjectMeta
 from kube.quotas import QuotaManager
 from scheduler.cache import ClusterCache
 from scheduler.core import reservations
-from scheduler.core.cycle import Attempt, Placement, SchedulingCycle
+from scheduler.core.cycle import Attempt, Placement, SchedulingCycle, pre_bind
 from scheduler.core.frameworks import build_frameworks
 from scheduler.framework.config import PluginRef, SchedulerConfig
 from scheduler.framework.diagnosis import Diagnosis
+from scheduler.framework.feeds import Feeds
 from scheduler.framework.preemption import Preemption
 from scheduler.framework.runtime import Framework, Registry
 from scheduler.framework.status import SUCCESS, Code, Status
+from scheduler.framework.writes import Writes
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.plugins.elasticquota import QUOTA_MANAGER
 
@@ -53,6 +56,8 @@ class Outcome:
     diagnosis: Diagnosis = field(default_factory=Diagnosis)
     #: No node fits, but PostFilter would evict these pods so it does (nothing is evicted here).
     preemption: Preemption | None = None
+    #: Everything PreBind asked to write (other objects too), for callers that act on them.
+    writes: Writes = field(default_factory=Writes)
 
     @property
     def scheduled(self) -> bool:
@@ -64,7 +69,9 @@ class Outcome:
         if held is None:
             preemption = attempt.preemption
             return cls(attempt.pod.key, None, attempt.status, diagnosis=attempt.diagnosis, preemption=preemption)
-        return cls(attempt.pod.key, held.node, attempt.status, dict(held.annotations), attempt.diagnosis)
+        return cls(
+            attempt.pod.key, held.node, attempt.status, dict(held.annotations), attempt.diagnosis, writes=held.writes
+        )
 
 
 class Scheduler:
@@ -85,6 +92,8 @@ class Scheduler:
         self.cache = cache if cache is not None else ClusterCache()
         #: Quotas and pods for the ElasticQuota plugin (what-if feeds it from the snapshot).
         self.quotas = QuotaManager()
+        #: What the plugins watch (`observe_pod_group` hands them PodGroups); nothing is opened.
+        self.feeds = Feeds()
         self.frameworks = build_frameworks(
             self.config,
             self.cache,
@@ -92,6 +101,7 @@ class Scheduler:
             default_plugins=default_plugins,
             seed=seed,
             shared={QUOTA_MANAGER: self.quotas},
+            feeds=self.feeds,
         )
         self._default = self.frameworks[self.config.profiles[0].scheduler_name]
         self.cycle: SchedulingCycle[None] = SchedulingCycle(self.cache, self.frameworks, bind=self._commit, clock=clock)
@@ -136,8 +146,13 @@ class Scheduler:
             framework.pod_added(pod)
 
     def observe_pod_group(self, group: PodGroup) -> None:
-        for framework in self.frameworks.values():
-            framework.pod_group_added(group)
+        """A PodGroup (of either API) exists: to the plugins that watch PodGroups, through their
+        feeds, as the live scheduler's informer would hand it."""
+        self.feeds.deliver(group.resource, group)
+
+    def forget_pod_group(self, group: PodGroup) -> None:
+        """A PodGroup is gone."""
+        self.feeds.deliver(group.resource, group, deleted=True)
 
     def queue_order(self, pods: Sequence[Pod]) -> list[int]:
         """Positions in `pods`, in the order to schedule them: as given, except that the members
@@ -157,12 +172,15 @@ class Scheduler:
         return [Outcome.of(attempt) for attempt in self.cycle.resolve_waiting(now=now)]
 
     def _commit(self, placement: Placement[None]) -> Status:
-        """Bind in memory: the Bind plugins; when all SKIP, the pod is confirmed in the cache on
-        its node with PreBind's annotations. Then PostBind."""
+        """Bind in memory: PreBind, the Bind plugins; when all SKIP, the pod is confirmed in the
+        cache on its node with PreBind's annotations. Then PostBind."""
         info, node = placement.pod, placement.node
+        status = pre_bind(placement)
+        if not status.is_success:
+            return status
         status = placement.framework.run_bind(placement.state, info, node)
         if status.code is Code.SKIP:
-            self.cache.confirm(_bound(info.pod, node, placement.annotations))
+            self.cache.confirm(_bound(info.pod, node, placement.writes.annotations))
             status = SUCCESS
         if not status.is_success:
             return status
@@ -171,6 +189,9 @@ class Scheduler:
         return SUCCESS
 
 
-def _bound(pod: Pod, node: str, annotations: Mapping[str, str]) -> Pod:
-    meta: ObjectMeta = dataclasses.replace(pod.meta, annotations={**pod.meta.annotations, **annotations})
+def _bound(pod: Pod, node: str, changes: Mapping[str, str | None]) -> Pod:
+    annotations = {**pod.meta.annotations, **changes}
+    meta: ObjectMeta = dataclasses.replace(
+        pod.meta, annotations={key: value for key, value in annotations.items() if value is not None}
+    )
     return dataclasses.replace(pod, meta=meta, node_name=node, phase="Running" if pod.phase == "Pending" else pod.phase)

@@ -48,8 +48,6 @@ log = logging.getLogger(__name__)
 
 #: Appended to a moved pod's UID for its replacement (unique, and readable in the cache).
 _MOVED = "/moved"
-#: Scheduler-written annotations a replacement must not inherit.
-_SCHEDULER_ANNOTATIONS = (names.ANNOTATION_DEVICE_ALLOCATED,)
 
 
 class _Why:
@@ -275,10 +273,11 @@ class _Search:
         """Whether the victim's replacement fits on another node as the cluster is now (a dry
         run). Remembered per shape for the search (the cluster is the same for every node
         tried): a shape that fits only on the node being freed is caught by `_try`."""
-        shape = _shape(victim.info)
+        records = self.cache.holdings.annotations
+        shape = _shape(victim.info, records)
         known = self._placeable_memo.get(shape)
         if known is None:
-            replacement = PodInfo.of(_replacement(victim.info.pod, avoid=node))
+            replacement = PodInfo.of(_replacement(victim.info.pod, avoid=node, records=records))
             framework = self.scheduler.framework_for(replacement.pod)
             found = framework is not None and framework.schedule(CycleState(dry_run=True), replacement, diagnose=False)
             known = self._placeable_memo[shape] = bool(found and found.node is not None)
@@ -295,7 +294,7 @@ class _Search:
         target = victims.node
         ok = True
         for victim in sorted(victims.pods, key=lambda c: (-c.gpu_percent, -c.milli_cpu, c.info.key)):
-            replacement = _replacement(victim.info.pod, avoid=target)
+            replacement = _replacement(victim.info.pod, avoid=target, records=self.cache.holdings.annotations)
             outcome = self.scheduler.schedule_one(replacement, diagnose=False)
             if not outcome.scheduled:
                 self.why[_Why.NOWHERE] += 1
@@ -398,10 +397,11 @@ def _free_gpus(node: NodeInfo | None) -> int:
     return sum(1 for gpu in node.devices.states(DeviceType.GPU) if gpu.healthy and gpu.minor not in held)
 
 
-def _shape(info: PodInfo) -> Hashable:
-    """What decides where a pod may go: two pods of one shape fit the same nodes."""
+def _shape(info: PodInfo, records: frozenset[str]) -> Hashable:
+    """What decides where a pod may go: two pods of one shape fit the same nodes (the records of
+    what it holds, `records`, left out)."""
     pod = info.pod
-    annotations = frozenset((k, v) for k, v in pod.annotations.items() if k not in _SCHEDULER_ANNOTATIONS)
+    annotations = frozenset((k, v) for k, v in pod.annotations.items() if k not in records)
     return (
         pod.scheduler_name,
         pod.priority,
@@ -413,10 +413,11 @@ def _shape(info: PodInfo) -> Hashable:
     )
 
 
-def _replacement(pod: Pod, *, avoid: str) -> Pod:
+def _replacement(pod: Pod, *, avoid: str, records: frozenset[str]) -> Pod:
     """The pod its controller would create after an eviction, as pending: no node, none of the
-    scheduler's annotations, a UID of its own, and kept off the node being freed."""
-    annotations = {k: v for k, v in pod.annotations.items() if k not in _SCHEDULER_ANNOTATIONS}
+    records of what it holds the scheduler wrote (`records`: the cache's holdings annotations), a
+    UID of its own, and kept off the node being freed."""
+    annotations = {k: v for k, v in pod.annotations.items() if k not in records}
     meta = dataclasses.replace(pod.meta, uid=f"{pod.uid or pod.key}{_MOVED}", annotations=annotations)
     return dataclasses.replace(
         pod,

@@ -8,10 +8,11 @@ never imports a plugin.
 from scheduler.framework.config import PluginRef, PluginSet, ProfileConfig, SchedulerConfig, load_config, parse_config
 from scheduler.framework.cycle_state import CycleState, StateData
 from scheduler.framework.diagnosis import Diagnosis
-from scheduler.framework.interfaces import ExtensionPoint, Handle, PodPatch, PreFilterResult
+from scheduler.framework.interfaces import ExtensionPoint, Handle, PreFilterResult
 from scheduler.framework.runtime import Framework, PointObserver, Registry, ScheduleResult, ScoreTable
 from scheduler.framework.status import SKIP, SUCCESS, Code, Shortfall, Status
 from scheduler.framework.waiting import WaitingPod
+from scheduler.framework.writes import ObjectWrite, PodAnnotations, Write, Writes
 
 __all__ = [
     "SKIP",
@@ -22,9 +23,10 @@ __all__ = [
     "ExtensionPoint",
     "Framework",
     "Handle",
+    "ObjectWrite",
     "PluginRef",
     "PluginSet",
-    "PodPatch",
+    "PodAnnotations",
     "PointObserver",
     "PreFilterResult",
     "ProfileConfig",
@@ -36,6 +38,8 @@ __all__ = [
     "StateData",
     "Status",
     "WaitingPod",
+    "Write",
+    "Writes",
     "load_config",
     "parse_config",
 ]

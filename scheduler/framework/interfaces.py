@@ -17,8 +17,11 @@ Contracts, as kube-scheduler's:
   idempotent and must not fail.
 - Permit returns SUCCESS, WAIT (with a timeout; the runtime keeps the pod waiting until a plugin
   allows or rejects it, or the time is up) or a rejection.
-- PreBind may add annotations to the pod through a `PodPatch`; the caller applies the patch
-  before Bind. Bind returns SKIP to let the next binder (or the caller) bind.
+- PreBind returns the API writes to make before binding (`writes`: the pod's annotations,
+  another object's patch with its undo); whoever binds makes them — the live binder on its own
+  threads, out of the cycle and without the cache lock, so PreBind reads only the pod and what
+  earlier points recorded in the cycle state (or plugin state that no longer changes), never
+  the cache. Bind returns SKIP to let the next binder (or the caller) bind.
 - Filter/Score plugins that can say what of the pod their results depend on (`memo_key`) let
   the runtime reuse per-node results across pods of the same shape; what changes Score results
   only, for every node at once, is a `score_epoch` (Filter results survive it).
@@ -26,8 +29,9 @@ Contracts, as kube-scheduler's:
   keeps the cycle loop alive.
 
 Two extensions are not points of the cycle but hooks around it, for plugins that reason about
-sets of pods (gang scheduling): `PodSetExtension` is told about every pod and PodGroup the
-scheduler sees, pending ones included, and `QueueSortExtension` names the set a pending pod must
+sets of pods (gang scheduling): `PodSetExtension` is told about every pod the scheduler
+sees, pending ones included (what else defines a set, a PodGroup, the plugin watches through
+`Handle.feeds`), and `QueueSortExtension` names the set a pending pod must
 be dequeued with. Plugins reach the pods held at Permit through `Handle.waiting` (to allow or
 reject a whole gang at once).
 """
@@ -38,16 +42,19 @@ import abc
 import enum
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Protocol, TypeVar, cast
 
-from apis.crds.podgroup import PodGroup
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, StateKey
+from scheduler.framework.events import ClusterEvent, EventAction, EventResource
+from scheduler.framework.feeds import Feeds
 from scheduler.framework.status import Status
 from scheduler.framework.waiting import WaitingPod
+from scheduler.framework.writes import Write
 
 __all__ = [
+    "Access",
     "BindPlugin",
     "ClusterEvent",
     "EnqueueExtension",
@@ -59,7 +66,6 @@ __all__ = [
     "NodeCheck",
     "PermitPlugin",
     "Plugin",
-    "PodPatch",
     "PodSetExtension",
     "PostBindPlugin",
     "PostFilterPlugin",
@@ -78,19 +84,37 @@ _T = TypeVar("_T")
 MAX_NODE_SCORE = 100
 
 
-@dataclass(slots=True)
-class NodeCheck:
+class NodeCheck(Protocol):
     """The profile's own PreFilter and Filter chains, for a plugin that must ask whether a pod
     would fit a node it changed on a copy (preemption: the node without its victims), as kube's
-    framework handle offers. Set by the Framework once it is built; None before."""
+    framework handle offers (RunPreFilterPlugins, RunFilterPlugins). The Framework gives every
+    plugin its own at construction; calling it before the profile's plugins are all built raises
+    RuntimeError."""
 
-    pre_filter: Callable[[CycleState, PodInfo], Status] | None = None
-    filter: Callable[[CycleState, PodInfo, NodeInfo], Status] | None = None
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        """Every PreFilter of the profile; SUCCESS or the first rejection."""
+        ...
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        """The profile's Filter chain on `node` (the Filters PreFilter skipped left out)."""
+        ...
+
+
+class _NoFramework:
+    """The `NodeCheck` of a Handle made outside a Framework (a plugin built alone, in a test)."""
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        raise RuntimeError("this plugin was built outside a Framework: it has no profile to check nodes with")
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        raise RuntimeError("this plugin was built outside a Framework: it has no profile to check nodes with")
 
 
 @dataclass(frozen=True, slots=True)
 class Handle:
-    """What a plugin gets from the framework at construction: the shared cache and its profile."""
+    """What a plugin gets from the framework at construction: the shared cache, its profile, the
+    scheduler's feeds (`feeds`: the informers it needs and the events it emits) and what plugins
+    share."""
 
     cache: ClusterCache
     profile: str
@@ -98,21 +122,34 @@ class Handle:
     #: plugins never import each other, so what two of them keep in common is named by a key
     #: from the framework module that defines it (e.g. `fragmentation.shared_learner`).
     shared: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+    #: Objects every profile's plugins share, one per scheduler (`scheduler_object`: the quota
+    #: manager the ElasticQuota plugins of all profiles fill and charge).
+    scheduler: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+    #: The scheduler's feeds (`scheduler.framework.feeds`), one for every profile.
+    feeds: Feeds = field(default_factory=Feeds, compare=False, repr=False)
     #: The pods held at Permit, by `PodInfo.ident`: owned by the framework, which adds and
     #: removes them; a plugin only allows or rejects them (a gang all at once).
     waiting: dict[str, WaitingPod] = field(default_factory=dict, compare=False, repr=False)
-    #: The profile's PreFilter and Filter chains (`NodeCheck`), filled in by the Framework.
-    check: NodeCheck = field(default_factory=NodeCheck, compare=False, repr=False)
+    #: The profile's PreFilter and Filter chains (`NodeCheck`), given by the Framework.
+    check: NodeCheck = field(default_factory=_NoFramework, compare=False, repr=False)
 
     def shared_object(self, key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
         """The object under `key`, made by `factory()` on first use. Raises TypeError when
         the object under `key` is not a `kind` (two modules using one key: a bug)."""
-        found = self.shared.get(key)
-        if found is None:
-            found = self.shared[key] = factory()
-        if not isinstance(found, kind):
-            raise TypeError(f"shared object {key!r} is a {type(found).__name__}, not a {kind.__name__}")
-        return found
+        return _get_or_make(self.shared, key, factory, kind)
+
+    def scheduler_object(self, key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
+        """As `shared_object`, among every profile's plugins."""
+        return _get_or_make(self.scheduler, key, factory, kind)
+
+
+def _get_or_make(objects: dict[Hashable, object], key: Hashable, factory: Callable[[], _T], kind: type[_T]) -> _T:
+    found = objects.get(key)
+    if found is None:
+        found = objects[key] = factory()
+    if not isinstance(found, kind):
+        raise TypeError(f"shared object {key!r} is a {type(found).__name__}, not a {kind.__name__}")
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,13 +158,6 @@ class PreFilterResult:
     this plugin's Filter (the runtime filters them only to explain a failure)."""
 
     node_names: frozenset[str] | None = None
-
-
-@dataclass(slots=True)
-class PodPatch:
-    """Changes PreBind plugins ask for on the pod (applied by the caller before binding)."""
-
-    annotations: dict[str, str] = field(default_factory=dict)
 
 
 class ExtensionPoint(enum.Enum):
@@ -143,35 +173,29 @@ class ExtensionPoint(enum.Enum):
     POST_BIND = "postBind"
 
 
-class EventResource(enum.Enum):
-    POD = "Pod"
-    NODE = "Node"
-    DEVICE = "Device"
-    POD_GROUP = "PodGroup"
-    ELASTIC_QUOTA = "ElasticQuota"
-    #: A ConfigMap a plugin reads (DeviceShare's GPU shared-resource templates).
-    CONFIG_MAP = "ConfigMap"
-
-
-class EventAction(enum.Flag):
-    ADD = enum.auto()
-    UPDATE = enum.auto()
-    DELETE = enum.auto()
-    ALL = ADD | UPDATE | DELETE
-
-
 @dataclass(frozen=True, slots=True)
-class ClusterEvent:
-    """A change that may make a pod this plugin rejected fit (for requeueing)."""
+class Access:
+    """A plugin's part in a shared cycle-state entry (`scheduler.framework.shared`): the entry,
+    and the extension point where it writes it, or first reads it."""
 
-    resource: EventResource
-    action: EventAction
+    key: StateKey[object]
+    point: ExtensionPoint
+
+    @classmethod
+    def of(cls, key: StateKey[_T], point: ExtensionPoint) -> Access:
+        """The access to `key`, whatever its value type (only the key's identity is compared)."""
+        return cls(cast("StateKey[object]", key), point)
 
 
 class Plugin(abc.ABC):
     """Every plugin has a name, unique in the registry, used in config, statuses and logs."""
 
     name: ClassVar[str]
+    #: The shared cycle-state entries this plugin writes, each at the point that writes it.
+    writes: ClassVar[tuple[Access, ...]] = ()
+    #: The shared entries it reads, each at the first point that reads it: `Framework.build`
+    #: refuses a profile that runs it there before their writer.
+    reads: ClassVar[tuple[Access, ...]] = ()
 
     def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
         """A key such that this plugin's Filter and Score results on a node depend only on the
@@ -254,8 +278,10 @@ class PermitPlugin(Plugin):
 
 class PreBindPlugin(Plugin):
     @abc.abstractmethod
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
-        """Last step before binding; may ask for annotations through `patch`."""
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
+        """The writes to make before the pod is bound on `node` (`scheduler.framework.writes`),
+        and SUCCESS or why the binding must not go ahead. Runs on the binder's thread without
+        the cache lock: reads the pod and the cycle state only (see the module docstring)."""
 
 
 class BindPlugin(Plugin):
@@ -277,9 +303,10 @@ class EnqueueExtension(Plugin):
 
 
 class PodSetExtension(Plugin):
-    """Told about every pod the scheduler knows — pending, assumed and bound — and every
-    PodGroup, so a plugin can count a set's members before any of them is scheduled. Adding an
-    object again updates it. Called on the scheduling thread; must not raise."""
+    """Told about every pod the scheduler knows — pending, assumed and bound — so a plugin can
+    count a set's members before any of them is scheduled (the objects that define a set, such
+    as PodGroups, come from the plugin's own feeds). Adding a pod again updates it. Called under
+    the cache lock; must not raise."""
 
     @abc.abstractmethod
     def pod_added(self, pod: Pod) -> None:
@@ -288,14 +315,6 @@ class PodSetExtension(Plugin):
     @abc.abstractmethod
     def pod_deleted(self, pod: Pod) -> None:
         """A pod is gone."""
-
-    def pod_group_added(self, group: PodGroup) -> None:
-        """A PodGroup was created or changed."""
-        return None
-
-    def pod_group_deleted(self, group: PodGroup) -> None:
-        """A PodGroup is gone."""
-        return None
 
 
 class QueueSortExtension(Plugin):

@@ -35,15 +35,16 @@ import types
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from apis.crds.podgroup import PodGroup
 from apis.errors import ConfigError
 from apis.k8s.core import Pod
-from scheduler.cache import NodeInfo, PodInfo
+from scheduler.cache import ClusterCache, NodeInfo, PodInfo
+from scheduler.cache.reservations import HeldReservation
 from scheduler.framework.config import PluginRef, ProfileConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.diagnosis import Diagnosis
+from scheduler.framework.feeds import Feeds
 from scheduler.framework.interfaces import (
     POINT_CLASSES,
     BindPlugin,
@@ -52,7 +53,6 @@ from scheduler.framework.interfaces import (
     Handle,
     PermitPlugin,
     Plugin,
-    PodPatch,
     PodSetExtension,
     PostBindPlugin,
     PostFilterPlugin,
@@ -65,8 +65,10 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.preemption import Preemption
+from scheduler.framework.shared import NOMINATED_RESERVATIONS, check_order
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.waiting import MAX_PERMIT_TIMEOUT, WaitingPod
+from scheduler.framework.writes import Write, Writes
 
 __all__ = [
     "MIN_FEASIBLE_NODES_TO_FIND",
@@ -140,22 +142,64 @@ class ScheduleResult:
     preemption: Preemption | None = None
 
 
+class MemoEntry:
+    """One node's results for one pod shape (`Plugin.memo_key`), valid while the node's
+    `generation` is what it was when they were computed: the Filter chain's status, and the raw
+    scores of the Score plugins that were active (`active_id`, see `Framework._active_id`; -1
+    before any were computed). Owned by the runtime's memo; mutable so that scores computed later
+    are kept with the status."""
+
+    __slots__ = ("active_id", "generation", "scores", "status")
+
+    def __init__(self, generation: int, status: Status) -> None:
+        self.generation = generation
+        self.status = status
+        self.scores: tuple[int, ...] = ()
+        self.active_id = -1
+
+
 class Framework:
     """One profile's plugins, run per extension point. Build with `Framework.build`."""
 
     def __init__(
         self,
         *,
-        handle: Handle,
-        plugins: Mapping[ExtensionPoint, Sequence[Plugin]],
-        weights: Mapping[str, int],
+        cache: ClusterCache,
+        profile: str,
+        scheduler: dict[Hashable, object] | None = None,
+        feeds: Feeds | None = None,
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
         observer: PointObserver | None = None,
     ) -> None:
-        self.handle = handle
+        """A framework with no plugins yet, and the `Handle` its plugins are built with: `build`
+        builds them and installs them. The handle's `check` runs this framework's PreFilter and
+        Filter chains, so it is complete before any plugin sees it (nothing is patched later).
+        `scheduler` and `feeds` are the scheduler's, shared with its other profiles' frameworks
+        (fresh ones for a framework on its own)."""
+        self._checks = _ProfileChecks(self)
+        self.handle = Handle(
+            cache,
+            profile,
+            scheduler=scheduler if scheduler is not None else {},
+            feeds=feeds if feeds is not None else Feeds(),
+            check=self._checks,
+        )
         self._observer = observer
-        self.profile = handle.profile
+        self.profile = profile
+        self._percentage = percentage_of_nodes_to_score
+        self._rng = rng if rng is not None else random.Random(0)
+        self._next_start = 0
+        self._waiting: dict[str, WaitingPod] = self.handle.waiting
+        #: memo key -> node name -> that node's results for pods of that shape
+        self._memo: OrderedDict[Hashable, dict[str, MemoEntry]] = OrderedDict()
+        #: (active Score plugins, their score epochs) -> an id, never reused (`_active_id`).
+        self._active_ids: dict[tuple[tuple[str, ...], tuple[Hashable, ...]], int] = {}
+        self._next_active_id = itertools.count()
+        self._install({}, {})
+
+    def _install(self, plugins: Mapping[ExtensionPoint, Sequence[Plugin]], weights: Mapping[str, int]) -> None:
+        """Put the plugins at their extension points (in the order given) and their score weights."""
 
         def at(point: ExtensionPoint) -> Sequence[Plugin]:
             return plugins.get(point, ())
@@ -176,15 +220,6 @@ class Framework:
                 if not isinstance(plugin, POINT_CLASSES[point]):
                     raise ConfigError(f"plugin {plugin.name} does not implement {point.value}")
         self._weights = dict(weights)
-        self._percentage = percentage_of_nodes_to_score
-        self._rng = rng if rng is not None else random.Random(0)
-        self._next_start = 0
-        self._waiting: dict[str, WaitingPod] = handle.waiting
-        #: memo key -> node name -> [generation, filter status, raw scores, id of their plugin set]
-        self._memo: OrderedDict[Hashable, dict[str, list[Any]]] = OrderedDict()
-        #: (active Score plugins, their score epochs) -> an id, never reused (`_active_id`).
-        self._active_ids: dict[tuple[tuple[str, ...], tuple[Hashable, ...]], int] = {}
-        self._next_active_id = itertools.count()
         seen: dict[str, Plugin] = {}
         for group in plugins.values():
             for p in group:
@@ -192,8 +227,6 @@ class Framework:
         self._plugins = seen
         self._pod_sets = [p for p in seen.values() if isinstance(p, PodSetExtension)]
         self._queue_sorts = [p for p in seen.values() if isinstance(p, QueueSortExtension)]
-        handle.check.pre_filter = lambda state, pod: self.run_pre_filter(state, pod)[1]
-        handle.check.filter = self.run_filters
 
     # --- construction -----------------------------------------------------------------------------
     @classmethod
@@ -203,12 +236,26 @@ class Framework:
         *,
         registry: Registry,
         default_plugins: Sequence[PluginRef],
-        handle: Handle,
+        cache: ClusterCache,
+        scheduler: dict[Hashable, object] | None = None,
+        feeds: Feeds | None = None,
         percentage_of_nodes_to_score: int = 0,
         rng: random.Random | None = None,
         observer: PointObserver | None = None,
     ) -> Framework:
-        """Instantiate the profile's plugins. Raises ConfigError listing every problem."""
+        """Instantiate the profile's plugins with the framework's `Handle` (`scheduler` and
+        `feeds` the scheduler's: see `__init__`) and install them. Raises ConfigError listing
+        every problem."""
+        framework = cls(
+            cache=cache,
+            profile=profile.scheduler_name,
+            scheduler=scheduler,
+            feeds=feeds,
+            percentage_of_nodes_to_score=percentage_of_nodes_to_score,
+            rng=rng,
+            observer=observer,
+        )
+        handle = framework.handle
         problems: list[str] = []
         enabled: dict[str, int | None] = {}
         if "*" not in profile.multi_point.disabled:
@@ -255,16 +302,12 @@ class Framework:
                     points.setdefault(point, []).append(plugin)
                 elif name in explicit:
                     problems.append(f"plugin {name} does not implement the {point.value} extension point")
+        problems.extend(check_order(points))
         if problems:
             raise ConfigError(f"profile {profile.scheduler_name}: " + "; ".join(problems))
-        return cls(
-            handle=handle,
-            plugins=points,
-            weights=weights,
-            percentage_of_nodes_to_score=percentage_of_nodes_to_score,
-            rng=rng,
-            observer=observer,
-        )
+        framework._install(points, weights)
+        framework._checks.ready = True
+        return framework
 
     # --- introspection ----------------------------------------------------------------------------
     def plugin(self, name: str) -> Plugin | None:
@@ -297,14 +340,6 @@ class Framework:
     def pod_deleted(self, pod: Pod) -> None:
         for plugin in self._pod_sets:
             self._tell(plugin, plugin.pod_deleted, pod, pod.key)
-
-    def pod_group_added(self, group: PodGroup) -> None:
-        for plugin in self._pod_sets:
-            self._tell(plugin, plugin.pod_group_added, group, group.meta.key)
-
-    def pod_group_deleted(self, group: PodGroup) -> None:
-        for plugin in self._pod_sets:
-            self._tell(plugin, plugin.pod_group_deleted, group, group.meta.key)
 
     def queue_group(self, pod: Pod) -> str | None:
         """The set a pending pod must be dequeued with (its gang group), or None."""
@@ -355,7 +390,7 @@ class Framework:
             return ScheduleResult(None, summary, diagnosis, nominated_node=nominated, preemption=preemption)
         allowed = result.node_names if result is not None else None
         ahead = self.handle.cache.nominator.ahead_of(pod) if self.handle.cache.nominator else None
-        memo = self._memo_for(state, pod) if not ahead and not state.reservations else None
+        memo = self._memo_for(state, pod) if not ahead and not state.get(NOMINATED_RESERVATIONS) else None
         feasible, entries, evaluated = self._find_feasible(
             state, pod, nodes, allowed, diagnosis, memo=memo, ahead=ahead
         )
@@ -447,7 +482,7 @@ class Framework:
                 out.append(status)
         return out
 
-    def _memo_for(self, state: CycleState, pod: PodInfo) -> dict[str, list[Any]] | None:
+    def _memo_for(self, state: CycleState, pod: PodInfo) -> dict[str, MemoEntry] | None:
         """This pod shape's per-node results, if every Filter and Score plugin gives a key."""
         parts: list[Hashable] = [frozenset(state.skip_filter)]
         for plugin in itertools.chain(self._filter, self._score):
@@ -473,9 +508,9 @@ class Framework:
         allowed: frozenset[str] | None,
         diagnosis: Diagnosis,
         *,
-        memo: dict[str, list[Any]] | None,
+        memo: dict[str, MemoEntry] | None,
         ahead: Mapping[str, Sequence[PodInfo]] | None = None,
-    ) -> tuple[list[NodeInfo], list[list[Any]] | None, int]:
+    ) -> tuple[list[NodeInfo], list[MemoEntry] | None, int]:
         """`ahead`: per node, nominated pods to count there first (`Nominator.ahead_of`); the
         caller passes no memo with them (a node's result then depends on the pod's priority)."""
         total = len(nodes)
@@ -492,7 +527,7 @@ class Framework:
         filters = self._active_filters(state)
         statuses = diagnosis.node_statuses
         feasible: list[NodeInfo] = []
-        entries: list[list[Any]] = []
+        entries: list[MemoEntry] = []
         evaluated = 0
         # Two copies of the loop: this is the hottest code of the scheduler.
         if memo is not None:
@@ -504,10 +539,10 @@ class Framework:
                 evaluated += 1
                 name = info.name
                 entry = lookup(name)
-                if entry is None or entry[0] != info.generation:
-                    entry = memo[name] = [info.generation, _run_chain(filters, state, pod, info), (), -1]
-                if entry[1] is not SUCCESS:  # _run_chain returns this very object when all pass
-                    statuses[name] = entry[1]
+                if entry is None or entry.generation != info.generation:
+                    entry = memo[name] = MemoEntry(info.generation, _run_chain(filters, state, pod, info))
+                if entry.status is not SUCCESS:  # _run_chain returns this very object when all pass
+                    statuses[name] = entry.status
                     continue
                 keep_entry(entry)
                 keep_node(info)
@@ -515,9 +550,10 @@ class Framework:
                 if not left:
                     break
         else:
+            reservations = state.get(NOMINATED_RESERVATIONS)
             for info in order:
                 evaluated += 1
-                status = _run_chain(filters, state, pod, self.node_view(state, info, ahead))
+                status = _run_chain(filters, state, pod, _view(info, ahead, reservations))
                 if status is not SUCCESS:
                     statuses[info.name] = status
                     continue
@@ -535,13 +571,9 @@ class Framework:
         self, state: CycleState, info: NodeInfo, ahead: Mapping[str, Sequence[PodInfo]] | None = None
     ) -> NodeInfo:
         """The node as the pod's Filters see it: with the nominated pods `ahead` counted first,
-        and without the Reservation the pod may use there (`CycleState.reservations`): its
+        and without the Reservation the pod may use there (`NOMINATED_RESERVATIONS`): its
         resources are the pod's. The node itself when neither applies."""
-        nominated = ahead.get(info.name) if ahead else None
-        held = state.reservations.get(info.name) if state.reservations else None
-        if not nominated and held is None:
-            return info
-        return info.simulate(remove=(held.uid,) if held is not None else (), add=nominated or ())
+        return _view(info, ahead, state.get(NOMINATED_RESERVATIONS))
 
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
@@ -575,7 +607,7 @@ class Framework:
         state: CycleState,
         pod: PodInfo,
         nodes: Sequence[NodeInfo],
-        entries: Sequence[list[Any]] | None = None,
+        entries: Sequence[MemoEntry] | None = None,
         *,
         breakdown: list[tuple[str, list[int]]] | None = None,
     ) -> list[int]:
@@ -596,18 +628,18 @@ class Framework:
                 column: list[int] = []
                 keep = column.append
                 for entry, info in zip(entries, nodes, strict=True):
-                    if entry[3] != active_id:
-                        entry[2] = (only.score(state, pod, info),)
-                        entry[3] = active_id
-                    keep(entry[2][0])
+                    if entry.active_id != active_id:
+                        entry.scores = (only.score(state, pod, info),)
+                        entry.active_id = active_id
+                    keep(entry.scores[0])
                 columns = [column]
             else:
                 raws = []
                 for entry, info in zip(entries, nodes, strict=True):
-                    if entry[3] != active_id:
-                        entry[2] = tuple(plugin.score(state, pod, info) for plugin in active)
-                        entry[3] = active_id
-                    raws.append(entry[2])
+                    if entry.active_id != active_id:
+                        entry.scores = tuple(plugin.score(state, pod, info) for plugin in active)
+                        entry.active_id = active_id
+                    raws.append(entry.scores)
                 columns = [list(column) for column in zip(*raws, strict=True)]
         else:
             columns = [[plugin.score(state, pod, info) for info in nodes] for plugin in active]
@@ -698,21 +730,24 @@ class Framework:
         """Reject waiting pods whose deadline passed; returns them (still tracked until removed)."""
         return [w for w in self._waiting.values() if w.expire(now)]
 
-    def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, PodPatch]:
-        """Collect the annotations PreBind plugins ask for; apply them before binding.
+    def run_pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Status, Writes]:
+        """Collect the writes PreBind plugins ask for (`Writes`: the pod's annotations merged in
+        plugin order, then other objects); whoever binds makes them before binding. Reads no
+        cache: safe on the binder's thread without the lock (see `PreBindPlugin`).
 
         PreBind and Bind are not reported to the observer: their cost is in the API calls the
         caller makes, so the caller times them.
         """
-        patch = PodPatch()
+        asked: list[Write] = []
         try:
             for plugin in self._pre_bind:
-                status = plugin.pre_bind(state, pod, node, patch)
+                writes, status = plugin.pre_bind(state, pod, node)
+                asked.extend(writes)
                 if not status.is_success:
-                    return _with_plugin(status, plugin.name), patch
+                    return _with_plugin(status, plugin.name), Writes.of(asked)
         except Exception as e:
-            return self._crash(e, "pre_bind", pod), patch
-        return SUCCESS, patch
+            return self._crash(e, "pre_bind", pod), Writes.of(asked)
+        return SUCCESS, Writes.of(asked)
 
     def run_bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         """The first Bind plugin that does not SKIP decides; SKIP from all means "bind it yourself"."""
@@ -742,6 +777,42 @@ class Framework:
             extra={"profile": self.profile, "plugin": plugin, "point": point, "pod": pod.key},
         )
         return Status.error(f"{type(error).__name__}: {error}", plugin=plugin)
+
+
+class _ProfileChecks:
+    """`Handle.check` of a framework's plugins: its PreFilter and Filter chains, callable once
+    the plugins are installed (a plugin that asks from its constructor gets an error, not an
+    answer from an empty chain)."""
+
+    __slots__ = ("_framework", "ready")
+
+    def __init__(self, framework: Framework) -> None:
+        self._framework = framework
+        self.ready = False
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        return self._ready().run_pre_filter(state, pod)[1]
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        return self._ready().run_filters(state, pod, node)
+
+    def _ready(self) -> Framework:
+        if not self.ready:
+            raise RuntimeError(f"profile {self._framework.profile}: its plugins are not built yet")
+        return self._framework
+
+
+def _view(
+    info: NodeInfo,
+    ahead: Mapping[str, Sequence[PodInfo]] | None,
+    reservations: Mapping[str, HeldReservation] | None,
+) -> NodeInfo:
+    """`Framework.node_view` with the pod's nominated Reservations read once per cycle."""
+    nominated = ahead.get(info.name) if ahead else None
+    held = reservations.get(info.name) if reservations else None
+    if not nominated and held is None:
+        return info
+    return info.simulate(remove=(held.uid,) if held is not None else (), add=nominated or ())
 
 
 def _run_chain(

@@ -198,8 +198,8 @@ class VictimFinder:
         dry = state.clone()
         dry.dry_run = True
         scope.prepare(dry)
-        pre_filter, node_filter = self._check.pre_filter, self._check.filter
-        if pre_filter is None or node_filter is None or not pre_filter(dry, pod).is_success:
+        node_filter = self._check.filter
+        if not self._check.pre_filter(dry, pod).is_success:
             return Search()
         ahead = self._cache.nominator.ahead_of(pod) if self._cache.nominator else {}
         candidates: list[Candidate] = []

@@ -46,7 +46,7 @@ REGISTRY: Final[Registry] = {
 #: scores of NodeResourcesFit and DeviceShare are off unless a profile enables them under
 #: `score` (`--scoring LeastAllocated` does: `scheduler.core.with_scoring`).
 DEFAULT_PLUGINS: Final = (
-    # First: its Reserve consumes the Reservation before DeviceShare's takes the reserved devices.
+    # First: DeviceShare reads what it writes at PreFilter and Reserve (`Framework.build` checks).
     PluginRef(reservation.NAME, reservation.DEFAULT_WEIGHT),
     PluginRef(nodeunschedulable.NAME),
     PluginRef(nodename.NAME),

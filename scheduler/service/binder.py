@@ -1,24 +1,28 @@
-"""Asynchronous binding: PreBind's annotation patch and the Binding, off the scheduling thread.
+"""Asynchronous binding: PreBind, its writes and the Binding, off the scheduling thread.
 
-The scheduling cycle (`scheduler.core.cycle`) decides, reserves in the cache and runs PreBind's
-plugins; the loop hands the resulting `Placement` to the `Binder`, and worker threads do the two
-API calls, so a slow API server delays bindings, never the next cycle. Each binding ends in
-exactly one of:
+The scheduling cycle (`scheduler.core.cycle`) decides and reserves in the cache; the loop hands
+the resulting `Placement` to the `Binder`, whose worker threads run the binding cycle: PreBind's
+plugins (`scheduler.core.pre_bind`, without the cache lock: they read the cycle state only), the
+writes they ask for (`scheduler.framework.writes`: the pod's annotations in one patch, then other
+objects through `ObjectAPI`), the Bind plugins and the Binding — so a slow API server delays
+bindings, never the next cycle. Each binding ends in exactly one of:
 
 - **bound**: the assumed pod stays in the cache (the informer's update confirms it) and leaves
   the queue; a Normal `Scheduled` Event says where, as kube-scheduler's does;
-- **undone** through the cycle's `undo`: the devices reserved for it are released, the
-  assumption forgotten, and the pod goes back to the queue with backoff (or is dropped when it
-  was deleted);
+- **undone**: the object writes made for it are taken back (each `ObjectWrite.undo`, newest
+  first), then the cycle's `undo` releases what Reserve took and forgets the assumption, and the
+  pod goes back to the queue with backoff (or is dropped when it was deleted);
 - **adopted**: the API server says the pod is bound somewhere else (someone else bound it): the
   cache takes the API's version instead of ours.
 
-Before binding, the `device-allocated` annotation is made exactly what this cycle decided (set,
-or removed when the pod gets no devices), so a bound pod's annotation always matches the
-devices the cache reserved for it. When the Binding's outcome is unknown (the connection broke,
-a 5xx, a 409) the binder asks the API server what happened and acts on the answer; until it
-knows, the pod stays assumed — its devices held — because releasing them for a pod that is in
-fact bound could hand a GPU to two pods. Assumed pods never expire by time here either.
+Before binding, every annotation the cache reads as a record of what a pod holds (its holdings
+sources' annotations, `ClusterCache.holdings`) is made exactly what this binding's PreBind asked
+for (set, or removed when the pod carries one it did not ask for), so a bound pod's records
+always match what the cache reserved for it. When the Binding's outcome is unknown (the
+connection broke, a 5xx, a 409) the binder asks the API server what happened and acts on the
+answer; until it knows, the pod stays assumed — its devices held — because releasing them for a
+pod that is in fact bound could hand a GPU to two pods. Assumed pods never expire by time here
+either.
 """
 
 from __future__ import annotations
@@ -26,21 +30,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from apis.errors import TesseraError
-from apis.extension import names
 from apis.k8s.core import Pod
 from kube import Backoff, EventRecorder, ObjectReference, errors
 from kube.logs import V
-from scheduler.core import Placement, SchedulingCycle
+from scheduler.cache import Holdings
+from scheduler.core import Placement, SchedulingCycle, pre_bind
+from scheduler.framework.events import BINDING_UNDONE
 from scheduler.framework.interfaces import ExtensionPoint
 from scheduler.framework.runtime import PointObserver
 from scheduler.framework.status import Code
+from scheduler.framework.writes import Writes
 from scheduler.service.metrics import SchedulerMetrics
+from scheduler.service.objectapi import ObjectAPI
 from scheduler.service.podapi import PodAPI
-from scheduler.service.queue import POD_DELETED, QueuedPod, QueueName, SchedulingQueue
+from scheduler.service.queue import QueuedPod, QueueName, SchedulingQueue
 from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
 
 __all__ = ["REASON_SCHEDULED", "Binder", "LivePlacement", "annotations_for"]
@@ -55,12 +62,13 @@ REASON_SCHEDULED = "Scheduled"
 LivePlacement = Placement[QueuedPod]
 
 
-def annotations_for(pod: Pod, requested: Mapping[str, str]) -> dict[str, str | None]:
-    """PreBind's annotations, plus the removal of a device-allocated annotation the pod carries
-    but this cycle did not ask for (a stale one, or one someone else wrote)."""
-    out: dict[str, str | None] = dict(requested)
-    if names.ANNOTATION_DEVICE_ALLOCATED not in out and names.ANNOTATION_DEVICE_ALLOCATED in pod.annotations:
-        out[names.ANNOTATION_DEVICE_ALLOCATED] = None
+def annotations_for(pod: Pod, writes: Writes, holdings: Holdings) -> dict[str, str | None]:
+    """PreBind's annotations, plus the removal of every record of holdings (`holdings`'
+    annotations) the pod carries but this binding did not ask for (a stale one, or one someone
+    else wrote)."""
+    out: dict[str, str | None] = dict(writes.annotations)
+    for key in holdings.carried(pod):
+        out.setdefault(key, None)
     return out
 
 
@@ -75,12 +83,15 @@ class Binder:
         reporter: FailureReporter,
         recorder: EventRecorder,
         metrics: SchedulerMetrics,
+        objects: ObjectAPI,
         workers: int = 16,
         clock: Callable[[], float] = time.monotonic,
         refer: Callable[[Pod], ObjectReference] = ObjectReference.of,
     ) -> None:
-        """`refer` names the object Events are about (a Reservation's binder names the Reservation)."""
+        """`api` writes the pod (a Reservation's binder: the Reservation), `objects` the other
+        objects PreBind asks for; `refer` names the object Events are about."""
         self._api = api
+        self._objects = objects
         self._refer = refer
         self._recorder = recorder
         self._lock = lock
@@ -144,8 +155,13 @@ class Binder:
     def _bind(self, placement: LivePlacement) -> None:
         pod = placement.pod.pod
         start = time.perf_counter()
+        status = pre_bind(placement)  # no lock: PreBind reads the cycle state only
+        if not status.is_success:
+            self._observe(placement, ExtensionPoint.PRE_BIND, status.code, start)
+            self._fail(placement, f"plugin {status.plugin}", f"Binding rejected: {status.message}")
+            return
         try:
-            changes = annotations_for(pod, placement.annotations)
+            changes = annotations_for(pod, placement.writes, self._cache.holdings)
             if changes:
                 self._api.annotate(pod, changes)
         except errors.NotFound:
@@ -160,6 +176,14 @@ class Binder:
             self._observe(placement, ExtensionPoint.PRE_BIND, Code.ERROR, start)
             self._fail(placement, _reason(e), f"Binding rejected: {e}")
             return
+        for write in placement.writes.objects:
+            try:
+                self._objects.write(write)
+            except errors.APIError as e:
+                self._observe(placement, ExtensionPoint.PRE_BIND, Code.ERROR, start)
+                self._fail(placement, _reason(e), f"Binding rejected: cannot write {write.describe()}: {e}")
+                return
+            placement.written.append(write)
         start = self._observe(placement, ExtensionPoint.PRE_BIND, Code.SUCCESS, start)
         with self._lock:
             status = placement.framework.run_bind(placement.state, placement.pod, placement.node)
@@ -215,7 +239,7 @@ class Binder:
             self._gone(placement)
         elif not current.node_name:
             self._fail(placement, reason, f"Binding failed ({reason}); will retry")
-        elif current.node_name == placement.node and _same_allocation(current, placement):
+        elif current.node_name == placement.node and _same_allocation(current, placement, self._cache.holdings):
             log.log(V(2), "The Binding went through after all", extra={"pod": key, "node": placement.node})
             self._bound(placement, current)
         else:
@@ -266,13 +290,30 @@ class Binder:
         )
 
     def _release(self, placement: LivePlacement, current: Pod | None = None) -> None:
-        """Undo the placement (taking the API's `current` version of the pod into the cache when
-        given), then let pods that waited for the room it held try again (kube does the same)."""
+        """Take back the object writes made for the placement, undo it (taking the API's
+        `current` version of the pod into the cache when given), then let pods that waited for
+        the room it held try again (kube does the same)."""
+        self._take_back(placement)
         with self._lock:
             self._cycle.undo(placement)
             if current is not None:
                 self._cache.add_pod(current)
-        self._queue.move(POD_DELETED)
+        self._queue.move(BINDING_UNDONE)
+
+    def _take_back(self, placement: LivePlacement) -> None:
+        """Make the undo of every object write made for the placement, newest first. One that
+        fails is logged and left: the binding is over either way."""
+        while placement.written:
+            write = placement.written.pop()
+            if write.undo is None:
+                continue
+            try:
+                self._objects.write(write.undo)
+            except errors.APIError as e:
+                log.error(
+                    "Could not take back a write of a failed binding",
+                    extra={"pod": placement.pod.key, "object": write.undo.describe(), "error": str(e)},
+                )
 
     def _observe(self, placement: LivePlacement, point: ExtensionPoint, code: Code, start: float) -> float:
         now = time.perf_counter()
@@ -287,6 +328,7 @@ def _reason(error: errors.APIError) -> str:
     return type(error).__name__
 
 
-def _same_allocation(current: Pod, placement: LivePlacement) -> bool:
-    wanted = placement.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED)
-    return current.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED) == wanted
+def _same_allocation(current: Pod, placement: LivePlacement, holdings: Holdings) -> bool:
+    """Whether the pod's records of holdings are the ones this binding wrote."""
+    wanted = placement.writes.annotations
+    return all(current.annotations.get(key) == wanted.get(key) for key in holdings.annotations)

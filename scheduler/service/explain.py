@@ -20,6 +20,7 @@ from apis.k8s import resources
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework import CycleState, Diagnosis, Framework, Shortfall, Status
+from scheduler.framework.shared import NOMINATED_RESERVATIONS
 from scheduler.framework.status import Code
 from scheduler.plugins import reservation
 
@@ -83,7 +84,7 @@ def evaluate(framework: Framework, cache: ClusterCache, pod: Pod, *, nearest: in
 def _reserved_for_others(cache: ClusterCache, state: CycleState, node: str) -> tuple[Status, ...]:
     """Why resources the node seems to have are not the pod's: Reservations held there for
     other owners (their requests named), appended to a node that rejects the pod."""
-    mine = state.reservations.get(node)
+    mine = (state.get(NOMINATED_RESERVATIONS) or {}).get(node)
     out = []
     for held in cache.reservations_on(node):
         if mine is not None and held.uid == mine.uid:

@@ -1,39 +1,36 @@
-"""Informers for nodes, pods, Device CRs, PodGroups and PodDisruptionBudgets, wired into the
-cache and the scheduling queue.
+"""Informers for nodes, pods, Device CRs and PodDisruptionBudgets, wired into the cache and the
+scheduling queue.
 
 What each change means to the scheduler, in one place:
 
 - **assigned pods** (any scheduler's, and ours after binding) go into the cache, which accounts
-  their devices from their `device-allocated` annotation — so pods bound before a restart or by
-  another scheduler hold their GPUs. A pod this scheduler assumed is confirmed by the same call.
+  their devices from their records (its holdings sources, `scheduler.cache.holdings`) — so pods
+  bound before a restart or by another scheduler hold their GPUs. A pod this scheduler assumed is
+  confirmed by the same call.
 - **pending pods** with one of our profiles' `schedulerName` go into the queue. They never touch
   the cache: the only pending pods it holds are the ones we assumed ourselves, and a pending
-  pod's annotation (say, left by a binding that failed) accounts for nothing.
+  pod's record (say, left by a binding that failed) accounts for nothing.
 - **deletions** (and pods reaching Succeeded/Failed, which the field selector turns into
   deletions) leave the cache and the queue; an assigned pod leaving frees room, so pods it may
   help are moved out of the unschedulable queue, as are those a node or Device change may help.
-- **every pod and PodGroup** (Koordinator's, `scheduling.sigs.k8s.io`, and scheduler-plugins',
-  `scheduling.x-k8s.io`) is told to the frameworks (`Framework.pod_added`, …), so gang
-  scheduling counts a gang's members before any is scheduled; a new gang member or a PodGroup
-  change moves the pods waiting for it. A gang value ignored for its default (an unknown mode,
-  a total below min, a malformed duration or groups list) is said once per gang, as a Warning
-  Event on the pod that set the gang up; a pod that names both kinds of gang gets a
-  `GangConflict` Warning Event saying so (the scheduler refuses it with the same reason). The
-  PodGroup informers are not waited for at start (a cluster without a CRD still schedules);
-  until one syncs, its PodGroups' members wait.
+- **every pod** is told to the frameworks (`Framework.pod_added`, …), so gang scheduling counts
+  a gang's members before any is scheduled; a new gang member moves the pods waiting for it.
+  The plugins' handlers of pods (`Handle.feeds.pods`: quota charges, what is wrong with a gang)
+  run after these, on the same informer (`scheduler.service.feeds`); what else a plugin
+  watches (PodGroups, ElasticQuotas, Reservations, ...) is its own feed, run there too.
 
 - **PodDisruptionBudgets** go into the cache (`ClusterCache.budgets`), for preemption, which
-  spares the pods they protect. Like PodGroups, they are not waited for at start: until the
-  informer syncs, preemption sees no budget (kube-scheduler does not wait for them either).
+  spares the pods they protect. They are not waited for at start: until the informer syncs,
+  preemption sees no budget (kube-scheduler does not wait for them either).
 
 Bad input never stops anything and is said where users look: a pod or Device CR that does not
 parse gets a Warning Event naming the field (the informer keeps the last good version); an
-assigned pod whose `device-allocated` annotation cannot be read (or was removed) gets an
+assigned pod whose record of what it holds cannot be read (or was removed) gets an
 `InvalidDeviceAllocation` one too, saying what the cache does about it: it keeps counting the
 pod's last valid allocation, or — first seen that way, as after a restart — treats the node's
-devices of the types the pod asks for as possibly in use. A change to an assigned pod's
-annotation moves the pods DeviceShare rejected (a fix may free a node). A device that holdings
-bypassing the scheduler over-commit is reported by the `OvercommitReporter`.
+devices of the types the pod asks for as possibly in use. A change to an assigned pod's record
+moves the pods DeviceShare rejected (a fix may free a node). A device that holdings bypassing
+the scheduler over-commit is reported by the `OvercommitReporter`.
 
 Handlers run on the informers' dispatcher threads and take the cache lock only for the cache
 call itself.
@@ -48,19 +45,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from apis.crds.device import Device
-from apis.crds.podgroup import PodGroup
 from apis.errors import TesseraError
 from apis.extension import names
-from apis.extension.gang import gang_conflict
 from apis.k8s.core import Node, Pod
 from apis.k8s.policy import PodDisruptionBudget
 from kube import Client, EventRecorder, Informer, ObjectReference, resources
 from scheduler.cache import ClusterCache, PodInfo
-from scheduler.core import gangs
 from scheduler.framework import Framework
-from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
+from scheduler.framework.events import (
+    ASSIGNED_POD_DELETED,
+    ASSIGNED_POD_RECORD_CHANGED,
+    DEVICE_ADDED,
+    DEVICE_CHANGED,
+    NODE_ADDED,
+    NODE_CHANGED,
+    POD_ADDED,
+)
 from scheduler.service.overcommit import OvercommitReporter
-from scheduler.service.queue import POD_DELETED, SchedulingQueue
+from scheduler.service.queue import SchedulingQueue
 from scheduler.service.reporter import FailureReporter
 from scheduler.service.unserved import UnservedNames
 
@@ -72,20 +74,10 @@ log = logging.getLogger(__name__)
 NON_TERMINAL_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 REASON_INVALID_OBJECT = "FailedParsing"
 REASON_INVALID_ALLOCATION = "InvalidDeviceAllocation"
-REASON_GANG_VALUE_IGNORED = "GangValueIgnored"
-#: A pending pod names one of Koordinator's gangs and a scheduler-plugins PodGroup.
-REASON_GANG_CONFLICT = "GangConflict"
 #: Device entries Koordinator's schema admits but Tessera cannot allocate (`Device.ignored`).
 REASON_DEVICES_IGNORED = "DevicesIgnored"
-
-_NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
-_NODE_UPDATE = ClusterEvent(EventResource.NODE, EventAction.UPDATE)
-_DEVICE_ADD = ClusterEvent(EventResource.DEVICE, EventAction.ADD)
-_DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
-_POD_ADD = ClusterEvent(EventResource.POD, EventAction.ADD)
-_POD_GROUP_CHANGE = ClusterEvent(EventResource.POD_GROUP, EventAction.ALL)
-#: An assigned pod's device-allocated annotation changed (fixed, edited, broken).
-_POD_UPDATE = ClusterEvent(EventResource.POD, EventAction.UPDATE)
+#: A Device's `gpu-partitions` annotation, or some of its partitions, cannot be used.
+REASON_INVALID_GPU_PARTITIONS = "InvalidGPUPartitions"
 
 
 class ClusterFeed:
@@ -108,9 +100,6 @@ class ClusterFeed:
         self._lock = lock
         self._unserved = unserved
         self._frameworks = tuple((frameworks or {}).values())
-        self._by_profile = dict(frameworks or {})
-        #: Gangs whose ignored values were already said (once per gang, on the pod that set it up).
-        self._warned_gangs: set[str] = set()
         self._cache = cache
         self._queue = queue
         self._profiles = profiles
@@ -125,15 +114,6 @@ class ClusterFeed:
         self.nodes.add_handlers(self._node_added, self._node_updated, self._node_deleted)
         self.devices.add_handlers(self._device_added, self._device_updated, self._device_deleted)
         self.pods.add_handlers(self._pod_added, self._pod_updated, self._pod_deleted)
-        self.pod_groups: Informer[PodGroup] = Informer(client, names.POD_GROUPS, parse=PodGroup.from_dict)
-        #: scheduler-plugins' PodGroups (Kubeflow, KubeRay): the same feed, the group in each object.
-        self.upstream_pod_groups: Informer[PodGroup] = Informer(
-            client, names.UPSTREAM_POD_GROUPS, parse=PodGroup.upstream_from_dict
-        )
-        for informer in (self.pod_groups, self.upstream_pod_groups):
-            informer.add_handlers(
-                self._pod_group_added, lambda _old, new: self._pod_group_added(new), self._pod_group_deleted
-            )
         self.budgets: Informer[PodDisruptionBudget] = Informer(
             client, resources.POD_DISRUPTION_BUDGETS, parse=PodDisruptionBudget.from_dict
         )
@@ -147,9 +127,6 @@ class ClusterFeed:
         self.nodes.start()
         self.devices.start()
         self.budgets.start()
-        if self._frameworks:
-            self.pod_groups.start()
-            self.upstream_pod_groups.start()
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         """Wait for nodes and Devices, start the pod informer, wait for it. False on timeout."""
@@ -167,7 +144,7 @@ class ClusterFeed:
         return self.pods.has_synced and self.nodes.has_synced and self.devices.has_synced
 
     def stop(self) -> None:
-        for informer in (self.pods, self.devices, self.nodes, self.pod_groups, self.upstream_pod_groups, self.budgets):
+        for informer in (self.pods, self.devices, self.nodes, self.budgets):
             if informer.started:
                 informer.stop()
 
@@ -211,13 +188,13 @@ class ClusterFeed:
     def _node_added(self, node: Node) -> None:
         with self._lock:
             self._cache.add_node(node)
-        self._queue.move(_NODE_ADD)
+        self._queue.move(NODE_ADDED)
 
     def _node_updated(self, old: Node, new: Node) -> None:
         with self._lock:
             self._cache.update_node(new)
         if _node_schedulable_view(old) != _node_schedulable_view(new):
-            self._queue.move(_NODE_UPDATE)
+            self._queue.move(NODE_CHANGED)
 
     def _node_deleted(self, node: Node) -> None:
         with self._lock:
@@ -228,22 +205,30 @@ class ClusterFeed:
             self._cache.add_device(device)
             self._check_overcommits(device.node_name)
         self._warn_ignored(device)
-        self._queue.move(_DEVICE_ADD)
+        self._queue.move(DEVICE_ADDED)
 
     def _device_updated(self, old: Device, new: Device) -> None:
         with self._lock:
             self._cache.update_device(new)
             self._check_overcommits(new.node_name)
-        if old.ignored != new.ignored:
+        if old.ignored != new.ignored or old.partition_problems != new.partition_problems:
             self._warn_ignored(new)
-        if old.devices != new.devices:
-            self._queue.move(_DEVICE_UPDATE)
+        if (
+            old.devices != new.devices
+            or old.gpu_partitions != new.gpu_partitions
+            or old.partition_policy is not new.partition_policy
+        ):
+            self._queue.move(DEVICE_CHANGED)
 
     def _warn_ignored(self, device: Device) -> None:
-        """One warning Event per change of what the scheduler leaves out of a Device."""
+        """One warning Event per change of what the scheduler leaves out of a Device (entries,
+        GPU partitions)."""
         if device.ignored:
             message = f"the scheduler allocates none of these entries: {'; '.join(device.ignored)}"
             self._recorder.warning(ObjectReference.of(device), REASON_DEVICES_IGNORED, message)
+        if device.partition_problems:
+            message = f"GPU partitions not used: {'; '.join(device.partition_problems)}"
+            self._recorder.warning(ObjectReference.of(device), REASON_INVALID_GPU_PARTITIONS, message)
 
     def _device_deleted(self, device: Device) -> None:
         with self._lock:
@@ -263,18 +248,7 @@ class ClusterFeed:
         with self._lock:
             self._cache.budgets.remove(budget.key)
 
-    # --- PodGroups and the sets of pods plugins count ---------------------------------------------
-    def _pod_group_added(self, group: PodGroup) -> None:
-        with self._lock:
-            for framework in self._frameworks:
-                framework.pod_group_added(group)
-        self._queue.move(_POD_GROUP_CHANGE)
-
-    def _pod_group_deleted(self, group: PodGroup) -> None:
-        with self._lock:
-            for framework in self._frameworks:
-                framework.pod_group_deleted(group)
-
+    # --- the sets of pods plugins count ---------------------------------------------------------
     def _tell_frameworks(self, pod: Pod) -> bool:
         """Count the pod in the plugins' sets (gangs); True when it belongs to one."""
         member = False
@@ -282,15 +256,6 @@ class ClusterFeed:
             for framework in self._frameworks:
                 framework.pod_added(pod)
                 member = member or framework.queue_group(pod) is not None
-            gang = gangs.gang_of(self._by_profile, pod) if member else None
-        if gang is not None and gang.problems and gang.name not in self._warned_gangs:
-            self._warned_gangs.add(gang.name)
-            for problem in gang.problems:
-                self._recorder.warning(
-                    ObjectReference.of(pod),
-                    REASON_GANG_VALUE_IGNORED,
-                    f"gang {gang.name}: {problem}; using the default",
-                )
         return member
 
     # --- pods ---------------------------------------------------------------------------------------
@@ -308,9 +273,7 @@ class ClusterFeed:
             else:
                 self._unserved.waiting(uid, ObjectReference.of(pod), pod.scheduler_name)
         if self._tell_frameworks(pod) and old is None:
-            self._queue.move(_POD_ADD)  # a new member may complete its gang
-        if not pod.node_name and pod.scheduler_name in self._profiles:
-            self._warn_conflict(old, pod)
+            self._queue.move(POD_ADDED)  # a new member may complete its gang
         if pod.node_name:
             with self._lock:
                 self._cache.add_pod(pod)
@@ -319,7 +282,8 @@ class ClusterFeed:
                 self._check_overcommits(pod.node_name, pod)
             if self._queue.done(uid) is not None:
                 self._reporter.forget(uid)
-            edited = old is None or _allocation(old) != _allocation(pod)
+            holdings = self._cache.holdings
+            edited = old is None or holdings.records(old) != holdings.records(pod)
             if info is not None and info.allocation_error and edited:
                 self._recorder.warning(
                     ObjectReference.of(pod),
@@ -327,19 +291,13 @@ class ClusterFeed:
                     _invalid_allocation(info, pod.node_name, unknown=unknown),
                 )
             if old is not None and old.node_name and edited:
-                self._queue.move(_POD_UPDATE)
+                self._queue.move(ASSIGNED_POD_RECORD_CHANGED)
         elif pod.is_deleting:
             self._queue.delete(uid)
         elif pod.scheduler_name in self._profiles:
             if pod.nominated_node_name:
                 self._keep_nomination(pod)
             self._queue.add(pod)
-
-    def _warn_conflict(self, old: Pod | None, pod: Pod) -> None:
-        """One Warning Event when a pending pod comes to name two kinds of gang."""
-        conflict = gang_conflict(pod)
-        if conflict and (old is None or gang_conflict(old) != conflict):
-            self._recorder.warning(ObjectReference.of(pod), REASON_GANG_CONFLICT, conflict)
 
     def _keep_nomination(self, pod: Pod) -> None:
         """A pending pod nominated by preemption (by us before a restart, or by the replica we
@@ -364,7 +322,7 @@ class ClusterFeed:
         self._queue.delete(uid)
         self._reporter.forget(uid)
         if node is not None:
-            self._queue.move(POD_DELETED)
+            self._queue.move(ASSIGNED_POD_DELETED)
 
 
 def _invalid_allocation(info: PodInfo, node: str, *, unknown: bool) -> str:
@@ -391,7 +349,3 @@ def _node_schedulable_view(node: Node) -> tuple[object, ...]:
 def _mapping(raw: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     value = raw.get(key)
     return value if isinstance(value, dict) else {}
-
-
-def _allocation(pod: Pod) -> str | None:
-    return pod.annotations.get(names.ANNOTATION_DEVICE_ALLOCATED)

@@ -5,9 +5,9 @@ list devices and pending pods, dump a node — as plain values, taking the cache
 reading (a cycle holds it for about a millisecond). The servers turn the values into protobuf
 messages or JSON; `tessera explain` renders them for people.
 
-A dry run goes through the real cycle up to PreBind (so it returns the `device-allocated`
-annotation the scheduler would write) on a private identity, and undoes its reservation before
-releasing the lock: nothing is ever left reserved and no cycle sees it.
+A dry run goes through the real cycle up to PreBind (so it returns the annotations the scheduler
+would write, what the pod would hold among them) on a private identity, and undoes its
+reservation before releasing the lock: nothing is ever left reserved and no cycle sees it.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apis.crds.device import DeviceType
-from apis.errors import AnnotationError, TesseraError, ValidationError
-from apis.extension import allocation, names
+from apis.errors import TesseraError, ValidationError
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s import resources
 from apis.k8s.core import Pod
@@ -138,6 +137,7 @@ class Inspector:
                 evaluation = None
             member_of = gangs.gang_of(self._frameworks, pod)
             nominated = self._cache.nominator.node_of(uid) or pod.nominated_node_name
+            stale = self._cache.holdings.carried(pod)
         if pod.node_name or (node is not None and queued is None):
             return self._bound(key, pod, node or pod.node_name, info, unknown=unknown)
         if framework is None:
@@ -156,7 +156,7 @@ class Inspector:
             last_attempt=last,
             evaluation=evaluation,
             detail="; ".join(
-                part for part in (_nominated(nominated), _gang_state(member_of), _stale_allocation(pod)) if part
+                part for part in (_nominated(nominated), _gang_state(member_of), _stale_records(stale)) if part
             ),
             waiting_for=waiting_for,
         )
@@ -177,11 +177,9 @@ class Inspector:
                 detail = f"{info.allocation_error}; it asks for no devices"
         elif info is not None:
             devices = info.allocations
-        else:
-            try:
-                devices = allocation.from_pod_annotations(pod.annotations, obj=pod.key)
-            except AnnotationError as e:
-                detail = str(e)
+        else:  # bound, as the API says, but not in the cache (yet): what its records say
+            held = self._cache.holdings.info(pod)
+            devices, detail = held.allocations, held.allocation_error
         return Explanation(key, PodState.BOUND, pod.scheduler_name, node, devices=devices, detail=detail)
 
     # --- dry run ------------------------------------------------------------------------------------
@@ -204,8 +202,8 @@ class Inspector:
                 status = framework.run_reserve(state, info, result.node)
                 patch_annotations: dict[str, str] = {}
                 if status.is_success:
-                    status, patch = framework.run_pre_bind(state, info, result.node)
-                    patch_annotations = dict(patch.annotations)
+                    status, writes = framework.run_pre_bind(state, info, result.node)
+                    patch_annotations = writes.set_annotations
             finally:
                 framework.run_unreserve(state, info, result.node)
                 self._cache.forget(info.ident)
@@ -375,10 +373,12 @@ def _gang_state(gang: GangSummary | None) -> str:
     return f"{gang.state}; {gang.reason}" if gang.reason else gang.state
 
 
-def _stale_allocation(pod: Pod) -> str:
-    if names.ANNOTATION_DEVICE_ALLOCATED in pod.annotations:
-        return (
-            "the pod carries a device-allocated annotation from an earlier attempt; it holds no devices "
-            "and is replaced (or removed) before the pod is bound"
-        )
-    return ""
+def _stale_records(annotations: frozenset[str]) -> str:
+    """A pending pod carrying a record of what it holds (`Holdings.carried`) from an earlier attempt."""
+    if not annotations:
+        return ""
+    short = ", ".join(sorted(key.rpartition("/")[2] for key in annotations))
+    return (
+        f"the pod carries a {short} annotation from an earlier attempt; it holds no devices "
+        "and is replaced (or removed) before the pod is bound"
+    )

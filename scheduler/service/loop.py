@@ -27,12 +27,13 @@ from dataclasses import dataclass
 from kube.logs import V
 from scheduler.cache import PodInfo
 from scheduler.core import SchedulingCycle
+from scheduler.framework.events import WAITING_POD_REJECTED
 from scheduler.framework.preemption import Preemption
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.service.binder import Binder, LivePlacement
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.preemptor import Preemptor
-from scheduler.service.queue import POD_DELETED, QueuedPod, QueueName, SchedulingQueue
+from scheduler.service.queue import QueuedPod, QueueName, SchedulingQueue
 from scheduler.service.reporter import REASON_SCHEDULER_ERROR, FailureReporter
 from scheduler.service.scoretable import DebugFlags, score_table
 
@@ -245,7 +246,7 @@ class SchedulingLoop:
             decided = self._cycle.resolve_waiting()
         failed = [attempt for attempt in decided if not attempt.status.is_success]
         if failed:
-            self._queue.move(POD_DELETED)  # the room rejected pods held is free again
+            self._queue.move(WAITING_POD_REJECTED)  # the room rejected pods held is free again
         self._pass_on()
         for attempt in failed:
             self._failed(attempt.ticket, attempt.status, attempt.rejected_by, 0.0, attempt.framework.profile)

@@ -1,10 +1,11 @@
 """The scheduler's Prometheus metrics, registered on a registry the service owns (never the global one).
 
     tessera_scheduler_schedule_attempts_total                     {profile, result}  scheduled, unschedulable, error
-    tessera_scheduler_scheduling_attempt_duration_seconds         {profile, result}  one cycle, PreFilter → PreBind
+    tessera_scheduler_scheduling_attempt_duration_seconds         {profile, result}  one cycle, PreFilter → Permit
     tessera_scheduler_pod_scheduling_duration_seconds             {attempts}         first seen pending → bound
     tessera_scheduler_framework_extension_point_duration_seconds  {profile, extension_point, status}
     tessera_scheduler_pending_pods                                {queue}            active, backoff, unschedulable, …
+    tessera_scheduler_queue_incoming_pods_total                   {event}            moved by a cluster event
     tessera_scheduler_bindings_total                              {result}           bound, failed
     tessera_scheduler_bind_failures_total                         {reason}           why a binding failed
     tessera_scheduler_preemption_attempts_total                                      PostFilter chose victims
@@ -85,7 +86,7 @@ class SchedulerMetrics:
         )
         self._attempt_duration = Histogram(
             "tessera_scheduler_scheduling_attempt_duration_seconds",
-            "Duration of one scheduling cycle (PreFilter through PreBind's plugins), by result.",
+            "Duration of one scheduling cycle (PreFilter through Permit), by result.",
             ["profile", "result"],
             buckets=_ATTEMPT_BUCKETS,
             registry=registry,
@@ -102,6 +103,13 @@ class SchedulerMetrics:
             "Duration of each extension point for one pod (Filter and Score: over all nodes).",
             ["profile", "extension_point", "status"],
             buckets=_POINT_BUCKETS,
+            registry=registry,
+        )
+        self._queue_moves = Counter(
+            "tessera_scheduler_queue_incoming_pods",
+            "Unschedulable pods moved back to be retried by a cluster event, by what happened "
+            "(AssignedPodDelete, BindingUndone, ReservationPlaced, ...).",
+            ["event"],
             registry=registry,
         )
         self._bindings = Counter(
@@ -159,6 +167,10 @@ class SchedulerMetrics:
     def bound(self, *, attempts: int, e2e_seconds: float) -> None:
         self._bindings.labels("bound").inc()
         self._e2e.labels(str(attempts) if attempts < 16 else "16+").observe(e2e_seconds)
+
+    def queue_moved(self, event: str, count: int) -> None:
+        """`count` unschedulable pods moved by the event labelled `event`."""
+        self._queue_moves.labels(event or "Unlabelled").inc(count)
 
     def bind_failed(self, reason: str) -> None:
         self._bindings.labels("failed").inc()

@@ -1,7 +1,8 @@
 """Saying that a device is over-committed, where people look: a Warning Event on the node and the pod.
 
 The scheduler never over-commits a device itself; a pod that bypassed it does — one created with
-`spec.nodeName` and a `device-allocated` annotation of its own, or an annotation edited by hand.
+`spec.nodeName` and a record of devices of its own (an annotation the cache's holdings sources
+read), or a record edited by hand.
 The cache notices (`ClusterCache.overcommits`) and DeviceShare then treats the device as full;
 this module tells people. The informers' handlers call `check` after every change to a node's
 pods or Device CR, under the cache lock; each over-commitment (a device and its holders) is

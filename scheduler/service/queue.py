@@ -34,16 +34,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from apis.k8s.core import Pod
-from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
+from scheduler.framework.events import ClusterEvent
+from scheduler.framework.feeds import Concerns
 
-__all__ = ["POD_DELETED", "Interest", "PendingPod", "QueueName", "QueuedPod", "SchedulingQueue"]
+__all__ = ["Interest", "PendingPod", "QueueName", "QueuedPod", "SchedulingQueue"]
 
 #: Whether a pod rejected by these plugins may fit after this event. An empty set (the pod
 #: failed for another reason) is always interested.
 Interest = Callable[[frozenset[str], ClusterEvent], bool]
-
-#: What frees room held by a pod: an assigned pod deleted, or an assumed pod's binding undone.
-POD_DELETED = ClusterEvent(EventResource.POD, EventAction.DELETE)
 
 #: How often pods that stayed unschedulable too long are looked for (kube: every 30 s).
 _FLUSH_PERIOD = 30.0
@@ -118,8 +116,11 @@ class SchedulingQueue:
         max_backoff: float = 10.0,
         max_unschedulable: float = 300.0,
         group_of: Callable[[Pod], str | None] = lambda pod: None,
+        moved: Callable[[str, int], None] = lambda _event, _count: None,
     ) -> None:
+        """`moved(label, count)` is told how many unschedulable pods each event moved."""
         self._interest = interest
+        self._moved = moved
         self._group_of = group_of
         #: gang group -> when its first member entered the queue (the group's place in line)
         self._group_since: dict[str, float] = {}
@@ -167,10 +168,13 @@ class SchedulingQueue:
         with self._cond:
             self._forget(uid)
 
-    def move(self, event: ClusterEvent) -> int:
-        """A cluster event: unschedulable pods it may help go back to backoff or active.
+    def move(self, event: ClusterEvent, *, concerns: Concerns = None) -> int:
+        """A cluster event: unschedulable pods it may help go back to backoff or active — those
+        a plugin that rejected them registered the event for, and those it `concerns` whatever
+        rejected them (a placed Reservation's owners). A pod whose own request is wrong waits for
+        a change to itself either way.
 
-        Returns how many moved.
+        Returns how many moved (also told to `moved`, by the event's label).
         """
         with self._cond:
             self._move_request_cycle = self._cycle
@@ -180,11 +184,17 @@ class SchedulingQueue:
                 if (
                     entry.where is QueueName.UNSCHEDULABLE
                     and not entry.until_pod_changes
-                    and (not entry.plugins or self._interest(entry.plugins, event))
+                    and (
+                        not entry.plugins
+                        or self._interest(entry.plugins, event)
+                        or (concerns is not None and concerns(entry.pod))
+                    )
                 ):
                     self._reactivate(entry, now)
                     moved += 1
-            return moved
+        if moved:
+            self._moved(event.label, moved)
+        return moved
 
     # --- the scheduling loop ------------------------------------------------------------------------
     def pop(self, timeout: float | None = None) -> QueuedPod | None:

@@ -6,12 +6,12 @@ latest counts), the condition is written only when it changes, and the Event for
 and message is repeated at most every `event_interval` seconds (the recorder then bumps the
 existing Event's count) — retries never become an event storm.
 
-A stale `device-allocated` annotation on a pending pod (left by a binding that failed, or by a
-scheduler killed between annotating and binding) is removed here too, with the pod's
-resourceVersion as a precondition: if anything wrote the pod since the failed attempt (such as
-the next attempt's PreBind), the removal is skipped. It never counted for anything — the cache
-only accounts assigned pods — but it should not tell people or tools about devices the pod
-does not have.
+A stale record of what a pod holds on a pending pod (an annotation its holdings sources read,
+`Holdings.annotations`, left by a binding that failed, or by a scheduler killed between
+annotating and binding) is removed here too, with the pod's resourceVersion as a precondition:
+if anything wrote the pod since the failed attempt (such as the next attempt's PreBind), the
+removal is skipped. It never counted for anything — the cache only accounts assigned pods — but
+it should not tell people or tools about devices the pod does not have.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from apis.extension import names
 from apis.k8s.core import CONDITION_POD_SCHEDULED, Pod
 from kube import EventRecorder, ObjectReference, errors
 from kube.logs import V
+from scheduler.cache import Holdings
 from scheduler.service.podapi import PodAPI
 
 __all__ = ["REASON_SCHEDULER_ERROR", "REASON_UNSCHEDULABLE", "FailureReporter"]
@@ -56,9 +56,13 @@ class FailureReporter:
         event_interval: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
         refer: Callable[[Pod], ObjectReference] = ObjectReference.of,
+        holdings: Holdings | None = None,
     ) -> None:
-        """`refer` names the object Events are about (a Reservation's reporter names the Reservation)."""
+        """`refer` names the object Events are about (a Reservation's reporter names the
+        Reservation); `holdings` says which annotations are records of what a pod holds (the
+        cache's; the default sources without one)."""
         self._api = api
+        self._holdings = holdings if holdings is not None else Holdings()
         self._refer = refer
         self._recorder = recorder
         self._event_interval = event_interval
@@ -131,8 +135,9 @@ class FailureReporter:
     def _write(self, report: _Report) -> None:
         pod = report.pod
         try:
-            if not pod.node_name and names.ANNOTATION_DEVICE_ALLOCATED in pod.annotations:
-                self._remove_stale_allocation(pod)
+            stale = self._holdings.carried(pod) if not pod.node_name else frozenset()
+            if stale:
+                self._remove_stale_records(pod, stale)
             if not _has_condition(pod, report.reason, report.message):
                 self._api.set_condition(pod, status="False", reason=report.reason, message=report.message)
         except errors.NotFound:
@@ -141,11 +146,9 @@ class FailureReporter:
             log.warning("Could not set the PodScheduled condition", extra={"pod": pod.key, "error": str(e)})
         self._event(pod, report.message)
 
-    def _remove_stale_allocation(self, pod: Pod) -> None:
+    def _remove_stale_records(self, pod: Pod, stale: frozenset[str]) -> None:
         try:
-            self._api.annotate(
-                pod, {names.ANNOTATION_DEVICE_ALLOCATED: None}, resource_version=pod.meta.resource_version
-            )
+            self._api.annotate(pod, dict.fromkeys(sorted(stale)), resource_version=pod.meta.resource_version)
         except errors.Conflict:
             log.log(V(4), "Pod changed since the attempt; stale allocation left for later", extra={"pod": pod.key})
             return

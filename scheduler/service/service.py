@@ -10,9 +10,12 @@ The cycle (`scheduler.core.SchedulingCycle`) is the one the offline scheduler ru
 to bind is the loop's `Handoff` to the asynchronous binder. One `threading.RLock` guards the
 cache, the cycle and the frameworks (the core is not thread-safe): the informers' handlers, the
 scheduling cycle, the binder's bookkeeping and the inspector take it; API calls never happen
-under it. Reservations (`reservations/`) go through the same queue and cycle as their reserve
-pods, with a second `Binder` and `FailureReporter` whose API writes the Reservation; the loop
-routes to them by UID. `SchedulerService` only wires parts together and orders their start and stop;
+under it. The informers are the scheduler's own (`ClusterFeed`: nodes, Devices, pods,
+PodDisruptionBudgets) and those the plugins registered (`PluginFeeds`, from `Handle.feeds`:
+ElasticQuotas, Reservations, template ConfigMaps, PodGroups — each plugin's, named nowhere here).
+Reservations (`reservations/`) go through the same queue and cycle as their reserve pods, with a
+second `Binder` and `FailureReporter` whose API writes the Reservation; the loop routes to them
+by UID. `SchedulerService` only wires parts together and orders their start and stop;
 `scheduler.service.run` adds signals and exit codes for the command line, and tests and the
 benchmark use the service directly.
 """
@@ -27,20 +30,21 @@ from collections.abc import Callable, Mapping
 from prometheus_client import CollectorRegistry
 
 from apis.errors import ConfigError
+from apis.extension import names
 from apis.k8s.core import Pod
 from kube import Client, EventRecorder
 from kube.delegation import Delegation
 from kube.lifecycle import write_atomically
-from kube.quotas import QuotaManager
 from scheduler.cache import ClusterCache
 from scheduler.core import SchedulingCycle, build_frameworks
 from scheduler.framework import Framework, PluginRef, SchedulerConfig
+from scheduler.framework.feeds import Feeds
 from scheduler.framework.interfaces import ClusterEvent, EnqueueExtension, ExtensionPoint
 from scheduler.framework.runtime import Registry
-from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY, elasticquota
-from scheduler.plugins.elasticquota import QUOTA_MANAGER
+from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service import http_server
 from scheduler.service.binder import Binder
+from scheduler.service.feeds import PluginFeeds
 from scheduler.service.gang_metrics import GangMetrics
 from scheduler.service.grpc_server import GRPCServer
 from scheduler.service.informers import ClusterFeed
@@ -49,15 +53,14 @@ from scheduler.service.leader import Leadership
 from scheduler.service.loop import Handoff, ReservationRoute, SchedulingLoop
 from scheduler.service.metrics import SchedulerMetrics
 from scheduler.service.migrations import MigrationPlanner
+from scheduler.service.objectapi import KubeObjectAPI
 from scheduler.service.podapi import KubePodAPI, PodAPI
 from scheduler.service.preemptor import Preemptor
 from scheduler.service.queue import Interest, QueuedPod, SchedulingQueue
-from scheduler.service.quotafeed import QuotaFeed
 from scheduler.service.reporter import FailureReporter
-from scheduler.service.reservations import ReservationAPI, ReservationController, ReservationFeed, reference
+from scheduler.service.reservations import PendingReservations, ReservationAPI, ReservationController, reference
 from scheduler.service.scoretable import DebugFlags
 from scheduler.service.settings import SchedulerSettings
-from scheduler.service.templatefeed import TemplateFeed
 from scheduler.service.unserved import UnservedNames
 
 __all__ = ["SchedulerService"]
@@ -86,8 +89,8 @@ class SchedulerService:
         self.cache = ClusterCache()
         self.registry = CollectorRegistry()
         self.debug = DebugFlags(settings.http.debug_top_n_scores)
-        #: Quotas and pods for the ElasticQuota plugin, fed by `quota_feed` when it is enabled.
-        self.quotas = QuotaManager()
+        #: What the plugins watch and emit (`Handle.feeds`), run by `plugin_feeds` below.
+        self.feeds = Feeds()
         self.metrics = SchedulerMetrics(
             self.registry,
             # Read at scrape time, when every part exists.
@@ -103,7 +106,7 @@ class SchedulerService:
             default_plugins=default_plugins,
             seed=settings.seed,
             observer=self.metrics.observer,
-            shared={QUOTA_MANAGER: self.quotas},
+            feeds=self.feeds,
         )
         self.gang_metrics = GangMetrics(self.metrics.registry, waiting=lambda: self.inspector.gangs_waiting())  # noqa: PLW0108
         self.gang_metrics.attach(self.frameworks)
@@ -115,6 +118,7 @@ class SchedulerService:
             initial_backoff=q.initial_backoff,
             max_backoff=q.max_backoff,
             max_unschedulable=q.max_unschedulable,
+            moved=self.metrics.queue_moved,
         )
         self.recorder = EventRecorder(client, settings.component)
         self.unserved = UnservedNames(
@@ -126,12 +130,18 @@ class SchedulerService:
         )
         self.pod_api = pod_api if pod_api is not None else KubePodAPI(client)
         self.reporter = FailureReporter(
-            self.pod_api, self.recorder, event_interval=settings.binder.event_interval, clock=clock
+            self.pod_api,
+            self.recorder,
+            event_interval=settings.binder.event_interval,
+            clock=clock,
+            holdings=self.cache.holdings,
         )
         handoff = Handoff()
         self.cycle: SchedulingCycle[QueuedPod] = SchedulingCycle(self.cache, self.frameworks, bind=handoff, clock=clock)
+        self.object_api = KubeObjectAPI(client)
         self.binder = Binder(
             self.pod_api,
+            objects=self.object_api,
             lock=self.lock,
             cycle=self.cycle,
             queue=self.queue,
@@ -145,10 +155,16 @@ class SchedulerService:
         # Reservations are scheduled as their reserve pods; writes go to the Reservation.
         reservation_api = ReservationAPI(client)
         self.reservation_reporter = FailureReporter(
-            reservation_api, self.recorder, event_interval=settings.binder.event_interval, clock=clock, refer=reference
+            reservation_api,
+            self.recorder,
+            event_interval=settings.binder.event_interval,
+            clock=clock,
+            refer=reference,
+            holdings=self.cache.holdings,
         )
         self.reservation_binder = Binder(
             reservation_api,
+            objects=self.object_api,
             lock=self.lock,
             cycle=self.cycle,
             queue=self.queue,
@@ -159,16 +175,13 @@ class SchedulerService:
             clock=clock,
             refer=reference,
         )
-        self.reservation_feed = ReservationFeed(
-            client,
-            lock=self.lock,
-            cache=self.cache,
+        self.pending_reservations = PendingReservations(
+            self.feeds,
             queue=self.queue,
             profiles=tuple(self.frameworks),
             recorder=self.recorder,
             reporter=self.reservation_reporter,
-            on_invalid=lambda name, uid, message: self.reservations.invalid(name, uid, message),  # noqa: PLW0108 (built below)
-            on_released=self.quotas.remove_pod,
+            on_invalid=self._reservation_invalid,
             on_unserved=self.unserved.waiting,
             on_served=self.unserved.forget,
         )
@@ -183,7 +196,7 @@ class SchedulerService:
             metrics=self.metrics,
             debug=self.debug,
             reservations=ReservationRoute(
-                self.reservation_feed.owns, self.reservation_binder, self.reservation_reporter
+                self.pending_reservations.owns, self.reservation_binder, self.reservation_reporter
             ),
         )
         self.feed = ClusterFeed(
@@ -197,23 +210,23 @@ class SchedulerService:
             frameworks=self.frameworks,
             unserved=self.unserved,
         )
-        #: DeviceShare's GPU shared-resource templates, from the ConfigMaps its arguments name.
-        self.template_feed = TemplateFeed(
-            client, lock=self.lock, cache=self.cache, queue=self.queue, recorder=self.recorder
+        self.plugin_feeds = PluginFeeds(
+            client, self.feeds, lock=self.lock, queue=self.queue, recorder=self.recorder, pods=self.feed.pods
         )
-        self.quota_feed = (
-            QuotaFeed(client, manager=self.quotas, pods=self.feed.pods, queue=self.queue, recorder=self.recorder)
-            if _enabled(self.frameworks, elasticquota.NAME)
+        #: The leader's Reservation status writes (owners, expiry, invalid ones) and their
+        #: metrics, when Reservations are watched (a profile has the Reservation plugin).
+        watched = self.plugin_feeds.informer(names.RESERVATIONS)
+        self.reservations = (
+            ReservationController(
+                client,
+                reservations=watched,
+                pods=self.feed.pods,
+                recorder=self.recorder,
+                is_leader=lambda: self.leadership.is_leader,
+                registry=self.registry,
+            )
+            if watched is not None
             else None
-        )
-        #: The leader's Reservation status writes (owners, expiry, invalid ones) and their metrics.
-        self.reservations = ReservationController(
-            client,
-            reservations=self.reservation_feed.informer,
-            pods=self.feed.pods,
-            recorder=self.recorder,
-            is_leader=lambda: self.leadership.is_leader,
-            registry=self.registry,
         )
         self.leadership = Leadership(
             client,
@@ -269,19 +282,12 @@ class SchedulerService:
         self.reporter.start()
         self.reservation_reporter.start()
         self.feed.start()
-        # Reservations before pods: an owner's annotation then finds the Reservation it consumed.
-        self.reservation_feed.start()
+        # The plugins' (Reservations among them) before pods: an owner's annotation then finds
+        # the Reservation it consumed.
+        self.plugin_feeds.start()
         started = time.monotonic()
-        if self.quota_feed is not None:
-            self.quota_feed.start()
-        self.template_feed.start()
         timeout = self.settings.sync_timeout
-        if (
-            not self.reservation_feed.wait_for_sync(timeout)
-            or not self.feed.wait_for_sync(timeout)
-            or not self.template_feed.wait_for_sync(timeout)
-            or not (self.quota_feed is None or self.quota_feed.wait_for_sync(timeout))
-        ):
+        if not self.plugin_feeds.wait_for_sync(timeout) or not self.feed.wait_for_sync(timeout):
             raise ConfigError(f"the informers did not sync within {self.settings.sync_timeout:.0f}s")
         log.info(
             "Caches synced",
@@ -294,7 +300,8 @@ class SchedulerService:
         )
         if self.grpc is not None:
             self.grpc.set_serving(True)
-        self.reservations.start()
+        if self.reservations is not None:
+            self.reservations.start()
         self.unserved.start()
         self.leadership.start()
 
@@ -310,16 +317,14 @@ class SchedulerService:
         self.binder.stop()
         self.reservation_binder.stop()
         self.preemptor.stop()
-        self.reservations.stop()
+        if self.reservations is not None:
+            self.reservations.stop()
         self.unserved.stop()
         self.leadership.stop()
         self.reporter.stop()
         self.reservation_reporter.stop()
         self.feed.stop()
-        self.reservation_feed.stop()
-        self.template_feed.stop()
-        if self.quota_feed is not None:
-            self.quota_feed.stop()
+        self.plugin_feeds.stop()
         self.recorder.close()
         if self.grpc is not None:
             self.grpc.stop()
@@ -338,11 +343,11 @@ class SchedulerService:
         return "the scheduling loop crashed" if self.loop.crashed else ""
 
     def _readiness(self) -> str:
-        return "" if self.feed.synced else "the informers have not synced yet"
+        return "" if self.feed.synced and self.plugin_feeds.synced else "the informers have not synced yet"
 
-
-def _enabled(frameworks: Mapping[str, Framework], plugin: str) -> bool:
-    return any(plugin in f.plugin_names(ExtensionPoint.PRE_FILTER) for f in frameworks.values())
+    def _reservation_invalid(self, name: str, uid: str, message: str) -> None:
+        if self.reservations is not None:
+            self.reservations.invalid(name, uid, message)
 
 
 def _queue_group(frameworks: Mapping[str, Framework]) -> Callable[[Pod], str | None]:
@@ -370,7 +375,7 @@ def _interest(frameworks: Mapping[str, Framework]) -> Interest:
             events = registered.get(name)
             if events is None:
                 return True
-            if any(e.resource is event.resource and event.action & e.action for e in events):
+            if any(e.resource == event.resource and event.action & e.action for e in events):
                 return True
         return False
 

@@ -388,3 +388,60 @@ def test_the_agents_and_the_schedulers_endpoints_refuse_anonymous_callers(up: Up
     request = urllib.request.Request(f"{url}/metrics", headers={"Authorization": f"Bearer {scraper}"})
     with urllib.request.urlopen(request, timeout=30) as answer:
         assert "tessera_scheduler_" in answer.read().decode()
+
+
+# --- GPU partitions on an H100-class node ---------------------------------------------------------------
+H100_AGENT = ("--simulate-devices", "h100-8x", "--simulate-kubelet", "--qos", "off", "--gpu-partition-policy", "Honor")
+
+
+def _bound(cluster: Cluster, namespace: str, name: str) -> Pod | None:
+    return next((p for p in cluster.pods(namespace) if p.name == name and p.node_name), None)
+
+
+def _reported(cluster: Cluster, namespace: str, name: str) -> Pod | None:
+    return next((p for p in cluster.pods(namespace) if p.name == name and p.pending_message), None)
+
+
+def test_multi_gpu_pods_on_an_h100_node_get_the_partitions_koordinators_table_permits(up: Up, cluster: Cluster) -> None:
+    """An H100 node joins (its agent writes Koordinator's Hopper partition table on the Device,
+    labelled Honor by its flag): 4 then 2 GPUs get partitions of the table, by its bin-packing;
+    3 GPUs, no partition of the table, never fit there, and `tessera explain` says why."""
+    node = unique("h100-node")
+    pinned = {names.LABEL_HOSTNAME: node}
+    with (
+        sockets.temporary("tessera-e2e-h100-") as workdir,
+        AgentProcess(up.kubeconfig, node_name=node, directory=workdir / "agent", args=H100_AGENT),
+    ):
+
+        def offered() -> bool:
+            found, device = cluster.nodes().get(node), cluster.devices().get(node)
+            return (
+                found is not None
+                and found.allocatable.get(names.GPU_CORE, 0) == 800
+                and device is not None
+                and device.gpu_partitions is not None
+            )
+
+        wait_for(offered, timeout_s=TIMEOUT_S, what=f"{node} offering 8 GPUs with its partition table")
+        assert cluster.devices()[node].meta.labels[names.LABEL_GPU_PARTITION_POLICY] == "Honor"
+        namespace = unique("partitions")
+        cluster.create_namespace(namespace)
+        try:
+            for name, gpus, want in (("four", "4", [0, 1, 2, 3]), ("two", "2", [4, 5])):
+                pod_manifests = manifests(((name, {names.NVIDIA_GPU: gpus}, {}),), node_selector=pinned)
+                cluster.create_pods(namespace, pod_manifests)
+                pod = wait_for(
+                    lambda name=name: _bound(cluster, namespace, name), timeout_s=TIMEOUT_S, what=f"{name} bound"
+                )
+                assert (pod.node_name, sorted(gpus_of(pod))) == (node, want)
+            cluster.create_pods(namespace, manifests((("three", {names.NVIDIA_GPU: "3"}, {}),), node_selector=pinned))
+            pending = wait_for(
+                lambda: _reported(cluster, namespace, "three"), timeout_s=TIMEOUT_S, what="three unschedulable"
+            )
+            assert "node(s) Unsupported number of GPU requests" in pending.pending_message
+            explanation = up.tessera("explain", "three", "-n", namespace)
+            assert "node(s) Unsupported number of GPU requests" in explanation
+            assert "hold 1, 2, 4, 8 GPUs, not 3" in explanation
+            assert allocation_problems(cluster.pods(), cluster.devices()) == []
+        finally:
+            cluster.delete_namespace(namespace)

@@ -228,3 +228,116 @@ def test_killed_mid_rollout_the_controllers_resume_without_duplicate_pods(
     assert all(p.spec.containers[0].image == "app:2" for p in pods)
     sets = json.loads(up.kubectl("get", "replicasets", "-o", "json", *ns))["items"]
     assert len(sets) == 2  # one per template: none made twice
+
+
+# --- Dynamic Resource Allocation: the resourceclaim controller ----------------------------------
+
+DRA_TEMPLATE = """\
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata:
+  name: one-gpu
+spec:
+  metadata:
+    labels: {team: ml}
+  spec:
+    devices:
+      requests:
+        - name: gpu
+          exactly:
+            deviceClassName: gpu.tessera.dev
+            selectors:
+              - cel:
+                  expression: device.attributes["gpu.tessera.dev"].productName.startsWith("NVIDIA")
+"""
+DRA_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: trainer
+spec:
+  resourceClaims:
+    - name: gpu
+      resourceClaimTemplateName: one-gpu
+  containers:
+    - name: main
+      image: busybox
+      resources:
+        claims:
+          - name: gpu
+"""
+
+
+def test_a_pods_claim_template_gets_a_claim_owned_by_the_pod_and_removed_with_it(
+    up: Up, cluster: Cluster, namespace: str
+) -> None:
+    ns = ("-n", namespace)
+    root = Path(__file__).resolve().parents[2]
+    up.kubectl("apply", "--server-side", "-f", str(root / "deploy" / "dra" / "deviceclasses.yaml"))
+    assert "gpu.tessera.dev" in up.kubectl("get", "deviceclasses")
+    up.kubectl("apply", "--server-side", "-f", "-", *ns, stdin=DRA_TEMPLATE)
+    up.kubectl("apply", "--server-side", "-f", "-", *ns, stdin=DRA_POD)
+
+    def recorded() -> str:
+        out = up.kubectl(
+            "get", "pod", "trainer", *ns, "-o", "jsonpath={.status.resourceClaimStatuses[0].resourceClaimName}"
+        )
+        return out.strip()
+
+    name = wait_for(recorded, timeout_s=TIMEOUT_S, what="the claim recorded in the pod's status")
+    claim = json.loads(up.kubectl("get", "resourceclaim", name, *ns, "-o", "json"))
+    pod_uid = up.kubectl("get", "pod", "trainer", *ns, "-o", "jsonpath={.metadata.uid}")
+    assert name.startswith("trainer-gpu-")
+    assert claim["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": "trainer",
+            "uid": pod_uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert claim["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"] == "gpu"
+    assert claim["metadata"]["labels"] == {"team": "ml"}
+    request = claim["spec"]["devices"]["requests"][0]["exactly"]
+    assert (request["allocationMode"], request["count"]) == ("ExactCount", 1), "kube-apiserver's defaults"
+    listed = up.kubectl("get", "resourceclaims", *ns)
+    assert listed.split("\n")[0].split() == ["NAME", "STATE", "AGE"] and name in listed
+    assert "requests" in up.kubectl("explain", "resourceclaim.spec.devices")
+
+    up.kubectl("delete", "pod", "trainer", *ns, "--wait=false")
+    wait_for(
+        lambda: name not in up.kubectl("get", "resourceclaims", *ns),
+        timeout_s=TIMEOUT_S,
+        what="the generated claim deleted with its pod",
+    )
+
+
+@pytest.mark.parametrize(
+    ("manifest", "error"),
+    [
+        (
+            DRA_POD.replace(
+                "      resourceClaimTemplateName: one-gpu\n",
+                "      resourceClaimTemplateName: one-gpu\n    - name: gpu\n      resourceClaimName: shared\n",
+            ),
+            'spec.resourceClaims[1].name: Duplicate value: "gpu"',
+        ),
+        (
+            DRA_POD.replace("        claims:\n          - name: gpu", "        claims:\n          - name: nic"),
+            'spec.containers[0].resources.claims[0]: Not found: "nic": must be one of the names in '
+            "pod.spec.resourceClaims: gpu",
+        ),
+        (
+            DRA_TEMPLATE.replace(
+                "deviceClassName: gpu.tessera.dev", "deviceClassName: gpu.tessera.dev\n            allocationMode: Some"
+            ),
+            'spec.spec.devices.requests[0].exactly.allocationMode: Unsupported value: "Some"',
+        ),
+    ],
+    ids=["duplicate-pod-claim", "container-claim-names-no-pod-claim", "bad-template"],
+)
+def test_bad_dra_input_is_kubes_error(up: Up, namespace: str, manifest: str, error: str) -> None:
+    out = up.kubectl("apply", "-f", "-", "-n", namespace, stdin=manifest, check=False)
+    assert "is invalid" in out and error in out, out

@@ -1,21 +1,22 @@
-"""The soak's quota family: a quota tree whose teams borrow from each other, pods asking for GPUs
-in every spelling quotas accept, inside the tree and outside it, and random edits of the quotas.
+"""The soak's quota family: a quota tree whose teams borrow from each other, pods asking for GPUs in
+every spelling quotas accept, inside the tree and outside it, and random edits of the quotas.
 
-The tree: `soak-org` (is-parent, min = max = a sixth of the cluster's GPUs in `nvidia.com/gpu`)
-over `soak-lend` and `soak-borrow`, each the quota of the namespace of its name, each guaranteed
-half of it (min in `nvidia.com/gpu`, as the webhook compares children's mins with the parent's
-per name written) and allowed all of it (max, in a spelling of its own). Every `interval_s` on
-average a pod asking for a GPU or a share of one, in a spelling drawn from `SPELLINGS` (whole
-GPUs, `koordinator.sh/gpu` percent, gpu-core with the memory as a ratio or in bytes, memory
-alone, `gpu.shared`, Koordinator's deprecated `kubernetes.io/*` names), goes to one of the two
-teams (labelled `MAY_WAIT`: its quota may hold it back) or outside every quota (the soak's
-namespace, at most `OUTSIDE_GPUS` of them at once: they must fit like any other pod). The teams
-take turns (`PHASE_S` each): while it is `soak-borrow`'s turn its pods (living 60–120 s once
-bound) take the lender's idle share; then `soak-lend`'s pods (15–60 s) come back for their min,
-and the borrower, over its runtime past the controller's grace period, is reclaimed — which is
-what the quota invariant `quota-reclaim-without-overuse` judges. A pending team pod goes after
-twice its lifetime. Every `edit_interval_s` on average one team quota is edited: a new min
-(within the parent's) and a new max, written in another spelling.
+The tree: `soak-org` (is-parent, min = max = a sixth of the cluster's GPUs) over `soak-lend` and
+`soak-borrow`, each the quota of the namespace of its name, each guaranteed half of it and allowed
+all of it. The whole tree is written in one spelling, drawn from the seed (whole GPUs,
+`koordinator.sh/gpu` percent, gpu-core with gpu-memory-ratio, the deprecated names): Koordinator's
+webhook compares a child's keys with its parent's as written, so a tree mixes no spellings. Every
+`interval_s` on average a pod asking for a GPU or a share of one, in a spelling drawn from
+`SPELLINGS` (whole GPUs, `koordinator.sh/gpu` percent, gpu-core with the memory as a ratio or in
+bytes, memory alone, `gpu.shared`, Koordinator's deprecated `kubernetes.io/*` names), goes to one of
+the two teams (labelled `MAY_WAIT`: its quota may hold it back) or outside every quota (the soak's
+namespace, at most `OUTSIDE_GPUS` of them at once: they must fit like any other pod). The teams take
+turns (`PHASE_S` each): while it is `soak-borrow`'s turn its pods (living 60–120 s once bound) take
+the lender's idle share; then `soak-lend`'s pods (15–60 s) come back for their min, and the
+borrower, over its runtime past the controller's grace period, is reclaimed — which is what the
+quota invariant `quota-reclaim-without-overuse` judges. A pending team pod goes after twice its
+lifetime. Every `edit_interval_s` on average one team quota is edited: a new min (within the
+parent's) and a new max.
 """
 
 from __future__ import annotations
@@ -25,10 +26,13 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
 from apis.extension import names
+from apis.extension.quotacount import counted
+from apis.k8s.resources import parse_list
 from cli.bench.soak.invariants.liveness import MAY_WAIT
 from cli.bench.soak.observe import Record
 from cli.bench.soak.tolerations import lost_node_tolerations
@@ -64,20 +68,18 @@ SPELLINGS: Final[tuple[tuple[dict[str, str], float], ...]] = (
     ({names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100", names.GPU_SHARED: "2"}, 1.0),
     ({names.DEPRECATED_GPU_CORE: "50", names.DEPRECATED_GPU_MEMORY_RATIO: "50"}, 0.5),
 )
-_MAX_SPELLINGS: Final = (
+#: One amount of whole GPUs in each spelling a quota tree may be written in.
+_TREE_SPELLINGS: Final[tuple[Callable[[int], dict[str, str]], ...]] = (
     lambda gpus: {names.NVIDIA_GPU: str(gpus)},
     lambda gpus: {names.KOORD_GPU: str(100 * gpus)},
     lambda gpus: {names.GPU_CORE: str(100 * gpus), names.GPU_MEMORY_RATIO: str(100 * gpus)},
     lambda gpus: {names.DEPRECATED_GPU_CORE: str(100 * gpus), names.DEPRECATED_GPU_MEMORY_RATIO: str(100 * gpus)},
 )
-_LIMIT_NAMES: Final = (
-    names.NVIDIA_GPU,
-    names.KOORD_GPU,
-    names.GPU_CORE,
-    names.GPU_MEMORY_RATIO,
-    names.DEPRECATED_GPU_CORE,
-    names.DEPRECATED_GPU_MEMORY_RATIO,
-)
+
+
+def _whole_gpus(amounts: object) -> int:
+    """Whole GPUs in a quota's min or max, whatever its spelling."""
+    return counted(parse_list(amounts)).get(names.GPU_CORE, 0) // 100
 
 
 @dataclass(slots=True)
@@ -121,6 +123,7 @@ class QuotaPlay:
         self.created_outside = 0
         self.edits = 0
         self.by_spelling: dict[str, int] = {}
+        self._spell = self._rng.choice(_TREE_SPELLINGS)
 
     # --- the tree ----------------------------------------------------------------------------------
     def setup(self) -> None:
@@ -128,11 +131,10 @@ class QuotaPlay:
         for namespace in (LEND, BORROW):
             with contextlib.suppress(errors.AlreadyExists):
                 self._client.resource(resources.NAMESPACES).create({"metadata": {"name": namespace}})
-        whole = {names.NVIDIA_GPU: str(self.gpus)}
-        half = {names.NVIDIA_GPU: str(self.gpus // 2)}
+        whole, half = self._spell(self.gpus), self._spell(self.gpus // 2)
         self._create_quota(PARENT, NAMESPACE, whole, whole, {names.LABEL_QUOTA_IS_PARENT: "true"})
-        self._create_quota(LEND, LEND, half, _MAX_SPELLINGS[1](self.gpus), {names.LABEL_QUOTA_PARENT: PARENT})
-        self._create_quota(BORROW, BORROW, half, _MAX_SPELLINGS[2](self.gpus), {names.LABEL_QUOTA_PARENT: PARENT})
+        for team in (LEND, BORROW):
+            self._create_quota(team, team, half, whole, {names.LABEL_QUOTA_PARENT: PARENT})
 
     def _create_quota(
         self, name: str, namespace: str, low: dict[str, str], high: dict[str, str], labels: dict[str, str]
@@ -147,22 +149,17 @@ class QuotaPlay:
             self._quotas_api.create(quota, namespace=namespace)
 
     def _edit(self) -> None:
-        """One team's min and max anew, the max in another spelling (the sibling's min is kept,
-        so the children's mins stay within the parent's)."""
+        """One team's min and max anew (the sibling's min is kept, so the children's mins stay
+        within the parent's)."""
         team = self._rng.choice((LEND, BORROW))
         sibling = BORROW if team == LEND else LEND
         try:
             other = self._quotas_api.get(sibling, namespace=sibling)
-            taken = int(other["spec"].get("min", {}).get(names.NVIDIA_GPU, "0"))
+            taken = _whole_gpus(other["spec"].get("min", {}))
             low = self._rng.randint(0, max(0, self.gpus - taken))
             high = self._rng.randint(max(low, 1), self.gpus)
-            spelled = self._rng.choice(_MAX_SPELLINGS)(high)
-            patch = {
-                "spec": {
-                    "min": {names.NVIDIA_GPU: str(low)},
-                    "max": {**dict.fromkeys(_LIMIT_NAMES), **spelled},
-                }
-            }
+            spelled = self._spell(high)
+            patch = {"spec": {"min": self._spell(low), "max": spelled}}
             self._quotas_api.patch(team, patch, namespace=team)
             self.edits += 1
             log.info(

@@ -79,6 +79,14 @@ class Gang:
         return self.spec.groups if self.spec is not None else (self.name,)
 
     @property
+    def problems(self) -> tuple[str, ...]:
+        """What is wrong with its values: each one ignored for its default, then the error that
+        keeps it from being scheduled, if any."""
+        if self.spec is None:
+            return ()
+        return (*self.spec.problems, self.spec.error) if self.spec.error else self.spec.problems
+
+    @property
     def passes_once_satisfied(self) -> bool:
         """Once satisfied under match policy once-satisfied: later members need no wait."""
         return self.spec is not None and self.spec.match_policy is MatchPolicy.ONCE_SATISFIED and self.once_satisfied

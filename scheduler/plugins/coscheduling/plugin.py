@@ -24,17 +24,16 @@ scheduler-plugins' PodGroups (`scheduling.x-k8s.io`) with that project's (`apis.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from apis.crds.podgroup import PodGroup
 from apis.extension import names
 from apis.extension.gang import gang_conflict
 from apis.k8s.core import Pod
 from apis.k8s.resources import format_quantity
 from scheduler.cache import PodInfo
-from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.cycle_state import CycleState, StateData
 from scheduler.framework.diagnosis import Diagnosis
 from scheduler.framework.interfaces import (
     ClusterEvent,
@@ -43,7 +42,6 @@ from scheduler.framework.interfaces import (
     EventResource,
     Handle,
     PermitPlugin,
-    PodPatch,
     PodSetExtension,
     PostBindPlugin,
     PostFilterPlugin,
@@ -54,13 +52,22 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from scheduler.framework.status import SUCCESS, Status
-from scheduler.plugins.coscheduling import minresources, reasons
+from scheduler.framework.writes import PodAnnotations, Write
+from scheduler.plugins.coscheduling import feed, minresources, reasons
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
 from scheduler.plugins.coscheduling.gangs import Gang, GangBook
 
 __all__ = ["NAME", "Coscheduling", "GangObserver", "GangSummary", "new"]
 
 NAME = "Coscheduling"
+_MEMBER = f"{NAME}/member"
+
+
+@dataclass(frozen=True, slots=True)
+class _Member(StateData):
+    """Written at Permit: the gang the pod is a member of (PreBind names it)."""
+
+    gang: Gang
 
 
 class GangObserver(Protocol):
@@ -153,12 +160,6 @@ class Coscheduling(
     def pod_deleted(self, pod: Pod) -> None:
         self.book.delete_pod(pod)
 
-    def pod_group_added(self, group: PodGroup) -> None:
-        self.book.add_pod_group(group)
-
-    def pod_group_deleted(self, group: PodGroup) -> None:
-        self.book.delete_pod_group(group)
-
     def queue_group(self, pod: Pod) -> str | None:
         # Read only: the queue asks from informer threads, outside the lock the book lives under.
         gang = self.book.gang_of(pod.uid or pod.key) or self.book.gang_named(pod)
@@ -170,7 +171,7 @@ class Coscheduling(
         # sibling (room freed, a node or its devices added).
         return (
             ClusterEvent(EventResource.POD, EventAction.ALL),
-            ClusterEvent(EventResource.POD_GROUP, EventAction.ALL),
+            feed.POD_GROUP_CHANGED,
             ClusterEvent(EventResource.NODE, EventAction.ALL),
             ClusterEvent(EventResource.DEVICE, EventAction.ALL),
         )
@@ -287,6 +288,7 @@ class Coscheduling(
         gang = self.book.gang_of(pod.ident)
         if gang is None or gang.spec is None:
             return SUCCESS
+        state.write(_MEMBER, _Member(gang))
         if gang.first_waiting_at is None:
             gang.first_waiting_at = self._clock()
         gang.waiting.add(pod.ident)
@@ -298,15 +300,22 @@ class Coscheduling(
         self._allow_group(gang, [member for member in group if member is not None])
         return SUCCESS
 
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
-        gang = self.book.gang_of(pod.ident)
-        if gang is not None and gang.spec is not None:
-            group_id, count = gang.spec.group_id, str(gang.binding_count)
-            patch.annotations[names.ANNOTATION_BIND_GANG_GROUP_ID] = group_id
-            patch.annotations[names.ANNOTATION_BIND_GANG_MEMBER_COUNT] = count
-            patch.annotations[names.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID] = group_id
-            patch.annotations[names.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT] = count
-        return SUCCESS
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
+        # The gang as Permit found it (PreBind runs on the binder's thread, without the lock the
+        # book lives under); its spec and binding count are set when the group is allowed, before
+        # any member is handed to the binder, and not changed afterwards.
+        member = state.read(_MEMBER, _Member)
+        gang = member.gang if member is not None else None
+        if gang is None or gang.spec is None:
+            return (), SUCCESS
+        group_id, count = gang.spec.group_id, str(gang.binding_count)
+        annotations: dict[str, str | None] = {
+            names.ANNOTATION_BIND_GANG_GROUP_ID: group_id,
+            names.ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
+            names.DEPRECATED_ANNOTATION_BIND_GANG_GROUP_ID: group_id,
+            names.DEPRECATED_ANNOTATION_BIND_GANG_MEMBER_COUNT: count,
+        }
+        return (PodAnnotations(annotations),), SUCCESS
 
     def post_bind(self, state: CycleState, pod: PodInfo, node: str) -> None:
         gang = self.book.gang_of(pod.ident)
@@ -377,7 +386,7 @@ class Coscheduling(
             cycle=gang.cycle,
             cycle_valid=gang.cycle_valid,
             reason=reason,
-            problems=(*spec.problems, spec.error) if spec is not None and spec.error else spec.problems if spec else (),
+            problems=gang.problems,
         )
 
     def summaries(self) -> list[GangSummary]:
@@ -393,4 +402,7 @@ class Coscheduling(
 
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> Coscheduling:
-    return Coscheduling(CoschedulingArgs.from_dict(args), handle)
+    plugin = Coscheduling(CoschedulingArgs.from_dict(args), handle)
+    feed.watch_pod_groups(handle.feeds, plugin.book)
+    feed.watch_pods(handle.feeds, plugin.book, profile=handle.profile)
+    return plugin

@@ -17,7 +17,11 @@ following Koordinator's DeviceShare:
   Koordinator — no other holder on the switch), and offers a free virtual function when one
   is needed (a `vfSelector`, or an RDMA/FPGA share below 100 on a device that has VFs:
   `koordinator.sh/rdma: 1` is one VF).
-- NVLink first (beyond Koordinator, which does not know NVLink): for two or more GPUs on a node
+- GPU partitions first (Koordinator's, `partitions`): for whole GPUs on a node with partitions
+  (`NodeDevices.partitions`) or for a pod with a `gpu-partition-spec`, a free partition of the
+  node's table when there is one; when the partitions bind the pod (`Honor`, or the spec) a
+  partition or nothing, with a reason naming what keeps each partition from it.
+- NVLink next (beyond Koordinator, which does not know NVLink): for two or more GPUs on a node
   whose Device says which GPUs NVLink joins (`Device.nvlink`), take a set fully connected by
   NVLink when the node has one — chosen among such sets by the scope rules below — and only
   otherwise place by the scope rules alone. On an NVSwitch node every set is connected, so
@@ -63,12 +67,13 @@ from apis.extension import devicetypes, names
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.extension.devicerequest import DeviceRequest, gpu_allocation_resources
 from apis.extension.hints import AllocateStrategy, DeviceHint, ExclusivePolicy, JointAllocate, JointScope, TopologyScope
+from apis.extension.partitions import NodePartitions, PartitionSpec
 from apis.k8s.labels import LabelSelector
 from scheduler import fragmentation
 from scheduler.cache.devices import DeviceState, NodeDevices, vf_key
 from scheduler.framework.scoring import ScoringStrategy
 from scheduler.framework.status import Code, Shortfall
-from scheduler.plugins.deviceshare import reasons
+from scheduler.plugins.deviceshare import partitions, reasons
 
 __all__ = [
     "POLICIES",
@@ -103,6 +108,8 @@ class PodDeviceRequest:
     #: The GPU demand of the target workload, for a policy that measures fragmentation against
     #: it (`AllocationPolicy.uses_workload`); DeviceShare attaches its current one.
     demand: fragmentation.Demand | None = None
+    #: The pod's `gpu-partition-spec` (None: none; the node's policy alone decides).
+    partition_spec: PartitionSpec | None = None
 
     def effective_joint(self) -> JointAllocate | None:
         """The joint rule over the types it names that the pod asks for, less those with
@@ -142,6 +149,8 @@ class Rejection:
     code: Code
     reason: str
     shortfalls: tuple[Shortfall, ...] = ()
+    #: Further sentences for people (after `reason`, which stays Koordinator's words).
+    details: tuple[str, ...] = ()
 
 
 class AllocationPolicy(abc.ABC):
@@ -178,6 +187,14 @@ class _Need:
     demand: fragmentation.Demand | None = None
     #: GPU minor -> its NVLink peers, for two or more GPUs on a node with NVLink; else None.
     nvlink: Mapping[int, frozenset[int]] | None = None
+    #: Whole GPUs only: the node's partitions and the pod's spec (`partitions.choose`); both
+    #: None when partitions play no part.
+    partitions: NodePartitions | None = None
+    partition_spec: PartitionSpec | None = None
+
+    @property
+    def by_partition(self) -> bool:
+        return self.partitions is not None or self.partition_spec is not None
 
     def amounts(self, state: DeviceState) -> Mapping[str, int]:
         if self.type is DeviceType.GPU:
@@ -265,7 +282,7 @@ class TopologyAwarePolicy(AllocationPolicy):
                 prefer = _Prefer(frozenset(chosen_pcies), frozenset(chosen_numas)) if chosen_pcies else None
                 picked = self._select(cands, need, states, prefer)
             if picked is None:
-                return self._reject(states, need, len(cands))
+                return self._reject(states, need, len(cands), cands)
             out[dtype] = tuple(_allocation(c) for c in picked)
             if first_type:  # the primary type: the others follow its switches
                 for c in picked:
@@ -298,6 +315,7 @@ class TopologyAwarePolicy(AllocationPolicy):
                 whole = exclusive
         device = devices.device
         nvlink = device.nvlink if device is not None and dtype is DeviceType.GPU and count > 1 else None
+        by_partition = dtype is DeviceType.GPU and whole  # a share is placed as without partitions
         return _Need(
             type=dtype,
             request=req,
@@ -311,6 +329,8 @@ class TopologyAwarePolicy(AllocationPolicy):
             pcie_exclusive=hint.exclusive_policy is ExclusivePolicy.PCIE_LEVEL,
             demand=request.demand if dtype is DeviceType.GPU and not whole and count == 1 else None,
             nvlink=nvlink or None,
+            partitions=devices.partitions if by_partition else None,
+            partition_spec=request.partition_spec if by_partition else None,
         )
 
     def _candidates(self, devices: NodeDevices, states: Sequence[DeviceState], need: _Need) -> list[_Cand]:
@@ -371,6 +391,13 @@ class TopologyAwarePolicy(AllocationPolicy):
         self, cands: list[_Cand], need: _Need, states: Sequence[DeviceState], prefer: _Prefer | None
     ) -> list[_Cand] | None:
         count = need.count
+        if need.by_partition:
+            found = self._partition(cands, need, states)
+            if isinstance(found, partitions.Choice):
+                by_minor = {c.state.minor: c for c in cands}
+                return [by_minor[m] for m in found.partition.minors]
+            if isinstance(found, partitions.Miss):
+                return None
         if len(cands) < count or (need.scope is TopologyScope.DEVICE and count > 1):
             return None
         nvlink = need.nvlink
@@ -379,6 +406,30 @@ class TopologyAwarePolicy(AllocationPolicy):
             if linked is not None:
                 return linked
         return self._place(cands, need, states, prefer, None)
+
+    @staticmethod
+    def _partition(
+        cands: list[_Cand], need: _Need, states: Sequence[DeviceState]
+    ) -> partitions.Choice | partitions.Miss | None:
+        """`partitions.choose` for this need: the candidates, and what keeps the others out."""
+        candidates = {c.state.minor for c in cands}
+        why_not: dict[int, str] = {}
+        taken: set[int] = set()
+        for s in states:
+            if not s.total:
+                why_not[s.minor] = f"GPU {s.minor} is unhealthy"
+            elif s.overcommitted:
+                why_not[s.minor] = f"GPU {s.minor} is over-committed"
+            elif s.holders:
+                why_not[s.minor] = f"GPU {s.minor} is in use"
+            else:
+                if s.minor not in candidates:
+                    why_not[s.minor] = f"GPU {s.minor} is not allowed by the pod's hints"
+                continue
+            taken.add(s.minor)
+        return partitions.choose(
+            need.partitions, need.partition_spec, need.count, candidates=candidates, taken=taken, why_not=why_not
+        )
 
     def _place(
         self,
@@ -495,8 +546,15 @@ class TopologyAwarePolicy(AllocationPolicy):
                 return found
         return Rejection(Code.UNSCHEDULABLE, reasons.JOINT_ALLOCATE_VIOLATION)
 
-    def _reject(self, states: Sequence[DeviceState], need: _Need, candidates: int) -> Rejection:
-        """Why the type cannot be served here, and whether an empty node could serve it."""
+    def _reject(
+        self, states: Sequence[DeviceState], need: _Need, candidates: int, cands: list[_Cand] | None = None
+    ) -> Rejection:
+        """Why the type cannot be served here, and whether an empty node could serve it (with
+        `cands`, the candidates, a partition's miss says which partitions and why)."""
+        if need.by_partition and cands is not None:
+            missed = self._partition(cands, need, states)
+            if isinstance(missed, partitions.Miss):
+                return Rejection(missed.code, missed.reason, details=(missed.detail,))
         label = need.type.value
         if need.vf_selector is not None and not any(s.has_vfs() for s in states if s.healthy):
             return Rejection(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, reasons.INSUFFICIENT_VFS.format(type=label))

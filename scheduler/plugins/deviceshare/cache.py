@@ -6,9 +6,10 @@ what DeviceShare derives from it, so a cycle does little work per node:
 - `FitMemo`: the allocation (or rejection) and score of a request shape on a node, valid while
   the node's `device_generation` is unchanged. Pods asking for the same thing — most of them —
   reuse it on every node that did not change since, i.e. all but the one the last pod went to.
-- `Signatures` + `SharedFits`: what the allocator sees of a node (NVLink included), minus
-  identities (device IDs, VF addresses), as a small id. Nodes built alike and used alike — at first, all of them — share
-  one allocation decision per request shape, translated back to each node's own devices
+- `Signatures` + `SharedFits`: what the allocator sees of a node (NVLink and GPU partitions
+  included), minus identities (device IDs, VF addresses), as a small id. Nodes built alike and
+  used alike — at first, all of them — share one allocation decision per request shape,
+  translated back to each node's own devices
   (`relative`/`materialize`), so a new request shape costs one allocation, not one per node.
 - `GPUFreeIndex`: nodes bucketed by how many GPUs are entirely unused and by the most
   `gpu-memory-ratio` free on one GPU, kept in step through the cache's change feed. PreFilter
@@ -122,7 +123,7 @@ class Signatures:
             if devices.has_exclusive_holdings()
             else ()
         )
-        key = (template.key, tuple(usage), exclusive)
+        key = (template.key, devices.partitions, tuple(usage), exclusive)
         ident = self._ids.get(key)
         if ident is None:
             if len(self._ids) >= _MAX_SIGNATURES:

@@ -18,47 +18,54 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
   a rejection names them.
 - Score is the policy's node score, normalized (kube's DefaultNormalizeScore).
 - Reserve records the chosen devices in the cluster cache (shared by every profile); Unreserve
-  releases them (idempotent). PreBind writes the `device-allocated` annotation.
-- On the node of a Reservation it is placed onto (`CycleState.reservations`), an owner gets the
-  devices the Reservation has left by its allocate policy (`reserved`): those very devices when
-  it asks for exactly them; else within them, and for an Aligned one with the node's free
-  devices when they are not enough.
+  releases them (idempotent). PreBind asks for the `device-allocated` annotation (the record the
+  cache's default holdings source reads back once the pod is bound).
+- On the node of a Reservation it may be placed onto (the shared entry `NOMINATED_RESERVATIONS`,
+  written at PreFilter by the Reservation plugin), an owner fits by the Reservation's allocate
+  policy (`reserved`): within the devices it has left, and for an Aligned one with the node's
+  free devices when they are not enough; at Reserve, an owner that consumed the Reservation
+  (`CONSUMED_RESERVATION`) and asks for exactly its devices gets those very devices. Both are
+  declared in `reads`: a profile that runs this plugin before Reservation is refused at startup.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 
 from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
 from apis.extension import allocation as allocation_codec
-from apis.extension import deprecated, hints, names, sharedtemplates
+from apis.extension import deprecated, hints, names, partitions, sharedtemplates
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.cache.reservations import HeldReservation
 from scheduler.framework import scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
+    Access,
     ClusterEvent,
     EnqueueExtension,
     EventAction,
     EventResource,
+    ExtensionPoint,
     FilterPlugin,
     Handle,
-    PodPatch,
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
     ReservePlugin,
     ScorePlugin,
 )
+from scheduler.framework.shared import CONSUMED_RESERVATION, NOMINATED_RESERVATIONS
 from scheduler.framework.status import SKIP, SUCCESS, Status
+from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins.deviceshare import reasons, reserved
 from scheduler.plugins.deviceshare.allocator import POLICIES, Allocation, AllocationPolicy, PodDeviceRequest
 from scheduler.plugins.deviceshare.args import DeviceShareArgs
 from scheduler.plugins.deviceshare.cache import FitMemo, GPUFreeIndex, NodeFit, SharedFit, SharedFits, Signatures
 from scheduler.plugins.deviceshare.state import RequestState, ReservedState
+from scheduler.plugins.deviceshare.templatefeed import TEMPLATES_CHANGED, watch_templates
 
 NAME = "DeviceShare"
 _RESERVED = f"{NAME}/reserved"
@@ -68,12 +75,17 @@ _MAX_SHAPES = 4096
 class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtension):
     name = NAME
     normalizes = True
+    reads = (
+        Access.of(NOMINATED_RESERVATIONS, ExtensionPoint.PRE_FILTER),
+        Access.of(CONSUMED_RESERVATION, ExtensionPoint.RESERVE),
+    )
 
     def __init__(self, args: DeviceShareArgs, handle: Handle) -> None:
         self.args = args
         self.policy: AllocationPolicy = POLICIES[args.allocation_policy](args.scoring)
         self._cache = handle.cache
         handle.cache.templates.want(args.shared_templates.ref)
+        watch_templates(handle.feeds, handle.cache, args.shared_templates.ref)
         self._memo = FitMemo()
         self._signatures = Signatures()
         self._shared = SharedFits()
@@ -99,12 +111,15 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         try:
             pod_hints = hints.hints_from_annotations(annotations, obj=pod.key)
             joint = hints.joint_allocate_from_annotations(annotations, obj=pod.key)
+            partition_spec = partitions.spec_from_annotations(annotations, obj=pod.key)
         except AnnotationError as e:
             return None, Status.invalid_pod(str(e), plugin=NAME)
         gpu = requests.get(DeviceType.GPU)
         if demand is not None and (gpu is None or not gpu.shared or gpu.count != 1):
             demand = None  # only where a share of one GPU goes depends on the workload
-        request = PodDeviceRequest(requests, pod_hints, joint, demand[1] if demand is not None else None)
+        request = PodDeviceRequest(
+            requests, pod_hints, joint, demand[1] if demand is not None else None, partition_spec=partition_spec
+        )
         # Whether a node may take a share depends on the pod's provider label, and on the models
         # with a template the share matches: both part of the shape.
         share_provider = pod.pod.labels.get(names.LABEL_GPU_ISOLATION_PROVIDER, "") if gpu and gpu.shared else None
@@ -121,17 +136,20 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             ),
             annotations.get(names.ANNOTATION_DEVICE_ALLOCATE_HINT),
             annotations.get(names.ANNOTATION_DEVICE_JOINT_ALLOCATE),
+            partition_spec,
             share_provider,
             template_models,
         )
         epoch = demand[0] if demand is not None else 0
         shape, request_id = self._shape_id((*asked, epoch)), self._shape_id(asked)
-        state.write(NAME, RequestState(request, shape, request_id, epoch, share_provider, template_models))
+        nominated = state.get(NOMINATED_RESERVATIONS) or {}
+        found = RequestState(request, shape, request_id, epoch, share_provider, template_models, nominated)
+        state.write(NAME, found)
         self._index.sync()
         candidates = self._index.candidates(request)
-        if candidates is not None and state.reservations:
+        if candidates is not None and nominated:
             # The index counts reserved devices as used; the pod's own Reservation frees them.
-            candidates = candidates | frozenset(state.reservations)
+            candidates = candidates | frozenset(nominated)
         return (PreFilterResult(candidates) if candidates is not None else None), SUCCESS
 
     def _shape_id(self, shape: Hashable) -> int:
@@ -160,7 +178,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         found = state.read(NAME, RequestState)
         if found is None:
             return None
-        held = state.reservations.get(node.name) if state.reservations else None
+        held = found.nominated.get(node.name) if found.nominated else None
         if held is not None and not held.reserved.keys().isdisjoint(found.request.requests):
             return self._fit_reserved(node, held, found)
         fit = self._memo.get(node, found.shape)
@@ -191,7 +209,8 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             if isinstance(result, Allocation):
                 shared = SharedFit(SUCCESS, self._signatures.relative(node, result))
             else:
-                shared = SharedFit(Status(result.code, (result.reason,), NAME, result.shortfalls), None)
+                status = Status(result.code, (result.reason, *result.details), NAME, result.shortfalls)
+                shared = SharedFit(status, None)
             self._shared.put(signature, found.shape, shared)
         if shared.relative is not None:
             return NodeFit(shared.status, self._signatures.materialize(node, shared.relative), shared)
@@ -272,8 +291,8 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         info = self._cache.node(node)
         if found is None or info is None:
             return SUCCESS
-        held = state.reservations.get(node) if state.reservations else None
-        if held is not None and held.devices_fit(pod):
+        held = state.get(CONSUMED_RESERVATION)
+        if held is not None and held.node == node and held.devices_fit(pod):
             # The pod takes the reserved devices themselves (the Reservation plugin's Reserve,
             # which runs first, stopped counting them for the Reservation).
             return self._take(state, pod, node, Allocation(held.allocations), found)
@@ -291,21 +310,23 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         self._cache.release_devices(pod.ident, node)
         state.delete(_RESERVED)
 
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
         reserved = state.read(_RESERVED, ReservedState)
-        if reserved is not None and reserved.node == node:
-            patch.annotations[names.ANNOTATION_DEVICE_ALLOCATED] = allocation_codec.encode(reserved.allocation.devices)
-        return SUCCESS
+        if reserved is None or reserved.node != node:
+            return (), SUCCESS
+        encoded = allocation_codec.encode(reserved.allocation.devices)
+        return (PodAnnotations({names.ANNOTATION_DEVICE_ALLOCATED: encoded}),), SUCCESS
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
         return (
             ClusterEvent(EventResource.DEVICE, EventAction.ALL),
-            # A bound pod deleted, or its device-allocated annotation changed (fixed).
+            # Room freed (a bound pod deleted, a binding undone, a Reservation released), or a
+            # bound pod's record of its devices changed (fixed).
             ClusterEvent(EventResource.POD, EventAction.DELETE | EventAction.UPDATE),
             ClusterEvent(EventResource.NODE, EventAction.ADD),
             # A node labelled with an isolation provider or GPU model; templates edited.
             ClusterEvent(EventResource.NODE, EventAction.UPDATE),
-            ClusterEvent(EventResource.CONFIG_MAP, EventAction.ALL),
+            TEMPLATES_CHANGED,
         )
 
 

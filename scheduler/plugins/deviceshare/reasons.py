@@ -29,3 +29,8 @@ SHARE_UNSUPPORTED_MODEL = 'model "{model}" of vendor "{vendor}" does not support
 #: As Koordinator words it: a share that must match a GPU shared-resource template matches none
 #: (PreFilter), or none of the node's GPU model (Filter).
 NO_MATCHED_TEMPLATE = "no matched GPU shared resource template"
+#: GPU partitions (Koordinator's words): the partitions bind the pod, but the node has no table,
+#: none of the pod's GPU count, or none of them free.
+MISSING_PARTITION_TABLE = "node(s) missing GPU Partition Table"
+UNSUPPORTED_GPU_COUNT = "node(s) Unsupported number of GPU requests"
+INSUFFICIENT_PARTITIONED = "Insufficient Partitioned GPU Devices"

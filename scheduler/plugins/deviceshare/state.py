@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+from scheduler.cache.reservations import HeldReservation
 from scheduler.framework.cycle_state import StateData
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest
 
@@ -27,6 +29,9 @@ class RequestState(StateData):
     #: For a share that must match a GPU shared-resource template: the `<vendor>-<model>` keys
     #: with a template it matches (only their nodes take it); None when it need not match one.
     template_models: frozenset[str] | None = None
+    #: Per node, the Reservation the pod may be placed onto (`NOMINATED_RESERVATIONS` as PreFilter
+    #: read it; kept here so Filter and Score need no lookup per node).
+    nominated: Mapping[str, HeldReservation] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,11 @@ that quota, on the node where evicting the fewest and lowest of them makes the p
 quota and the node. It only decides: the nominated node and the victims go back to the caller
 in the cycle state (`CycleState.preemption`), and the live scheduler evicts them.
 
-The quota state is the scheduler's `QuotaManager`, shared through `Handle.shared` under
-`QUOTA_MANAGER`: the live service's informers and what-if feed it quotas and
-pods; the plugin tells it the cluster's allocatable whenever a Node changes. With no
-ElasticQuota at all the plugin does nothing (every pod uses the unlimited default quota).
+The quota state is the scheduler's `QuotaManager`, one for every profile (`Handle.scheduler`
+under `QUOTA_MANAGER`), fed quotas and pods by the plugin's own feeds (`feed.QuotaFeed`,
+registered through `Handle.feeds`; what-if fills it from its snapshot instead); the plugin tells
+it the cluster's allocatable whenever a Node changes. With no ElasticQuota at all the plugin does
+nothing (every pod uses the unlimited default quota).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from scheduler.framework.interfaces import (
 from scheduler.framework.preemption import Preemption
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.victims import CHOSEN_VICTIMS, ChosenVictims
+from scheduler.plugins.elasticquota.feed import QUOTA_CHANGED, QuotaFeed
 from scheduler.plugins.elasticquota.preemption import PREEMPTING, Preempting, VictimFinder
 
 NAME = "ElasticQuota"
@@ -51,7 +53,8 @@ QUOTA_MANAGER: Final = "scheduler.quota.QuotaManager"
 log = logging.getLogger(__name__)
 
 _EVENTS = (
-    ClusterEvent(EventResource.ELASTIC_QUOTA, EventAction.ALL),
+    QUOTA_CHANGED,
+    # Room freed: an assigned pod deleted, a binding undone, a Reservation released, ...
     ClusterEvent(EventResource.POD, EventAction.DELETE),
     ClusterEvent(EventResource.NODE, EventAction.ADD | EventAction.UPDATE),
 )
@@ -115,6 +118,7 @@ class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExte
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> ElasticQuota:
     config.expect_no_args(NAME, args)
-    manager = handle.shared_object(QUOTA_MANAGER, QuotaManager, QuotaManager)
+    manager = handle.scheduler_object(QUOTA_MANAGER, QuotaManager, QuotaManager)
+    QuotaFeed(manager, handle.feeds).register(QUOTA_MANAGER)
     chosen = handle.shared_object(CHOSEN_VICTIMS, ChosenVictims, ChosenVictims)
     return ElasticQuota(handle.cache, manager, VictimFinder(handle.cache, manager, handle.check, chosen=chosen))

@@ -1,16 +1,18 @@
 """Reservation: a pod matching a Reservation's owners is placed onto the resources it holds.
 
-Holding needs no plugin: an Available Reservation is counted on its node as its reserve pod
-(`scheduler.cache.reservations`), so every other pod finds those resources used. This plugin
-is the owners' side, as Koordinator's Reservation plugin:
+Holding needs no plugin code in the cycle: an Available Reservation is counted on its node as its
+reserve pod (`scheduler.cache.reservations`), so every other pod finds those resources used. The
+plugin's feed (`feed.ReservationFeed`) keeps the cache's Reservations current, as Koordinator's
+plugin registers its Reservation handlers; a placed Reservation wakes its waiting owners, one
+released the pods that wait for room. In the cycle, this plugin is the owners' side:
 
 - PreFilter asks the cache which held Reservations the pod may use on each node (its owners
   match, the pod does not carry the `reservation-ignored` label), keeps those Koordinator's
   rules let it use (`matching.why_not`: affinity, taints and tolerations, `unschedulable`,
   exact-match; `matching.shortfall`: what a Restricted one has left) and nominates one per node
-  (`matching.nominate`: `reservation-order`, then the tightest fit), writing them to
-  `CycleState.reservations`; the runtime then filters those nodes as if that Reservation's
-  remaining resources were free, and DeviceShare gives the reserved devices.
+  (`matching.nominate`: `reservation-order`, then the tightest fit), writing them to the shared
+  entry `NOMINATED_RESERVATIONS`; the runtime then filters those nodes as if that Reservation's
+  remaining resources were free, and DeviceShare fits the pod within the reserved devices.
 - Score puts a node with such a Reservation first: the one with the lowest `reservation-order`
   MAX_NODE_SCORE, the others between half and all of it by how tightly the pod fits what is left,
   every other node 0 (its default weight makes it outweigh every other plugin's preference).
@@ -18,8 +20,9 @@ is the owners' side, as Koordinator's Reservation plugin:
   selects, and nothing else: PreFilter narrows the nodes to theirs, or rejects the pod saying
   why, as Koordinator's PostFilter counts it.
 - Reserve consumes the Reservation in the cache (the pod counts itself, the Reservation what it
-  has left); Unreserve gives it back. It runs before DeviceShare's Reserve, which takes the
-  reserved devices.
+  has left) and writes `CONSUMED_RESERVATION`, from which DeviceShare's Reserve takes the
+  reserved devices; Unreserve gives it back. Both entries are declared (`writes`), so a profile
+  that runs DeviceShare before this plugin is refused at startup.
 - PreBind asks for the pod's `reservation-allocated` annotation, which the scheduler's
   Reservation controller turns into the Reservation's `currentOwners` and `allocated` (and
   `Succeeded` for an allocateOnce one), and which rebuilds the same state after a restart.
@@ -40,8 +43,9 @@ from scheduler.framework import config
 from scheduler.framework.cycle_state import CycleState, StateData
 from scheduler.framework.interfaces import (
     MAX_NODE_SCORE,
+    Access,
+    ExtensionPoint,
     Handle,
-    PodPatch,
     PreBindPlugin,
     PreFilterPlugin,
     PreFilterResult,
@@ -49,20 +53,16 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from scheduler.framework.shared import CONSUMED_RESERVATION, NOMINATED_RESERVATIONS
 from scheduler.framework.status import SKIP, SUCCESS, Status
+from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins.reservation import matching, reasons
+from scheduler.plugins.reservation.feed import ReservationFeed
 
 NAME = "Reservation"
 _PREFERRED = f"{NAME}/preferred"
 #: Default score weight: a node with the pod's Reservation beats any other plugin's preference.
 DEFAULT_WEIGHT = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class _Taken(StateData):
-    """Written by Reserve: the Reservation the pod consumed."""
-
-    held: HeldReservation
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +76,10 @@ class _Preferred(StateData):
 
 class ReservationPlugin(PreFilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, PreBindPlugin):
     name = NAME
+    writes = (
+        Access.of(NOMINATED_RESERVATIONS, ExtensionPoint.PRE_FILTER),
+        Access.of(CONSUMED_RESERVATION, ExtensionPoint.RESERVE),
+    )
 
     def __init__(self, handle: Handle) -> None:
         self._cache = handle.cache
@@ -105,8 +109,8 @@ class ReservationPlugin(PreFilterPlugin, PreScorePlugin, ScorePlugin, ReservePlu
                     misses[why] += 1
             if usable:
                 chosen[node] = matching.nominate(usable, requests)
-        state.reservations = chosen
-        self._prefer(state, requests)
+        state.put(NOMINATED_RESERVATIONS, chosen)
+        self._prefer(state, chosen, requests)
         if affinity is None:
             return None, SKIP  # no Filter: the runtime's node view does the work
         if not chosen:
@@ -116,24 +120,24 @@ class ReservationPlugin(PreFilterPlugin, PreScorePlugin, ScorePlugin, ReservePlu
             )
         return PreFilterResult(frozenset(chosen)), SKIP
 
-    def _prefer(self, state: CycleState, requests: Mapping[str, int]) -> None:
+    def _prefer(self, state: CycleState, chosen: Mapping[str, HeldReservation], requests: Mapping[str, int]) -> None:
         """Note for Score which node holds the lowest-ordered of the nominated Reservations."""
-        if not state.reservations:
+        if not chosen:
             state.delete(_PREFERRED)
             return
-        ordered = [(h.reservation.order, node) for node, h in state.reservations.items() if h.reservation.order]
-        fits = {node: matching.fit_score(h, requests) for node, h in state.reservations.items()}
+        ordered = [(h.reservation.order, node) for node, h in chosen.items() if h.reservation.order]
+        fits = {node: matching.fit_score(h, requests) for node, h in chosen.items()}
         state.write(_PREFERRED, _Preferred(min(ordered)[1] if ordered else None, fits))
 
     def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
         # With a Reservation, results depend on which one: no memo. Without, nothing changes.
-        return None if state.reservations else 0
+        return None if state.get(NOMINATED_RESERVATIONS) else 0
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
-        return SUCCESS if state.reservations else SKIP
+        return SUCCESS if state.get(NOMINATED_RESERVATIONS) else SKIP
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
-        if node.name not in state.reservations:
+        if node.name not in (state.get(NOMINATED_RESERVATIONS) or {}):
             return 0
         preferred = state.read(_PREFERRED, _Preferred)
         if preferred is None or preferred.node == node.name:
@@ -144,26 +148,27 @@ class ReservationPlugin(PreFilterPlugin, PreScorePlugin, ScorePlugin, ReservePlu
         return half + (top - half) * preferred.fits.get(node.name, 0) // matching.MAX_FIT_SCORE
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        held = state.reservations.get(node)
+        held = (state.get(NOMINATED_RESERVATIONS) or {}).get(node)
         if held is not None:
             self._cache.consume_reservation(held.uid, pod.ident)
-            state.write(NAME, _Taken(held))
+            state.put(CONSUMED_RESERVATION, held)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
-        if state.read(NAME, _Taken) is not None:
+        if state.get(CONSUMED_RESERVATION) is not None:
             self._cache.restore_reservation(pod.ident)
-            state.delete(NAME)
+            state.drop(CONSUMED_RESERVATION)
 
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
-        taken = state.read(NAME, _Taken)
-        if taken is not None and taken.held.node == node:
-            patch.annotations[names.ANNOTATION_RESERVATION_ALLOCATED] = reservation_allocated_annotation(
-                taken.held.reservation
-            )
-        return SUCCESS
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
+        taken = state.get(CONSUMED_RESERVATION)
+        if taken is None or taken.node != node:
+            return (), SUCCESS
+        annotation = reservation_allocated_annotation(taken.reservation)
+        return (PodAnnotations({names.ANNOTATION_RESERVATION_ALLOCATED: annotation}),), SUCCESS
 
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> ReservationPlugin:
     config.expect_no_args(NAME, args)
+    # The cache is the scheduler's, shared by every profile: its Reservations are fed once.
+    ReservationFeed(handle.cache, handle.feeds).register(key=f"{NAME}/cache")
     return ReservationPlugin(handle)

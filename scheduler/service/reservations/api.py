@@ -5,8 +5,8 @@ A Reservation is scheduled as its reserve pod (`Reservation.reserve_pod()`: the 
 name and UID, the template's namespace), so the `Binder` and the `FailureReporter` that place
 pods and report why not serve Reservations unchanged with this API:
 
-- `annotate` writes the Reservation's annotations (the `device-allocated` one, with the same
-  codec as pods: a restarted scheduler reads back what the Reservation holds);
+- `annotate` writes the Reservation's annotations (PreBind's, as for a pod: the record of the
+  devices it holds among them, so a restarted scheduler reads back what the Reservation holds);
 - `bind` writes its status through the status subresource: Available, `nodeName`, the Scheduled
   and Ready conditions, `allocatable` (`scheduler.core.reservations.placed`), conditional on the
   version read, and 409 Conflict when it is placed already;

@@ -254,6 +254,9 @@ def test_an_nvlink_change_is_one_update(node: Node) -> None:
         node.inventory, gpus=(dataclasses.replace(gpus[0], nvlink_peers=(1,)), *gpus[1:])
     )
     assert node.reporter.sync(full=False) is SyncResult.UPDATED
-    assert node.cr()["metadata"]["annotations"] == {names.ANNOTATION_GPU_NVLINK_PEERS: '{"0":[1],"1":[0]}'}
+    annotations = node.cr()["metadata"]["annotations"]
+    assert annotations[names.ANNOTATION_GPU_NVLINK_PEERS] == '{"0":[1],"1":[0]}'
+    # The linked pair is a GPU partition now, written in the same update.
+    assert '{"minors":[0,1],"gpuLinkType":"NVLink","allocationScore":1}' in annotations[names.ANNOTATION_GPU_PARTITIONS]
     assert node.device().nvlink == {0: {1}, 1: {0}}
     assert node.reporter.sync(full=True) is SyncResult.UNCHANGED

@@ -16,7 +16,14 @@ import pytest
 
 from apis.extension import names
 from cli.launchers.descheduler import DeschedulerProcess
+from descheduler.arbitration import Arbiter
+from descheduler.cluster import BY_NAMESPACE, Cluster
+from descheduler.metrics import Metrics
+from descheduler.migration import Executor
+from descheduler.settings import ArbitrationSettings, MigrationSettings
+from kube.cache import Store
 from kube.client import Client
+from kube.events import EventRecorder
 from kube.resources import EVENTS
 from tests.support.waiting import wait_for
 
@@ -249,3 +256,29 @@ def test_kill_9_after_the_eviction_resumes_without_a_second_eviction(
     status = succeeded(client, name)
     assert status["podRef"]["name"] == "late-2"
     assert second.metric("tessera_descheduler_evictions_total") == 0
+
+
+def test_a_reservation_younger_than_the_cache_is_not_taken_for_a_deleted_one(client: Client, namespace: str) -> None:
+    """The executor's cache may not yet show the Reservation it has just created. Its next step
+    must wait for it, not fail the job as if someone had deleted it (MissingReservation): under a
+    burst the Reservation informer lags behind the job's own status write."""
+    owner = owner_replicaset(client, namespace, "lag")
+    pod = create_running_pod(client, namespace, "lag-1", node="n-old", owner=owner)
+    name = unique("lag")
+    created = create_job(client, name, namespace, "lag-1")
+    cluster = Cluster(pods=Store(BY_NAMESPACE))  # filled by hand: it never sees the Reservation
+    cluster.pods.upsert(f"{namespace}/lag-1", pod["metadata"]["resourceVersion"], pod)
+    cluster.jobs.upsert(name, created["metadata"]["resourceVersion"], created)
+    executor = Executor(
+        client,
+        cluster,
+        Arbiter(ArbitrationSettings()),
+        settings=MigrationSettings(),
+        metrics=Metrics(),
+        events=EventRecorder(client, "tessera-descheduler"),
+    )
+    for _ in range(3):  # admit, create the Reservation, then a step with the cache behind
+        executor.sync()
+    assert reservation(client, f"pmj-{name}") is not None
+    status = job_status(client, name)
+    assert (status.get("phase"), status.get("reason")) == ("Running", "Pending"), status  # waits for it

@@ -8,7 +8,7 @@ happens, no GPU may end up held twice and every pod that can be bound is bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pytest
 
@@ -17,8 +17,8 @@ from apis.extension import names
 from apis.k8s.core import Pod
 from kube import Client, crds, errors, resources
 from scheduler.cache import PodInfo
-from scheduler.framework import SUCCESS, CycleState, PluginRef, Status, WaitingPod
-from scheduler.framework.interfaces import PermitPlugin
+from scheduler.framework import SUCCESS, CycleState, ObjectWrite, PluginRef, Status, WaitingPod, Write
+from scheduler.framework.interfaces import PermitPlugin, Plugin, PreBindPlugin
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service import GRPCSettings, HTTPSettings, QueueSettings, SchedulerService, SchedulerSettings
 from scheduler.service.podapi import KubePodAPI
@@ -287,6 +287,12 @@ def test_bad_input_is_reported_and_scheduling_goes_on(client: Client, ns: str, s
     assert "is listed more than once" in str(event["message"]) and event["type"] == "Warning"
     current = wait_for(lambda: _with_fewer(service, "f-a", len(device.devices) - 2), what="f-a read without them")
     assert current.devices == device.devices[2:]
+    # A GPU partition table Koordinator's decoder refuses: said on the Device, which stays in use.
+    odd = client.resource(names.DEVICES).get("f-a")
+    odd["metadata"].setdefault("annotations", {})[names.ANNOTATION_GPU_PARTITIONS] = '{"2": 5}'
+    client.resource(names.DEVICES).update(odd)
+    (event,) = wait_for_event(client, "default", device.meta.name, "InvalidGPUPartitions")
+    assert "2: expected a list of partitions" in str(event["message"]) and event["type"] == "Warning"
 
 
 def _with_fewer(service: SchedulerService, node: str, count: int) -> Device | None:
@@ -306,17 +312,24 @@ class Gate(PermitPlugin):
         return Status.wait(self.seconds) if "gate" in pod.pod.labels else SUCCESS
 
 
-def gated_service(
-    client: Client, faulty: FaultyPodAPI, *, seconds: float, queue: QueueSettings | None = None
+def service_with(
+    client: Client, faulty: FaultyPodAPI, plugin: Plugin, *, queue: QueueSettings | None = None
 ) -> SchedulerService:
-    """A scheduler (not started yet) whose Gate holds pods labelled `gate` for up to `seconds`."""
+    """A scheduler (not started yet) that runs `plugin` after the default plugins."""
     settings = SchedulerSettings(
         grpc=GRPCSettings(address=""), http=HTTPSettings(address=""), queue=queue or QueueSettings()
     )
-    registry = {**REGISTRY, Gate.name: lambda args, handle: Gate(seconds)}
+    registry = {**REGISTRY, plugin.name: lambda args, handle: plugin}
     return SchedulerService(
-        settings, client, registry=registry, default_plugins=(*DEFAULT_PLUGINS, PluginRef(Gate.name)), pod_api=faulty
+        settings, client, registry=registry, default_plugins=(*DEFAULT_PLUGINS, PluginRef(plugin.name)), pod_api=faulty
     )
+
+
+def gated_service(
+    client: Client, faulty: FaultyPodAPI, *, seconds: float, queue: QueueSettings | None = None
+) -> SchedulerService:
+    """A scheduler whose Gate holds pods labelled `gate` for up to `seconds`."""
+    return service_with(client, faulty, Gate(seconds), queue=queue)
 
 
 def test_pods_held_at_permit_are_bound_when_allowed_and_released_when_timed_out(
@@ -419,3 +432,103 @@ def test_retries_write_neither_the_condition_nor_the_event_again(
     assert watch.pod("nine").meta.resource_version == reported  # the same condition is not written again
     events = client.resource(resources.EVENTS).list(namespace=ns).items
     assert [e["count"] for e in events if e["reason"] == "FailedScheduling"] == [1]
+
+
+class Stamp(PreBindPlugin):
+    """Asks, at PreBind, for a write of another object: the pod's node under its name in the
+    `bindings` ConfigMap of its namespace (as a DRA plugin writes a claim's status), undone by
+    removing it; and, once for each pod named in `also`, a write of an object that does not exist."""
+
+    name = "Stamp"
+
+    def __init__(self) -> None:
+        self.also: set[str] = set()
+
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
+        ns, name = pod.pod.namespace, pod.pod.name
+        undo = ObjectWrite(resources.CONFIG_MAPS, "bindings", {"data": {name: None}}, namespace=ns)
+        writes: list[Write] = [
+            ObjectWrite(resources.CONFIG_MAPS, "bindings", {"data": {name: node}}, namespace=ns, undo=undo)
+        ]
+        if name in self.also:
+            self.also.discard(name)
+            writes.append(ObjectWrite(resources.CONFIG_MAPS, "no-such-map", {"data": {name: node}}, namespace=ns))
+        return writes, SUCCESS
+
+
+def stamped(client: Client, ns: str, pod: str) -> str | None:
+    data = client.resource(resources.CONFIG_MAPS).get("bindings", namespace=ns).get("data") or {}
+    value = data.get(pod)
+    return value if isinstance(value, str) else None
+
+
+def stamping_service(client: Client, faulty: FaultyPodAPI, stamp: Stamp) -> SchedulerService:
+    return service_with(client, faulty, stamp, queue=QueueSettings(initial_backoff=0.05, max_backoff=0.2))
+
+
+def test_a_prebind_write_of_another_object_is_made_before_the_binding_and_taken_back_when_it_fails(
+    client: Client, ns: str, faulty: FaultyPodAPI
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    client.resource(resources.CONFIG_MAPS).create({"metadata": {"name": "bindings"}, "data": {}}, namespace=ns)
+    seen: list[tuple[str, str | None]] = []
+
+    def refuse(pod: Pod, node: str) -> None:
+        seen.append(("at the refused Binding", stamped(client, ns, pod.name)))
+        raise errors.BadRequest("admission webhook said no", status=400)
+
+    def look(pod: Pod) -> None:
+        if not seen:  # the first attempt's annotations: nothing refused yet
+            faulty.before_annotate["claimer"] = look
+            return
+        seen.append(("before the next attempt's annotations", stamped(client, ns, pod.name)))
+
+    faulty.instead_of_bind["claimer"] = refuse
+    faulty.before_annotate["claimer"] = look
+    service = stamping_service(client, faulty, Stamp())
+    watch = PodWatch(client, ns)
+    try:
+        service.start()
+        create_pod(client, ns, "claimer", {names.NVIDIA_GPU: "1"})
+        (pod,) = watch.wait_bound(1)
+    finally:
+        watch.stop()
+        service.stop()
+    assert seen == [("at the refused Binding", "f-a"), ("before the next attempt's annotations", None)]
+    assert stamped(client, ns, "claimer") == pod.node_name == "f-a"
+
+
+def test_a_prebind_write_that_fails_fails_the_binding_and_takes_back_the_writes_made_before_it(
+    client: Client, ns: str, faulty: FaultyPodAPI
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    client.resource(resources.CONFIG_MAPS).create({"metadata": {"name": "bindings"}, "data": {}}, namespace=ns)
+    stamp = Stamp()
+    stamp.also.add("claimer")
+    seen: list[str | None] = []
+
+    def look(pod: Pod) -> None:
+        if not seen:
+            seen.append("first attempt")
+            faulty.before_annotate["claimer"] = look
+            return
+        seen.append(stamped(client, ns, pod.name))
+
+    faulty.before_annotate["claimer"] = look
+    service = stamping_service(client, faulty, stamp)
+    watch = PodWatch(client, ns)
+    try:
+        service.start()
+        create_pod(client, ns, "claimer", {names.NVIDIA_GPU: "8"})
+        (pod,) = watch.wait_bound(1)
+        (event,) = wait_for_event(client, ns, "claimer", "FailedScheduling")
+    finally:
+        watch.stop()
+        service.stop()
+    assert bind_failures(service, "NotFound") == 1
+    assert "cannot write configmaps" in str(event["message"]) and "no-such-map" in str(event["message"])
+    # The write made before the one that failed was taken back before the next attempt.
+    assert seen == ["first attempt", None]
+    assert stamped(client, ns, "claimer") == pod.node_name == "f-a"
+    # The failed attempt's devices were given back: the retry got all eight GPUs of f-a.
+    assert all(held == {f"{ns}/claimer"} for held in holders(service, "f-a").values())

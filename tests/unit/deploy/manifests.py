@@ -29,7 +29,9 @@ NAMESPACE = "tessera-system"
 Obj = dict[str, Any]
 
 #: Kinds that are not namespaced.
-CLUSTER_SCOPED = frozenset({"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration"})
+CLUSTER_SCOPED = frozenset(
+    {"Namespace", "ClusterRole", "ClusterRoleBinding", "ValidatingWebhookConfiguration", "DeviceClass"}
+)
 #: Secrets workloads mount that deploy/ cannot ship (they hold keys made at install), and who makes them.
 INSTALL_SECRETS = {
     "tessera-controller-webhook-cert": "cert-manager (deploy/cert-manager/) or `kubectl create secret tls`",
@@ -75,7 +77,7 @@ class Manifest:
 
 #: The kustomizations of deploy/: the base (`kubectl apply -k deploy/`, the chart's defaults) and
 #: the optional dashboard (`kubectl apply -k deploy/dashboard/`, the chart's dashboard.enabled).
-KUSTOMIZATIONS = (DEPLOY, DEPLOY / "dashboard")
+KUSTOMIZATIONS = (DEPLOY, DEPLOY / "dashboard", DEPLOY / "dra")
 
 
 @functools.cache

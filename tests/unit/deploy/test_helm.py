@@ -275,6 +275,19 @@ def test_the_dashboard_is_deploy_dashboard_and_off_by_default() -> None:
     assert {key: on[key] for key in base} == base, "enabling the dashboard changed other objects"
 
 
+def test_device_classes_are_deploy_dras_and_off_by_default() -> None:
+    # Off by default (resource.k8s.io/v1 needs Kubernetes 1.34), as deploy/kustomization.yaml
+    # leaves them out; on, they are deploy/dra/, and nothing else changes.
+    base = chart.by_identity(chart.objects())
+    on = chart.by_identity(chart.objects({"dra": {"deviceClasses": True}}))
+    added = {key: obj for key, obj in on.items() if key not in base}
+    built = chart.by_identity(chart.kustomize(DEPLOY / "dra"))
+    assert built and sorted(added) == sorted(built)
+    for key, obj in built.items():
+        assert added[key] == obj, f"{key}: the chart renders it differently from deploy/dra/"
+    assert {key: on[key] for key in base} == base
+
+
 def test_dashboard_values() -> None:
     values = {
         "dashboard": {

@@ -33,6 +33,8 @@ ALLOWED_KINDS = {
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration"),
+    # deploy/dra/ only (Kubernetes 1.34 or newer), not part of deploy/kustomization.yaml.
+    ("resource.k8s.io/v1", "DeviceClass"),
 }
 
 #: Namespaced objects outside tessera-system, and why.
@@ -226,6 +228,8 @@ def test_images_are_the_project_version() -> None:
     images = {c["image"] for _, c in manifests.all_containers()}
     assert images == {f"tessera:{version}"}
     for directory in manifests.KUSTOMIZATIONS:
+        if not [m for m in manifests.objects(directory) if m.kind in manifests.WORKLOAD_KINDS]:
+            continue  # deploy/dra/: objects only, no image to set
         expected = [{"name": "tessera", "newName": "tessera", "newTag": version}]
         assert manifests.kustomization(directory)["images"] == expected, directory
 

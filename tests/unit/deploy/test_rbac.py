@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from apis import dra
 from apis.extension import names
 from apiserver.authz import bootstrap
 from cli.localcluster import identities, ownnames
@@ -64,14 +65,15 @@ NEEDED: dict[str, set[Call]] = {
         calls("list watch", CORE, "pods")
         | calls("list watch", CORE, "nodes")
         | calls("list watch", *DEVICES)
-        # scheduler/service/quotafeed.py QuotaFeed: an Informer of ElasticQuotas (when a profile
-        # enables the ElasticQuota plugin).
+        # scheduler/plugins/elasticquota/feed.py QuotaFeed: a watch of ElasticQuotas (when a profile
+        # enables the ElasticQuota plugin), run by scheduler/service/feeds.py PluginFeeds.
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
-        # scheduler/service/informers.py ClusterFeed: Informers of PodGroups (gang scheduling),
-        # Koordinator's and scheduler-plugins'.
+        # scheduler/plugins/coscheduling/feed.py: watches of PodGroups (gang scheduling), Koordinator's
+        # and scheduler-plugins', run by scheduler/service/feeds.py PluginFeeds.
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
         | calls("list watch", names.UPSTREAM_POD_GROUPS.group, names.UPSTREAM_POD_GROUPS.plural)
-        # scheduler/service/reservations: ReservationFeed's Informer (list + watch); ReservationAPI:
+        # scheduler/plugins/reservation/feed.py: the Reservation watch (list + watch, run by
+        # scheduler/service/feeds.py PluginFeeds; scheduler/service/reservations follows it); ReservationAPI:
         # get (read before placing, and back), annotate (patch), bind and set_condition (patch
         # reservations/status); ReservationController: patch reservations/status (owners, expiry).
         | calls("get list watch patch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
@@ -85,11 +87,19 @@ NEEDED: dict[str, set[Call]] = {
         # scheduler/service/informers.py ClusterFeed: an Informer of PodDisruptionBudgets
         # (DefaultPreemption weighs them).
         | calls("list watch", "policy", "poddisruptionbudgets")
-        # scheduler/service/templatefeed.py TemplateFeed: an Informer of the ConfigMap holding
+        # scheduler/plugins/deviceshare/templatefeed.py: a watch of the ConfigMap holding
         # DeviceShare's GPU shared-resource templates (any namespace the config names).
         | calls("list watch", CORE, "configmaps")
         # kube/events.py EventRecorder: create, then patch the count of a repeat. FailedScheduling
         # goes to the pod's namespace, FailedParsing (Device CRs) to `default`.
+        # The DynamicResources plugin (issue 35: apis/dra's allocator, fed and written by the
+        # scheduler's service): Informers of DeviceClasses, ResourceSlices and ResourceClaims; a
+        # claim read back (get), its delete-protection finalizer put with the allocation (patch),
+        # status.allocation and reservedFor written at PreBind (patch resourceclaims/status).
+        | calls("list watch", dra.GROUP, dra.DEVICE_CLASSES.plural)
+        | calls("list watch", dra.GROUP, dra.RESOURCE_SLICES.plural)
+        | calls("get list watch patch", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
+        | calls("patch", dra.GROUP, f"{dra.RESOURCE_CLAIMS.plural}/status")
         | calls("create patch", CORE, "events")
         | leader_election(names.SCHEDULER_NAME)
         | delegated_auth()
@@ -300,6 +310,12 @@ NEEDED_LOCALLY: dict[str, set[Call]] = {
         | calls("patch", CORE, "nodes/status")
         | calls("patch", CORE, "pods/status")
         | calls("get list watch", *LEASES)
+        # kubecontrollers/resourceclaim.py (app.py its informers): claims made from pods'
+        # templates, their consumers released, deallocated, unprotected (patch), deleted when
+        # their pod will not run; templates read; a consumer the cache lacks is read (get pods).
+        | calls("get list watch create patch delete", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
+        | calls("patch", dra.GROUP, f"{dra.RESOURCE_CLAIMS.plural}/status")
+        | calls("list watch", dra.GROUP, dra.RESOURCE_CLAIM_TEMPLATES.plural)
         # kube/delegation.py: its /metrics, authorized through the API server.
         | delegated_auth()
     ),

@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from apis.crds.device import DeviceType
 from apis.errors import ValidationError
-from apis.extension import names
+from apis.extension import allocation, names
+from apis.extension.allocation import DeviceAllocation
 from apis.k8s import resources
 from cli.main import main
 from scheduler import whatif
@@ -611,3 +613,39 @@ def test_a_tree_in_whole_gpus_is_enforced_for_every_way_a_pod_asks(
         assert f"Insufficient quotas, quotaName: team-{n}" in refused["message"]
     assert sum(amount(q, "used", names.GPU_MEMORY_RATIO) for q in quotas.values()) <= 8000
     assert quotas["team-0"]["max"] == {names.GPU_CORE: "8k", names.GPU_MEMORY_RATIO: "8k"}
+
+
+def test_the_partition_a_pod_gets_and_why_one_does_not_fit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # An 8-GPU node labelled as Koordinator's built-in table wants it (model H100, Honor), a
+    # running pod on GPU 1: 4 GPUs go to the other half; 3 GPUs are no partition of the table.
+    node, device = gpu_node("h100")
+    labels = {names.LABEL_GPU_MODEL: "H100", names.LABEL_GPU_PARTITION_POLICY: "Honor"}
+    raw_node = {"kind": "Node", "metadata": {"name": "h100", "labels": labels}}
+    raw_node["status"] = {"allocatable": resources.format_list(node.allocatable)}
+
+    def pod(name: str, gpus: int, **more: object) -> dict[str, object]:
+        limits = {names.NVIDIA_GPU: gpus}
+        return {
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml", **more},
+            "spec": {
+                "schedulerName": "tessera-scheduler",
+                "containers": [{"name": "c", "resources": {"limits": limits}}],
+            },
+        }
+
+    held = allocation.encode(
+        {DeviceType.GPU: (DeviceAllocation(1, {names.GPU_CORE: 100, names.GPU_MEMORY_RATIO: 100}),)}
+    )
+    running = pod("running", 1, annotations={names.ANNOTATION_DEVICE_ALLOCATED: held})
+    running["spec"]["nodeName"] = "h100"  # type: ignore[index]
+    path = tmp_path / "partitions.yaml"
+    path.write_text(yaml.safe_dump_all([raw_node, device.to_dict(), running, pod("four", 4), pod("three", 3)]))
+    assert main(["what-if", "-f", str(path), "-o", "json"]) == 0
+    four, three = json.loads(capsys.readouterr().out)["results"]
+    assert four["node"] == "h100" and four["partition"] == "[4,5,6,7] (built-in table for H100, Honor)"
+    assert three["node"] is None
+    assert three["reasons"]["h100"][0] == "node(s) Unsupported number of GPU requests"
+    assert "hold 1, 2, 4, 8 GPUs, not 3" in three["reasons"]["h100"][1]
+    assert main(["what-if", "-f", str(path)]) == 0
+    assert "; partition [4,5,6,7] (built-in table for H100, Honor)" in capsys.readouterr().out

@@ -17,7 +17,7 @@ import pytest
 from apis.extension import names
 from apis.k8s.core import Pod
 from scheduler.cache import ClusterCache, PodInfo
-from scheduler.core import Attempt, Placement, Scheduler, SchedulingCycle, build_frameworks
+from scheduler.core import Attempt, Placement, Scheduler, SchedulingCycle, build_frameworks, pre_bind
 from scheduler.framework import SUCCESS, CycleState, Handle, PluginRef, SchedulerConfig, Status
 from scheduler.framework.interfaces import PermitPlugin
 from scheduler.framework.status import Code
@@ -171,6 +171,7 @@ def test_live_a_pod_allowed_at_permit_is_handed_over_with_its_annotations() -> N
     assert resolved.status is SUCCESS and resolved.ticket is ticket and resolved.placement is held.placement
     (placement,) = handoff.take()
     assert placement is held.placement and placement.ticket is ticket and placement.node == held.node
+    assert pre_bind(placement) is SUCCESS  # the binder's first step, on its own thread
     assert len(allocated(placement.annotations)["gpu"]) == 4
     # Still assumed: the binder finishes it (or undoes it) once the API answers.
     assert cycle.cache.is_assumed("uid-default-g") and cycle.waiting == 0
@@ -218,6 +219,7 @@ def test_a_bind_that_fails_at_once_is_undone_and_reported(gate: bool) -> None:
 
     def refuse(placement: Placement[QueuedPod]) -> Status:
         refused.append(placement)
+        assert pre_bind(placement) is SUCCESS  # a binding starts with PreBind
         return Status.error("the API server said no", plugin="Binder")
 
     cycle, _ = live_cycle(clock, bind=refuse)

@@ -8,7 +8,7 @@ import pytest
 
 from apis.extension import names
 from apis.k8s.core import Pod
-from scheduler.cache import PodInfo
+from scheduler.cache import Holdings
 from scheduler.defrag.candidates import Refusal, gpu_percent, refusal
 from tests.unit.scheduler.conftest import bound_pod, gpu_alloc, make_pod
 from tests.unit.scheduler.defrag.test_planner import controlled
@@ -48,8 +48,8 @@ def meta(**changes: object) -> Pod:
     ],
 )
 def test_refusal(pod: Pod, exclude: frozenset[str], served: bool, why: str | None) -> None:
-    assert refusal(PodInfo.of(pod), PENDING, exclude=exclude, served=lambda _: served) == why
+    assert refusal(Holdings().info(pod), PENDING, exclude=exclude, served=lambda _: served) == why
 
 
 def test_gpu_percent_sums_the_shares_of_every_gpu() -> None:
-    assert gpu_percent(PodInfo.of(BASE)) == 50
+    assert gpu_percent(Holdings().info(BASE)) == 50

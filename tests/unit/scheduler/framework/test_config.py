@@ -137,3 +137,43 @@ def test_a_resource_strategy_replaces_the_default_balanced_fgd(choice: str) -> N
     device_share = chosen.plugin("DeviceShare")
     assert isinstance(device_share, DeviceShare) and device_share.policy.name == "TopologyAware"
     assert device_share.args.scoring.type.value == choice
+
+
+@pytest.mark.parametrize(
+    ("point", "order", "read_at"),
+    [
+        ("reserve", "[{name: DeviceShare}, {name: Reservation}]", "reserve"),
+        ("preFilter", "[{name: DeviceShare}, {name: Reservation}]", "preFilter"),
+    ],
+    ids=["reserve", "pre-filter"],
+)
+def test_a_profile_running_a_reader_before_its_writer_is_refused(point: str, order: str, read_at: str) -> None:
+    """DeviceShare reads what Reservation writes (the nominated and the consumed Reservation):
+    a profile that runs it first fails at startup, naming both, not with wrong devices later."""
+    config = load_config(
+        f"""
+        profiles:
+          - schedulerName: swapped
+            plugins:
+              {point}:
+                disabled: [{{name: "*"}}]
+                enabled: {order}
+        """
+    )
+    with pytest.raises(ConfigError) as err:
+        Scheduler(config)
+    message = str(err.value)
+    assert "plugin DeviceShare reads" in message
+    assert f"at {read_at} before plugin Reservation writes it" in message
+
+
+def test_a_profile_without_the_writer_is_no_error() -> None:
+    """Without the Reservation plugin DeviceShare finds no Reservation: nothing to order."""
+    config = load_config(
+        """
+        profiles:
+          - schedulerName: plain
+            plugins: {multiPoint: {disabled: [{name: Reservation}]}}
+        """
+    )
+    assert "DeviceShare" in Scheduler(config).frameworks["plain"].plugin_names(ExtensionPoint.RESERVE)

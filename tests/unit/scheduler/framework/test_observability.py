@@ -3,10 +3,9 @@ and each plugin's score per node. Neither may change a decision."""
 
 from __future__ import annotations
 
-from apis.extension import names
 from scheduler.cache import PodInfo
 from scheduler.core import with_scoring
-from scheduler.framework import CycleState, Framework, Handle, SchedulerConfig
+from scheduler.framework import CycleState, Framework, SchedulerConfig
 from scheduler.framework.interfaces import ExtensionPoint
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.framework.status import Code
@@ -30,7 +29,7 @@ def framework(*, observed: list[Observation] | None = None, nodes: int = 3) -> F
         with_scoring(SchedulerConfig(), ScoringStrategyType.LEAST_ALLOCATED).profiles[0],
         registry=REGISTRY,
         default_plugins=DEFAULT_PLUGINS,
-        handle=Handle(cache, names.SCHEDULER_NAME),
+        cache=cache,
         observer=observe if observed is not None else None,
     )
 

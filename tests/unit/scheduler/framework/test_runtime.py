@@ -17,7 +17,6 @@ from scheduler.framework.interfaces import (
     FilterPlugin,
     Handle,
     PermitPlugin,
-    PodPatch,
     PostBindPlugin,
     PreBindPlugin,
     PreFilterPlugin,
@@ -28,9 +27,10 @@ from scheduler.framework.interfaces import (
 )
 from scheduler.framework.runtime import num_feasible_nodes_to_find
 from scheduler.framework.status import SKIP, SUCCESS, Code, Status
+from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 
-from ..conftest import make_node, make_pod
+from ..conftest import make_cache, make_node, make_pod
 
 
 class Recorder(
@@ -82,10 +82,9 @@ class Recorder(
         self.events.append("permit")
         return self.permit_status
 
-    def pre_bind(self, state: CycleState, pod: PodInfo, node: str, patch: PodPatch) -> Status:
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
         self.events.append("pre_bind")
-        patch.annotations["example.com/seen"] = node
-        return SUCCESS
+        return (PodAnnotations({"example.com/seen": node}),), SUCCESS
 
     def bind(self, state: CycleState, pod: PodInfo, node: str) -> Status:
         self.events.append("bind")
@@ -287,3 +286,40 @@ def test_a_new_score_epoch_rescores_without_refiltering(recorder: type[Recorder]
     EpochRecorder.epoch = 1
     assert cycle("c") == ["score n1", "score n2"]
     assert cycle("d") == []
+
+
+def test_the_handle_checks_nodes_with_its_own_profile_once_built(recorder: type[Recorder]) -> None:
+    """`Handle.check` is the framework's, given at construction: a plugin that asks before the
+    profile is built gets an error, not an answer from an empty chain; afterwards it runs the
+    profile's PreFilter and Filter chains."""
+    handles: list[Handle] = []
+
+    def new(args: Mapping[str, object] | None, handle: Handle) -> Recorder:
+        with pytest.raises(RuntimeError, match="not built yet"):
+            handle.check.pre_filter(CycleState(), PodInfo.of(make_pod("early")))
+        handles.append(handle)
+        return Recorder()
+
+    scheduler = Scheduler(
+        registry={**REGISTRY, Recorder.name: new},
+        default_plugins=(*DEFAULT_PLUGINS, PluginRef(Recorder.name)),
+    )
+    node, device = make_node("n1")
+    scheduler.cache.add_node(node)
+    scheduler.cache.add_device(device)
+    (handle,) = handles
+    state, pod = CycleState(), PodInfo.of(make_pod("p", cpu=10))
+    assert handle.check.pre_filter(state, pod) is SUCCESS
+    info = scheduler.cache.node("n1")
+    assert info is not None
+    assert handle.check.filter(state, pod, info) is SUCCESS
+    assert Recorder.events == ["pre_filter", "filter n1"]
+    Recorder.crash_in_filter = True
+    with pytest.raises(RuntimeError, match="boom"):
+        handle.check.filter(state, pod, info)
+
+
+def test_a_plugin_built_outside_a_framework_cannot_check_nodes() -> None:
+    handle = Handle(make_cache(), names.SCHEDULER_NAME)
+    with pytest.raises(RuntimeError, match="outside a Framework"):
+        handle.check.pre_filter(CycleState(), PodInfo.of(make_pod("p")))

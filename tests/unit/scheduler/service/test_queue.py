@@ -27,7 +27,7 @@ class Clock:
 
 def device_plugins_only(plugins: frozenset[str], event: ClusterEvent) -> bool:
     """DeviceShare cares about Device events; everything else about nodes."""
-    return ("DeviceShare" in plugins) == (event.resource is EventResource.DEVICE)
+    return ("DeviceShare" in plugins) == (event.resource == EventResource.DEVICE)
 
 
 @pytest.fixture

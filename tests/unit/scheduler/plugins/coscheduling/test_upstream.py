@@ -199,7 +199,7 @@ def test_pod_groups_of_both_groups_under_one_name_make_the_gang_ambiguous() -> N
         "gang ml/job: a PodGroup ml/job exists in both scheduling.sigs.k8s.io and scheduling.x-k8s.io; rename one"
         in out["ml/job-0"].status.message
     )
-    plugin(scheduler).pod_group_deleted(koordinator)
+    scheduler.forget_pod_group(koordinator)
     assert schedule_all(scheduler, [rank("job-0")])["ml/job-0"].scheduled
 
 
@@ -210,7 +210,7 @@ def test_the_members_kind_decides_which_pod_group_describes_the_gang() -> None:
     scheduler.observe_pod_group(
         PodGroup.from_dict({"metadata": {"name": "job", "namespace": "ml"}, "spec": {"minMember": 1}})
     )
-    plugin(scheduler).pod_group_deleted(
+    scheduler.forget_pod_group(
         PodGroup.from_dict({"metadata": {"name": "job", "namespace": "ml"}, "spec": {"minMember": 1}})
     )
     scheduler.observe_pod_group(upstream_group(min_member=2))

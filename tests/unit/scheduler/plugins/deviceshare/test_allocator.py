@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apis.crds.device import DeviceInfo, DeviceType
-from apis.extension import devicetypes, hints, names
+from apis.extension import devicetypes, hints, names, partitions
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.extension.devicerequest import pod_device_requests
 from apis.k8s import labels
@@ -33,6 +33,7 @@ def request_of(pod: Pod) -> PodDeviceRequest:
         pod_device_requests(pod),
         hints.hints_from_annotations(info.pod.annotations),
         hints.joint_allocate_from_annotations(info.pod.annotations),
+        partition_spec=partitions.spec_from_annotations(info.pod.annotations),
     )
 
 

@@ -1,0 +1,17 @@
+"""Kubernetes' names of Dynamic Resource Allocation besides the kinds: the annotation the
+resourceclaim controller puts on the claims it generates, and the finalizer that keeps an
+allocated claim. (Tessera's driver name, `gpu.tessera.dev`, is `apis.dra.gpus.DRIVER`; the
+DeviceClass of deploy/dra/ has the same name and selects its devices.)
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["DELETE_PROTECTION_FINALIZER", "POD_CLAIM_NAME_ANNOTATION"]
+
+#: On a claim generated from a pod's template: the pod claim (`spec.resourceClaims[].name`) it is for.
+POD_CLAIM_NAME_ANNOTATION: Final = "resource.kubernetes.io/pod-claim-name"
+#: Kept on an allocated claim (the scheduler adds it with the allocation); the resourceclaim
+#: controller removes it once it has deallocated the claim.
+DELETE_PROTECTION_FINALIZER: Final = "resource.kubernetes.io/delete-protection"
