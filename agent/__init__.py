@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from agent.settings import (
         DEFAULT_STATE_DIR,
         AgentSettings,
+        DRASettings,
         HealthSettings,
         HookSettings,
         KubeletSettings,
@@ -32,6 +33,7 @@ _EXPORTS = {
     "DEFAULT_STATE_DIR": "agent.settings",
     "Agent": "agent.app",
     "AgentSettings": "agent.settings",
+    "DRASettings": "agent.settings",
     "DiscoverySettings": "agent.discovery.settings",
     "HealthSettings": "agent.settings",
     "HookSettings": "agent.settings",
@@ -47,6 +49,7 @@ __all__ = [
     "DEFAULT_STATE_DIR",
     "Agent",
     "AgentSettings",
+    "DRASettings",
     "DiscoverySettings",
     "HealthSettings",
     "HookSettings",

@@ -8,12 +8,16 @@ drive `Agent` directly. What it hosts:
                                        --state-dir and the Device CR's first read, restored
                                        before anything reports; Events on the Node
     Device CR                          DeviceReporter (agent/devices/reporter.py), woken on every change
+    ResourceSlices (--dra)             SliceWriter (agent/devices/slicewriter.py), in each reporter pass
     pods bound to this node            one Informer (fieldSelector spec.nodeName), feeding QoS,
                                        the metrics' pod names, the device ledger and the
                                        simulated kubelet
     device ledger                      DeviceLedger (agent/ledger/): who holds which device share
     hook server                        device collision, GPU env, RDMA devices, QoS plugins on a
                                        unix socket
+    DRA plugin (optional)              DRAPlugin (agent/dra/): kubelet's registration and DRA
+                                       plugin sockets for `gpu.tessera.dev`; prepared claims in
+                                       the ledger and the checkpoint, CDI specs
     events                             one EventRecorder: DeviceCollision on refused pods,
                                        GPUFaultRestored / GPUFaultCleared on the Node,
                                        FailedParsing on a NodeSLO it cannot read
@@ -49,6 +53,7 @@ from agent.devices.healthclear import HealthClear
 from agent.devices.node import NodeDevices
 from agent.devices.reporter import DeviceReporter
 from agent.devices.routing import json_error
+from agent.devices.slicewriter import SliceWriter
 from agent.discovery.nvmllib import NVMLLibrary
 from agent.discovery.settings import DiscoveryStack, open_discovery
 from agent.discovery.simulated import NodeCapacity
@@ -59,7 +64,7 @@ from agent.ledger import DeviceLedger, NodeSlots
 from agent.qos.node import NodeQoS
 from agent.qos.nodeslo import NodeSLOWatch
 from agent.settings import AgentSettings
-from apis.errors import ConfigError
+from apis.errors import ConfigError, TesseraError
 from apis.k8s.core import Pod
 from kube import errors, serving
 from kube.client import Client
@@ -68,9 +73,11 @@ from kube.events import EventRecorder
 from kube.hostcheck import HostPolicy
 from kube.informer import Informer
 from kube.lifecycle import wait_until_set, write_atomically
+from kube.logs import V
 from kube.resources import NODES, PODS
 
 if TYPE_CHECKING:
+    from agent.dra.plugin import DRAPlugin
     from agent.hooks import HookServer
 
 __all__ = ["Agent", "run"]
@@ -100,6 +107,7 @@ class Agent:
         self.events: EventRecorder | None = None
         self.qos: NodeQoS | None = None
         self.hooks: HookServer | None = None
+        self.dra: DRAPlugin | None = None
         self.kubelet: SimulatedKubelet | None = None
         self.http: serving.Server | None = None
 
@@ -167,6 +175,9 @@ class Agent:
         )
         self.memory = memory
         memory.start()  # faults from the state file, before any monitor or the reporter runs
+        slices = (
+            SliceWriter(client, node_name=node, build=devices.pools, registry=self.registry) if s.report.dra else None
+        )
         reporter = DeviceReporter(
             client,
             node_name=node,
@@ -174,6 +185,7 @@ class Agent:
             resync_interval_s=s.report.resync_interval_s,
             registry=self.registry,
             on_first_read=memory.adopt,  # or from the Device CR, before the first write
+            also=slices.sync if slices is not None else None,
         )
         self.reporter = reporter
         devices.on_change(reporter.wake)
@@ -191,8 +203,13 @@ class Agent:
 
         # What another process may hold (a port, a socket) is bound first, before any thread runs.
         http = self._serve_http(stack, HealthClear(memory, lambda: devices.inventory.gpus), Delegation(client))
+        if s.dra.enabled:
+            self.dra = self._dra_plugin(client, devices, self.ledger)
+            self.dra.restore()  # what claims hold counts before the hook server admits anything
         if s.hooks.enabled:
             self._serve_hooks(events, devices, self.ledger)
+        if self.dra is not None:
+            self._run(self.dra.start, self.dra.stop)
 
         self._run(pods.start, pods.stop)
         devices.start()
@@ -225,6 +242,8 @@ class Agent:
                 "rdma": len(devices.inventory.rdma),
                 "metrics": http.address,
                 "hookSocket": str(s.hooks.socket_path) if s.hooks.enabled else "off",
+                "resourceSlices": "on" if s.report.dra else "off",
+                "draPlugin": str(self.dra.server.socket_path) if self.dra is not None else "off",
                 "stateDir": str(s.state_dir),
                 "qos": "off" if self.qos is None else ",".join(self.qos.running) or "no part enabled",
             },
@@ -278,6 +297,42 @@ class Agent:
         except OSError as e:
             raise ConfigError(f"hook server socket {s.hooks.socket_path}: {e}") from e
         self._stops.append(self.hooks.stop)
+
+    def _dra_plugin(self, client: Client, devices: NodeDevices, ledger: DeviceLedger) -> DRAPlugin:
+        """kubelet's DRA plugin for this node (gRPC and the resource API's parsers load here)."""
+        from agent.dra.cdi import CDIDir
+        from agent.dra.driver import DRADriver
+        from agent.dra.plugin import DRAPlugin
+        from agent.dra.prepared import Checkpoint
+        from apis import dra
+        from apis.dra.slice import ResourceSlice
+
+        s = self.settings
+        claims = client.resource(dra.RESOURCE_CLAIMS)
+        slices = client.resource(dra.RESOURCE_SLICES)
+
+        def list_slices() -> list[ResourceSlice]:
+            out = []
+            # its node's only: a node identity may list no others (the Node authorizer, as kube's)
+            for raw in slices.list_all(field_selector=f"spec.nodeName={s.node_name}").items:
+                try:
+                    out.append(ResourceSlice.from_dict(raw))
+                except TesseraError as e:  # someone else's broken slice must not stop ours
+                    log.log(V(4), "ResourceSlice does not parse; skipped", extra={"err": str(e)})
+            return out
+
+        driver = DRADriver(
+            node_name=s.node_name,
+            ledger=ledger,
+            node=lambda: NodeSlots.of(devices.inventory, devices.tracker.snapshot(), node=s.node_name),
+            get_claim=lambda namespace, name: claims.get(name, namespace=namespace),
+            list_slices=list_slices,
+            checkpoint=Checkpoint(s.state_dir),
+            cdi_dir=CDIDir(s.dra.cdi_dir),
+            dev_root=s.hooks.dev_root,
+            hami_core=s.hooks.hami_core,
+        )
+        return DRAPlugin(driver, plugin_dir=s.dra.plugin_dir, registry_dir=s.dra.registry_dir)
 
     def _run(self, start: Callable[[], None], stop: Callable[[], None]) -> None:
         start()

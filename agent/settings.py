@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.discovery.settings import DiscoverySettings
+from agent.dra import DEFAULT_CDI_DIR, DEFAULT_PLUGIN_DIR, DEFAULT_REGISTRY_DIR
 from agent.hooks import DEFAULT_SOCKET
 from agent.hooks.hamicore import HAMiCore
 from apis.extension.partitions import PartitionPolicy
@@ -24,6 +25,7 @@ from kube.servingtls import TLSServing
 __all__ = [
     "DEFAULT_STATE_DIR",
     "AgentSettings",
+    "DRASettings",
     "HealthSettings",
     "HookSettings",
     "KubeletSettings",
@@ -71,6 +73,10 @@ class ReportSettings:
     resync_interval_s: float = 60.0
     #: The `gpu-partition-policy` label written with a GPU partition table (agent/devices/partitions.py).
     gpu_partition_policy: PartitionPolicy = PartitionPolicy.PREFER
+    #: Publish the node's GPUs and RDMA NICs as DRA ResourceSlices too (`--dra`). Off unless
+    #: asked: with slices published, any DRA scheduler may allocate the GPUs, and only Tessera's
+    #: counts Koordinator-protocol pods' shares beside claims (docs/agent.md).
+    dra: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +141,19 @@ class KubeletSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class DRASettings:
+    """kubelet's DRA plugin for `gpu.tessera.dev` (`--dra-plugin`; agent/dra/)."""
+
+    enabled: bool = False
+    #: kubelet's plugins_registry directory, where the registration socket goes.
+    registry_dir: Path = DEFAULT_REGISTRY_DIR
+    #: Where the plugin's own socket (`dra.sock`) goes.
+    plugin_dir: Path = DEFAULT_PLUGIN_DIR
+    #: Where the prepared claims' CDI specs go (a directory the container runtime reads).
+    cdi_dir: Path = DEFAULT_CDI_DIR
+
+
+@dataclass(frozen=True, slots=True)
 class AgentSettings:
     #: Which node this agent is (its `node_name`) and how it finds devices.
     discovery: DiscoverySettings
@@ -145,7 +164,9 @@ class AgentSettings:
     hooks: HookSettings = field(default_factory=HookSettings)
     qos: QoSSettings = field(default_factory=QoSSettings)
     kubelet: KubeletSettings = field(default_factory=KubeletSettings)
-    #: What must outlive the process: the GPU faults that wait for a reset (agent/health/memory.py).
+    dra: DRASettings = field(default_factory=DRASettings)
+    #: What must outlive the process: the GPU faults that wait for a reset (agent/health/memory.py)
+    #: and the DRA plugin's prepared claims (agent/dra/prepared.py).
     state_dir: Path = DEFAULT_STATE_DIR
 
     @property

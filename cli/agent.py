@@ -14,6 +14,7 @@ from agent import (
     DEFAULT_STATE_DIR,
     AgentSettings,
     DiscoverySettings,
+    DRASettings,
     HealthSettings,
     HookSettings,
     KubeletSettings,
@@ -93,6 +94,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Prefer (a partition when one is free) or Honor (multi-GPU pods get a partition or nothing)",
     )
     devices.add_argument(
+        "--dra",
+        action=argparse.BooleanOptionalAction,
+        default=report.dra,
+        help="also publish the node's GPUs (driver gpu.tessera.dev) and RDMA NICs (rdma.tessera.dev) as DRA "
+        "ResourceSlices, tainting unhealthy ones (default off: only for clusters whose DRA claims Tessera "
+        "schedules; tessera up turns it on)",
+    )
+    devices.add_argument(
         "--health-interval", type=_seconds, default=health.interval_s, metavar="S", help="health probe period"
     )
     devices.add_argument(
@@ -166,6 +175,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     qos.add_argument("--network-qos-interface", default="", metavar="IFNAME", help="egress interface for network QoS")
 
+    dra_defaults = DRASettings()
+    dra = parser.add_argument_group("kubelet DRA plugin (driver gpu.tessera.dev)")
+    dra.add_argument(
+        "--dra-plugin",
+        action="store_true",
+        help="serve kubelet's DRA plugin: prepare ResourceClaims' GPUs, write their CDI specs",
+    )
+    dra.add_argument(
+        "--kubelet-registry-dir",
+        type=Path,
+        default=dra_defaults.registry_dir,
+        metavar="DIR",
+        help="kubelet's plugins_registry directory (the registration socket)",
+    )
+    dra.add_argument(
+        "--dra-plugin-dir",
+        type=Path,
+        default=dra_defaults.plugin_dir,
+        metavar="DIR",
+        help="the plugin's socket directory",
+    )
+    dra.add_argument(
+        "--cdi-dir", type=Path, default=dra_defaults.cdi_dir, metavar="DIR", help="where prepared claims' CDI specs go"
+    )
     kubelet = parser.add_argument_group("simulated kubelet")
     kubelet.add_argument(
         "--simulate-kubelet",
@@ -233,6 +266,7 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             discovery_interval_s=args.discovery_interval,
             resync_interval_s=args.device_resync_interval,
             gpu_partition_policy=PartitionPolicy(args.gpu_partition_policy),
+            dra=args.dra,
         ),
         hooks=HookSettings(
             enabled=not args.no_hook_server,
@@ -258,6 +292,12 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             node_ip=args.node_ip,
             taints=parse_taints(args.register_with_taints),
             labels=parse_labels(args.node_labels),
+        ),
+        dra=DRASettings(
+            enabled=args.dra_plugin,
+            registry_dir=args.kubelet_registry_dir,
+            plugin_dir=args.dra_plugin_dir,
+            cdi_dir=args.cdi_dir,
         ),
         state_dir=args.state_dir,
     )

@@ -38,6 +38,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help=f"deadline of one hook call (default {defaults.hook_timeout_s})",
     )
+    parser.add_argument(
+        "--apply-cdi",
+        action="store_true",
+        help="apply containers' CDI devices (DRA) for a runtime that does not, e.g. containerd 1.6",
+    )
+    parser.add_argument(
+        "--cdi-spec-dir",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="a CDI spec directory, lowest priority first; repeatable "
+        f"(default {' '.join(map(str, defaults.cdi_spec_dirs))})",
+    )
 
 
 def settings_from(args: argparse.Namespace) -> runtimeproxy.ProxySettings:
@@ -48,6 +61,8 @@ def settings_from(args: argparse.Namespace) -> runtimeproxy.ProxySettings:
         image_endpoint=args.image_endpoint,
         hook_config_dir=args.hook_config_dir,
         hook_timeout_s=args.hook_timeout,
+        apply_cdi=args.apply_cdi,
+        cdi_spec_dirs=tuple(args.cdi_spec_dir) if args.cdi_spec_dir else runtimeproxy.ProxySettings().cdi_spec_dirs,
     )
     settings.validate()
     return settings

@@ -128,6 +128,8 @@ def render_reservations(reservations: tuple[whatif.ReservationResult, ...]) -> s
     lines = ["", f"{'RESERVATION':<{width}}  {'PHASE':<9}  {'NODE':<12}  HOLDS / REASON"]
     for r in reservations:
         holds = " ".join(f"{k}={v}" for k, v in r.allocatable.items())
+        if r.pre_allocated and not r.message:
+            holds += f" (pre-allocated from {', '.join(r.pre_allocated)})"
         lines.append(f"{r.name:<{width}}  {r.phase:<9}  {r.node or '-':<12}  {r.message or holds or '-'}")
     return "\n".join(lines)
 

@@ -19,6 +19,11 @@ takes tens of milliseconds at 500 nodes), diffs it against the last one and queu
 every open stream. A stream that falls behind by `_MAX_BACKLOG` patches is closed: the browser's
 EventSource reconnects and gets the whole state again, so a slow client never holds memory or
 the others. Read-only: no route changes anything in the cluster.
+
+A stream ends at once when its reader goes away (the runner cancels the handler of a dropped
+connection; without that, aiohttp leaves it waiting until its next write, up to `keepalive` seconds
+later, with patches queued for nobody), and every stream ends when the server shuts down, after
+it has stopped listening, so that a browser reconnecting meanwhile cannot hold the shutdown open.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from dashboard.sources import ClusterSources, SchedulerPoller
 from kube.client import Client
 from kube.hostcheck import HostPolicy
 from kube.lifecycle import write_atomically
+from kube.logs import V
 
 __all__ = ["STATIC", "Dashboard", "run"]
 
@@ -50,8 +56,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 STATIC: Final = Path(__file__).parent / "static"
 _MAX_BACKLOG: Final = 32
-#: Seconds between SSE comments that keep idle connections (and proxies) open.
-_KEEPALIVE_S: Final = 15.0
 
 
 class Dashboard:
@@ -66,6 +70,8 @@ class Dashboard:
         self.poller = SchedulerPoller(settings, on_change=self.changed, credentials=client.config.credentials)
         self._state: snapshot.State | None = None
         self._streams: set[asyncio.Queue[str | None]] = set()
+        #: Set once the server shuts down: a stream that opens later ends at once.
+        self._closing = False
         self._task: asyncio.Task[None] | None = None
         #: Rebuilds done (for the benchmark and tests).
         self.builds = 0
@@ -77,6 +83,7 @@ class Dashboard:
     def app(self) -> web.Application:
         app = web.Application(middlewares=[self._guard])
         app.on_response_prepare.append(self._headers)
+        app.on_shutdown.append(self._end_streams)
         app.router.add_get("/", self._index)
         app.router.add_get("/api/state", self._full)
         app.router.add_get("/api/events", self._events)
@@ -91,12 +98,12 @@ class Dashboard:
         self._task = asyncio.create_task(self._publish())
 
     async def stop(self) -> None:
+        """Stop publishing and the sources. Streams still open end in the app's shutdown
+        (`_end_streams`), once the server no longer accepts connections."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        for stream in self._streams:
-            stream.put_nowait(None)
         await asyncio.to_thread(self.poller.stop)
         await asyncio.to_thread(self.sources.stop)
 
@@ -144,6 +151,14 @@ class Dashboard:
                 else:
                     stream.put_nowait(patch)
 
+    async def _end_streams(self, app: web.Application) -> None:
+        """The app's shutdown hook: aiohttp runs it after the sites stopped listening and before
+        it waits for the handlers still running, which an open stream would otherwise keep busy
+        until the shutdown timeout."""
+        self._closing = True
+        for stream in self._streams:
+            stream.put_nowait(None)
+
     # --- routes --------------------------------------------------------------------------------------
     @web.middleware
     async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -173,12 +188,13 @@ class Dashboard:
         await response.prepare(request)
         stream: asyncio.Queue[str | None] = asyncio.Queue()
         self._streams.add(stream)
+        log.log(V(4), "Stream opened", extra={"streams": len(self._streams)})
         try:
             state = await self._current()
             await response.write(_event("state", state.full()))
-            while True:
+            while not self._closing:
                 try:
-                    data = await asyncio.wait_for(stream.get(), timeout=_KEEPALIVE_S)
+                    data = await asyncio.wait_for(stream.get(), timeout=self.settings.keepalive)
                 except TimeoutError:
                     await response.write(b": keep-alive\n\n")
                     continue
@@ -186,9 +202,10 @@ class Dashboard:
                     break
                 await response.write(_event("patch", data))
         except ConnectionResetError:
-            pass  # the page went away; aiohttp cancels the handler (CancelledError) in other cases
+            pass  # the page went away while we wrote; while we wait, the runner cancels the handler
         finally:
             self._streams.discard(stream)
+            log.log(V(4), "Stream ended", extra={"streams": len(self._streams)})
         return response
 
     async def _healthz(self, request: web.Request) -> web.Response:
@@ -210,7 +227,8 @@ async def serve(settings: DashboardSettings, stop: asyncio.Event) -> None:
     client = Client.from_settings(settings.client)
     try:
         dashboard = Dashboard(settings, client)
-        runner = web.AppRunner(dashboard.app(), access_log=None, handle_signals=False)
+        # handler_cancellation: a stream whose reader went away ends at once (see the docstring).
+        runner = web.AppRunner(dashboard.app(), access_log=None, handle_signals=False, handler_cancellation=True)
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port, ssl_context=settings.tls.context())
         try:

@@ -41,6 +41,8 @@ class DashboardSettings:
     explain_limit: int = 20
     #: Seconds changes are gathered before the page is told: one update per burst, not per event.
     debounce: float = 0.1
+    #: Seconds between the comments that keep an idle event stream (and proxies on its way) open.
+    keepalive: float = 15.0
     #: Host names the page may be reached by besides IP addresses, localhost, Service names and
     #: this machine's name (`kube.hostcheck`): any other is refused, so a page elsewhere cannot
     #: rebind its own name to this server and read it.

@@ -182,6 +182,7 @@ class Descheduler:
             for strategy in self.strategies:
                 if strategy.due(started):
                     strategy.run(self.cluster)
+                    self.metrics.strategy_runs.labels(strategy.name).inc()
             self.executor.sync()
         except Exception:
             log.exception("Descheduler pass failed")

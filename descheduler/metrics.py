@@ -7,6 +7,7 @@
     tessera_descheduler_refusals_total{rule}        counter: arbitration refusals, by rule
     tessera_descheduler_dry_run_total               counter: jobs a dry run would have migrated
     tessera_descheduler_jobs_created_total{strategy}  counter: PodMigrationJobs a strategy created
+    tessera_descheduler_strategy_runs_total{strategy}  counter: times a strategy was due and ran
     tessera_descheduler_sync_duration_seconds       histogram: one pass over every unfinished job
     tessera_descheduler_leader                      gauge: 1 while this replica works
 
@@ -47,6 +48,9 @@ class Metrics:
         self.jobs_created = Counter(
             "tessera_descheduler_jobs_created", "PodMigrationJobs created by a strategy", ["strategy"], registry=r
         )
+        self.strategy_runs = Counter(
+            "tessera_descheduler_strategy_runs", "Times a strategy was due and ran", ["strategy"], registry=r
+        )
         self.sync_duration = Histogram(
             "tessera_descheduler_sync_duration_seconds",
             "One pass over every unfinished PodMigrationJob",
@@ -62,3 +66,4 @@ class Metrics:
             self.refusals.labels(rule)
         for strategy in STRATEGIES:
             self.jobs_created.labels(strategy)
+            self.strategy_runs.labels(strategy)

@@ -20,6 +20,9 @@ controllers can re-check everything now and then without another list.
 A resource the server does not serve (404 on the list: an optional CRD not installed, say
 scheduler-plugins' PodGroup) is said once as a warning and then retried quietly with the usual
 backoff, so that it syncs as soon as the CRD is installed without a warning every few seconds.
+Until then `wait_until_answered` returns and `not_served` is true: a component that must see a
+resource's objects before it acts (the scheduler, a claim's devices) may go on when the server
+serves no such objects at all — there are none to see.
 """
 
 from __future__ import annotations
@@ -110,6 +113,9 @@ class Informer(Generic[T]):
         self._delivered: dict[str, T] = {}  # what the handlers have seen; owned by the dispatcher
         self._stop = threading.Event()
         self._synced = threading.Event()
+        #: Set once the first list is delivered or the server said it does not serve the resource.
+        self._answered = threading.Event()
+        self._not_served = False
         self._lock = threading.Lock()
         self._stream: WatchStream | None = None
         self._threads: list[threading.Thread] = []
@@ -144,6 +150,16 @@ class Informer(Generic[T]):
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         """True once the first list has been delivered to the handlers."""
         return self._synced.wait(timeout)
+
+    def wait_until_answered(self, timeout: float | None = None) -> bool:
+        """True once the first list has been delivered, or the server has said (404) that it does
+        not serve the resource (`not_served`)."""
+        return self._answered.wait(timeout)
+
+    @property
+    def not_served(self) -> bool:
+        """The last list was answered 404: the server does not serve the resource (yet)."""
+        return self._not_served and not self._synced.is_set()
 
     @property
     def started(self) -> bool:
@@ -191,6 +207,7 @@ class Informer(Generic[T]):
                     need_list = False
                     delays = None
                     self._said_not_served = False
+                    self._not_served = False
                 if self._watch():
                     delays = None
             except errors.Gone:
@@ -203,6 +220,8 @@ class Informer(Generic[T]):
                 delay = next(delays)
                 level = V(4) if self._said_not_served else logging.WARNING
                 self._said_not_served = True
+                self._not_served = True
+                self._answered.set()
                 log.log(
                     level,
                     "Resource not served by the API server; waiting for it",
@@ -361,6 +380,7 @@ class Informer(Generic[T]):
                     self._notify([old], "on_add", obj)
             elif kind == "synced":
                 self._synced.set()
+                self._answered.set()
             elif kind == "listed":
                 with self._lock:
                     self._lists_in_flight -= 1

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["stop_on_signals", "wait_until_set", "write_atomically"]
+__all__ = ["stop_on_signals", "wait_until_set", "write_atomically", "write_durably"]
 
 #: How often a waiting main thread looks for a signal handler to run (seconds).
 _SIGNAL_POLL_S = 0.5
@@ -28,6 +28,29 @@ def write_atomically(path: Path, text: str) -> None:
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text)
     os.replace(partial, path)
+
+
+def write_durably(path: Path, text: str) -> None:
+    """Replace `path` with `text` atomically and durably, for state that must survive a crash or
+    a power cut: a temporary file in the same directory, fsync, rename over the old one, fsync
+    of the directory; what is left is the old file or the new one, never half of one. Raises
+    OSError (full disk, read-only directory); the old file is then left as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w") as out:
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself survives a power cut
+    finally:
+        os.close(directory)
 
 
 @contextmanager

@@ -11,6 +11,10 @@
 | RemoveContainer          |                                   | forget the container           |
 | UpdateContainerResources | PreUpdateContainerResources, patch| remember the new resources     |
 
+With `--apply-cdi`, CreateContainer also applies the container's CDI devices (after the hooks'
+patch) and clears them from the request, for runtimes that ignore CRI's `CDI_devices`
+(`runtimeproxy.cdi`).
+
 Hooks are skipped for pods labelled `runtimeproxy.koordinator.sh/skip-hookserver=true` and when
 no hook server is registered for the hook point. A pre hook rejected under the Fail policy fails
 the call with FAILED_PRECONDITION and a message naming the pod, the hook and the endpoint; so
@@ -30,7 +34,7 @@ from cri_api.v1 import api_pb2 as cri
 from google.protobuf.message import Message
 
 from proto.runtime.v1alpha1 import api_pb2 as hook
-from runtimeproxy import merge, translate
+from runtimeproxy import cdi, merge, translate
 from runtimeproxy.dispatch import Dispatcher, HookRejected
 from runtimeproxy.hookconfig import HookType
 from runtimeproxy.state import ContainerInfo, PodInfo, PodStore
@@ -46,10 +50,19 @@ SERVICE: Final = "runtime.v1.RuntimeService"
 class HookedRuntime:
     """Serves the intercepted RuntimeService methods (see the module table)."""
 
-    def __init__(self, upstream: Upstream, store: PodStore, dispatcher: Dispatcher) -> None:
+    def __init__(
+        self,
+        upstream: Upstream,
+        store: PodStore,
+        dispatcher: Dispatcher,
+        *,
+        cdi_registry: cdi.CDIRegistry | None = None,
+    ) -> None:
+        """`cdi_registry`: apply containers' CDI devices (`--apply-cdi`); None leaves them to the runtime."""
         self._upstream = upstream
         self._store = store
         self._hooks = dispatcher
+        self._cdi = cdi_registry
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The gRPC handler for the intercepted methods; register it before the passthrough."""
@@ -124,6 +137,8 @@ class HookedRuntime:
                         grpc.StatusCode.FAILED_PRECONDITION,
                         f"pod {pod.ref}: runtime hook {HookType.PRE_CREATE_CONTAINER.value} answered a {e}",
                     )
+        if self._cdi is not None and request.config.CDI_devices:
+            self._apply_cdi(request, context)
         response = self._upstream.call(context, _path("CreateContainer"), request, cri.CreateContainerResponse)
         created = ContainerInfo.from_config(request.pod_sandbox_id, request.config, container_id=response.container_id)
         self._store.remember_container(response.container_id, created)
@@ -175,6 +190,25 @@ class HookedRuntime:
         if known is not None:
             self._store.remember_container(request.container_id, known.with_resources(request.linux))
         return response
+
+    def _apply_cdi(self, request: cri.CreateContainerRequest, context: grpc.ServicerContext) -> None:
+        """Apply the container's CDI devices (runtimeproxy.cdi); FAILED_PRECONDITION when they cannot be."""
+        assert self._cdi is not None
+        names = [d.name for d in request.config.CDI_devices]
+        pod = PodInfo.from_sandbox_config(request.sandbox_config).ref
+        try:
+            merge.patch_create_container(request, cdi.answer_for(self._cdi.resolve(names)))
+        except (cdi.CDIError, merge.UnsupportedMount) as e:
+            abort(
+                context,
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"pod {pod}: container {request.config.metadata.name}: {e}",
+            )
+        cdi.clear(request.config)
+        log.info(
+            "Applied CDI devices",
+            extra={"pod": pod, "container": request.config.metadata.name, "devices": ",".join(names)},
+        )
 
     # --- helpers ---------------------------------------------------------------------------------
     def _applies(self, pod: PodInfo, hook_type: HookType) -> bool:

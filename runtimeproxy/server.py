@@ -15,6 +15,7 @@ from types import FrameType
 
 from kube.lifecycle import wait_until_set
 from kube.unixsocket import UnixServer
+from runtimeproxy.cdi import CDIRegistry
 from runtimeproxy.dispatch import Dispatcher
 from runtimeproxy.hookclient import HookClient
 from runtimeproxy.hookconfig import HookConfigDir
@@ -45,7 +46,8 @@ class RuntimeProxy(UnixServer):
         self._hook_client = HookClient(timeout_s=settings.hook_timeout_s)
         configs = HookConfigDir(settings.hook_config_dir, rescan_interval_s=settings.config_rescan_s)
         store = PodStore(self._upstream.runtime, timeout_s=settings.lookup_timeout_s)
-        hooked = HookedRuntime(self._upstream, store, Dispatcher(configs, self._hook_client))
+        registry = CDIRegistry(settings.cdi_spec_dirs) if settings.apply_cdi else None
+        hooked = HookedRuntime(self._upstream, store, Dispatcher(configs, self._hook_client), cdi_registry=registry)
         super().__init__(
             settings.listen,
             [hooked.handler(), Passthrough(self._upstream)],

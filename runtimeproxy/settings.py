@@ -14,6 +14,8 @@ __all__ = ["DEFAULT_LISTEN", "DEFAULT_RUNTIME_ENDPOINT", "ProxySettings"]
 
 DEFAULT_LISTEN: Final = Path("/var/run/tessera/runtimeproxy.sock")
 DEFAULT_RUNTIME_ENDPOINT: Final = "unix:///run/containerd/containerd.sock"
+#: CDI's default spec directories, lowest priority first.
+DEFAULT_CDI_SPEC_DIRS: Final = (Path("/etc/cdi"), Path("/var/run/cdi"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +38,10 @@ class ProxySettings:
     max_workers: int = 64
     #: Permission bits of the listening socket (kubelet runs as root).
     socket_mode: int = 0o660
+    #: Apply containers' CDI devices for a runtime that ignores CRI's `CDI_devices` (containerd
+    #: before 1.7.2), from these spec directories (runtimeproxy/cdi.py).
+    apply_cdi: bool = False
+    cdi_spec_dirs: tuple[Path, ...] = DEFAULT_CDI_SPEC_DIRS
 
     def validate(self) -> None:
         """Raise ConfigError listing every problem at once."""

@@ -1,7 +1,8 @@
 """What would the scheduler do with these pods on this cluster? No cluster needed.
 
 `tessera what-if -f snapshot.yaml` feeds Nodes, Device CRs, PodGroups, ElasticQuotas, Reservations,
-PodDisruptionBudgets and Pods (as
+PodDisruptionBudgets, Dynamic Resource Allocation's DeviceClasses, ResourceSlices, ResourceClaims
+and ResourceClaimTemplates, and Pods (as
 `kubectl get -o yaml` writes them, `List` kinds included) to the same core the live scheduler
 runs: Reservations placed already (Available, with a node) hold their resources for their owners,
 pending ones are placed first (as the live scheduler would, with the status it would write:
@@ -14,6 +15,10 @@ NVLink joins them all (as the node's Device says) and which of the node's GPU pa
 are, if one — and for a pod that fits nowhere the reason
 per node, and where preemption would make room and whom it would evict (`preemption`; nothing is
 evicted: the snapshot's pods stay for the pods after it).
+
+Pods with ResourceClaims are placed by the DynamicResources plugin as live; a pod's claim from a
+template the snapshot has no claim for is made as the resourceclaim controller would make it
+(`<pod>-<claim>`, owned by the pod), and the result names each claim's devices (`claims`).
 
 Gangs are all or nothing, as live: members wait at Permit until their group is complete; what
 still waits when the snapshot is done waits forever (its time is up), so every member of an
@@ -29,6 +34,7 @@ Pure: the caller parses YAML into dicts; this module turns them into objects and
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -38,12 +44,15 @@ from apis.crds.device import Device, DeviceType
 from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
 from apis.crds.reservation import CONDITION_SCHEDULED, Reservation
+from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES
+from apis.dra.claim import DeviceClass, ResourceClaim
+from apis.dra.slice import ResourceSlice
 from apis.errors import AnnotationError, ValidationError
 from apis.extension import allocation, names
 from apis.extension.partitions import NodePartitions
 from apis.k8s import resources
 from apis.k8s.core import Node, Pod
-from apis.k8s.meta import now_rfc3339
+from apis.k8s.meta import ObjectMeta, OwnerReference, now_rfc3339
 from apis.k8s.policy import PodDisruptionBudget
 from scheduler.core import Outcome, Scheduler
 from scheduler.core import gangs as core_gangs
@@ -76,6 +85,7 @@ _LIST_KINDS = frozenset(
         f"{names.ELASTIC_QUOTAS.kind}List",
         f"{names.RESERVATIONS.kind}List",
         "PodDisruptionBudgetList",
+        *(f"{r.kind}List" for r in (DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_SLICES)),
     }
 )
 _T = TypeVar("_T")
@@ -91,6 +101,12 @@ class Snapshot:
     reservations: tuple[Reservation, ...] = ()
     #: PodDisruptionBudgets: preemption spares the pods they protect, as the live scheduler does.
     budgets: tuple[PodDisruptionBudget, ...] = ()
+    #: Dynamic Resource Allocation (`resource.k8s.io/v1`).
+    device_classes: tuple[DeviceClass, ...] = ()
+    resource_slices: tuple[ResourceSlice, ...] = ()
+    resource_claims: tuple[ResourceClaim, ...] = ()
+    #: ResourceClaimTemplates: `namespace/name` -> the claim spec they make.
+    claim_templates: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
     #: `kind` of every object skipped (Namespaces, Services, ...), for a warning.
     ignored: tuple[str, ...] = ()
 
@@ -116,6 +132,8 @@ class WhatIfResult:
     #: For a pod that fits nowhere: where preemption would make room, and whom it would evict
     #: (nothing is evicted in what-if; the pods stay where they are for the next pods).
     preemption: Preemption | None = None
+    #: For a pod with ResourceClaims: claim `namespace/name` -> its devices (`driver/pool/device`).
+    claims: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -134,6 +152,8 @@ class WhatIfResult:
             out["partition"] = self.partition
         if self.reason:
             out["reason"] = self.reason
+        if self.claims:
+            out["claims"] = {key: list(devices) for key, devices in self.claims.items()}
         if self.preemption is not None:
             out["preemption"] = {
                 "node": self.preemption.node,
@@ -177,6 +197,8 @@ class ReservationResult:
     message: str = ""
     #: What it holds for its owners (placed ones), as Kubernetes strings.
     allocatable: Mapping[str, str] = field(default_factory=dict)
+    #: The running pods it was placed over (pre-allocation: their resources are its own), `ns/name`.
+    pre_allocated: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, reservation: Reservation) -> ReservationResult:
@@ -184,7 +206,8 @@ class ReservationResult:
         message = scheduled.message if scheduled is not None and scheduled.status == "False" else ""
         phase = "Expired" if reservation.is_expired else reservation.phase.value
         allocatable = resources.format_list(reservation.allocatable)
-        return cls(reservation.name, phase, reservation.node_name, message, allocatable)
+        over = tuple(f"{r.namespace}/{r.name}" for r in reservation.pre_allocated)
+        return cls(reservation.name, phase, reservation.node_name, message, allocatable, over)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name, "phase": self.phase, "node": self.node or None}
@@ -192,6 +215,8 @@ class ReservationResult:
             out["message"] = self.message
         if self.allocatable:
             out["allocatable"] = dict(self.allocatable)
+        if self.pre_allocated:
+            out["preAllocated"] = list(self.pre_allocated)
         return out
 
 
@@ -226,6 +251,10 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
     quotas: list[ElasticQuota] = []
     reservations: list[Reservation] = []
     budgets: list[PodDisruptionBudget] = []
+    classes: list[DeviceClass] = []
+    slices: list[ResourceSlice] = []
+    claims: list[ResourceClaim] = []
+    templates: dict[str, Mapping[str, object]] = {}
     ignored: list[str] = []
 
     def visit(doc: object, where: str) -> None:
@@ -254,6 +283,15 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
             reservations.append(_parse(Reservation.from_dict, doc, where))
         elif kind == "PodDisruptionBudget":
             budgets.append(_parse(PodDisruptionBudget.from_dict, doc, where))
+        elif kind == DEVICE_CLASSES.kind:
+            classes.append(_parse(DeviceClass.from_dict, doc, where))
+        elif kind == RESOURCE_SLICES.kind:
+            slices.append(_parse(ResourceSlice.from_dict, doc, where))
+        elif kind == RESOURCE_CLAIMS.kind:
+            claims.append(_parse(ResourceClaim.from_dict, doc, where))
+        elif kind == RESOURCE_CLAIM_TEMPLATES.kind:
+            template = _parse(_claim_template, doc, where)
+            templates[template[0]] = template[1]
         else:
             ignored.append(str(kind))
 
@@ -267,8 +305,24 @@ def parse_objects(docs: Iterable[object], *, source: str = "snapshot") -> Snapsh
         tuple(quotas),
         tuple(reservations),
         tuple(budgets),
+        tuple(classes),
+        tuple(slices),
+        tuple(claims),
+        templates,
         tuple(ignored),
     )
+
+
+def _claim_template(raw: object) -> tuple[str, Mapping[str, object]]:
+    """A ResourceClaimTemplate: its `namespace/name` and the claim spec it makes (checked by
+    parsing a claim of it: a bad spec is named at load, not when a pod needs it)."""
+    doc = raw if isinstance(raw, Mapping) else {}
+    meta = ObjectMeta.from_dict(doc.get("metadata"))
+    spec = doc.get("spec")
+    inner = spec.get("spec") if isinstance(spec, Mapping) else None
+    body = dict(inner) if isinstance(inner, Mapping) else {}
+    ResourceClaim.from_dict({"metadata": {"name": meta.name, "namespace": meta.namespace or "default"}, "spec": body})
+    return f"{meta.namespace or 'default'}/{meta.name}", body
 
 
 def _parse(parser: Callable[[object], _T], doc: Mapping[str, object], where: str) -> _T:
@@ -347,6 +401,12 @@ def load(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> tuple[li
         scheduler.observe_pod_group(group)
     for budget in snapshot.budgets:
         cache.budgets.update(budget)
+    for klass in snapshot.device_classes:
+        scheduler.feeds.deliver(DEVICE_CLASSES, klass)
+    for s in snapshot.resource_slices:
+        scheduler.feeds.deliver(RESOURCE_SLICES, s)
+    for claim in snapshot.resource_claims:
+        scheduler.feeds.deliver(RESOURCE_CLAIMS, claim)
     waiting = []
     for reservation in snapshot.reservations:
         if reservation.node_name or reservation.phase.terminal:
@@ -354,7 +414,11 @@ def load(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> tuple[li
         else:
             waiting.append(reservation)
     pending = []
-    for pod in snapshot.pods:
+    known = {c.key for c in snapshot.resource_claims}
+    for listed in snapshot.pods:
+        pod = listed
+        if not pod.node_name and not pod.is_terminal:
+            pod = _with_template_claims(pod, snapshot.claim_templates, known, scheduler)
         if pod.node_name:
             cache.add_pod(pod)
         elif not pod.is_terminal:
@@ -365,6 +429,48 @@ def load(snapshot: Snapshot, scheduler: Scheduler, *, now: str = "") -> tuple[li
     for reservation in waiting:
         after[reservation.uid or reservation.name] = scheduler.place_reservation(reservation, now=stamp)[1]
     return pending, tuple(ReservationResult.of(r) for r in after.values())
+
+
+def _with_template_claims(
+    pod: Pod, templates: Mapping[str, Mapping[str, object]], known: set[str], scheduler: Scheduler
+) -> Pod:
+    """The pending pod with a claim made for each of its templates the snapshot has no claim
+    for, as the resourceclaim controller makes them (named `<pod>-<claim>`, owned by the pod,
+    recorded in the pod's status); a template the snapshot lacks leaves the pod waiting."""
+    statuses = dict(pod.resource_claim_statuses)
+    for pod_claim in pod.resource_claims:
+        template = pod_claim.resource_claim_template_name
+        if not template or pod_claim.name in statuses:
+            continue
+        spec = templates.get(f"{pod.namespace}/{template}")
+        if spec is None:
+            continue
+        name = f"{pod.name}-{pod_claim.name}"
+        if f"{pod.namespace}/{name}" not in known:
+            meta = {"name": name, "namespace": pod.namespace, "uid": f"{pod.uid or pod.key}/{pod_claim.name}"}
+            claim = ResourceClaim.from_dict({"metadata": meta, "spec": dict(spec)})
+            owner = OwnerReference("v1", "Pod", pod.name, pod.uid, controller=True)
+            claim = dataclasses.replace(claim, meta=dataclasses.replace(claim.meta, owner_references=(owner,)))
+            scheduler.feeds.deliver(RESOURCE_CLAIMS, claim)
+            known.add(claim.key)
+        statuses[pod_claim.name] = name
+    return dataclasses.replace(pod, resource_claim_statuses=statuses) if statuses else pod
+
+
+def _claims_written(outcome: Outcome) -> dict[str, tuple[str, ...]]:
+    """Claim -> devices, from the claims' status writes PreBind asked for (allocated now or before)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for write in outcome.writes.objects:
+        status = write.patch.get("status") if write.resource == RESOURCE_CLAIMS else None
+        allocation = status.get("allocation") if isinstance(status, Mapping) else None
+        if isinstance(allocation, Mapping):
+            results = (allocation.get("devices") or {}).get("results") or []
+            out[f"{write.namespace}/{write.name}"] = tuple(
+                f"{r['driver']}/{r['pool']}/{r['device']}" for r in results if isinstance(r, Mapping)
+            )
+        elif isinstance(status, Mapping):
+            out[f"{write.namespace}/{write.name}"] = ("(allocated before)",)
+    return out
 
 
 def _partitions(scheduler: Scheduler) -> Callable[[str], NodePartitions | None]:
@@ -385,7 +491,15 @@ def _result(
         device = devices.get(outcome.node or "")
         nvlink = _nvlinked(outcome.annotations, device) if device is not None else None
         partition = _partition(outcome.annotations, partitions_of(outcome.node or ""))
-        return WhatIfResult(outcome.pod, outcome.node, dict(outcome.annotations), nvlink=nvlink, partition=partition)
+        claims = _claims_written(outcome)
+        return WhatIfResult(
+            outcome.pod,
+            outcome.node,
+            dict(outcome.annotations),
+            nvlink=nvlink,
+            partition=partition,
+            claims=claims,
+        )
     diagnosis = outcome.diagnosis
     message = outcome.status.message
     if gang is not None and f"gang {gang.name}" not in message:

@@ -17,13 +17,13 @@ and falls back to the Device CR.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
 from agent.health.tracker import ResetFault
 from apis.errors import TesseraError
+from kube.lifecycle import write_durably
 
 __all__ = ["FILE_NAME", "VERSION", "StateFile", "StateFileError"]
 
@@ -78,23 +78,7 @@ class StateFile:
                 uuid: {"reason": f.reason, "message": f.message, "since": f.since} for uuid, f in sorted(faults.items())
             },
         }
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(f".{FILE_NAME}.{os.getpid()}.tmp")
-        try:
-            with tmp.open("w") as out:
-                json.dump(doc, out, indent=1)
-                out.write("\n")
-                out.flush()
-                os.fsync(out.fileno())
-            tmp.replace(self.path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        directory = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(directory)  # the rename itself survives a power cut
-        finally:
-            os.close(directory)
+        write_durably(self.path, json.dumps(doc, indent=1) + "\n")
 
     def discard(self) -> None:
         """Remove the file (a stale one, after `save` failed), so that the next start falls back to

@@ -20,21 +20,17 @@ container of the pod gets the pod's GPUs (the annotation is per pod, as in Koord
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Final
 
 from agent.hooks import _requests, hamicore
 from agent.hooks.hamicore import ENV_MEMORY_LIMIT_PREFIX, ENV_SM_LIMIT, HAMiCore
-from agent.hooks.plugin import HookError, HookPlugin
+from agent.hooks.plugin import HookPlugin
 from apis.crds.device import DeviceType
-from apis.extension import names
-from apis.extension.allocation import DeviceAllocation
 from proto.runtime.v1alpha1 import api_pb2
 
 __all__ = ["ENV_MEMORY_LIMIT_PREFIX", "ENV_SM_LIMIT", "ENV_VISIBLE_DEVICES", "GPUEnvPlugin"]
 
 ENV_VISIBLE_DEVICES: Final = "NVIDIA_VISIBLE_DEVICES"
-_WHOLE: Final = 100  # percent of one GPU
 #: koordlet's mounts: a recursive bind.
 _MOUNT_TYPE: Final = "bind"
 _MOUNT_OPTIONS: Final = ("rbind",)
@@ -67,27 +63,5 @@ class GPUEnvPlugin(HookPlugin):
                     response.container_mounts.add(
                         destination=mount.destination, type=_MOUNT_TYPE, source=mount.source, options=_MOUNT_OPTIONS
                     )
-        elif _is_shared(gpus):
-            response.container_envs.update(_share_envs(gpus, pod=pod))
-
-
-def _is_shared(gpus: Sequence[DeviceAllocation]) -> bool:
-    return any(
-        gpu.resources.get(name, _WHOLE) < _WHOLE for gpu in gpus for name in (names.GPU_CORE, names.GPU_MEMORY_RATIO)
-    )
-
-
-def _share_envs(gpus: Sequence[DeviceAllocation], *, pod: str) -> dict[str, str]:
-    envs: dict[str, str] = {}
-    for index, gpu in enumerate(gpus):
-        memory = gpu.resources.get(names.GPU_MEMORY)
-        if memory is None:
-            raise HookError(
-                f"pod {pod}: annotation {names.ANNOTATION_DEVICE_ALLOCATED}: shared GPU {gpu.minor} "
-                f"has no {names.GPU_MEMORY} (the scheduler fills both memory forms)"
-            )
-        envs[f"{ENV_MEMORY_LIMIT_PREFIX}{index}"] = str(memory)
-    cores = [gpu.resources[names.GPU_CORE] for gpu in gpus if names.GPU_CORE in gpu.resources]
-    if cores:
-        envs[ENV_SM_LIMIT] = str(min(cores))
-    return envs
+        elif hamicore.is_shared(gpus):
+            response.container_envs.update(hamicore.share_limits(gpus, pod=pod))

@@ -67,9 +67,11 @@ __all__ = [
     "BindMount",
     "HAMiCore",
     "Isolation",
+    "is_shared",
     "isolation",
     "labelled",
     "prepare_host",
+    "share_limits",
 ]
 
 #: koordlet's default `--hami-core-library-directory-path`, where hami-daemon installs the library.
@@ -170,6 +172,33 @@ def isolation(
     monitor_dir = f"{directory}/containers/{key}"
     mounts.append(BindMount(monitor_dir, directory))
     return Isolation(envs, tuple(mounts), monitor_dir)
+
+
+def is_shared(gpus: Sequence[DeviceAllocation]) -> bool:
+    """Whether any GPU is held in part (its `gpu-core` or `gpu-memory-ratio` below 100)."""
+    return any(
+        gpu.resources.get(name, _WHOLE) < _WHOLE for gpu in gpus for name in (names.GPU_CORE, names.GPU_MEMORY_RATIO)
+    )
+
+
+def share_limits(gpus: Sequence[DeviceAllocation], *, pod: str) -> dict[str, str]:
+    """A share's limits in the variables HAMi-core reads, for an image that preloads it itself:
+    `CUDA_DEVICE_MEMORY_LIMIT_<i>` (bytes of the i-th GPU, in `NVIDIA_VISIBLE_DEVICES` order) and
+    `CUDA_DEVICE_SM_LIMIT` (the smallest `gpu-core`, equal on every GPU of a pod by the protocol).
+    Raises HookError when a GPU lacks `gpu-memory` (the scheduler fills both memory forms)."""
+    envs: dict[str, str] = {}
+    for index, gpu in enumerate(gpus):
+        memory = gpu.resources.get(names.GPU_MEMORY)
+        if memory is None:
+            raise HookError(
+                f"pod {pod}: annotation {names.ANNOTATION_DEVICE_ALLOCATED}: shared GPU {gpu.minor} "
+                f"has no {names.GPU_MEMORY} (the scheduler fills both memory forms)"
+            )
+        envs[f"{ENV_MEMORY_LIMIT_PREFIX}{index}"] = str(memory)
+    cores = [gpu.resources[names.GPU_CORE] for gpu in gpus if names.GPU_CORE in gpu.resources]
+    if cores:
+        envs[ENV_SM_LIMIT] = str(min(cores))
+    return envs
 
 
 def prepare_host(settings: HAMiCore, setup: Isolation, *, pod: str) -> None:

@@ -7,7 +7,7 @@ by the hook server and the agent's pod informer.
 """
 
 from agent.ledger.check import collisions
-from agent.ledger.ledger import DeviceLedger, counted, pod_key
+from agent.ledger.ledger import DeviceLedger, claim_key, counted, pod_key
 from agent.ledger.model import Claim, Collision, CollisionKind, GPUSlot, NodeSlots, RDMASlot
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "GPUSlot",
     "NodeSlots",
     "RDMASlot",
+    "claim_key",
     "collisions",
     "counted",
     "pod_key",

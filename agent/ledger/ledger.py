@@ -11,7 +11,11 @@ what it holds. A pod holds its `device-allocated` devices while either
   catches up cannot both pass: check and record happen under one lock; or
 - the API server says its containers run (phase `Running`, or a container with a runtime id), as
   the agent's pod informer reports it (`pod_changed`) — which is how the ledger is rebuilt after
-  an agent restart.
+  an agent restart;
+- or, for a DRA ResourceClaim the agent prepared as kubelet's DRA plugin (`agent.dra`), from
+  `prepare` to `unprepare` (`restore` after a restart, from the plugin's checkpoint). A claim is
+  keyed `claim_key(uid)`, apart from pods: the pods using it carry no `device-allocated`
+  annotation, so nothing is counted twice.
 
 A pod that finished (`Succeeded`/`Failed`) or was deleted frees its share at once, whatever the
 hook server admitted; so does a pod whose sandbox stopped, until one of its containers is admitted
@@ -39,7 +43,7 @@ from apis.extension.allocation import DeviceAllocations
 from apis.k8s.core import Pod
 from kube.logs import V
 
-__all__ = ["DeviceLedger", "counted", "pod_key"]
+__all__ = ["DeviceLedger", "claim_key", "counted", "pod_key"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +57,11 @@ def pod_key(uid: str, namespace: str, name: str) -> str:
     return uid or f"{namespace}/{name}"
 
 
+def claim_key(uid: str) -> str:
+    """How the ledger identifies a prepared DRA ResourceClaim (never a pod's key)."""
+    return f"resourceclaim:{uid}"
+
+
 @dataclass(slots=True)
 class _Entry:
     claim: Claim
@@ -60,10 +69,12 @@ class _Entry:
     containers: set[str] = field(default_factory=set)
     #: The API server says the pod's containers run.
     running: bool = False
+    #: A DRA claim the plugin prepared and has not unprepared.
+    prepared: bool = False
 
     @property
     def holds(self) -> bool:
-        return self.running or bool(self.containers)
+        return self.running or self.prepared or bool(self.containers)
 
 
 class DeviceLedger:
@@ -121,6 +132,34 @@ class DeviceLedger:
             entry = self._entries.pop(key, None)
             if entry is not None and entry.running:
                 self._stopped.add(key)  # cleared when the informer sees it go, or a container is admitted
+
+    # --- the DRA plugin ----------------------------------------------------------------------------
+    def prepare(self, claim: Claim, *, node: NodeSlots) -> tuple[Collision, ...]:
+        """Check a DRA claim being prepared against every holder and, if nothing collides, hold
+        it until `unprepare`. Atomic as `admit`; a claim already prepared is admitted again
+        without a check (kubelet's calls are idempotent)."""
+        with self._lock:
+            entry = self._entries.get(claim.key)
+            if entry is not None and entry.prepared:
+                return ()
+            found = collisions(claim, self._held(), node)
+            if found:
+                return found
+            self._entries[claim.key] = _Entry(claim, prepared=True)
+        return ()
+
+    def restore(self, claim: Claim) -> None:
+        """Hold a claim prepared before a restart (from the plugin's checkpoint), unchecked: it
+        was admitted then, and what it holds must count before anything new is admitted."""
+        with self._lock:
+            self._entries[claim.key] = _Entry(claim, prepared=True)
+
+    def unprepare(self, key: str) -> None:
+        """The claim was unprepared and holds nothing any more. Idempotent."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry.prepared:
+                del self._entries[key]
 
     # --- the pod informer --------------------------------------------------------------------------
     def pod_changed(self, pod: Pod) -> None:

@@ -22,6 +22,14 @@ owner is `remaining()`: reserved minus allocated, per resource, never below zero
 Reservation first and from the node's free room for the rest; `Restricted`, the resources it
 restricts (`restricted_names`: all it reserves, or those its `reservation-restricted-options`
 annotation lists) only from what the Reservation has left, the others from the node.
+
+`preAllocation: true` lets the scheduler place it over running pods (pre-allocate): pods that
+match its owners (`preAllocationPolicy.mode: Default`) or carry the `is-pre-allocatable` label
+(`Cluster`), one of them or, with `enableMultiple`, several, whose requests fit within what it
+reserves. Their resources become its own: they are written in its `pre_allocated` record (a
+Tessera annotation) and get its `reservation-allocated` annotation, so they count as using it
+(`currentOwners`, `allocated`) without consuming an allocateOnce one; when they go, what they
+had is held for the owners.
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ __all__ = [
     "ReservationOwner",
     "ReservationPhase",
     "allocated_from_pod",
+    "pre_allocated_annotation",
+    "pre_allocated_from",
     "reservation_allocated_annotation",
 ]
 
@@ -68,6 +78,10 @@ REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_AVAILABLE = "Available"
 REASON_SUCCEEDED = "Succeeded"
 REASON_EXPIRED = "Expired"
+
+#: `spec.preAllocationPolicy.mode`, as Koordinator names them.
+PRE_ALLOCATION_DEFAULT = "Default"
+PRE_ALLOCATION_CLUSTER = "Cluster"
 
 
 class ReservationPhase(enum.Enum):
@@ -245,6 +259,15 @@ class Reservation:
     unschedulable: bool = False
     #: `spec.taints`: an owner with a reservation-affinity must tolerate them.
     taints: tuple[Taint, ...] = ()
+    #: `spec.preAllocation`: it may be placed over running pods, taking their resources over.
+    pre_allocation: bool = False
+    #: `spec.preAllocationPolicy`: which pods (`Default`: its owners; `Cluster`: those labelled
+    #: pre-allocatable) and whether several may be taken over (`enableMultiple`).
+    pre_allocation_mode: str = PRE_ALLOCATION_DEFAULT
+    pre_allocate_multiple: bool = False
+    #: The pods it was placed over (Tessera's `pre-allocated` annotation): they use it without
+    #: consuming it.
+    pre_allocated: tuple[ObjectRef, ...] = ()
     phase: ReservationPhase = ReservationPhase.PENDING
     node_name: str = ""
     conditions: tuple[Condition, ...] = ()
@@ -308,6 +331,10 @@ class Reservation:
         taints = tuple(
             Taint.from_dict(t, f"spec.taints[{i}]", obj) for i, t in enumerate(f.items(spec, "taints", "spec", obj))
         )
+        policy = f.mapping(spec.get("preAllocationPolicy"), "spec.preAllocationPolicy", obj)
+        mode = f.string(policy, "mode", "spec.preAllocationPolicy", obj, PRE_ALLOCATION_DEFAULT)
+        if mode not in (PRE_ALLOCATION_DEFAULT, PRE_ALLOCATION_CLUSTER):
+            raise ValidationError("spec.preAllocationPolicy.mode", f"must be Default or Cluster, got {mode!r}", obj=obj)
         reservation = cls(
             meta=meta,
             template=template,
@@ -318,6 +345,10 @@ class Reservation:
             allocate_policy=allocate_policy,
             unschedulable=f.boolean(spec, "unschedulable", "spec", obj),
             taints=taints,
+            pre_allocation=f.boolean(spec, "preAllocation", "spec", obj),
+            pre_allocation_mode=mode,
+            pre_allocate_multiple=f.boolean(policy, "enableMultiple", "spec.preAllocationPolicy", obj),
+            pre_allocated=pre_allocated_from(meta.annotations, obj=obj),
             phase=phase,
             node_name=f.string(status, "nodeName", "status", obj),
             conditions=tuple(
@@ -422,6 +453,13 @@ class Reservation:
         """Its `reservation-order` label (lowest first), None when it has none that counts."""
         return reservationoptions.order_of(self.meta.labels)
 
+    def is_pre_allocated(self, pod: Pod) -> bool:
+        """Whether `pod` is one of the running pods it was placed over (see `pre_allocated`)."""
+        return any(ref.uid == pod.meta.uid and ref.matches_pod(pod) for ref in self.pre_allocated)
+
+    def pre_allocated_uids(self) -> frozenset[str]:
+        return frozenset(ref.uid for ref in self.pre_allocated)
+
     def matches_owner(self, pod: Pod) -> bool:
         """Whether `pod` may use this Reservation's resources (owners, and the pod's own opt-out)."""
         if pod.meta.labels.get(names.LABEL_RESERVATION_IGNORED) == "true":
@@ -466,6 +504,13 @@ class Reservation:
             spec["allocatePolicy"] = self.allocate_policy
         if self.unschedulable:
             spec["unschedulable"] = True
+        if self.pre_allocation:
+            spec["preAllocation"] = True
+        if self.pre_allocation_mode != PRE_ALLOCATION_DEFAULT or self.pre_allocate_multiple:
+            policy: dict[str, Any] = {"mode": self.pre_allocation_mode}
+            if self.pre_allocate_multiple:
+                policy["enableMultiple"] = True
+            spec["preAllocationPolicy"] = policy
         if self.taints:
             spec["taints"] = [f.drop_empty({"key": t.key, "value": t.value, "effect": t.effect}) for t in self.taints]
         status: dict[str, Any] = {"phase": self.phase.value}
@@ -486,6 +531,29 @@ class Reservation:
             "spec": spec,
             "status": status,
         }
+
+
+def pre_allocated_annotation(pods: Iterable[Pod]) -> str:
+    """Tessera's `pre-allocated` annotation for a Reservation placed over `pods` (by UID)."""
+    refs = sorted((ObjectRef.to_pod(p) for p in pods), key=lambda r: r.uid)
+    return json.dumps([r.to_dict() for r in refs], separators=(",", ":"))
+
+
+def pre_allocated_from(annotations: Mapping[str, str], *, obj: str = "") -> tuple[ObjectRef, ...]:
+    """The pods a Reservation was placed over, from its `pre-allocated` annotation. Malformed: a
+    ValidationError (the Reservation is Invalid, saying why, rather than counted wrongly)."""
+    raw = annotations.get(names.ANNOTATION_PRE_ALLOCATED)
+    if not raw:
+        return ()
+    key = names.ANNOTATION_PRE_ALLOCATED
+    try:
+        data = load_json(key, raw, obj, expect=list, shape='a list of {"namespace", "name", "uid"}')
+    except AnnotationError as e:
+        raise ValidationError(f"metadata.annotations[{key}]", e.reason, obj=obj) from None
+    refs = tuple(ObjectRef.from_dict(item, f"metadata.annotations[{key}][{i}]", obj) for i, item in enumerate(data))
+    if any(not r.uid for r in refs):
+        raise ValidationError(f"metadata.annotations[{key}]", "every pod must have a uid", obj=obj)
+    return refs
 
 
 def _parse_time(text: str, path: str, obj: str) -> datetime.datetime:

@@ -10,6 +10,17 @@ convention (the node side publishes slices to it):
   (percent of the GPU, 100 = whole; Koordinator's `gpu-core`) and `memory` (bytes; `gpu-memory`);
 - other devices of the same minor (a whole-GPU device beside partitions) are not shareable.
 
+What the agent publishes besides (agent/devices/slices.py; selectors may read them, the
+allocator does not need them): `uuid`, `productName` (NVML's name), `architecture` (NVML's:
+`Ampere`, `Hopper`), `driverVersion` (a version: NVIDIA's `535.161.08` as semver `535.161.8`),
+`numaNode`, `nvlinkGroup` (the lowest minor of the GPUs NVLink joins this one with; absent on a GPU
+without NVLink, so `matchAttribute` on it keeps a claim's GPUs on one NVLink domain) and kube's
+standard `resource.kubernetes.io/pcieRoot` and `pciBusID`. A GPU the agent finds unhealthy keeps
+its device, tainted `gpu.tessera.dev/unhealthy=<reason>:NoSchedule` (`UNHEALTHY_TAINT`): no new
+claim gets it, and claims already running keep it — as the Device CR, which withdraws the GPU's
+resources but evicts nobody. (NoExecute would let kube's device taint eviction delete the pods
+using it: a transient XID would kill workloads that Koordinator-protocol pods keep running.)
+
 `held_by_koordinator` turns what Koordinator-protocol pods hold into a `Held` for the allocator:
 a share of GPU m consumes `cores`/`memory` on m's shareable device and makes m's other devices
 held whole (neither protocol may hand out a partition of a GPU the other shares). The reverse,
@@ -23,17 +34,44 @@ from collections.abc import Iterable, Mapping
 from fractions import Fraction
 from typing import Final
 
+from apis.crds import device as crd
+from apis.dra import names as dra_names
 from apis.dra.allocation import AllocationResult, DeviceID
-from apis.dra.ledger import Held
+from apis.dra.ledger import Held, Rounding
 from apis.dra.slice import AttributeType, Device, ResourceSlice
 from apis.extension import names
 
-__all__ = ["CORES", "DRIVER", "MEMORY", "MINOR", "held_by_koordinator", "koordinator_usage", "minor_of"]
+__all__ = [
+    "ARCHITECTURE",
+    "CORES",
+    "DRIVER",
+    "DRIVER_VERSION",
+    "MEMORY",
+    "MINOR",
+    "NUMA_NODE",
+    "NVLINK_GROUP",
+    "PRODUCT_NAME",
+    "UNHEALTHY_TAINT",
+    "UUID",
+    "gpu_slice",
+    "held_by_koordinator",
+    "koordinator_usage",
+    "minor_of",
+    "whole_percents",
+]
 
 DRIVER: Final = f"gpu.{names.TESSERA_DOMAIN}"
 MINOR: Final = "minor"
 CORES: Final = "cores"
 MEMORY: Final = "memory"
+UUID: Final = "uuid"
+PRODUCT_NAME: Final = "productName"
+ARCHITECTURE: Final = "architecture"
+DRIVER_VERSION: Final = "driverVersion"
+NUMA_NODE: Final = "numaNode"
+NVLINK_GROUP: Final = "nvlinkGroup"
+#: The device taint on a GPU the agent finds unhealthy (value: the reason, `Xid79`), NoSchedule.
+UNHEALTHY_TAINT: Final = f"{DRIVER}/unhealthy"
 _WHOLE = 100  # percent
 
 
@@ -78,14 +116,42 @@ def held_by_koordinator(
             if CORES in device.capacity:
                 consumed[CORES] = Fraction(held.get(names.GPU_CORE, 0))
             if MEMORY in device.capacity:
-                memory = held.get(names.GPU_MEMORY)
-                if memory is None:
-                    ratio = Fraction(held.get(names.GPU_MEMORY_RATIO, 0), _WHOLE)
-                    consumed[MEMORY] = ratio * device.capacity[MEMORY].value.amount
-                else:
-                    consumed[MEMORY] = Fraction(memory)
+                # The larger of the bytes and the ratio: the cache counts a share in whole
+                # percents, rounded up, so the ratio may say more than the bytes.
+                ratio = Fraction(held.get(names.GPU_MEMORY_RATIO, 0), _WHOLE)
+                total = device.capacity[MEMORY].value.amount
+                consumed[MEMORY] = max(Fraction(held.get(names.GPU_MEMORY, 0)), ratio * total)
             shares.append((device_id, consumed))
     return Held.of(exclusive, shares)
+
+
+def whole_percents(slices: Iterable[ResourceSlice], *, node: str) -> Rounding:
+    """How claims' shares of `node`'s GPUs are counted: in whole percents of the GPU, rounded up,
+    as `koordinator_usage` gives them to the scheduler's cache (`gpu-core`, `gpu-memory-ratio`).
+    The allocator counts held shares so, or two shares whose bytes fill a GPU exactly (2 and
+    14 GiB of 16) would be 13 % + 88 % = 101 % to DeviceShare: one ledger, one rounding."""
+    totals: dict[DeviceID, Fraction] = {
+        device_id: device.capacity[MEMORY].value.amount
+        for found in _by_minor(slices, node).values()
+        for device_id, device in found
+        if MEMORY in device.capacity
+    }
+
+    def rounding(device: DeviceID, name: str, amount: Fraction) -> Fraction:
+        total = totals.get(device)
+        if total is None:
+            return amount
+        if name == CORES:
+            return Fraction(_ceil(amount))
+        if name == MEMORY and total:
+            return _ceil(amount * _WHOLE / total) * total / _WHOLE
+        return amount
+
+    return rounding
+
+
+def _ceil(amount: Fraction) -> int:
+    return -(-amount.numerator // amount.denominator)
 
 
 def koordinator_usage(
@@ -113,4 +179,46 @@ def koordinator_usage(
             into[names.GPU_MEMORY] = into.get(names.GPU_MEMORY, Fraction(0)) + memory
             ratio = memory * _WHOLE / total if total else Fraction(_WHOLE if not result.share_id else 0)
             into[names.GPU_MEMORY_RATIO] = into.get(names.GPU_MEMORY_RATIO, Fraction(0)) + ratio
-    return {m: {k: -(-v.numerator // v.denominator) for k, v in r.items()} for m, r in usage.items()}
+    return {m: {k: _ceil(v) for k, v in r.items()} for m, r in usage.items()}
+
+
+def gpu_slice(inventory: crd.Device, *, generation: int = 0) -> ResourceSlice:
+    """The node's healthy GPUs as one ResourceSlice of this driver (pool = the node), from the
+    same inventory as its Device CR: per GPU one shareable device `gpu-<minor>` with `cores` 100
+    and `memory` its bytes, and the attributes `minor`, `uuid`, `numaNode` and kube's
+    `resource.kubernetes.io/pcieRoot` (for CEL selectors and `matchAttribute` constraints), named
+    as the agent publishes them. The agent publishes its own (agent/devices/slices.py, with more
+    attributes); the scheduler's offline drivers (simulate, bench) build this for their simulated
+    nodes."""
+    node = inventory.node_name
+    devices = []
+    for info in sorted(inventory.devices, key=lambda d: d.minor):
+        if info.type is not crd.DeviceType.GPU or not info.health:
+            continue
+        attributes: dict[str, object] = {MINOR: {"int": info.minor}, "uuid": {"string": info.id or f"gpu-{info.minor}"}}
+        if info.topology is not None:
+            attributes[NUMA_NODE] = {"int": info.topology.node_id}
+            if info.topology.pcie_id:
+                attributes[dra_names.PCIE_ROOT] = {"string": info.topology.pcie_id}
+        devices.append(
+            {
+                "name": f"gpu-{info.minor}",
+                "attributes": attributes,
+                "allowMultipleAllocations": True,
+                "capacity": {
+                    CORES: {"value": str(info.resources.get(names.GPU_CORE, _WHOLE))},
+                    MEMORY: {"value": str(info.resources.get(names.GPU_MEMORY, 0))},
+                },
+            }
+        )
+    return ResourceSlice.from_dict(
+        {
+            "metadata": {"name": f"{node}-{DRIVER}"},
+            "spec": {
+                "driver": DRIVER,
+                "nodeName": node,
+                "pool": {"name": node, "generation": generation, "resourceSliceCount": 1},
+                "devices": devices,
+            },
+        }
+    )

@@ -15,14 +15,19 @@ capacities). Pure; callers (the scheduler's cache, the agent's ledger) build it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 
 from apis.dra.allocation import DeviceID
 from apis.dra.claim import ResourceClaim
 
-__all__ = ["Held", "held_by_claims"]
+__all__ = ["Held", "Rounding", "held_by_claims"]
+
+#: How one share's consumption of one capacity is counted: (device, capacity name, amount) ->
+#: amount counted (never less). The GPU driver counts shares in whole percents of the GPU, as the
+#: scheduler's cache does for DeviceShare (`apis.dra.gpus.whole_percents`).
+Rounding = Callable[[DeviceID, str, Fraction], Fraction]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,9 +62,12 @@ class Held:
         return total
 
 
-def held_by_claims(claims: Iterable[ResourceClaim], *, besides: Iterable[str] = ()) -> Held:
+def held_by_claims(
+    claims: Iterable[ResourceClaim], *, besides: Iterable[str] = (), rounding: Rounding | None = None
+) -> Held:
     """What the allocated claims hold (claims keyed `namespace/name` in `besides` left out:
-    a claim being allocated again must not count against itself)."""
+    a claim being allocated again must not count against itself), each share's consumption
+    counted by `rounding` (exact when None)."""
     skip = set(besides)
     exclusive: set[DeviceID] = set()
     shares: list[tuple[DeviceID, Mapping[str, Fraction]]] = []
@@ -70,7 +78,15 @@ def held_by_claims(claims: Iterable[ResourceClaim], *, besides: Iterable[str] = 
             if result.admin_access:
                 continue
             if result.share_id:
-                shares.append((result.id, {k: q.amount for k, q in result.consumed_capacity.items()}))
+                shares.append(
+                    (
+                        result.id,
+                        {
+                            k: q.amount if rounding is None else rounding(result.id, k, q.amount)
+                            for k, q in result.consumed_capacity.items()
+                        },
+                    )
+                )
             else:
                 exclusive.add(result.id)
     return Held.of(exclusive, shares)

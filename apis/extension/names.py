@@ -11,6 +11,7 @@ from typing import Final
 
 # --- domains -------------------------------------------------------------------------------------
 DOMAIN: Final = "koordinator.sh"
+POD_DOMAIN: Final = "pod.koordinator.sh"
 SCHEDULING_DOMAIN: Final = "scheduling.koordinator.sh"
 NODE_DOMAIN: Final = "node.koordinator.sh"
 GANG_DOMAIN: Final = "gang.scheduling.koordinator.sh"
@@ -143,6 +144,18 @@ ANNOTATION_RESERVATION_RESTRICTED_OPTIONS: Final = f"{SCHEDULING_DOMAIN}/reserva
 #: On a pod: `{"resourceNames": [...]}`, resources whose request must equal what a Reservation
 #: reserves for the pod to use it.
 ANNOTATION_EXACT_MATCH_RESERVATION: Final = f"{SCHEDULING_DOMAIN}/exact-match-reservation"
+#: `"true"` on a Reservation with `spec.preAllocation`: it is placed only where it can take over
+#: running pods' resources (pre-allocate), never on free room alone.
+LABEL_PRE_ALLOCATION_REQUIRED: Final = f"{SCHEDULING_DOMAIN}/pre-allocation-required"
+#: `"true"` on a pod: a Reservation in pre-allocation mode `Cluster` may take over its resources.
+LABEL_POD_PRE_ALLOCATABLE: Final = f"{POD_DOMAIN}/is-pre-allocatable"
+#: On a pre-allocatable pod: a number, higher first when a `Cluster` mode Reservation chooses.
+ANNOTATION_POD_PRE_ALLOCATABLE_PRIORITY: Final = f"{POD_DOMAIN}/pre-allocatable-priority"
+#: Tessera's own, on a Reservation the scheduler placed by pre-allocation: the running pods whose
+#: resources became its own (JSON list of `{"namespace", "name", "uid"}`). Those pods carry the
+#: Reservation in their `reservation-allocated` annotation, as its owners do, but they do not
+#: consume an allocateOnce one: when they go, what they had is held for the owners.
+ANNOTATION_PRE_ALLOCATED: Final = f"{TESSERA_DOMAIN}/pre-allocated"
 #: On a Reservation or PodMigrationJob a descheduler created: the pod it migrates (`ns/name`).
 ANNOTATION_MIGRATION_POD: Final = f"{TESSERA_DOMAIN}/migration-pod"
 #: On a Reservation a descheduler created for a PodMigrationJob: the job's name (so a Reservation

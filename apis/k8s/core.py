@@ -29,6 +29,7 @@ __all__ = [
     "NodeAffinity",
     "NodeSelectorTerm",
     "Pod",
+    "PodResourceClaim",
     "Taint",
     "Toleration",
     "pod_key",
@@ -202,6 +203,27 @@ class NodeAffinity:
 
 
 @dataclass(frozen=True, slots=True)
+class PodResourceClaim:
+    """A `spec.resourceClaims[]` entry: the pod's name for a ResourceClaim it uses, which is either
+    an existing claim (`resource_claim_name`) or one generated from a template
+    (`resource_claim_template_name`; the resourceclaim controller records the generated claim's
+    name in the pod's `status.resourceClaimStatuses`)."""
+
+    name: str
+    resource_claim_name: str = ""
+    resource_claim_template_name: str = ""
+
+    @classmethod
+    def from_dict(cls, raw: object, path: str, obj: str = "") -> PodResourceClaim:
+        d = f.mapping(raw, path, obj)
+        return cls(
+            name=f.string(d, "name", path, obj),
+            resource_claim_name=f.string(d, "resourceClaimName", path, obj),
+            resource_claim_template_name=f.string(d, "resourceClaimTemplateName", path, obj),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     meta: ObjectMeta
     scheduler_name: str = "default-scheduler"
@@ -228,10 +250,25 @@ class Pod:
     #: spec.preemptionPolicy: "Never" keeps the pod from preempting others ("" is the default,
     #: PreemptLowerPriority).
     preemption_policy: str = ""
+    #: spec.resourceClaims: the Dynamic Resource Allocation claims the pod uses.
+    resource_claims: tuple[PodResourceClaim, ...] = ()
+    #: status.resourceClaimStatuses: pod claim name -> the claim generated for its template
+    #: (None: the controller decided none is needed).
+    resource_claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         return self.meta.key
+
+    def claim_name(self, claim: PodResourceClaim) -> str | None:
+        """The ResourceClaim's name for one of the pod's claims (kube's resourceclaim.Name): the
+        claim it names, or the one generated for its template; "" when a template's claim is not
+        made yet (the pod must wait), None when the controller decided none is needed."""
+        if claim.resource_claim_name:
+            return claim.resource_claim_name
+        if claim.name not in self.resource_claim_statuses:
+            return ""
+        return self.resource_claim_statuses[claim.name]
 
     @property
     def name(self) -> str:
@@ -339,7 +376,21 @@ class Pod:
             pod_ip=f.string(status, "podIP", "status", obj),
             status_qos_class=f.string(status, "qosClass", "status", obj),
             container_ids=container_ids,
+            resource_claims=tuple(
+                PodResourceClaim.from_dict(c, f"spec.resourceClaims[{i}]", obj)
+                for i, c in enumerate(f.items(spec, "resourceClaims", "spec", obj))
+            ),
+            resource_claim_statuses=_claim_statuses(status, obj),
         )
+
+
+def _claim_statuses(status: f.JSON, obj: str) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for i, entry in enumerate(f.items(status, "resourceClaimStatuses", "status", obj)):
+        path = f"status.resourceClaimStatuses[{i}]"
+        d = f.mapping(entry, path, obj)
+        out[f.string(d, "name", path, obj)] = f.string(d, "resourceClaimName", path, obj) or None
+    return out
 
 
 def _pod_conditions(status: f.JSON, obj: str) -> tuple[Condition, ...]:

@@ -5,11 +5,16 @@ Runs what `tessera agent` runs besides its API writes — discovery and a Device
 scraped as Prometheus would (15 s) — against a simulated profile's FakeNVML, then reports the
 process's CPU use and resident memory, and how long each discovery pass and each scrape took
 (each runs once at the start, then at its interval). Real NVML calls cost more CPU than the fake's.
+
+Then, with the loops still running, it injects a critical XID (79) into each GPU in turn and
+times how long the fault takes to reach the health tracker's subscribers (what turns a GPU
+unhealthy in the Device CR): the XID event wait, not the health interval, decides it.
 """
 
 from __future__ import annotations
 
 import argparse
+import threading
 import time
 import urllib.request
 
@@ -18,10 +23,13 @@ from prometheus_client import CollectorRegistry
 
 from agent.devices.cr import build_device
 from agent.discovery import DiscoverySettings, open_discovery
+from agent.discovery.fake_nvml import FakeNVML
 from agent.health import HealthMonitor, HealthTracker, SystemClock
+from agent.health.tracker import Health
 from agent.metrics import ContainerResolver, GPUMetrics
 from agent.periodic import Periodic
-from cli.bench._report import Report, Timer
+from apis.errors import ConfigError
+from cli.bench._report import Latencies, Report, Timer
 from kube import serving
 
 NODE = "bench-node"
@@ -89,6 +97,7 @@ def run(args: argparse.Namespace, report: Report) -> int:
     elapsed = time.monotonic() - started
     cpu_after = process.cpu_times()
     rss = process.memory_info().rss
+    xid_to_subscribers = _xid_latencies(stack.fake, tracker, [g.uuid for g in inventory.gpus])
     for part in (scraper, discovery_loop, exporter, metrics, monitor):
         part.stop()
     stack.close()
@@ -112,4 +121,33 @@ def run(args: argparse.Namespace, report: Report) -> int:
     )
     report.latencies(discovery_timer.summary(), "discovery", label="discovery pass and Device CR build")
     report.latencies(scrape_timer.summary(), "scrape", label="GET /metrics")
+    report.latencies(Latencies.of(xid_to_subscribers), "xid_to_subscribers", label="XID 79 to health subscribers")
     return 0
+
+
+def _xid_latencies(fake: FakeNVML | None, tracker: HealthTracker, gpus: list[str]) -> list[float]:
+    """Seconds from injecting XID 79 into each GPU to the tracker telling its subscribers."""
+    assert fake is not None  # a simulated profile brings its FakeNVML
+    unhealthy: dict[str, float] = {}
+    arrived = threading.Condition()
+
+    def on_change(device: str, health: Health) -> None:
+        if not health.healthy:
+            with arrived:
+                unhealthy.setdefault(device, time.perf_counter())
+                arrived.notify_all()
+
+    tracker.subscribe(on_change)
+
+    def reached(uuid: str) -> float:
+        with arrived:
+            if not arrived.wait_for(lambda: uuid in unhealthy, timeout=60):
+                raise ConfigError(f"XID 79 on GPU {uuid} did not reach the health subscribers within 60 s")
+            return unhealthy[uuid]
+
+    samples = []
+    for uuid in gpus:
+        injected = time.perf_counter()
+        fake.inject_xid(uuid, 79)
+        samples.append(reached(uuid) - injected)
+    return samples

@@ -25,6 +25,12 @@ Reservations held in the cache: compare the cycle's cost with a run without.
 cluster and gives both the same pods, one to each in turn, so that both run under the same load
 of a shared machine; it reports the baseline's pods/s and the ratio of the two (the figure to
 quote where absolute numbers depend on the neighbours).
+
+`--claims-fraction 0.3` asks for the GPUs of about 30 % of the GPU pods through ResourceClaims
+(Dynamic Resource Allocation: CEL selectors in the DeviceClass and the request, capacity
+requests for a share of a GPU; every node's GPUs published as a ResourceSlice) and runs twice on
+fresh clusters: the same pods all in Koordinator's protocol first (`koordinator_*` figures), then
+with the claims; the DynamicResources plugin allocates on the same GPUs as DeviceShare.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apis.crds.reservation import Reservation
+from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
+from apis.dra import gpus as dra_gpus
 from apis.errors import ConfigError
 from apis.extension import names
 from apis.k8s.core import Pod
@@ -52,7 +60,7 @@ from scheduler.core import (
     with_scoring_choice,
 )
 from scheduler.framework.config import SchedulerConfig, load_config
-from scheduler.simulation.bench import synthetic_pods, with_gangs, with_quota_per_namespace
+from scheduler.simulation.bench import GPU_CLASS, synthetic_pods, with_claims, with_gangs, with_quota_per_namespace
 from scheduler.simulation.cluster import NodeShape, gpu_node
 
 
@@ -97,6 +105,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="place N Reservations of 1 GPU first, owned by no benchmark pod (default 0: none)",
     )
+    parser.add_argument(
+        "--claims-fraction",
+        type=float,
+        default=0.0,
+        help="share of the GPU pods asking through ResourceClaims, compared with a run without (default 0)",
+    )
 
 
 def _config(args: argparse.Namespace, scoring: str | None) -> SchedulerConfig:
@@ -104,8 +118,9 @@ def _config(args: argparse.Namespace, scoring: str | None) -> SchedulerConfig:
     config's); ConfigError when they cannot work."""
     if args.nodes < 1 or args.pods < 1 or args.gpus_per_node < 0:
         raise ConfigError("--nodes and --pods must be positive, --gpus-per-node not negative")
-    if not 0.0 <= args.gang_fraction <= 1.0:
-        raise ConfigError(f"--gang-fraction must be within 0..1, got {args.gang_fraction}")
+    for flag, fraction in (("--gang-fraction", args.gang_fraction), ("--claims-fraction", args.claims_fraction)):
+        if not 0.0 <= fraction <= 1.0:
+            raise ConfigError(f"{flag} must be within 0..1, got {fraction}")
     _gang_sizes(args.gang_sizes)
     try:
         config = load_config(args.config.read_text(encoding="utf-8")) if args.config else SchedulerConfig()
@@ -183,7 +198,88 @@ class _Run:
             self.allowed.samples.append(self.cycle.samples[-1])
 
 
-def _cluster(args: argparse.Namespace, config: SchedulerConfig, report: Report | None) -> Scheduler:
+def run(args: argparse.Namespace, report: Report) -> int:
+    config = _config(args, args.scoring)
+    baseline_config = _config(args, args.baseline) if args.baseline else None
+    report.setting(
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        pods=args.pods,
+        seed=args.seed,
+        gang_fraction=args.gang_fraction,
+        quotas=args.quotas,
+        reservations=args.reservations,
+        claims_fraction=args.claims_fraction,
+        baseline=args.baseline or "",
+    )
+    if args.claims_fraction > 0:
+        # The same pods all in Koordinator's protocol first, on a cluster of their own.
+        _run_once(args, config, None, report, claims_fraction=0.0, prefix="koordinator_")
+    return _run_once(args, config, baseline_config, report, claims_fraction=args.claims_fraction, prefix="")
+
+
+def _run_once(
+    args: argparse.Namespace,
+    config: SchedulerConfig,
+    baseline_config: SchedulerConfig | None,
+    report: Report,
+    *,
+    claims_fraction: float,
+    prefix: str,
+) -> int:
+    """Build the cluster (and the baseline's copy) and schedule the pods once, each pod given
+    to both in turn; figures named with `prefix`."""
+    setup_start = time.perf_counter()
+    main = _Run(_cluster(args, config, report, prefix=prefix))
+    baseline = _Run(_cluster(args, baseline_config, None, prefix=prefix)) if baseline_config is not None else None
+    runs = [r for r in (main, baseline) if r is not None]
+    workload = _pods(args, [r.scheduler for r in runs], report, claims_fraction=claims_fraction)
+    report.value(f"{prefix}setup_seconds", time.perf_counter() - setup_start, "s", label="cluster and pods built")
+    for i, pod in enumerate(workload):
+        # In turn, and each first every other pod: neither always runs right after the other.
+        for r in runs if i % 2 == 0 else runs[::-1]:
+            r.step(pod)
+    if args.gang_fraction > 0:
+        for r in runs:
+            # What still waits when the pods ran out waits in vain: undo it, as its timeout would.
+            r.scheduler.resolve_waiting(now=math.inf)
+        report.value(
+            f"{prefix}gang_pods",
+            sum(names.ANNOTATION_GANG_NAME in p.annotations for p in workload),
+            "pods",
+            label="pods in gangs",
+        )
+        report.value(f"{prefix}gangs_allowed", len(main.allowed.samples), "gangs", label="gangs allowed whole")
+        if main.allowed.samples:
+            report.latencies(
+                main.allowed.summary(), f"{prefix}gang_allowed", label="last member's arrival to the gang bound"
+            )
+    what = "in Koordinator's protocol only: " if prefix else ""
+    report.value(f"{prefix}scheduled", main.scheduled, "pods", label=f"{what}pods scheduled")
+    report.value(f"{prefix}wall_seconds", main.wall_seconds, "s", label=f"{what}scheduling took")
+    rate = report.rate(f"{prefix}pods_per_second", args.pods, main.wall_seconds, "pods", label=f"{what}throughput")
+    # CPU time too: on a machine shared with other work, wall time includes waiting for a core.
+    cpu_rate = report.rate(
+        f"{prefix}pods_per_cpu_second", args.pods, main.cpu_seconds, "pods", label=f"{what}throughput per CPU second"
+    )
+    report.latencies(main.cycle.summary(), f"{prefix}cycle" if prefix else None, label=f"{what}scheduling cycle")
+    if baseline is not None:
+        label = f"baseline {args.baseline}"
+        report.value("baseline_scheduled", baseline.scheduled, "pods", label=f"{label}: pods scheduled")
+        base_rate = report.rate(
+            "baseline_pods_per_second", args.pods, baseline.wall_seconds, "pods", label=f"{label}: throughput"
+        )
+        base_cpu = report.rate(
+            "baseline_pods_per_cpu_second", args.pods, baseline.cpu_seconds, "pods", label=f"{label}: per CPU second"
+        )
+        report.latencies(baseline.cycle.summary(), "baseline_cycle", label=f"{label}: scheduling cycle")
+        report.value("ratio", round(rate / base_rate, 3) if base_rate else None, label="throughput / baseline's")
+        ratio_cpu = round(cpu_rate / base_cpu, 3) if base_cpu else None
+        report.value("ratio_cpu", ratio_cpu, label="per CPU second / baseline's")
+    return 0
+
+
+def _cluster(args: argparse.Namespace, config: SchedulerConfig, report: Report | None, *, prefix: str) -> Scheduler:
     """A scheduler over the flags' nodes (and Reservations; `report`: say how many were placed)."""
     scheduler = Scheduler(config, seed=args.seed)
     shape = NodeShape(gpus=args.gpus_per_node)
@@ -191,17 +287,30 @@ def _cluster(args: argparse.Namespace, config: SchedulerConfig, report: Report |
         node, device = gpu_node(f"node-{i:05d}", shape)
         scheduler.cache.add_node(node)
         scheduler.cache.add_device(device)
+        if args.claims_fraction > 0:
+            scheduler.feeds.deliver(RESOURCE_SLICES, dra_gpus.gpu_slice(device))
+    if args.claims_fraction > 0:
+        scheduler.feeds.deliver(DEVICE_CLASSES, GPU_CLASS)
     now = now_rfc3339()
     placed = sum(scheduler.place_reservation(r, now=now)[0].scheduled for r in _reservations(args.reservations))
     if args.reservations and report is not None:
-        report.value("reservations_available", placed, "reservations", label="Reservations available")
+        report.value(f"{prefix}reservations_available", placed, "reservations", label="Reservations available")
     return scheduler
 
 
-def _pods(args: argparse.Namespace, schedulers: list[Scheduler]) -> list[Pod]:
+def _pods(
+    args: argparse.Namespace, schedulers: list[Scheduler], report: Report, *, claims_fraction: float
+) -> list[Pod]:
     """The pods, in the order to schedule them, each scheduler told what it must know first
-    (quotas charged, gang members seen), as the live scheduler's informers tell it."""
+    (claims, quotas charged, gang members seen), as the live scheduler's informers tell it."""
     workload = synthetic_pods(args.pods, seed=args.seed)
+    if claims_fraction > 0:
+        gpu_memory = NodeShape(gpus=args.gpus_per_node).gpu_memory
+        workload, claims = with_claims(workload, fraction=claims_fraction, seed=args.seed, gpu_memory=gpu_memory)
+        for scheduler in schedulers:
+            for claim in claims:
+                scheduler.feeds.deliver(RESOURCE_CLAIMS, claim)
+        report.value("claim_pods", len(claims), "pods", label="pods asking through ResourceClaims")
     if args.quotas:
         # As the live scheduler's informers do: every pod is charged (pending) before any cycle.
         cluster = dict(capacity_of(info.allocatable for info in schedulers[0].cache.nodes()).total)
@@ -217,64 +326,3 @@ def _pods(args: argparse.Namespace, schedulers: list[Scheduler]) -> list[Pod]:
                 scheduler.observe_pod(pod)
         workload = [workload[i] for i in schedulers[0].queue_order(workload)]
     return workload
-
-
-def run(args: argparse.Namespace, report: Report) -> int:
-    config = _config(args, args.scoring)
-    baseline_config = _config(args, args.baseline) if args.baseline else None
-    report.setting(
-        nodes=args.nodes,
-        gpus_per_node=args.gpus_per_node,
-        pods=args.pods,
-        seed=args.seed,
-        gang_fraction=args.gang_fraction,
-        quotas=args.quotas,
-        reservations=args.reservations,
-        baseline=args.baseline or "",
-    )
-    setup_start = time.perf_counter()
-    main = _Run(_cluster(args, config, report))
-    baseline = _Run(_cluster(args, baseline_config, None)) if baseline_config is not None else None
-    workload = _pods(args, [r.scheduler for r in (main, baseline) if r is not None])
-    report.value("setup_seconds", time.perf_counter() - setup_start, "s", label="cluster and pods built")
-    for i, pod in enumerate(workload):
-        # In turn, and each first every other pod: neither always runs right after the other.
-        for r in (main, baseline) if i % 2 == 0 else (baseline, main):
-            if r is not None:
-                r.step(pod)
-    for r in (main, baseline):
-        if r is not None and args.gang_fraction > 0:
-            # What still waits when the pods ran out waits in vain: undo it, as its timeout would.
-            r.scheduler.resolve_waiting(now=math.inf)
-    if args.gang_fraction > 0:
-        report.value(
-            "gang_pods",
-            sum(names.ANNOTATION_GANG_NAME in p.annotations for p in workload),
-            "pods",
-            label="pods in gangs",
-        )
-        report.value("gangs_allowed", len(main.allowed.samples), "gangs", label="gangs allowed whole")
-        if main.allowed.samples:
-            report.latencies(main.allowed.summary(), "gang_allowed", label="last member's arrival to the gang bound")
-    report.value("scheduled", main.scheduled, "pods", label="pods scheduled")
-    report.value("wall_seconds", main.wall_seconds, "s", label="scheduling took")
-    rate = report.rate("pods_per_second", args.pods, main.wall_seconds, "pods", label="throughput")
-    # CPU time too: on a machine shared with other work, wall time includes waiting for a core.
-    cpu_rate = report.rate(
-        "pods_per_cpu_second", args.pods, main.cpu_seconds, "pods", label="throughput per CPU second"
-    )
-    report.latencies(main.cycle.summary(), label="scheduling cycle")
-    if baseline is not None:
-        label = f"baseline {args.baseline}"
-        report.value("baseline_scheduled", baseline.scheduled, "pods", label=f"{label}: pods scheduled")
-        base_rate = report.rate(
-            "baseline_pods_per_second", args.pods, baseline.wall_seconds, "pods", label=f"{label}: throughput"
-        )
-        base_cpu = report.rate(
-            "baseline_pods_per_cpu_second", args.pods, baseline.cpu_seconds, "pods", label=f"{label}: per CPU second"
-        )
-        report.latencies(baseline.cycle.summary(), "baseline_cycle", label=f"{label}: scheduling cycle")
-        report.value("ratio", round(rate / base_rate, 3) if base_rate else None, label="throughput / baseline's")
-        ratio_cpu = round(cpu_rate / base_cpu, 3) if base_cpu else None
-        report.value("ratio_cpu", ratio_cpu, label="per CPU second / baseline's")
-    return 0

@@ -239,7 +239,7 @@ class ClusterCache:
             return
         self.nominator.forget(ident)
         uid = self._consume_from_annotation(pod, ident)
-        shared = self._book.shared(uid) is not None
+        shared = self._book.shared(uid, ident) is not None
         if shared and uid is not None:
             self._uncount(uid)  # off first, so the owner's devices never meet what it had left
         self._put(self.holdings.info(pod))
@@ -413,7 +413,7 @@ class ClusterCache:
             self.add_pod(pod)
             return
         uid = self._consume_from_annotation(pod, ident)
-        if self._book.shared(uid) is not None and uid is not None:
+        if self._book.shared(uid, ident) is not None and uid is not None:
             self._uncount(uid)
         holding = reserved[1] if reserved is not None and reserved[0] == entry.node else None
         info = PodInfo(
@@ -507,14 +507,15 @@ class ClusterCache:
         return uid
 
     def _shared_by(self, ident: str) -> str | None:
-        """The UID of the Reservation its owners share that the pod `ident` consumed, if any."""
-        reservation = self._book.shared(self._book.consumed_by.get(ident))
+        """The UID of the Reservation the pod `ident` consumed and shares with others (see
+        `ReservationBook.shared`), if any."""
+        reservation = self._book.shared(self._book.consumed_by.get(ident), ident)
         return reservation.uid if reservation is not None else None
 
     def _give_back(self, ident: str) -> None:
-        """A pod that consumed a Reservation is gone: one its owners share has back what the pod
-        took (an allocateOnce one stays consumed until it ends); one the cache does not know (it
-        ended) keeps no record of the pod."""
+        """A pod that consumed a Reservation is gone: one its owners share, or one placed over the
+        pod, has back what the pod took (an allocateOnce one stays consumed until it ends); one
+        the cache does not know (it ended) keeps no record of the pod."""
         uid = self._book.consumed_by.get(ident)
         if uid is None:
             return

@@ -17,6 +17,11 @@ that the Reservation's own updates never count an owner twice, and a restart tha
 pod's `reservation-allocated` annotation before or after the Reservation comes to the same
 state.
 
+A Reservation placed over running pods (pre-allocation: `Reservation.pre_allocated`) has them as
+consumers too, counted the same way — they count themselves, it counts what it reserves minus
+what they take, devices included — but they never consume an allocateOnce one: it stays held
+(what they take subtracted) until an owner comes, and when they go it has back what they had.
+
 Pure bookkeeping, driven by `ClusterCache` under its contract (one thread, no I/O).
 """
 
@@ -141,20 +146,27 @@ class ReservationBook:
         """The pods (idents) that consumed it, named by UID or by name."""
         return self.consumers.get(reservation.uid, set()) | self.consumers.get(reservation.name, set())
 
-    def shared(self, uid: str | None) -> Reservation | None:
-        """The known Reservation `uid` when owners share it (not allocateOnce), else None."""
+    def shared(self, uid: str | None, pod: str = "") -> Reservation | None:
+        """The known Reservation `uid` when `pod` (an ident) shares it with others: owners share
+        one that is not allocateOnce, and pods it was placed over share any. Else None."""
         if uid is None:
             return None
         reservation = self.known.get(uid)
         if reservation is None:  # named by a pod's annotation without a UID (rare)
             reservation = next((r for r in self.known.values() if r.name == uid), None)
-        return reservation if reservation is not None and not reservation.allocate_once else None
+        if reservation is None:
+            return None
+        return reservation if not reservation.allocate_once or pod in reservation.pre_allocated_uids() else None
 
     def is_consumed(self, reservation: Reservation) -> bool:
-        """Whether an allocateOnce Reservation was consumed (it then holds nothing, for good)."""
+        """Whether an allocateOnce Reservation was consumed (it then holds nothing, for good): an
+        owner other than the pods it was placed over uses it."""
         if not reservation.allocate_once:
             return False
-        return bool(reservation.current_owners) or bool(self.consumers_of(reservation))
+        pre = reservation.pre_allocated_uids()
+        return any(o.uid not in pre for o in reservation.current_owners) or any(
+            p not in pre for p in self.consumers_of(reservation)
+        )
 
     def hold(self, held: HeldReservation) -> None:
         self.unhold(held.uid)

@@ -60,7 +60,8 @@ def consumed(reservation: Reservation, owners: Sequence[Pod], *, now: str) -> Re
     `allocated` (their requests of the resources it holds) say who and what, as Koordinator's
     controller writes them; an allocateOnce Reservation is then Succeeded (Ready False, reason
     Succeeded) and holds nothing. One that is not stays Available, its owners as they are now
-    (none, when they are all gone)."""
+    (none, when they are all gone); so does an allocateOnce one whose only owners are the pods
+    it was placed over (pre-allocation): they use it without consuming it."""
     held = reservation.allocatable or reservation.reserved()
     allocated: dict[str, int] = {}
     for pod in owners:
@@ -72,7 +73,7 @@ def consumed(reservation: Reservation, owners: Sequence[Pod], *, now: str) -> Re
         current_owners=tuple(ObjectRef.to_pod(p) for p in sorted(owners, key=lambda p: (p.uid, p.key))),
         allocated=allocated,
     )
-    if not reservation.allocate_once:
+    if not reservation.allocate_once or all(reservation.is_pre_allocated(p) for p in owners):
         return out
     keys = ", ".join(sorted(p.key for p in owners))
     ready = Condition(rsv.CONDITION_READY, "False", rsv.REASON_SUCCEEDED, f"allocated to {keys}", now)
@@ -99,8 +100,11 @@ def invalid_status(message: str, *, now: str) -> dict[str, object]:
 
 
 def status_of(reservation: Reservation) -> dict[str, object]:
-    """The `status` JSON of a Reservation (for a merge patch of the status subresource)."""
+    """The `status` JSON of a Reservation (for a merge patch of the status subresource): owners
+    and what they take are null when there are none, so that the patch removes the last ones."""
     status: dict[str, object] = reservation.to_dict()["status"]
+    status.setdefault("currentOwners", None)
+    status.setdefault("allocated", None)
     return status
 
 

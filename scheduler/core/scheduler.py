@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from apis.crds.podgroup import PodGroup
-from apis.crds.reservation import Reservation
+from apis.crds.reservation import Reservation, pre_allocated_from
+from apis.extension import names
 from apis.k8s.core import Pod
 from apis.k8s.meta import ObjectMeta
 from kube.quotas import QuotaManager
@@ -35,7 +36,7 @@ from scheduler.framework.feeds import Feeds
 from scheduler.framework.preemption import Preemption
 from scheduler.framework.runtime import Framework, Registry
 from scheduler.framework.status import SUCCESS, Code, Status
-from scheduler.framework.writes import Writes
+from scheduler.framework.writes import ObjectWrite, Writes
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.plugins.elasticquota import QUOTA_MANAGER
 
@@ -136,8 +137,23 @@ class Scheduler:
             reservation.meta, annotations={**reservation.meta.annotations, **outcome.annotations}
         )
         placed = reservations.placed(dataclasses.replace(reservation, meta=meta), node=outcome.node, now=now)
+        placed = dataclasses.replace(placed, pre_allocated=pre_allocated_from(meta.annotations, obj=reservation.name))
         self.cache.add_reservation(placed)
+        for write in outcome.writes.objects:  # placed over running pods: they now say so
+            self._annotate_pod(write)
         return outcome, placed
+
+    def _annotate_pod(self, write: ObjectWrite) -> None:
+        """Apply in memory a PreBind write of another pod's annotations (a pre-allocated pod's
+        `reservation-allocated`), as the live binder would patch it; other writes are left."""
+        meta = write.patch.get("metadata")
+        changes = meta.get("annotations") if write.resource == names.CORE_PODS and isinstance(meta, Mapping) else None
+        info = self.cache.pod_info(str(meta.get("uid", ""))) if isinstance(meta, Mapping) else None
+        if not isinstance(changes, Mapping) or info is None:
+            return
+        annotations = {**info.pod.meta.annotations, **{str(k): str(v) for k, v in changes.items() if v is not None}}
+        pod = dataclasses.replace(info.pod, meta=dataclasses.replace(info.pod.meta, annotations=annotations))
+        self.cache.add_pod(pod)
 
     def observe_pod(self, pod: Pod) -> None:
         """Tell every profile that a pod exists (pending or bound), before it is scheduled: a

@@ -65,7 +65,7 @@ from scheduler.framework.interfaces import (
     ScorePlugin,
 )
 from scheduler.framework.preemption import Preemption
-from scheduler.framework.shared import NOMINATED_RESERVATIONS, check_order
+from scheduler.framework.shared import NOMINATED_RESERVATIONS, PRE_ALLOCATED, check_order
 from scheduler.framework.status import SUCCESS, Code, Status
 from scheduler.framework.waiting import MAX_PERMIT_TIMEOUT, WaitingPod
 from scheduler.framework.writes import Write, Writes
@@ -390,7 +390,8 @@ class Framework:
             return ScheduleResult(None, summary, diagnosis, nominated_node=nominated, preemption=preemption)
         allowed = result.node_names if result is not None else None
         ahead = self.handle.cache.nominator.ahead_of(pod) if self.handle.cache.nominator else None
-        memo = self._memo_for(state, pod) if not ahead and not state.get(NOMINATED_RESERVATIONS) else None
+        viewed = state.get(NOMINATED_RESERVATIONS) or state.get(PRE_ALLOCATED)
+        memo = self._memo_for(state, pod) if not ahead and not viewed else None
         feasible, entries, evaluated = self._find_feasible(
             state, pod, nodes, allowed, diagnosis, memo=memo, ahead=ahead
         )
@@ -550,10 +551,10 @@ class Framework:
                 if not left:
                     break
         else:
-            reservations = state.get(NOMINATED_RESERVATIONS)
+            reservations, pre_allocated = state.get(NOMINATED_RESERVATIONS), state.get(PRE_ALLOCATED)
             for info in order:
                 evaluated += 1
-                status = _run_chain(filters, state, pod, _view(info, ahead, reservations))
+                status = _run_chain(filters, state, pod, _view(info, ahead, reservations, pre_allocated))
                 if status is not SUCCESS:
                     statuses[info.name] = status
                     continue
@@ -572,8 +573,9 @@ class Framework:
     ) -> NodeInfo:
         """The node as the pod's Filters see it: with the nominated pods `ahead` counted first,
         and without the Reservation the pod may use there (`NOMINATED_RESERVATIONS`): its
-        resources are the pod's. The node itself when neither applies."""
-        return _view(info, ahead, state.get(NOMINATED_RESERVATIONS))
+        resources are the pod's; for a Reservation placed by pre-allocation, without the pods it
+        would take over (`PRE_ALLOCATED`). The node itself when none applies."""
+        return _view(info, ahead, state.get(NOMINATED_RESERVATIONS), state.get(PRE_ALLOCATED))
 
     def run_post_filter(
         self, state: CycleState, pod: PodInfo, statuses: Mapping[str, Status]
@@ -806,13 +808,18 @@ def _view(
     info: NodeInfo,
     ahead: Mapping[str, Sequence[PodInfo]] | None,
     reservations: Mapping[str, HeldReservation] | None,
+    pre_allocated: Mapping[str, Sequence[PodInfo]] | None = None,
 ) -> NodeInfo:
-    """`Framework.node_view` with the pod's nominated Reservations read once per cycle."""
+    """`Framework.node_view` with the pod's nominated Reservations (and pre-allocated pods) read
+    once per cycle."""
     nominated = ahead.get(info.name) if ahead else None
     held = reservations.get(info.name) if reservations else None
-    if not nominated and held is None:
+    taken = pre_allocated.get(info.name) if pre_allocated else None
+    if not nominated and held is None and not taken:
         return info
-    return info.simulate(remove=(held.uid,) if held is not None else (), add=nominated or ())
+    gone = [held.uid] if held is not None else []
+    gone += [p.ident for p in taken or () if p.ident in info.pods]
+    return info.simulate(remove=gone, add=nominated or ())
 
 
 def _run_chain(

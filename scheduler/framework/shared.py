@@ -19,11 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
+from scheduler.cache.podinfo import PodInfo
 from scheduler.cache.reservations import HeldReservation
 from scheduler.framework.cycle_state import StateKey
 from scheduler.framework.interfaces import ExtensionPoint, Plugin
 
-__all__ = ["CONSUMED_RESERVATION", "NOMINATED_RESERVATIONS", "check_order"]
+__all__ = ["CONSUMED_RESERVATION", "NOMINATED_RESERVATIONS", "PRE_ALLOCATED", "check_order"]
 
 #: Per node, the Reservation the pod may be placed onto there. Written at PreFilter by the
 #: Reservation plugin (absent or empty: none). The runtime filters such a node as if that
@@ -35,6 +36,12 @@ NOMINATED_RESERVATIONS: Final = StateKey[Mapping[str, HeldReservation]]("Nominat
 #: Reservation no longer counts what it gives the pod); DeviceShare's Reserve then gives the pod
 #: the Reservation's devices themselves when they are exactly what the pod asks for.
 CONSUMED_RESERVATION: Final = StateKey[HeldReservation]("ConsumedReservation")
+#: For a Reservation's reserve pod with `spec.preAllocation`: per node, the running pods it would
+#: be placed over there (their resources become its own). Written at PreFilter by the Reservation
+#: plugin (absent or empty: none). The runtime filters such a node as if those pods were gone
+#: (`Framework.node_view`); DeviceShare fits the reserve pod on that view, and at Reserve holds
+#: only what those pods do not hold already, so no device is counted twice.
+PRE_ALLOCATED: Final = StateKey[Mapping[str, tuple[PodInfo, ...]]]("PreAllocated")
 
 # The order of the extension points in one cycle.
 _ORDER: Final = {point: i for i, point in enumerate(ExtensionPoint)}

@@ -15,6 +15,7 @@ from scheduler.plugins import (
     coscheduling,
     defaultpreemption,
     deviceshare,
+    dynamicresources,
     elasticquota,
     gpufragmentation,
     nodeaffinity,
@@ -35,6 +36,7 @@ REGISTRY: Final[Registry] = {
     nodeaffinity.NAME: nodeaffinity.new,
     noderesources.NAME: noderesources.new,
     deviceshare.NAME: deviceshare.new,
+    dynamicresources.NAME: dynamicresources.new,
     gpufragmentation.NAME: gpufragmentation.new,
     elasticquota.NAME: elasticquota.new,
     coscheduling.NAME: coscheduling.new,
@@ -54,6 +56,8 @@ DEFAULT_PLUGINS: Final = (
     PluginRef(nodeaffinity.NAME, 2),
     PluginRef(noderesources.NAME, 1, score=False),
     PluginRef(deviceshare.NAME, 1, score=False),
+    # After DeviceShare: its Reserve adds the claims' GPUs to what DeviceShare reserved for the pod.
+    PluginRef(dynamicresources.NAME, 1),
     PluginRef(gpufragmentation.NAME, 1),
     PluginRef(coscheduling.NAME),
     # PostFilter only, after every other PostFilter (kube's and koord-scheduler's default).

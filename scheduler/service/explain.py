@@ -91,6 +91,9 @@ def _reserved_for_others(cache: ClusterCache, state: CycleState, node: str) -> t
             continue
         what = ", ".join(f"{k}={v}" for k, v in resources.format_list(held.pod.requests).items())
         reason = f"reserved by reservation {held.name} ({what}) for its owners"
+        if held.reservation.pre_allocated:
+            over = ", ".join(f"{r.namespace}/{r.name}" for r in held.reservation.pre_allocated)
+            reason += f", pre-allocated from running pod(s) {over} (counted once: theirs is its own)"
         out.append(Status(Code.UNSCHEDULABLE, (reason,), reservation.NAME))
     return tuple(out)
 

@@ -77,13 +77,15 @@ class PluginFeeds:
 
     def wait_for_sync(self, timeout: float | None = None) -> bool:
         """Wait for the first list of every watch that requires it, then tell their handlers
-        (`Handlers.synced`). False on timeout."""
+        (`Handlers.synced`). A resource the server does not serve (a kind of a newer Kubernetes,
+        an optional CRD) has no objects to wait for: its handlers are told at once, and its
+        objects arrive like any others once it is served. False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for informer, watch, handlers in self._informers:
             if not watch.required:
                 continue
             remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if not informer.wait_for_sync(remaining):
+            if not informer.wait_until_answered(remaining):
                 return False
             for handler in handlers:
                 self._call(handler.synced)
@@ -91,7 +93,9 @@ class PluginFeeds:
 
     @property
     def synced(self) -> bool:
-        return all(informer.has_synced for informer, watch, _ in self._informers if watch.required)
+        return all(
+            informer.has_synced or informer.not_served for informer, watch, _ in self._informers if watch.required
+        )
 
     def stop(self) -> None:
         for informer, _, _ in self._informers:

@@ -422,4 +422,6 @@ def _scheduling_relevant(pod: Pod) -> tuple[object, ...]:
         pod.labels,
         pod.annotations,
         pod.priority,
+        pod.resource_claims,
+        pod.resource_claim_statuses,
     )

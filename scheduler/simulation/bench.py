@@ -19,16 +19,27 @@ from dataclasses import dataclass
 
 from apis.crds.device import DeviceType
 from apis.crds.elasticquota import ElasticQuota
+from apis.dra import gpus as dra_gpus
+from apis.dra.claim import DeviceClass, ResourceClaim
 from apis.extension import hints, names
 from apis.k8s import labels
-from apis.k8s.core import Container, Pod
+from apis.k8s.core import Container, Pod, PodResourceClaim
 from apis.k8s.meta import ObjectMeta
 from scheduler.core import Scheduler
 from scheduler.framework.config import SchedulerConfig
 from scheduler.simulation.cluster import NodeShape, gpu_node
 from scheduler.simulation.trace import TracePod
 
-__all__ = ["TRACE_SHAPES", "BenchResult", "run_bench", "synthetic_pods", "with_gangs", "with_quota_per_namespace"]
+__all__ = [
+    "GPU_CLASS",
+    "TRACE_SHAPES",
+    "BenchResult",
+    "run_bench",
+    "synthetic_pods",
+    "with_claims",
+    "with_gangs",
+    "with_quota_per_namespace",
+]
 
 #: (milli-CPU, memory MiB, GPUs, GPU milli, frequency): the default trace's 30 most common
 #: shapes plus every multi-GPU shape (87% of its pods).
@@ -243,3 +254,73 @@ def with_quota_per_namespace(
         for q in range(quotas)
     ]
     return out, objects
+
+
+#: The DeviceClass the benchmark's claims name: Tessera's GPU driver, healthy GPUs with memory,
+#: selected in CEL as a cluster's class would.
+GPU_CLASS = DeviceClass.from_dict(
+    {
+        "metadata": {"name": "gpu.tessera.dev"},
+        "spec": {
+            "selectors": [
+                {
+                    "cel": {
+                        "expression": f'device.driver == "{dra_gpus.DRIVER}" && '
+                        f'device.capacity["{dra_gpus.DRIVER}"].memory.compareTo(quantity("1Gi")) >= 0'
+                    }
+                }
+            ]
+        },
+    }
+)
+
+
+def with_claims(
+    pods: list[Pod], *, fraction: float, seed: int, gpu_memory: int
+) -> tuple[list[Pod], list[ResourceClaim]]:
+    """`pods` with about `fraction` of the GPU pods asking for the same GPUs through a
+    ResourceClaim instead (DRA), and those claims: a share of one GPU as a request for `cores`
+    and `memory` (its ratio of a GPU of `gpu_memory` bytes) of one shareable GPU, whole GPUs as
+    `count` devices; each request also selects in CEL (`minor` an int: every GPU of ours). The
+    pod keeps its CPU and memory; its RDMA and joint-allocation hints go (a DRA pod asks for
+    its devices in its claims)."""
+    rng = random.Random(seed)
+    out: list[Pod] = []
+    claims: list[ResourceClaim] = []
+    for pod in pods:
+        container = pod.containers[0]
+        requests = dict(container.requests)
+        whole = requests.pop(names.NVIDIA_GPU, 0)
+        percent = requests.pop(names.GPU_CORE, 0)
+        requests.pop(names.GPU_MEMORY_RATIO, None)
+        shared = requests.pop(names.GPU_SHARED, 0)
+        if not (whole or percent) or shared > 1 or rng.random() >= fraction:
+            out.append(pod)
+            continue
+        requests.pop(names.RDMA, None)
+        exactly: dict[str, object] = {
+            "deviceClassName": GPU_CLASS.name,
+            "count": whole or 1,
+            "selectors": [{"cel": {"expression": f'has(device.attributes["{dra_gpus.DRIVER}"].{dra_gpus.MINOR})'}}],
+        }
+        if percent:
+            memory = gpu_memory * percent // 100
+            exactly["capacity"] = {"requests": {dra_gpus.CORES: str(percent), dra_gpus.MEMORY: str(memory)}}
+        name = f"{pod.name}-gpu"
+        claims.append(
+            ResourceClaim.from_dict(
+                {
+                    "metadata": {"name": name, "namespace": pod.namespace, "uid": f"{pod.uid}-gpu"},
+                    "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+                }
+            )
+        )
+        out.append(
+            dataclasses.replace(
+                pod,
+                meta=dataclasses.replace(pod.meta, annotations={}),
+                containers=(Container(container.name, requests=requests, limits=dict(requests)),),
+                resource_claims=(PodResourceClaim("gpu", resource_claim_name=name),),
+            )
+        )
+    return out, claims

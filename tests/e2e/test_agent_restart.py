@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from apis.extension import names
 from tests.e2e.checks import allocatable_problems
-from tests.e2e.harness import Cluster, Up
+from tests.support.up import Cluster, Up
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

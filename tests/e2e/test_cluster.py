@@ -22,9 +22,10 @@ from cli.launchers.runtimeproxy import RuntimeProxyProcess
 from runtimeproxy import ProxySettings
 from runtimeproxy.hookconfig import HookType
 from tests.e2e.checks import allocatable_problems, allocation_problems, gpus_of
-from tests.e2e.conftest import MIXED, UNSCHEDULABLE, manifests, unique
-from tests.e2e.harness import Cluster, Up
+from tests.e2e.workloads import MIXED, UNSCHEDULABLE, manifests
 from tests.support import containerd, sockets
+from tests.support.cluster import unique
+from tests.support.up import Cluster, Up
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -23,9 +23,9 @@ import pytest
 from apis.crds.device import DeviceType
 from apis.extension import allocation, names
 from cli.localcluster.demo import NAMESPACE
-from tests.e2e.harness import START_TIMEOUT_S, Up
 from tests.support.browser import BrowserUnavailable, Chromium, Page, chromium_binary
 from tests.support.gpuobjects import migration_manifest, reservation_manifest
+from tests.support.up import START_TIMEOUT_S, Up
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -28,8 +28,8 @@ import pytest
 
 from tests.e2e import docoutput
 from tests.e2e.docblocks import Commands, Document, documents, parse
-from tests.e2e.harness import Up
 from tests.support import sockets
+from tests.support.up import Up
 
 pytestmark = pytest.mark.e2e
 

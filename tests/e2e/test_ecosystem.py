@@ -25,11 +25,11 @@ import yaml
 
 from apis.extension import names
 from cli.localcluster.monitoring import NOT_SCRAPED, job_of
-from tests.e2e.conftest import module_up, unique
-from tests.e2e.harness import Cluster, Up
+from tests.support import chart
+from tests.support.cluster import unique
 from tests.support.prometheus import PrometheusAPI, binary
+from tests.support.up import Cluster, Up, module_up
 from tests.support.waiting import wait_for
-from tests.unit.deploy import chart
 
 pytestmark = pytest.mark.e2e
 

@@ -20,8 +20,9 @@ import urllib3
 from apis.extension import names
 from apis.k8s.core import Pod
 from tests.e2e.checks import allocatable_problems, allocation_problems
-from tests.e2e.conftest import manifests, unique
-from tests.e2e.harness import Cluster, Up
+from tests.e2e.workloads import manifests
+from tests.support.cluster import unique
+from tests.support.up import Cluster, Up
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

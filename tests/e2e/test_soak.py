@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from tests.e2e.harness import tessera_command
+from tests.support.up import tessera_command
 
 pytestmark = pytest.mark.e2e
 

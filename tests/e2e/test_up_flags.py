@@ -23,8 +23,9 @@ from apis.crds.device import DeviceType
 from apis.extension import names
 from cli.launchers.scheduler import pod_manifest
 from cli.localcluster import state
-from tests.e2e.conftest import free_port, unique
-from tests.e2e.harness import Cluster, Up
+from tests.support.cluster import unique
+from tests.support.sockets import free_port
+from tests.support.up import Cluster, Up
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

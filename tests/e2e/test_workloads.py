@@ -19,8 +19,8 @@ import kubernetes
 import pytest
 import yaml
 
-from tests.e2e.conftest import unique
-from tests.e2e.harness import Cluster, Up
+from tests.support.cluster import unique
+from tests.support.up import Cluster, Up
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.e2e

@@ -4,7 +4,6 @@ Tests isolate themselves with their own namespace (`namespace` fixture) or uniqu
 share one server; tests that restart or kill a server start their own with `run_apiserver`.
 """
 
-import uuid
 from collections.abc import Iterator
 
 import kubernetes.client
@@ -15,6 +14,7 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
 from kube.resources import NAMESPACES
 from tests.support import apiservers
+from tests.support.cluster import unique
 
 apiserver = apiservers.apiserver_fixture("session")
 
@@ -28,10 +28,6 @@ def api_client(apiserver: EmbeddedAPIServer) -> Iterator[kubernetes.client.ApiCl
     api = kubernetes.config.new_client_from_config(config_file=str(apiserver.kubeconfig))
     yield api
     api.close()
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture

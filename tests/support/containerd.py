@@ -48,7 +48,7 @@ from cri_api.v1 import api_pb2_grpc as cri_grpc
 
 from tests.support import ociimage, processes, sockets
 
-__all__ = ["IMAGE", "CRIClient", "Containerd", "ExecResult", "is_running", "unavailable_reason"]
+__all__ = ["IMAGE", "CRIClient", "Containerd", "ExecResult", "unavailable_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +295,7 @@ class Containerd:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + _STOP_TIMEOUT_S
-        while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
+        while any(processes.is_running(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def _remove_shim_sockets(self) -> None:
@@ -329,15 +329,6 @@ class Containerd:
             for directory in (_SHIM_SOCKET_DIR, _SHIM_SOCKET_DIR.parent):
                 with contextlib.suppress(OSError):
                     directory.rmdir()  # only when empty: another containerd may still use it
-
-
-def is_running(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie (a zombie holds nothing but its pid)."""
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat_line.rsplit(")", 1)[-1].split()[0] != "Z"
 
 
 def _mountpoints_under(prefix: str) -> Iterator[str]:

@@ -1,4 +1,6 @@
-"""Every kubectl the machine has, for tests that hold the API server to each client version.
+"""kubectl for tests: `Kubectl(server, home)` runs the one on PATH (`KUBECTL`, None when there is
+none) against an embedded API server; `kubectl_binaries()` lists every kubectl the machine has,
+for tests that hold the API server to each client version.
 
 `kubectl` on PATH is whichever is installed (Google Cloud SDK's 1.32 dispatcher, or Debian's
 `kubernetes-client` 1.20 that `hack/install-system-deps.sh` installs where none is). More can be
@@ -16,7 +18,38 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["KubectlBinary", "kubectl_binaries"]
+from cli.launchers.apiserver import EmbeddedAPIServer
+
+__all__ = ["KUBECTL", "Kubectl", "KubectlBinary", "kubectl_binaries"]
+
+#: The kubectl on PATH, or None: tests that need it skip with a reason.
+KUBECTL = shutil.which("kubectl")
+
+
+class Kubectl:
+    """`kubectl ARGS` with the server's kubeconfig and its own HOME (its cache)."""
+
+    def __init__(self, server: EmbeddedAPIServer, home: Path) -> None:
+        self.env = {**os.environ, "KUBECONFIG": str(server.kubeconfig), "HOME": str(home)}
+
+    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        result = subprocess.run(
+            [str(KUBECTL), "--request-timeout=20s", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=60,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+        return result.stdout + (result.stderr if not check else "")
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [str(KUBECTL), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""Child processes that serve CRI (containerd): wait until they answer, stop them."""
+"""Child processes: whether one still runs, waiting until one that serves CRI (containerd)
+answers, stopping one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from cli.launchers.runtimeproxy import answers_cri
 
-__all__ = ["terminate", "wait_for_cri"]
+__all__ = ["is_running", "terminate", "wait_for_cri"]
 
 
 def wait_for_cri(
@@ -40,3 +41,15 @@ def terminate(process: subprocess.Popen[bytes], *, timeout_s: float = 10.0) -> i
             process.kill()
             process.wait(timeout_s)
     return process.returncode
+
+
+def is_running(pid: int | None) -> bool:
+    """True while `pid` exists and is not a zombie (a zombie holds nothing but its pid); False
+    for None (a process never started)."""
+    if pid is None:
+        return False
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat_line.rsplit(")", 1)[-1].split()[0] != "Z"

@@ -1,4 +1,4 @@
-"""Short temporary directories for unix sockets.
+"""Short temporary directories for unix sockets, and a free loopback port.
 
 A unix socket path must fit in 108 bytes; pytest's `tmp_path` (`/tmp/pytest-of-root/pytest-N/
 test_some_long_name0/...`) often does not, so tests that bind sockets use these instead.
@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import socket
 import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["remove_socket", "short_tempdir", "temporary"]
+__all__ = ["free_port", "remove_socket", "short_tempdir", "temporary"]
 
 
 def short_tempdir(prefix: str = "tessera-") -> Path:
@@ -36,3 +37,10 @@ def remove_socket(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         if stat.S_ISSOCK(path.lstat().st_mode):
             path.unlink()
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (for `--port`; taken again by chance only rarely)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

@@ -3,6 +3,7 @@
     with ScriptedWebhook(tmp_path) as hook:         # serves https://127.0.0.1:PORT/validate
         hook.answer = ScriptedWebhook.deny("no thanks", code=403)
         ...                                         # hook.reviews: every AdmissionReview received
+        hook.hold()                                 # answers wait until hook.release()
 
 It is `kube.serving.Server` with TLS, certificates from `kube.pki`, exactly as the controller's
 webhook serves; `ca_bundle` is what a ValidatingWebhookConfiguration carries (base64 PEM).
@@ -13,7 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import ssl
-import time
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ from kube import serving
 from kube.pki import CA
 
 __all__ = ["Answer", "ScriptedWebhook"]
+
+#: How long a held answer waits for `release()` at most: a guard for a test that forgets to.
+_HOLD_GUARD_S = 120.0
 
 #: (the AdmissionReview received) -> the `response` to send back (uid is filled in).
 Answer = Callable[[Mapping[str, Any]], dict[str, Any]]
@@ -37,7 +41,8 @@ class ScriptedWebhook:
         tls.load_cert_chain(cert, key)
         self.reviews: list[dict[str, Any]] = []
         self.answer: Answer = self.allow()
-        self.delay = 0.0
+        self._answering = threading.Event()
+        self._answering.set()
         self._server = serving.Server(
             "scripted webhook",
             host="127.0.0.1",
@@ -53,7 +58,17 @@ class ScriptedWebhook:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
         self._server.stop()
+
+    def hold(self) -> None:
+        """Make every answer wait until `release()`: a webhook slower than anything a test
+        waits for, without the test sleeping."""
+        self._answering.clear()
+
+    def release(self) -> None:
+        """Let held answers go (and answer at once from now on)."""
+        self._answering.set()
 
     @property
     def port(self) -> int:
@@ -70,8 +85,7 @@ class ScriptedWebhook:
     def _handle(self, request: serving.Request) -> serving.Response:
         review = json.loads(request.body)
         self.reviews.append(review)
-        if self.delay:
-            time.sleep(self.delay)
+        self._answering.wait(_HOLD_GUARD_S)
         response = {"uid": review["request"]["uid"], **self.answer(review)}
         doc = {"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response}
         return serving.Response.json(doc)

@@ -114,3 +114,43 @@ def test_koordinator_encoded_bytes_decode() -> None:
     req.container_resources.cpu_shares = 512
     again = api_pb2.ContainerResourceHookRequest.FromString(req.SerializeToString())
     assert again == req
+
+
+# kubelet's wire names and numbers (k8s.io/kubelet/pkg/apis/dra/v1, pluginregistration/v1).
+KUBELET_DRA_WIRE = {
+    "NodePrepareResourcesRequest": {"claims": 1},
+    "NodePrepareResourcesResponse": {"claims": 1},
+    "NodePrepareResourceResponse": {"devices": 1, "error": 2},
+    "Device": {"request_names": 1, "pool_name": 2, "device_name": 3, "cdi_device_ids": 4, "share_id": 5},
+    "NodeUnprepareResourcesRequest": {"claims": 1},
+    "NodeUnprepareResourcesResponse": {"claims": 1},
+    "NodeUnprepareResourceResponse": {"error": 1},
+    "Claim": {"namespace": 1, "uid": 2, "name": 3},
+}
+REGISTRATION_WIRE = {
+    "PluginInfo": {"type": 1, "name": 2, "endpoint": 3, "supported_versions": 4},
+    "RegistrationStatus": {"plugin_registered": 1, "error": 2},
+    "RegistrationStatusResponse": {},
+    "InfoRequest": {},
+}
+
+
+def test_kubelet_dra_and_registration_wire() -> None:
+    from proto.kubelet.dra.v1 import api_pb2 as dra
+    from proto.kubelet.pluginregistration.v1 import api_pb2 as reg
+
+    for module, wire, service, methods in (
+        (
+            dra,
+            KUBELET_DRA_WIRE,
+            "k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin",
+            ["NodePrepareResources", "NodeUnprepareResources"],
+        ),
+        (reg, REGISTRATION_WIRE, "pluginregistration.Registration", ["GetInfo", "NotifyRegistrationStatus"]),
+    ):
+        for message, fields in wire.items():
+            descriptor = module.DESCRIPTOR.message_types_by_name[message]
+            assert {f.name: f.number for f in descriptor.fields} == fields, message
+        (only,) = module.DESCRIPTOR.services_by_name.values()
+        assert only.full_name == service
+        assert [m.name for m in only.methods] == methods

@@ -26,6 +26,10 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
   free devices when they are not enough; at Reserve, an owner that consumed the Reservation
   (`CONSUMED_RESERVATION`) and asks for exactly its devices gets those very devices. Both are
   declared in `reads`: a profile that runs this plugin before Reservation is refused at startup.
+- For a Reservation placed over running pods (pre-allocation: the shared entry `PRE_ALLOCATED`),
+  the reserve pod fits on the node without those pods (their devices free for it), and Reserve
+  holds in the cache only what those pods do not hold already: their devices and the
+  Reservation's are one holding, never counted twice (the PreBind record names all of them).
 """
 
 from __future__ import annotations
@@ -37,9 +41,10 @@ from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
 from apis.extension import allocation as allocation_codec
 from apis.extension import deprecated, hints, names, partitions, sharedtemplates
+from apis.extension.allocation import DeviceAllocation
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
-from scheduler.cache.reservations import HeldReservation
+from scheduler.cache.reservations import HeldReservation, remaining_devices
 from scheduler.framework import scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
@@ -57,7 +62,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
-from scheduler.framework.shared import CONSUMED_RESERVATION, NOMINATED_RESERVATIONS
+from scheduler.framework.shared import CONSUMED_RESERVATION, NOMINATED_RESERVATIONS, PRE_ALLOCATED
 from scheduler.framework.status import SKIP, SUCCESS, Status
 from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins.deviceshare import reasons, reserved
@@ -77,6 +82,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
     normalizes = True
     reads = (
         Access.of(NOMINATED_RESERVATIONS, ExtensionPoint.PRE_FILTER),
+        Access.of(PRE_ALLOCATED, ExtensionPoint.PRE_FILTER),
         Access.of(CONSUMED_RESERVATION, ExtensionPoint.RESERVE),
     )
 
@@ -143,13 +149,17 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         epoch = demand[0] if demand is not None else 0
         shape, request_id = self._shape_id((*asked, epoch)), self._shape_id(asked)
         nominated = state.get(NOMINATED_RESERVATIONS) or {}
-        found = RequestState(request, shape, request_id, epoch, share_provider, template_models, nominated)
+        pre_allocated = state.get(PRE_ALLOCATED) or {}
+        found = RequestState(
+            request, shape, request_id, epoch, share_provider, template_models, nominated, pre_allocated
+        )
         state.write(NAME, found)
         self._index.sync()
         candidates = self._index.candidates(request)
-        if candidates is not None and nominated:
-            # The index counts reserved devices as used; the pod's own Reservation frees them.
-            candidates = candidates | frozenset(nominated)
+        if candidates is not None and (nominated or pre_allocated):
+            # The index counts reserved devices as used; the pod's own Reservation frees them, and
+            # so do the pods a Reservation is placed over.
+            candidates = candidates | frozenset(nominated) | frozenset(pre_allocated)
         return (PreFilterResult(candidates) if candidates is not None else None), SUCCESS
 
     def _shape_id(self, shape: Hashable) -> int:
@@ -181,6 +191,9 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         held = found.nominated.get(node.name) if found.nominated else None
         if held is not None and not held.reserved.keys().isdisjoint(found.request.requests):
             return self._fit_reserved(node, held, found)
+        taken = found.pre_allocated.get(node.name) if found.pre_allocated else None
+        if taken:
+            return self._fit_over(node, taken, found)
         fit = self._memo.get(node, found.shape)
         if fit is None:
             fit = _blocked_by_unknown(node, found.request) or self._allocate(node, found)
@@ -196,6 +209,16 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         if fit.allocation is not None or held.reservation.allocate_policy == "Restricted":
             return fit
         outside = reserved.without(node, held)
+        return _blocked_by_unknown(outside, found.request) or self._allocate(outside, found)
+
+    def _fit_over(self, node: NodeInfo, pods: Sequence[PodInfo], found: RequestState) -> NodeFit:
+        """The fit of a Reservation placed over running `pods` (`reserved.over`): within their
+        devices first, so that theirs and its are one holding; else on the node without them."""
+        inside = reserved.over(node, pods)
+        fit = _blocked_by_unknown(inside, found.request) or self._allocate(inside, found)
+        if fit.allocation is not None:
+            return fit
+        outside = node.simulate(remove=[p.ident for p in pods if p.ident in node.pods])
         return _blocked_by_unknown(outside, found.request) or self._allocate(outside, found)
 
     def _allocate(self, node: NodeInfo, found: RequestState) -> NodeFit:
@@ -302,7 +325,11 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         return self._take(state, pod, node, fit.allocation, found)
 
     def _take(self, state: CycleState, pod: PodInfo, node: str, allocation: Allocation, found: RequestState) -> Status:
-        self._cache.reserve_devices(pod, node, allocation.devices, pcie_exclusive=found.request.pcie_exclusive)
+        devices: Mapping[DeviceType, tuple[DeviceAllocation, ...]] = allocation.devices
+        taken = found.pre_allocated.get(node) if found.pre_allocated else None
+        if taken:  # what the pods taken over hold already is counted once: theirs
+            devices = remaining_devices(devices, [p.allocations for p in taken])
+        self._cache.reserve_devices(pod, node, devices, pcie_exclusive=found.request.pcie_exclusive)
         state.write(_RESERVED, ReservedState(node, allocation))
         return SUCCESS
 

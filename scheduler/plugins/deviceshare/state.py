@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.cache import PodInfo
 from scheduler.cache.reservations import HeldReservation
 from scheduler.framework.cycle_state import StateData
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest
@@ -32,6 +33,9 @@ class RequestState(StateData):
     #: Per node, the Reservation the pod may be placed onto (`NOMINATED_RESERVATIONS` as PreFilter
     #: read it; kept here so Filter and Score need no lookup per node).
     nominated: Mapping[str, HeldReservation] = field(default_factory=dict)
+    #: For a Reservation placed by pre-allocation: per node, the running pods it would take over
+    #: (`PRE_ALLOCATED` as PreFilter read it): their devices are the Reservation's to take.
+    pre_allocated: Mapping[str, tuple[PodInfo, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

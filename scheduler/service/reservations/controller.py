@@ -12,7 +12,9 @@ over (none: the pods are not even looked at):
   an allocateOnce one: the pod informer's deletions are remembered until the next pass, else the
   Reservation would stay Available, hold again after a restart what its owner had used and
   others were given since (found by the soak). The owners of one that is not allocateOnce are
-  those bound now: one gone leaves `currentOwners`, and what it took is the next owner's;
+  those bound now: one gone leaves `currentOwners`, and what it took is the next owner's. The
+  pods a Reservation was placed over (pre-allocation) count as the owners of a shared one do,
+  also in an allocateOnce one: they do not consume it, and one gone leaves it;
 - **expiry**: a Reservation whose `expiry()` passed is Failed, Ready False with reason Expired
   (Koordinator's), and its resources are released (the informer's update): an allocateOnce one
   only while unused (used, it is Succeeded), one that is not whether or not owners run on it;
@@ -144,11 +146,15 @@ class ReservationController:
                 elif reservation.node_name and reservation.phase.holds_resources:
                     self._consumed(reservation, _of(reservation, bound))
                 continue
-            mine = _of(reservation, owners)
-            if mine and reservation.phase.holds_resources:
+            # Its owners even if gone since; the pods it was placed over as they are now.
+            used = [p for p in _of(reservation, owners) if not reservation.is_pre_allocated(p)]
+            mine = used + [p for p in _of(reservation, bound) if reservation.is_pre_allocated(p)]
+            if used and reservation.phase.holds_resources:
                 self._consumed(reservation, mine)
-            elif not mine and reservation.expired(now):
+            elif not used and reservation.expired(now):
                 self._expired(reservation)
+            elif reservation.phase.holds_resources and (mine or reservation.current_owners):
+                self._consumed(reservation, mine)  # pre-allocated pods only: it stays Available
         with self._guard:
             invalid, self._invalid = self._invalid, {}
         for name, (uid, message) in invalid.items():

@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-from tests.conformance.koordinator.conftest import Koord, busybox_pod
+from tests.conformance.koordinator.koord import Koord, busybox_pod
 
 DENIED = 'admission webhook "velasticquota.koordinator.sh" denied the request: '
 

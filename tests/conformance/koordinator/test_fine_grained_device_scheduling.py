@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.conformance.koordinator.conftest import Koord, busybox_pod
+from tests.conformance.koordinator.koord import Koord, busybox_pod
 
 CORE = '        kubernetes.io/gpu-core: "100"\n'
 

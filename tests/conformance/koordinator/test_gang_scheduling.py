@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conformance.koordinator.conftest import Koord, busybox_pod
+from tests.conformance.koordinator.koord import Koord, busybox_pod
 
 POD_GROUP = """
 apiVersion: scheduling.sigs.k8s.io/v1alpha1

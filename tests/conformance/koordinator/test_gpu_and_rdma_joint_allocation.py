@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.koordinator.conftest import Koord
+from tests.conformance.koordinator.koord import Koord
 
 GPU = """    resources:
       koordinator.sh/gpu-core: "100"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.koordinator.conftest import Koord
+from tests.conformance.koordinator.koord import Koord
 
 DEPLOYMENT = """
 apiVersion: apps/v1

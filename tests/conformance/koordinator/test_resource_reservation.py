@@ -22,8 +22,14 @@ Tessera does:
 - The multi-owner example's step 6 prints a `spec` that is `reservation-demo`'s (owner
   `pod-demo-0`, 500m CPU and 800Mi), not `reservation-demo-big`'s; its comment calls the owner
   object `default/pod-demo-0` where the manifest says `pod-demo-1`. Its `status` is right.
-- The PreAllocation examples rely on pre-allocation, which Tessera does not implement yet: they
-  are kept as strict expected failures (they start to pass, and fail the run, once it does).
+- The PreAllocation examples set no `allocatePolicy`; Koordinator's scheduler pre-allocates only
+  for a `Restricted` Reservation (else "node(s) reservation pre allocation is unsupported with
+  current attributes"), and Cluster mode only when its `preAllocationConfig.enableClusterMode`
+  is set (off by default). Tessera does as the manual says: any policy, Cluster mode always on.
+- The multiple-pods example: Koordinator's scheduler stops taking pods as soon as the node has
+  room, one pod on this cluster's roomy nodes; the manual (and Tessera) takes both, which make
+  up the Reservation. The manual assumes both pods run on one node (a Reservation is placed over
+  the pods of its own node): here they are given `nodeName`, as its `node-1`.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from tests.conformance.koordinator.conftest import Koord
+from tests.conformance.koordinator.koord import Koord
 from tests.support.waiting import wait_for
 
 #: The manual's `node-1`, as the suite's cluster names its second node.
@@ -218,8 +224,9 @@ RESERVATION_MULTI_PODS = reservation(
 MY_APP = POD_DEMO_0.replace("name: pod-demo-0", "name: my-app-0\n  labels:\n    app: my-app")
 
 
-def batch_job(name: str, priority: str, cpu: str, memory: str) -> str:
-    """A pre-allocatable pod of the Cluster mode examples."""
+def batch_job(name: str, priority: str, cpu: str, memory: str, node: str = "") -> str:
+    """A pre-allocatable pod of the Cluster mode examples (on `node`, when given)."""
+    pinned = f"\n  nodeName: {node}" if node else ""
     return f"""apiVersion: v1
 kind: Pod
 metadata:
@@ -228,7 +235,7 @@ metadata:
     pod.koordinator.sh/is-pre-allocatable: "true"
   annotations:
     pod.koordinator.sh/pre-allocatable-priority: "{priority}"
-spec:
+spec:{pinned}
   containers:
     - name: batch-job
       image: busybox
@@ -242,9 +249,9 @@ spec:
 BATCH_JOB_1 = batch_job("batch-job-1", "100", "2", "4Gi")
 BATCH_JOBS_1_AND_2 = (
     "# Pod 1 - 1 CPU, 2Gi memory\n"
-    + batch_job("batch-job-1", "100", "1", "2Gi")
+    + batch_job("batch-job-1", "100", "1", "2Gi", NODE_1)
     + "---\n# Pod 2 - 1 CPU, 2Gi memory\n"
-    + batch_job("batch-job-2", "90", "1", "2Gi")
+    + batch_job("batch-job-2", "90", "1", "2Gi", NODE_1)
 )
 
 ALLOCATED = "scheduling.koordinator.sh/reservation-allocated"
@@ -405,10 +412,9 @@ def test_reservation_demo_big_is_shared_by_the_replicas_of_app_demo(koord: Koord
     assert counted[f"{ns}/reservation-demo-big"] == {"cpu": "2"}  # the reserve pod: what it has left
 
 
-# --- PreAllocation (not implemented) ------------------------------------------------------------------
+# --- PreAllocation ----------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="Reservation preAllocation is not implemented (Koordinator compatibility table)")
 def test_preallocation_default_mode_binds_to_a_running_owner(koord: Koord, reservations: list[str]) -> None:
     ns = koord.namespace("rsv-prealloc")
     koord.apply(MY_APP, namespace=ns)
@@ -425,7 +431,6 @@ def test_preallocation_default_mode_binds_to_a_running_owner(koord: Koord, reser
     ).get(ALLOCATED, "")
 
 
-@pytest.mark.xfail(strict=True, reason="Reservation preAllocation is not implemented (Koordinator compatibility table)")
 def test_preallocation_cluster_mode_binds_to_the_pre_allocatable_pod(koord: Koord, reservations: list[str]) -> None:
     ns = koord.namespace("rsv-cluster")
     koord.apply(BATCH_JOB_1, namespace=ns)
@@ -437,7 +442,6 @@ def test_preallocation_cluster_mode_binds_to_the_pre_allocatable_pod(koord: Koor
     assert '"name":"reservation-cluster-mode"' in annotations.get(ALLOCATED, "")
 
 
-@pytest.mark.xfail(strict=True, reason="Reservation preAllocation is not implemented (Koordinator compatibility table)")
 def test_preallocation_with_multiple_pods_binds_to_both(koord: Koord, reservations: list[str]) -> None:
     ns = koord.namespace("rsv-multi")
     koord.apply(BATCH_JOBS_1_AND_2, namespace=ns)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conformance.koordinator.conftest import KOORD_SCHEDULER, Koord
+from tests.conformance.koordinator.koord import KOORD_SCHEDULER, Koord
 
 POD = """
 apiVersion: v1

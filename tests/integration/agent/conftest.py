@@ -6,7 +6,7 @@
 """
 
 from tests.support import apiservers
-from tests.unit.agent.conftest import fake_nvml, nvml, nvml_env, profile, sysfs
+from tests.support.nvml import fake_nvml, nvml, nvml_env, profile, sysfs
 
 __all__ = ["apiserver", "client", "fake_nvml", "nvml", "nvml_env", "profile", "sysfs"]
 

@@ -19,7 +19,7 @@ import pytest
 
 from cli.launchers.apiserver import EmbeddedAPIServer
 from tests.support import sockets
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
 
 pytestmark = pytest.mark.integration
 

@@ -18,6 +18,7 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
 from kube.informer import Informer
 from kube.resources import LEASES, NAMESPACES, NODES, PODS, STRATEGIC_MERGE_PATCH
+from tests.support.clocks import FakeClock
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -30,15 +31,7 @@ def node_name() -> str:
     return f"sim-{uuid.uuid4().hex[:8]}"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def heartbeat(client: Client, node_name: str, clock: Clock) -> NodeHeartbeat:
+def heartbeat(client: Client, node_name: str, clock: FakeClock) -> NodeHeartbeat:
     return NodeHeartbeat(client, node_name=node_name, capacity=CAPACITY, node_ip="10.250.1.2", clock=clock)
 
 
@@ -86,7 +79,7 @@ def test_the_node_is_created_with_its_taints_and_labels(client: Client, node_nam
 
 
 def test_each_step_renews_the_lease_and_status_is_reported_when_due(client: Client, node_name: str) -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     beat = heartbeat(client, node_name, clock)
     beat.step()
     first = lease_renew_time(client, node_name)
@@ -101,7 +94,7 @@ def test_each_step_renews_the_lease_and_status_is_reported_when_due(client: Clie
 
 
 def test_status_reports_keep_the_resources_and_conditions_others_write(client: Client, node_name: str) -> None:
-    clock = Clock()
+    clock = FakeClock(0.0)
     beat = heartbeat(client, node_name, clock)
     beat.step()
     gpu = {names.GPU_CORE: "800", names.GPU_MEMORY_RATIO: "800"}  # as the controller writes them
@@ -125,7 +118,7 @@ def test_status_reports_keep_the_resources_and_conditions_others_write(client: C
 
 
 def test_a_deleted_node_is_registered_again(client: Client, node_name: str) -> None:
-    beat = heartbeat(client, node_name, Clock())
+    beat = heartbeat(client, node_name, FakeClock(0.0))
     beat.step()
     old = client.resource(NODES).get(node_name)["metadata"]["uid"]
     client.resource(NODES).delete(node_name)
@@ -137,7 +130,7 @@ def test_a_deleted_node_is_registered_again(client: Client, node_name: str) -> N
 def test_a_node_marked_not_ready_by_the_node_lifecycle_controller_is_reported_ready_at_once(
     client: Client, node_name: str
 ) -> None:
-    beat = heartbeat(client, node_name, Clock())  # the status report is not due for 60 s
+    beat = heartbeat(client, node_name, FakeClock(0.0))  # the status report is not due for 60 s
     beat.step()
     unknown = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"}
     nodes = client.resource(NODES)
@@ -150,7 +143,7 @@ def test_a_node_marked_not_ready_by_the_node_lifecycle_controller_is_reported_re
 
 def test_the_heartbeat_survives_an_api_server_outage(apiserver: EmbeddedAPIServer, node_name: str) -> None:
     with apiserver.client() as client:
-        beat = heartbeat(client, node_name, Clock())
+        beat = heartbeat(client, node_name, FakeClock(0.0))
         beat.step()
         first = lease_renew_time(client, node_name)
         apiserver.kill()

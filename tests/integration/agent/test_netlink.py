@@ -16,7 +16,7 @@ import pytest
 from agent.discovery.netlink import LinkReader
 from agent.discovery.pci import PCIBus
 from agent.discovery.rdma import RDMASource
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

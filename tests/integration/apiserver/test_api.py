@@ -6,7 +6,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from tests.integration.conftest import unique
+from tests.support.cluster import unique
 
 pytestmark = pytest.mark.integration
 

@@ -1,9 +1,6 @@
 """The real `kubectl` against the embedded server (HTTPS with a token, as `tessera up` runs it)."""
 
 import json
-import os
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,11 +9,11 @@ import pytest
 import yaml
 
 from apis.extension.names import LABEL_SIMULATED_KUBELET as SIMULATED
-from cli.launchers.apiserver import DEFAULT_CRDS, EmbeddedAPIServer, run_apiserver
+from cli.launchers.apiserver import DEFAULT_CRDS, run_apiserver
+from tests.support.kubectl import KUBECTL, Kubectl
 
 pytestmark = pytest.mark.integration
 
-KUBECTL = shutil.which("kubectl")
 if KUBECTL is None:
     pytest.skip(
         "kubectl is not installed (as root, `make test` installs Debian's kubernetes-client)", allow_module_level=True
@@ -52,30 +49,6 @@ spec:
     resources:
       limits: {cpu: "1", memory: 1Gi}
 """
-
-
-class Kubectl:
-    def __init__(self, server: EmbeddedAPIServer, home: Path) -> None:
-        self.env = {**os.environ, "KUBECONFIG": str(server.kubeconfig), "HOME": str(home)}
-
-    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
-        result = subprocess.run(
-            [str(KUBECTL), "--request-timeout=20s", *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            env=self.env,
-            timeout=60,
-            check=False,
-        )
-        if check and result.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
-        return result.stdout + (result.stderr if not check else "")
-
-    def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [str(KUBECTL), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=self.env
-        )
 
 
 @pytest.fixture(scope="module")

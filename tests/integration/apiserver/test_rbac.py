@@ -1,6 +1,6 @@
 """RBAC as a real cluster enforces it, with deploy/'s roles and each component's own token.
 
-Every call in tests/unit/deploy/test_rbac.py's table is allowed to its component by the API
+Every call in tests/support/rbac.py's table is allowed to its component by the API
 server's own authorizer (SubjectAccessReview), and taking any one verb out of a rule in deploy/
 makes a call of that table forbidden: so a verb missing from deploy/ fails here, not first in
 a cluster. The 403s, 401s and `kubectl auth can-i` answers are kube's.
@@ -20,7 +20,7 @@ from kube import errors
 from kube.client import Client
 from kube.kubeconfig import write_kubeconfig
 from tests.support.kubectl import KubectlBinary, kubectl_binaries
-from tests.unit.deploy.test_rbac import NEEDED, NON_RESOURCE, Call
+from tests.support.rbac import NEEDED, NON_RESOURCE, Call
 
 pytestmark = pytest.mark.integration
 

@@ -30,6 +30,7 @@ CHEAP: dict[str, list[str]] = {
     "apiserver-flood": ["--seconds", "0.5", "--flooders", "1", "--body-mb", "0.1", "--slow-connections", "2"],
     "controller": ["--nodes", "3", "--idle-seconds", "0.2"],
     "hooks": ["--iterations", "20", "--warmup", "2"],
+    "leader-election": ["--rounds", "1"],
     "quota": ["--top", "2", "--middle", "3", "--leaves", "4", "--events", "20", "--full", "2"],
     "scheduler": ["--nodes", "3", "--pods", "20"],
     "scheduler-e2e": ["--nodes", "2", "--pods", "10"],

@@ -8,14 +8,8 @@ import pytest
 from apis.extension import names
 from cli.launchers.controller import ControllerProcess
 from kube.client import Client
-from tests.integration.controller.conftest import (
-    build,
-    create_node,
-    managed,
-    node_resources,
-    put_device,
-    unique,
-)
+from tests.integration.controller.nodes import build, create_node, managed, node_resources, put_device
+from tests.support.cluster import unique
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -11,15 +11,8 @@ from cli.launchers.base import leader_election_flags
 from cli.launchers.controller import ControllerProcess
 from kube.client import Client
 from kube.resources import LEASES
-from tests.integration.controller.conftest import (
-    build,
-    create_node,
-    managed,
-    node_resources,
-    put_device,
-    unique,
-    writes,
-)
+from tests.integration.controller.nodes import build, create_node, managed, node_resources, put_device, writes
+from tests.support.cluster import unique
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

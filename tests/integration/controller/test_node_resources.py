@@ -16,7 +16,7 @@ from cli.launchers.controller import ControllerProcess
 from kube import crds
 from kube.client import Client
 from kube.resources import NODES
-from tests.integration.controller.conftest import (
+from tests.integration.controller.nodes import (
     KUBELET_RESOURCES,
     adds,
     build,
@@ -27,10 +27,10 @@ from tests.integration.controller.conftest import (
     node_labels,
     node_resources,
     put_device,
-    unique,
     wait_processed,
     writes,
 )
+from tests.support.cluster import unique
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

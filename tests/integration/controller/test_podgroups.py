@@ -12,7 +12,7 @@ from cli.launchers.controller import ControllerProcess
 from cli.launchers.scheduler import pod_manifest
 from kube.client import Client
 from kube.resources import EVENTS, PODS
-from tests.integration.controller.conftest import unique
+from tests.support.cluster import unique
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

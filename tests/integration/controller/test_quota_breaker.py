@@ -30,7 +30,7 @@ from cli.launchers.scheduler import SchedulerProcess
 from cli.localcluster import demo, quotademo
 from kube import Client
 from kube.resources import EVENTS, PODS
-from tests.integration.scheduler.conftest import PodWatch, create_gpu_nodes, create_pod
+from tests.support.cluster import PodWatch, create_gpu_nodes, create_pod
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration

@@ -22,8 +22,8 @@ from cli.localcluster import webhook
 from kube.client import Client
 from kube.errors import APIError
 from kube.resources import PODS
-from tests.integration.apiserver.test_kubectl import KUBECTL, Kubectl
 from tests.support import apiservers
+from tests.support.kubectl import KUBECTL, Kubectl
 from tests.support.quotas import elastic_quota
 from tests.support.waiting import wait_for
 

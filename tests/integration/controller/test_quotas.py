@@ -23,15 +23,15 @@ from typing import Any
 import pytest
 
 from apis.extension import names
+from apis.k8s.meta import now_rfc3339
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client
-from kube.resources import EVENTS
-from tests.integration.scheduler.conftest import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod
+from kube.resources import EVENTS, PODS
+from tests.integration.controller.nodes import idle
+from tests.support.cluster import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod
 from tests.support.waiting import wait_for
-
-from .conftest import idle
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +73,11 @@ def quota_writes(process: ControllerProcess) -> float:
 
 def settled(process: ControllerProcess) -> float:
     """The controller's quota write count once it has processed everything and written no more
-    for a second (a write storm never settles)."""
+    for a second (a write storm never settles).
+
+    The second is a window in which its own writes' watch events come back and, were it to
+    answer them with more writes, show as a changed count: nothing the controller exposes says
+    that no such event is still on its way, so this waits it out rather than on a condition."""
     last = -1.0
     while True:
         wait_for(lambda: idle(process), what="the controller to be idle")
@@ -117,9 +121,12 @@ def test_borrow_then_reclaim_and_restart_keeps_used_exact(
         controller = start_controller(*controller_args)
         # Team A idle: team B borrows 3 GPUs beyond its min (one of its 7 pods non-preemptible).
         create_pod(client, team_b, "b0", ONE_GPU, labels=KEEP)
-        for i in range(1, 7):
-            if i == 4:
-                time.sleep(1.1)  # creationTimestamp has whole seconds: b4-b6 are the newest
+        for i in range(1, 4):
+            create_pod(client, team_b, f"b{i}", ONE_GPU)
+        # creationTimestamp has whole seconds: b4-b6 are the newest once they are a second later.
+        b3 = client.resource(PODS).get("b3", namespace=team_b)["metadata"]["creationTimestamp"]
+        wait_for(lambda: now_rfc3339() > b3, what="the second after b3's creation")
+        for i in range(4, 7):
             create_pod(client, team_b, f"b{i}", ONE_GPU)
         watch_b.wait_bound(7)
         wait_for(lambda: figures(client, team_b) == ("700", "700"), what="team-b's used and runtime written")

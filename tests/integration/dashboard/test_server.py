@@ -6,11 +6,9 @@ a bad kubeconfig ending it with one line."""
 from __future__ import annotations
 
 import dataclasses
-import http.client
 import json
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,40 +23,18 @@ from cli.launchers.scheduler import pod_manifest
 from kube import crds
 from kube.client import Client
 from kube.resources import PODS
-from tests.integration.conftest import unique
+from tests.support.cluster import unique
 from tests.support.gpuobjects import make_device, make_pod, migration_manifest, reservation_manifest
+from tests.support.sse import EventStream
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 
-class Events:
-    """The dashboard's event stream, read on a thread: every event as (name, parsed data)."""
-
-    def __init__(self, url: str) -> None:
-        host = url.removeprefix("http://")
-        self._conn = http.client.HTTPConnection(host, timeout=60)
-        self._conn.request("GET", "/api/events")
-        self._response = self._conn.getresponse()
-        assert self._response.getheader("Content-Type") == "text/event-stream"
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
-
-    def _read(self) -> None:
-        name = ""
-        try:
-            for raw in self._response:
-                line = raw.decode().rstrip("\n")
-                if line.startswith("event: "):
-                    name = line.removeprefix("event: ")
-                elif line.startswith("data: "):
-                    self.events.append((name, json.loads(line.removeprefix("data: "))))
-        except (OSError, ValueError, AttributeError, http.client.HTTPException):
-            return  # closed by `close()` (http.client drops its file: AttributeError) or by the server
-
-    def close(self) -> None:
-        self._conn.close()
+def event_stream(dashboard: DashboardProcess) -> EventStream:
+    stream = EventStream(dashboard.url, "/api/events")
+    assert stream.content_type == "text/event-stream"
+    return stream
 
 
 @pytest.fixture
@@ -97,7 +73,7 @@ def test_a_failing_gpu_is_streamed_as_a_patch_of_its_node_only(dashboard: Dashbo
     devices = crds.devices(client)
     devices.create(make_device(node, gpus=2))
     devices.create(make_device(other, gpus=2))
-    events = Events(dashboard.url)
+    events = event_stream(dashboard)
     try:
         wait_for(lambda: any(node_row(d, other) for _, d in events.events), what="both nodes in the stream")
         assert events.events[0][0] == "state"
@@ -149,7 +125,7 @@ def test_reservations_and_migrations_are_shown_and_streamed(dashboard: Dashboard
     create_with_status(client, names.RESERVATIONS, reservation_manifest(held, node=node, gpus={1: 100}))
     create_with_status(client, names.RESERVATIONS, reservation_manifest(broken, ttl="forever"))
     create_with_status(client, names.POD_MIGRATION_JOBS, migration_manifest(job, reservation=held, phase="Pending"))
-    events = Events(dashboard.url)
+    events = event_stream(dashboard)
     try:
 
         def state() -> dict[str, Any]:

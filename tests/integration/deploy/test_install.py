@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
+from tests.support import chart
 from tests.support.kubectl import KubectlBinary, kubectl_binaries
-from tests.unit.deploy import chart
-from tests.unit.deploy.manifests import DEPLOY, NAMESPACE, Obj
+from tests.support.manifests import DEPLOY, NAMESPACE, Obj
 
 pytestmark = pytest.mark.integration
 

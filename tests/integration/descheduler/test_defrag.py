@@ -27,9 +27,8 @@ from kube.client import Client
 from kube.resources import EVENTS, PODS
 from kube.unixsocket import UnixServer
 from proto.scheduler.v1 import scheduler_pb2 as pb
+from tests.integration.descheduler.migrations import TIMEOUT, create_running_pod, owner_replicaset, reservation
 from tests.support.waiting import wait_for
-
-from .conftest import TIMEOUT, create_running_pod, owner_replicaset, reservation
 
 pytestmark = pytest.mark.integration
 
@@ -54,6 +53,16 @@ class CannedPlanner:
         with self._lock:
             self.requests.append(request)
         return self.plan
+
+
+def wait_defrag_runs(process: DeschedulerProcess, count: int) -> None:
+    """Until the defrag strategy has run `count` more times: each had its chance to ask again."""
+
+    def runs() -> float:
+        return process.metric("tessera_descheduler_strategy_runs_total", strategy="defrag")
+
+    target = runs() + count
+    wait_for(lambda: runs() >= target, timeout_s=TIMEOUT, what=f"{count} runs of the defrag strategy")
 
 
 @pytest.fixture
@@ -166,7 +175,7 @@ def test_a_plan_becomes_migrations_and_no_second_plan_is_asked_while_they_run(
     ]
 
     calls = len(planner.requests)
-    threading.Event().wait(1.5)  # five intervals: the jobs run, so no new plan for `train`
+    wait_defrag_runs(process, 5)  # the jobs run, so no new plan for `train`
     assert len(planner.requests) == calls == 1
     assert process.metric("tessera_descheduler_jobs_created_total", strategy="defrag") == 2
 
@@ -225,7 +234,7 @@ def test_the_real_schedulers_plan_migrations_is_reached_over_grpc(
             return [e for e in items if e["reason"] == "DefragmentationNotPossible"]
 
         wait_for(answered, timeout_s=TIMEOUT, what="PlanMigrations to answer")
-        threading.Event().wait(1.0)  # three more intervals
+        wait_defrag_runs(process, 3)  # each asks the planner again: still one Event
         said = answered()
         assert len(said) == 1 and said[0]["involvedObject"]["name"] == "train", said
         assert "Cannot plan migrations" not in process.log_tail(400)

@@ -38,9 +38,8 @@ from kube.client import Client
 from kube.informer import Informer, raw
 from kube.resources import NODES as NODE_API
 from kube.resources import PODS
+from tests.integration.descheduler.migrations import TIMEOUT
 from tests.support.waiting import wait_for
-
-from .conftest import TIMEOUT
 
 pytestmark = pytest.mark.integration
 

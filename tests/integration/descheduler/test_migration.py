@@ -8,7 +8,6 @@ resumes from the API objects with nothing lost or duplicated.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,9 +24,7 @@ from kube.cache import Store
 from kube.client import Client
 from kube.events import EventRecorder
 from kube.resources import EVENTS
-from tests.support.waiting import wait_for
-
-from .conftest import (
+from tests.integration.descheduler.migrations import (
     TIMEOUT,
     conditions,
     create_job,
@@ -38,8 +35,9 @@ from .conftest import (
     place_replacement,
     pod_exists,
     reservation,
-    unique,
 )
+from tests.support.cluster import unique
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -53,6 +51,17 @@ def reserving(client: Client, namespace: str, app: str) -> tuple[dict[str, Any],
     create_job(client, name, namespace, f"{app}-1")
     wait_for(lambda: reservation(client, f"pmj-{name}"), timeout_s=TIMEOUT, what="the reservation")
     return owner, name
+
+
+def passes(process: DeschedulerProcess) -> float:
+    """The descheduler's passes over every unfinished job so far."""
+    return process.metric("tessera_descheduler_sync_duration_seconds_count")
+
+
+def wait_passes(process: DeschedulerProcess, count: int) -> None:
+    """Until `count` more passes have run: each had its chance to do what must not happen."""
+    target = passes(process) + count
+    wait_for(lambda: passes(process) >= target, timeout_s=TIMEOUT, what=f"{count} descheduler passes")
 
 
 def succeeded(client: Client, name: str) -> dict[str, Any]:
@@ -81,7 +90,7 @@ def test_reservation_first_never_evicts_before_the_reservation_is_available(
     ref = job["spec"]["reservationOptions"]["reservationRef"]
     assert (ref["kind"], ref["name"], ref["uid"]) == ("Reservation", f"pmj-{name}", rsv["metadata"]["uid"])
 
-    time.sleep(2.0)  # ten resyncs: the pod must stay while the Reservation is Pending
+    wait_passes(process, 10)  # the pod must stay while the Reservation is Pending
     assert pod_exists(client, namespace, "web-1")
     assert "Eviction" not in conditions(job_status(client, name))
     assert process.metric("tessera_descheduler_evictions_total") == 0
@@ -201,7 +210,7 @@ def test_dry_run_evicts_nothing(
     )
     assert status["phase"] == "Pending"
     assert "would migrate pod" in status["message"]
-    time.sleep(1.0)
+    wait_passes(process, 5)
     assert pod_exists(client, namespace, "db-1")
     assert reservation(client, f"pmj-{name}") is None
     assert process.metric("tessera_descheduler_evictions_total") == 0

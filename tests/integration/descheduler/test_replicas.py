@@ -12,9 +12,16 @@ from apis.extension.names import GroupVersionResource
 from cli.launchers.base import leader_election_flags
 from cli.launchers.descheduler import DeschedulerProcess
 from kube.client import Client
+from tests.integration.descheduler.migrations import (
+    TIMEOUT,
+    create_job,
+    create_running_pod,
+    job_status,
+    owner_replicaset,
+    pod_exists,
+)
+from tests.support.cluster import unique
 from tests.support.waiting import wait_for
-
-from .conftest import TIMEOUT, create_job, create_running_pod, job_status, owner_replicaset, pod_exists, unique
 
 pytestmark = pytest.mark.integration
 

@@ -17,9 +17,17 @@ from cli.launchers.descheduler import DeschedulerProcess
 from cli.launchers.kubecontrollers import KubeControllersProcess
 from kube.client import Client
 from kube.resources import PODS
+from tests.integration.descheduler.migrations import (
+    RS,
+    TIMEOUT,
+    StandIn,
+    create_job,
+    create_running_pod,
+    job_status,
+    owner_replicaset,
+)
+from tests.support.cluster import unique
 from tests.support.waiting import wait_for
-
-from .conftest import RS, TIMEOUT, StandIn, create_job, create_running_pod, job_status, owner_replicaset, unique
 
 pytestmark = pytest.mark.integration
 

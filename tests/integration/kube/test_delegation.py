@@ -24,6 +24,7 @@ from kube import serving
 from kube.client import Client
 from kube.delegation import Delegation
 from kube.kubeconfig import write_kubeconfig
+from tests.support.clocks import FakeClock
 
 pytestmark = pytest.mark.integration
 
@@ -61,21 +62,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Embedded
         )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(1000.0)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
-def server(cluster: tuple[EmbeddedAPIServer, dict[str, str]], clock: Clock) -> Iterator[serving.Server]:
+def server(cluster: tuple[EmbeddedAPIServer, dict[str, str]], clock: FakeClock) -> Iterator[serving.Server]:
     """A component's server, asking the API server as the component (its own ServiceAccount)."""
     with Client.from_kubeconfig(cluster[1]["component"]) as client:
 
@@ -152,7 +145,7 @@ def test_rbac_decides(server: serving.Server, cluster: tuple[EmbeddedAPIServer, 
 
 
 def test_answers_are_cached_for_their_ttl(
-    server: serving.Server, cluster: tuple[EmbeddedAPIServer, dict[str, str]], clock: Clock
+    server: serving.Server, cluster: tuple[EmbeddedAPIServer, dict[str, str]], clock: FakeClock
 ) -> None:
     api, tokens = cluster
     assert ask(server, "GET", "/metrics", token=tokens["scraper"])[0] == 200

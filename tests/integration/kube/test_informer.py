@@ -2,8 +2,7 @@
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,16 +16,9 @@ from kube import Backoff
 from kube.client import Client
 from kube.informer import Informer, InformerFactory, raw
 from kube.resources import CONFIG_MAPS, CUSTOM_RESOURCE_DEFINITIONS, PODS
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.02)
 
 
 class Recorder:
@@ -79,7 +71,7 @@ def test_sync_handlers_and_indexes(client: Client, namespace: str) -> None:
         pods.create(pod("late"), namespace=namespace)
         pods.post("late", "binding", {"target": {"name": "n1"}}, namespace=namespace)
         pods.delete("early", namespace=namespace)
-        eventually(lambda: len(seen) == 4)
+        wait_for(lambda: len(seen) == 4, what="four handler calls")
         assert seen[1:] == [("add", "late", ""), ("update", "late", "n1"), ("delete", "early", "")]
         assert [p.name for p in informer.store.by_index("node", "n1")] == ["late"]
         assert informer.store.get(f"{namespace}/late") is not None and len(informer.store) == 1
@@ -98,10 +90,10 @@ def test_handlers_added_late_see_existing_objects_and_failures_are_contained(cli
         informer.add_handlers(on_add=broken)
         late = Recorder()
         late.attach(informer)
-        eventually(lambda: sorted(late.of("add")) == ["a", "b"])
-        eventually(lambda: {"a", "b"} <= set(late.of("update")))  # resync: on_update(obj, obj)
+        wait_for(lambda: sorted(late.of("add")) == ["a", "b"], what="a late handler told of a and b")
+        wait_for(lambda: {"a", "b"} <= set(late.of("update")), what="a resync: on_update(obj, obj)")
         maps.create({"metadata": {"name": "c"}}, namespace=namespace)
-        eventually(lambda: "c" in late.of("add"))
+        wait_for(lambda: "c" in late.of("add"), what="c added")
 
 
 def test_malformed_objects_are_skipped_not_fatal(client: Client) -> None:
@@ -123,7 +115,7 @@ def test_malformed_objects_are_skipped_not_fatal(client: Client) -> None:
         assert informer.wait_for_sync(10)
         assert "good-node" in added and "bad-node" not in added and informer.malformed >= 1
         devices.patch("bad-node", {"metadata": {"annotations": {names.ANNOTATION_GPU_NVLINK_PEERS: None}}})
-        eventually(lambda: "bad-node" in added)
+        wait_for(lambda: "bad-node" in added, what="bad-node added")
     for name in ("good-node", "bad-node"):
         devices.delete(name)
 
@@ -179,15 +171,15 @@ def test_cache_converges_after_the_server_is_killed(own_server: EmbeddedAPIServe
         assert not informer.settled
         with informer:
             assert informer.wait_for_sync(10)
-            eventually(lambda: informer.settled, timeout=10)  # the first list handed over whole
+            wait_for(lambda: informer.settled, what="the first list handed over whole")
             own_server.kill()
             own_server.start()
             maps.delete("keep0", namespace="default")
             maps.patch("keep1", {"data": {"changed": "yes"}}, namespace="default")
             for i in range(gap_writes):
                 maps.create({"metadata": {"name": f"new{i}"}}, namespace="default")
-            eventually(lambda: cache_state(informer) == server_state(c), timeout=30)
-            eventually(lambda: informer.settled, timeout=30)  # and what the relist changed, delivered
+            wait_for(lambda: cache_state(informer) == server_state(c), what="the cache to match the server")
+            wait_for(lambda: informer.settled, what="what the relist changed, delivered")
         assert informer.lists == (1 if gap_writes < 100 else 2)
         adds = recorder.of("add")
         assert len(adds) == len(set(adds)), "no object was added twice"
@@ -205,10 +197,12 @@ def test_a_resource_not_served_is_said_once_then_synced_when_its_crd_comes(
     gvr = GroupVersionResource(group, "v1", "widgets", "Widget", True)
     informer: Informer[dict[str, Any]] = Informer(client, gvr, parse=raw, backoff=Backoff(initial=0.01, maximum=0.05))
     with caplog.at_level(logging.DEBUG, logger="kube.informer"), informer:
-        eventually(lambda: sum("not served" in r.getMessage() for r in caplog.records) >= 4)  # retried
+        wait_for(lambda: sum("not served" in r.getMessage() for r in caplog.records) >= 4, what="four quiet retries")
         assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == [
             "Resource not served by the API server; waiting for it"
         ]
+        # Answered (nothing to wait for), not synced: a component may go on without its objects.
+        assert informer.wait_until_answered(0) and informer.not_served and not informer.has_synced
         crd = {
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
@@ -230,5 +224,6 @@ def test_a_resource_not_served_is_said_once_then_synced_when_its_crd_comes(
         client.resource(CUSTOM_RESOURCE_DEFINITIONS).create(crd)
         try:
             assert informer.wait_for_sync(10.0)
+            assert not informer.not_served
         finally:
             client.resource(CUSTOM_RESOURCE_DEFINITIONS).delete(f"widgets.{group}")

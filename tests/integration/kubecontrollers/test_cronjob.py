@@ -22,22 +22,13 @@ from kubecontrollers.cronjob import job_name
 from kubecontrollers.kinds import CRON_JOBS, JOBS
 from kubecontrollers.loop import Metrics
 from kubecontrollers.settings import KubeControllersSettings
+from tests.support.clocks import FakeClock
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
 TIMEOUT_S = 30.0
 NAMESPACE = "nightly"
-
-
-class Clock:
-    """The wall clock the controllers read, moved by the test."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -48,12 +39,12 @@ def client() -> Iterator[Client]:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(time.time())
+def clock() -> FakeClock:
+    return FakeClock(time.time())
 
 
 @pytest.fixture
-def controllers(client: Client, clock: Clock) -> Iterator[KubeControllers]:
+def controllers(client: Client, clock: FakeClock) -> Iterator[KubeControllers]:
     running = KubeControllers(client, KubeControllersSettings(), Metrics(), clock=clock)
     stop, synced = threading.Event(), threading.Event()
     thread = threading.Thread(target=running.run, args=(stop, synced), daemon=True)
@@ -83,7 +74,7 @@ def jobs(client: Client) -> list[str]:
 
 
 def test_runs_at_its_time_keeps_to_its_policy_and_goes_with_its_jobs(
-    client: Client, controllers: KubeControllers, clock: Clock
+    client: Client, controllers: KubeControllers, clock: FakeClock
 ) -> None:
     cronjob = {
         "apiVersion": "batch/v1",

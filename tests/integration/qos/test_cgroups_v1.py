@@ -14,7 +14,7 @@ from agent.qos.scratch import ScratchTree
 from apis.extension.qos import KubeQoSClass
 from apis.k8s.core import Pod
 from proto.runtime.v1alpha1 import api_pb2
-from tests.unit.agent.qos.factories import batch_ctr, ctr, make_pod
+from tests.support.qos import batch_ctr, ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

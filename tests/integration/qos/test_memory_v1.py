@@ -7,7 +7,7 @@ import pytest
 from agent.qos.config import QoSConfig
 from agent.qos.reconciler import Reconciler
 from agent.qos.scratch import ScratchTree
-from tests.unit.agent.qos.factories import batch_ctr, make_pod
+from tests.support.qos import batch_ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

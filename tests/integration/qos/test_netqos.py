@@ -25,7 +25,7 @@ from pyroute2 import IPRoute, netns
 from agent.qos import config
 from agent.qos.netqos import NetworkQoS
 from apis.k8s.core import Pod
-from tests.unit.agent.qos.factories import ctr, make_pod
+from tests.support.qos import ctr, make_pod
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

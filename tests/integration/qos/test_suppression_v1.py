@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -19,20 +18,12 @@ from agent.qos.scratch import ScratchTree
 from agent.qos.suppress import BESuppressor
 from agent.qos.usage import CgroupUsageSampler, UsageSample
 from apis.extension.qos import KubeQoSClass
-from tests.unit.agent.qos.factories import ctr, make_pod
+from tests.support.qos import ctr, make_pod
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
 HOG = "while True: pass"
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 class LSBusySampler:
@@ -47,7 +38,7 @@ def test_suppression_really_throttles_a_be_hog(real_tree: ScratchTree) -> None:
     pod_cg = real_tree.add_pod(be)
     be_root = real_tree.kube.qos_dir(KubeQoSClass.BEST_EFFORT)
     real_tree.spawn(pod_cg, HOG)
-    assert wait_for(lambda: pod_cg.cpu_usage_ns() > 50_000_000)  # it runs
+    wait_for(lambda: pod_cg.cpu_usage_ns() > 50_000_000, what="the hog to run")
     assert be_root.throttling().nr_throttled == 0  # no limit yet
 
     registry = CollectorRegistry()
@@ -59,7 +50,7 @@ def test_suppression_really_throttles_a_be_hog(real_tree: ScratchTree) -> None:
     assert registry.get_sample_value("tessera_agent_be_suppress_cpu_cores") == pytest.approx(0.1)
 
     before, usage_before, started = be_root.throttling(), pod_cg.cpu_usage_ns(), time.monotonic()
-    assert wait_for(lambda: be_root.throttling().nr_throttled >= before.nr_throttled + 5)
+    wait_for(lambda: be_root.throttling().nr_throttled >= before.nr_throttled + 5, what="five throttled periods")
     after = be_root.throttling()
     assert after.throttled_ns > before.throttled_ns
     elapsed_ns = (time.monotonic() - started) * 1e9
@@ -80,7 +71,7 @@ def test_sampler_sees_real_be_usage(real_tree: ScratchTree) -> None:
             samples.append(s)
         return s is not None and s.be_used_milli > 100
 
-    assert wait_for(busy_be_seen)
+    wait_for(busy_be_seen, what="the BE pod's usage sampled")
     last = samples[-1]
     assert last.pods_used_milli >= last.be_used_milli - 50  # kubepods includes BE (counter read skew allowed)
     assert last.node_used_milli > 0 and last.capacity_milli >= 1000
@@ -105,4 +96,4 @@ def test_loop_with_real_usage_suppresses_when_ls_is_busy(real_tree: ScratchTree)
         limit = be_root.read(knobs.CPU_MAX)
         return not limit.unlimited and limit.quota <= expected_quota
 
-    assert wait_for(suppressed, timeout_s=15)
+    wait_for(suppressed, what="the suppression")

@@ -23,9 +23,9 @@ from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
 from kube.resources import EVENTS, NAMESPACES, PODS
-from tests.integration.conftest import unique
-from tests.integration.runtimeproxy.conftest import Rig
+from tests.integration.runtimeproxy.rig import Rig
 from tests.support import containerd
+from tests.support.cluster import unique
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.runtimeproxy.conftest import ROOT
-from tests.support import containerd
+from tests.integration.runtimeproxy.rig import ROOT
+from tests.support import containerd, processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 
@@ -46,7 +46,7 @@ def test_stop_cleans_up_everything(crash: bool) -> None:
     assert not any(path.exists() for path in cgroups)
     mountinfo = Path("/proc/self/mountinfo").read_text()
     assert str(ctrd.workdir) not in mountinfo
-    assert not [pid for pid in shims if containerd.is_running(pid)]
+    assert not [pid for pid in shims if processes.is_running(pid)]
     assert not [path for path in shim_sockets if path.exists()]
     if not shim_dir_existed:
         assert not Path("/run/containerd/s").exists()

@@ -14,7 +14,7 @@ from cri_api.v1 import api_pb2 as cri
 from agent.hooks import GPUEnvPlugin, HookPlugin, RDMADevicesPlugin
 from apis.extension import names
 from proto.runtime.v1alpha1 import api_pb2 as hook
-from tests.integration.runtimeproxy.conftest import Recorder, Rig, gpu_annotation
+from tests.integration.runtimeproxy.rig import Recorder, Rig, gpu_annotation
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

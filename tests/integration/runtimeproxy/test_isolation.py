@@ -18,7 +18,7 @@ from cri_api.v1 import api_pb2 as cri
 from agent.hooks import GPUEnvPlugin
 from agent.hooks.hamicore import HAMiCore
 from apis.extension import names
-from tests.integration.runtimeproxy.conftest import Rig
+from tests.integration.runtimeproxy.rig import Rig
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

@@ -6,7 +6,7 @@ import grpc
 import pytest
 from cri_api.v1 import api_pb2 as cri
 
-from tests.integration.runtimeproxy.conftest import Recorder, Rig, gpu_annotation
+from tests.integration.runtimeproxy.rig import Recorder, Rig, gpu_annotation
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

@@ -11,7 +11,7 @@ import pytest
 from cri_api.v1 import api_pb2 as cri
 from google.protobuf.message import Message
 
-from tests.integration.runtimeproxy.conftest import Rig
+from tests.integration.runtimeproxy.rig import Rig
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

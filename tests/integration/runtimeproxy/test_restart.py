@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from agent.hooks import GPUEnvPlugin
-from tests.integration.runtimeproxy.conftest import MARK_ANNOTATION, MARK_ENV, Marker, Recorder, Rig, gpu_annotation
+from tests.integration.runtimeproxy.rig import MARK_ANNOTATION, MARK_ENV, Marker, Recorder, Rig, gpu_annotation
 
 pytestmark = [pytest.mark.integration, pytest.mark.root]
 

@@ -28,8 +28,7 @@ from cli.launchers.scheduler import SchedulerProcess, pod_manifest
 from kube import Client
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
-
-from .conftest import (
+from tests.support.cluster import (
     GPU_HALF,
     GPU_QUARTER,
     PodWatch,

@@ -34,9 +34,7 @@ from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
 from scheduler.simulation.cluster import NodeShape
 from tests.support import apiservers
-from tests.support.waiting import wait_for
-
-from .conftest import (
+from tests.support.cluster import (
     GPU_HALF,
     PodWatch,
     assert_no_device_shared_beyond_capacity,
@@ -46,6 +44,7 @@ from .conftest import (
     create_pod,
     wait_for_event,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -21,8 +21,7 @@ from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, resources
 from scheduler.simulation.cluster import NodeShape
 from tests.support import apiservers
-
-from .conftest import (
+from tests.support.cluster import (
     GPU_HALF,
     PodWatch,
     assert_no_device_shared_beyond_capacity,

@@ -25,9 +25,8 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, crds, resources
+from tests.support.cluster import PodWatch, condition, create_namespace, create_pod, unique
 from tests.support.waiting import wait_for
-
-from .conftest import PodWatch, condition, create_namespace, create_pod, unique
 
 pytestmark = pytest.mark.integration
 

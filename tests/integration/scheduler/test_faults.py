@@ -23,9 +23,7 @@ from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service import GRPCSettings, HTTPSettings, QueueSettings, SchedulerService, SchedulerSettings
 from scheduler.service.podapi import KubePodAPI
 from tests.support import apiservers
-from tests.support.waiting import wait_for
-
-from .conftest import (
+from tests.support.cluster import (
     GPU_HALF,
     PodWatch,
     assert_no_device_shared_beyond_capacity,
@@ -35,6 +33,7 @@ from .conftest import (
     create_pod,
     wait_for_event,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,7 @@ from kube import Client, raw, resources
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
 from tests.support import apiservers
-from tests.support.waiting import wait_for
-
-from .conftest import (
+from tests.support.cluster import (
     GPU_QUARTER,
     PodWatch,
     Watch,
@@ -26,6 +24,7 @@ from .conftest import (
     create_namespace,
     create_pod,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -25,9 +25,8 @@ from kube import Client, resources
 from proto.scheduler.v1 import scheduler_pb2 as pb
 from proto.scheduler.v1 import scheduler_pb2_grpc
 from scheduler.simulation.cluster import NodeShape
+from tests.support.cluster import PodWatch, condition, create_gpu_nodes, create_namespace
 from tests.support.defragcluster import NODES, SMALL, TRAIN, small_pod, train_pod
-
-from .conftest import PodWatch, condition, create_gpu_nodes, create_namespace
 
 pytestmark = pytest.mark.integration
 

@@ -19,8 +19,7 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, resources
 from tests.support import apiservers
-
-from .conftest import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod, wait_for_event
+from tests.support.cluster import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod, wait_for_event
 
 pytestmark = pytest.mark.integration
 

@@ -31,8 +31,7 @@ from cli.localcluster import identities
 from kube import Client, EventRecorder, Informer, raw, resources
 from kube.resources import ResourceAPI
 from scheduler.service.reservations.controller import ReservationController
-
-from .conftest import (
+from tests.support.cluster import (
     GPU_HALF,
     PodWatch,
     assert_no_device_shared_beyond_capacity,
@@ -42,6 +41,7 @@ from .conftest import (
     create_pod,
     wait_for_event,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -338,16 +338,16 @@ def test_an_owner_deleted_before_the_status_pass_still_ends_an_allocate_once_res
     try:
         assert reservations.wait_for_sync(30) and pods.wait_for_sync(30)
         client.resource(resources.PODS).delete("web-1", namespace=ns)
-        deadline = time.monotonic() + 30
-        while pods.store.get(f"{ns}/web-1") is not None:  # the informer saw the deletion
-            assert time.monotonic() < deadline, "the pod informer never saw the deletion"
-            time.sleep(0.05)
+        wait_for(lambda: pods.store.get(f"{ns}/web-1") is None, what="the pod informer to see the deletion")
+
         # The informer's store drops the pod before its handlers run: a pass may come first and
         # see no owner; the next, told of the departure, must end the Reservation.
-        while (after := Reservation.from_dict(api.get("taken"))).phase is not ReservationPhase.SUCCEEDED:
-            assert time.monotonic() < deadline, f"still {after.phase.value} after the owner left"
+        def ended() -> Reservation | None:
             controller.run_once()
-            time.sleep(0.05)
+            after = Reservation.from_dict(api.get("taken"))
+            return after if after.phase is ReservationPhase.SUCCEEDED else None
+
+        after = wait_for(ended, poll_s=0.05, what="the Reservation to succeed after its owner left")
         assert [o.name for o in after.current_owners] == ["web-1"]
     finally:
         reservations.stop()

@@ -21,8 +21,7 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.scheduler import SchedulerProcess
 from kube import Client
 from tests.support import apiservers
-
-from .conftest import (
+from tests.support.cluster import (
     GPU_QUARTER,
     PodWatch,
     assert_no_device_shared_beyond_capacity,

@@ -22,8 +22,15 @@ from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, resources
 from kube.patch import create_or_replace
 from scheduler.simulation.cluster import NodeShape
-
-from .conftest import PodWatch, condition, create_gpu_nodes, create_namespace, create_pod, unique, wait_for_event
+from tests.support.cluster import (
+    PodWatch,
+    condition,
+    create_gpu_nodes,
+    create_namespace,
+    create_pod,
+    unique,
+    wait_for_event,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from agent.health.monitor import HealthMonitor
 from agent.health.tracker import HealthTracker
 from apis.crds.device import Device
 from apis.extension import devicetypes, names
-from tests.unit.agent.conftest import NODE
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.nvml import NODE
+from tests.support.sysfs_tree import SysfsTree
 
 NODE_UID = "6a1f0c52-9e5b-4f3e-8f7d-2c1b0a9d8e7f"
 

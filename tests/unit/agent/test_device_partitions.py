@@ -16,8 +16,8 @@ from apis.crds.device import Device
 from apis.extension import names, partitions
 from apis.extension.partitions import PartitionPolicy
 from apis.k8s.meta import ObjectMeta
-from tests.unit.agent.conftest import NODE
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.nvml import NODE
+from tests.support.sysfs_tree import SysfsTree
 
 from .test_device_cr import Node
 

@@ -12,8 +12,8 @@ from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.settings import DiscoverySettings, open_discovery
 from agent.settings import HealthSettings, MetricsSettings
 from apis.crds.device import DeviceType
-from tests.unit.agent.conftest import NODE
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.nvml import NODE
+from tests.support.sysfs_tree import SysfsTree
 
 
 @pytest.fixture

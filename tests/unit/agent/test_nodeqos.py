@@ -21,7 +21,7 @@ from agent.qos.node import NodeQoS
 from agent.qos.sources import ABSENT, Loaded, Source
 from agent.settings import QoSMode, QoSSettings
 from apis.k8s.core import Pod
-from tests.unit.agent.qos.factories import V2Tree
+from tests.support.qos import V2Tree
 
 SUPPRESSION = "resourceUsedThresholdWithBE: {enable: true}\n"
 CPU_QOS = "resourceQOSStrategy: {beClass: {cpuQOS: {enable: true}}}\n"

@@ -11,7 +11,7 @@ from apiserver.apply.merge import merge, path_string, remove
 from apiserver.apply.server import server_side_apply
 from apiserver.errors import StatusError
 from apiserver.registry import MERGE_PATCH, Registry
-from tests.unit.apiserver.conftest import rt
+from tests.unit.apiserver.objects import rt
 
 POD_LISTS = ListKinds.for_type("Pod", None)
 

@@ -8,7 +8,7 @@ from apis.errors import ConfigError
 from apiserver.authz.attributes import Attributes, forbidden_message, from_request
 from apiserver.authz.identity import ADMIN, TokenAuthenticator, User, parse_token_file, service_account_user
 from apiserver.authz.rbac import RBACAuthorizer, rule_allows
-from tests.unit.apiserver.conftest import StaticPolicy
+from tests.unit.apiserver.objects import StaticPolicy
 
 SCHEDULER = service_account_user("tessera-system", "tessera-scheduler")
 

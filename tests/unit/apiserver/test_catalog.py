@@ -4,7 +4,7 @@ import json
 
 from apiserver.catalog import Catalog, sort_versions, types_from_crd
 from apiserver.discovery import Discovery
-from tests.unit.apiserver.conftest import make_crd
+from tests.unit.apiserver.objects import make_crd
 
 
 def test_version_priority_is_kubernetes_order() -> None:

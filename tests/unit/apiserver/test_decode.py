@@ -16,7 +16,7 @@ from apiserver.schema import builtin, fieldvalidation
 from apiserver.schema.gotypes import DecodeError
 from apiserver.schema.prune import decode, prune
 from apiserver.schema.structural import Structural, compile_schema
-from tests.unit.apiserver.conftest import make_pod, rt
+from tests.unit.apiserver.objects import make_pod, rt
 
 _FORMAT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 

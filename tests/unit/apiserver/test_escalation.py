@@ -13,7 +13,7 @@ from apiserver.authz.identity import AUTHENTICATED, User
 from apiserver.authz.impersonation import ImpersonationWithoutUser, impersonate
 from apiserver.authz.rbac import PolicyVersion, RBACAuthorizer
 from apiserver.errors import StatusError
-from tests.unit.apiserver.conftest import StaticPolicy
+from tests.unit.apiserver.objects import StaticPolicy
 
 RBAC = "rbac.authorization.k8s.io"
 

@@ -9,7 +9,7 @@ import pytest
 from apiserver.errors import StatusError
 from apiserver.registry import JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, Registry
 from apiserver.selectors import ObjectFilter, parse_field_selector, parse_label_selector
-from tests.unit.apiserver.conftest import make_crd, make_pod, make_registry, rt
+from tests.unit.apiserver.objects import make_crd, make_pod, make_registry, rt
 
 
 def run(coro: Any) -> Any:

@@ -7,7 +7,7 @@ import pytest
 
 from apiserver.errors import StatusError
 from apiserver.registry import MERGE_PATCH, Registry
-from tests.unit.apiserver.conftest import make_crd, rt
+from tests.unit.apiserver.objects import make_crd, rt
 
 SCHEMA = {
     "type": "object",

@@ -13,7 +13,7 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.extension import names
 from cli import main
 from cli.quota import paused_of, render_table, rows_of, to_json
-from tests.unit.apis.quota.test_tree import quota_cr
+from tests.support.builders import quota_cr
 
 GPU = names.GPU_CORE
 

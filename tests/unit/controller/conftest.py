@@ -2,16 +2,7 @@
 
 import pytest
 
-
-class FakeClock:
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from tests.support.clocks import FakeClock
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from scheduler.core import build_frameworks
 from scheduler.framework import load_config
 from scheduler.service import http_server
 from scheduler.service.scoretable import DebugFlags
-from tests.unit.deploy import manifests
-from tests.unit.deploy.manifests import NAMESPACE, Manifest, Obj
+from tests.support import manifests
+from tests.support.manifests import NAMESPACE, Manifest, Obj
 
 CONTAINERS = [pytest.param(m, c, id=f"{m.name}/{c['name']}") for m, c in manifests.all_containers()]
 

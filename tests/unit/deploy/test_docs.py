@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from runtimeproxy import hookconfig
-from tests.unit.deploy import manifests
-from tests.unit.deploy.manifests import DEPLOY
+from tests.support import manifests
+from tests.support.manifests import DEPLOY
 
 DOC = manifests.ROOT / "docs" / "user" / "deploy.md"
 OVERLAY_MARK = "# my-tessera/kustomization.yaml"

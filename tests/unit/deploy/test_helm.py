@@ -15,8 +15,8 @@ from kube import catalogue
 from scheduler.cache import ClusterCache
 from scheduler.core import build_frameworks
 from scheduler.framework import load_config
-from tests.unit.deploy import chart, manifests
-from tests.unit.deploy.manifests import DEPLOY, NAMESPACE
+from tests.support import chart, manifests
+from tests.support.manifests import DEPLOY, NAMESPACE
 
 #: The objects that are off by default (they need CRDs that deploy/ does not ship), all on.
 OPTIONAL_ON: dict[str, Any] = {

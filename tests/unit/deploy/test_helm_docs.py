@@ -9,9 +9,8 @@ import helm_python as helm
 import pytest
 import yaml
 
-from tests.support import hackscripts
-from tests.unit.deploy import chart
-from tests.unit.deploy.manifests import ROOT
+from tests.support import chart, hackscripts
+from tests.support.manifests import ROOT
 
 DOC = ROOT / "docs" / "user" / "deploy.md"
 

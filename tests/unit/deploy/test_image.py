@@ -6,7 +6,7 @@ import fnmatch
 import shlex
 import tomllib
 
-from tests.unit.deploy.manifests import DEPLOY, ROOT
+from tests.support.manifests import DEPLOY, ROOT
 
 DOCKERFILE = DEPLOY / "Dockerfile"
 IGNORE = DEPLOY / "Dockerfile.dockerignore"

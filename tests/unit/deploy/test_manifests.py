@@ -14,8 +14,8 @@ import yaml
 
 from apis.extension import names
 from kube import catalogue
-from tests.unit.deploy import manifests
-from tests.unit.deploy.manifests import DEPLOY, NAMESPACE, Manifest
+from tests.support import manifests
+from tests.support.manifests import DEPLOY, NAMESPACE, Manifest
 
 #: The kinds and API versions the manifests may use: GA versions only, nothing that needs an
 #: add-on (no ServiceMonitor: Prometheus finds the pods by their prometheus.io annotations).

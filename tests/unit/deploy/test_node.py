@@ -12,8 +12,8 @@ import pytest
 from kube import unixsocket
 from runtimeproxy import hookconfig
 from runtimeproxy.settings import DEFAULT_RUNTIME_ENDPOINT
-from tests.unit.deploy import manifests
-from tests.unit.deploy.manifests import DEPLOY
+from tests.support import manifests
+from tests.support.manifests import DEPLOY
 
 NODE = DEPLOY / "node"
 HOOK_CONFIG = NODE / "hookserver.d" / "tessera-agent.json"

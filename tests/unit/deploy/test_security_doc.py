@@ -3,9 +3,8 @@ is what hack/security_rbac_table.py generates from the manifests, so the two can
 
 from types import ModuleType
 
-from tests.support import hackscripts
-from tests.unit.deploy import manifests
-from tests.unit.deploy.manifests import ROOT
+from tests.support import hackscripts, manifests
+from tests.support.manifests import ROOT
 
 DOC = ROOT / "docs" / "security.md"
 

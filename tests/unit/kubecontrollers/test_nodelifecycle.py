@@ -10,7 +10,8 @@ from kube.resources import NODES
 from kubecontrollers.kinds import PODS
 from kubecontrollers.nodelifecycle import Probe, ZoneState, eviction_time, observe, sync_nodes, zone_state
 from kubecontrollers.plan import Delete, Patch, Plan
-from tests.unit.scheduler.conftest import make_node, make_pod, make_scheduler
+from tests.support.builders import make_node, make_pod
+from tests.support.scheduling import make_scheduler
 
 GRACE = 40.0
 UNREACHABLE = "node.kubernetes.io/unreachable"

@@ -9,6 +9,7 @@ import pytest
 
 from apis.errors import ConfigError
 from runtimeproxy.hookconfig import FailurePolicy, HookConfigDir, HookType, parse
+from tests.support.clocks import FakeClock
 
 
 def config(endpoint: str = "/var/run/tessera/agent.sock", policy: str | None = "Fail", hooks: object = None) -> str:
@@ -72,14 +73,6 @@ def test_hook_rpc_names() -> None:
     assert not HookType.PRE_UPDATE_CONTAINER_RESOURCES.is_post
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_directory_in_file_name_order_skipping_bad_and_non_json(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -94,7 +87,7 @@ def test_directory_in_file_name_order_skipping_bad_and_non_json(
 
 
 def test_directory_changes_are_seen_after_the_rescan_interval(tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     configs = HookConfigDir(tmp_path, rescan_interval_s=1.0, clock=clock)
     assert configs.all() == ()
     (tmp_path / "agent.json").write_text(config())

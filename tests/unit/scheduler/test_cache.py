@@ -14,8 +14,8 @@ from apis.extension.devicerequest import pod_device_requests
 from apis.k8s.core import Taint
 from scheduler.cache import ClusterCache, NodeInfo, PodInfo
 from scheduler.simulation.cluster import GIB
-
-from .conftest import GPU_MEMORY, bound_pod, gpu_alloc, make_cache, make_node, make_pod
+from tests.support.builders import GPU_MEMORY, bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_cache
 
 
 def node_of(cache: ClusterCache, name: str = "n1") -> NodeInfo:

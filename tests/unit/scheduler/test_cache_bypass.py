@@ -18,8 +18,8 @@ from apis.extension.allocation import DeviceAllocation, VFAllocation
 from apis.k8s.core import Pod
 from apis.k8s.meta import ObjectMeta
 from scheduler.cache import ClusterCache, PodInfo
-
-from .conftest import bound_pod, gpu_alloc, make_cache, make_node, make_pod
+from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_cache
 
 GARBAGE = "{garbage"
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from apis.crds.device import DeviceType
 from scheduler.cache import CacheSnapshot, ClusterCache, PodInfo
-from tests.unit.scheduler.conftest import bound_pod, gpu_alloc, make_cache, make_node, make_pod
+from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_cache
 
 
 def state(cache: ClusterCache) -> dict[str, object]:

@@ -40,8 +40,7 @@ from apis.k8s.meta import ObjectMeta
 from scheduler.cache import ClusterCache
 from scheduler.core import Scheduler
 from scheduler.simulation.cluster import GIB
-
-from .conftest import make_node, make_pod
+from tests.support.builders import make_node, make_pod
 
 Allocations = Mapping[DeviceType, tuple[DeviceAllocation, ...]]
 #: (node, device type, minor)

@@ -17,8 +17,8 @@ from apis.errors import TesseraError
 from apis.extension import allocation, names
 from apis.k8s.core import Pod
 from scheduler.cache import CacheSnapshot, ClusterCache, Held, Holdings, HoldingsSource
-
-from .conftest import bound_pod, gpu_alloc, make_cache, make_node, make_pod
+from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_cache
 
 
 class ClaimStore(HoldingsSource):

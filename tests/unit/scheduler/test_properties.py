@@ -31,8 +31,8 @@ from scheduler.framework.status import SUCCESS, Status
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.plugins.deviceshare import DeviceShare
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest
-
-from .conftest import make_node, make_pod, with_nvlink
+from tests.support.builders import make_node, make_pod, with_nvlink
+from tests.support.scheduling import state_of
 
 SCOPES = [None, hints.TopologyScope.PCIE, hints.TopologyScope.NUMA_NODE]
 EXCLUSIVE = [None, hints.ExclusivePolicy.DEVICE_LEVEL, hints.ExclusivePolicy.PCIE_LEVEL]
@@ -143,18 +143,6 @@ def check_usage(cache: ClusterCache) -> None:
             for state in info.devices.states(dtype):
                 owners = list(state.used_vfs.values())
                 assert len(owners) <= sum(len(g.vfs) for g in state.info.vf_groups)
-
-
-def state_of(cache: ClusterCache) -> object:
-    return {
-        info.name: (
-            dict(info.requested),
-            list(info.non_zero_requested),
-            sorted(info.pods),
-            cache.device_usage(info.name),
-        )
-        for info in cache.nodes()
-    }
 
 
 def fresh_allocation(scheduler: Scheduler, pod: Pod, node: str) -> Allocation | None:

@@ -12,8 +12,8 @@ from apis.extension import names
 from apis.k8s.meta import OwnerReference
 from scheduler.cache import PodInfo
 from scheduler.core import Scheduler
-
-from .conftest import make_node, make_pod, make_reservation, make_scheduler
+from tests.support.builders import make_node, make_pod, make_reservation
+from tests.support.scheduling import make_scheduler
 
 NOW = "2026-01-01T00:00:00Z"
 

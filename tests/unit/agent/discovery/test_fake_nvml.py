@@ -14,7 +14,7 @@ import pytest
 
 from agent.discovery.fake_nvml import FakeGPU, FakeNVML, FakeProcess
 from agent.discovery.nvmllib import NVML, NVMLCallError
-from tests.unit.agent.conftest import NVMLEnv
+from tests.support.nvml import NVMLEnv
 
 
 def test_calls_before_init_raise_uninitialized(nvml_env: NVMLEnv) -> None:

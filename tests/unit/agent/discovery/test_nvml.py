@@ -13,8 +13,8 @@ from agent.discovery.nvml import NVMLSource
 from agent.discovery.nvmllib import NVML, NVMLLibrary
 from agent.discovery.pci import PCIBus
 from agent.discovery.settings import DiscoverySettings, open_discovery
-from tests.unit.agent.conftest import NODE, NVMLEnv
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.nvml import NODE, NVMLEnv
+from tests.support.sysfs_tree import SysfsTree
 
 
 def test_discovers_every_gpu_with_identity_memory_and_placement(nvml_env: NVMLEnv, nvml: NVML) -> None:
@@ -67,6 +67,15 @@ def test_nvlink_peers_are_asked_once_and_cached(nvml_env: NVMLEnv, nvml: NVML) -
     for gpu in fake.gpus:
         gpu.nvlink = False  # NVML would say otherwise now; the cached answer stands
     assert source.discover() == first
+
+
+def test_architecture_is_nvmls_name_of_it(nvml_env: NVMLEnv, nvml: NVML) -> None:
+    fake = nvml_env.require_fake()
+    fake.gpus[0].architecture = pynvml.NVML_DEVICE_ARCH_AMPERE
+    fake.gpus[1].architecture = pynvml.NVML_DEVICE_ARCH_HOPPER
+    fake.gpus[2].architecture = pynvml.NVML_DEVICE_ARCH_UNKNOWN
+    gpus = NVMLSource(nvml, PCIBus(nvml_env.sysfs_root)).discover().gpus
+    assert [g.architecture for g in gpus[:3]] == ["Ampere", "Hopper", ""]
 
 
 def test_mig_mode_and_module_id_are_reported(nvml_env: NVMLEnv, nvml: NVML) -> None:

@@ -11,7 +11,7 @@ import pytest
 from agent.discovery.pci import PCIBus, PCISource
 from apis.crds.device import DeviceTopology, VirtualFunction
 from apis.errors import DiscoveryError
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
 
 
 def test_functions_carry_class_ids_numa_root_and_driver(sysfs: SysfsTree) -> None:

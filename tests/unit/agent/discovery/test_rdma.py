@@ -12,7 +12,7 @@ from agent.discovery.pci import PCIBus
 from agent.discovery.rdma import RDMASource, port_states
 from apis.crds.device import DeviceTopology, VirtualFunction
 from apis.errors import DiscoveryError
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
 
 
 def test_rdma_pfs_with_ports_vfs_and_topology(sysfs: SysfsTree) -> None:

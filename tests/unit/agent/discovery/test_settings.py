@@ -9,8 +9,8 @@ import pytest
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.settings import DiscoverySettings, open_discovery
 from apis.errors import ConfigError
-from tests.unit.agent.conftest import NODE
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.nvml import NODE
+from tests.support.sysfs_tree import SysfsTree
 
 
 def test_real_hardware_uses_pci_nvml_and_rdma_sources(sysfs: SysfsTree, fake_nvml: FakeNVML) -> None:

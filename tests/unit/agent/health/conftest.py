@@ -5,17 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agent.health.clock import ManualClock
-from agent.health.tracker import Health, HealthTracker
-
-QUIET_S = 60.0
-
-
-class Recorder:
-    """Subscribes to a tracker and keeps every (device, health) change."""
-
-    def __init__(self, tracker: HealthTracker) -> None:
-        self.changes: list[tuple[str, Health]] = []
-        tracker.subscribe(lambda device, health: self.changes.append((device, health)))
+from agent.health.tracker import HealthTracker
+from tests.unit.agent.health.recording import QUIET_S, Recorder
 
 
 @pytest.fixture

@@ -1,9 +1,8 @@
-"""The health loop's thread: a fault reaches subscribers within 2 seconds."""
+"""The health loop's thread: a fault reaches subscribers (how soon: `tessera bench agent`)."""
 
 from __future__ import annotations
 
 import threading
-import time
 
 from agent.discovery.fake_nvml import FakeNVML
 from agent.discovery.nvml import NVMLSource
@@ -14,7 +13,10 @@ from agent.discovery.simulated import load_profile
 from agent.health.clock import ManualClock, SystemClock
 from agent.health.monitor import HealthMonitor
 from agent.health.tracker import Health, HealthTracker
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
+
+#: Bounds a test that would otherwise hang; no test asserts how soon a change came.
+HANG_GUARD_S = 30.0
 
 
 def wait_for_change(tracker: HealthTracker) -> threading.Event:
@@ -28,7 +30,7 @@ def wait_for_change(tracker: HealthTracker) -> threading.Event:
     return changed
 
 
-def test_an_xid_reaches_subscribers_within_two_seconds(sysfs: SysfsTree, fake_nvml: FakeNVML) -> None:
+def test_an_xid_reaches_subscribers(sysfs: SysfsTree, fake_nvml: FakeNVML) -> None:
     nvml = NVML(fake_nvml)
     nvml.init()
     bus = PCIBus(sysfs.root)
@@ -38,17 +40,15 @@ def test_an_xid_reaches_subscribers_within_two_seconds(sysfs: SysfsTree, fake_nv
     changed = wait_for_change(tracker)
     monitor.start()
     try:
-        started = time.monotonic()
         fake_nvml.inject_xid(inventory.gpus[3].uuid, 79)
-        assert changed.wait(2.0), "no health change within 2 s"
-        assert time.monotonic() - started < 2.0
+        assert changed.wait(HANG_GUARD_S), "no health change"
         assert tracker.health(inventory.gpus[3].uuid).reason == "Xid79"
     finally:
         monitor.stop()
     assert fake_nvml.open_event_sets == 0
 
 
-def test_a_port_going_down_reaches_subscribers_within_two_seconds(sysfs: SysfsTree) -> None:
+def test_a_port_going_down_reaches_subscribers(sysfs: SysfsTree) -> None:
     bus = PCIBus(sysfs.root)
     inventory = RDMASource(bus).discover()
     tracker = HealthTracker(SystemClock())
@@ -57,10 +57,8 @@ def test_a_port_going_down_reaches_subscribers_within_two_seconds(sysfs: SysfsTr
     assert not tracker.health("0000:1a:00.1").healthy
     changed = wait_for_change(tracker)
     try:
-        started = time.monotonic()
         sysfs.set_port_state(sysfs.pci_dir("0000:1a:00.0") / "infiniband" / "mlx5_0", 1, "DOWN")
-        assert changed.wait(2.0), "no health change within 2 s"
-        assert time.monotonic() - started < 2.0
+        assert changed.wait(HANG_GUARD_S), "no health change"
     finally:
         monitor.stop()
 

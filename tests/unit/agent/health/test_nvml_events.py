@@ -13,8 +13,8 @@ from agent.discovery.pci import PCIBus
 from agent.health.clock import ManualClock
 from agent.health.nvml_events import NVMLWatcher
 from agent.health.tracker import REASON_RECOVERED, HealthTracker, ResetFault
-from tests.unit.agent.conftest import NVMLEnv
-from tests.unit.agent.health.conftest import QUIET_S, Recorder
+from tests.support.nvml import NVMLEnv
+from tests.unit.agent.health.recording import QUIET_S, Recorder
 
 
 @pytest.fixture

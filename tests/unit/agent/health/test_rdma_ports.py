@@ -9,8 +9,8 @@ from agent.discovery.rdma import RDMASource
 from agent.health.clock import ManualClock
 from agent.health.rdma_ports import RDMAPortProbe
 from agent.health.tracker import HealthTracker
-from tests.unit.agent.health.conftest import QUIET_S
-from tests.unit.agent.sysfs_tree import SysfsTree
+from tests.support.sysfs_tree import SysfsTree
+from tests.unit.agent.health.recording import QUIET_S
 
 
 def probe_for(sysfs: SysfsTree, tracker: HealthTracker) -> RDMAPortProbe:

@@ -15,7 +15,7 @@ from agent.hooks.gpu import ENV_VISIBLE_DEVICES
 from agent.ledger import DeviceLedger, NodeSlots
 from apis.extension import names
 from proto.runtime.v1alpha1 import api_pb2, api_pb2_grpc
-from tests.unit.agent.ledger.conftest import make_node
+from tests.unit.agent.ledger.claims import make_node
 
 Stub = api_pb2_grpc.RuntimeHookServiceStub
 Serve = Callable[..., Stub]

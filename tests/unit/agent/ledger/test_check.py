@@ -11,7 +11,7 @@ from agent.health.tracker import Health
 from agent.ledger import CollisionKind, NodeSlots, RDMASlot, collisions
 from apis.crds.device import DeviceTopology, DeviceType
 from apis.extension.allocation import DeviceAllocation
-from tests.unit.agent.ledger.conftest import GI, claim, held, make_node, nic, share
+from tests.unit.agent.ledger.claims import GI, claim, held, make_node, nic, share
 
 NODE = make_node()
 

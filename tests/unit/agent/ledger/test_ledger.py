@@ -8,12 +8,12 @@ from collections.abc import Mapping
 
 import pytest
 
-from agent.ledger import DeviceLedger
+from agent.ledger import Claim, DeviceLedger, claim_key
 from apis.crds.device import DeviceType
 from apis.extension import allocation, names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Pod
-from tests.unit.agent.ledger.conftest import GI, claim, make_node, share
+from tests.unit.agent.ledger.claims import GI, claim, make_node, share
 
 NODE = make_node()
 HALF = share(0, core=50, memory=40 * GI)
@@ -157,3 +157,21 @@ def test_ready_follows_the_informers_first_list() -> None:
     assert not ledger.ready
     synced.set()
     assert ledger.ready
+
+
+def test_a_prepared_dra_claim_and_koordinator_pods_count_against_each_other() -> None:
+    ledger = DeviceLedger()
+    dra = Claim(claim_key("c1"), "resourceclaim ns/c1", {DeviceType.GPU: (HALF,)})
+    assert ledger.prepare(dra, node=NODE) == ()
+    refused = ledger.admit(claim("ns/x", WHOLE), container="main", node=NODE)
+    assert refused and "resourceclaim ns/c1" in refused[0].message
+    assert ledger.admit(claim("ns/a", HALF), container="main", node=NODE) == ()
+    # Prepared again (kubelet retries): admitted without counting itself; a second claim is refused.
+    assert ledger.prepare(dra, node=NODE) == ()
+    other = Claim(claim_key("c2"), "resourceclaim ns/c2", {DeviceType.GPU: (HALF,)})
+    assert ledger.prepare(other, node=NODE) != ()
+    ledger.unprepare(claim_key("c1"))
+    ledger.unprepare(claim_key("c1"))  # idempotent
+    assert set(ledger.held()) == {"uid-a"}
+    ledger.restore(other)
+    assert set(ledger.held()) == {"uid-a", claim_key("c2")}

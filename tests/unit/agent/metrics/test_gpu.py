@@ -17,7 +17,7 @@ from agent.health.tracker import HealthTracker
 from agent.metrics.containers import ContainerResolver
 from agent.metrics.gpu import GPUMetrics
 from apis.k8s.core import Pod
-from tests.unit.agent.conftest import NVMLEnv
+from tests.support.nvml import NVMLEnv
 
 CID = "a" * 64
 POD = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.agent.qos.factories import V2Tree
+from tests.support.qos import V2Tree
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from agent.qos import convert, knobs
 from agent.qos.cgroups import CgroupError, CgroupNotFound, CgroupUnsupported, Hierarchy
 from agent.qos.knobs import CgroupVersion, CPUMax
-from tests.unit.agent.qos.factories import V2Tree
+from tests.support.qos import V2Tree
 
 HYBRID = """\
 sysfs /sys sysfs rw,nosuid,nodev,noexec,relatime 0 0

@@ -5,7 +5,7 @@ from agent.qos import enforce
 from agent.qos.cgroups import Hierarchy
 from agent.qos.knobs import CPUMax
 from agent.qos.policy import CgroupSettings
-from tests.unit.agent.qos.factories import V2Tree
+from tests.support.qos import V2Tree
 
 
 def test_apply_writes_every_given_knob_once(v2: V2Tree) -> None:

@@ -6,7 +6,7 @@ from agent.qos.config import QoSConfig
 from agent.qos.hook import QoSHookPlugin
 from apis.k8s.core import Pod
 from proto.runtime.v1alpha1 import api_pb2
-from tests.unit.agent.qos.factories import V2Tree, batch_ctr, ctr, make_pod
+from tests.support.qos import V2Tree, batch_ctr, ctr, make_pod
 
 GiB = 2**30
 MEMORY_QOS = config.load(

@@ -6,7 +6,7 @@ from agent.qos.cgroups import CgroupNotFound, Hierarchy
 from agent.qos.layout import ContainerID, Driver, KubeCgroups, parse_container_id
 from apis.errors import ValidationError
 from apis.extension.qos import KubeQoSClass
-from tests.unit.agent.qos.factories import V2Tree
+from tests.support.qos import V2Tree
 
 UID = "1b4e28ba-2fa1-11d2-883f-0016d3cca427"
 G, B, BE = KubeQoSClass.GUARANTEED, KubeQoSClass.BURSTABLE, KubeQoSClass.BEST_EFFORT

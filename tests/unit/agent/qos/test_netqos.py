@@ -6,7 +6,7 @@ from agent.qos import config
 from agent.qos.config import QoSConfig
 from agent.qos.netqos import HTBClass, NetworkQoS, htb_plan, pod_classes
 from apis.errors import ConfigError
-from tests.unit.agent.qos.factories import ctr, make_pod
+from tests.support.qos import ctr, make_pod
 
 G = 1_000_000_000
 

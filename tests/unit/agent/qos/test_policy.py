@@ -7,7 +7,7 @@ from agent.qos.config import ResourceQoSConfig
 from agent.qos.knobs import CPUMax
 from agent.qos.policy import CgroupSettings, plan
 from apis.extension.qos import KubeQoSClass, QoSClass
-from tests.unit.agent.qos.factories import batch_ctr, ctr, make_pod
+from tests.support.qos import batch_ctr, ctr, make_pod
 
 GiB = 2**30
 MiB = 2**20

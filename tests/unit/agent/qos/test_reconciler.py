@@ -12,7 +12,7 @@ from agent.qos.layout import KubeCgroups
 from agent.qos.reconciler import Reconciler
 from apis.extension.qos import KubeQoSClass, kube_qos_class
 from apis.k8s.core import Pod
-from tests.unit.agent.qos.factories import V2Tree, batch_ctr, ctr, make_pod
+from tests.support.qos import V2Tree, batch_ctr, ctr, make_pod
 
 
 def setup(

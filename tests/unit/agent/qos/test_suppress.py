@@ -11,7 +11,7 @@ from agent.qos.knobs import CPUMax
 from agent.qos.suppress import BESuppressor, decide
 from agent.qos.usage import UsageSample
 from apis.extension.qos import KubeQoSClass
-from tests.unit.agent.qos.factories import V2Tree
+from tests.support.qos import V2Tree
 
 ON = CPUSuppressConfig(enable=True)
 UNLIMITED = CPUMax(-1)

@@ -5,7 +5,7 @@ import shutil
 from agent.qos.usage import CgroupUsageSampler, node_busy_ns
 from apis.extension.qos import KubeQoSClass
 from apis.k8s.core import Pod
-from tests.unit.agent.qos.factories import V2Tree, ctr, make_pod
+from tests.support.qos import V2Tree, ctr, make_pod
 
 
 class Counters:

@@ -2,39 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apis.crds.elasticquota import ElasticQuota
 from apis.errors import AnnotationError
 from apis.extension import names
 from apis.quota.tree import DEFAULT_QUOTA_NAME, ROOT_QUOTA_NAME, QuotaSpec, QuotaTree, resolve_quota
-from tests.unit.scheduler.conftest import make_pod
-
-
-def quota_cr(
-    name: str,
-    *,
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-    min: dict[str, Any] | None = None,
-    max: dict[str, Any] | None = None,
-    namespace: str = "default",
-) -> ElasticQuota:
-    return ElasticQuota.from_dict(
-        {
-            "metadata": {
-                "name": name,
-                "namespace": namespace,
-                "labels": labels or {},
-                "annotations": annotations or {},
-            },
-            "spec": {"min": min or {}, "max": max or {}},
-        }
-    )
+from tests.support.builders import make_pod, quota_cr
 
 
 def test_spec_from_cr_defaults_weight_to_max_and_parent_to_root() -> None:

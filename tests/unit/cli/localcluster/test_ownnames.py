@@ -9,7 +9,7 @@ import pytest
 from apis.extension.names import LABEL_MANAGED_BY
 from cli.localcluster import identities, ownnames, webhook
 from kube.pki import CA, dns_names
-from tests.unit.deploy import chart
+from tests.support import chart
 
 RBAC_KINDS = ("Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding")
 

@@ -7,7 +7,7 @@ from apis.extension import names
 from apis.quota import QuotaSpec, validate_tree
 from cli.localcluster import quotademo
 from kube.quotas import QuotaManager
-from tests.unit.scheduler.conftest import make_pod
+from tests.support.builders import make_pod
 
 
 def demo_quotas() -> list[ElasticQuota]:

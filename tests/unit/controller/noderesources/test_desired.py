@@ -9,7 +9,7 @@ from apis.errors import ValidationError
 from apis.extension import devicetypes, names
 from apis.k8s.meta import ObjectMeta
 from controller.noderesources.desired import MANAGED_RESOURCES, DeviceResources, from_device
-from tests.unit.controller.noderesources.conftest import NVIDIA_LABELS, GiB, make_device, make_gpu
+from tests.unit.controller.noderesources.devices import NVIDIA_LABELS, GiB, make_device, make_gpu
 
 
 def test_no_device_gives_nothing() -> None:

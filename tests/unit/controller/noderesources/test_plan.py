@@ -8,7 +8,7 @@ from apis.extension import names
 from apis.k8s.core import Node
 from controller.noderesources.desired import DeviceResources, from_device
 from controller.noderesources.plan import ChangeKind, Observed, Plan, plan
-from tests.unit.controller.noderesources.conftest import NVIDIA_LABELS, GiB, make_device, make_node
+from tests.unit.controller.noderesources.devices import NVIDIA_LABELS, GiB, make_device, make_node
 
 TEN_PERCENT = Fraction(1, 10)
 

@@ -23,8 +23,8 @@ from controller.runtime import Malformed, PermanentError, Result
 from kube.cache import Store
 from kube.errors import NotFound
 from kube.events import ObjectReference
-from tests.unit.controller.conftest import FakeClock
-from tests.unit.controller.noderesources.conftest import NVIDIA_LABELS, GiB, make_device, make_node
+from tests.support.clocks import FakeClock
+from tests.unit.controller.noderesources.devices import NVIDIA_LABELS, GiB, make_device, make_node
 
 
 @dataclass

@@ -19,9 +19,9 @@ from controller.quotas.breaker import (
 )
 from controller.quotas.reconciler import REASON_RECLAIM_PAUSED, REASON_RECLAIM_RESUMED
 from controller.quotas.settings import QuotaSettings
-from tests.unit.controller.conftest import FakeClock
-from tests.unit.controller.quotas.test_reconciler import GPU, Harness, gpu_pod, teams
-from tests.unit.scheduler.conftest import make_pod
+from tests.support.builders import make_pod
+from tests.support.clocks import FakeClock
+from tests.unit.controller.quotas.harness import GPU, Harness, gpu_pod, teams
 
 
 def breaker(clock: FakeClock, *, stable: float = 60.0) -> Breaker:

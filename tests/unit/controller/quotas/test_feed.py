@@ -6,7 +6,7 @@ import dataclasses
 
 from apis.extension import names
 from controller.quotas.feed import spec_changed
-from tests.unit.apis.quota.test_tree import quota_cr
+from tests.support.builders import quota_cr
 
 GPU = names.GPU_CORE
 

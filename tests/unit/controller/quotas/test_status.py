@@ -16,8 +16,7 @@ from controller.quotas.status import (
     valid_condition,
 )
 from kube.quotas import QuotaManager
-from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_pod
+from tests.support.builders import make_pod, quota_cr
 
 GPU = names.GPU_CORE
 

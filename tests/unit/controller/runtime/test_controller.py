@@ -19,7 +19,7 @@ from controller.runtime import (
 from controller.runtime.ratelimit import ItemBackoff
 from kube.errors import ServerError, TooManyRequests
 from kube.events import ObjectReference
-from tests.unit.controller.conftest import FakeClock
+from tests.support.clocks import FakeClock
 
 NODE = ObjectReference("Node", "n1", api_version="v1")
 DEVICE = ObjectReference("Device", "n1", api_version="scheduling.koordinator.sh/v1alpha1")

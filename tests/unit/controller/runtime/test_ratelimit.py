@@ -5,7 +5,7 @@ from collections.abc import Callable
 import pytest
 
 from controller.runtime.ratelimit import ItemBackoff, MaxOf, RateLimiterSettings, TokenBucket
-from tests.unit.controller.conftest import FakeClock
+from tests.support.clocks import FakeClock
 
 
 def test_item_backoff_doubles_per_failure_up_to_the_cap() -> None:

@@ -6,7 +6,8 @@ from collections import Counter
 
 from controller.runtime.ratelimit import ItemBackoff
 from controller.runtime.workqueue import WorkQueue
-from tests.unit.controller.conftest import FakeClock
+from tests.support.clocks import FakeClock
+from tests.support.waiting import wait_for
 
 
 def drain(queue: WorkQueue[str]) -> list[str]:
@@ -157,9 +158,7 @@ def test_many_workers_never_hold_the_same_key_at_once() -> None:
             queue.add(key)
         if round_ % 20 == 0:
             time.sleep(0)
-    deadline = time.monotonic() + 30
-    while (len(queue) or queue.processing) and time.monotonic() < deadline:
-        time.sleep(0.001)
+    wait_for(lambda: not (len(queue) or queue.processing), poll_s=0.001, what="every key processed")
     queue.shutdown()
     for w in workers:
         w.join(10)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from apis.extension import names
 from kube.quotas import QuotaManager
-from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_pod
+from tests.support.builders import make_pod, quota_cr
 
 GPU = names.GPU_CORE
 PARENT = {names.LABEL_QUOTA_IS_PARENT: "true"}

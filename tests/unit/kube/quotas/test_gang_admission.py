@@ -7,8 +7,7 @@ import pytest
 from apis.extension import names
 from apis.k8s.core import Pod
 from kube.quotas import QuotaManager
-from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_pod
+from tests.support.builders import make_pod, quota_cr
 
 GPU_CORE = names.GPU_CORE
 

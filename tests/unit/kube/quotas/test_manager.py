@@ -9,8 +9,7 @@ from hypothesis import strategies as st
 
 from apis.extension import names
 from kube.quotas import QuotaManager
-from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_pod
+from tests.support.builders import make_pod, quota_cr
 
 
 def manager() -> QuotaManager:

@@ -14,8 +14,7 @@ from apis.extension import allocation, names, quotacount
 from apis.k8s.core import Pod
 from apis.quota import ROOT_QUOTA_NAME, SYSTEM_QUOTA_NAME, capacity_of
 from kube.quotas import QuotaManager
-from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_pod
+from tests.support.builders import make_pod, quota_cr
 
 GI = 1 << 30
 #: One node of 8 GPUs of 80 GiB, as the controller advertises it (and the device plugin's count).

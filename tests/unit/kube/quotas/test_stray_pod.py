@@ -8,8 +8,7 @@ import pytest
 
 from apis.extension import names
 from kube.quotas import QuotaManager
-from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_pod
+from tests.support.builders import make_pod, quota_cr
 
 _GPUS = 16
 

@@ -24,8 +24,8 @@ from scheduler.framework.status import Code
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
 from scheduler.service.loop import Handoff
 from scheduler.service.queue import QueuedPod
-
-from ..conftest import allocated, bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.builders import allocated, bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.clocks import FakeClock
 
 TIMEOUT = "rejected due to timeout after waiting at permit by Gate"
 
@@ -45,14 +45,6 @@ def _new_gate(args: Mapping[str, object] | None, handle: Handle) -> Gate:
 
 REGISTRY_WITH_GATE = {**REGISTRY, Gate.name: _new_gate}
 PLUGINS_WITH_GATE = (*DEFAULT_PLUGINS, PluginRef(Gate.name))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def gated(name: str, gpus: int = 4) -> Pod:
@@ -79,7 +71,7 @@ def snapshot(cache: ClusterCache) -> tuple[object, ...]:
 
 
 def live_cycle(
-    clock: Clock, bind: Callable[[Placement[QueuedPod]], Status] | None = None
+    clock: FakeClock, bind: Callable[[Placement[QueuedPod]], Status] | None = None
 ) -> tuple[SchedulingCycle[QueuedPod], Handoff]:
     """The cycle as the live service builds it: its bind is the loop's Handoff, its tickets queue entries."""
     cache = ClusterCache()
@@ -91,7 +83,7 @@ def live_cycle(
     return SchedulingCycle(cache, frameworks, bind=bind or handoff, clock=clock), handoff
 
 
-def offline_scheduler(clock: Clock) -> Scheduler:
+def offline_scheduler(clock: FakeClock) -> Scheduler:
     scheduler = Scheduler(registry=REGISTRY_WITH_GATE, default_plugins=PLUGINS_WITH_GATE, clock=clock)
     fill(scheduler.cache)
     return scheduler
@@ -107,7 +99,7 @@ def schedule(cycle: SchedulingCycle[QueuedPod], pod: Pod, ticket: QueuedPod | No
     return attempt
 
 
-def decide(cycle: SchedulingCycle[Any], clock: Clock, ident: str, how: str) -> None:
+def decide(cycle: SchedulingCycle[Any], clock: FakeClock, ident: str, how: str) -> None:
     """Allow, reject, or let the pod's Permit wait time out."""
     waiting = cycle.frameworks[names.SCHEDULER_NAME].waiting_pod(ident)
     assert waiting is not None
@@ -121,7 +113,7 @@ def decide(cycle: SchedulingCycle[Any], clock: Clock, ident: str, how: str) -> N
 
 # --- offline: bound in memory ---------------------------------------------------------------------
 def test_offline_a_pod_allowed_at_permit_is_bound_in_memory() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     scheduler = offline_scheduler(clock)
     held = scheduler.schedule_one(gated("g"))
     assert held.status.code is Code.WAIT and held.node is not None and not held.annotations
@@ -143,7 +135,7 @@ def test_offline_a_pod_allowed_at_permit_is_bound_in_memory() -> None:
 
 @pytest.mark.parametrize("how", ["reject", "timeout"])
 def test_offline_a_pod_rejected_at_permit_is_undone_exactly(how: str) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     scheduler = offline_scheduler(clock)
     before = snapshot(scheduler.cache)
     assert scheduler.schedule_one(gated("g")).status.code is Code.WAIT
@@ -160,7 +152,7 @@ def test_offline_a_pod_rejected_at_permit_is_undone_exactly(how: str) -> None:
 
 # --- live: handed over to the binder --------------------------------------------------------------
 def test_live_a_pod_allowed_at_permit_is_handed_over_with_its_annotations() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     cycle, handoff = live_cycle(clock)
     ticket = entry(gated("g"))
     held = schedule(cycle, ticket.pod, ticket)
@@ -180,7 +172,7 @@ def test_live_a_pod_allowed_at_permit_is_handed_over_with_its_annotations() -> N
 
 @pytest.mark.parametrize("how", ["reject", "timeout"])
 def test_live_a_pod_rejected_at_permit_is_undone_exactly_and_never_handed_over(how: str) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     cycle, handoff = live_cycle(clock)
     before = snapshot(cycle.cache)
     ticket = entry(gated("g"))
@@ -195,7 +187,7 @@ def test_live_a_pod_rejected_at_permit_is_undone_exactly_and_never_handed_over(h
 
 @pytest.mark.parametrize("gate", [False, True], ids=["at-once", "after-permit"])
 def test_live_a_failed_binding_is_undone_exactly_through_the_cycle(gate: bool) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     cycle, handoff = live_cycle(clock)
     before = snapshot(cycle.cache)
     pod = gated("p") if gate else make_pod("p", nvidia_gpu=4, cpu=1000)
@@ -214,7 +206,7 @@ def test_live_a_failed_binding_is_undone_exactly_through_the_cycle(gate: bool) -
 
 @pytest.mark.parametrize("gate", [False, True], ids=["at-once", "after-permit"])
 def test_a_bind_that_fails_at_once_is_undone_and_reported(gate: bool) -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     refused: list[Placement[QueuedPod]] = []
 
     def refuse(placement: Placement[QueuedPod]) -> Status:
@@ -235,7 +227,7 @@ def test_a_bind_that_fails_at_once_is_undone_and_reported(gate: bool) -> None:
 
 
 def test_a_pod_already_in_the_cache_is_not_scheduled_again() -> None:
-    cycle, handoff = live_cycle(Clock())
+    cycle, handoff = live_cycle(FakeClock(1000.0))
     framework = cycle.frameworks[names.SCHEDULER_NAME]
     schedule(cycle, gated("g"))
     assert cycle.schedule_one(gated("g"), framework, entry(gated("g"))) is None  # held at Permit
@@ -245,7 +237,7 @@ def test_a_pod_already_in_the_cache_is_not_scheduled_again() -> None:
 
 
 def test_a_pod_that_fits_nowhere_names_the_plugins_that_rejected_it() -> None:
-    cycle, handoff = live_cycle(Clock())
+    cycle, handoff = live_cycle(FakeClock(1000.0))
     before = snapshot(cycle.cache)
     attempt = schedule(cycle, make_pod("huge", nvidia_gpu=9))
     assert attempt.node is None and attempt.placement is None and attempt.status.is_rejection
@@ -254,7 +246,7 @@ def test_a_pod_that_fits_nowhere_names_the_plugins_that_rejected_it() -> None:
 
 
 def test_undoing_a_held_pod_stops_holding_it() -> None:
-    clock = Clock()
+    clock = FakeClock(1000.0)
     cycle, _ = live_cycle(clock)
     before = snapshot(cycle.cache)
     held = schedule(cycle, gated("g"))
@@ -267,7 +259,7 @@ def test_undoing_a_held_pod_stops_holding_it() -> None:
 
 
 def test_a_pod_its_framework_stopped_holding_is_undone() -> None:
-    cycle, _ = live_cycle(Clock())
+    cycle, _ = live_cycle(FakeClock(1000.0))
     before = snapshot(cycle.cache)
     ticket = entry(gated("g"))
     schedule(cycle, ticket.pod, ticket)
@@ -294,5 +286,5 @@ def test_the_core_exports_what_it_names() -> None:
     ids=["invalid-request", "malformed-hint", "fits-nowhere", "fits"],
 )
 def test_only_the_pods_own_unresolvable_problem_asks_for_a_change_to_the_pod(pod: Pod, must_change: bool) -> None:
-    cycle, _ = live_cycle(Clock())
+    cycle, _ = live_cycle(FakeClock(1000.0))
     assert schedule(cycle, pod).pod_must_change is must_change

@@ -21,7 +21,8 @@ from apis.extension import names
 from apis.k8s.core import Pod
 from scheduler.core import Scheduler
 from scheduler.core.scheduler import Outcome
-from tests.unit.scheduler.conftest import allocated, make_node, make_pod, make_reservation, make_scheduler
+from tests.support.builders import allocated, make_node, make_pod, make_reservation
+from tests.support.scheduling import make_scheduler
 
 NOW = "2026-01-01T00:00:00Z"
 GI = 1024**3

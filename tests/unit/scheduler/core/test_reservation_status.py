@@ -5,7 +5,7 @@ from __future__ import annotations
 from apis.crds.reservation import Reservation, ReservationPhase
 from apis.extension import names
 from scheduler.core import reservations as transitions
-from tests.unit.scheduler.conftest import make_pod, make_reservation
+from tests.support.builders import make_pod, make_reservation
 
 T0, T1 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z"
 

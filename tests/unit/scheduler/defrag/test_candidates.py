@@ -10,8 +10,7 @@ from apis.extension import names
 from apis.k8s.core import Pod
 from scheduler.cache import Holdings
 from scheduler.defrag.candidates import Refusal, gpu_percent, refusal
-from tests.unit.scheduler.conftest import bound_pod, gpu_alloc, make_pod
-from tests.unit.scheduler.defrag.test_planner import controlled
+from tests.support.builders import bound_pod, controlled, gpu_alloc, make_pod
 
 PENDING = make_pod("train", nvidia_gpu=8)
 GANG = {names.ANNOTATION_GANG_NAME: "g", names.ANNOTATION_GANG_MIN_AVAILABLE: "2"}

@@ -10,18 +10,12 @@ import dataclasses
 import pytest
 
 from apis.k8s.core import Pod
-from apis.k8s.meta import OwnerReference
 from scheduler.core import Scheduler
 from scheduler.defrag import MigrationPlan, PlanOptions, plan
-from tests.unit.scheduler.conftest import bound_pod, gpu_alloc, make_node, make_pod, make_scheduler
+from tests.support.builders import bound_pod, controlled, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_scheduler
 
 CORES = 4000
-
-
-def controlled(pod: Pod) -> Pod:
-    """`pod` owned by a ReplicaSet (something that recreates it after an eviction)."""
-    ref = OwnerReference("apps/v1", "ReplicaSet", f"rs-{pod.name}", f"rs-uid-{pod.name}", controller=True)
-    return dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, owner_references=(ref,)))
 
 
 def small(name: str, node: str, gpu: int, percent: int, *, owned: bool = True, **extra: object) -> Pod:

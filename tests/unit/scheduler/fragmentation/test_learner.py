@@ -6,8 +6,7 @@ from scheduler import fragmentation
 from scheduler.cache import ClusterCache
 from scheduler.fragmentation import TaskShape
 from scheduler.framework.interfaces import Handle
-
-from .conftest import A, B
+from tests.unit.scheduler.fragmentation.shapes import A, B
 
 
 def test_learner_follows_the_mix_and_counts_a_pod_once() -> None:

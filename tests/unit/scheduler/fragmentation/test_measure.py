@@ -11,8 +11,7 @@ from hypothesis import strategies as st
 
 from scheduler import fragmentation
 from scheduler.fragmentation import Balance, NodeResources, TargetWorkload, TaskShape
-
-from .conftest import NODE, WORKLOAD, A
+from tests.unit.scheduler.fragmentation.shapes import NODE, WORKLOAD, A
 
 
 def brute_loss(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from scheduler import fragmentation
@@ -75,10 +73,9 @@ def test_the_index_builds_a_plan_only_when_asked() -> None:
     assert index.table(node).demand.plan is index.plan
 
 
-def test_a_plan_of_many_small_shares_is_quick_to_build() -> None:
-    # 100 shares of 1% fill a GPU: its subsets are 2^100, its sums 101.
-    started = time.monotonic()
+def test_a_plan_of_many_small_shares_is_built_over_sums_not_subsets() -> None:
+    # 100 shares of 1% fill a GPU: its subsets are 2^100, its sums 101. A plan built over the
+    # subsets would never finish (pytest's timeout ends the test); over the sums it is instant.
     plan = PackingPlan.of(((share(1), 1), (share(3), 1)))
-    assert time.monotonic() - started < 2
     assert plan.on_plan(0, 1) and plan.on_plan(98, 1) and plan.on_plan(50, 3)
     assert not plan.on_plan(100, 1)

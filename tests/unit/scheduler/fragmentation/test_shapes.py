@@ -5,8 +5,7 @@ from __future__ import annotations
 from scheduler import fragmentation
 from scheduler.cache import PodInfo
 from scheduler.fragmentation import TaskShape
-
-from ..conftest import make_pod
+from tests.support.builders import make_pod
 
 
 def test_task_shape_of_pods() -> None:

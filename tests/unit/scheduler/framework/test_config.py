@@ -22,13 +22,21 @@ def test_empty_config_is_one_default_profile() -> None:
         "NodeAffinity",
         "NodeResourcesFit",
         "DeviceShare",
+        "DynamicResources",
     ]
-    assert framework.plugin_names(ExtensionPoint.RESERVE) == ["Reservation", "DeviceShare", "Coscheduling"]
-    # BalancedFGD ranks nodes: NodeResourcesFit and DeviceShare filter but do not score.
+    assert framework.plugin_names(ExtensionPoint.RESERVE) == [
+        "Reservation",
+        "DeviceShare",
+        "DynamicResources",
+        "Coscheduling",
+    ]
+    # BalancedFGD ranks nodes: NodeResourcesFit and DeviceShare filter but do not score; the
+    # DynamicResources score only scores pods with claims.
     assert framework.plugin_names(ExtensionPoint.SCORE) == [
         "Reservation",
         "TaintToleration",
         "NodeAffinity",
+        "DynamicResources",
         "GPUFragmentation",
     ]
     assert [framework.weight(n) for n in ("TaintToleration", "NodeAffinity", "GPUFragmentation")] == [3, 2, 1]
@@ -63,6 +71,7 @@ def test_profiles_enable_disable_and_weigh_plugins() -> None:
         "Reservation",
         "TaintToleration",
         "DeviceShare",
+        "DynamicResources",
         "GPUFragmentation",
     ]
     assert gpu.weight("DeviceShare") == 5
@@ -130,6 +139,7 @@ def test_a_resource_strategy_replaces_the_default_balanced_fgd(choice: str) -> N
         "Reservation",
         "TaintToleration",
         "NodeAffinity",
+        "DynamicResources",
         "NodeResourcesFit",
         "DeviceShare",
     ]

@@ -10,8 +10,8 @@ from scheduler.framework.interfaces import ExtensionPoint
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.framework.status import Code
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
-
-from ..conftest import make_cache, make_node, make_pod
+from tests.support.builders import make_node, make_pod
+from tests.support.scheduling import make_cache
 
 Observation = tuple[ExtensionPoint, Code, float]
 

@@ -29,8 +29,9 @@ from scheduler.framework.runtime import num_feasible_nodes_to_find
 from scheduler.framework.status import SKIP, SUCCESS, Code, Status
 from scheduler.framework.writes import PodAnnotations, Write
 from scheduler.plugins import DEFAULT_PLUGINS, REGISTRY
-
-from ..conftest import make_cache, make_node, make_pod
+from tests.support.builders import make_node, make_pod
+from tests.support.clocks import FakeClock
+from tests.support.scheduling import make_cache
 
 
 class Recorder(
@@ -104,15 +105,7 @@ def recorder() -> type[Recorder]:
     return Recorder
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def recorder_scheduler(clock: Clock | None = None, config: SchedulerConfig | None = None) -> Scheduler:
+def recorder_scheduler(clock: FakeClock | None = None, config: SchedulerConfig | None = None) -> Scheduler:
     def new(args: Mapping[str, object] | None, handle: Handle) -> Recorder:
         return Recorder()
 
@@ -120,7 +113,7 @@ def recorder_scheduler(clock: Clock | None = None, config: SchedulerConfig | Non
         config,
         registry={**REGISTRY, Recorder.name: new},
         default_plugins=(*DEFAULT_PLUGINS, PluginRef(Recorder.name)),
-        clock=clock or Clock(),
+        clock=clock or FakeClock(1000.0),
     )
     for name in ("n1", "n2"):
         node, device = make_node(name)
@@ -162,7 +155,7 @@ def test_failed_reserve_unreserves_and_forgets(recorder: type[Recorder]) -> None
 
 def test_permit_wait_then_allow_binds(recorder: type[Recorder]) -> None:
     recorder.permit_status = Status.wait(30)
-    clock = Clock()
+    clock = FakeClock(1000.0)
     scheduler = recorder_scheduler(clock)
     outcome = scheduler.schedule_one(make_pod("gang-0", nvidia_gpu=1))
     assert outcome.status.code is Code.WAIT and outcome.node == "n2"
@@ -179,7 +172,7 @@ def test_permit_wait_then_allow_binds(recorder: type[Recorder]) -> None:
 
 def test_permit_timeout_rejects_and_releases(recorder: type[Recorder]) -> None:
     recorder.permit_status = Status.wait(30)
-    clock = Clock()
+    clock = FakeClock(1000.0)
     scheduler = recorder_scheduler(clock)
     scheduler.schedule_one(make_pod("gang-0", nvidia_gpu=1))
     clock.now += 31

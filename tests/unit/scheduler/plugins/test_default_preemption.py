@@ -17,8 +17,8 @@ from scheduler.cache import PodInfo
 from scheduler.core import Scheduler, with_elastic_quota
 from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.victims import budget_violations
-from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_node, make_pod, make_reservation, make_scheduler, mark_terminating
+from tests.support.builders import make_node, make_pod, make_reservation, quota_cr
+from tests.support.scheduling import make_scheduler, mark_terminating
 
 
 def gpu_pod(name: str, priority: int, *, gpus: int = 1, on: str = "", app: str = "", share: int = 0) -> Pod:

@@ -8,8 +8,8 @@ from scheduler.core import Scheduler, with_elastic_quota
 from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.interfaces import ExtensionPoint
 from scheduler.framework.status import Code
-from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_node, make_pod, make_scheduler
+from tests.support.builders import make_node, make_pod, quota_cr
+from tests.support.scheduling import make_scheduler
 
 GPU = {names.NVIDIA_GPU: 1}
 
@@ -32,6 +32,7 @@ def test_plugin_is_opt_in() -> None:
     assert enabled.plugin_names(ExtensionPoint.RESERVE) == [
         "Reservation",
         "DeviceShare",
+        "DynamicResources",
         "Coscheduling",
         "ElasticQuota",
     ]

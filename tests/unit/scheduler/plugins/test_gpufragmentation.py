@@ -23,8 +23,8 @@ from scheduler.plugins.deviceshare.args import DEFAULT_SCORING
 from scheduler.plugins.gpufragmentation import GPUFragmentation, GPUFragmentationArgs
 from scheduler.plugins.gpufragmentation.plugin import consolidation, pack, unpack
 from scheduler.plugins.gpufragmentation.state import PodState
-
-from ..conftest import allocated, bound_pod, gpu_alloc, make_cache, make_node, make_pod, make_scheduler
+from tests.support.builders import allocated, bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_cache, make_scheduler
 
 #: The worked example of tests/unit/scheduler/fragmentation/conftest.py.
 WORKLOAD = (
@@ -255,6 +255,7 @@ def test_with_fgd_enables_the_plugin_and_turns_resource_scores_off() -> None:
         "Reservation",
         "TaintToleration",
         "NodeAffinity",
+        "DynamicResources",  # scores pods with claims only
         "GPUFragmentation",
     ]
 

@@ -12,8 +12,8 @@ from apis.k8s.core import NodeAffinity, NodeSelectorTerm, Taint, Toleration
 from scheduler.cache import PodInfo
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code
-
-from ..conftest import make_node, make_pod, make_scheduler
+from tests.support.builders import make_node, make_pod
+from tests.support.scheduling import make_scheduler
 
 NO_SCHEDULE = names.TAINT_EFFECT_NO_SCHEDULE
 

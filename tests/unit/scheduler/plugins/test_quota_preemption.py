@@ -14,8 +14,8 @@ from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.status import Code
 from scheduler.plugins.elasticquota import ElasticQuota
 from scheduler.plugins.elasticquota.preemption import EVICTION_PATIENCE, VictimFinder
-from tests.unit.apis.quota.test_tree import quota_cr
-from tests.unit.scheduler.conftest import make_node, make_pod, make_scheduler, mark_terminating
+from tests.support.builders import make_node, make_pod, quota_cr
+from tests.support.scheduling import make_scheduler, mark_terminating
 
 NOT_PREEMPTIBLE = {names.LABEL_QUOTA_PREEMPTIBLE: "false"}
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from apis.extension import names
 from scheduler.service.explain import evaluate
-
-from ..conftest import make_node, make_pod, make_reservation, make_scheduler
+from tests.support.builders import make_node, make_pod, make_reservation
+from tests.support.scheduling import make_scheduler
 
 
 def test_explain_names_the_reservation_to_others_and_frees_it_for_its_owner() -> None:

@@ -17,8 +17,8 @@ from scheduler.service.explain import evaluate
 from scheduler.service.inspector import Inspector, PodState, device_summary
 from scheduler.service.queue import QueueName, SchedulingQueue
 from scheduler.service.scoretable import score_table
-
-from ..conftest import bound_pod, gpu_alloc, make_node, make_pod, make_scheduler
+from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_scheduler
 
 TAINT = Taint("dedicated", "infra", names.TAINT_EFFECT_NO_SCHEDULE)
 

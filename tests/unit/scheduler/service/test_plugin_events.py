@@ -19,17 +19,11 @@ from scheduler.framework.events import ClusterEvent, EventAction, EventResource
 from scheduler.framework.feeds import About, Feeds, Handlers
 from scheduler.plugins.elasticquota import QUOTA_MANAGER
 from scheduler.service.queue import QueueName, SchedulingQueue
-
-from ..conftest import make_cache, make_node, make_pod, make_reservation
+from tests.support.builders import make_node, make_pod, make_reservation
+from tests.support.clocks import FakeClock
+from tests.support.scheduling import make_cache
 
 NOW = "2026-01-01T00:00:00Z"
-
-
-class Clock:
-    now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Warnings:
@@ -55,7 +49,9 @@ def setup(
     feeds = Feeds()
     build_frameworks(config or SchedulerConfig(), cache, feeds=feeds, shared=shared)
     moved: list[tuple[str, int]] = []
-    queue = SchedulingQueue(interest=room_freed, clock=Clock(), moved=lambda event, n: moved.append((event, n)))
+    queue = SchedulingQueue(
+        interest=room_freed, clock=FakeClock(100.0), moved=lambda event, n: moved.append((event, n))
+    )
     feeds.connect(sink=lambda event, concerns: queue.move(event, concerns=concerns), recorder=Warnings())
     return feeds, queue, moved
 

@@ -10,19 +10,11 @@ import pytest
 from apis.k8s.core import Pod
 from scheduler.framework.interfaces import ClusterEvent, EventAction, EventResource
 from scheduler.service.queue import QueueName, SchedulingQueue
-
-from ..conftest import make_pod
+from tests.support.builders import make_pod
+from tests.support.clocks import FakeClock
 
 NODE_ADD = ClusterEvent(EventResource.NODE, EventAction.ADD)
 DEVICE_UPDATE = ClusterEvent(EventResource.DEVICE, EventAction.UPDATE)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def device_plugins_only(plugins: frozenset[str], event: ClusterEvent) -> bool:
@@ -31,12 +23,12 @@ def device_plugins_only(plugins: frozenset[str], event: ClusterEvent) -> bool:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> FakeClock:
+    return FakeClock(100.0)
 
 
 @pytest.fixture
-def queue(clock: Clock) -> SchedulingQueue:
+def queue(clock: FakeClock) -> SchedulingQueue:
     return SchedulingQueue(interest=device_plugins_only, clock=clock, initial_backoff=1.0, max_backoff=10.0)
 
 
@@ -51,7 +43,7 @@ def popped(queue: SchedulingQueue) -> list[str]:
     return out
 
 
-def test_priority_then_first_in_first_out(queue: SchedulingQueue, clock: Clock) -> None:
+def test_priority_then_first_in_first_out(queue: SchedulingQueue, clock: FakeClock) -> None:
     for i, (name, priority) in enumerate([("a", 0), ("b", 10), ("c", 0), ("d", 10), ("e", 5)]):
         clock.now = 100.0 + i
         queue.add(prio(name, priority))
@@ -70,7 +62,7 @@ def test_a_popped_pod_is_in_flight_until_done(queue: SchedulingQueue) -> None:
     assert sum(queue.lengths().values()) == 0
 
 
-def test_errors_back_off_exponentially_up_to_the_cap(queue: SchedulingQueue, clock: Clock) -> None:
+def test_errors_back_off_exponentially_up_to_the_cap(queue: SchedulingQueue, clock: FakeClock) -> None:
     queue.add(make_pod("a"))
     waits = []
     for _ in range(6):
@@ -87,7 +79,7 @@ def test_errors_back_off_exponentially_up_to_the_cap(queue: SchedulingQueue, clo
 
 
 def test_unschedulable_pods_wait_for_an_event_of_a_plugin_that_rejected_them(
-    queue: SchedulingQueue, clock: Clock
+    queue: SchedulingQueue, clock: FakeClock
 ) -> None:
     queue.add(make_pod("gpu"))
     queue.add(make_pod("taint"))
@@ -104,7 +96,7 @@ def test_unschedulable_pods_wait_for_an_event_of_a_plugin_that_rejected_them(
     assert popped(queue) == ["taint"]
 
 
-def test_an_event_during_backoff_leaves_the_pod_in_backoff(queue: SchedulingQueue, clock: Clock) -> None:
+def test_an_event_during_backoff_leaves_the_pod_in_backoff(queue: SchedulingQueue, clock: FakeClock) -> None:
     queue.add(make_pod("a"))
     entry = queue.pop(timeout=0)
     assert entry is not None
@@ -117,7 +109,7 @@ def test_an_event_during_backoff_leaves_the_pod_in_backoff(queue: SchedulingQueu
 
 
 def test_an_event_while_in_flight_sends_a_failure_to_backoff_not_unschedulable(
-    queue: SchedulingQueue, clock: Clock
+    queue: SchedulingQueue, clock: FakeClock
 ) -> None:
     queue.add(make_pod("a"))
     entry = queue.pop(timeout=0)
@@ -129,7 +121,7 @@ def test_an_event_while_in_flight_sends_a_failure_to_backoff_not_unschedulable(
     assert popped(queue) == ["a"]
 
 
-def test_unschedulable_pods_are_retried_after_the_maximum_wait(clock: Clock) -> None:
+def test_unschedulable_pods_are_retried_after_the_maximum_wait(clock: FakeClock) -> None:
     queue = SchedulingQueue(interest=device_plugins_only, clock=clock, max_unschedulable=60.0)
     queue.add(make_pod("a"))
     entry = queue.pop(timeout=0)
@@ -141,7 +133,7 @@ def test_unschedulable_pods_are_retried_after_the_maximum_wait(clock: Clock) -> 
     assert popped(queue) == ["a"]
 
 
-def test_a_changed_pod_leaves_the_unschedulable_queue(queue: SchedulingQueue, clock: Clock) -> None:
+def test_a_changed_pod_leaves_the_unschedulable_queue(queue: SchedulingQueue, clock: FakeClock) -> None:
     pod = make_pod("a")
     queue.add(pod)
     entry = queue.pop(timeout=0)
@@ -154,7 +146,9 @@ def test_a_changed_pod_leaves_the_unschedulable_queue(queue: SchedulingQueue, cl
     assert popped(queue) == ["a"]
 
 
-def test_a_pod_that_must_change_waits_for_itself_not_for_cluster_events(queue: SchedulingQueue, clock: Clock) -> None:
+def test_a_pod_that_must_change_waits_for_itself_not_for_cluster_events(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
     queue.add(make_pod("bad"))
     entry = queue.pop(timeout=0)
     assert entry is not None
@@ -180,7 +174,7 @@ def test_deleted_pods_are_skipped_and_failures_of_deleted_pods_dropped(queue: Sc
     assert sum(queue.lengths().values()) == 0
 
 
-def test_pending_lists_every_pod_with_where_it_waits(queue: SchedulingQueue, clock: Clock) -> None:
+def test_pending_lists_every_pod_with_where_it_waits(queue: SchedulingQueue, clock: FakeClock) -> None:
     queue.add(make_pod("a"))
     queue.add(make_pod("b"))
     entry = queue.pop(timeout=0)
@@ -213,7 +207,7 @@ def test_pop_blocks_until_a_pod_arrives_and_close_wakes_it(queue: SchedulingQueu
     assert got == ["a", "closed"]
 
 
-def test_a_gang_groups_members_are_popped_together(clock: Clock) -> None:
+def test_a_gang_groups_members_are_popped_together(clock: FakeClock) -> None:
     groups = {"a-0": "ns/a", "a-1": "ns/a", "b-0": "ns/b", "b-1": "ns/b"}
     queue = SchedulingQueue(interest=device_plugins_only, clock=clock, group_of=lambda pod: groups.get(pod.name))
     for name in ("a-0", "b-0", "solo", "a-1", "b-1"):
@@ -233,7 +227,7 @@ def test_activate_moves_unschedulable_and_backing_off_pods_to_active(queue: Sche
 
 
 def test_activate_after_backoff_waits_for_the_backoff_then_makes_them_active(
-    queue: SchedulingQueue, clock: Clock
+    queue: SchedulingQueue, clock: FakeClock
 ) -> None:
     for name in ("waits", "backs-off"):
         queue.add(make_pod(name))
@@ -246,7 +240,7 @@ def test_activate_after_backoff_waits_for_the_backoff_then_makes_them_active(
     assert sorted(popped(queue)) == ["backs-off", "waits"]
 
 
-def test_a_group_whose_members_all_left_starts_afresh(clock: Clock) -> None:
+def test_a_group_whose_members_all_left_starts_afresh(clock: FakeClock) -> None:
     # The queue keeps a group's place only while it has members: a gang that was scheduled and a
     # new gang of the same name later are not ordered by the old one's arrival.
     groups = {"a-0": "ns/a", "a-1": "ns/a"}

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kube.events import ObjectReference
 from scheduler.service.unserved import REASON_NOT_SERVED, UnservedNames
+from tests.support.clocks import FakeClock
 
 
 @dataclass
@@ -16,15 +17,7 @@ class Recorder:
         self.seen.append((ref.name, reason, message))
 
 
-@dataclass
-class Clock:
-    now: float = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def names(recorder: Recorder, clock: Clock, *, leader: list[bool] | None = None) -> UnservedNames:
+def names(recorder: Recorder, clock: FakeClock, *, leader: list[bool] | None = None) -> UnservedNames:
     lead = leader if leader is not None else [True]
     return UnservedNames(
         recorder,  # type: ignore[arg-type]  # records warnings only
@@ -41,7 +34,7 @@ def ref(name: str) -> ObjectReference:
 
 
 def test_a_pod_still_waiting_after_the_grace_is_told_once_with_the_names_served() -> None:
-    recorder, clock = Recorder(), Clock()
+    recorder, clock = Recorder(), FakeClock(100.0)
     unserved = names(recorder, clock)
     unserved.waiting("uid-a", ref("a"), "koord-schedulr")
     clock.now += 29
@@ -63,7 +56,7 @@ def test_a_pod_still_waiting_after_the_grace_is_told_once_with_the_names_served(
 
 
 def test_a_pod_another_scheduler_binds_in_time_is_never_told() -> None:
-    recorder, clock = Recorder(), Clock()
+    recorder, clock = Recorder(), FakeClock(100.0)
     unserved = names(recorder, clock)
     unserved.waiting("uid-b", ref("b"), "default-scheduler")
     clock.now += 5
@@ -73,7 +66,7 @@ def test_a_pod_another_scheduler_binds_in_time_is_never_told() -> None:
 
 
 def test_only_the_leader_tells() -> None:
-    recorder, clock, leader = Recorder(), Clock(), [False]
+    recorder, clock, leader = Recorder(), FakeClock(100.0), [False]
     unserved = names(recorder, clock, leader=leader)
     unserved.waiting("uid-c", ref("c"), "other")
     clock.now += 60

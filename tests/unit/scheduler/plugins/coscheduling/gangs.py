@@ -9,8 +9,7 @@ from apis.extension import names
 from apis.k8s.core import Pod
 from scheduler.core import Outcome, Scheduler
 from scheduler.plugins.coscheduling import Coscheduling
-
-from ...conftest import make_pod
+from tests.support.builders import make_pod
 
 
 def member(

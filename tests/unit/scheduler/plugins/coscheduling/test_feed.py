@@ -14,8 +14,9 @@ from scheduler.framework import Framework, load_config
 from scheduler.framework.events import ClusterEvent
 from scheduler.framework.feeds import About, Concerns, Feeds, Handlers
 from scheduler.plugins.coscheduling import Coscheduling
+from tests.support.builders import make_node, make_pod
+from tests.support.scheduling import make_cache
 
-from ...conftest import make_cache, make_node, make_pod
 from .gangs import member
 
 TWO_PROFILES = """

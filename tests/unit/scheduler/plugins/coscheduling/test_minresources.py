@@ -8,8 +8,8 @@ import pytest
 from apis.extension import names
 from scheduler.cache import ClusterCache, PodInfo
 from scheduler.plugins.coscheduling.minresources import ClusterFree, Shortfall, shortfalls
-
-from ...conftest import bound_pod, gpu_alloc, make_cache, make_node
+from tests.support.builders import bound_pod, gpu_alloc, make_node
+from tests.support.scheduling import make_cache
 
 
 def cluster(*used: int) -> ClusterCache:

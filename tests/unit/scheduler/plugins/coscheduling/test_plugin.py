@@ -13,9 +13,9 @@ from scheduler.cache import PodInfo
 from scheduler.core import Scheduler
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code
+from tests.support.builders import make_node, make_pod
+from tests.support.scheduling import make_scheduler, state_of
 
-from ...conftest import make_node, make_pod, make_scheduler
-from ...test_properties import state_of
 from .gangs import FOREVER, member, nodes_of, plugin, schedule_all
 
 

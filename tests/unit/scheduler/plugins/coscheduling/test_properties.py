@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from apis.k8s.core import Pod
 from scheduler import whatif
 from scheduler.core import Scheduler
+from tests.support.builders import make_node, make_pod
+from tests.support.scheduling import make_scheduler, state_of
 
-from ...conftest import make_node, make_pod, make_scheduler
-from ...test_properties import state_of
 from .gangs import FOREVER, member, schedule_all
 
 GPU_COUNTS = [1, 2, 4, 8]

@@ -17,9 +17,9 @@ from scheduler.framework.config import load_config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.status import Code
 from scheduler.plugins.coscheduling.args import CoschedulingArgs
+from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_scheduler, state_of
 
-from ...conftest import bound_pod, gpu_alloc, make_node, make_pod, make_scheduler
-from ...test_properties import state_of
 from .gangs import FOREVER, nodes_of, plugin, schedule_all
 
 

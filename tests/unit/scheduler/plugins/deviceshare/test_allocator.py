@@ -1,5 +1,5 @@
 """TopologyAwarePolicy on the reference server: 8 GPUs on 2 NUMA nodes × 2 PCIe switches, one
-RDMA NIC with 4 VFs per switch (see tests/unit/scheduler/conftest.py for the layout)."""
+RDMA NIC with 4 VFs per switch (see tests/support/builders.py for the layout)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.framework.status import Code
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest, Rejection, TopologyAwarePolicy
 from scheduler.plugins.deviceshare.args import DEFAULT_SCORING
-
-from ...conftest import bound_pod, gpu_alloc, make_cache, make_node, make_pod, with_nvlink
+from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod, with_nvlink
+from tests.support.scheduling import make_cache
 
 LEAST = TopologyAwarePolicy(DEFAULT_SCORING)
 MOST = TopologyAwarePolicy(dataclasses.replace(DEFAULT_SCORING, type=ScoringStrategyType.MOST_ALLOCATED))

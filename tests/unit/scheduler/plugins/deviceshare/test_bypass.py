@@ -13,8 +13,8 @@ from scheduler.core import with_scoring
 from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.simulation.cluster import GIB
-
-from ...conftest import allocated, bound_pod, gpu_alloc, make_node, make_pod, make_scheduler
+from tests.support.builders import allocated, bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_scheduler
 
 
 def test_an_over_committed_gpu_is_full_even_where_it_looks_free() -> None:

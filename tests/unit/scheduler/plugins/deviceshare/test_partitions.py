@@ -22,8 +22,9 @@ from scheduler.cache import ClusterCache
 from scheduler.framework.status import Code
 from scheduler.plugins.deviceshare import reasons
 from scheduler.plugins.deviceshare.allocator import Allocation, Rejection
+from tests.support.builders import allocated, bound_pod, gpu_alloc, make_node, make_pod
+from tests.support.scheduling import make_cache, make_scheduler
 
-from ...conftest import allocated, bound_pod, gpu_alloc, make_cache, make_node, make_pod, make_scheduler
 from .test_allocator import allocate, minors
 
 HONOR = {names.LABEL_GPU_PARTITION_POLICY: "Honor"}

@@ -14,8 +14,8 @@ from scheduler.framework.config import SchedulerConfig
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.scoring import ScoringStrategyType
 from scheduler.framework.status import Code
-
-from ...conftest import allocated, bound_pod, gpu_alloc, make_node, make_pod, make_scheduler, with_nvlink
+from tests.support.builders import allocated, bound_pod, gpu_alloc, make_node, make_pod, with_nvlink
+from tests.support.scheduling import make_scheduler
 
 
 def test_annotation_is_the_exact_protocol_format() -> None:

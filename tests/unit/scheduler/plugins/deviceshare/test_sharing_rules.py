@@ -15,8 +15,8 @@ from apis.k8s.core import Node
 from scheduler.framework.config import SchedulerConfig, load_config
 from scheduler.framework.status import Code
 from scheduler.plugins.deviceshare import DeviceShareArgs
-
-from ...conftest import make_node, make_pod, make_scheduler
+from tests.support.builders import make_node, make_pod
+from tests.support.scheduling import make_scheduler
 
 HAMI = {names.LABEL_GPU_ISOLATION_PROVIDER: names.GPU_ISOLATION_PROVIDER_HAMI_CORE}
 NO_HAMI = (

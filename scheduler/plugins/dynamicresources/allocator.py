@@ -5,6 +5,8 @@ already held on the node by either protocol (`apis.dra.ledger.Held`), the node's
 and a CEL `Compiler`. The answer is an AllocationResult per claim, or a `Failure` saying which
 claim, which request and why (which selector, which constraint, how many devices were in use,
 tainted, short of capacity or counters) — what `tessera explain` and the pod's condition show.
+It lives with the DynamicResources plugin, whose Filter runs it once per node (the types, CEL and
+the ledger it reads stay in `apis.dra`: the API server and the node agent share them); pure.
 
 Semantics are k8s.io/dynamic-resource-allocation/structured's (its "experimental" channel, every
 DRA feature on), read from its source:

@@ -9,10 +9,17 @@ import pytest
 
 from apis.dra import cel
 from apis.dra.allocation import DeviceID
-from apis.dra.allocator import Candidate, FailureKind, Node, Outcome, allocate, consumed_capacity
 from apis.dra.claim import DeviceClass, ResourceClaim
 from apis.dra.ledger import Held, held_by_claims
 from apis.dra.slice import ResourceSlice
+from scheduler.plugins.dynamicresources.allocator import (
+    Candidate,
+    FailureKind,
+    Node,
+    Outcome,
+    allocate,
+    consumed_capacity,
+)
 from tests.unit.apis.dra.factories import DRIVER, exactly, gpu, make_claim, make_class, make_slice
 
 GIB = 2**30

@@ -17,7 +17,7 @@ import helm_python as helm
 import pytest
 import yaml
 
-from tests.unit.deploy.manifests import DEPLOY, NAMESPACE, Obj
+from tests.support.manifests import DEPLOY, NAMESPACE, Obj
 
 CHART = DEPLOY / "helm" / "tessera"
 RELEASE = "tessera"

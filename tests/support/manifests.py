@@ -22,7 +22,7 @@ import yaml
 from apiserver.authz import bootstrap
 from cli import main
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 NAMESPACE = "tessera-system"
 

@@ -1,8 +1,16 @@
-"""Factories for scheduler tests: pods, GPU nodes, clusters, and a Scheduler over them.
+"""Parsed API objects for tests: pods, GPU nodes with their Device, device allocations,
+Reservations and ElasticQuotas, built in one line each.
+
+    make_pod("p", gpu_core=50, cpu=1000)           # one container asking for those amounts
+    bound_pod("q", "node-a", gpu_alloc(3, 50))      # running on node-a, holding half of GPU 3
+    node, device = make_node("node-a")              # an 8-GPU server and its Device
+    quota_cr("team-a", min={...}, max={...})        # an ElasticQuota as the API returns it
 
 `make_node("n")` is an 8-GPU server: GPUs 0,1 on switch pci0000:10 and 2,3 on pci0000:30
 (NUMA 0), 4,5 on pci0000:50 and 6,7 on pci0000:70 (NUMA 1); RDMA NIC minor k on the k-th
-switch with 4 VFs (bus IDs 0000:1f:00.1 … for the first).
+switch with 4 VFs (bus IDs 0000:1f:00.1 … for the first). `tests/support/scheduling.py` puts
+them in a scheduler; `tests/support/gpuobjects.py` has the dashboard's objects (pods holding
+shares given per GPU, Devices two GPUs to a switch, Reservations and PodMigrationJobs).
 """
 
 from __future__ import annotations
@@ -12,15 +20,26 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from apis.crds.device import Device, DeviceType
+from apis.crds.elasticquota import ElasticQuota
 from apis.crds.reservation import Reservation
 from apis.extension import allocation, names
 from apis.extension.allocation import DeviceAllocation
 from apis.k8s.core import Container, Node, NodeAffinity, Pod, Taint, Toleration
-from apis.k8s.meta import ObjectMeta
-from scheduler.cache import ClusterCache
-from scheduler.core import Scheduler
-from scheduler.framework.config import SchedulerConfig
+from apis.k8s.meta import ObjectMeta, OwnerReference
 from scheduler.simulation.cluster import GIB, NodeShape, gpu_node
+
+__all__ = [
+    "GPU_MEMORY",
+    "allocated",
+    "bound_pod",
+    "controlled",
+    "gpu_alloc",
+    "make_node",
+    "make_pod",
+    "make_reservation",
+    "quota_cr",
+    "with_nvlink",
+]
 
 GPU_MEMORY = 80 * GIB
 _RESOURCE_ARGS = {
@@ -95,22 +114,6 @@ def with_nvlink(node: tuple[Node, Device], *groups: Iterable[int]) -> tuple[Node
     return node[0], dataclasses.replace(node[1], nvlink=nvlink)
 
 
-def make_cache(*nodes: tuple[Node, Device]) -> ClusterCache:
-    cache = ClusterCache()
-    for node, device in nodes:
-        cache.add_node(node)
-        cache.add_device(device)
-    return cache
-
-
-def make_scheduler(*nodes: tuple[Node, Device], config: SchedulerConfig | None = None, seed: int = 0) -> Scheduler:
-    scheduler = Scheduler(config, seed=seed)
-    for node, device in nodes:
-        scheduler.cache.add_node(node)
-        scheduler.cache.add_device(device)
-    return scheduler
-
-
 def gpu_alloc(minor: int, percent: int = 100, *, memory: int = GPU_MEMORY) -> DeviceAllocation:
     return DeviceAllocation(
         minor=minor,
@@ -134,6 +137,12 @@ def allocated(annotations: Mapping[str, str]) -> dict[str, list[int]]:
     """device type -> minors, from a device-allocated annotation."""
     decoded = allocation.from_pod_annotations(annotations)
     return {t.value: [a.minor for a in allocs] for t, allocs in decoded.items()}
+
+
+def controlled(pod: Pod) -> Pod:
+    """`pod` owned by a ReplicaSet (something that recreates it after an eviction)."""
+    ref = OwnerReference("apps/v1", "ReplicaSet", f"rs-{pod.name}", f"rs-uid-{pod.name}", controller=True)
+    return dataclasses.replace(pod, meta=dataclasses.replace(pod.meta, owner_references=(ref,)))
 
 
 def make_reservation(
@@ -166,8 +175,23 @@ def make_reservation(
     return Reservation.from_dict(raw)
 
 
-def mark_terminating(scheduler: Scheduler, key: str) -> None:
-    """The pod `key` in the scheduler's cache, now being deleted (a deletionTimestamp set)."""
-    pod = next(p for p in scheduler.cache.pods() if p.key == key).pod
-    meta = dataclasses.replace(pod.meta, deletion_timestamp="2026-01-01T00:00:00Z")
-    scheduler.cache.add_pod(dataclasses.replace(pod, meta=meta))
+def quota_cr(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    min: dict[str, Any] | None = None,
+    max: dict[str, Any] | None = None,
+    namespace: str = "default",
+) -> ElasticQuota:
+    return ElasticQuota.from_dict(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": labels or {},
+                "annotations": annotations or {},
+            },
+            "spec": {"min": min or {}, "max": max or {}},
+        }
+    )

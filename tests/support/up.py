@@ -22,7 +22,7 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -36,7 +36,7 @@ from cli.launchers.base import KubeconfigCredentials
 from cli.localcluster import state
 from tests.support.waiting import wait_for
 
-__all__ = ["Cluster", "Up", "tessera_command"]
+__all__ = ["Cluster", "Up", "module_up", "tessera_command"]
 
 #: Start-up takes seconds; this only bounds a test that would otherwise hang on a loaded machine.
 START_TIMEOUT_S: Final = 180.0
@@ -272,3 +272,14 @@ class Cluster:
         out |= {f"Device//{name}": d.meta.uid for name, d in self.devices().items()}
         out |= {f"Namespace//{ns.metadata.name}": ns.metadata.uid for ns in self.core.list_namespace().items}
         return out
+
+
+@contextlib.contextmanager
+def module_up(workdir: Path, *flags: str) -> Iterator[Up]:
+    """`tessera up` with 3 simulated 8-GPU nodes (and this machine) and `flags`; at the end, no
+    component may have been refused a call (403) and Ctrl-C must stop everything cleanly."""
+    with Up.started(workdir / "data", "--nodes", "3", "--profile", "a100-8x", *flags) as running:
+        yield running
+        assert running.forbidden_calls() == [], "a component called what its role in deploy/ lacks"
+        code = running.interrupt()
+        assert code == 0, running.output()

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from apis.dra import cel, gpus
-from apis.dra.allocator import Node, allocate
 from apis.dra.claim import ResourceClaim
 from apis.dra.ledger import held_by_claims
 from apis.extension import names
+from scheduler.plugins.dynamicresources.allocator import Node, allocate
 from tests.unit.apis.dra.factories import exactly, make_claim, make_class, make_slice
 
 GIB = 2**30

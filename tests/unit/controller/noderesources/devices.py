@@ -1,5 +1,7 @@
 """Factories for Devices and Nodes as the agent and kubelet write them."""
 
+from __future__ import annotations
+
 from collections.abc import Mapping
 
 from apis.crds.device import Device, DeviceInfo, DeviceType
@@ -8,11 +10,15 @@ from apis.k8s.core import Node
 from apis.k8s.meta import ObjectMeta
 
 GiB = 1 << 30
+
+
 NVIDIA_LABELS = {
     names.LABEL_GPU_VENDOR: "nvidia",
     names.LABEL_GPU_MODEL: "A100-SXM4-80GB",
     names.LABEL_GPU_DRIVER_VERSION: "535.161.08",
 }
+
+
 KUBELET = {"cpu": 64_000, "memory": 512 * GiB, "pods": 110}
 
 

@@ -16,8 +16,18 @@ from __future__ import annotations
 from scheduler.fragmentation import NodeResources, TargetWorkload, TaskShape
 
 A = TaskShape(gpus=1, gpu_percent=30)
+
+
 B = TaskShape(gpus=1, gpu_percent=60)
+
+
 C = TaskShape(gpus=2, gpu_percent=100)
+
+
 D = TaskShape(milli_cpu=1000)
+
+
 WORKLOAD = TargetWorkload(((A, 2), (B, 1), (C, 1), (D, 1)), 1)
+
+
 NODE = NodeResources(milli_cpu=64_000, memory=1 << 40, gpu_model="A100", gpu_free=(100, 50, 0))

@@ -10,6 +10,8 @@ from apis.extension import names
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 
 GI = 2**30
+
+
 NODE = "sim-1"
 
 

@@ -1,6 +1,6 @@
 """Factories for QoS tests: pods (through the real `Pod.from_dict` parser) and cgroup-v2 fixture trees.
 
-Shared by the unit tests here and the real-cgroup integration tests in tests/integration/qos.
+Shared by the unit tests in tests/unit/agent/qos and the real-cgroup integration tests in tests/integration/qos.
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Generated protocol buffer code; see hack/gen-proto.sh."""

@@ -1,0 +1,412 @@
+"""DynamicResources: a pod's ResourceClaims (`resource.k8s.io/v1`) allocated as kube-scheduler's
+plugin of that name allocates them — with DeviceShare's placement preferences and on one ledger
+with Koordinator-protocol pods.
+
+- PreFilter resolves the pod's claims: `resourceClaimName`, or the claim generated for a template
+  as the pod's `status.resourceClaimStatuses` records it. A template's claim not made yet, a
+  claim not found, being deleted, or generated for another pod makes the pod wait
+  (UnschedulableAndUnresolvable, until a claim or the pod changes), as kube does; so does a
+  claim that cannot be allocated anywhere as written (a DeviceClass missing, a CEL selector that
+  does not compile: the allocator's ERROR). A pod asking for GPUs in both protocols is refused
+  (it must change). A claim allocated already keeps the pod to the nodes its devices are on.
+- Filter runs the structured allocator (`allocator.allocate`) on the node for the claims not
+  allocated yet, against what is held there: the store's allocated claims (assumed ones too)
+  and the GPUs Koordinator-protocol pods hold (`ledger.held`). The answer is memoised per node
+  and claim shape until the node's devices or the store's view of the node change. A rejection
+  is the allocator's reason: which claim, which request, which selector or constraint.
+- Score is DeviceShare's device score of the node with the GPUs the claims take (`ledger.node_score`);
+  within a node the allocator tries devices in DeviceShare's order (`ledger.rank`: shares packed
+  onto partly used GPUs, whole devices kept on one PCIe switch, partly used switches first).
+- Reserve allocates for the chosen node, assumes each claim in the store as allocated and
+  reserved for the pod (an allocated claim the pod reuses: reserved for it), and reserves the
+  GPUs they take in the cache, so DeviceShare gives them to nobody; Unreserve undoes both.
+- PreBind asks for each claim's `status` write (`allocation` and `reservedFor`, conditional on the
+  resourceVersion the allocation was made from, so a claim changed meanwhile fails the binding
+  rather than being allocated twice) and, for a claim it allocated, the delete-protection
+  finalizer (kube-scheduler's); each with the write that takes it back.
+
+The claims' holdings reach the cache through `holdings.ClaimHoldings`, which this plugin adds to
+the cache's sources: a bound pod holds the GPUs its claims' allocations say, also after a restart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Final
+
+from apis.crds.device import DeviceType
+from apis.dra import RESOURCE_CLAIMS, cel, gpus
+from apis.dra.allocation import ConsumerReference
+from apis.dra.claim import AllocationMode, ResourceClaim
+from apis.dra.ledger import Held
+from apis.dra.names import DELETE_PROTECTION_FINALIZER
+from apis.dra.slice import NodeSelector
+from apis.errors import TesseraError
+from apis.extension.allocation import DeviceAllocation
+from apis.k8s.meta import ObjectMeta
+from scheduler.cache import NodeInfo, PodInfo
+from scheduler.framework import scoring
+from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.interfaces import (
+    ClusterEvent,
+    EnqueueExtension,
+    EventAction,
+    EventResource,
+    FilterPlugin,
+    Handle,
+    PreBindPlugin,
+    PreFilterPlugin,
+    PreFilterResult,
+    PreScorePlugin,
+    ReservePlugin,
+    ScorePlugin,
+)
+from scheduler.framework.status import SKIP, SUCCESS, Status
+from scheduler.framework.writes import ObjectWrite, Write
+from scheduler.plugins.dynamicresources import feed, ledger, reasons
+from scheduler.plugins.dynamicresources.allocator import FailureKind, Node, Outcome, allocate
+from scheduler.plugins.dynamicresources.args import DynamicResourcesArgs
+from scheduler.plugins.dynamicresources.holdings import ClaimHoldings
+from scheduler.plugins.dynamicresources.state import ClaimsState, ReservedClaims
+from scheduler.plugins.dynamicresources.store import ClaimStore
+
+__all__ = ["COMPILER", "NAME", "STORE", "DynamicResources", "new"]
+
+NAME: Final = "DynamicResources"
+#: The scheduler's one ClaimStore and CEL compiler (`Handle.scheduler_object`).
+STORE: Final = "scheduler.dynamicresources.ClaimStore"
+COMPILER: Final = "scheduler.dynamicresources.Compiler"
+#: kube's ResourceClaimReservedForMaxSize.
+RESERVED_FOR_MAX: Final = 256
+_CLAIMS = f"{NAME}/claims"
+_RESERVED = f"{NAME}/reserved"
+_SHAPES_PER_NODE = 64
+
+
+def _placeholder(i: int) -> str:
+    return f"<claim #{i}>"
+
+
+class DynamicResources(
+    PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtension
+):
+    name = NAME
+    normalizes = True
+
+    def __init__(self, args: DynamicResourcesArgs, handle: Handle) -> None:
+        self.args = args
+        self._cache = handle.cache
+        self.store = handle.scheduler_object(STORE, ClaimStore, ClaimStore)
+        self.compiler = handle.scheduler_object(COMPILER, cel.Compiler, cel.Compiler)
+        handle.cache.holdings.add(ClaimHoldings(self.store))
+        feed.watch(handle.feeds, self.store, handle.cache, key=STORE)
+        #: node -> (what the answers depend on, claim shape -> the allocator's answer).
+        self._memo: dict[str, tuple[Hashable, dict[str, Outcome]]] = {}
+
+    # --- PreFilter ----------------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
+        spec = pod.pod
+        if not spec.resource_claims:
+            return None, SKIP
+        if DeviceType.GPU in pod.device_requests:
+            asked = ", ".join(sorted(n for n in pod.requests if pod.requests[n] and "gpu" in n))
+            return None, Status.invalid_pod(reasons.BOTH_PROTOCOLS.format(resources=asked), plugin=NAME)
+        claims: list[ResourceClaim] = []
+        for pod_claim in spec.resource_claims:
+            name = spec.claim_name(pod_claim)
+            if name is None:
+                continue
+            if not name:
+                why = reasons.WAITING_FOR_CLAIM.format(
+                    claim=pod_claim.name, template=pod_claim.resource_claim_template_name
+                )
+                return None, Status.unresolvable(why, plugin=NAME)
+            claim = self.store.claim(f"{spec.namespace}/{name}")
+            refused = _refuses(claim, pod, name, template=bool(pod_claim.resource_claim_template_name))
+            if refused is not None:
+                return None, refused
+            assert claim is not None
+            if all(c.key != claim.key for c in claims):
+                claims.append(claim)
+        to_allocate = tuple(c for c in claims if c.allocation is None)
+        allocated = tuple(c for c in claims if c.allocation is not None)
+        if to_allocate:
+            # A claim's own error (its class missing, a selector that does not compile) is the
+            # same on every node: said once, before any node is tried.
+            check = allocate(
+                to_allocate, node=Node(""), classes=self.store.classes, slices=(), held=Held(), compiler=self.compiler
+            )
+            if check.failure is not None and check.failure.kind is FailureKind.ERROR:
+                return None, Status.unresolvable(reasons.CLAIM_ERROR.format(reason=check.failure), plugin=NAME)
+        try:
+            selectors = tuple(
+                None
+                if c.allocation is None or c.allocation.node_selector is None
+                else NodeSelector.from_dict(c.allocation.node_selector, "status.allocation.nodeSelector", c.key)
+                for c in allocated
+            )
+        except TesseraError as e:
+            return None, Status.unresolvable(str(e), plugin=NAME)
+        anonymous = tuple(
+            dataclasses.replace(c, meta=ObjectMeta(name=_placeholder(i))) for i, c in enumerate(to_allocate)
+        )
+        shape = json.dumps([c.spec.to_dict() for c in to_allocate], sort_keys=True)
+        state.write(_CLAIMS, ClaimsState(tuple(claims), to_allocate, allocated, shape, anonymous, selectors))
+        return _only_nodes(allocated), SUCCESS
+
+    # --- Filter and Score -----------------------------------------------------------------------------
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
+        found = state.read(_CLAIMS, ClaimsState)
+        if found is None:
+            return SUCCESS
+        labels = node.node.labels if node.node is not None else {}
+        for claim, selector in zip(found.allocated, found.selectors, strict=True):
+            if selector is not None and not selector.matches(labels, node.name):
+                return Status.unresolvable(reasons.ALLOCATED_ELSEWHERE.format(claim=claim.key), plugin=NAME)
+        if not found.to_allocate:
+            return SUCCESS
+        unknown = node.devices.unknown_holders(DeviceType.GPU)
+        if unknown and any(s.driver == gpus.DRIVER for s in self.store.slices_for(node.name)):
+            return Status.unschedulable(reasons.UNKNOWN_GPUS.format(pods=", ".join(unknown)), plugin=NAME)
+        failure = self._outcome(found, node).failure
+        if failure is None:
+            return SUCCESS
+        message = _named(failure.message, found)
+        if failure.kind is FailureKind.ERROR:
+            return Status.unresolvable(reasons.CLAIM_ERROR.format(reason=message), plugin=NAME)
+        return Status.unschedulable(message, plugin=NAME)
+
+    def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
+        found = state.read(_CLAIMS, ClaimsState)
+        return SUCCESS if found is not None and found.to_allocate else SKIP
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
+        found = state.read(_CLAIMS, ClaimsState)
+        if found is None or not found.to_allocate:
+            return 0
+        outcome = self._outcome(found, node)
+        if outcome.allocations is None:
+            return 0
+        adding = gpus.koordinator_usage(outcome.allocations, self.store.slices_for(node.name), node=node.name)
+        return ledger.node_score(node, adding, self.args.scoring) if adding else 0
+
+    def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
+        scoring.default_normalize(scores)
+
+    def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
+        """A pod without claims: a constant (nothing here depends on the node). With claims: none
+        (the answers depend on the store, not only on the NodeInfo: this plugin memoises them)."""
+        return 0 if state.read(_CLAIMS, ClaimsState) is None else None
+
+    def _outcome(self, found: ClaimsState, node: NodeInfo) -> Outcome:
+        """The allocator's answer for the claims' shape on `node`, memoised until what it read
+        changes (the node's devices and labels, the store's view of the node)."""
+        labels = node.node.labels if node.node is not None else {}
+        depends = (node.device_generation, self.store.node_key(node.name), tuple(sorted(labels.items())))
+        entry = self._memo.get(node.name)
+        if entry is None or entry[0] != depends:
+            entry = self._memo[node.name] = (depends, {})
+        elif len(entry[1]) >= _SHAPES_PER_NODE:
+            entry[1].clear()
+        outcome = entry[1].get(found.shape)
+        if outcome is None:
+            outcome = entry[1][found.shape] = self._allocate(found.anonymous, node)
+        return outcome
+
+    def _allocate(self, claims: Sequence[ResourceClaim], node: NodeInfo) -> Outcome:
+        slices = self.store.slices_for(node.name)
+        besides = [c.key for c in claims]
+        claims_held = self.store.held_on(
+            node.name, besides=besides, rounding=gpus.whole_percents(slices, node=node.name)
+        )
+        held = ledger.held(node, claims_held, slices)
+        count = max(
+            (
+                sub.count
+                for c in claims
+                for request in c.spec.requests
+                for sub in request.alternatives
+                if sub.allocation_mode is AllocationMode.EXACT_COUNT
+            ),
+            default=1,
+        )
+        shares = any(sub.capacity for c in claims for request in c.spec.requests for sub in request.alternatives)
+        labels = node.node.labels if node.node is not None else {}
+        return allocate(
+            claims,
+            node=Node(node.name, labels),
+            classes=self.store.classes,
+            slices=slices,
+            held=held,
+            compiler=self.compiler,
+            rank=ledger.rank(node, count=count, shares=shares),
+            max_steps=self.args.max_steps,
+        )
+
+    # --- Reserve, Unreserve, PreBind ------------------------------------------------------------------
+    def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
+        found = state.read(_CLAIMS, ClaimsState)
+        if found is None:
+            return SUCCESS
+        info = self._cache.node(node)
+        if info is None:
+            return Status.unschedulable(f"node {node} is gone", plugin=NAME)
+        me = ConsumerReference.pod(pod.pod.name, pod.pod.uid)
+        changes: list[tuple[ResourceClaim, ResourceClaim]] = []
+        if found.to_allocate:
+            outcome = self._allocate(found.to_allocate, info)
+            if outcome.allocations is None:
+                return Status.unschedulable(str(outcome.failure), plugin=NAME)
+            for claim, allocation in zip(found.to_allocate, outcome.allocations, strict=True):
+                changes.append((claim, _reserved(dataclasses.replace(claim, allocation=allocation), me)))
+        for claim in found.allocated:
+            if all(c.uid != me.uid for c in claim.reserved_for):
+                changes.append((claim, _reserved(claim, me)))
+        for old, new in changes:
+            self.store.assume(new, base=old.meta.resource_version, pod=pod.ident)
+        held = ledger.gpu_holdings(
+            (new.allocation for _, new in changes if new.allocation is not None and new.reserved_for[0] == me),
+            self.store.slices_for(node),
+            node=node,
+        )
+        if held:
+            current = info.devices.holdings.get(pod.ident)
+            others = dict(current.allocations) if current is not None else {}
+            others[DeviceType.GPU] = held
+            exclusive = current.pcie_exclusive if current is not None else frozenset()
+            self._cache.reserve_devices(pod, node, others, pcie_exclusive=exclusive)
+        state.write(_RESERVED, ReservedClaims(node, tuple(changes), bool(held)))
+        return SUCCESS
+
+    def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
+        reserved = state.read(_RESERVED, ReservedClaims)
+        if reserved is None or reserved.node != node:
+            return
+        for _, new in reserved.changes:
+            self.store.forget(new.key, pod=pod.ident)
+        info = self._cache.node(node)
+        current = info.devices.holdings.get(pod.ident) if info is not None else None
+        if reserved.gpus and current is not None and self._cache.is_assumed(pod.ident):
+            others: dict[DeviceType, tuple[DeviceAllocation, ...]] = {
+                t: a for t, a in current.allocations.items() if t is not DeviceType.GPU
+            }
+            if others:
+                self._cache.reserve_devices(pod, node, others, pcie_exclusive=current.pcie_exclusive)
+            else:
+                self._cache.release_devices(pod.ident, node)
+        state.delete(_RESERVED)
+
+    def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
+        reserved = state.read(_RESERVED, ReservedClaims)
+        if reserved is None or reserved.node != node:
+            return (), SUCCESS
+        writes: list[Write] = []
+        for old, new in reserved.changes:
+            writes.extend(claim_writes(old, new))
+        return writes, SUCCESS
+
+    def events_to_register(self) -> tuple[ClusterEvent, ...]:
+        return (
+            feed.CLAIM_CHANGED,
+            feed.SLICE_CHANGED,
+            feed.CLASS_CHANGED,
+            # Room freed (a pod with claims or GPUs deleted, a binding undone), a bound pod's
+            # record of its GPUs changed, or the pod's own claims recorded by the controller.
+            ClusterEvent(EventResource.POD, EventAction.DELETE | EventAction.UPDATE),
+            ClusterEvent(EventResource.NODE, EventAction.ADD | EventAction.UPDATE),
+            ClusterEvent(EventResource.DEVICE, EventAction.ALL),
+        )
+
+
+def _refuses(claim: ResourceClaim | None, pod: PodInfo, name: str, *, template: bool) -> Status | None:
+    key = f"{pod.pod.namespace}/{name}"
+    if claim is None:
+        return Status.unresolvable(reasons.CLAIM_NOT_FOUND.format(claim=key), plugin=NAME)
+    if claim.meta.deletion_timestamp:
+        return Status.unresolvable(reasons.CLAIM_DELETING.format(claim=key), plugin=NAME)
+    if template and pod.pod.uid and all(o.uid != pod.pod.uid for o in claim.meta.owner_references):
+        return Status.unresolvable(reasons.CLAIM_NOT_OWNED.format(claim=key), plugin=NAME)
+    consumers = {c.uid for c in claim.reserved_for}
+    if claim.allocation is not None and pod.pod.uid not in consumers and len(consumers) >= RESERVED_FOR_MAX:
+        return Status.unresolvable(reasons.RESERVED_FOR_FULL.format(claim=key, max=RESERVED_FOR_MAX), plugin=NAME)
+    return None
+
+
+def _only_nodes(allocated: Sequence[ResourceClaim]) -> PreFilterResult | None:
+    """The one node an allocated claim's devices are local to (`metadata.name In [node]`, as the
+    allocator writes it), when one is; None: every node is worth filtering."""
+    nodes: frozenset[str] | None = None
+    for claim in allocated:
+        assert claim.allocation is not None
+        selector = claim.allocation.node_selector
+        terms = selector.get("nodeSelectorTerms") if selector is not None else None
+        if not isinstance(terms, list) or len(terms) != 1 or not isinstance(terms[0], Mapping):
+            continue
+        fields = terms[0].get("matchFields") or []
+        for requirement in fields if not terms[0].get("matchExpressions") else []:
+            if (
+                isinstance(requirement, Mapping)
+                and requirement.get("key") == "metadata.name"
+                and requirement.get("operator") == "In"
+                and isinstance(requirement.get("values"), list)
+            ):
+                names = frozenset(str(v) for v in requirement["values"])
+                nodes = names if nodes is None else nodes & names
+    return PreFilterResult(nodes) if nodes is not None else None
+
+
+def _reserved(claim: ResourceClaim, me: ConsumerReference) -> ResourceClaim:
+    return dataclasses.replace(claim, reserved_for=(*claim.reserved_for, me))
+
+
+def _named(message: str, found: ClaimsState) -> str:
+    """The allocator's message about the placeholder claims, naming the pod's own."""
+    for i, claim in enumerate(found.to_allocate):
+        message = message.replace(_placeholder(i), claim.key)
+    return message
+
+
+def claim_writes(old: ResourceClaim, new: ResourceClaim) -> list[ObjectWrite]:
+    """The writes that make `old` what the cycle assumed (`new`): its status — `allocation` when
+    it was not allocated, `reservedFor` — conditional on `old`'s resourceVersion, and for a
+    claim allocated now the delete-protection finalizer; each with its undo."""
+    ns, name = old.meta.namespace, old.meta.name
+    status: dict[str, object] = {"reservedFor": [c.to_dict() for c in new.reserved_for]}
+    undo: dict[str, object] = {"reservedFor": [c.to_dict() for c in old.reserved_for] or None}
+    if old.allocation is None and new.allocation is not None:
+        status["allocation"] = new.allocation.to_dict()
+        undo["allocation"] = None
+    patch: dict[str, object] = {"status": status}
+    if old.meta.resource_version:
+        patch["metadata"] = {"resourceVersion": old.meta.resource_version}
+    writes = [
+        ObjectWrite(
+            RESOURCE_CLAIMS,
+            name,
+            patch,
+            namespace=ns,
+            subresource="status",
+            undo=ObjectWrite(RESOURCE_CLAIMS, name, {"status": undo}, namespace=ns, subresource="status"),
+        )
+    ]
+    if old.allocation is None and DELETE_PROTECTION_FINALIZER not in old.meta.finalizers:
+        finalizers = [*old.meta.finalizers, DELETE_PROTECTION_FINALIZER]
+        writes.append(
+            ObjectWrite(
+                RESOURCE_CLAIMS,
+                name,
+                {"metadata": {"finalizers": finalizers}},
+                namespace=ns,
+                undo=ObjectWrite(
+                    RESOURCE_CLAIMS, name, {"metadata": {"finalizers": list(old.meta.finalizers) or None}}, namespace=ns
+                ),
+            )
+        )
+    return writes
+
+
+def new(args: Mapping[str, object] | None, handle: Handle) -> DynamicResources:
+    """Raises ConfigError for bad arguments."""
+    return DynamicResources(DynamicResourcesArgs.from_dict(args), handle)

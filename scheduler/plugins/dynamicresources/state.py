@@ -1,0 +1,40 @@
+"""Per-cycle state of DynamicResources: the pod's claims as PreFilter resolved them, and what
+Reserve assumed for them (PreBind writes it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from apis.dra.claim import ResourceClaim
+from apis.dra.slice import NodeSelector
+from scheduler.framework.cycle_state import StateData
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimsState(StateData):
+    """Written by PreFilter for a pod with claims."""
+
+    #: Every claim the pod uses, in spec order (pod claims the controller left out skipped).
+    claims: tuple[ResourceClaim, ...]
+    #: Those not allocated yet: the allocator's work, on every node.
+    to_allocate: tuple[ResourceClaim, ...]
+    #: Those allocated already: the pod may only go where their devices are.
+    allocated: tuple[ResourceClaim, ...]
+    #: Equal for pods whose claims to allocate ask for the same (their specs): the memo's key.
+    shape: str
+    #: `to_allocate` named by placeholders (`<claim #0>`, ...), so that an answer on a node holds
+    #: for every pod of the same shape (the messages are given the pod's claims' names back).
+    anonymous: tuple[ResourceClaim, ...] = ()
+    #: Per claim of `allocated`, the nodes its devices are reachable from (None: every node).
+    selectors: tuple[NodeSelector | None, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReservedClaims(StateData):
+    """Written by Reserve, read by PreBind: each claim before and as assumed (allocated and/or
+    reserved for the pod) on `node`."""
+
+    node: str
+    changes: tuple[tuple[ResourceClaim, ResourceClaim], ...]
+    #: Whether Reserve reserved GPUs for the pod in the cache (Unreserve gives them back).
+    gpus: bool = False

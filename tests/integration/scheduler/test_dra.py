@@ -1,0 +1,121 @@
+"""Dynamic Resource Allocation live: the embedded API server serving `resource.k8s.io/v1` and the
+scheduler as a real process.
+
+A claim selecting a GPU by a CEL expression, referenced by a pod, is allocated on the node and
+the pod binds: the claim's `status.allocation` and `reservedFor` are written by the scheduler, with
+the delete-protection finalizer; a claim asking part of a shared GPU's memory shares it with
+another claim; a GPU a Koordinator-protocol pod holds is not given to a claim; and a scheduler
+restarted learns the claims' holdings from the API server (a Koordinator pod gets no GPU a claim
+holds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, gpus
+from apis.dra.claim import ResourceClaim
+from apis.dra.names import DELETE_PROTECTION_FINALIZER
+from apis.extension import names
+from cli.launchers.apiserver import EmbeddedAPIServer
+from cli.launchers.scheduler import SchedulerProcess, pod_manifest
+from kube import Client, resources
+from scheduler.simulation.cluster import NodeShape
+from tests.support.cluster import PodWatch, create_gpu_nodes, create_namespace, create_pod
+
+pytestmark = pytest.mark.integration
+
+GIB = 2**30
+
+
+def _claim(name: str, *, selector: str = "", capacity: Mapping[str, str] | None = None) -> dict[str, Any]:
+    exactly: dict[str, Any] = {"deviceClassName": "gpu"}
+    if selector:
+        exactly["selectors"] = [{"cel": {"expression": selector}}]
+    if capacity:
+        exactly["capacity"] = {"requests": dict(capacity)}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+
+
+def _claim_pod(client: Client, ns: str, name: str, claim: str) -> None:
+    manifest = pod_manifest(name, {names.CPU: "1", names.MEMORY: "1Gi"}, namespace=ns)
+    manifest["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
+    manifest["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
+    client.resource(resources.PODS).create(manifest, namespace=ns)
+
+
+def _read(client: Client, ns: str, name: str) -> ResourceClaim:
+    return ResourceClaim.from_dict(client.resource(RESOURCE_CLAIMS).get(name, namespace=ns))
+
+
+def test_claims_are_allocated_shared_and_kept_apart_from_koordinator_pods(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    (device,) = create_gpu_nodes(client, "dra-a", shape=NodeShape(gpus=2, gpu_memory=16 * GIB))
+    client.resource(RESOURCE_SLICES).create(gpus.gpu_slice(device).to_dict())
+    client.resource(DEVICE_CLASSES).create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "gpu"},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{gpus.DRIVER}"'}}]},
+        }
+    )
+    ns = create_namespace(client)
+    claims = client.resource(RESOURCE_CLAIMS)
+    watch = PodWatch(client, ns)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir) as scheduler:
+            # A Koordinator pod takes GPU 0 whole; a claim selecting "minor <= 1" gets GPU 1.
+            create_pod(client, ns, "koord", {names.NVIDIA_GPU: "1"})
+            watch.wait_bound(1)
+            claims.create(_claim("by-cel", selector=f'device.attributes["{gpus.DRIVER}"].minor <= 1'), namespace=ns)
+            _claim_pod(client, ns, "p-cel", "by-cel")
+            watch.wait_bound(2)
+            by_cel = _read(client, ns, "by-cel")
+            assert by_cel.allocation is not None
+            assert [r.device for r in by_cel.allocation.results] == ["gpu-1"]
+            assert [c.name for c in by_cel.reserved_for] == ["p-cel"]
+            assert DELETE_PROTECTION_FINALIZER in by_cel.meta.finalizers
+            # Nothing is left whole: a second whole-GPU claim waits, with the allocator's reason.
+            claims.create(_claim("whole"), namespace=ns)
+            _claim_pod(client, ns, "p-whole", "whole")
+            message = watch.wait_for(
+                lambda pods: any("claim" in (_condition(p) or "") for p in pods if p.name == "p-whole"),
+                "p-whole pending with the claim's reason",
+            )
+            assert message
+            scheduler.stop()
+        # Restarted: the claims allocated before are held (from their status), so a Koordinator
+        # pod asking for a whole GPU waits; the whole-GPU claim still does.
+        with SchedulerProcess(apiserver.kubeconfig, work_dir):
+            create_pod(client, ns, "koord-2", {names.NVIDIA_GPU: "1"})
+            watch.wait_for(
+                lambda pods: any(p.name == "koord-2" and _condition(p) for p in pods), "koord-2 judged by the scheduler"
+            )
+            assert not watch.pod("koord-2").node_name
+            assert not watch.pod("p-whole").node_name
+            # Deleting the Koordinator pod frees GPU 0: the waiting claim gets it.
+            client.resource(resources.PODS).delete("koord", namespace=ns)
+            watch.wait_for(
+                lambda pods: any(p.name in ("p-whole", "koord-2") and p.node_name for p in pods),
+                "a pod placed on the freed GPU",
+            )
+    finally:
+        watch.stop()
+
+
+def _condition(pod: Any) -> str:
+    for c in pod.conditions:
+        if c.type == "PodScheduled" and c.status == "False":
+            return str(c.message)
+    return ""
