@@ -75,9 +75,13 @@ def replay(
     *,
     seed: int,
     config: SchedulerConfig,
+    pending: int = 0,
     progress: Callable[[int, int], None] | None = None,
 ) -> SeedResult:
-    """One seed of the protocol on a fresh cluster. `progress(done, total)` is called now and then."""
+    """One seed of the protocol on a fresh cluster. `pending`: the first that many pods of the
+    order are told to the scheduler before the first is scheduled, as a backlog waiting when a
+    fresh scheduler starts (a learned workload counts them at once). `progress(done, total)`
+    is called now and then."""
     scheduler = Scheduler(config, seed=seed)
     for trace_node in nodes:
         node, device = trace_node.to_objects()
@@ -87,6 +91,8 @@ def replay(
     if capacity == 0:
         raise ValidationError("nodes", "the trace's nodes have no GPUs: nothing to measure")
     order = workload(pods, capacity, seed)
+    for i, trace_pod in enumerate(order[:pending]):
+        scheduler.observe_pod(trace_pod.to_pod(f"{trace_pod.name}-{i}"))
     sums: dict[int, float] = {}
     counts: dict[int, int] = {}
     arrived = allocated = scheduled = 0
