@@ -179,13 +179,14 @@ class DRAManager:
         get_claim: Callable[[str, str], Mapping[str, Any]],
         registry_dir: Path,
         states: ClaimStates,
+        plugins: PluginWatcher | None = None,
     ) -> None:
         """`get_claim(namespace, name)` reads a ResourceClaim (raises `kube.errors.APIError`);
         the plugins are those registering in `registry_dir` (gRPC loads only once a claim needs
-        a plugin: a node whose pods use none never loads it)."""
+        a plugin: a node whose pods use none never loads it), or `plugins` when given."""
         self._get_claim = get_claim
         self.registry_dir = registry_dir
-        self._plugins: PluginWatcher | None = None
+        self._plugins = plugins
         self._states = states
         self._claims: dict[str, ClaimState] = {}
         self._lock = threading.Lock()
