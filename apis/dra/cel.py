@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -315,10 +316,12 @@ class _Activations:
         self._env = env
         self._size = size
         # keyed by id(device); the entry keeps the device, so the id cannot be reused meanwhile
-        self._entries: OrderedDict[tuple[int, str, frozenset[str]], tuple[Device, cel.Activation]] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, str, frozenset[str], int], tuple[Device, cel.Activation]] = OrderedDict()
 
     def get(self, device: Device, driver: str, domains: frozenset[str]) -> cel.Activation:
-        key = (id(device), driver, domains)
+        # per thread too: cel-cpp's activation lives in the arena of the thread that made it, and
+        # used from another thread fails ("No PyCelArena found for google::protobuf::Arena")
+        key = (id(device), driver, domains, threading.get_ident())
         hit = self._entries.get(key)
         if hit is not None and hit[0] is device:
             self._entries.move_to_end(key)

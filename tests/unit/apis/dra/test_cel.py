@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from apis.dra import cel
-from apis.dra.slice import Device
+from apis.dra.slice import Device, DeviceCapacity
+from apis.k8s.quantity import Quantity
 from tests.unit.apis.dra.factories import DRIVER
 
 DEVICE = Device.from_dict(
@@ -116,3 +119,16 @@ def test_cache_is_bounded() -> None:
     for name in ("a", "b", "c", "a"):
         compiler.compile(f'device.driver == "{name}"')
     assert compiler.compilations == 4  # "a" was evicted by "c"
+
+
+def test_a_program_evaluates_on_any_thread(compiler: cel.Compiler) -> None:
+    """The scheduler evaluates on its worker threads: a device seen on one thread is evaluated on
+    another (cel-cpp activations are per thread)."""
+    device = Device(name="gpu-0", capacity={"memory": DeviceCapacity(Quantity.from_int(80 * 2**30))})
+    program = compiler.compile(f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0')
+    results: list[bool] = []
+    worker = threading.Thread(target=lambda: results.append(program.matches(device, DRIVER)))
+    worker.start()
+    worker.join()
+    results.append(program.matches(device, DRIVER))
+    assert results == [True, True]
