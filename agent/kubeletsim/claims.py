@@ -29,19 +29,18 @@ point neither loses a claim nor prepares it twice:
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from apis.dra.claim import ResourceClaim
 from apis.errors import TesseraError
 from apis.k8s.core import Pod
 from kube import errors
-from kube.lifecycle import write_durably
+from kube.lifecycle import read_versioned, write_versioned
 
 if TYPE_CHECKING:
     import grpc
@@ -54,6 +53,7 @@ log = logging.getLogger(__name__)
 
 FILE_NAME: Final = "kubelet-dra-claims.json"
 _VERSION: Final = 1
+R = TypeVar("R")
 
 
 class PrepareFailed(TesseraError):
@@ -141,23 +141,18 @@ class ClaimStates:
         what `save` writes (the agent then refuses to start: forgetting a prepared claim would
         never unprepare it)."""
         try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return {}
-        except (OSError, UnicodeDecodeError) as e:
-            raise PrepareFailed(f"simulated kubelet's DRA checkpoint {self.path}: cannot read: {e}") from e
-        try:
-            doc = json.loads(text)
-            if not isinstance(doc, dict) or doc.get("version") != _VERSION:
-                raise ValueError(f"expected an object with version {_VERSION}")
-            return {str(uid): ClaimState.from_dict(str(uid), c) for uid, c in doc["claims"].items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            raise PrepareFailed(f"simulated kubelet's DRA checkpoint {self.path}: not what it writes ({e})") from e
+            found = read_versioned(
+                self.path,
+                _VERSION,
+                lambda doc: {str(u): ClaimState.from_dict(str(u), c) for u, c in doc["claims"].items()},
+            )
+        except ValueError as e:
+            raise PrepareFailed(f"simulated kubelet's DRA checkpoint {self.path}: {e}") from e
+        return found or {}
 
     def save(self, claims: Mapping[str, ClaimState]) -> None:
         """Replace the file atomically and durably. Raises OSError."""
-        doc = {"version": _VERSION, "claims": {uid: c.to_dict() for uid, c in sorted(claims.items())}}
-        write_durably(self.path, json.dumps(doc, indent=1) + "\n")
+        write_versioned(self.path, _VERSION, {"claims": {uid: c.to_dict() for uid, c in sorted(claims.items())}})
 
 
 def _used_claims(pod: Pod) -> set[str]:
@@ -311,14 +306,19 @@ class DRAManager:
             raise PrepareFailed(f"{verb} dynamic resources: DRA driver {driver} is not registered")
         return plugin
 
-    def _prepare_with(self, driver: str, states: list[ClaimState]) -> None:
+    def _call(self, driver: str, verb: str, rpc: str, call: Callable[[DRAPluginClient], R]) -> R:
+        """`call` on the driver's plugin; a failure of the whole call as kubelet says it."""
         import grpc
 
-        plugin = self._plugin(driver, "prepare")
+        plugin = self._plugin(driver, verb)
         try:
-            answer = plugin.prepare(s.ref() for s in states)
+            return call(plugin)
         except grpc.RpcError as e:
-            raise PrepareFailed(f"prepare dynamic resources: NodePrepareResources: {_rpc_error(e)}") from e
+            raise PrepareFailed(f"{verb} dynamic resources: {rpc}: {_rpc_error(e)}") from e
+
+    def _prepare_with(self, driver: str, states: list[ClaimState]) -> None:
+        refs = [s.ref() for s in states]
+        answer = self._call(driver, "prepare", "NodePrepareResources", lambda plugin: plugin.prepare(refs))
         for s in states:
             if s.uid not in answer.claims:
                 raise PrepareFailed(f"prepare dynamic resources: NodePrepareResources skipped ResourceClaim {s.name}")
@@ -341,13 +341,8 @@ class DRAManager:
             )
 
     def _unprepare_with(self, driver: str, states: list[ClaimState]) -> None:
-        import grpc
-
-        plugin = self._plugin(driver, "unprepare")
-        try:
-            answer = plugin.unprepare(s.ref() for s in states)
-        except grpc.RpcError as e:
-            raise PrepareFailed(f"unprepare dynamic resources: NodeUnprepareResources: {_rpc_error(e)}") from e
+        refs = [s.ref() for s in states]
+        answer = self._call(driver, "unprepare", "NodeUnprepareResources", lambda plugin: plugin.unprepare(refs))
         for s in states:
             result = answer.claims.get(s.uid)
             if result is None or result.error:

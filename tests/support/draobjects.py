@@ -1,15 +1,20 @@
 """DRA objects written to a real API server as the scheduler and the agent would write them: a
 node's GPUs as a ResourceSlice of `gpu.tessera.dev`, a ResourceClaim allocated by hand (its
-`status.allocation`, and `reservedFor` when a pod is given)."""
+`status.allocation`, and `reservedFor` when a pod is given); and an agent serving the DRA plugin
+for such a node."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from agent.kubeletsim.draclient import ClaimRef
 from apis import dra
 from apis.dra.gpus import DRIVER
+from cli.launchers.agent import AgentProcess
 from kube.client import Client
 
 GiB = 1024**3
@@ -75,3 +80,20 @@ def allocated_claim(
         made["status"]["reservedFor"] = [{"resource": "pods", "name": meta["name"], "uid": meta["uid"]}]
     claims.update_status(made, namespace=namespace)
     return ClaimRef(namespace, name, made["metadata"]["uid"])
+
+
+@contextmanager
+def dra_agent(
+    kubeconfig: Path, client: Client, root: Path, prefix: str, args: Sequence[str]
+) -> Iterator[tuple[str, AgentProcess, Path]]:
+    """A simulated a100-8x node named `prefix-<random>` with its slice, and its agent serving the
+    DRA plugin with kubelet's directories under `root` (`registry/`, `plugin/`, `cdi/`) and `args`:
+    (node, agent, root)."""
+    name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    create_gpu_slice(client, name)
+    flags = [
+        *("--simulate-devices", "a100-8x", "--dra-plugin", "--kubelet-registry-dir", str(root / "registry")),
+        *("--dra-plugin-dir", str(root / "plugin"), "--cdi-dir", str(root / "cdi"), *args),
+    ]
+    with AgentProcess(kubeconfig, node_name=name, args=flags, directory=root / "agent") as agent:
+        yield name, agent, root

@@ -21,7 +21,7 @@ from apis.dra.gpus import DRIVER
 from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
-from tests.support.draobjects import GPU_MEMORY, allocated_claim, create_gpu_slice
+from tests.support.draobjects import GPU_MEMORY, allocated_claim, dra_agent
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -29,15 +29,8 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture
 def node(apiserver: EmbeddedAPIServer, client: Client, tmp_path: Path) -> Iterator[tuple[str, AgentProcess, Path]]:
-    name = f"sim-dra-{uuid.uuid4().hex[:6]}"
-    create_gpu_slice(client, name)
-    args = [
-        *("--simulate-devices", "a100-8x", "--dra-plugin"),
-        *("--kubelet-registry-dir", str(tmp_path / "registry"), "--dra-plugin-dir", str(tmp_path / "plugin")),
-        *("--cdi-dir", str(tmp_path / "cdi"), "--dev-root", str(tmp_path / "dev")),
-    ]
-    with AgentProcess(apiserver.kubeconfig, node_name=name, args=args, directory=tmp_path / "agent") as agent:
-        yield name, agent, tmp_path
+    with dra_agent(apiserver.kubeconfig, client, tmp_path, "sim-dra", ["--dev-root", str(tmp_path / "dev")]) as made:
+        yield made
 
 
 def test_register_prepare_refuse_survive_kill_and_unprepare(

@@ -12,7 +12,6 @@ unprepares its claim before the pod goes, and the waiting pod then runs.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,14 @@ from cli.launchers.apiserver import EmbeddedAPIServer
 from kube import errors
 from kube.client import Client
 from kube.resources import EVENTS, PODS
-from tests.support.draobjects import GPU_MEMORY, allocated_claim, create_gpu_slice
+from tests.support.cluster import create_namespace
+from tests.support.draobjects import GPU_MEMORY, allocated_claim, dra_agent
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
+#: Of its own: the plugin's test (same API server) names its claims alike.
+NS = "kubeletsim-dra"
 PLUGIN_CHECKPOINT = "dra-claims.json"
 #: The plugin's log line for a claim it prepared (not one it answered again from its checkpoint).
 PREPARED_LOG = '"Prepared ResourceClaim" '
@@ -40,15 +42,10 @@ FAILED_LOG = "Failed to prepare dynamic resources (SIMULATED kubelet)"
 
 @pytest.fixture
 def node(apiserver: EmbeddedAPIServer, client: Client, tmp_path: Path) -> Iterator[tuple[str, AgentProcess, Path]]:
-    name = f"sim-kdra-{uuid.uuid4().hex[:6]}"
-    create_gpu_slice(client, name)
-    args = [
-        *("--simulate-devices", "a100-8x", "--simulate-kubelet", "--no-hook-server", "--qos", "off"),
-        *("--dra-plugin", "--kubelet-registry-dir", str(tmp_path / "registry")),
-        *("--dra-plugin-dir", str(tmp_path / "plugin"), "--cdi-dir", str(tmp_path / "cdi")),
-    ]
-    with AgentProcess(apiserver.kubeconfig, node_name=name, args=args, directory=tmp_path / "agent") as agent:
-        yield name, agent, tmp_path
+    with dra_agent(
+        apiserver.kubeconfig, client, tmp_path, "sim-kdra", ["--simulate-kubelet", "--no-hook-server", "--qos", "off"]
+    ) as made:
+        yield made
 
 
 def bound_pod(client: Client, node: str, name: str) -> dict[str, Any]:
@@ -56,27 +53,27 @@ def bound_pod(client: Client, node: str, name: str) -> dict[str, Any]:
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
+        "metadata": {"name": name, "namespace": NS},
         "spec": {
             "nodeName": node,
             "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
             "containers": [{"name": "main", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
         },
     }
-    made: dict[str, Any] = client.resource(PODS).create(pod, namespace="default")
+    made: dict[str, Any] = client.resource(PODS).create(pod, namespace=NS)
     return made
 
 
 def pod_status(client: Client, name: str) -> dict[str, Any]:
     try:
-        status: dict[str, Any] = client.resource(PODS).get(name, namespace="default").get("status") or {}
+        status: dict[str, Any] = client.resource(PODS).get(name, namespace=NS).get("status") or {}
     except errors.NotFound:
         return {"phase": "gone"}
     return status
 
 
 def events(client: Client, pod: str) -> list[dict[str, Any]]:
-    listed = client.resource(EVENTS).list(namespace="default", field_selector=f"involvedObject.name={pod}")
+    listed = client.resource(EVENTS).list(namespace=NS, field_selector=f"involvedObject.name={pod}")
     return [e for e in listed.items if e.get("reason") == FAILED_PREPARE]
 
 
@@ -91,9 +88,10 @@ def test_claims_prepared_before_the_pod_runs_refused_with_an_event_kept_through_
     node: tuple[str, AgentProcess, Path], client: Client
 ) -> None:
     name, agent, root = node
+    create_namespace(client, NS)
     half_pod = bound_pod(client, name, "half")
     share = {"cores": "50", "memory": str(GPU_MEMORY // 2)}
-    half = allocated_claim(client, name, "half", device="gpu-0", share=share, pod=half_pod)
+    half = allocated_claim(client, name, "half", device="gpu-0", share=share, pod=half_pod, namespace=NS)
     wait_for(lambda: pod_status(client, "half").get("phase") == "Running", what="the pod with half a GPU running")
 
     spec = json.loads((root / "cdi" / f"{DRIVER}-claim_{half.uid}.json").read_text())
@@ -112,10 +110,16 @@ def test_claims_prepared_before_the_pod_runs_refused_with_an_event_kept_through_
     # 60 % of the cores does not fit beside 50 %: kubelet's Event, the pod waits, not running.
     greedy_pod = bound_pod(client, name, "greedy")
     greedy = allocated_claim(
-        client, name, "greedy", device="gpu-0", share={"cores": "60", "memory": str(GPU_MEMORY // 4)}, pod=greedy_pod
+        client,
+        name,
+        "greedy",
+        device="gpu-0",
+        share={"cores": "60", "memory": str(GPU_MEMORY // 4)},
+        pod=greedy_pod,
+        namespace=NS,
     )
     refused = wait_for(
-        lambda: [e for e in events(client, "greedy") if "already held by resourceclaim default/half" in e["message"]],
+        lambda: [e for e in events(client, "greedy") if f"already held by resourceclaim {NS}/half" in e["message"]],
         what="the FailedPrepareDynamicResources Event naming the holder",
     )
     assert refused[0]["type"] == "Warning" and refused[0]["source"]["component"] == "kubelet"
@@ -140,13 +144,13 @@ def test_claims_prepared_before_the_pod_runs_refused_with_an_event_kept_through_
     assert pod_status(client, "half")["phase"] == "Running" and pod_status(client, "greedy")["phase"] == "Pending"
 
     # Deleting the pod unprepares its claim before the pod goes; the waiting one then runs.
-    client.resource(PODS).delete("half", namespace="default")
+    client.resource(PODS).delete("half", namespace=NS)
     wait_for(lambda: pod_status(client, "half")["phase"] == "gone", what="the deleted pod removed")
     wait_for(lambda: pod_status(client, "greedy").get("phase") == "Running", what="the waiting pod running")
     assert not (root / "cdi" / f"{DRIVER}-claim_{half.uid}.json").exists()
     plugin, kubelet = checkpoints(agent)
     assert set(plugin) == set(kubelet) == {greedy.uid}
 
-    client.resource(PODS).delete("greedy", namespace="default")
+    client.resource(PODS).delete("greedy", namespace=NS)
     wait_for(lambda: checkpoints(agent) == ({}, {}), what="every claim unprepared")
     assert list((root / "cdi").iterdir()) == []

@@ -161,5 +161,5 @@ def test_an_unregistered_driver_is_named(tmp_path: Path) -> None:
 
 def test_a_checkpoint_it_did_not_write_stops_it(tmp_path: Path) -> None:
     (tmp_path / "kubelet-dra-claims.json").write_text('{"version": 7}')
-    with pytest.raises(PrepareFailed, match="not what it writes"):
+    with pytest.raises(PrepareFailed, match="not what was written"):
         manager(tmp_path, Plugin(), {})
