@@ -60,10 +60,12 @@ from agent.discovery.simulated import NodeCapacity
 from agent.health.memory import FaultMemory, NodeEventRecorder
 from agent.health.statefile import StateFile
 from agent.kubeletsim import SimulatedKubelet
+from agent.kubeletsim.claims import ClaimStates, DRAManager
 from agent.ledger import DeviceLedger, NodeSlots
 from agent.qos.node import NodeQoS
 from agent.qos.nodeslo import NodeSLOWatch
 from agent.settings import AgentSettings
+from apis.dra import RESOURCE_CLAIMS
 from apis.errors import ConfigError, TesseraError
 from apis.k8s.core import Pod
 from kube import errors, serving
@@ -214,6 +216,14 @@ class Agent:
         self._run(pods.start, pods.stop)
         devices.start()
         if s.kubelet.enabled:
+            # kubelet's DRA manager: finds the plugins in the same plugins_registry directory
+            # the DRA plugin (when on) registers in; claims are read as the node may read them.
+            claims = client.resource(RESOURCE_CLAIMS)
+            dra = DRAManager(
+                get_claim=lambda namespace, name: claims.get(name, namespace=namespace),
+                registry_dir=s.dra.registry_dir,
+                states=ClaimStates(s.state_dir),
+            )
             self.kubelet = SimulatedKubelet(
                 client,
                 pods,
@@ -225,6 +235,7 @@ class Agent:
                 on_registered=reporter.wake,
                 taints=s.kubelet.taints,
                 labels=s.kubelet.labels,
+                dra=dra,
             )
             self._run(self.kubelet.start, self.kubelet.stop)
         self._run(reporter.start, reporter.stop)

@@ -173,6 +173,9 @@ NEEDED: dict[str, set[Call]] = {
         # agent/devices/slicewriter.py SliceWriter (--dra): list its node's ResourceSlices per driver,
         # create, update (PUT) and delete them as kube's resourceslice controller does.
         | calls("list create update delete", dra.GROUP, dra.RESOURCE_SLICES.plural)
+        # agent/dra/driver.py DRADriver (--dra-plugin): at NodePrepareResources, get the claim kubelet
+        # names (its allocation) and list its node's ResourceSlices (the list above) for the GPUs.
+        | calls("get", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
         # agent/hooks/collision.py DeviceCollisionPlugin, through kube/events.py EventRecorder: a
         # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count);
         # agent/qos/nodeslo.py: FailedParsing on a NodeSLO, a cluster-scoped object, so in `default`.
