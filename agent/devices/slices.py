@@ -144,7 +144,7 @@ def _gpu(gpu: GPU, health: Health, *, driver_version: str, nvlink_group: int | N
         name=gpu_device_name(gpu.minor),
         attributes=dict(sorted(attributes.items())),
         capacity={
-            gpus.CORES: DeviceCapacity(Quantity.from_int(100)),
+            gpus.CORES: DeviceCapacity(Quantity.from_int(100), gpus.CORES_POLICY),
             gpus.MEMORY: DeviceCapacity(Quantity.from_int(gpu.memory_bytes, Format.BINARY_SI)),
         },
         taints=_taints(gpus.UNHEALTHY_TAINT, health),

@@ -38,12 +38,14 @@ from apis.crds import device as crd
 from apis.dra import names as dra_names
 from apis.dra.allocation import AllocationResult, DeviceID
 from apis.dra.ledger import Held, Rounding
-from apis.dra.slice import AttributeType, Device, ResourceSlice
+from apis.dra.slice import AttributeType, CapacityRequestPolicy, Device, ResourceSlice
 from apis.extension import names
+from apis.k8s.quantity import Quantity
 
 __all__ = [
     "ARCHITECTURE",
     "CORES",
+    "CORES_POLICY",
     "DRIVER",
     "DRIVER_VERSION",
     "MEMORY",
@@ -63,6 +65,12 @@ __all__ = [
 DRIVER: Final = f"gpu.{names.TESSERA_DOMAIN}"
 MINOR: Final = "minor"
 CORES: Final = "cores"
+#: A claim that asks for no `cores` takes none of them — as a Koordinator pod asking only GPU
+#: memory takes no gpu-core — so claims asking for parts of a GPU's memory share it (kube's
+#: default for an unrequested capacity is all of it).
+CORES_POLICY: Final = CapacityRequestPolicy(
+    default=Quantity.from_int(0), valid_range_min=Quantity.from_int(0), valid_range_max=Quantity.from_int(100)
+)
 MEMORY: Final = "memory"
 UUID: Final = "uuid"
 PRODUCT_NAME: Final = "productName"
@@ -206,7 +214,10 @@ def gpu_slice(inventory: crd.Device, *, generation: int = 0) -> ResourceSlice:
                 "attributes": attributes,
                 "allowMultipleAllocations": True,
                 "capacity": {
-                    CORES: {"value": str(info.resources.get(names.GPU_CORE, _WHOLE))},
+                    CORES: {
+                        "value": str(info.resources.get(names.GPU_CORE, _WHOLE)),
+                        "requestPolicy": CORES_POLICY.to_dict(),
+                    },
                     MEMORY: {"value": str(info.resources.get(names.GPU_MEMORY, 0))},
                 },
             }

@@ -161,6 +161,18 @@ def test_two_claims_share_one_gpus_capacity_and_are_packed_onto_it() -> None:
     assert allocation.allocation.results[0].share_id
 
 
+def test_claims_asking_only_for_memory_share_a_gpu_and_take_no_cores() -> None:
+    """kube's default for a capacity a request leaves out is all of it; our GPUs publish `cores`
+    with a request policy whose default is 0, as a Koordinator pod asking only GPU memory takes
+    no gpu-core — so two half-memory claims share one GPU."""
+    scheduler = scheduler_with(make_node("n1", gpus=1))
+    add_claims(scheduler, claim("a", memory=40 * GIB), claim("b", memory=40 * GIB))
+    assert scheduler.schedule_one(claim_pod("p-a", "a")).scheduled
+    assert scheduler.schedule_one(claim_pod("p-b", "b")).scheduled
+    assert results(scheduler, "default/a") == results(scheduler, "default/b")
+    assert scheduler.cache.device_usage("n1")[0].free[names.GPU_CORE] == 100
+
+
 def test_an_allocated_claim_is_reused_on_its_node_and_only_reserved_for_the_next_pod() -> None:
     scheduler = scheduler_with(make_node("n1", gpus=1), make_node("n2", gpus=1))
     add_claims(scheduler, claim("shared"))
