@@ -116,3 +116,25 @@ def test_cache_is_bounded() -> None:
     for name in ("a", "b", "c", "a"):
         compiler.compile(f'device.driver == "{name}"')
     assert compiler.compilations == 4  # "a" was evicted by "c"
+
+
+def test_each_expression_is_evaluated_once_per_device(compiler: cel.Compiler) -> None:
+    selects = compiler.compile(f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].minor == 3')
+    for _ in range(3):
+        assert selects.matches(DEVICE, DRIVER)
+    assert (compiler.evaluations, compiler.cached) == (1, 2)
+    # Another device object (an updated slice): evaluated anew, its own answer.
+    other = Device.from_dict({"name": "gpu-0", "attributes": {"minor": {"int": 4}}}, "spec.devices[1]")
+    assert not selects.matches(other, DRIVER)
+    # The same device under another driver is another `device` variable.
+    assert not selects.matches(DEVICE, "nvidia.com")
+    assert compiler.evaluations == 3
+    assert compiler.evaluation_seconds > 0
+
+
+def test_runtime_errors_are_kept_with_the_answers(compiler: cel.Compiler) -> None:
+    program = compiler.compile(f'device.attributes["{DRIVER}"].nope == 1')
+    for _ in range(2):
+        with pytest.raises(cel.CELRuntimeError, match="Key not found in map"):
+            program.matches(DEVICE, DRIVER)
+    assert (compiler.evaluations, compiler.cached) == (1, 1)
