@@ -44,23 +44,20 @@ _THE_NODE = "\0node"
 class Signatures:
     """node -> small id of what the allocator reads of it, identities left out (module doc)."""
 
-    __slots__ = ("_ids", "_next_id", "_nodes", "_slices")
+    __slots__ = ("_ids", "_next_id", "_selected", "_slices")
 
     def __init__(self) -> None:
-        #: node name -> (what the signature was computed from, id or None)
-        self._nodes: dict[str, tuple[Hashable, int | None]] = {}
         #: id(slice) -> (the slice, its key): the entry keeps the slice, so its id is not reused
         self._slices: dict[int, tuple[ResourceSlice, Hashable]] = {}
+        #: (id(slice), selectors, constrained attributes) -> (the slice, what they make of its devices)
+        self._selected: dict[tuple[int, tuple[str, ...], tuple[str, ...]], tuple[ResourceSlice, Hashable]] = {}
         self._ids: dict[Hashable, int] = {}
         self._next_id = 1
 
-    def of(self, node: NodeInfo, depends: Hashable, slices: Sequence[ResourceSlice], held: Held) -> int | None:
-        """The node's signature, None when it shares nothing. `depends` changes whenever
-        anything read here may have (the plugin's per-node memo key); `slices` and `held` are
-        what the allocator is given for the node."""
-        cached = self._nodes.get(node.name)
-        if cached is not None and cached[0] == depends:
-            return cached[1]
+    def of(self, node: NodeInfo, slices: Sequence[ResourceSlice], held: Held) -> int | None:
+        """The node's signature, None when it shares nothing; `slices` and `held` are what the
+        allocator is given for the node. (The caller keeps it while they and the node's
+        devices are unchanged.)"""
         ident = None
         if all(s.node_name == node.name and not s.per_device_node_selection for s in slices):
             key = (
@@ -78,7 +75,6 @@ class Signatures:
                     self._ids.clear()  # ids are never reused, so stale ones only miss
                 ident = self._ids[key] = self._next_id
                 self._next_id += 1
-        self._nodes[node.name] = (depends, ident)
         return ident
 
     def shape(
@@ -104,19 +100,34 @@ class Signatures:
                     if klass is None:
                         return None
                     expressions.extend(s.expression for s in (*klass.selectors, *sub.selectors))
+        wanted, names = tuple(dict.fromkeys(expressions)), tuple(constrained)
         try:
-            programs = [compiler.compile(e) for e in dict.fromkeys(expressions)]
-            per_device = tuple(
-                (
-                    tuple(p.matches(device, s.driver) for p in programs),
-                    tuple(_attribute(device, name, s.driver) for name in constrained),
-                )
+            per_slice = tuple(
+                self._selection(s, wanted, names, compiler)
                 for s in sorted(slices, key=lambda s: (s.driver, s.pool.name, s.name))
-                for device in s.devices
             )
         except cel.CELError:
             return None
-        return signature, per_device
+        return signature, per_slice
+
+    def _selection(
+        self, s: ResourceSlice, expressions: tuple[str, ...], names: tuple[str, ...], compiler: cel.Compiler
+    ) -> Hashable:
+        """Per device of the slice: which of the selectors select it, and the attributes'
+        values (kept while the slice lives). Raises CELError."""
+        key = (id(s), expressions, names)
+        hit = self._selected.get(key)
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        programs = [compiler.compile(e) for e in expressions]
+        found = tuple(
+            (tuple(p.matches(device, s.driver) for p in programs), tuple(_attribute(device, n, s.driver) for n in names))
+            for device in s.devices
+        )
+        if len(self._selected) >= _MAX_SLICES:
+            self._selected.clear()
+        self._selected[key] = (s, found)
+        return found
 
     def _slice_key(self, s: ResourceSlice, node: str) -> Hashable:
         hit = self._slices.get(id(s))

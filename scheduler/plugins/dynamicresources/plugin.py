@@ -12,8 +12,11 @@ with Koordinator-protocol pods.
 - Filter runs the structured allocator (`allocator.allocate`) on the node for the claims not
   allocated yet, against what is held there: the store's allocated claims (assumed ones too)
   and the GPUs Koordinator-protocol pods hold (`ledger.held`). The answer is memoised per node
-  and claim shape until the node's devices or the store's view of the node change. A rejection
-  is the allocator's reason: which claim, which request, which selector or constraint.
+  and claim shape until the node's devices or the store's view of the node change, and shared
+  between nodes alike (`alike.py`: the same devices, holdings and GPU use, identities left out,
+  and the same answers of the claims' selectors on each device), so a claim shape costs one
+  allocator run per kind of node, not one per node. A rejection is the allocator's reason:
+  which claim, which request, which selector or constraint (on which node).
 - Score is DeviceShare's device score of the node with the GPUs the claims take (`ledger.node_score`);
   within a node the allocator tries devices in DeviceShare's order (`ledger.rank`: shares packed
   onto partly used GPUs, whole devices kept on one PCIe switch, partly used switches first).
@@ -138,7 +141,11 @@ class DynamicResources(
         self._memo: dict[str, tuple[Hashable, dict[str, _Answer]]] = {}
         #: (claim shape, what the shape makes of a node alike) -> the answer nodes alike share.
         self._signatures = alike.Signatures()
+        #: node -> (what they depend on, its slices, what is held there, its signature).
+        self._views: dict[str, tuple[Hashable, list[ResourceSlice], Held, int | None]] = {}
         self._shared: dict[Hashable, _Answer] = {}
+        #: How many times Filter ran the allocator (not served by the memo or by a node alike).
+        self.allocator_runs = 0
 
     # --- PreFilter ----------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -254,10 +261,14 @@ class DynamicResources(
         return answer
 
     def _answer(self, found: ClaimsState, node: NodeInfo, depends: Hashable) -> _Answer:
-        slices = self.store.slices_for(node.name)
-        held = self._held(found.anonymous, node, slices)
+        view = self._views.get(node.name)
+        if view is None or view[0] != depends:
+            slices = self.store.slices_for(node.name)
+            # The claims being allocated are not allocated: they hold nothing to leave out.
+            held = self._held((), node, slices)
+            view = self._views[node.name] = (depends, slices, held, self._signatures.of(node, slices, held))
+        _, slices, held, signature = view
         key: Hashable | None = None
-        signature = self._signatures.of(node, depends, slices, held)
         if signature is not None:
             shape = self._signatures.shape(signature, found.anonymous, slices, self.store.classes, self.compiler)
             key = (found.shape, shape) if shape is not None else None
@@ -265,6 +276,7 @@ class DynamicResources(
             if shared is not None:
                 return shared
         outcome = self._allocate(found.anonymous, node, slices=slices, held=held)
+        self.allocator_runs += 1
         answer = _Answer.of(outcome, node.name, slices)
         if key is not None and answer.shareable:
             if len(self._shared) >= _MAX_SHARED:
