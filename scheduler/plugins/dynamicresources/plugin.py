@@ -144,7 +144,9 @@ class DynamicResources(
         #: node -> (what they depend on, its slices, what is held there, its signature).
         self._views: dict[str, tuple[Hashable, list[ResourceSlice], Held, int | None]] = {}
         self._shared: dict[Hashable, _Answer] = {}
-        #: How many times Filter ran the allocator (not served by the memo or by a node alike).
+        #: How many nodes Filter judged for claims to allocate, and how many times it ran the
+        #: allocator for them (the others served by the memo or by a node alike).
+        self.nodes_filtered = 0
         self.allocator_runs = 0
 
     # --- PreFilter ----------------------------------------------------------------------------------
@@ -209,6 +211,7 @@ class DynamicResources(
                 return Status.unresolvable(reasons.ALLOCATED_ELSEWHERE.format(claim=claim.key), plugin=NAME)
         if not found.to_allocate:
             return SUCCESS
+        self.nodes_filtered += 1
         unknown = node.devices.unknown_holders(DeviceType.GPU)
         if unknown and any(s.driver == gpus.DRIVER for s in self.store.slices_for(node.name)):
             return Status.unschedulable(reasons.UNKNOWN_GPUS.format(pods=", ".join(unknown)), plugin=NAME)
