@@ -2,9 +2,10 @@
 and its metrics. The only I/O besides the HTTP server.
 
 `ClusterSources` keeps Devices, Pods, PodGroups, ElasticQuotas, Reservations,
-PodMigrationJobs, ResourceClaims and ResourceSlices current (list + watch through `kube.Informer`) and calls `on_change` from the
-informers' threads on every change. Reservations and PodMigrationJobs that do not parse are kept
-as `Invalid` (`dashboard.invalid`), so the page lists them with their error.
+PodMigrationJobs, ResourceClaims and ResourceSlices current (list + watch through
+`kube.Informer`) and calls `on_change` from the informers' threads on every change.
+Reservations, PodMigrationJobs, ResourceClaims and ResourceSlices that do not parse are kept as
+`Invalid` (`dashboard.invalid`); the page lists the first two with their error.
 `SchedulerPoller` asks the scheduler, every `poll_interval`, for its pending pods and explains
 the oldest (re-explaining a pod only when its attempts change, or every `_REEXPLAIN_S`), and
 scrapes its metrics; it too calls `on_change` when what it knows changed. A scheduler that does

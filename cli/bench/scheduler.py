@@ -235,12 +235,8 @@ def _report_claims(scheduler: Scheduler, report: Report) -> None:
     if compiler.evaluations:
         per = compiler.evaluation_seconds / compiler.evaluations
         report.value("cel_evaluation_us", per * 1e6, "µs", label="CEL: one evaluation")
-    report.value(
-        "cel_us_per_node", compiler.evaluation_seconds / nodes * 1e6, "µs", label="CEL: time per node judged"
-    )
-    report.value(
-        "allocator_runs_per_node", plugin.allocator_runs / nodes, "", label="allocator runs per node judged"
-    )
+    report.value("cel_us_per_node", compiler.evaluation_seconds / nodes * 1e6, "µs", label="CEL: time per node judged")
+    report.value("allocator_runs_per_node", plugin.allocator_runs / nodes, "", label="allocator runs per node judged")
 
 
 def _schedule(

@@ -141,4 +141,3 @@ def _bin_pack(free: list[GPUPartition], node: NodePartitions, count: int, taken:
         if score > best_score:
             best, best_score = p, score
     return best
-

@@ -61,7 +61,9 @@ class Signatures:
         ident = None
         if all(s.node_name == node.name and not s.per_device_node_selection for s in slices):
             key = (
-                tuple(self._slice_key(s, node.name) for s in sorted(slices, key=lambda s: (s.driver, s.pool.name, s.name))),
+                tuple(
+                    self._slice_key(s, node.name) for s in sorted(slices, key=lambda s: (s.driver, s.pool.name, s.name))
+                ),
                 _held_key(held, node.name),
                 tuple(sorted((m, tuple(sorted(r.items()))) for m, r in ledger.koordinator_gpus(node).items())),
                 tuple(
@@ -121,7 +123,10 @@ class Signatures:
             return hit[1]
         programs = [compiler.compile(e) for e in expressions]
         found = tuple(
-            (tuple(p.matches(device, s.driver) for p in programs), tuple(_attribute(device, n, s.driver) for n in names))
+            (
+                tuple(p.matches(device, s.driver) for p in programs),
+                tuple(_attribute(device, n, s.driver) for n in names),
+            )
             for device in s.devices
         )
         if len(self._selected) >= _MAX_SLICES:

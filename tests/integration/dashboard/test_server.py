@@ -206,10 +206,8 @@ def test_claims_are_drawn_on_the_gpus_their_allocation_names(
         with Chromium.launch() as browser:
             page = browser.page()
             page.navigate(dashboard.url + "/")
-            title = page.wait_for(
-                f"document.querySelector('.gpu .fill.claim[data-claim=\"{namespace}/quarter\"]')?.closest('.gpu').title",
-                timeout=30,
-            )
+            cell = f"document.querySelector('.gpu .fill.claim[data-claim=\"{namespace}/quarter\"]')"
+            title = page.wait_for(f"{cell}?.closest('.gpu').title", timeout=30)
     except BrowserUnavailable as e:
         pytest.skip(str(e))
     assert f"trainer ({namespace}) via claim quarter: gpu-core 25%" in title

@@ -125,8 +125,14 @@ def test_totals_in_percent_of_a_gpu() -> None:
     )
 
 
-def _allocated_claim(name: str, node: str, results: list[dict[str, object]], pod: str | None) -> ResourceClaim:
-    status: dict[str, object] = {"allocation": {"devices": {"results": results}}}
+def _allocated_claim(name: str, device: str, pod: str | None, consumed: dict[str, str] | None = None) -> ResourceClaim:
+    """A claim allocated `device` (`node/gpu-N`) of our driver — a share when `consumed` is given
+    — reserved for `pod` (None: for no pod yet)."""
+    pool, _, gpu = device.partition("/")
+    result: dict[str, object] = {"request": "gpu", "driver": gpus.DRIVER, "pool": pool, "device": gpu}
+    if consumed is not None:
+        result |= {"shareID": f"share-{name}", "consumedCapacity": consumed}
+    status: dict[str, object] = {"allocation": {"devices": {"results": [result]}}}
     if pod is not None:
         status["reservedFor"] = [{"resource": "pods", "name": pod, "uid": f"uid-{pod}"}]
     return ResourceClaim.from_dict(
@@ -143,24 +149,8 @@ def test_claims_hold_what_their_allocation_says_beside_koordinator_pods() -> Non
     slices = [gpus.gpu_slice(d) for d in devices]
     quarter = {"cores": "25", "memory": str(GPU_MEMORY // 4)}
     claims = [
-        _allocated_claim(
-            "share",
-            "n1",
-            [
-                {
-                    "request": "gpu",
-                    "driver": gpus.DRIVER,
-                    "pool": "n1",
-                    "device": "gpu-0",
-                    "shareID": "s1",
-                    "consumedCapacity": quarter,
-                }
-            ],
-            "trainer",
-        ),
-        _allocated_claim(
-            "whole", "n2", [{"request": "gpu", "driver": gpus.DRIVER, "pool": "n2", "device": "gpu-3"}], None
-        ),
+        _allocated_claim("share", "n1/gpu-0", "trainer", quarter),
+        _allocated_claim("whole", "n2/gpu-3", None),
     ]
     built = gpumap.build(devices, [make_pod("a", node="n1", gpus={0: 50})], claims=claims, slices=slices)
     n1, n2 = ({g.minor: g for g in n.gpus} for n in built.nodes)
