@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -323,7 +324,9 @@ class _Evaluator:
         self._env = env
         self._activations_size = activations
         self._results_size = results
-        self._activations: OrderedDict[tuple[int, str, frozenset[str]], tuple[Device, cel.Activation]] = OrderedDict()
+        self._activations: OrderedDict[tuple[int, str, frozenset[str], int], tuple[Device, cel.Activation]] = (
+            OrderedDict()
+        )
         self._results: dict[tuple[str, int, str], tuple[Device, bool | CELRuntimeError]] = {}
         self.evaluations = 0
         self.seconds = 0.0
@@ -351,7 +354,9 @@ class _Evaluator:
         return answer
 
     def _activation(self, device: Device, driver: str, domains: frozenset[str]) -> cel.Activation:
-        key = (id(device), driver, domains)
+        # per thread too: cel-cpp's activation lives in the arena of the thread that made it, and
+        # used from another thread fails ("No PyCelArena found for google::protobuf::Arena")
+        key = (id(device), driver, domains, threading.get_ident())
         hit = self._activations.get(key)
         if hit is not None and hit[0] is device:
             self._activations.move_to_end(key)

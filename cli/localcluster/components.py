@@ -63,8 +63,9 @@ __all__ = [
 #: A unix socket path must fit in 108 bytes (with its terminating NUL).
 _MAX_SOCKET_PATH: Final = 100
 #: On a node of its own each agent would have the whole machine; here they share it, and node
-#: QoS would have them fight over this machine's cgroups. docs/agent.md#node-qos.
-_AGENT_FLAGS: Final = ("--simulate-kubelet", "--qos", "off")
+#: QoS would have them fight over this machine's cgroups. docs/agent.md#node-qos. Every agent
+#: publishes its devices as DRA ResourceSlices: Tessera's scheduler is the only one here.
+_AGENT_FLAGS: Final = ("--simulate-kubelet", "--qos", "off", "--dra")
 #: There is no kube-scheduler here: without a profile for `default-scheduler` (what the API
 #: server fills in when a pod names no scheduler), such pods would stay Pending with no Event.
 #: Koordinator's manuals name `koord-scheduler`: served too, so they run verbatim.

@@ -91,11 +91,15 @@ def replay(
     *,
     seed: int,
     config: SchedulerConfig,
+    pending: int = 0,
     progress: Callable[[int, int], None] | None = None,
     claims_fraction: float = 0.0,
 ) -> SeedResult:
     """One seed of the protocol on a fresh cluster (about `claims_fraction` of the GPU pods
-    asking through ResourceClaims). `progress(done, total)` is called now and then."""
+    asking through ResourceClaims). `pending`: the first that many pods of the order are told to
+    the scheduler before the first is scheduled, as a backlog waiting when a fresh scheduler
+    starts (a learned workload counts them at once). `progress(done, total)` is called now and
+    then."""
     scheduler = Scheduler(config, seed=seed)
     gpu_memory: list[int] = []
     for trace_node in nodes:
@@ -117,6 +121,8 @@ def replay(
         for claim in claims:
             scheduler.feeds.deliver(RESOURCE_CLAIMS, claim)
         claim_pods = len(claims)
+    for pod in as_pods[:pending]:
+        scheduler.observe_pod(pod)
     sums: dict[int, float] = {}
     counts: dict[int, int] = {}
     arrived = allocated = scheduled = 0

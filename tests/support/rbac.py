@@ -170,6 +170,9 @@ NEEDED: dict[str, set[Call]] = {
         | calls("update", CORE, "nodes/finalizers")
         # agent/qos/nodeslo.py NodeSLOWatch: an Informer (list + watch) of the node's NodeSLO.
         | calls("list watch", names.NODE_SLOS.group, names.NODE_SLOS.plural)
+        # agent/devices/slicewriter.py SliceWriter (--dra): list its node's ResourceSlices per driver,
+        # create, update (PUT) and delete them as kube's resourceslice controller does.
+        | calls("list create update delete", dra.GROUP, dra.RESOURCE_SLICES.plural)
         # agent/hooks/collision.py DeviceCollisionPlugin, through kube/events.py EventRecorder: a
         # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count);
         # agent/qos/nodeslo.py: FailedParsing on a NodeSLO, a cluster-scoped object, so in `default`.

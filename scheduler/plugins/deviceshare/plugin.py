@@ -102,6 +102,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         #: The target workload, for a policy that measures fragmentation (else None): shared
         #: with GPUFragmentation through the handle, so both measure against the same one.
         self._learner = fragmentation.shared_learner(handle, args.workload) if self.policy.uses_workload else None
+        self._supply = fragmentation.shared_supply(handle) if self.policy.uses_workload else None
 
     # --- PreFilter --------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -176,10 +177,11 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         workload's version and GPU demand to place it with. Called for every pod that passes
         the request rules, with or without devices (GPUFragmentation counts the others: the
         learner counts each pod once)."""
-        if self._learner is None:
+        if self._learner is None or self._supply is None:
             return None
-        workload = self._learner.observe(pod.ident, fragmentation.task_shape(pod))
-        return workload.version, self._learner.index().demand
+        self._learner.observe(pod.ident, fragmentation.task_shape(pod))
+        index = self._learner.index(self._supply.current())
+        return index.version, index.demand
 
     # --- Filter and Score ---------------------------------------------------------------------------
     def _fit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> NodeFit | None:

@@ -153,6 +153,44 @@ def test_simulate_compares_policies_side_by_side(tmp_path: Path, capsys: pytest.
     assert "--claims-fraction must be within 0..1" in capsys.readouterr().err
 
 
+def test_simulate_a_mix_of_the_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)
+    (tmp_path / "openb_pod_list_default.csv").write_text(pods_csv(60))
+    base = ["simulate", "--data", str(tmp_path), "--constrained", "50", "--constraint-models", "capacity"]
+    out = tmp_path / "mix.csv"
+    assert main([*base, "--mix-seed", "3", "--write-pods", str(out)]) == 0
+    mixed = trace.parse_pods(out.read_text().splitlines())
+    gpu = [p for p in mixed if p.num_gpu]
+    assert sum(bool(p.gpu_spec) for p in gpu) == round(len(gpu) / 2)
+    assert f"wrote 60 pods to {out}" in capsys.readouterr().out
+    args = [*base, "--mix-seed", "3", "--seeds", "1", "--jobs", "1", "--scoring", "FGD,BalancedFGD", "-o", "json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["mix"]["constrained"] == pytest.approx(50, abs=2)
+    assert "published" not in doc  # the paper's row belongs to the trace's own mixes
+    # Replaying the written mix gives what the knobs gave.
+    again = ["simulate", "--data", str(tmp_path), "--pods", str(out), "--seeds", "1", "--jobs", "1"]
+    assert main([*again, "--scoring", "FGD,BalancedFGD", "-o", "json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)["policies"]
+    assert {k: v["curve"] for k, v in replayed.items()} == {k: v["curve"] for k, v in doc["policies"].items()}
+    assert main([*base, "--constrained", "120"]) == 1
+    assert "constrained=120" in capsys.readouterr().err
+
+
+def test_simulate_a_fresh_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)
+    (tmp_path / "openb_pod_list_default.csv").write_text(pods_csv(60))
+    args = ["simulate", "--data", str(tmp_path), "--seeds", "1", "--jobs", "1", "-o", "json"]
+    results = {}
+    for flags in (["--workload", "trace"], ["--workload", "learned"], ["--workload", "prior"], ["--pending", "30"]):
+        assert main([*args, *flags]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        results[" ".join(flags)] = doc["unallocated_gpu_pct_at_100"]["mean"]
+        assert 0 <= results[" ".join(flags)] <= 100
+    assert main([*args, "--pending", "-1"]) == 1
+    assert "--pending" in capsys.readouterr().err
+
+
 def test_simulate_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("matplotlib")
     (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)

@@ -34,7 +34,7 @@ MINOR = f'device.attributes["{gpus.DRIVER}"].minor'
 
 def test_a_claim_selected_by_cel_is_allocated_and_its_status_written_conditionally() -> None:
     scheduler = scheduler_with(make_node("n1", gpus=4), make_node("n2", gpus=4))
-    add_claims(scheduler, claim("want-3", f"{MINOR} == 3", f'device.attributes["{gpus.DRIVER}"].numa == 1', rv="7"))
+    add_claims(scheduler, claim("want-3", f"{MINOR} == 3", f'device.attributes["{gpus.DRIVER}"].numaNode == 1', rv="7"))
     out = scheduler.schedule_one(claim_pod("p", "want-3"))
     assert out.scheduled, out.status.message
     assert results(scheduler, "default/want-3") == ["gpu-3"]
@@ -220,7 +220,7 @@ def test_a_pod_asking_in_both_protocols_is_refused() -> None:
 def test_match_attribute_keeps_a_claims_gpus_on_one_pcie_switch() -> None:
     scheduler = scheduler_with(make_node("n1", gpus=8))
     scheduler.cache.add_pod(bound_pod("koord", "n1", gpu_alloc(0), nvidia_gpu=1))
-    constraint = [{"matchAttribute": f"{gpus.DRIVER}/pcieRoot"}]
+    constraint = [{"matchAttribute": "resource.kubernetes.io/pcieRoot"}]
     add_claims(scheduler, claim("pair", count=2, constraints=constraint))
     assert scheduler.schedule_one(claim_pod("p", "pair")).scheduled
     # GPUs 0,1 share a switch but 0 is taken: the pair is 2,3 (the next switch), not 1 and 2.
