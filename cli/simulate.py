@@ -288,6 +288,7 @@ def _timed_replay(
     seed: int,
     config: SchedulerConfig,
     pending: int,
+    *,
     claims_fraction: float = 0.0,
 ) -> tuple[replay.SeedResult, float]:
     """One seed, with the CPU time it took (the wall time of a run depends on its neighbours)."""
@@ -320,11 +321,18 @@ def _run_all(
     try:
         if jobs <= 1:
             for r, seed in tasks:
-                finished(r, seed, _timed_replay(nodes, pods, seed, r.config, pending, r.claims_fraction))
+                finished(
+                    r, seed, _timed_replay(nodes, pods, seed, r.config, pending, claims_fraction=r.claims_fraction)
+                )
         else:
             with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
                 futures = {
-                    pool.submit(_timed_replay, nodes, pods, seed, r.config, pending, r.claims_fraction): (r, seed)
+                    pool.submit(
+                        _timed_replay, nodes, pods, seed, r.config, pending, claims_fraction=r.claims_fraction
+                    ): (
+                        r,
+                        seed,
+                    )
                     for r, seed in tasks
                 }
                 for future in concurrent.futures.as_completed(futures):
