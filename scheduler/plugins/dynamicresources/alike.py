@@ -31,6 +31,7 @@ from apis.dra.claim import DeviceClass, ResourceClaim
 from apis.dra.ledger import Held
 from apis.dra.slice import Device, ResourceSlice
 from scheduler.cache import NodeInfo
+from scheduler.framework.ids import Ids
 from scheduler.plugins.dynamicresources import ledger
 
 __all__ = ["Signatures"]
@@ -44,15 +45,14 @@ _THE_NODE = "\0node"
 class Signatures:
     """node -> small id of what the allocator reads of it, identities left out (module doc)."""
 
-    __slots__ = ("_ids", "_next_id", "_selected", "_slices")
+    __slots__ = ("_ids", "_selected", "_slices")
 
     def __init__(self) -> None:
         #: id(slice) -> (the slice, its key): the entry keeps the slice, so its id is not reused
         self._slices: dict[int, tuple[ResourceSlice, Hashable]] = {}
         #: (id(slice), selectors, constrained attributes) -> (the slice, what they make of its devices)
         self._selected: dict[tuple[int, tuple[str, ...], tuple[str, ...]], tuple[ResourceSlice, Hashable]] = {}
-        self._ids: dict[Hashable, int] = {}
-        self._next_id = 1
+        self._ids = Ids(_MAX_IDS)
 
     def of(self, node: NodeInfo, slices: Sequence[ResourceSlice], held: Held) -> int | None:
         """The node's signature, None when it shares nothing; `slices` and `held` are what the
@@ -71,12 +71,7 @@ class Signatures:
                     for s in node.devices.states(DeviceType.GPU)
                 ),
             )
-            ident = self._ids.get(key)
-            if ident is None:
-                if len(self._ids) >= _MAX_IDS:
-                    self._ids.clear()  # ids are never reused, so stale ones only miss
-                ident = self._ids[key] = self._next_id
-                self._next_id += 1
+            ident = self._ids.of(key)
         return ident
 
     def shape(

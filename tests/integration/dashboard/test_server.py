@@ -50,6 +50,14 @@ def node_row(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
     return next((n for n in doc["nodes"] if n["name"] == name), None)
 
 
+def gpu_shares(dashboard: DashboardProcess, node: str) -> list[Any] | None:
+    """What the served state shows held on each GPU of `node` (None: the node is not there yet)."""
+    status, body = dashboard.request("GET", "/api/state")
+    assert status == 200
+    row = node_row(json.loads(body), node)
+    return row and [g["shares"] for group in row["groups"] for g in group["gpus"]]
+
+
 def test_the_state_shows_devices_and_the_pods_on_them(
     dashboard: DashboardProcess, client: Client, namespace: str
 ) -> None:
@@ -60,13 +68,7 @@ def test_the_state_shows_devices_and_the_pods_on_them(
         pod_manifest("infer", {names.GPU_CORE: 50}, namespace=namespace, annotations=allocated, node_name=node)
     )
 
-    def shares() -> list[Any] | None:
-        status, body = dashboard.request("GET", "/api/state")
-        assert status == 200
-        row = node_row(json.loads(body), node)
-        return row and [g["shares"] for group in row["groups"] for g in group["gpus"]]
-
-    found = wait_for(lambda: (s := shares()) and s[1] and s, what="the pod on GPU 1")
+    found = wait_for(lambda: (s := gpu_shares(dashboard, node)) and s[1] and s, what="the pod on GPU 1")
     assert found == [[], [{"pod": f"{namespace}/infer", "core": 50, "ratio": 50, "memory": 40 << 30, "vfs": 0}]]
     assert dashboard.request("GET", "/readyz") == (200, b"ok")
 
@@ -191,13 +193,7 @@ def test_claims_are_drawn_on_the_gpus_their_allocation_names(
     }
     claims.patch("quarter", {"status": status}, namespace=namespace, subresource="status")
 
-    def shares() -> list[Any] | None:
-        status, body = dashboard.request("GET", "/api/state")
-        assert status == 200
-        row = node_row(json.loads(body), node)
-        return row and [g["shares"] for group in row["groups"] for g in group["gpus"]]
-
-    found = wait_for(lambda: (s := shares()) and s[0] and s, what="the claim's share on GPU 0")
+    found = wait_for(lambda: (s := gpu_shares(dashboard, node)) and s[0] and s, what="the claim's share on GPU 0")
     held = {"pod": f"{namespace}/trainer", "claim": f"{namespace}/quarter", "core": 25, "ratio": 25, "vfs": 0}
     assert found == [[{**held, "memory": 20 << 30}], []]
     if chromium_binary() is None:
