@@ -7,7 +7,9 @@ the default trace). `--scoring A,B,C` runs several policies side by side; every 
 run is a process of its own (`--jobs` at once) and deterministic. A progress bar shows on a
 terminal only; `--plot out.png` draws the curves (matplotlib, an optional extra). `--defrag`
 measures defragmentation instead: fill to x = 100, then one pass of the planner
-(`cli.simulate_defrag`).
+(`cli.simulate_defrag`). `--claims-fraction 0.3` runs each policy twice on the same pods: as
+the trace asks (Koordinator's protocol), and with about 30 % of the GPU pods asking through
+ResourceClaims (the row `POLICY+claims`), to compare the DRA path's packing with DeviceShare's.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from scheduler.framework.config import SchedulerConfig, load_config
 from scheduler.simulation import mixes, published, replay, trace
 
 NODES_FILE = "openb_node_list_gpu_node.csv"
+#: The row of a policy run with some pods asking through ResourceClaims.
+CLAIMS_SUFFIX = "+claims"
 #: `--workload`: the trace's mix (fixed), learned from nothing, learned from the trace's mix.
 WORKLOADS = ("trace", "learned", "prior")
 _TRACE_DIR = Path("shared") / "data" / "alibaba-gpu-2023"
@@ -96,6 +100,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", type=Path, help="scheduler configuration (YAML)")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw unallocated GPU %% vs arrived load")
+    parser.add_argument(
+        "--claims-fraction",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="also run each policy with about this share of the GPU pods asking through ResourceClaims "
+        "(DRA), as the row POLICY+claims (default 0: not)",
+    )
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     simulate_defrag.add_arguments(parser)
     simulate_mix.add_arguments(parser)
@@ -131,6 +143,8 @@ class _Policy:
 
     name: str
     config: SchedulerConfig
+    #: share of the GPU pods asking through ResourceClaims (0: the trace as it is)
+    claims_fraction: float = 0.0
     results: list[replay.SeedResult] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
 
@@ -155,18 +169,22 @@ def run(args: argparse.Namespace) -> int:
         base = with_percentage_of_nodes_to_score(base, args.percentage_of_nodes_to_score)
         if args.pending < 0:
             raise ValueError(f"--pending: expected a number of pods, got {args.pending}")
+        if not 0.0 <= args.claims_fraction <= 1.0:
+            raise ValueError(f"--claims-fraction must be within 0..1, got {args.claims_fraction}")
         measured = any(p in FGD_CHOICES for p in policies) and args.workload != "learned"
         workload = trace.workload(pods) if measured else ()
         prior = args.workload == "prior"
-        runs = [
-            _Policy(name, with_scoring_choice(base, name, workload if name in FGD_CHOICES else (), prior=prior))
-            for name in policies
-        ]
+        runs = []
+        for name in policies:
+            config = with_scoring_choice(base, name, workload if name in FGD_CHOICES else (), prior=prior)
+            runs.append(_Policy(name, config))
+            if args.claims_fraction > 0:
+                runs.append(_Policy(f"{name}{CLAIMS_SUFFIX}", config, args.claims_fraction))
         if args.plot is not None:
             simulate_plot.check_available()
         defrag = simulate_defrag.DefragSettings.from_args(args) if args.defrag else None
         if defrag is not None and len(runs) > 1:
-            raise ValueError("--defrag measures one policy: give --scoring one")
+            raise ValueError("--defrag measures one policy: give --scoring one, without --claims-fraction")
     except (OSError, ValueError, ValidationError, ConfigError, simulate_plot.PlotUnavailable) as e:
         print(f"tessera simulate: {e}", file=sys.stderr)
         return 1
@@ -189,6 +207,7 @@ def run(args: argparse.Namespace) -> int:
         "workload": args.workload,
         "pending": args.pending,
         "seeds": seeds,
+        "claims_fraction": args.claims_fraction,
     }
     if not mix.empty:
         common["mix"] = {k: round(v, 2) for k, v in mixes.describe(pods).items()}
@@ -250,6 +269,7 @@ def _policy_doc(run: _Policy) -> dict[str, object]:
                 "unallocated_gpu_pct_at_100": _round(r.unallocated(100)),
                 "pods_tried": r.pods_tried,
                 "pods_scheduled": r.pods_scheduled,
+                "claim_pods": r.claim_pods,
                 "seconds": round(s, 1),
             }
             for r, s in zip(run.results, run.seconds, strict=True)
@@ -263,11 +283,17 @@ def _round(value: float | None) -> float | None:
 
 
 def _timed_replay(
-    nodes: list[trace.TraceNode], pods: list[trace.TracePod], seed: int, config: SchedulerConfig, pending: int
+    nodes: list[trace.TraceNode],
+    pods: list[trace.TracePod],
+    seed: int,
+    config: SchedulerConfig,
+    pending: int,
+    *,
+    claims_fraction: float = 0.0,
 ) -> tuple[replay.SeedResult, float]:
     """One seed, with the CPU time it took (the wall time of a run depends on its neighbours)."""
     start = time.process_time()
-    result = replay.replay(nodes, pods, seed=seed, config=config, pending=pending)
+    result = replay.replay(nodes, pods, seed=seed, config=config, pending=pending, claims_fraction=claims_fraction)
     return result, time.process_time() - start
 
 
@@ -295,11 +321,19 @@ def _run_all(
     try:
         if jobs <= 1:
             for r, seed in tasks:
-                finished(r, seed, _timed_replay(nodes, pods, seed, r.config, pending))
+                finished(
+                    r, seed, _timed_replay(nodes, pods, seed, r.config, pending, claims_fraction=r.claims_fraction)
+                )
         else:
             with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
                 futures = {
-                    pool.submit(_timed_replay, nodes, pods, seed, r.config, pending): (r, seed) for r, seed in tasks
+                    pool.submit(
+                        _timed_replay, nodes, pods, seed, r.config, pending, claims_fraction=r.claims_fraction
+                    ): (
+                        r,
+                        seed,
+                    )
+                    for r, seed in tasks
                 }
                 for future in concurrent.futures.as_completed(futures):
                     r, seed = futures[future]

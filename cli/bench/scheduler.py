@@ -30,7 +30,10 @@ quote where absolute numbers depend on the neighbours).
 (Dynamic Resource Allocation: CEL selectors in the DeviceClass and the request, capacity
 requests for a share of a GPU; every node's GPUs published as a ResourceSlice) and runs twice on
 fresh clusters: the same pods all in Koordinator's protocol first (`koordinator_*` figures), then
-with the claims; the DynamicResources plugin allocates on the same GPUs as DeviceShare.
+with the claims; the DynamicResources plugin allocates on the same GPUs as DeviceShare. It also
+reports the CEL selectors' cost: evaluations run (each selector once per device: the others are
+answered from the compiler's cache), the time of one, and their time per node judged for a pod
+with claims; and how often the allocator ran per node judged (nodes alike share its answers).
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ from scheduler.core import (
     with_scoring_choice,
 )
 from scheduler.framework.config import SchedulerConfig, load_config
+from scheduler.plugins.dynamicresources import NAME as DYNAMIC_RESOURCES
+from scheduler.plugins.dynamicresources import DynamicResources
 from scheduler.simulation.bench import GPU_CLASS, synthetic_pods, with_claims, with_gangs, with_quota_per_namespace
 from scheduler.simulation.cluster import NodeShape, gpu_node
 
@@ -276,7 +281,24 @@ def _run_once(
         report.value("ratio", round(rate / base_rate, 3) if base_rate else None, label="throughput / baseline's")
         ratio_cpu = round(cpu_rate / base_cpu, 3) if base_cpu else None
         report.value("ratio_cpu", ratio_cpu, label="per CPU second / baseline's")
+    if claims_fraction > 0:
+        _report_claims(main.scheduler, report)
     return 0
+
+
+def _report_claims(scheduler: Scheduler, report: Report) -> None:
+    """The CEL selectors' cost and the allocator's runs, per node judged for a pod with claims."""
+    plugin = next(iter(scheduler.frameworks.values())).plugin(DYNAMIC_RESOURCES)
+    if not isinstance(plugin, DynamicResources) or not plugin.nodes_filtered:
+        return
+    compiler, nodes = plugin.compiler, plugin.nodes_filtered
+    report.value("claim_nodes_filtered", nodes, "nodes", label="nodes judged for pods with claims")
+    report.value("cel_evaluations", compiler.evaluations, "", label="CEL evaluations run", cel_cached=compiler.cached)
+    if compiler.evaluations:
+        per = compiler.evaluation_seconds / compiler.evaluations
+        report.value("cel_evaluation_us", per * 1e6, "µs", label="CEL: one evaluation")
+    report.value("cel_us_per_node", compiler.evaluation_seconds / nodes * 1e6, "µs", label="CEL: time per node judged")
+    report.value("allocator_runs_per_node", plugin.allocator_runs / nodes, "", label="allocator runs per node judged")
 
 
 def _cluster(args: argparse.Namespace, config: SchedulerConfig, report: Report | None, *, prefix: str) -> Scheduler:

@@ -184,7 +184,8 @@ NEEDED: dict[str, set[Call]] = {
     ),
     "tessera-dashboard": (
         # dashboard/sources.py ClusterSources: Informers (list + watch, every namespace) of the
-        # Devices, pods, PodGroups (both groups), ElasticQuotas, Reservations and PodMigrationJobs it draws.
+        # Devices, pods, PodGroups (both groups), ElasticQuotas, Reservations, PodMigrationJobs,
+        # ResourceClaims and ResourceSlices it draws.
         calls("list watch", *DEVICES)
         | calls("list watch", CORE, "pods")
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
@@ -192,6 +193,8 @@ NEEDED: dict[str, set[Call]] = {
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
         | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
         | calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
+        | calls("list watch", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
+        | calls("list watch", dra.GROUP, dra.RESOURCE_SLICES.plural)
         # dashboard/sources.py SchedulerPoller: the scheduler's /metrics, which it authorizes
         # through the API server (kube/delegation.py).
         | calls("get", NON_RESOURCE, "/metrics")

@@ -47,6 +47,7 @@ from scheduler.cache import NodeInfo, PodInfo
 from scheduler.cache.reservations import HeldReservation, remaining_devices
 from scheduler.framework import scoring
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.ids import Ids
 from scheduler.framework.interfaces import (
     Access,
     ClusterEvent,
@@ -97,8 +98,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         self._shared = SharedFits()
         self._index = GPUFreeIndex(handle.cache)
         #: Request shape -> small id (never reused), so per-node lookups hash an int.
-        self._shape_ids: dict[Hashable, int] = {}
-        self._next_shape_id = 1
+        self._shape_ids = Ids(_MAX_SHAPES)
         #: The target workload, for a policy that measures fragmentation (else None): shared
         #: with GPUFragmentation through the handle, so both measure against the same one.
         self._learner = fragmentation.shared_learner(handle, args.workload) if self.policy.uses_workload else None
@@ -147,7 +147,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             template_models,
         )
         epoch = demand[0] if demand is not None else 0
-        shape, request_id = self._shape_id((*asked, epoch)), self._shape_id(asked)
+        shape, request_id = self._shape_ids.of((*asked, epoch)), self._shape_ids.of(asked)
         nominated = state.get(NOMINATED_RESERVATIONS) or {}
         pre_allocated = state.get(PRE_ALLOCATED) or {}
         found = RequestState(
@@ -161,16 +161,6 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             # so do the pods a Reservation is placed over.
             candidates = candidates | frozenset(nominated) | frozenset(pre_allocated)
         return (PreFilterResult(candidates) if candidates is not None else None), SUCCESS
-
-    def _shape_id(self, shape: Hashable) -> int:
-        """A small id for a request shape (never reused, so ids cached elsewhere stay honest)."""
-        shape_id = self._shape_ids.get(shape)
-        if shape_id is None:
-            if len(self._shape_ids) >= _MAX_SHAPES:
-                self._shape_ids.clear()
-            shape_id = self._shape_ids[shape] = self._next_shape_id
-            self._next_shape_id += 1
-        return shape_id
 
     def _observe(self, pod: PodInfo) -> tuple[int, fragmentation.Demand] | None:
         """Count the pod in the learned workload (a policy measuring fragmentation only); the

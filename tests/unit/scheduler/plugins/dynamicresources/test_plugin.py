@@ -10,7 +10,9 @@ from apis.dra.allocation import ConsumerReference
 from apis.dra.names import DELETE_PROTECTION_FINALIZER
 from apis.extension import names
 from apis.k8s.core import Pod
+from scheduler.core import Scheduler
 from scheduler.framework.status import Code
+from scheduler.plugins.dynamicresources.plugin import NAME, DynamicResources
 from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod
 
 from ..coscheduling.gangs import FOREVER, nodes_of, schedule_all
@@ -306,3 +308,35 @@ def test_a_gang_with_claims_is_placed_all_or_nothing() -> None:
     out = schedule_all(scheduler, [member("w0", "w0-gpu"), member("w1", "w1-gpu")])
     assert nodes_of(out) == {"default/w0": "n1", "default/w1": "n1"}
     assert sorted(results(scheduler, "default/w0-gpu") + results(scheduler, "default/w1-gpu")) == ["gpu-0", "gpu-1"]
+
+
+def _plugin(scheduler: Scheduler) -> DynamicResources:
+    plugin = next(iter(scheduler.frameworks.values())).plugin(NAME)
+    assert isinstance(plugin, DynamicResources)
+    return plugin
+
+
+def test_nodes_alike_share_one_allocator_run_and_each_reason_names_its_node() -> None:
+    scheduler = scheduler_with(*(make_node(f"n{i}", gpus=2) for i in range(1, 4)))
+    add_claims(scheduler, claim("big", f"{MINOR} >= 1", count=2))
+    out = scheduler.schedule_one(claim_pod("p", "big"))
+    assert not out.scheduled
+    assert _plugin(scheduler).allocator_runs == 1  # GPU UUIDs differ: identities, left out
+    for node in ("n1", "n2", "n3"):
+        assert f"1 of 2 on node {node} fit" in out.diagnosis.node_statuses[node].message
+
+
+def test_a_node_used_otherwise_or_a_selector_reading_identities_is_not_shared() -> None:
+    scheduler = scheduler_with(*(make_node(f"n{i}", gpus=2) for i in range(1, 4)))
+    scheduler.cache.add_pod(bound_pod("koord-0", "n1", gpu_alloc(0, 100), nvidia_gpu=1))
+    add_claims(scheduler, claim("one", count=2))
+    out = scheduler.schedule_one(claim_pod("p", "one"))
+    assert out.scheduled and out.node != "n1"
+    assert "1 of 2 on node n1 fit (1 not enough capacity cores)" in out.diagnosis.node_statuses["n1"].message
+    assert _plugin(scheduler).allocator_runs == 2  # n1, then n2 for n2 and n3
+    # A selector naming one GPU's UUID selects it on its node only, though n2 and n3 are alike.
+    free = "n3" if out.node == "n2" else "n2"
+    uuid = f'device.attributes["{gpus.DRIVER}"].uuid == "GPU-{free}-01"'
+    add_claims(scheduler, claim("by-uuid", uuid))
+    out = scheduler.schedule_one(claim_pod("q", "by-uuid"))
+    assert out.node == free and results(scheduler, "default/by-uuid") == ["gpu-1"], out.status.message
