@@ -61,5 +61,7 @@ def test_a_baseline_runs_pod_for_pod_beside_and_gives_the_ratio(capsys: pytest.C
     assert result["ratio_cpu"] == pytest.approx(cpu_ratio, abs=1e-3)
     assert result["ratio"] == pytest.approx(result["pods_per_second"] / result["baseline_pods_per_second"], abs=1e-3)
     # Each scheduler's own cycles, not the span both share: at most its cycles' count × their max.
-    assert result["wall_seconds"] <= 60 * result["max_ms"] / 1000
-    assert result["pods_per_second"] == pytest.approx(60 / result["wall_seconds"], rel=0.01)
+    assert result["wall_seconds"] <= 60 * result["max_ms"] / 1000 + 0.0005
+    # The report gives seconds to the millisecond: the rate lies within that rounding.
+    wall = result["wall_seconds"]
+    assert 60 / (wall + 0.0005) * 0.999 <= result["pods_per_second"] <= 60 / max(wall - 0.0005, 1e-9) * 1.001
