@@ -75,5 +75,5 @@ def test_claims_from_templates_are_made_allocated_and_explained(
     assert second["node"] is None
     assert second["reasons"]["gpu-1"] == [
         "claim ml/second-gpu, request gpu: needs 1 device(s) of class gpu; 0 of 2 on node gpu-1 fit "
-        "(1 not enough capacity cores, 1 not selected by selector #0 of the request)"
+        "(1 not enough capacity memory, 1 not selected by selector #0 of the request)"
     ]

@@ -332,7 +332,7 @@ def test_a_node_used_otherwise_or_a_selector_reading_identities_is_not_shared() 
     add_claims(scheduler, claim("one", count=2))
     out = scheduler.schedule_one(claim_pod("p", "one"))
     assert out.scheduled and out.node != "n1"
-    assert "1 of 2 on node n1 fit (1 not enough capacity cores)" in out.diagnosis.node_statuses["n1"].message
+    assert "1 of 2 on node n1 fit (1 not enough capacity memory)" in out.diagnosis.node_statuses["n1"].message
     assert _plugin(scheduler).allocator_runs == 2  # n1, then n2 for n2 and n3
     # A selector naming one GPU's UUID selects it on its node only, though n2 and n3 are alike.
     free = "n3" if out.node == "n2" else "n2"
