@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from kube import Client
+from kube import Client, errors
 from scheduler.framework.writes import ObjectWrite
 
 __all__ = ["KubeObjectAPI", "ObjectAPI"]
@@ -18,7 +18,8 @@ __all__ = ["KubeObjectAPI", "ObjectAPI"]
 
 class ObjectAPI(Protocol):
     def write(self, write: ObjectWrite) -> None:
-        """Make the write (a merge patch). Raises kube.APIError."""
+        """Make the write (a merge patch, a creation or a deletion: `ObjectWrite.verb`). Raises
+        kube.APIError."""
 
 
 class KubeObjectAPI:
@@ -28,6 +29,13 @@ class KubeObjectAPI:
         self._client = client
 
     def write(self, write: ObjectWrite) -> None:
-        self._client.resource(write.resource).patch(
-            write.name, dict(write.patch), namespace=write.namespace, subresource=write.subresource
-        )
+        api = self._client.resource(write.resource)
+        if write.verb == "create":
+            api.create(dict(write.patch), namespace=write.namespace)
+        elif write.verb == "delete":
+            try:
+                api.delete(write.name, namespace=write.namespace)
+            except errors.NotFound:
+                pass  # gone already: what the delete was for
+        else:
+            api.patch(write.name, dict(write.patch), namespace=write.namespace, subresource=write.subresource)

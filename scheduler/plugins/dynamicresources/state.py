@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from apis.dra.claim import ResourceClaim
 from apis.dra.slice import NodeSelector
+from apis.k8s.core import ContainerExtendedResourceRequest
 from scheduler.framework.cycle_state import StateData
 
 
@@ -27,6 +28,10 @@ class ClaimsState(StateData):
     anonymous: tuple[ResourceClaim, ...] = ()
     #: Per claim of `allocated`, the nodes its devices are reachable from (None: every node).
     selectors: tuple[NodeSelector | None, ...] = ()
+    #: The pod's extended resources a DeviceClass serves (resource, class), when its claim for
+    #: them is not made yet: on a node that serves some through DRA, a claim for them is
+    #: allocated with the others (`scheduler.framework.extended`).
+    extended: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,3 +43,7 @@ class ReservedClaims(StateData):
     changes: tuple[tuple[ResourceClaim, ResourceClaim], ...]
     #: Whether Reserve reserved GPUs for the pod in the cache (Unreserve gives them back).
     gpus: bool = False
+    #: The claim for the pod's extended resources made by this cycle (PreBind creates it), and
+    #: which request serves which container's resource.
+    created: ResourceClaim | None = None
+    mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
