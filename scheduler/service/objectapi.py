@@ -8,6 +8,7 @@ resource and the patch; nothing here knows any plugin's objects.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Protocol
 
 from kube import Client, errors
@@ -33,9 +34,7 @@ class KubeObjectAPI:
         if write.verb == "create":
             api.create(dict(write.patch), namespace=write.namespace)
         elif write.verb == "delete":
-            try:
+            with contextlib.suppress(errors.NotFound):  # gone already: what the delete was for
                 api.delete(write.name, namespace=write.namespace)
-            except errors.NotFound:
-                pass  # gone already: what the delete was for
         else:
             api.patch(write.name, dict(write.patch), namespace=write.namespace, subresource=write.subresource)

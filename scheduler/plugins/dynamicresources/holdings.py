@@ -11,9 +11,9 @@ deallocated) is held by nobody in the cache; the DynamicResources plugin still c
 the store, so no claim is allocated over it.
 
 A bound pod with claims whose record is not there (a claim missing, not allocated, or not
-reserved for it) holds unknown GPUs until it is (`expects`). The claim the scheduler made for a
-pod's extended resources (`status.extendedResourceClaimStatus`) is one of its claims here: DeviceShare then gives none of that
-node's GPUs, as for an unreadable `device-allocated` annotation.
+reserved for it) holds unknown GPUs until it is (`expects`): DeviceShare then gives none of that
+node's GPUs, as for an unreadable `device-allocated` annotation. The claim the scheduler made for
+a pod's extended resources (`status.extendedResourceClaimStatus`) is one of its claims here.
 """
 
 from __future__ import annotations
