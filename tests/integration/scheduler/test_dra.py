@@ -6,7 +6,9 @@ the pod binds: the claim's `status.allocation` and `reservedFor` are written by 
 the delete-protection finalizer; a claim asking part of a shared GPU's memory shares it with
 another claim; a GPU a Koordinator-protocol pod holds is not given to a claim; and a scheduler
 restarted learns the claims' holdings from the API server (a Koordinator pod gets no GPU a claim
-holds).
+holds). A plain `nvidia.com/gpu` pod is served through DRA where a DeviceClass names the
+resource and the node has no other way to give it (the scheduler creates its claim), and by
+DeviceShare where the node's Device CR has GPUs.
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import pytest
 
 from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, gpus
 from apis.dra.claim import ResourceClaim
-from apis.dra.names import DELETE_PROTECTION_FINALIZER
+from apis.dra.extended import claim_name
+from apis.dra.names import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
+from apis.dra.slice import ResourceSlice
 from apis.extension import names
+from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer
-from cli.launchers.scheduler import SchedulerProcess, pod_manifest
+from cli.launchers.scheduler import SchedulerProcess, node_manifest, pod_manifest
 from kube import Client, resources
-from scheduler.simulation.cluster import NodeShape
+from scheduler.simulation.cluster import NodeShape, gpu_node
 from tests.support.cluster import PodWatch, create_gpu_nodes, create_namespace, create_pod
 
 pytestmark = pytest.mark.integration
@@ -119,3 +124,63 @@ def _condition(pod: Any) -> str:
         if c.type == "PodScheduled" and c.status == "False":
             return str(c.message)
     return ""
+
+
+def test_a_plain_gpu_pod_is_served_by_a_claim_the_scheduler_makes_where_only_dra_has_gpus(
+    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
+) -> None:
+    vendor = "gpu.example.com"  # another vendor's DRA driver: no Device CR, nothing for DeviceShare
+    node, _ = gpu_node("ext-dra", NodeShape(gpus=0, labels={"pool": "ext-dra"}))
+    client.resource(resources.NODES).create(node_manifest(node))
+    _, inventory = gpu_node("ext-dra", NodeShape(gpus=2))
+    published = gpus.gpu_slice(inventory).to_dict()
+    published["spec"]["driver"] = vendor
+    client.resource(RESOURCE_SLICES).create(ResourceSlice.from_dict(published).to_dict())
+    create_gpu_nodes(client, "ext-koord", shape=NodeShape(gpus=1, labels={"pool": "ext-koord"}))
+    client.resource(DEVICE_CLASSES).create(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": "vendor-gpu"},
+            "spec": {
+                "selectors": [{"cel": {"expression": f'device.driver == "{vendor}"'}}],
+                "extendedResourceName": names.NVIDIA_GPU,
+            },
+        }
+    )
+    ns = create_namespace(client)
+    pods = client.resource(resources.PODS)
+    watch = PodWatch(client, ns)
+    try:
+        with SchedulerProcess(apiserver.kubeconfig, work_dir):
+            for name, pool in (("via-dra", "ext-dra"), ("via-koord", "ext-koord")):
+                manifest = pod_manifest(name, {names.CPU: "1", names.NVIDIA_GPU: "1"}, namespace=ns)
+                manifest["spec"]["nodeSelector"] = {"pool": pool}
+                pods.create(manifest, namespace=ns)
+            watch.wait_bound(2)
+            # DRA: the claim made for the pod, owned by it, allocated and reserved for it; the
+            # pod's status names it.
+            pod = Pod.from_dict(pods.get("via-dra", namespace=ns))
+            assert pod.node_name == "ext-dra"
+            assert pod.extended_resource_claim == claim_name(pod)
+            assert [(m.container_name, m.resource_name) for m in pod.extended_resource_requests] == [
+                ("main", names.NVIDIA_GPU)
+            ]
+            claim = _read(client, ns, pod.extended_resource_claim)
+            assert claim.meta.annotations[EXTENDED_RESOURCE_CLAIM_ANNOTATION] == "true"
+            assert [(o.kind, o.name, o.uid, o.controller) for o in claim.meta.owner_references] == [
+                ("Pod", "via-dra", pod.uid, True)
+            ]
+            assert claim.allocation is not None
+            assert [(r.driver, r.device) for r in claim.allocation.results] == [(vendor, "gpu-0")]
+            assert [c.name for c in claim.reserved_for] == ["via-dra"]
+            assert DELETE_PROTECTION_FINALIZER in claim.meta.finalizers
+            # Koordinator's protocol where the Device CR has GPUs: DeviceShare's record, no claim.
+            koord = Pod.from_dict(pods.get("via-koord", namespace=ns))
+            assert koord.node_name == "ext-koord"
+            assert names.ANNOTATION_DEVICE_ALLOCATED in koord.annotations
+            assert not koord.extended_resource_claim
+            made = [c for c in client.resource(RESOURCE_CLAIMS).list(namespace=ns).items]
+            assert len(made) == 1
+    finally:
+        watch.stop()
