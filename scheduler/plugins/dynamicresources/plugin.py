@@ -48,6 +48,7 @@ from typing import Final
 
 from apis.crds.device import DeviceType
 from apis.dra import RESOURCE_CLAIMS, cel, extended, gpus
+from apis.dra import quota as claims_quota
 from apis.dra.allocation import ConsumerReference
 from apis.dra.claim import AllocationMode, ResourceClaim
 from apis.dra.ledger import Held
@@ -63,10 +64,12 @@ from scheduler.framework import extended as shared_extended
 from scheduler.framework import scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
+    Access,
     ClusterEvent,
     EnqueueExtension,
     EventAction,
     EventResource,
+    ExtensionPoint,
     FilterPlugin,
     Handle,
     PreBindPlugin,
@@ -76,8 +79,9 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from scheduler.framework.shared import CLAIMS_CHARGE
 from scheduler.framework.status import SKIP, SUCCESS, Status
-from scheduler.framework.writes import ObjectWrite, Write
+from scheduler.framework.writes import ObjectWrite, PodAnnotations, Write
 from scheduler.plugins.dynamicresources import feed, ledger, reasons
 from scheduler.plugins.dynamicresources.allocator import FailureKind, Node, Outcome, allocate
 from scheduler.plugins.dynamicresources.args import DynamicResourcesArgs
@@ -107,6 +111,7 @@ class DynamicResources(
 ):
     name = NAME
     normalizes = True
+    writes = (Access.of(CLAIMS_CHARGE, ExtensionPoint.RESERVE),)
 
     def __init__(self, args: DynamicResourcesArgs, handle: Handle) -> None:
         self.args = args
@@ -322,7 +327,18 @@ class DynamicResources(
             others[DeviceType.GPU] = held
             exclusive = current.pcie_exclusive if current is not None else frozenset()
             self._cache.reserve_devices(pod, node, others, pcie_exclusive=exclusive)
-        state.write(_RESERVED, ReservedClaims(node, tuple(changes), bool(held), work.created, work.mappings))
+        # The quota charge: claims allocated for this pod (the first they are reserved for), not
+        # the one for its extended resources (its request of them is charged).
+        made = f"{pod.pod.namespace}/{extended.claim_name(pod.pod)}"
+        charged = claims_quota.charge(
+            (new for _, new in changes if new.reserved_for[0] == me and new.key != made),
+            self.store.slices_for(node),
+            node=node,
+        )
+        if charged:
+            state.put(CLAIMS_CHARGE, charged)
+        reserved = ReservedClaims(node, tuple(changes), bool(held), work.created, work.mappings, charged)
+        state.write(_RESERVED, reserved)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
@@ -355,6 +371,9 @@ class DynamicResources(
             writes.extend(claim_writes(old, new))
         if created is not None:
             writes.append(_pod_status(pod, created, reserved))
+        charge = claims_quota.encode(reserved.charge) if reserved.charge else None
+        if charge is not None or names.ANNOTATION_CLAIMS_QUOTA_CHARGE in pod.pod.annotations:
+            writes.insert(0, PodAnnotations({names.ANNOTATION_CLAIMS_QUOTA_CHARGE: charge}))
         return writes, SUCCESS
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:

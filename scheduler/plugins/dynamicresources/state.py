@@ -3,7 +3,8 @@ Reserve assumed for them (PreBind writes it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from apis.dra.claim import ResourceClaim
 from apis.dra.slice import NodeSelector
@@ -47,3 +48,5 @@ class ReservedClaims(StateData):
     #: which request serves which container's resource.
     created: ResourceClaim | None = None
     mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
+    #: What the claims allocated for the pod charge its quota (`apis.dra.quota`); PreBind records it.
+    charge: Mapping[str, int] = field(default_factory=dict)
