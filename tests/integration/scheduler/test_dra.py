@@ -13,60 +13,26 @@ DeviceShare where the node's Device CR has GPUs.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, gpus
-from apis.dra.claim import ResourceClaim
 from apis.dra.extended import claim_name
 from apis.dra.names import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from apis.dra.slice import ResourceSlice
 from apis.extension import names
 from apis.k8s.core import Pod
 from cli.launchers.apiserver import EmbeddedAPIServer
-from cli.launchers.controller import ControllerProcess
 from cli.launchers.scheduler import SchedulerProcess, node_manifest, pod_manifest
 from kube import Client, resources
 from scheduler.simulation.cluster import NodeShape, gpu_node
 from tests.support.cluster import PodWatch, create_gpu_nodes, create_namespace, create_pod
-from tests.support.waiting import wait_for
+from tests.support.draclaims import claim_manifest, claim_pod, read_claim, scheduling_message
 
 pytestmark = pytest.mark.integration
 
 GIB = 2**30
-
-
-def _claim(name: str, *, selector: str = "", capacity: Mapping[str, str] | None = None) -> dict[str, Any]:
-    exactly: dict[str, Any] = {"deviceClassName": "gpu"}
-    if selector:
-        exactly["selectors"] = [{"cel": {"expression": selector}}]
-    if capacity:
-        exactly["capacity"] = {"requests": dict(capacity)}
-    return {
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaim",
-        "metadata": {"name": name},
-        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
-    }
-
-
-def _claim_pod(client: Client, ns: str, name: str, claim: str, *, pool: str = "") -> None:
-    manifest = pod_manifest(name, {names.CPU: "1", names.MEMORY: "1Gi"}, namespace=ns)
-    if pool:
-        manifest["spec"]["nodeSelector"] = {"pool": pool}
-    manifest["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": claim}]
-    manifest["spec"]["containers"][0]["resources"]["claims"] = [{"name": "gpu"}]
-    client.resource(resources.PODS).create(manifest, namespace=ns)
-
-
-def _read(client: Client, ns: str, name: str) -> ResourceClaim:
-    return ResourceClaim.from_dict(client.resource(RESOURCE_CLAIMS).get(name, namespace=ns))
 
 
 def test_claims_are_allocated_shared_and_kept_apart_from_koordinator_pods(
@@ -90,19 +56,21 @@ def test_claims_are_allocated_shared_and_kept_apart_from_koordinator_pods(
             # A Koordinator pod takes GPU 0 whole; a claim selecting "minor <= 1" gets GPU 1.
             create_pod(client, ns, "koord", {names.NVIDIA_GPU: "1"})
             watch.wait_bound(1)
-            claims.create(_claim("by-cel", selector=f'device.attributes["{gpus.DRIVER}"].minor <= 1'), namespace=ns)
-            _claim_pod(client, ns, "p-cel", "by-cel")
+            claims.create(
+                claim_manifest("by-cel", selector=f'device.attributes["{gpus.DRIVER}"].minor <= 1'), namespace=ns
+            )
+            claim_pod(client, ns, "p-cel", "by-cel")
             watch.wait_bound(2)
-            by_cel = _read(client, ns, "by-cel")
+            by_cel = read_claim(client, ns, "by-cel")
             assert by_cel.allocation is not None
             assert [r.device for r in by_cel.allocation.results] == ["gpu-1"]
             assert [c.name for c in by_cel.reserved_for] == ["p-cel"]
             assert DELETE_PROTECTION_FINALIZER in by_cel.meta.finalizers
             # Nothing is left whole: a second whole-GPU claim waits, with the allocator's reason.
-            claims.create(_claim("whole"), namespace=ns)
-            _claim_pod(client, ns, "p-whole", "whole")
+            claims.create(claim_manifest("whole"), namespace=ns)
+            claim_pod(client, ns, "p-whole", "whole")
             message = watch.wait_for(
-                lambda pods: any("claim" in (_condition(p) or "") for p in pods if p.name == "p-whole"),
+                lambda pods: any("claim" in (scheduling_message(p) or "") for p in pods if p.name == "p-whole"),
                 "p-whole pending with the claim's reason",
             )
             assert message
@@ -112,7 +80,8 @@ def test_claims_are_allocated_shared_and_kept_apart_from_koordinator_pods(
         with SchedulerProcess(apiserver.kubeconfig, work_dir):
             create_pod(client, ns, "koord-2", {names.NVIDIA_GPU: "1"})
             watch.wait_for(
-                lambda pods: any(p.name == "koord-2" and _condition(p) for p in pods), "koord-2 judged by the scheduler"
+                lambda pods: any(p.name == "koord-2" and scheduling_message(p) for p in pods),
+                "koord-2 judged by the scheduler",
             )
             assert not watch.pod("koord-2").node_name
             assert not watch.pod("p-whole").node_name
@@ -124,13 +93,6 @@ def test_claims_are_allocated_shared_and_kept_apart_from_koordinator_pods(
             )
     finally:
         watch.stop()
-
-
-def _condition(pod: Any) -> str:
-    for c in pod.conditions:
-        if c.type == "PodScheduled" and c.status == "False":
-            return str(c.message)
-    return ""
 
 
 def test_a_plain_gpu_pod_is_served_by_a_claim_the_scheduler_makes_where_only_dra_has_gpus(
@@ -173,7 +135,7 @@ def test_a_plain_gpu_pod_is_served_by_a_claim_the_scheduler_makes_where_only_dra
             assert [(m.container_name, m.resource_name) for m in pod.extended_resource_requests] == [
                 ("main", names.NVIDIA_GPU)
             ]
-            claim = _read(client, ns, pod.extended_resource_claim)
+            claim = read_claim(client, ns, pod.extended_resource_claim)
             assert claim.meta.annotations[EXTENDED_RESOURCE_CLAIM_ANNOTATION] == "true"
             assert [(o.kind, o.name, o.uid, o.controller) for o in claim.meta.owner_references] == [
                 ("Pod", "via-dra", pod.uid, True)
@@ -192,82 +154,3 @@ def test_a_plain_gpu_pod_is_served_by_a_claim_the_scheduler_makes_where_only_dra
             assert len(made) == 1
     finally:
         watch.stop()
-
-
-QUOTA_CONFIG = (
-    "profiles:\n  - schedulerName: tessera-scheduler\n    plugins: {multiPoint: {enabled: [{name: ElasticQuota}]}}\n"
-)
-
-
-def test_a_quota_charges_what_claims_allocate_and_tessera_quota_shows_it(
-    apiserver: EmbeddedAPIServer, client: Client, work_dir: Path
-) -> None:
-    # Our agent's node: the Device CR and the slice of the same GPUs.
-    (device,) = create_gpu_nodes(client, "q-dra", shape=NodeShape(gpus=2, gpu_memory=16 * GIB, labels={"pool": "q"}))
-    client.resource(RESOURCE_SLICES).create(gpus.gpu_slice(device).to_dict())
-    client.resource(DEVICE_CLASSES).create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": "quota-gpu"},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{gpus.DRIVER}"'}}]},
-        }
-    )
-    ns = create_namespace(client)
-    client.resource(names.ELASTIC_QUOTAS).create(
-        {
-            "apiVersion": names.ELASTIC_QUOTAS.api_version,
-            "kind": names.ELASTIC_QUOTAS.kind,
-            "metadata": {"name": ns, "namespace": ns},
-            "spec": {"min": {names.NVIDIA_GPU: "1"}, "max": {names.NVIDIA_GPU: "1"}},
-        },
-        namespace=ns,
-    )
-    claims = client.resource(RESOURCE_CLAIMS)
-    pods = client.resource(resources.PODS)
-    config = work_dir / "config.yaml"
-    config.write_text(QUOTA_CONFIG)
-    watch = PodWatch(client, ns)
-    try:
-        with (
-            SchedulerProcess(apiserver.kubeconfig, work_dir, extra_args=["--config", str(config)]),
-            ControllerProcess(apiserver.kubeconfig, directory=work_dir / "controller"),
-        ):
-            for name in ("first", "second"):
-                body = _claim(name)
-                body["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = "quota-gpu"
-                claims.create(body, namespace=ns)
-            # Under quota (one GPU of one): placed, its claim charged on the pod.
-            _claim_pod(client, ns, "p-first", "first", pool="q")
-            watch.wait_bound(1)
-            pod = pods.get("p-first", namespace=ns)
-            charge = json.loads(pod["metadata"]["annotations"][names.ANNOTATION_CLAIMS_QUOTA_CHARGE])
-            assert charge == {names.GPU_CORE: "100", names.GPU_MEMORY: "16Gi", names.GPU_MEMORY_RATIO: "100"}
-            # Over quota: a second whole GPU waits with the quota's reason; its claim stays pending.
-            _claim_pod(client, ns, "p-second", "second", pool="q")
-            watch.wait_for(
-                lambda found: any(
-                    p.name == "p-second" and "Insufficient quotas, quotaName: " + ns in _condition(p) for p in found
-                ),
-                "p-second refused by the quota",
-            )
-            assert _read(client, ns, "second").allocation is None
-            # `tessera quota` shows the charge in the quota's used (the controller's status.used).
-            shown = wait_for(
-                lambda: _used_gpu_core(apiserver, ns).get(names.GPU_CORE) and _used_gpu_core(apiserver, ns),
-                what="the quota's used written",
-                poll_s=1.0,
-            )
-            assert shown == {names.GPU_CORE: "100", names.GPU_MEMORY_RATIO: "100", names.GPU_MEMORY: "16Gi"}
-    finally:
-        watch.stop()
-
-
-def _used_gpu_core(apiserver: EmbeddedAPIServer, ns: str) -> dict[str, str]:
-    """The quota's used as `tessera quota -o json` prints it (GPU names only)."""
-    command = [sys.executable, "-m", "cli", "quota", "--kubeconfig", str(apiserver.kubeconfig), "-n", ns, "-o", "json"]
-    result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=60)
-    assert result.returncode == 0, result.stderr
-    (row,) = [q for q in json.loads(result.stdout)["quotas"] if q["name"] == ns]
-    used = row.get("used") or {}
-    return {k: v for k, v in used.items() if "gpu" in k}
