@@ -8,6 +8,7 @@ drive `Agent` directly. What it hosts:
                                        --state-dir and the Device CR's first read, restored
                                        before anything reports; Events on the Node
     Device CR                          DeviceReporter (agent/devices/reporter.py), woken on every change
+    ResourceSlices (--dra)             SliceWriter (agent/devices/slicewriter.py), in each reporter pass
     pods bound to this node            one Informer (fieldSelector spec.nodeName), feeding QoS,
                                        the metrics' pod names, the device ledger and the
                                        simulated kubelet
@@ -52,16 +53,19 @@ from agent.devices.healthclear import HealthClear
 from agent.devices.node import NodeDevices
 from agent.devices.reporter import DeviceReporter
 from agent.devices.routing import json_error
+from agent.devices.slicewriter import SliceWriter
 from agent.discovery.nvmllib import NVMLLibrary
 from agent.discovery.settings import DiscoveryStack, open_discovery
 from agent.discovery.simulated import NodeCapacity
 from agent.health.memory import FaultMemory, NodeEventRecorder
 from agent.health.statefile import StateFile
 from agent.kubeletsim import SimulatedKubelet
+from agent.kubeletsim.claims import ClaimStates, DRAManager
 from agent.ledger import DeviceLedger, NodeSlots
 from agent.qos.node import NodeQoS
 from agent.qos.nodeslo import NodeSLOWatch
 from agent.settings import AgentSettings
+from apis.dra import RESOURCE_CLAIMS
 from apis.errors import ConfigError, TesseraError
 from apis.k8s.core import Pod
 from kube import errors, serving
@@ -173,6 +177,9 @@ class Agent:
         )
         self.memory = memory
         memory.start()  # faults from the state file, before any monitor or the reporter runs
+        slices = (
+            SliceWriter(client, node_name=node, build=devices.pools, registry=self.registry) if s.report.dra else None
+        )
         reporter = DeviceReporter(
             client,
             node_name=node,
@@ -180,6 +187,7 @@ class Agent:
             resync_interval_s=s.report.resync_interval_s,
             registry=self.registry,
             on_first_read=memory.adopt,  # or from the Device CR, before the first write
+            also=slices.sync if slices is not None else None,
         )
         self.reporter = reporter
         devices.on_change(reporter.wake)
@@ -208,6 +216,14 @@ class Agent:
         self._run(pods.start, pods.stop)
         devices.start()
         if s.kubelet.enabled:
+            # kubelet's DRA manager: finds the plugins in the same plugins_registry directory
+            # the DRA plugin (when on) registers in; claims are read as the node may read them.
+            claims = client.resource(RESOURCE_CLAIMS)
+            dra = DRAManager(
+                get_claim=lambda namespace, name: claims.get(name, namespace=namespace),
+                registry_dir=s.dra.registry_dir,
+                states=ClaimStates(s.state_dir),
+            )
             self.kubelet = SimulatedKubelet(
                 client,
                 pods,
@@ -219,6 +235,7 @@ class Agent:
                 on_registered=reporter.wake,
                 taints=s.kubelet.taints,
                 labels=s.kubelet.labels,
+                dra=dra,
             )
             self._run(self.kubelet.start, self.kubelet.stop)
         self._run(reporter.start, reporter.stop)
@@ -236,6 +253,7 @@ class Agent:
                 "rdma": len(devices.inventory.rdma),
                 "metrics": http.address,
                 "hookSocket": str(s.hooks.socket_path) if s.hooks.enabled else "off",
+                "resourceSlices": "on" if s.report.dra else "off",
                 "draPlugin": str(self.dra.server.socket_path) if self.dra is not None else "off",
                 "stateDir": str(s.state_dir),
                 "qos": "off" if self.qos is None else ",".join(self.qos.running) or "no part enabled",
@@ -306,7 +324,8 @@ class Agent:
 
         def list_slices() -> list[ResourceSlice]:
             out = []
-            for raw in slices.list_all().items:
+            # its node's only: a node identity may list no others (the Node authorizer, as kube's)
+            for raw in slices.list_all(field_selector=f"spec.nodeName={s.node_name}").items:
                 try:
                     out.append(ResourceSlice.from_dict(raw))
                 except TesseraError as e:  # someone else's broken slice must not stop ours

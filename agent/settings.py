@@ -73,6 +73,10 @@ class ReportSettings:
     resync_interval_s: float = 60.0
     #: The `gpu-partition-policy` label written with a GPU partition table (agent/devices/partitions.py).
     gpu_partition_policy: PartitionPolicy = PartitionPolicy.PREFER
+    #: Publish the node's GPUs and RDMA NICs as DRA ResourceSlices too (`--dra`). Off unless
+    #: asked: with slices published, any DRA scheduler may allocate the GPUs, and only Tessera's
+    #: counts Koordinator-protocol pods' shares beside claims (docs/agent.md).
+    dra: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,6 +94,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Prefer (a partition when one is free) or Honor (multi-GPU pods get a partition or nothing)",
     )
     devices.add_argument(
+        "--dra",
+        action=argparse.BooleanOptionalAction,
+        default=report.dra,
+        help="also publish the node's GPUs (driver gpu.tessera.dev) and RDMA NICs (rdma.tessera.dev) as DRA "
+        "ResourceSlices, tainting unhealthy ones (default off: only for clusters whose DRA claims Tessera "
+        "schedules; tessera up turns it on)",
+    )
+    devices.add_argument(
         "--health-interval", type=_seconds, default=health.interval_s, metavar="S", help="health probe period"
     )
     devices.add_argument(
@@ -258,6 +266,7 @@ def settings_from(args: argparse.Namespace) -> AgentSettings:
             discovery_interval_s=args.discovery_interval,
             resync_interval_s=args.device_resync_interval,
             gpu_partition_policy=PartitionPolicy(args.gpu_partition_policy),
+            dra=args.dra,
         ),
         hooks=HookSettings(
             enabled=not args.no_hook_server,

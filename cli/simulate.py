@@ -7,7 +7,9 @@ the default trace). `--scoring A,B,C` runs several policies side by side; every 
 run is a process of its own (`--jobs` at once) and deterministic. A progress bar shows on a
 terminal only; `--plot out.png` draws the curves (matplotlib, an optional extra). `--defrag`
 measures defragmentation instead: fill to x = 100, then one pass of the planner
-(`cli.simulate_defrag`).
+(`cli.simulate_defrag`). `--claims-fraction 0.3` runs each policy twice on the same pods: as
+the trace asks (Koordinator's protocol), and with about 30 % of the GPU pods asking through
+ResourceClaims (the row `POLICY+claims`), to compare the DRA path's packing with DeviceShare's.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from apis.errors import ConfigError, ValidationError
-from cli import simulate_defrag, simulate_plot
+from cli import simulate_defrag, simulate_mix, simulate_plot
 from cli.progress import ProgressBar
 from scheduler.core import (
     BALANCED_FGD,
@@ -33,9 +35,13 @@ from scheduler.core import (
     with_scoring_choice,
 )
 from scheduler.framework.config import SchedulerConfig, load_config
-from scheduler.simulation import published, replay, trace
+from scheduler.simulation import mixes, published, replay, trace
 
 NODES_FILE = "openb_node_list_gpu_node.csv"
+#: The row of a policy run with some pods asking through ResourceClaims.
+CLAIMS_SUFFIX = "+claims"
+#: `--workload`: the trace's mix (fixed), learned from nothing, learned from the trace's mix.
+WORKLOADS = ("trace", "learned", "prior")
 _TRACE_DIR = Path("shared") / "data" / "alibaba-gpu-2023"
 
 
@@ -68,6 +74,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(FGD plus CPU/memory balance, the scheduler's default), both against the trace's own mix of task shapes "
         f"(default {BALANCED_FGD})",
     )
+    parser.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        default="trace",
+        help=f"what {FGD} and {BALANCED_FGD} measure against: the trace's own mix of task shapes, as the paper "
+        "(trace, the default); the workload the scheduler learns from the pods it sees, starting empty as a "
+        "fresh cluster's does (learned); or learned starting from the trace's mix as a configured prior (prior)",
+    )
+    parser.add_argument(
+        "--pending",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the first N pods of each seed are pending when the scheduler starts (a learned workload counts "
+        "them at once; default 0)",
+    )
     parser.add_argument("--seeds", default="1-10", help="seeds: 1-10, or 1,3,5 (default 1-10)")
     parser.add_argument("--jobs", type=int, default=0, help="parallel processes (default: one per CPU)")
     parser.add_argument(
@@ -78,8 +100,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", type=Path, help="scheduler configuration (YAML)")
     parser.add_argument("--plot", type=Path, metavar="FILE.png", help="draw unallocated GPU %% vs arrived load")
+    parser.add_argument(
+        "--claims-fraction",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="also run each policy with about this share of the GPU pods asking through ResourceClaims "
+        "(DRA), as the row POLICY+claims (default 0: not)",
+    )
     parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
     simulate_defrag.add_arguments(parser)
+    simulate_mix.add_arguments(parser)
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -112,6 +143,8 @@ class _Policy:
 
     name: str
     config: SchedulerConfig
+    #: share of the GPU pods asking through ResourceClaims (0: the trace as it is)
+    claims_fraction: float = 0.0
     results: list[replay.SeedResult] = field(default_factory=list)
     seconds: list[float] = field(default_factory=list)
 
@@ -126,17 +159,32 @@ def run(args: argparse.Namespace) -> int:
             nodes = trace.parse_nodes(f, source=str(nodes_path))
         with pods_path.open(encoding="utf-8") as f:
             pods = trace.parse_pods(f, source=str(pods_path))
+        mix = simulate_mix.spec_from(args)
+        pods = simulate_mix.apply(args, mix, pods, nodes)
+        if args.write_pods is not None:
+            args.write_pods.write_text(mixes.to_csv(pods), encoding="utf-8")
+            print(f"wrote {len(pods)} pods to {args.write_pods}: {simulate_mix.summary(pods)}")
+            return 0
         base = load_config(args.config.read_text(encoding="utf-8")) if args.config else SchedulerConfig()
         base = with_percentage_of_nodes_to_score(base, args.percentage_of_nodes_to_score)
-        workload = trace.workload(pods) if any(p in FGD_CHOICES for p in policies) else ()
-        runs = [
-            _Policy(name, with_scoring_choice(base, name, workload if name in FGD_CHOICES else ())) for name in policies
-        ]
+        if args.pending < 0:
+            raise ValueError(f"--pending: expected a number of pods, got {args.pending}")
+        if not 0.0 <= args.claims_fraction <= 1.0:
+            raise ValueError(f"--claims-fraction must be within 0..1, got {args.claims_fraction}")
+        measured = any(p in FGD_CHOICES for p in policies) and args.workload != "learned"
+        workload = trace.workload(pods) if measured else ()
+        prior = args.workload == "prior"
+        runs = []
+        for name in policies:
+            config = with_scoring_choice(base, name, workload if name in FGD_CHOICES else (), prior=prior)
+            runs.append(_Policy(name, config))
+            if args.claims_fraction > 0:
+                runs.append(_Policy(f"{name}{CLAIMS_SUFFIX}", config, args.claims_fraction))
         if args.plot is not None:
             simulate_plot.check_available()
         defrag = simulate_defrag.DefragSettings.from_args(args) if args.defrag else None
         if defrag is not None and len(runs) > 1:
-            raise ValueError("--defrag measures one policy: give --scoring one")
+            raise ValueError("--defrag measures one policy: give --scoring one, without --claims-fraction")
     except (OSError, ValueError, ValidationError, ConfigError, simulate_plot.PlotUnavailable) as e:
         print(f"tessera simulate: {e}", file=sys.stderr)
         return 1
@@ -148,17 +196,23 @@ def run(args: argparse.Namespace) -> int:
             print(f"trace {pods_path.name}, {runs[0].name}, fill to x = {defrag.load}, then defragmentation")
         print(simulate_defrag.report(results, defrag, output=args.output))
         return 0
-    _run_all(nodes, pods, seeds, runs, jobs=jobs, bar=ProgressBar(len(seeds) * len(runs), sys.stderr))
+    bar = ProgressBar(len(seeds) * len(runs), sys.stderr)
+    _run_all(nodes, pods, seeds, runs, jobs=jobs, bar=bar, pending=args.pending)
     wall = time.monotonic() - started
     common = {
         "nodes": str(nodes_path),
         "pods": str(pods_path),
         "gpus": sum(n.gpus for n in nodes),
         "percentage_of_nodes_to_score": args.percentage_of_nodes_to_score,
+        "workload": args.workload,
+        "pending": args.pending,
         "seeds": seeds,
+        "claims_fraction": args.claims_fraction,
     }
+    if not mix.empty:
+        common["mix"] = {k: round(v, 2) for k, v in mixes.describe(pods).items()}
     docs = {r.name: _policy_doc(r) for r in runs}
-    reference = published.PUBLISHED.get(args.trace) if args.pods is None else None
+    reference = published.PUBLISHED.get(args.trace) if args.pods is None and mix.empty else None
     if args.plot is not None:
         try:
             curves = {r.name: replay.summarize(r.results).curve for r in runs}
@@ -177,7 +231,8 @@ def run(args: argparse.Namespace) -> int:
                 doc["published"] = dict(reference)
             print(json.dumps(doc, indent=2))
         return 0
-    print(f"trace {pods_path.name} on {common['gpus']} GPUs, seeds {args.seeds}, {wall:.0f}s")
+    mixed = "" if mix.empty else f" mixed ({simulate_mix.summary(pods)})"
+    print(f"trace {pods_path.name}{mixed} on {common['gpus']} GPUs, seeds {args.seeds}, {wall:.0f}s")
     print(_table(runs))
     if reference:
         print("published (paper, x=100): " + ", ".join(f"{k} {v:.2f}" for k, v in reference.items()))
@@ -214,6 +269,7 @@ def _policy_doc(run: _Policy) -> dict[str, object]:
                 "unallocated_gpu_pct_at_100": _round(r.unallocated(100)),
                 "pods_tried": r.pods_tried,
                 "pods_scheduled": r.pods_scheduled,
+                "claim_pods": r.claim_pods,
                 "seconds": round(s, 1),
             }
             for r, s in zip(run.results, run.seconds, strict=True)
@@ -227,11 +283,17 @@ def _round(value: float | None) -> float | None:
 
 
 def _timed_replay(
-    nodes: list[trace.TraceNode], pods: list[trace.TracePod], seed: int, config: SchedulerConfig
+    nodes: list[trace.TraceNode],
+    pods: list[trace.TracePod],
+    seed: int,
+    config: SchedulerConfig,
+    pending: int,
+    *,
+    claims_fraction: float = 0.0,
 ) -> tuple[replay.SeedResult, float]:
     """One seed, with the CPU time it took (the wall time of a run depends on its neighbours)."""
     start = time.process_time()
-    result = replay.replay(nodes, pods, seed=seed, config=config)
+    result = replay.replay(nodes, pods, seed=seed, config=config, pending=pending, claims_fraction=claims_fraction)
     return result, time.process_time() - start
 
 
@@ -243,6 +305,7 @@ def _run_all(
     *,
     jobs: int,
     bar: ProgressBar,
+    pending: int = 0,
 ) -> None:
     """Every (policy, seed), `jobs` processes at once (in this one when 1); results land in
     each policy's lists in seed order."""
@@ -258,10 +321,20 @@ def _run_all(
     try:
         if jobs <= 1:
             for r, seed in tasks:
-                finished(r, seed, _timed_replay(nodes, pods, seed, r.config))
+                finished(
+                    r, seed, _timed_replay(nodes, pods, seed, r.config, pending, claims_fraction=r.claims_fraction)
+                )
         else:
             with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = {pool.submit(_timed_replay, nodes, pods, seed, r.config): (r, seed) for r, seed in tasks}
+                futures = {
+                    pool.submit(
+                        _timed_replay, nodes, pods, seed, r.config, pending, claims_fraction=r.claims_fraction
+                    ): (
+                        r,
+                        seed,
+                    )
+                    for r, seed in tasks
+                }
                 for future in concurrent.futures.as_completed(futures):
                     r, seed = futures[future]
                     finished(r, seed, future.result())

@@ -13,18 +13,31 @@ Amounts follow the protocol: percent of a GPU for `gpu-core` and `gpu-memory-rat
 - idle: the rest of the healthy GPUs' `gpu-core`;
 - fragmented: the part of idle that no pending pod could use (`fragmented` below);
 - unhealthy: the capacity of GPUs the agent reported unhealthy (not idle: nothing can use it).
+
+Pods asking through ResourceClaims (Dynamic Resource Allocation) hold what their claims'
+`status.allocation` says, counted as the scheduler counts it (`apis.dra.gpus.koordinator_usage`:
+a device taken whole is the whole GPU, a share its consumed `cores` and `memory`), on the node
+whose ResourceSlice publishes the device; the share names the claim and the pod it is reserved
+for (the first of `status.reservedFor`, as the scheduler counts a shared claim once), or no pod
+when none is reserved yet. A pod holding two or more whole GPUs that are one of the node's GPU
+partitions (the Device's `gpu-partitions` table, else the built-in table for its model, with the
+policy label: `apis.extension.partitions.resolve`) shows that partition.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from apis.crds.device import Device, DeviceInfo, DeviceType
 from apis.crds.reservation import Reservation, allocated_from_pod
+from apis.dra import gpus as dra_gpus
+from apis.dra.claim import ResourceClaim
+from apis.dra.slice import ResourceSlice
 from apis.errors import AnnotationError
-from apis.extension import allocation, names
+from apis.extension import allocation, names, partitions
 from apis.extension.devicerequest import DeviceRequest, gpu_allocation_resources
 from apis.k8s.core import Pod
 from dashboard.invalid import Invalid
@@ -59,6 +72,10 @@ class Share:
     vfs: int = 0  # RDMA virtual functions
     #: The Reservation the pod was placed onto (its `reservation-allocated` annotation), or ''.
     reservation: str = ""
+    #: The ResourceClaim (namespace/name) the share is held through, or '' (Koordinator's protocol).
+    claim: str = ""
+    #: The GPU partition the pod's whole GPUs are on this node (`[0,1,2,3] (source, policy)`), or ''.
+    partition: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,15 +196,21 @@ _ReservedOn = dict[str, dict[tuple[DeviceType, int], list[Reserved]]]
 
 
 def build(
-    devices: Iterable[Device], pods: Iterable[Pod], reservations: Iterable[Reservation | Invalid] = ()
+    devices: Iterable[Device],
+    pods: Iterable[Pod],
+    reservations: Iterable[Reservation | Invalid] = (),
+    *,
+    claims: Iterable[ResourceClaim | Invalid] = (),
+    slices: Iterable[ResourceSlice | Invalid] = (),
 ) -> ClusterMap:
     """The map of every node with a Device CR, nodes sorted by name, with the fractions the
-    bound, live pods hold (from their `device-allocated` annotations) and what Available
-    Reservations hold for their owners (theirs; an `Invalid` one holds nothing that can be
-    read). A malformed annotation is
+    bound, live pods hold (from their `device-allocated` annotations), what allocated `claims`
+    hold (by `slices`) and what Available Reservations hold for their owners (theirs; an
+    `Invalid` one holds nothing that can be read). A malformed annotation is
     skipped and reported in `problems`, never raised."""
     held: _Held = {}
     problems: list[str] = []
+    _claim_shares(claims, slices, held)
     for pod in pods:
         if not pod.node_name or pod.is_terminal:
             continue
@@ -206,10 +229,64 @@ def build(
                 on_node.setdefault((dtype, a.minor), []).append(_share(pod.key, a, consumed))
     reserved = _reserved([r for r in reservations if isinstance(r, Reservation)], held, problems)
     nodes = tuple(
-        _node(device, held.get(device.node_name, {}), reserved.get(device.node_name, {}))
+        _node(device, _with_partitions(device, held.get(device.node_name, {})), reserved.get(device.node_name, {}))
         for device in sorted(devices, key=lambda d: d.node_name)
     )
     return ClusterMap(nodes, tuple(sorted(problems)))
+
+
+def _claim_shares(
+    claims: Iterable[ResourceClaim | Invalid], slices: Iterable[ResourceSlice | Invalid], held: _Held
+) -> None:
+    """What allocated claims hold of our GPUs, into `held`, by the node of the slices that publish
+    the devices (see the module docstring)."""
+    by_node: dict[str, list[ResourceSlice]] = {}
+    pool_node: dict[tuple[str, str], str] = {}
+    for s in slices:
+        if isinstance(s, ResourceSlice) and s.node_name and s.driver == dra_gpus.DRIVER:
+            by_node.setdefault(s.node_name, []).append(s)
+            pool_node[(s.driver, s.pool.name)] = s.node_name
+    for claim in claims:
+        if not isinstance(claim, ResourceClaim) or claim.allocation is None:
+            continue
+        consumer = next((c for c in claim.reserved_for if c.resource == "pods"), None)
+        pod = f"{claim.meta.namespace}/{consumer.name}" if consumer is not None else ""
+        nodes = {pool_node[(r.driver, r.pool)] for r in claim.allocation.results if (r.driver, r.pool) in pool_node}
+        for node in sorted(nodes):
+            usage = dra_gpus.koordinator_usage([claim.allocation], by_node[node], node=node)
+            on_node = held.setdefault(node, {})
+            for minor, resources in sorted(usage.items()):
+                on_node.setdefault((DeviceType.GPU, minor), []).append(
+                    Share(
+                        pod,
+                        core=resources.get(names.GPU_CORE, 0),
+                        memory=resources.get(names.GPU_MEMORY, 0),
+                        memory_ratio=resources.get(names.GPU_MEMORY_RATIO, 0),
+                        claim=claim.key,
+                    )
+                )
+
+
+def _with_partitions(
+    device: Device, held: Mapping[tuple[DeviceType, int], list[Share]]
+) -> Mapping[tuple[DeviceType, int], list[Share]]:
+    """`held` with each share of a pod whose two or more whole GPUs here are one of the node's
+    partitions marked with it (the Device's labels stand for the node's: the agent labels both)."""
+    node = partitions.resolve(device.gpu_partitions, device.meta.labels, device.meta.labels)
+    if node is None or node.table is None:
+        return held
+    whole: dict[str, list[int]] = {}
+    for (dtype, minor), shares in held.items():
+        for s in shares:
+            if dtype is DeviceType.GPU and s.pod and s.core >= WHOLE:
+                whole.setdefault(s.pod, []).append(minor)
+    found = {pod: node.describe(minors) for pod, minors in whole.items() if len(minors) >= 2}
+    if not any(found.values()):
+        return held
+    return {
+        key: [dataclasses.replace(s, partition=found.get(s.pod, "")) if key[0] is DeviceType.GPU else s for s in shares]
+        for key, shares in held.items()
+    }
 
 
 def _consumed(pod: Pod, problems: list[str]) -> str:

@@ -119,6 +119,8 @@ class Dashboard:
             quotas=s.quotas.store.list(),
             reservations=s.reservations.store.list(),
             jobs=s.migrations.store.list(),
+            claims=s.claims.store.list(),
+            slices=s.slices.store.list(),
             scheduler=report.pending,
             scrapes=(report.scrape, report.previous),
             now=datetime.datetime.now(datetime.UTC),

@@ -53,6 +53,10 @@ def _share(s: Share) -> JSONDict:
     out: JSONDict = {"pod": s.pod, "core": s.core, "ratio": s.memory_ratio, "memory": s.memory, "vfs": s.vfs}
     if s.reservation:
         out["reservation"] = s.reservation
+    if s.claim:
+        out["claim"] = s.claim
+    if s.partition:
+        out["partition"] = s.partition
     return out
 
 

@@ -1,10 +1,11 @@
 """Where the dashboard's data comes from: informers on the API server, the scheduler's gRPC API
 and its metrics. The only I/O besides the HTTP server.
 
-`ClusterSources` keeps Devices, Pods, PodGroups, ElasticQuotas, Reservations and
-PodMigrationJobs current (list + watch through `kube.Informer`) and calls `on_change` from the
-informers' threads on every change. Reservations and PodMigrationJobs that do not parse are kept
-as `Invalid` (`dashboard.invalid`), so the page lists them with their error.
+`ClusterSources` keeps Devices, Pods, PodGroups, ElasticQuotas, Reservations,
+PodMigrationJobs, ResourceClaims and ResourceSlices current (list + watch through
+`kube.Informer`) and calls `on_change` from the informers' threads on every change.
+Reservations, PodMigrationJobs, ResourceClaims and ResourceSlices that do not parse are kept as
+`Invalid` (`dashboard.invalid`); the page lists the first two with their error.
 `SchedulerPoller` asks the scheduler, every `poll_interval`, for its pending pods and explains
 the oldest (re-explaining a pod only when its attempts change, or every `_REEXPLAIN_S`), and
 scrapes its metrics; it too calls `on_change` when what it knows changed. A scheduler that does
@@ -32,6 +33,9 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
 from apis.crds.podmigrationjob import PodMigrationJob
 from apis.crds.reservation import Reservation
+from apis.dra import RESOURCE_CLAIMS, RESOURCE_SLICES
+from apis.dra.claim import ResourceClaim
+from apis.dra.slice import ResourceSlice
 from apis.extension import names
 from apis.k8s.core import Pod
 from dashboard import explanation
@@ -75,6 +79,14 @@ class ClusterSources:
         self.migrations: Informer[PodMigrationJob | Invalid] = Informer(
             client, names.POD_MIGRATION_JOBS, parse=tolerant(names.POD_MIGRATION_JOBS.kind, PodMigrationJob.from_dict)
         )
+        # Dynamic Resource Allocation (resource.k8s.io/v1): what claims hold of the GPUs. On a
+        # cluster that does not serve it they list nothing (the informer says not_served).
+        self.claims: Informer[ResourceClaim | Invalid] = Informer(
+            client, RESOURCE_CLAIMS, parse=tolerant(RESOURCE_CLAIMS.kind, ResourceClaim.from_dict)
+        )
+        self.slices: Informer[ResourceSlice | Invalid] = Informer(
+            client, RESOURCE_SLICES, parse=tolerant(RESOURCE_SLICES.kind, ResourceSlice.from_dict)
+        )
         self._all: tuple[Informer[Any], ...] = (
             self.devices,
             self.pods,
@@ -83,6 +95,8 @@ class ClusterSources:
             self.quotas,
             self.reservations,
             self.migrations,
+            self.claims,
+            self.slices,
         )
 
         def changed(*_: object) -> None:

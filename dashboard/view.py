@@ -14,6 +14,8 @@ from apis.crds.elasticquota import ElasticQuota
 from apis.crds.podgroup import PodGroup
 from apis.crds.podmigrationjob import PodMigrationJob
 from apis.crds.reservation import Reservation
+from apis.dra.claim import ResourceClaim
+from apis.dra.slice import ResourceSlice
 from apis.errors import InvalidRequestError
 from apis.extension.devicerequest import DeviceRequest, pod_device_requests
 from apis.k8s.core import Pod
@@ -43,11 +45,16 @@ def pending_requests(pods: Iterable[Pod]) -> list[DeviceRequest]:
 
 
 def cluster(
-    devices: Iterable[Device], pods: Sequence[Pod], held_by: Iterable[Reservation | Invalid] = ()
+    devices: Iterable[Device],
+    pods: Sequence[Pod],
+    held_by: Iterable[Reservation | Invalid] = (),
+    *,
+    claims: Iterable[ResourceClaim | Invalid] = (),
+    slices: Iterable[ResourceSlice | Invalid] = (),
 ) -> tuple[gpumap.ClusterMap, dict[tuple[str, int], int], gpumap.Totals]:
-    """The GPU map (with what the Reservations in `held_by` hold), its fragmented GPUs (node,
-    minor -> percent) and its totals."""
-    built = gpumap.build(devices, pods, held_by)
+    """The GPU map (with what the Reservations in `held_by` hold, and the allocated `claims`
+    by `slices`), its fragmented GPUs (node, minor -> percent) and its totals."""
+    built = gpumap.build(devices, pods, held_by, claims=claims, slices=slices)
     fragments = gpumap.fragmented(built.nodes, pending_requests(pods))
     return built, fragments, gpumap.totals(built.nodes, fragments)
 
@@ -64,10 +71,12 @@ def state(
     errors: Sequence[str] = (),
     reservations: Sequence[Reservation | Invalid] = (),
     jobs: Iterable[PodMigrationJob | Invalid] = (),
+    claims: Iterable[ResourceClaim | Invalid] = (),
+    slices: Iterable[ResourceSlice | Invalid] = (),
 ) -> snapshot.State:
     """The page's state. `scrapes` is (latest, an earlier one) of the scheduler's metrics;
     Reservations and PodMigrationJobs (`jobs`) that did not parse come as `Invalid` and are listed so."""
-    built, fragments, totals = cluster(devices, pods, reservations)
+    built, fragments, totals = cluster(devices, pods, reservations, claims=claims, slices=slices)
     latest, earlier = scrapes
     return snapshot.render(
         built,

@@ -5,16 +5,26 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["stop_on_signals", "wait_until_set", "write_atomically", "write_durably"]
+__all__ = [
+    "read_versioned",
+    "stop_on_signals",
+    "wait_until_set",
+    "write_atomically",
+    "write_durably",
+    "write_versioned",
+]
+
+T = TypeVar("T")
 
 #: How often a waiting main thread looks for a signal handler to run (seconds).
 _SIGNAL_POLL_S = 0.5
@@ -51,6 +61,30 @@ def write_durably(path: Path, text: str) -> None:
         os.fsync(directory)  # the rename itself survives a power cut
     finally:
         os.close(directory)
+
+
+def write_versioned(path: Path, version: int, body: Mapping[str, Any]) -> None:
+    """A state file `{"version": N, ...body}` as JSON, written durably (raises OSError)."""
+    write_durably(path, json.dumps({"version": version, **body}, indent=1) + "\n")
+
+
+def read_versioned(path: Path, version: int, parse: Callable[[Mapping[str, Any]], T]) -> T | None:
+    """What `parse` makes of the state file `write_versioned` wrote; None without a file. Raises
+    ValueError saying why for a file that cannot be read, is of another version, or that `parse`
+    cannot take (its KeyError, TypeError, ValueError or AttributeError)."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"cannot read: {e}") from e
+    try:
+        doc = json.loads(text)
+        if not isinstance(doc, dict) or doc.get("version") != version:
+            raise ValueError(f"expected an object with version {version}")
+        return parse(doc)
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"not what was written ({e})") from e
 
 
 @contextmanager

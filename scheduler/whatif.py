@@ -59,7 +59,6 @@ from scheduler.core import gangs as core_gangs
 from scheduler.framework.preemption import Preemption
 from scheduler.framework.status import Code, Shortfall
 from scheduler.plugins.coscheduling import GangSummary
-from scheduler.plugins.deviceshare.partitions import partition_of
 
 __all__ = [
     "GangResult",
@@ -524,8 +523,7 @@ def _partition(annotations: Mapping[str, str], node: NodePartitions | None) -> s
         return ""
     if not gpus or any(g.resources.get(names.GPU_CORE, 0) < 100 for g in gpus):
         return ""  # a share: placed as without partitions
-    found = partition_of(node, [g.minor for g in gpus])
-    return f"{found} ({node.source}, {node.policy.value})" if found is not None else ""
+    return node.describe(g.minor for g in gpus)
 
 
 def _nvlinked(annotations: Mapping[str, str], device: Device) -> bool | None:

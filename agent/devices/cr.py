@@ -34,7 +34,7 @@ from apis.extension import names, partitions
 from apis.extension.partitions import PartitionPolicy
 from apis.k8s.meta import Condition, ObjectMeta, OwnerReference
 
-__all__ = ["build_device"]
+__all__ = ["build_device", "nvlink_peers"]
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +77,12 @@ def build_device(
     return Device(
         meta=ObjectMeta(name=node_name, labels=labels, annotations=annotations, owner_references=owners),
         devices=tuple(sorted(devices, key=lambda d: d.sort_key)),
-        nvlink=_nvlink(inventory),
+        nvlink=nvlink_peers(inventory),
         gpu_partitions=table,
     )
 
 
-def _nvlink(inventory: Inventory) -> dict[int, frozenset[int]]:
+def nvlink_peers(inventory: Inventory) -> dict[int, frozenset[int]]:
     """GPU minor -> its NVLink peers, kept to GPUs in the inventory and made symmetric (a link
     either end reports joins both), so the CR always passes `Device.from_dict`'s rules."""
     minors = {g.minor for g in inventory.gpus}

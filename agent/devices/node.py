@@ -5,7 +5,7 @@ module runs them together for the agent process (`agent/app.py`) and keeps them 
 discovery pass every `discovery_interval_s` that finds a different set of devices rebuilds the
 health monitor and hands the metrics collector the new GPUs. Subscribers (`on_change`) hear about
 every change that alters the Device CR — a device's health, or the inventory — and `build(uid)`
-gives the CR for the current state.
+gives the CR for the current state, `pools()` the DRA pools (ResourceSlices) for the same state.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from prometheus_client import CollectorRegistry
 
 from agent.devices.cr import build_device
+from agent.devices.slices import Pool, build_pools
 from agent.discovery.model import Inventory
 from agent.discovery.nvmllib import NVMLCallError
 from agent.discovery.settings import DiscoveryStack
@@ -93,6 +94,11 @@ class NodeDevices:
             node_uid=node_uid,
             partition_policy=self._partition_policy,
         )
+
+    def pools(self) -> tuple[Pool, Pool]:
+        """The node's DRA pools (GPUs, RDMA NICs) for the current inventory and health: the
+        same inputs as `build`, so the slices match the Device CR device for device."""
+        return build_pools(self._inventory, self.tracker.snapshot(), node_name=self.node_name)
 
     def start(self) -> None:
         """Start health monitoring, metrics collection and the discovery loop."""

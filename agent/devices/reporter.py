@@ -21,6 +21,9 @@ starts it. Everything about writing the CR is here:
   and hands it to `on_first_read` (agent/health/memory.py restores GPU faults that wait for a
   reset from it); until that read succeeds nothing is written, so a restarted agent never
   overwrites what it has not seen.
+- **DRA**: with `also` (agent/devices/slicewriter.py, when `--dra` is on) the same pass then
+  writes the node's ResourceSlices: a device the CR marks unhealthy is tainted in its slice in
+  the pass that marks it, and a failure there is retried with the pass.
 - **Owner**: the owner reference carries the Node's uid when the Node exists. Without a Node the
   CR is written without one and gains it as soon as the Node appears (while the uid is unknown,
   every pass reads the Node).
@@ -99,8 +102,12 @@ class DeviceReporter:
         registry: CollectorRegistry | None = None,
         backoff: Backoff = _BACKOFF,
         on_first_read: Callable[[Device | None], None] | None = None,
+        also: Callable[[str, bool], object] | None = None,
     ) -> None:
         self.node_name = node_name
+        #: Called after the CR is written in every pass with (Node uid, full): the ResourceSlice
+        #: writer, so the node's DRA devices change in the same pass as its Device CR.
+        self._also = also
         #: Called once with the CR the server holds (None: none, or malformed) before the first write.
         self._on_first_read = on_first_read
         self._devices = client.resource(names.DEVICES)
@@ -160,11 +167,18 @@ class DeviceReporter:
 
     # --- one pass ----------------------------------------------------------------------------------
     def sync(self, *, full: bool = True) -> SyncResult:
-        """Bring the CR in line once. `full` re-reads the Node and the CR even when nothing changed.
+        """Bring the CR in line once, then whatever `also` writes. `full` re-reads the Node and
+        the CR even when nothing changed.
 
         Raises kube.APIError when the API server fails (after retrying conflicts); the next call
         starts over from the server's state.
         """
+        result = self._sync_cr(full=full)
+        if self._also is not None:
+            self._also(self._node_uid or "", full)
+        return result
+
+    def _sync_cr(self, *, full: bool) -> SyncResult:
         if self._on_first_read is not None:
             self._first_read(self._on_first_read)
         if full or not self._node_uid:

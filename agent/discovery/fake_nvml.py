@@ -43,6 +43,8 @@ class FakeGPU:
     bus_id: str  # sysfs form, `0000:3b:00.0`
     minor: int
     name: str = "NVIDIA A100-SXM4-80GB"
+    #: NVML's architecture code (`nvmlDeviceArchitecture_t`); the default name's, Ampere.
+    architecture: int = pynvml.NVML_DEVICE_ARCH_AMPERE
     memory_total: int = 80 * 2**30
     memory_used: int = 0
     utilization: int = 0
@@ -278,6 +280,9 @@ class FakeNVML:
         if gpu.module_id is None:
             raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
         return gpu.module_id
+
+    def nvmlDeviceGetArchitecture(self, device: object) -> int:
+        return self._gpu(device).architecture
 
     def nvmlDeviceGetMigMode(self, device: object) -> list[int]:
         mode = pynvml.NVML_DEVICE_MIG_ENABLE if self._gpu(device).mig_enabled else pynvml.NVML_DEVICE_MIG_DISABLE

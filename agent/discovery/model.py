@@ -65,6 +65,8 @@ class GPU:
     memory_bytes: int
     topology: DeviceTopology
     vendor: str = "nvidia"
+    #: NVML's architecture name (`Ampere`, `Hopper`); "" where NVML cannot tell.
+    architecture: str = ""
     module_id: int | None = None  # SXM module id where NVML reports it
     mig_enabled: bool = False
     nvlink_peers: tuple[int, ...] = ()  # minors of GPUs joined to this one by NVLink

@@ -85,6 +85,7 @@ class NVMLSource:
             name=nvml.name(handle),
             memory_bytes=nvml.memory(handle)[0],
             topology=topology,
+            architecture=if_supported(lambda: nvml.architecture(handle)) or "",
             module_id=if_supported(lambda: nvml.module_id(handle)),
             mig_enabled=bool(if_supported(lambda: nvml.mig_enabled(handle))),
         )

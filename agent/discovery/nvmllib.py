@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final, NewType, Protocol, TypeVar
@@ -24,6 +24,7 @@ import pynvml
 from apis.errors import DiscoveryError
 
 __all__ = [
+    "ARCHITECTURES",
     "NVML",
     "EventSet",
     "Handle",
@@ -48,6 +49,18 @@ _EVENT_XID_CRITICAL: Final[int] = pynvml.nvmlEventTypeXidCriticalError
 _MIG_ENABLE: Final[int] = pynvml.NVML_DEVICE_MIG_ENABLE
 _P2P_CAPS_NVLINK: Final[int] = pynvml.NVML_P2P_CAPS_INDEX_NVLINK
 _P2P_STATUS_OK: Final[int] = pynvml.NVML_P2P_STATUS_OK
+#: NVML's architecture codes (`nvmlDeviceArchitecture_t`) by the names NVIDIA gives them.
+ARCHITECTURES: Final[Mapping[int, str]] = {
+    pynvml.NVML_DEVICE_ARCH_KEPLER: "Kepler",
+    pynvml.NVML_DEVICE_ARCH_MAXWELL: "Maxwell",
+    pynvml.NVML_DEVICE_ARCH_PASCAL: "Pascal",
+    pynvml.NVML_DEVICE_ARCH_VOLTA: "Volta",
+    pynvml.NVML_DEVICE_ARCH_TURING: "Turing",
+    pynvml.NVML_DEVICE_ARCH_AMPERE: "Ampere",
+    pynvml.NVML_DEVICE_ARCH_ADA: "Ada",
+    pynvml.NVML_DEVICE_ARCH_HOPPER: "Hopper",
+    pynvml.NVML_DEVICE_ARCH_BLACKWELL: "Blackwell",
+}
 _TEMPERATURE_GPU: Final[int] = pynvml.NVML_TEMPERATURE_GPU
 
 T = TypeVar("T")
@@ -105,6 +118,7 @@ class NVMLLibrary(Protocol):
     def nvmlDeviceGetPciInfo(self, handle: object) -> PciInfo: ...
     def nvmlDeviceGetModuleId(self, handle: object) -> int: ...
     def nvmlDeviceGetMigMode(self, device: object) -> list[int]: ...
+    def nvmlDeviceGetArchitecture(self, device: object) -> int: ...
     def nvmlDeviceGetP2PStatus(self, device1: object, device2: object, p2pIndex: int) -> int: ...
     def nvmlDeviceGetUtilizationRates(self, handle: object) -> Utilization: ...
     def nvmlDeviceGetTemperature(self, handle: object, sensor: int) -> int: ...
@@ -228,6 +242,12 @@ class NVML:
         """The SXM module id (not supported on PCIe GPUs: see `if_supported`)."""
         with self._call("nvmlDeviceGetModuleId"):
             return int(self._lib.nvmlDeviceGetModuleId(handle))
+
+    def architecture(self, handle: Handle) -> str:
+        """The GPU's architecture as NVIDIA names it (`Ampere`, `Hopper`); "" for a code this
+        table does not know (a newer GPU than the table)."""
+        with self._call("nvmlDeviceGetArchitecture"):
+            return ARCHITECTURES.get(int(self._lib.nvmlDeviceGetArchitecture(handle)), "")
 
     def mig_enabled(self, handle: Handle) -> bool:
         with self._call("nvmlDeviceGetMigMode"):

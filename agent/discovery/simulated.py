@@ -8,7 +8,8 @@ other), `false`, or groups of GPU minors, each joined all to all (`[[0, 1], [2, 
 
 From a profile `SimulatedSource` reports an inventory marked `simulated` (the Device CR then
 carries the `tessera.dev/simulated` label), and `Profile.fake_nvml` builds a `FakeNVML` with the
-same GPUs, so health and metrics run their real code against it. GPU UUIDs and MACs derive from
+same GPUs, so health and metrics run their real code against it. `gpu.architecture` names the
+GPUs' architecture as NVML does (`Ampere`); the node's ResourceSlices publish it. GPU UUIDs and MACs derive from
 the node name and bus id: stable across restarts, distinct across nodes.
 
 Minors follow bus order, as NVIDIA and mlx5 number devices: GPUs 0..n-1, NICs `mlx5_0`...
@@ -35,6 +36,7 @@ import yaml
 
 from agent.discovery.fake_nvml import FakeGPU, FakeNVML
 from agent.discovery.model import GPU, IBPort, Inventory, LinkInfo, RDMADevice
+from agent.discovery.nvmllib import ARCHITECTURES
 from agent.discovery.pci import BUS_ID
 from apis.crds.device import DeviceTopology, VirtualFunction
 from apis.errors import ConfigError, QuantityError
@@ -47,6 +49,9 @@ log = logging.getLogger(__name__)
 
 BUILTIN_PROFILES = ("a100-8x", "h100-8x", "a100-pcie-4x", "t4-2x")
 _UUID_NAMESPACE = uuid.UUID("6f1c2a9e-3b57-4c1e-9d0a-7e5b8f2d4c13")
+_ARCHITECTURE_CODES = {arch: code for code, arch in ARCHITECTURES.items()}
+#: What NVML answers for an architecture it does not know (`NVML_DEVICE_ARCH_UNKNOWN`).
+_UNKNOWN_ARCHITECTURE = 0xFFFFFFFF
 _DEFAULT_NODE_MEMORY = "256Gi"
 _DEFAULT_MAX_PODS = 110  # kubelet's --max-pods default
 
@@ -106,6 +111,8 @@ class Profile:
     nic_speed_mbps: int = 100_000
     #: The GPU isolation layer the simulated node has installed (`isolationProvider`), "" for none.
     isolation_provider: str = ""
+    #: NVML's architecture name of the GPUs (`gpu.architecture`: `Ampere`); "" unknown.
+    gpu_architecture: str = ""
 
     def gpu_uuid(self, node_name: str, slot: Slot) -> str:
         return f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{node_name}/{slot.bus_id}')}"
@@ -127,6 +134,7 @@ class Profile:
                 uuid=self.gpu_uuid(node_name, slot),
                 minor=minor,
                 name=self.gpu_name,
+                architecture=self.gpu_architecture,
                 memory_bytes=self.gpu_memory_bytes,
                 topology=slot.topology,
                 module_id=minor + 1 if self.sxm else None,
@@ -174,6 +182,7 @@ class Profile:
                 bus_id=g.bus_id,
                 minor=g.minor,
                 name=g.name,
+                architecture=_ARCHITECTURE_CODES.get(g.architecture, _UNKNOWN_ARCHITECTURE),
                 memory_total=g.memory_bytes,
                 module_id=g.module_id,
                 nvlink_bridge=bridge.get(g.minor, ""),
@@ -269,7 +278,15 @@ def parse_profile(raw: object, *, name: str) -> Profile:
         nic_vf_device_id=_int(nic.get("vfDeviceID", 0x101C), name, "nic.vfDeviceID"),
         nic_speed_mbps=_int(nic.get("speedMbps", 100_000), name, "nic.speedMbps"),
         isolation_provider=_isolation_provider(doc.get("isolationProvider", ""), name),
+        gpu_architecture=_architecture(gpu.get("architecture", ""), name),
     )
+
+
+def _architecture(raw: object, name: str) -> str:
+    if raw != "" and raw not in _ARCHITECTURE_CODES:
+        known = ", ".join(ARCHITECTURES.values())
+        raise ConfigError(f"simulated profile {name}: gpu.architecture must be one of {known} (or absent), got {raw!r}")
+    return str(raw)
 
 
 def _isolation_provider(raw: object, name: str) -> str:

@@ -18,7 +18,6 @@ The file (`dra-claims.json` in the agent's `--state-dir`) is replaced atomically
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +28,7 @@ from apis.crds.device import DeviceType
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.extension.allocation import DeviceAllocation
-from kube.lifecycle import write_durably
+from kube.lifecycle import read_versioned, write_versioned
 
 __all__ = ["FILE_NAME", "Checkpoint", "CheckpointError", "PreparedClaim", "PreparedDevice"]
 
@@ -163,23 +162,17 @@ class Checkpoint:
         that does not parse (the agent then refuses to start: forgetting a prepared claim could
         give its GPU share twice)."""
         try:
-            text = self.path.read_text()
-        except FileNotFoundError:
-            return {}
-        except (OSError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"DRA checkpoint {self.path}: cannot read: {e}") from e
-        try:
-            doc = json.loads(text)
-            if not isinstance(doc, dict) or doc.get("version") != VERSION:
-                raise ValueError(f"expected an object with version {VERSION}")
-            return {str(uid): PreparedClaim.from_dict(str(uid), c) for uid, c in doc["claims"].items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            found = read_versioned(
+                self.path,
+                VERSION,
+                lambda doc: {str(u): PreparedClaim.from_dict(str(u), c) for u, c in doc["claims"].items()},
+            )
+        except ValueError as e:
             raise CheckpointError(
-                f"DRA checkpoint {self.path}: not what the agent writes ({e}); move it away only once no "
-                "pod on this node uses a ResourceClaim"
+                f"DRA checkpoint {self.path}: {e}; move it away only once no pod on this node uses a ResourceClaim"
             ) from e
+        return found or {}
 
     def save(self, claims: Mapping[str, PreparedClaim]) -> None:
         """Replace the file with `claims`, atomically and durably. Raises OSError."""
-        doc = {"version": VERSION, "claims": {uid: c.to_dict() for uid, c in sorted(claims.items())}}
-        write_durably(self.path, json.dumps(doc, indent=1) + "\n")
+        write_versioned(self.path, VERSION, {"claims": {uid: c.to_dict() for uid, c in sorted(claims.items())}})

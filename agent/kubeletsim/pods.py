@@ -10,6 +10,12 @@ whose containers would exit (a Job's; `completion.py`) is reported Succeeded or 
 time is up, or restarted in place as its restartPolicy says. A running pod whose Ready condition
 the node lifecycle controller set False while the node was away is reported Ready again.
 
+With a DRA manager (`claims.py`), a pod's ResourceClaims are prepared before it is reported
+Running — a failure keeps it Pending, its containers `ContainerCreating`, with kubelet's Warning
+Event `FailedPrepareDynamicResources`, and is tried again with backoff — and unprepared when it
+ends: before a deleted pod is removed, when its containers exited for good, and for pods that are
+gone (deleted while the agent was down) once the informer has synced and after each delete.
+
 It is fed by the agent's informer of this node's pods: handlers queue pod keys, one worker thread
 writes. A write the API server refuses or cannot take is retried with backoff; the informer's
 cache decides what still needs doing, so nothing is done twice and nothing is lost.
@@ -27,22 +33,29 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from agent.kubeletsim import completion
+from agent.kubeletsim.claims import DRAManager, PrepareFailed
 from apis.k8s.core import Pod
 from apis.k8s.meta import now_rfc3339
 from kube import errors
 from kube.backoff import Backoff
 from kube.client import Client
+from kube.events import EventRecorder, ObjectReference
 from kube.informer import Informer
 from kube.logs import V
 from kube.resources import MERGE_PATCH, PODS, STRATEGIC_MERGE_PATCH
 
-__all__ = ["PodLifecycle", "fake_container_id", "running_status"]
+__all__ = ["FAILED_PREPARE", "PodLifecycle", "fake_container_id", "running_status", "waiting_status"]
 
 log = logging.getLogger(__name__)
 
 _BACKOFF: Final = Backoff(initial=0.5, maximum=10.0)
 _RUNNING_CONDITIONS: Final = ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready")
 _READY_CONDITIONS: Final = ("ContainersReady", "Ready")
+_TERMINAL: Final = ("Succeeded", "Failed")
+#: kubelet's Event reason when a pod's claims cannot be prepared (pkg/kubelet/events).
+FAILED_PREPARE: Final = "FailedPrepareDynamicResources"
+#: A queue key that is no pod's: unprepare the claims of pods that are gone.
+_RECONCILE: Final = ""
 
 
 def _marked_not_ready(pod: Pod) -> bool:
@@ -101,6 +114,48 @@ def running_status(pod: Mapping[str, Any], *, host_ip: str, pod_ip: str, now: st
     return {"status": status}
 
 
+def waiting_status(pod: Mapping[str, Any], *, host_ip: str, now: str) -> dict[str, Any]:
+    """The `status` patch kubelet writes for a pod it cannot start yet (its sync failed before the
+    sandbox, as when its claims cannot be prepared): Pending, every container waiting in
+    `ContainerCreating`, not ready."""
+    spec = pod.get("spec") or {}
+    names = [str(c.get("name", "")) for c in spec.get("containers") or ()]
+    unready = f"containers with unready status: [{' '.join(names)}]"
+
+    def condition(kind: str, status: str, reason: str = "", message: str = "") -> dict[str, Any]:
+        out: dict[str, Any] = {"type": kind, "status": status, "lastProbeTime": None, "lastTransitionTime": now}
+        if reason:
+            out.update(reason=reason, message=message)
+        return out
+
+    return {
+        "status": {
+            "phase": "Pending",
+            "hostIP": host_ip,
+            "hostIPs": [{"ip": host_ip}],
+            "startTime": now,
+            "conditions": [
+                condition("PodReadyToStartContainers", "False"),
+                condition("Initialized", "True"),
+                condition("Ready", "False", "ContainersNotReady", unready),
+                condition("ContainersReady", "False", "ContainersNotReady", unready),
+            ],
+            "containerStatuses": [
+                {
+                    "name": str(c.get("name", "")),
+                    "image": str(c.get("image", "")),
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+                for c in spec.get("containers") or ()
+            ],
+        }
+    }
+
+
 class PodLifecycle:
     """Acts on this node's pods as kubelet would; see the module docstring.
 
@@ -117,8 +172,15 @@ class PodLifecycle:
         host_ip: str,
         pod_ip: Callable[[str], str],
         backoff: Backoff = _BACKOFF,
+        dra: DRAManager | None = None,
+        events: EventRecorder | None = None,
     ) -> None:
+        """`dra`: prepare pods' ResourceClaims (none: a pod with claims runs unprepared);
+        `events`: where `FailedPrepareDynamicResources` goes (kubelet's recorder)."""
         self.node_name = node_name
+        self.dra = dra
+        self._events = events
+        self._prepare_delays: dict[str, Iterator[float]] = {}  # pod key -> its retries' backoff
         self._pods = client.resource(PODS)
         self.informer = informer
         self._host_ip = host_ip
@@ -134,7 +196,11 @@ class PodLifecycle:
     def start(self) -> None:
         if self._thread is not None:
             raise RuntimeError("pod lifecycle already started")
-        self.informer.add_handlers(on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new))
+        self.informer.add_handlers(
+            on_add=self._enqueue, on_update=lambda old, new: self._enqueue(new), on_delete=self._deleted
+        )
+        if self.dra is not None:
+            self._enqueue_key(_RECONCILE)  # the claims of pods deleted while the agent was down
         self._thread = threading.Thread(target=self._run, name="simulated-kubelet-pods", daemon=True)
         self._thread.start()
 
@@ -150,16 +216,32 @@ class PodLifecycle:
         if pod.node_name != self.node_name:
             return False
         exits = pod.phase == "Running" and completion.run_seconds(pod) is not None
-        return pod.is_deleting or pod.phase == "Pending" or exits or _marked_not_ready(pod)
+        ended = pod.phase in _TERMINAL and self.dra is not None and self.dra.holds(pod.uid)
+        return pod.is_deleting or pod.phase == "Pending" or exits or ended or _marked_not_ready(pod)
 
     def _enqueue(self, pod: Pod) -> None:
-        if not self._needs_action(pod):
-            return
+        if self._needs_action(pod):
+            self._enqueue_key(pod.key)
+
+    def _deleted(self, pod: Pod) -> None:
+        self._prepare_delays.pop(pod.key, None)
+        if self.dra is not None and self.dra.holds(pod.uid):
+            self._enqueue_key(_RECONCILE)  # removed before its claims were unprepared
+
+    def _enqueue_key(self, key: str) -> None:
         with self._cond:
-            if pod.key not in self._queued:
-                self._queued.add(pod.key)
-                self._queue.append(pod.key)
+            if key not in self._queued:
+                self._queued.add(key)
+                self._queue.append(key)
                 self._cond.notify()
+
+    def _retry_later(self, key: str) -> float:
+        """Queue `key` again after its next backoff delay; the delay."""
+        delay = next(self._prepare_delays.setdefault(key, self._backoff.delays()))
+        with self._cond:
+            heapq.heappush(self._due, (time.monotonic() + delay, key))
+            self._cond.notify()
+        return delay
 
     def _next(self) -> str | None:
         with self._cond:
@@ -193,6 +275,12 @@ class PodLifecycle:
                 pod = self.informer.store.get(key)
                 if pod is not None:
                     self._enqueue(pod)
+            except PrepareFailed as e:  # kubelet retries the pod's sync; the claims' state is kept
+                delay = self._retry_later(key)
+                log.warning(
+                    "Cannot (un)prepare a pod's ResourceClaims; retrying",
+                    extra={"pod": key or "(gone pods)", "err": str(e), "retryIn": delay},
+                )
             except Exception:  # the loop boundary: one pod's bug must not stop the others
                 log.exception("Pod handling failed", extra={"pod": key})
 
@@ -232,9 +320,14 @@ class PodLifecycle:
     # --- one pod -----------------------------------------------------------------------------------
     def handle(self, key: str) -> None:
         """Do what the pod `key` (namespace/name) needs now, if anything. Raises APIError."""
+        if key == _RECONCILE:
+            self._reconcile()
+            return
         pod = self.informer.store.get(key)
         if pod is None or not self._needs_action(pod):
             return
+        if self.dra is not None and (pod.is_deleting or pod.phase in _TERMINAL) and self.dra.holds(pod.uid):
+            self.dra.unprepare(pod.uid)  # before the pod goes: its devices are free only then
         if pod.is_deleting:
             try:
                 self._pods.delete(pod.name, namespace=pod.namespace, uid=pod.uid, grace_period_seconds=0)
@@ -253,6 +346,8 @@ class PodLifecycle:
             return
         if phase != "Pending":
             return
+        if self.dra is not None and pod.resource_claims and not self._prepared(key, pod, raw):
+            return
         patch = running_status(raw, host_ip=self._host_ip, pod_ip=self._pod_ip(pod.uid), now=now_rfc3339())
         self._pods.patch(
             pod.name, patch, namespace=pod.namespace, patch_type=STRATEGIC_MERGE_PATCH, subresource="status"
@@ -262,3 +357,36 @@ class PodLifecycle:
             "Pod Running (SIMULATED kubelet: no container was started)",
             extra={"pod": key, "node": self.node_name},
         )
+
+    def _prepared(self, key: str, pod: Pod, raw: Mapping[str, Any]) -> bool:
+        """Prepare the pod's claims; on failure report it as kubelet does and retry later."""
+        assert self.dra is not None
+        try:
+            self.dra.prepare(pod)
+        except PrepareFailed as e:
+            message = f"Failed to prepare dynamic resources: {e}"
+            if self._events is not None:
+                self._events.warning(ObjectReference.of(pod), FAILED_PREPARE, message)
+            first = key not in self._prepare_delays
+            delay = self._retry_later(key)
+            log.warning(
+                "Failed to prepare dynamic resources (SIMULATED kubelet)",
+                extra={"pod": key, "err": str(e), "retryIn": delay},
+            )
+            if first:
+                patch = waiting_status(raw, host_ip=self._host_ip, now=now_rfc3339())
+                self._pods.patch(
+                    pod.name, patch, namespace=pod.namespace, patch_type=STRATEGIC_MERGE_PATCH, subresource="status"
+                )
+            return False
+        self._prepare_delays.pop(key, None)
+        return True
+
+    def _reconcile(self) -> None:
+        """Unprepare the claims of pods no longer bound here, once the informer knows them all."""
+        assert self.dra is not None
+        if not self.informer.has_synced:
+            self._retry_later(_RECONCILE)
+            return
+        self.dra.reconcile(p.uid for p in self.informer.store.list())
+        self._prepare_delays.pop(_RECONCILE, None)

@@ -22,7 +22,11 @@ The CEL implementation is `cel-expr-python`, the CEL team's Python binding of ce
 reference implementation): it type-checks against declared variables (a misspelt `devic.driver`
 is a compile error, as in kube), is maintained with the spec, and has no Python dependency.
 Expressions are compiled once per `Compiler` (a bounded cache keyed by the text: classes and
-claims repeat the same few expressions) and a compile error is kept in the cache too.
+claims repeat the same few expressions) and a compile error is kept in the cache too. Each
+(expression, device) is evaluated once too: the answer (or the runtime error) is kept while the
+device object lives in a bounded cache — the scheduler asks the same selectors of the same
+devices on every node it filters for every pod. `Compiler.evaluations`, `evaluation_seconds`
+and `cached` count the work (what `tessera bench scheduler` reports per node).
 
 Cost: kube refuses an expression whose estimated cost exceeds 1,000,000 and stops one that
 exceeds it at run time. cel-cpp here has no cost estimator we can reach; the bound is instead its
@@ -39,6 +43,8 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
+import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -60,6 +66,7 @@ __all__ = ["CELCompileError", "CELCostError", "CELError", "CELRuntimeError", "Co
 ITERATION_BUDGET = 10_000
 _CACHE_SIZE = 1024
 _ACTIVATIONS = 4096  # devices' converted variables kept (a few nodes' worth)
+_RESULTS = 1 << 16  # (expression, device) answers kept (thousands of nodes' worth)
 
 
 class CELError(TesseraError):
@@ -307,30 +314,61 @@ def _literals(expression: str) -> frozenset[str]:
     return frozenset(out)
 
 
-class _Activations:
-    """The `device` variable of recent devices, converted for cel-cpp once: converting it is most
-    of an evaluation's cost, and the allocator evaluates several selectors on each device."""
+class _Evaluator:
+    """Evaluates compiled selectors on devices, each (expression, device) once while the device
+    lives: the answers are kept by the device's identity (the entry keeps the device, so its id
+    cannot be reused meanwhile), as are the devices' `device` variables, converted for cel-cpp
+    once (converting one is most of an evaluation's cost). Counts its work."""
 
-    def __init__(self, env: cel.Env, size: int) -> None:
+    def __init__(self, env: cel.Env, *, activations: int = _ACTIVATIONS, results: int = _RESULTS) -> None:
         self._env = env
-        self._size = size
-        # keyed by id(device); the entry keeps the device, so the id cannot be reused meanwhile
-        self._entries: OrderedDict[tuple[int, str, frozenset[str]], tuple[Device, cel.Activation]] = OrderedDict()
+        self._activations_size = activations
+        self._results_size = results
+        self._activations: OrderedDict[tuple[int, str, frozenset[str], int], tuple[Device, cel.Activation]] = (
+            OrderedDict()
+        )
+        self._results: dict[tuple[str, int, str], tuple[Device, bool | CELRuntimeError]] = {}
+        self.evaluations = 0
+        self.seconds = 0.0
+        self.cached = 0
 
-    def get(self, device: Device, driver: str, domains: frozenset[str]) -> cel.Activation:
-        key = (id(device), driver, domains)
-        hit = self._entries.get(key)
+    def matches(self, program: Program, device: Device, driver: str) -> bool:
+        key = (program.expression, id(device), driver)
+        hit = self._results.get(key)
         if hit is not None and hit[0] is device:
-            self._entries.move_to_end(key)
+            self.cached += 1
+            answer = hit[1]
+        else:
+            start = time.perf_counter()
+            try:
+                answer = program.evaluate(self._activation(device, driver, program.domains))
+            except CELRuntimeError as e:
+                answer = e
+            self.seconds += time.perf_counter() - start
+            self.evaluations += 1
+            if len(self._results) >= self._results_size:
+                self._results.clear()  # a miss costs one evaluation again
+            self._results[key] = (device, answer)
+        if isinstance(answer, CELRuntimeError):
+            raise answer.with_traceback(None)
+        return answer
+
+    def _activation(self, device: Device, driver: str, domains: frozenset[str]) -> cel.Activation:
+        # per thread too: cel-cpp's activation lives in the arena of the thread that made it, and
+        # used from another thread fails ("No PyCelArena found for google::protobuf::Arena")
+        key = (id(device), driver, domains, threading.get_ident())
+        hit = self._activations.get(key)
+        if hit is not None and hit[0] is device:
+            self._activations.move_to_end(key)
             return hit[1]
         var = device_variable(device, driver)
         for by_domain in (var["attributes"], var["capacity"]):
             for domain in domains:
                 by_domain.setdefault(domain, {})
         activation = self._env.Activation(data={"device": var})
-        self._entries[key] = (device, activation)
-        if len(self._entries) > self._size:
-            self._entries.popitem(last=False)
+        self._activations[key] = (device, activation)
+        if len(self._activations) > self._activations_size:
+            self._activations.popitem(last=False)
         return activation
 
 
@@ -340,13 +378,18 @@ class Program:
 
     expression: str
     _compiled: cel.Expression
-    _domains: frozenset[str]
-    _activations: _Activations
+    domains: frozenset[str]
+    _evaluator: _Evaluator
 
     def matches(self, device: Device, driver: str) -> bool:
-        """Raises CELRuntimeError (CELCostError past the budget); never another exception."""
+        """Raises CELRuntimeError (CELCostError past the budget); never another exception.
+        Evaluated once per device (object) while the compiler keeps the answer."""
+        return self._evaluator.matches(self, device, driver)
+
+    def evaluate(self, activation: cel.Activation) -> bool:
+        """One evaluation, uncached (raises as `matches`)."""
         try:
-            result = self._compiled.eval(self._activations.get(device, driver, self._domains))
+            result = self._compiled.eval(activation)
         except RuntimeError as e:
             text = str(e)
             if "budget" in text.lower():
@@ -374,7 +417,7 @@ def _clean(text: str) -> str:
 
 
 class Compiler:
-    """Compiles selector expressions once each, and converts each device's variable once; share
+    """Compiles selector expressions once each, and evaluates each on each device once; share
     one per scheduling loop (not thread-safe: its caches are plain dicts)."""
 
     def __init__(self, *, cache_size: int = _CACHE_SIZE) -> None:
@@ -385,9 +428,24 @@ class Compiler:
             functions=_functions(),
         )
         self._cache: OrderedDict[str, Program | CELCompileError] = OrderedDict()
-        self._activations = _Activations(self._env, _ACTIVATIONS)
+        self._evaluator = _Evaluator(self._env)
         self._cache_size = cache_size
         self.compilations = 0  # how many expressions were compiled (not served from the cache)
+
+    @property
+    def evaluations(self) -> int:
+        """How many (expression, device) evaluations ran (not served from the cache)."""
+        return self._evaluator.evaluations
+
+    @property
+    def evaluation_seconds(self) -> float:
+        """Time spent in those evaluations (converting the device included)."""
+        return self._evaluator.seconds
+
+    @property
+    def cached(self) -> int:
+        """How many answers were served from the cache."""
+        return self._evaluator.cached
 
     def compile(self, expression: str) -> Program:
         """The compiled program; raises CELCompileError (also on a repeat: errors are cached)."""
@@ -416,4 +474,4 @@ class Compiler:
         out = compiled.return_type()
         if out not in (cel.Type.BOOL, cel.Type.DYN):
             return CELCompileError(expression, f"must evaluate to bool, not {out.name().lower()}")
-        return Program(expression, compiled, _literals(expression), self._activations)
+        return Program(expression, compiled, _literals(expression), self._evaluator)

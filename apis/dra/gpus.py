@@ -10,6 +10,17 @@ convention (the node side publishes slices to it):
   (percent of the GPU, 100 = whole; Koordinator's `gpu-core`) and `memory` (bytes; `gpu-memory`);
 - other devices of the same minor (a whole-GPU device beside partitions) are not shareable.
 
+What the agent publishes besides (agent/devices/slices.py; selectors may read them, the
+allocator does not need them): `uuid`, `productName` (NVML's name), `architecture` (NVML's:
+`Ampere`, `Hopper`), `driverVersion` (a version: NVIDIA's `535.161.08` as semver `535.161.8`),
+`numaNode`, `nvlinkGroup` (the lowest minor of the GPUs NVLink joins this one with; absent on a GPU
+without NVLink, so `matchAttribute` on it keeps a claim's GPUs on one NVLink domain) and kube's
+standard `resource.kubernetes.io/pcieRoot` and `pciBusID`. A GPU the agent finds unhealthy keeps
+its device, tainted `gpu.tessera.dev/unhealthy=<reason>:NoSchedule` (`UNHEALTHY_TAINT`): no new
+claim gets it, and claims already running keep it — as the Device CR, which withdraws the GPU's
+resources but evicts nobody. (NoExecute would let kube's device taint eviction delete the pods
+using it: a transient XID would kill workloads that Koordinator-protocol pods keep running.)
+
 `held_by_koordinator` turns what Koordinator-protocol pods hold into a `Held` for the allocator:
 a share of GPU m consumes `cores`/`memory` on m's shareable device and makes m's other devices
 held whole (neither protocol may hand out a partition of a GPU the other shares). The reverse,
@@ -24,16 +35,26 @@ from fractions import Fraction
 from typing import Final
 
 from apis.crds import device as crd
+from apis.dra import names as dra_names
 from apis.dra.allocation import AllocationResult, DeviceID
 from apis.dra.ledger import Held, Rounding
-from apis.dra.slice import AttributeType, Device, ResourceSlice
+from apis.dra.slice import AttributeType, CapacityRequestPolicy, Device, ResourceSlice
 from apis.extension import names
+from apis.k8s.quantity import Quantity
 
 __all__ = [
+    "ARCHITECTURE",
     "CORES",
+    "CORES_POLICY",
     "DRIVER",
+    "DRIVER_VERSION",
     "MEMORY",
     "MINOR",
+    "NUMA_NODE",
+    "NVLINK_GROUP",
+    "PRODUCT_NAME",
+    "UNHEALTHY_TAINT",
+    "UUID",
     "gpu_slice",
     "held_by_koordinator",
     "koordinator_usage",
@@ -44,7 +65,21 @@ __all__ = [
 DRIVER: Final = f"gpu.{names.TESSERA_DOMAIN}"
 MINOR: Final = "minor"
 CORES: Final = "cores"
+#: A claim that asks for no `cores` takes none of them — as a Koordinator pod asking only GPU
+#: memory takes no gpu-core — so claims asking for parts of a GPU's memory share it (kube's
+#: default for an unrequested capacity is all of it).
+CORES_POLICY: Final = CapacityRequestPolicy(
+    default=Quantity.from_int(0), valid_range_min=Quantity.from_int(0), valid_range_max=Quantity.from_int(100)
+)
 MEMORY: Final = "memory"
+UUID: Final = "uuid"
+PRODUCT_NAME: Final = "productName"
+ARCHITECTURE: Final = "architecture"
+DRIVER_VERSION: Final = "driverVersion"
+NUMA_NODE: Final = "numaNode"
+NVLINK_GROUP: Final = "nvlinkGroup"
+#: The device taint on a GPU the agent finds unhealthy (value: the reason, `Xid79`), NoSchedule.
+UNHEALTHY_TAINT: Final = f"{DRIVER}/unhealthy"
 _WHOLE = 100  # percent
 
 
@@ -158,9 +193,11 @@ def koordinator_usage(
 def gpu_slice(inventory: crd.Device, *, generation: int = 0) -> ResourceSlice:
     """The node's healthy GPUs as one ResourceSlice of this driver (pool = the node), from the
     same inventory as its Device CR: per GPU one shareable device `gpu-<minor>` with `cores` 100
-    and `memory` its bytes, and the attributes `minor`, `uuid`, `numa` and `pcieRoot` (for CEL
-    selectors and `matchAttribute` constraints). The node side publishes this; the scheduler's
-    offline drivers (simulate, bench) build it for their simulated nodes."""
+    and `memory` its bytes, and the attributes `minor`, `uuid`, `numaNode` and kube's
+    `resource.kubernetes.io/pcieRoot` (for CEL selectors and `matchAttribute` constraints), named
+    as the agent publishes them. The agent publishes its own (agent/devices/slices.py, with more
+    attributes); the scheduler's offline drivers (simulate, bench) build this for their simulated
+    nodes."""
     node = inventory.node_name
     devices = []
     for info in sorted(inventory.devices, key=lambda d: d.minor):
@@ -168,16 +205,19 @@ def gpu_slice(inventory: crd.Device, *, generation: int = 0) -> ResourceSlice:
             continue
         attributes: dict[str, object] = {MINOR: {"int": info.minor}, "uuid": {"string": info.id or f"gpu-{info.minor}"}}
         if info.topology is not None:
-            attributes["numa"] = {"int": info.topology.node_id}
+            attributes[NUMA_NODE] = {"int": info.topology.node_id}
             if info.topology.pcie_id:
-                attributes["pcieRoot"] = {"string": info.topology.pcie_id}
+                attributes[dra_names.PCIE_ROOT] = {"string": info.topology.pcie_id}
         devices.append(
             {
                 "name": f"gpu-{info.minor}",
                 "attributes": attributes,
                 "allowMultipleAllocations": True,
                 "capacity": {
-                    CORES: {"value": str(info.resources.get(names.GPU_CORE, _WHOLE))},
+                    CORES: {
+                        "value": str(info.resources.get(names.GPU_CORE, _WHOLE)),
+                        "requestPolicy": CORES_POLICY.to_dict(),
+                    },
                     MEMORY: {"value": str(info.resources.get(names.GPU_MEMORY, 0))},
                 },
             }

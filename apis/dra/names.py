@@ -1,6 +1,7 @@
 """Kubernetes' names of Dynamic Resource Allocation besides the kinds: the annotation the
-resourceclaim controller puts on the claims it generates, and the finalizer that keeps an
-allocated claim. (Tessera's driver name, `gpu.tessera.dev`, is `apis.dra.gpus.DRIVER`; the
+resourceclaim controller puts on the claims it generates, the finalizer that keeps an
+allocated claim, and the standard device attributes (k8s.io/dynamic-resource-allocation's
+`deviceattribute`) every driver may publish. (Tessera's driver name, `gpu.tessera.dev`, is `apis.dra.gpus.DRIVER`; the
 DeviceClass of deploy/dra/ has the same name and selects its devices.)
 """
 
@@ -12,6 +13,8 @@ __all__ = [
     "DELETE_PROTECTION_FINALIZER",
     "EXTENDED_RESOURCE_CLAIM_ANNOTATION",
     "IMPLICIT_EXTENDED_RESOURCE_PREFIX",
+    "PCIE_ROOT",
+    "PCI_BUS_ID",
     "POD_CLAIM_NAME_ANNOTATION",
 ]
 
@@ -25,3 +28,9 @@ EXTENDED_RESOURCE_CLAIM_ANNOTATION: Final = "resource.kubernetes.io/extended-res
 #: A DeviceClass `c` serves the extended resource `deviceclass.resource.kubernetes.io/c` besides
 #: its `extendedResourceName` (kube's implicit name).
 IMPLICIT_EXTENDED_RESOURCE_PREFIX: Final = "deviceclass.resource.kubernetes.io/"
+
+#: Standard device attribute (string, `pci<domain>:<bus>`): the PCIe root complex a device sits
+#: under, so a claim's `matchAttribute` can keep a GPU and a NIC on one root.
+PCIE_ROOT: Final = "resource.kubernetes.io/pcieRoot"
+#: Standard device attribute (string, `<domain>:<bus>:<device>.<function>`): the PCI address.
+PCI_BUS_ID: Final = "resource.kubernetes.io/pciBusID"

@@ -19,7 +19,7 @@ import enum
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from apis import _fields as f
 from apis.dra import _read as r
@@ -29,6 +29,8 @@ from apis.k8s.meta import ObjectMeta
 from apis.k8s.quantity import Quantity
 
 __all__ = [
+    "MAX_DEVICES",
+    "MAX_DEVICES_WITH_ADVANCED_FEATURES",
     "AttributeType",
     "CapacityRequestPolicy",
     "CounterSet",
@@ -42,6 +44,10 @@ __all__ = [
     "ResourceSlice",
     "TaintEffect",
 ]
+
+#: kube's limits on a slice's devices: 128, or 64 when any uses taints, counters or list attributes.
+MAX_DEVICES: Final = 128
+MAX_DEVICES_WITH_ADVANCED_FEATURES: Final = 64
 
 #: Semantic Versioning 2.0.0 (semver.org), what kube's `version` attributes must hold.
 _SEMVER = re.compile(
@@ -320,6 +326,11 @@ class Device:
     binding_failure_conditions: tuple[str, ...] = ()
     allow_multiple_allocations: bool = False
 
+    @property
+    def advanced(self) -> bool:
+        """Uses taints, counters or list attributes: a slice holds fewer such devices."""
+        return bool(self.taints or self.consumes_counters or any(a.is_list for a in self.attributes.values()))
+
     def attribute(self, name: str, driver: str) -> DeviceAttribute | None:
         """A fully qualified attribute `domain/id`, also found unqualified when domain is the
         driver (kube's lookupAttribute: a driver's own attributes may be written without it)."""
@@ -479,6 +490,6 @@ class ResourceSlice:
         return {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceSlice",
-            "metadata": f.drop_empty({"name": self.meta.name, "resourceVersion": self.meta.resource_version}),
+            "metadata": self.meta.to_dict(),
             "spec": spec,
         }

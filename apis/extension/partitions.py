@@ -152,6 +152,19 @@ class NodePartitions:
     def honor(self) -> bool:
         return self.policy is PartitionPolicy.HONOR
 
+    def partition_of(self, minors: Iterable[int]) -> GPUPartition | None:
+        """The partition of the table that is exactly these GPUs, or None."""
+        if self.table is None:
+            return None
+        wanted = tuple(sorted(minors))
+        return next((p for p in self.table.of_size(len(wanted)) or () if p.minors == wanted), None)
+
+    def describe(self, minors: Iterable[int]) -> str:
+        """The partition these GPUs are, with where the table came from and the node's policy
+        (what what-if and the dashboard show); "" when they are none."""
+        found = self.partition_of(minors)
+        return f"{found} ({self.source}, {self.policy.value})" if found is not None else ""
+
 
 # --- the built-in table ---------------------------------------------------------------------------
 def _aligned(gpus: int, score: int = 1) -> PartitionTable:

@@ -54,6 +54,8 @@ class Container:
     limits: resources.ResourceList = field(default_factory=dict)
     #: "Always" marks a sidecar (restartable init container).
     restart_policy: str = ""
+    #: resources.claims[].name: the pod's ResourceClaims (spec.resourceClaims names) it uses.
+    claims: tuple[str, ...] = ()
 
     @classmethod
     def from_dict(cls, raw: object, path: str, obj: str = "") -> Container:
@@ -68,6 +70,10 @@ class Container:
             requests=deprecated.to_current({**limits, **requests}),
             limits=deprecated.to_current(limits),
             restart_policy=f.string(d, "restartPolicy", path, obj),
+            claims=tuple(
+                f.string(f.mapping(c, f"{path}.resources.claims[{i}]", obj), "name", path, obj)
+                for i, c in enumerate(f.items(res, "claims", f"{path}.resources", obj))
+            ),
         )
 
 

@@ -12,6 +12,8 @@ sees it and refuses, with kube's messages, what is not the node's own:
 - pods: create only mirror pods bound to itself, delete and evict only pods bound to it, and
   update the status of those only (not their labels);
 - Leases: only its own, in `kube-node-lease`;
+- ResourceSlices: create only with `spec.nodeName` its own, delete only such a slice (kube's
+  `admitResourceSlice`; the Node authorizer confines the other verbs to its own slices);
 - Tessera's Device CR: only the one named after the node, whatever grants the write — a node
   that marks another node's GPUs unhealthy or healthy would steer pods.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from apis.dra import RESOURCE_SLICES
 from apis.extension.names import DEVICES, NAMESPACE_NODE_LEASE
 from apiserver.admission.matching import Attributes
 from apiserver.authz.identity import node_name
@@ -82,6 +85,8 @@ def admit(attrs: Attributes) -> None:
         _node(node, attrs)
     elif key == ("coordination.k8s.io", "leases"):
         _lease(node, attrs)
+    elif key == (RESOURCE_SLICES.group, RESOURCE_SLICES.plural):
+        _resource_slice(node, attrs)
     elif key == (DEVICES.group, DEVICES.plural):
         name = attrs.name or str(_meta(attrs.obj).get("name") or "")
         if name != node:
@@ -173,3 +178,12 @@ def _lease(node: str, attrs: Attributes) -> None:
     name = str(_meta(attrs.obj).get("name") or "") if attrs.operation == "CREATE" else attrs.name
     if name != node:
         raise _forbidden(attrs, "can only access node lease with the same name as the requesting node")
+
+
+def _resource_slice(node: str, attrs: Attributes) -> None:
+    """Create and delete name the node in the object (the new one, the deleted one); the Node
+    authorizer, which cannot see them, leaves these two to here."""
+    if attrs.operation == "CREATE" and _spec(attrs.obj).get("nodeName") != node:
+        raise _forbidden(attrs, "can only create ResourceSlice with the same NodeName as the requesting node")
+    if attrs.operation == "DELETE" and _spec(attrs.old).get("nodeName") != node:
+        raise _forbidden(attrs, "can only delete ResourceSlice with the same NodeName as the requesting node")

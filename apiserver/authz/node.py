@@ -12,6 +12,11 @@ server keeps, plus the two objects a Tessera agent keeps for its node:
   only its own Lease in `kube-node-lease`. Writes it may make to other objects of a kind (creating a Node,
   patching its status, deleting a pod) are allowed here and confined to its own by
   NodeRestriction admission (`apiserver/admission/noderestriction.py`), which sees the object.
+- **kube's ResourceSlices** (`authorizeResourceSlice`): a node creates slices (their
+  `spec.nodeName` checked by NodeRestriction), gets, updates, patches and deletes a slice whose
+  `spec.nodeName` is its own (kube's graph edge), and lists, watches and deletes collections
+  only with `fieldSelector=spec.nodeName=NAME` — so an agent, as a DRA driver, publishes its own
+  node's devices and no other node's.
 - **Tessera's**: the Device CR named after the node (`get`, `create` — its name checked by
   NodeRestriction — `update`, `patch`) and its NodeSLO (`get`, `list`, `watch`, by name:
   the agent's informer selects `metadata.name=NAME`).
@@ -26,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Protocol
 
+from apis.dra import RESOURCE_SLICES
 from apis.extension.names import DEVICES, NAMESPACE_NODE_LEASE, NODE_SLOS
 from apiserver.authz.attributes import Attributes
 from apiserver.authz.authorizer import ALLOW, NO_OPINION, Decision, Verdict
@@ -79,6 +85,7 @@ TESSERA_NODE_RESOURCES: Final[Mapping[tuple[str, str], tuple[str, ...]]] = {
 }
 
 _LEASES = ("coordination.k8s.io", "leases")
+_RESOURCE_SLICES = (RESOURCE_SLICES.group, RESOURCE_SLICES.plural)
 _CSI_NODES = ("storage.k8s.io", "csinodes")
 #: Kinds a node may only read when a pod bound to it uses the object (kube's graph), by
 #: (group, resource) → how many verbs: "get" only, or "get", "list", "watch" of one object.
@@ -159,9 +166,27 @@ class NodeAuthorizer:
             return self._node(node, attrs)
         if key == ("", "pods"):
             return self._pod(node, attrs)
+        if key == _RESOURCE_SLICES:
+            return self._resource_slice(node, attrs)
         if key in TESSERA_NODE_RESOURCES:
             return self._tessera(node, attrs, TESSERA_NODE_RESOURCES[key])
         return None
+
+    def _resource_slice(self, node: str, attrs: Attributes) -> Decision:
+        if attrs.subresource:
+            return _no("cannot authorize ResourceSlice subresources")
+        if attrs.verb == "create":
+            return ALLOW  # NodeRestriction: spec.nodeName is its own
+        if attrs.verb in ("get", "update", "patch", "delete"):
+            return self._related(node, attrs)
+        if attrs.verb in ("list", "watch", "deletecollection"):
+            if _selects(attrs.field_selector, "spec.nodeName", node):
+                return ALLOW
+            return _no("can only list/watch/deletecollection resourceslices with nodeName field selector")
+        return _no(
+            "only the following verbs are allowed for a ResourceSlice: "
+            "get, watch, list, create, update, patch, delete, deletecollection"
+        )
 
     def _related(self, node: str, attrs: Attributes) -> Decision:
         if not attrs.name:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from apis.dra import RESOURCE_SLICES
 from apiserver.authz.rbac import Obj
 from apiserver.catalog import RBAC_GROUP, ResourceType
 from apiserver.errors import StatusError
@@ -76,7 +77,8 @@ def pod_references(pod: Mapping[str, Any], resource: str) -> set[str]:
 
 class RegistryGraph:
     """kube's node authorizer graph, read from the store when asked: a pod is related to the
-    node it is bound to, and what a pod uses is related to that node too."""
+    node it is bound to, and what a pod uses is related to that node too; a ResourceSlice is
+    related to the node its `spec.nodeName` names."""
 
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
@@ -85,6 +87,10 @@ class RegistryGraph:
         if group == "" and resource == "pods":
             pod = self._registry.peek("pods", namespace, name)
             return pod is not None and (pod.get("spec") or {}).get("nodeName") == node
+        if (group, resource) == (RESOURCE_SLICES.group, RESOURCE_SLICES.plural):
+            # kube's graph: an edge from a ResourceSlice to the node of its spec.nodeName
+            slice_ = self._registry.peek(f"{resource}.{group}", "", name)
+            return slice_ is not None and (slice_.get("spec") or {}).get("nodeName") == node
         if group not in ("", "resource.k8s.io"):
             return False
         pods = self._registry.catalog.lookup("", "v1", "pods")

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+from apis.dra.slice import MAX_DEVICES, MAX_DEVICES_WITH_ADVANCED_FEATURES
 from apis.k8s.meta import now_rfc3339
 from apiserver.dra import checks
 from apiserver.dra.checks import mapping, objects
@@ -23,8 +24,6 @@ from apiserver.validation import dns_subdomain, qualified_name
 
 __all__ = ["ResourceSliceStrategy"]
 
-MAX_DEVICES: Final = 128
-MAX_DEVICES_WITH_ADVANCED_FEATURES: Final = 64
 MAX_COUNTER_SETS: Final = 8
 MAX_ATTRIBUTES_AND_CAPACITIES: Final = 32
 MAX_ATTRIBUTE_VALUE: Final = 64

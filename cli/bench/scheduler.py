@@ -21,11 +21,19 @@ without quotas (the issue asks ≥ 90 %).
 `app=bench-reserved`, which no benchmark pod is), so every cycle runs with that many Available
 Reservations held in the cache: compare the cycle's cost with a run without.
 
+`--baseline LeastAllocated` builds a second scheduler with that policy over its own copy of the
+cluster and gives both the same pods, one to each in turn, so that both run under the same load
+of a shared machine; it reports the baseline's pods/s and the ratio of the two (the figure to
+quote where absolute numbers depend on the neighbours).
+
 `--claims-fraction 0.3` asks for the GPUs of about 30 % of the GPU pods through ResourceClaims
 (Dynamic Resource Allocation: CEL selectors in the DeviceClass and the request, capacity
 requests for a share of a GPU; every node's GPUs published as a ResourceSlice) and runs twice on
 fresh clusters: the same pods all in Koordinator's protocol first (`koordinator_*` figures), then
-with the claims; the DynamicResources plugin allocates on the same GPUs as DeviceShare.
+with the claims; the DynamicResources plugin allocates on the same GPUs as DeviceShare. It also
+reports the CEL selectors' cost: evaluations run (each selector once per device: the others are
+answered from the compiler's cache), the time of one, and their time per node judged for a pod
+with claims; and how often the allocator ran per node judged (nodes alike share its answers).
 """
 
 from __future__ import annotations
@@ -33,12 +41,12 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from apis.crds.reservation import Reservation
 from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from apis.dra import gpus as dra_gpus
-from apis.dra.claim import ResourceClaim
 from apis.errors import ConfigError
 from apis.extension import names
 from apis.k8s.core import Pod
@@ -55,6 +63,8 @@ from scheduler.core import (
     with_scoring_choice,
 )
 from scheduler.framework.config import SchedulerConfig, load_config
+from scheduler.plugins.dynamicresources import NAME as DYNAMIC_RESOURCES
+from scheduler.plugins.dynamicresources import DynamicResources
 from scheduler.simulation.bench import GPU_CLASS, synthetic_pods, with_claims, with_gangs, with_quota_per_namespace
 from scheduler.simulation.cluster import NodeShape, gpu_node
 
@@ -69,6 +79,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=SCORING_CHOICES,
         help=f"scoring strategy, or {FGD} / {BALANCED_FGD} (fragmentation gradient descent, without or with "
         "CPU/memory balance; workload learned from the pods)",
+    )
+    parser.add_argument(
+        "--baseline",
+        choices=SCORING_CHOICES,
+        help="also run this policy on a copy of the cluster, pod for pod in turn, and report the ratio of the "
+        "two throughputs (measured under the same load)",
     )
     parser.add_argument(
         "--percentage-of-nodes-to-score", type=int, help="as kube-scheduler (default: the config's; 0 = adaptive)"
@@ -102,8 +118,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _config(args: argparse.Namespace) -> SchedulerConfig:
-    """The scheduler configuration the flags ask for; ConfigError when they cannot work."""
+def _config(args: argparse.Namespace, scoring: str | None) -> SchedulerConfig:
+    """The scheduler configuration the flags ask for, placing by `scoring` (None: the
+    config's); ConfigError when they cannot work."""
     if args.nodes < 1 or args.pods < 1 or args.gpus_per_node < 0:
         raise ConfigError("--nodes and --pods must be positive, --gpus-per-node not negative")
     for flag, fraction in (("--gang-fraction", args.gang_fraction), ("--claims-fraction", args.claims_fraction)):
@@ -114,8 +131,8 @@ def _config(args: argparse.Namespace) -> SchedulerConfig:
         config = load_config(args.config.read_text(encoding="utf-8")) if args.config else SchedulerConfig()
     except OSError as e:
         raise ConfigError(f"--config: {e}") from e
-    if args.scoring:
-        config = with_scoring_choice(config, args.scoring)
+    if scoring:
+        config = with_scoring_choice(config, scoring)
     if args.percentage_of_nodes_to_score is not None:
         config = with_percentage_of_nodes_to_score(config, args.percentage_of_nodes_to_score)
     for flag, value in (("--quotas", args.quotas), ("--reservations", args.reservations)):
@@ -156,8 +173,39 @@ def _gang_sizes(text: str) -> tuple[int, int]:
     return int(low), int(high)
 
 
+@dataclass(slots=True)
+class _Run:
+    """One scheduler under test: its cycles' times, the gangs it allowed, its CPU time."""
+
+    scheduler: Scheduler
+    cycle: Timer = field(default_factory=Timer)
+    allowed: Timer = field(default_factory=Timer)
+    scheduled: int = 0
+    cpu_seconds: float = 0.0
+
+    @property
+    def wall_seconds(self) -> float:
+        """Time in its cycles (not the span from the first to the last: with a baseline, the
+        other scheduler's cycles fall between them)."""
+        return math.fsum(self.cycle.samples)
+
+    def step(self, pod: Pod) -> None:
+        """One pod's whole cycle, pods held at Permit resolved after it (part of its time)."""
+        scheduler = self.scheduler
+        gang_member = names.ANNOTATION_GANG_NAME in pod.annotations
+        cpu_start = time.thread_time()
+        with self.cycle.time():
+            outcome = scheduler.schedule_one(pod)
+            decided = scheduler.resolve_waiting() if scheduler.cycle.waiting or gang_member else []
+        self.cpu_seconds += time.thread_time() - cpu_start
+        self.scheduled += outcome.scheduled + sum(o.scheduled for o in decided)
+        if gang_member and outcome.scheduled and decided:  # the last member: the gang was allowed
+            self.allowed.samples.append(self.cycle.samples[-1])
+
+
 def run(args: argparse.Namespace, report: Report) -> int:
-    config = _config(args)
+    config = _config(args, args.scoring)
+    baseline_config = _config(args, args.baseline) if args.baseline else None
     report.setting(
         nodes=args.nodes,
         gpus_per_node=args.gpus_per_node,
@@ -167,18 +215,94 @@ def run(args: argparse.Namespace, report: Report) -> int:
         quotas=args.quotas,
         reservations=args.reservations,
         claims_fraction=args.claims_fraction,
+        baseline=args.baseline or "",
     )
     if args.claims_fraction > 0:
         # The same pods all in Koordinator's protocol first, on a cluster of their own.
-        _run_once(args, config, report, claims_fraction=0.0, prefix="koordinator_")
-    return _run_once(args, config, report, claims_fraction=args.claims_fraction, prefix="")
+        _run_once(args, config, None, report, claims_fraction=0.0, prefix="koordinator_")
+    return _run_once(args, config, baseline_config, report, claims_fraction=args.claims_fraction, prefix="")
 
 
 def _run_once(
-    args: argparse.Namespace, config: SchedulerConfig, report: Report, *, claims_fraction: float, prefix: str
+    args: argparse.Namespace,
+    config: SchedulerConfig,
+    baseline_config: SchedulerConfig | None,
+    report: Report,
+    *,
+    claims_fraction: float,
+    prefix: str,
 ) -> int:
-    """Build the cluster and schedule the pods once; figures named with `prefix`."""
+    """Build the cluster (and the baseline's copy) and schedule the pods once, each pod given
+    to both in turn; figures named with `prefix`."""
     setup_start = time.perf_counter()
+    main = _Run(_cluster(args, config, report, prefix=prefix))
+    baseline = _Run(_cluster(args, baseline_config, None, prefix=prefix)) if baseline_config is not None else None
+    runs = [r for r in (main, baseline) if r is not None]
+    workload = _pods(args, [r.scheduler for r in runs], report, claims_fraction=claims_fraction)
+    report.value(f"{prefix}setup_seconds", time.perf_counter() - setup_start, "s", label="cluster and pods built")
+    for i, pod in enumerate(workload):
+        # In turn, and each first every other pod: neither always runs right after the other.
+        for r in runs if i % 2 == 0 else runs[::-1]:
+            r.step(pod)
+    if args.gang_fraction > 0:
+        for r in runs:
+            # What still waits when the pods ran out waits in vain: undo it, as its timeout would.
+            r.scheduler.resolve_waiting(now=math.inf)
+        report.value(
+            f"{prefix}gang_pods",
+            sum(names.ANNOTATION_GANG_NAME in p.annotations for p in workload),
+            "pods",
+            label="pods in gangs",
+        )
+        report.value(f"{prefix}gangs_allowed", len(main.allowed.samples), "gangs", label="gangs allowed whole")
+        if main.allowed.samples:
+            report.latencies(
+                main.allowed.summary(), f"{prefix}gang_allowed", label="last member's arrival to the gang bound"
+            )
+    what = "in Koordinator's protocol only: " if prefix else ""
+    report.value(f"{prefix}scheduled", main.scheduled, "pods", label=f"{what}pods scheduled")
+    report.value(f"{prefix}wall_seconds", main.wall_seconds, "s", label=f"{what}scheduling took")
+    rate = report.rate(f"{prefix}pods_per_second", args.pods, main.wall_seconds, "pods", label=f"{what}throughput")
+    # CPU time too: on a machine shared with other work, wall time includes waiting for a core.
+    cpu_rate = report.rate(
+        f"{prefix}pods_per_cpu_second", args.pods, main.cpu_seconds, "pods", label=f"{what}throughput per CPU second"
+    )
+    report.latencies(main.cycle.summary(), f"{prefix}cycle" if prefix else None, label=f"{what}scheduling cycle")
+    if baseline is not None:
+        label = f"baseline {args.baseline}"
+        report.value("baseline_scheduled", baseline.scheduled, "pods", label=f"{label}: pods scheduled")
+        base_rate = report.rate(
+            "baseline_pods_per_second", args.pods, baseline.wall_seconds, "pods", label=f"{label}: throughput"
+        )
+        base_cpu = report.rate(
+            "baseline_pods_per_cpu_second", args.pods, baseline.cpu_seconds, "pods", label=f"{label}: per CPU second"
+        )
+        report.latencies(baseline.cycle.summary(), "baseline_cycle", label=f"{label}: scheduling cycle")
+        report.value("ratio", round(rate / base_rate, 3) if base_rate else None, label="throughput / baseline's")
+        ratio_cpu = round(cpu_rate / base_cpu, 3) if base_cpu else None
+        report.value("ratio_cpu", ratio_cpu, label="per CPU second / baseline's")
+    if claims_fraction > 0:
+        _report_claims(main.scheduler, report)
+    return 0
+
+
+def _report_claims(scheduler: Scheduler, report: Report) -> None:
+    """The CEL selectors' cost and the allocator's runs, per node judged for a pod with claims."""
+    plugin = next(iter(scheduler.frameworks.values())).plugin(DYNAMIC_RESOURCES)
+    if not isinstance(plugin, DynamicResources) or not plugin.nodes_filtered:
+        return
+    compiler, nodes = plugin.compiler, plugin.nodes_filtered
+    report.value("claim_nodes_filtered", nodes, "nodes", label="nodes judged for pods with claims")
+    report.value("cel_evaluations", compiler.evaluations, "", label="CEL evaluations run", cel_cached=compiler.cached)
+    if compiler.evaluations:
+        per = compiler.evaluation_seconds / compiler.evaluations
+        report.value("cel_evaluation_us", per * 1e6, "µs", label="CEL: one evaluation")
+    report.value("cel_us_per_node", compiler.evaluation_seconds / nodes * 1e6, "µs", label="CEL: time per node judged")
+    report.value("allocator_runs_per_node", plugin.allocator_runs / nodes, "", label="allocator runs per node judged")
+
+
+def _cluster(args: argparse.Namespace, config: SchedulerConfig, report: Report | None, *, prefix: str) -> Scheduler:
+    """A scheduler over the flags' nodes (and Reservations; `report`: say how many were placed)."""
     scheduler = Scheduler(config, seed=args.seed)
     shape = NodeShape(gpus=args.gpus_per_node)
     for i in range(args.nodes):
@@ -191,67 +315,36 @@ def _run_once(
         scheduler.feeds.deliver(DEVICE_CLASSES, GPU_CLASS)
     now = now_rfc3339()
     placed = sum(scheduler.place_reservation(r, now=now)[0].scheduled for r in _reservations(args.reservations))
-    if args.reservations:
+    if args.reservations and report is not None:
         report.value(f"{prefix}reservations_available", placed, "reservations", label="Reservations available")
+    return scheduler
+
+
+def _pods(
+    args: argparse.Namespace, schedulers: list[Scheduler], report: Report, *, claims_fraction: float
+) -> list[Pod]:
+    """The pods, in the order to schedule them, each scheduler told what it must know first
+    (claims, quotas charged, gang members seen), as the live scheduler's informers tell it."""
     workload = synthetic_pods(args.pods, seed=args.seed)
-    claims: list[ResourceClaim] = []
     if claims_fraction > 0:
-        workload, claims = with_claims(workload, fraction=claims_fraction, seed=args.seed, gpu_memory=shape.gpu_memory)
-        for claim in claims:
-            scheduler.feeds.deliver(RESOURCE_CLAIMS, claim)
+        gpu_memory = NodeShape(gpus=args.gpus_per_node).gpu_memory
+        workload, claims = with_claims(workload, fraction=claims_fraction, seed=args.seed, gpu_memory=gpu_memory)
+        for scheduler in schedulers:
+            for claim in claims:
+                scheduler.feeds.deliver(RESOURCE_CLAIMS, claim)
         report.value("claim_pods", len(claims), "pods", label="pods asking through ResourceClaims")
     if args.quotas:
         # As the live scheduler's informers do: every pod is charged (pending) before any cycle.
-        cluster = dict(capacity_of(info.allocatable for info in scheduler.cache.nodes()).total)
+        cluster = dict(capacity_of(info.allocatable for info in schedulers[0].cache.nodes()).total)
         workload, quotas = with_quota_per_namespace(workload, quotas=args.quotas, cluster=cluster)
-        scheduler.quotas.set_quotas(quotas)
-        for pod in workload:
-            scheduler.quotas.update_pod(pod)
+        for scheduler in schedulers:
+            scheduler.quotas.set_quotas(quotas)
+            for pod in workload:
+                scheduler.quotas.update_pod(pod)
     if args.gang_fraction > 0:
         workload = with_gangs(workload, fraction=args.gang_fraction, sizes=_gang_sizes(args.gang_sizes), seed=args.seed)
-        for pod in workload:
-            scheduler.observe_pod(pod)
-        workload = [workload[i] for i in scheduler.queue_order(workload)]
-    report.value(f"{prefix}setup_seconds", time.perf_counter() - setup_start, "s", label="cluster and pods built")
-    return _schedule(scheduler, workload, args, report, prefix=prefix)
-
-
-def _schedule(
-    scheduler: Scheduler, workload: list[Pod], args: argparse.Namespace, report: Report, *, prefix: str
-) -> int:
-    cycle, allowed = Timer(), Timer()
-    scheduled = 0
-    cpu_start = time.thread_time()
-    for pod in workload:
-        gang_member = names.ANNOTATION_GANG_NAME in pod.annotations
-        with cycle.time():
-            outcome = scheduler.schedule_one(pod)
-            decided = scheduler.resolve_waiting() if scheduler.cycle.waiting or gang_member else []
-        scheduled += outcome.scheduled + sum(o.scheduled for o in decided)
-        if gang_member and outcome.scheduled and decided:  # the last member: the gang was allowed
-            allowed.samples.append(cycle.samples[-1])
-    cpu_seconds = time.thread_time() - cpu_start
-    if args.gang_fraction > 0:
-        # What still waits when the pods ran out waits in vain: undo it, as its timeout would.
-        scheduler.resolve_waiting(now=math.inf)
-        report.value(
-            f"{prefix}gang_pods",
-            sum(names.ANNOTATION_GANG_NAME in p.annotations for p in workload),
-            "pods",
-            label="pods in gangs",
-        )
-        report.value(f"{prefix}gangs_allowed", len(allowed.samples), "gangs", label="gangs allowed whole")
-        if allowed.samples:
-            report.latencies(
-                allowed.summary(), f"{prefix}gang_allowed", label="last member's arrival to the gang bound"
-            )
-    what = "in Koordinator's protocol only: " if prefix else ""
-    report.value(f"{prefix}scheduled", scheduled, "pods", label=f"{what}pods scheduled")
-    report.value(f"{prefix}wall_seconds", cycle.elapsed_s, "s", label=f"{what}scheduling took")
-    report.rate(f"{prefix}pods_per_second", args.pods, cycle.elapsed_s, "pods", label=f"{what}throughput")
-    # CPU time too: on a machine shared with other work, wall time includes waiting for a core.
-    report.rate(
-        f"{prefix}pods_per_cpu_second", args.pods, cpu_seconds, "pods", label=f"{what}throughput per CPU second"
-    )
-    report.latencies(cycle.summary(), f"{prefix}cycle" if prefix else None, label=f"{what}scheduling cycle")
-    return 0
+        for scheduler in schedulers:
+            for pod in workload:
+                scheduler.observe_pod(pod)
+        workload = [workload[i] for i in schedulers[0].queue_order(workload)]
+    return workload

@@ -15,7 +15,8 @@
     DATA_DIR/dashboard/                                `tessera dashboard`: log, address file
     DATA_DIR/agents/NODE/                              one `tessera agent` per node: log, address
                                                        file, state/ (its --state-dir), hook socket
-                                                       (this machine's agent)
+                                                       (this machine's agent), dra/ (its kubelet
+                                                       DRA plugin: registry/, plugin/, cdi/)
     DATA_DIR/prometheus/                               with `--prometheus`: Prometheus' log,
                                                        address, prometheus.yml, targets/, data/
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from agent.dra import PLUGIN_SOCKET, registration_socket
 from apis.extension import names
 from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer
@@ -51,6 +53,7 @@ __all__ = [
     "controller",
     "dashboard",
     "descheduler",
+    "dra_flags",
     "kube_controller_manager",
     "local_agent",
     "metrics_token_file",
@@ -63,8 +66,9 @@ __all__ = [
 #: A unix socket path must fit in 108 bytes (with its terminating NUL).
 _MAX_SOCKET_PATH: Final = 100
 #: On a node of its own each agent would have the whole machine; here they share it, and node
-#: QoS would have them fight over this machine's cgroups. docs/agent.md#node-qos.
-_AGENT_FLAGS: Final = ("--simulate-kubelet", "--qos", "off")
+#: QoS would have them fight over this machine's cgroups. docs/agent.md#node-qos. Every agent
+#: publishes its devices as DRA ResourceSlices: Tessera's scheduler is the only one here.
+_AGENT_FLAGS: Final = ("--simulate-kubelet", "--qos", "off", "--dra")
 #: There is no kube-scheduler here: without a profile for `default-scheduler` (what the API
 #: server fills in when a pod names no scheduler), such pods would stay Pending with no Event.
 #: Koordinator's manuals name `koord-scheduler`: served too, so they run verbatim.
@@ -206,15 +210,37 @@ def descheduler(data_dir: Path, kubeconfig: Path, *, scheduler: Component) -> Co
     return Component("descheduler", "descheduler", process)
 
 
+def dra_flags(directory: Path) -> list[str]:
+    """The kubelet DRA plugin of the agent in `directory`, with kubelet's directories in its own
+    `dra/` (its simulated kubelet finds the plugin in the same registry directory); none when a
+    socket path there would be too long for a unix socket (pods with claims then stay Pending,
+    their Event saying the driver is not registered)."""
+    dra = directory / "dra"
+    registry, plugin = dra / "registry", dra / "plugin"
+    if (
+        len(str(registration_socket(registry))) > _MAX_SOCKET_PATH
+        or len(str(plugin / PLUGIN_SOCKET)) > _MAX_SOCKET_PATH
+    ):
+        return []
+    return [
+        "--dra-plugin",
+        *("--kubelet-registry-dir", str(registry)),
+        *("--dra-plugin-dir", str(plugin)),
+        *("--cdi-dir", str(dra / "cdi")),
+    ]
+
+
 def simulated_agent(
     data_dir: Path, kubeconfig: Path, *, node: str, profile: str, args: Sequence[str] = ()
 ) -> Component:
-    """A node with simulated devices; nothing calls hooks on it, so it serves none. `args`: more flags."""
+    """A node with simulated devices; nothing calls hooks on it, so it serves none; it is the
+    DRA driver of its GPUs to its simulated kubelet. `args`: more flags."""
+    directory = data_dir / "agents" / node
     process = AgentProcess(
         kubeconfig,
         node_name=node,
-        directory=data_dir / "agents" / node,
-        args=[*_AGENT_FLAGS, "--simulate-devices", profile, "--no-hook-server", *args],
+        directory=directory,
+        args=[*_AGENT_FLAGS, "--simulate-devices", profile, "--no-hook-server", *dra_flags(directory), *args],
     )
     return Component(f"agent/{node}", f"agent {node}: simulated {profile}", process, node=node)
 
@@ -224,5 +250,6 @@ def local_agent(data_dir: Path, kubeconfig: Path, *, node: str) -> Component:
     proxy to be pointed at), unless that path is too long for a unix socket."""
     directory = data_dir / "agents" / node
     hooks = [] if len(str(directory / "agent.sock")) <= _MAX_SOCKET_PATH else ["--no-hook-server"]
-    process = AgentProcess(kubeconfig, node_name=node, directory=directory, args=[*_AGENT_FLAGS, *hooks])
+    args = [*_AGENT_FLAGS, *hooks, *dra_flags(directory)]
+    process = AgentProcess(kubeconfig, node_name=node, directory=directory, args=args)
     return Component(f"agent/{node}", f"agent {node}: this machine", process, node=node)

@@ -2,7 +2,7 @@
 then `--nodes 1`; `--no-local-agent` after a run with it): removed before the agents start.
 
 Nothing would keep such a Node honest: its simulated kubelet is gone, and with no node lifecycle
-controller here its last Ready condition and its Device CR would stand forever, so the scheduler
+controller here its last Ready condition, its Device CR and its ResourceSlices would stand forever, so the scheduler
 would go on placing pods where nothing runs them. In a cluster, a node that is gone for good is
 deleted, and the pod garbage collector then deletes the pods bound to it; this does the same:
 pods first, the Node last.
@@ -18,6 +18,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from apis import dra
 from apis.extension import names
 from kube import errors
 from kube.client import Client
@@ -36,11 +37,13 @@ class RetiredNode:
 
 
 def retire_nodes(client: Client, nodes: Iterable[str]) -> list[RetiredNode]:
-    """Delete each of `nodes` with its Device CR and the pods bound to it; say which existed.
+    """Delete each of `nodes` with its Device CR, its ResourceSlices and the pods bound to it;
+    say which existed.
 
     What is already gone is skipped, so running it twice does no harm.
     """
     pods, devices, node_api = client.resource(PODS), client.resource(names.DEVICES), client.resource(NODES)
+    slices = client.resource(dra.RESOURCE_SLICES)
     retired = []
     for node in sorted(set(nodes)):
         bound = pods.list_all(field_selector=f"spec.nodeName={node}").items
@@ -51,6 +54,8 @@ def retire_nodes(client: Client, nodes: Iterable[str]) -> list[RetiredNode]:
             if _deleted(pods, name, namespace=namespace, grace_period_seconds=0)
         ]
         _deleted(devices, node)
+        for s in slices.list_all(field_selector=f"spec.nodeName={node}").items:
+            _deleted(slices, s["metadata"]["name"])
         if _deleted(node_api, node) or deleted:
             log.info("Removed a node this run does not run", extra={"node": node, "pods": len(deleted)})
             retired.append(RetiredNode(node, tuple(deleted)))

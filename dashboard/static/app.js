@@ -38,6 +38,14 @@ function owners(list) { return list.length ? list.join(" or ") : "—"; }
 function lines(items) { return items.length ? items.map((i) => `<div class="nw">${esc(i)}</div>`).join("") : "—"; }
 
 // --- the GPU map -----------------------------------------------------------------------------
+// Who holds a share: the pod, and the ResourceClaim it holds it through (DRA), if any.
+function holder(s) {
+  const [ns, name] = (s.pod || s.claim).split("/");
+  if (!s.claim) return `${name} (${ns})`;
+  const claim = s.claim.split("/")[1];
+  return s.pod ? `${name} (${ns}) via claim ${claim}` : `claim ${claim} (${ns}), reserved for no pod`;
+}
+
 function gpuCell(node, g) {
   const cls = ["gpu"];
   if (!g.healthy) cls.push("unhealthy");
@@ -48,12 +56,13 @@ function gpuCell(node, g) {
   let fills = "", memory = "";
   // Pods placed onto a Reservation last: next to what the Reservation still holds.
   for (const s of [...g.shares].sort((a, b) => Boolean(a.reservation) - Boolean(b.reservation))) {
-    const [ns, name] = s.pod.split("/");
     const onto = s.reservation ? ` · on Reservation ${s.reservation}` : "";
-    lines.push(`${name} (${ns}): gpu-core ${s.core}%, gpu-memory ${bytes(s.memory)} (${s.ratio}%)${onto}`);
+    lines.push(`${holder(s)}: gpu-core ${s.core}%, gpu-memory ${bytes(s.memory)} (${s.ratio}%)${onto}${s.partition ? ` · partition ${s.partition}` : ""}`);
     const consumed = s.reservation ? ` consumed" data-reservation="${esc(s.reservation)}` : "";
-    fills += `<div class="fill${consumed}" data-pod="${esc(s.pod)}" style="width:${Math.min(100, s.core)}%;background:${colour(s.pod)}"></div>`;
-    memory += `<div style="width:${Math.min(100, s.ratio)}%;background:${colour(s.pod)}"></div>`;
+    const claim = s.claim ? ` claim" data-claim="${esc(s.claim)}` : "";
+    const who = s.pod || s.claim;
+    fills += `<div class="fill${consumed}${claim}" data-pod="${esc(s.pod)}" style="width:${Math.min(100, s.core)}%;background:${colour(who)}"></div>`;
+    memory += `<div style="width:${Math.min(100, s.ratio)}%;background:${colour(who)}"></div>`;
   }
   for (const r of g.reserved) {
     lines.push(`reserved by ${r.reservation} for ${owners(r.owners)}: gpu-core ${r.core}%, gpu-memory ${bytes(r.memory)} (${r.ratio}%)`);
@@ -117,9 +126,13 @@ function showDetail(key) {
   if (!gpu) { panel.hidden = true; return; }
   const group = node.groups.find((g) => g.gpus.includes(gpu));
   const pods = gpu.shares.map((s) => {
-    const [ns, name] = s.pod.split("/");
-    const onto = s.reservation ? ` <small class="hint">on Reservation ${esc(s.reservation)}</small>` : "";
-    return `<tr><td>${esc(name)}${onto}</td><td>${esc(ns)}</td><td>${s.core}%</td><td>${bytes(s.memory)}</td></tr>`;
+    const [ns, name] = (s.pod || s.claim).split("/");
+    const hints = [
+      s.reservation ? `on Reservation ${esc(s.reservation)}` : "",
+      s.claim ? (s.pod ? `via claim ${esc(s.claim.split("/")[1])}` : "claim, reserved for no pod") : "",
+      s.partition ? `partition ${esc(s.partition)}` : "",
+    ].filter(Boolean).map((h) => ` <small class="hint">${h}</small>`).join("");
+    return `<tr${s.claim ? ` data-claim="${esc(s.claim)}"` : ""}><td>${esc(name)}${hints}</td><td>${esc(ns)}</td><td>${s.core}%</td><td>${bytes(s.memory)}</td></tr>`;
   });
   const kept = gpu.reserved.map((r) => `<tr class="reserved-row"><td>reserved: ${esc(r.reservation)}
     <small class="hint">for ${esc(owners(r.owners))}</small></td><td>—</td><td>${r.core}%</td><td>${bytes(r.memory)}</td></tr>`);

@@ -88,6 +88,7 @@ def with_fgd(
     workload: Sequence[tuple[fragmentation.TaskShape, int]] = (),
     *,
     balanced: bool = False,
+    prior: bool = False,
 ) -> SchedulerConfig:
     """The config with every profile placing by FGD (Fragmentation Gradient Descent): the
     GPUFragmentation plugin scores nodes, DeviceShare places a share of one GPU by its
@@ -95,12 +96,16 @@ def with_fgd(
     DeviceShare) are disabled so that, as in the paper, the fragmentation measure alone ranks
     nodes (other preferences — taints, preferred affinity — still count). Both measure against
     `workload` (shape, weight) when given, else against a workload learned from the pods seen.
-    `balanced`: BalancedFGD (GPUFragmentation's CPU/memory balance term and the workload's
-    packing plan on), else the paper's FGD (both off).
+    `prior`: the workload is where learning starts (a configured prior), not fixed.
+    `balanced`: BalancedFGD (GPUFragmentation's CPU/memory balance term, the workload's packing
+    plan and model scarcity on), else the paper's FGD (all three off).
     """
     target: dict[str, object] = dict(fragmentation.shapes_to_args(workload)) if workload else {}
+    if prior and workload:
+        target["learn"] = {}
     if not balanced:
         target["packingPlan"] = False
+        target["modelScarcity"] = False
     workload_args = {"targetWorkload": target} if target else {}
     balance = {"balancePercent": DEFAULT_BALANCE_PERCENT if balanced else 0}
     profiles = []
@@ -138,10 +143,15 @@ def _enabled(multi: PluginSet, name: str) -> PluginSet:
 
 
 def with_scoring_choice(
-    config: SchedulerConfig, choice: str, workload: Sequence[tuple[fragmentation.TaskShape, int]] = ()
+    config: SchedulerConfig,
+    choice: str,
+    workload: Sequence[tuple[fragmentation.TaskShape, int]] = (),
+    *,
+    prior: bool = False,
 ) -> SchedulerConfig:
     """`--scoring`: a resource-allocation strategy (`with_scoring`) or FGD / BalancedFGD
-    (`with_fgd`, with `workload` as its target). Raises ValueError for another choice."""
+    (`with_fgd`, with `workload` as its target, or as its prior). Raises ValueError for another
+    choice."""
     if choice in FGD_CHOICES:
-        return with_fgd(config, workload, balanced=choice == BALANCED_FGD)
+        return with_fgd(config, workload, balanced=choice == BALANCED_FGD, prior=prior)
     return with_scoring(config, ScoringStrategyType(choice))

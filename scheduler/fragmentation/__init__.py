@@ -11,6 +11,7 @@ One job per module, all pure (plain values and functions; no I/O, no clock):
 - `plan`: which shares of one GPU the workload should put together (`PackingPlan`);
 - `args`: `targetWorkload` arguments, parsed (`parse_workload_args`) and written back
   (`shapes_to_args`);
+- `supply`: the cluster's GPUs by model, which make a shape that accepts few of them weigh more;
 - `learner`: the workload learned online from the pods seen, one per profile.
 
 Callers import the names below from the package: `from scheduler import fragmentation`.
@@ -40,16 +41,20 @@ from scheduler.fragmentation.shapes import (
     task_shape,
     workload_of,
 )
+from scheduler.fragmentation.supply import NO_SUPPLY, GPUSupply, SupplyTracker, shared_supply
 
 __all__ = [
+    "NO_SUPPLY",
     "WEIGHT_SCALE",
     "WHOLE_GPU",
     "Balance",
     "Demand",
+    "GPUSupply",
     "LearnSettings",
     "NodeResources",
     "NodeTable",
     "PackingPlan",
+    "SupplyTracker",
     "TargetWorkload",
     "TaskShape",
     "WorkloadArgs",
@@ -63,6 +68,7 @@ __all__ = [
     "parse_workload_args",
     "shapes_to_args",
     "shared_learner",
+    "shared_supply",
     "task_shape",
     "usable",
     "workload_of",

@@ -20,57 +20,74 @@ __all__ = ["LearnSettings", "WorkloadArgs", "parse_workload_args", "shapes_to_ar
 @dataclass(frozen=True, slots=True)
 class LearnSettings:
     """How a workload is learned: a histogram of shapes, each observation weighing 2^(1/halfLife)
-    times the one before (old pods fade), cut to the `max_shapes` heaviest, republished every
-    `refresh_every` observations (at 1, 2, 4, 8, … while fewer were seen)."""
+    times the one before (old pods fade), cut to the `max_shapes` heaviest (each set of
+    accepted GPU models keeping its share of the weight), republished every
+    `refresh_every` observations (at 1, 2, 4, 8, … while fewer were seen); configured shapes
+    to start from count as `prior_pods` pods."""
 
     half_life: int = 10_000
     max_shapes: int = 64
     refresh_every: int = 1000
+    #: With configured shapes to start from: how many pods they count as (they then fade like
+    #: pods seen that long ago). Few: enough to place the first pods by, too few to hold a
+    #: wrong prior against the pods that come (a prior without the model constraints of a mix
+    #: where a third of the pods have one cost 1.1 points counted as 1,000 pods, none as 100).
+    prior_pods: int = 100
 
 
 @dataclass(frozen=True, slots=True)
 class WorkloadArgs:
-    """`targetWorkload` of a plugin's arguments: fixed `shapes`, or learned (`learn`); and
-    whether shares of one GPU follow the workload's packing plan (`fragmentation.plan`)."""
+    """`targetWorkload` of a plugin's arguments: fixed `shapes`, or learned (`learn`, from
+    nothing or from the `shapes` given with it); whether shares of one GPU follow the
+    workload's packing plan (`fragmentation.plan`); and whether shapes that accept few GPUs
+    weigh more (`fragmentation.supply`)."""
 
     shapes: tuple[tuple[TaskShape, int], ...] = ()
     learn: LearnSettings = LearnSettings()
     packing_plan: bool = True
+    #: Whether a shape weighs its popularity per GPU it can use (`fragmentation.supply`).
+    model_scarcity: bool = True
+    #: Shapes and `learn` both given: learned, starting from the shapes (a prior) instead of
+    #: from nothing.
+    prior: bool = False
 
     @property
     def learned(self) -> bool:
-        return not self.shapes
+        return not self.shapes or self.prior
 
 
-_WORKLOAD_KEYS = frozenset({"learn", "packingPlan", "shapes"})
-_LEARN_KEYS = {"halfLife": "half_life", "maxShapes": "max_shapes", "refreshEvery": "refresh_every"}
+_WORKLOAD_KEYS = frozenset({"learn", "modelScarcity", "packingPlan", "shapes"})
+_LEARN_KEYS = {
+    "halfLife": "half_life",
+    "maxShapes": "max_shapes",
+    "priorPods": "prior_pods",
+    "refreshEvery": "refresh_every",
+}
 _SHAPE_KEYS = frozenset({"cpu", "memory", "gpus", "gpuPercent", "models", "weight"})
 
 
 def parse_workload_args(raw: object, *, where: str, problems: list[str]) -> WorkloadArgs:
-    """`{learn: {halfLife, maxShapes, refreshEvery}}` or `{shapes: [{cpu, memory, gpus,
-    gpuPercent, models, weight}]}`, either with `packingPlan: true|false` (default true);
-    absent: learned with the defaults. Appends to `problems`."""
+    """`{learn: {halfLife, maxShapes, refreshEvery, priorPods}}` (learned), `{shapes: [{cpu,
+    memory, gpus, gpuPercent, models, weight}]}` (fixed) or both (learned, starting from the
+    shapes), with `packingPlan` and `modelScarcity` (true or false, default true); absent:
+    learned with the defaults. Appends to `problems`."""
     if raw is None:
         return WorkloadArgs()
     if not isinstance(raw, Mapping):
         problems.append(f"{where}: expected a mapping with learn or shapes")
         return WorkloadArgs()
-    problems += [
-        f"{where}.{k}: unknown field (allowed: learn, packingPlan, shapes)" for k in raw if k not in _WORKLOAD_KEYS
-    ]
-    if "learn" in raw and "shapes" in raw:
-        problems.append(f"{where}: give learn or shapes, not both")
-    packing = raw.get("packingPlan", True)
-    if not isinstance(packing, bool):
-        problems.append(f"{where}.packingPlan: expected true or false, got {packing!r}")
-        packing = True
-    if "shapes" in raw:
-        return WorkloadArgs(shapes=_parse_shapes(raw["shapes"], f"{where}.shapes", problems), packing_plan=packing)
+    allowed = ", ".join(sorted(_WORKLOAD_KEYS))
+    problems += [f"{where}.{k}: unknown field (allowed: {allowed})" for k in raw if k not in _WORKLOAD_KEYS]
+    packing = _flag(raw, "packingPlan", where, problems)
+    scarcity = _flag(raw, "modelScarcity", where, problems)
+    shapes = _parse_shapes(raw["shapes"], f"{where}.shapes", problems) if "shapes" in raw else ()
+    if "learn" not in raw and shapes:
+        return WorkloadArgs(shapes=shapes, packing_plan=packing, model_scarcity=scarcity)
+    prior = bool(shapes)
     learn = raw.get("learn") or {}
     if not isinstance(learn, Mapping):
         problems.append(f"{where}.learn: expected a mapping")
-        return WorkloadArgs(packing_plan=packing)
+        return WorkloadArgs(shapes, packing_plan=packing, model_scarcity=scarcity, prior=prior)
     values = {}
     for key, value in learn.items():
         field = _LEARN_KEYS.get(str(key))
@@ -80,7 +97,16 @@ def parse_workload_args(raw: object, *, where: str, problems: list[str]) -> Work
             problems.append(f"{where}.learn.{key}: expected a positive integer, got {value!r}")
         else:
             values[field] = value
-    return WorkloadArgs(learn=LearnSettings(**values), packing_plan=packing)
+    return WorkloadArgs(shapes, LearnSettings(**values), packing_plan=packing, model_scarcity=scarcity, prior=prior)
+
+
+def _flag(raw: Mapping[object, object], key: str, where: str, problems: list[str]) -> bool:
+    """A boolean field of `targetWorkload`, true when absent."""
+    value = raw.get(key, True)
+    if not isinstance(value, bool):
+        problems.append(f"{where}.{key}: expected true or false, got {value!r}")
+        return True
+    return value
 
 
 def shapes_to_args(shapes: Iterable[tuple[TaskShape, int]]) -> dict[str, object]:

@@ -13,6 +13,7 @@ import math
 from scheduler.fragmentation.args import WorkloadArgs
 from scheduler.fragmentation.measure import WorkloadIndex
 from scheduler.fragmentation.shapes import WEIGHT_SCALE, TargetWorkload, TaskShape, shape_order
+from scheduler.fragmentation.supply import NO_SUPPLY, GPUSupply
 from scheduler.framework.interfaces import Handle
 
 __all__ = ["WorkloadLearner", "shared_learner"]
@@ -29,10 +30,23 @@ class WorkloadLearner:
     variation distance, parts per million), so that per-node results memoised under its
     version stay useful: a new version makes every node's score stale, and a mix that only
     wobbles would otherwise cost a rescoring of the whole cluster each time.
+    Learning starts from nothing — the first pods are measured against the few shapes seen so
+    far — or from configured shapes counted as `prior_pods` pods, which then fade like them.
     Deterministic: no clock, only the order of observations.
     """
 
-    __slots__ = ("_args", "_current", "_growth", "_histogram", "_index", "_scale", "_seen", "_since", "_total")
+    __slots__ = (
+        "_args",
+        "_builds",
+        "_current",
+        "_growth",
+        "_histogram",
+        "_index",
+        "_scale",
+        "_seen",
+        "_since",
+        "_total",
+    )
 
     _MAX_TRACKED = 4096
     #: 5% of the workload's weight must have moved between shapes for a new version: more
@@ -49,18 +63,34 @@ class WorkloadLearner:
         self._scale = 1.0
         self._since = 0
         self._total = 0
-        self._current = TargetWorkload(args.shapes, 1) if args.shapes else TargetWorkload()
+        self._current = TargetWorkload(args.shapes, 1) if args.shapes and not args.prior else TargetWorkload()
+        if args.prior:  # learning starts from the configured shapes, as `prior_pods` pods seen
+            total = sum(w for _, w in args.shapes)
+            self._histogram = {s: w * args.learn.prior_pods / total for s, w in args.shapes}
+            self._publish()
         self._index: WorkloadIndex | None = None
+        self._builds = 0
 
     @property
     def current(self) -> TargetWorkload:
         return self._current
 
-    def index(self) -> WorkloadIndex:
-        """The current workload arranged for per-node work (rebuilt when it changes)."""
-        if self._index is None or self._index.workload is not self._current:
-            self._index = WorkloadIndex(self._current, packing=self._args.packing_plan)
-        return self._index
+    def index(self, supply: GPUSupply = NO_SUPPLY) -> WorkloadIndex:
+        """The current workload arranged for per-node work against the cluster's GPUs by model
+        (rebuilt when either changes; its `version` then changes too)."""
+        index = self._index
+        if not self._args.model_scarcity:
+            supply = NO_SUPPLY
+        if index is None or index.workload is not self._current or index.supply != supply:
+            self._builds += 1
+            index = self._index = WorkloadIndex(
+                self._current, packing=self._args.packing_plan, supply=supply, version=self._builds
+            )
+        return index
+
+    def seen(self, ident: str) -> bool:
+        """Whether the pod was counted already (or nothing is learned: no need to count it)."""
+        return not self._args.learned or ident in self._seen
 
     def observe(self, ident: str, shape: TaskShape) -> TargetWorkload:
         """Count a pod (once per identity) and return the workload to use for it."""
@@ -86,11 +116,38 @@ class WorkloadLearner:
     def _publish(self) -> None:
         self._since = 0
         heaviest = sorted(self._histogram.items(), key=lambda kv: (-kv[1], shape_order(kv[0])))
-        kept = heaviest[: self._args.learn.max_shapes]
-        total = math.fsum(w for _, w in kept)
-        shapes = tuple((s, weight) for s, w in kept if (weight := round(w * WEIGHT_SCALE / total)) > 0)
+        shapes = tuple((s, weight) for s, w in _cut(heaviest, self._args.learn.max_shapes) if (weight := round(w)) > 0)
         if _moved(self._current.shapes, shapes) >= self._MIN_MOVE or not self._current.shapes:
             self._current = TargetWorkload(shapes, self._current.version + 1)
+
+
+def _cut(heaviest: list[tuple[TaskShape, float]], max_shapes: int) -> list[tuple[TaskShape, float]]:
+    """The `max_shapes` heaviest shapes (of `heaviest`, heaviest first), weighted to
+    WEIGHT_SCALE in all so that every set of accepted GPU models keeps its share of the
+    weight: the shapes of a set that are cut lend their weight to the set's shapes that are
+    kept, and a set with none among the heaviest keeps its heaviest shape. Pods that ask for a
+    GPU model come in many shapes, each rare (a cut to the heaviest dropped half of their
+    weight on a mix where a third of the pods ask for one), and what a model's GPUs are worth
+    depends on all of them (`fragmentation.supply`). A workload without model constraints is
+    one set: its heaviest shapes, scaled up together, as ever."""
+    kept = heaviest[:max_shapes]
+    sets = {s.models for s, _ in kept}
+    for shape, weight in heaviest[max_shapes:]:
+        if shape.models not in sets:
+            kept.append((shape, weight))
+            sets.add(shape.models)
+    everything = _by_models(heaviest)
+    chosen = _by_models(kept)
+    total = math.fsum(everything.values())
+    return [(s, w * WEIGHT_SCALE / chosen[s.models] * (everything[s.models] / total)) for s, w in kept]
+
+
+def _by_models(shapes: list[tuple[TaskShape, float]]) -> dict[frozenset[str], float]:
+    """Total weight per set of accepted models."""
+    parts: dict[frozenset[str], list[float]] = {}
+    for shape, weight in shapes:
+        parts.setdefault(shape.models, []).append(weight)
+    return {models: math.fsum(weights) for models, weights in parts.items()}
 
 
 def _moved(before: tuple[tuple[TaskShape, int], ...], after: tuple[tuple[TaskShape, int], ...]) -> int:

@@ -33,9 +33,15 @@ GPU shapes), S_n = max(0, T_n − min(C_n / r_cpu, M_n / r_memory)). A placement
 S_n, weighted like a loss, is what the balanced policy adds: it steers CPU-light GPU pods to
 CPU-poor nodes and CPU-heavy pods (and CPU-only ones) to where CPU is plentiful.
 
+Scarcity. Per node, a shape that accepts only some GPU models weighs its popularity per GPU it
+can use — × all GPUs / the GPUs of those models (`supply.GPUSupply.scarcity`) — so a GPU of a
+model few tasks can use but many of them ask for costs what it is worth to them; a shape that
+accepts any model keeps its weight (`WorkloadIndex`).
+
 Units: GPU in percent of one GPU (the protocol's unit); weights are integers, WEIGHT_SCALE in
-all for a learned workload; a loss is weight × percent. Everything here is pure and exact
-(integers only), so the plugin and the policy agree to the unit.
+all for a learned workload (× 1,000 when scarcity applies); a loss is weight × percent.
+Everything here is pure and exact (integers only), so the plugin and the policy agree to the
+unit.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from apis.extension import names
 from scheduler.cache.devices import DeviceState
 from scheduler.fragmentation.plan import PackingPlan
 from scheduler.fragmentation.shapes import WHOLE_GPU, TargetWorkload, TaskShape
+from scheduler.fragmentation.supply import NO_SUPPLY, GPUSupply
 
 __all__ = [
     "Balance",
@@ -227,6 +234,10 @@ class _Admitted:
         self.by_memory = sorted(fits, key=lambda f: -f.memory)
 
 
+#: Weights are multiplied by this before scarcity factors are applied (see WorkloadIndex).
+_SCARCITY_RESOLUTION = 1000
+
+
 class WorkloadIndex:
     """A workload's GPU shapes arranged for per-node work. Which shapes a node admits depends
     only on its GPU model and on how many shapes its free CPU and free memory each cover, so
@@ -240,14 +251,27 @@ class WorkloadIndex:
         "balance",
         "demand",
         "plan",
+        "supply",
         "total_weight",
+        "version",
         "workload",
     )
 
     _MAX_CLASSES = 1 << 14
 
-    def __init__(self, workload: TargetWorkload, *, packing: bool = False) -> None:
+    def __init__(
+        self,
+        workload: TargetWorkload,
+        *,
+        packing: bool = False,
+        supply: GPUSupply = NO_SUPPLY,
+        version: int | None = None,
+    ) -> None:
         self.workload = workload
+        self.supply = supply
+        #: Changes whenever the workload or the supply does: results memoised per node under it
+        #: stay exact (the workload's own version when not given).
+        self.version = workload.version if version is None else version
         #: Which shares go together on a GPU (`packing`), for every Demand below.
         self.plan = PackingPlan.of(workload.gpu_shapes()) if packing else None
         #: The GPU demand of every GPU shape, whatever node it could run on: what DeviceShare's
@@ -255,9 +279,18 @@ class WorkloadIndex:
         self.demand = Demand(workload.gpu_shapes(), self.plan)
         #: The GPU shapes' CPU and memory per GPU (the balanced policy's stranding estimate).
         self.balance = Balance.of(workload.gpu_shapes())
+        # Per node, a shape weighs its popularity per GPU it can use (`GPUSupply.scarcity`): the
+        # same for every shape that accepts any model, more for one that accepts few GPUs. With
+        # such shapes every weight is scaled by _SCARCITY_RESOLUTION first, so that rounding
+        # the products keeps three digits (a fixed workload's weights are small counts).
+        scarcity = {s: supply.scarcity(s.models) for s, _ in workload.gpu_shapes() if s.models}
+        scale = _SCARCITY_RESOLUTION if any(f != 1.0 for f in scarcity.values()) else 1
         #: P: the weight of every shape, GPU or not (a loss per task of the workload is loss / P).
-        self.total_weight = sum(w for _, w in workload.shapes)
-        fits = [(s, _Fit(s.milli_cpu, s.memory, s.gpus, s.gpu_percent, w)) for s, w in workload.gpu_shapes()]
+        self.total_weight = scale * sum(w for _, w in workload.shapes)
+        fits = [
+            (s, _Fit(s.milli_cpu, s.memory, s.gpus, s.gpu_percent, round(w * scale * scarcity.get(s, 1.0))))
+            for s, w in workload.gpu_shapes()
+        ]
         self._fits = fits
         self._cpus = sorted(f.milli_cpu for _, f in fits)
         self._memories = sorted(f.memory for _, f in fits)

@@ -10,6 +10,15 @@ the pods at x, and the headline figure is the unallocated share at x = 100: 100 
 
 Every pod goes through `Scheduler.schedule_one` with every plugin of the profile (node fit,
 affinity for `gpu_spec`, DeviceShare), so what is measured is what the live scheduler does.
+
+`claims_fraction` asks for the GPUs of about that share of the GPU pods through ResourceClaims
+instead (Dynamic Resource Allocation, `bench.with_claims`: a share of one GPU as `cores` and
+`memory` of one shareable device, whole GPUs as a device count), every node's GPUs published
+as a ResourceSlice (`apis.dra.gpus.gpu_slice`): the same trace packed by the DynamicResources
+plugin instead of DeviceShare. A claim's memory is its percent of the cluster's smallest GPU, so
+on any GPU it takes no larger a share of the memory than of the cores (the Koordinator pod asks
+the same percent of both): the cores decide, as for the Koordinator pod. Which pods ask through
+claims depends on the seed only.
 """
 
 from __future__ import annotations
@@ -20,9 +29,14 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from apis.crds.device import DeviceType
+from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, gpus
 from apis.errors import ValidationError
+from apis.extension import names
+from apis.k8s.core import Pod
 from scheduler.core import Scheduler
 from scheduler.framework.config import SchedulerConfig
+from scheduler.simulation.bench import GPU_CLASS, with_claims
 from scheduler.simulation.trace import TraceNode, TracePod
 
 __all__ = ["CURVE_RANGE", "SeedResult", "Summary", "replay", "summarize"]
@@ -39,6 +53,8 @@ class SeedResult:
     alloc: Mapping[int, float]
     pods_tried: int
     pods_scheduled: int
+    #: pods that asked for their GPUs through ResourceClaims
+    claim_pods: int = 0
 
     def unallocated(self, x: int) -> float | None:
         value = self.alloc.get(x)
@@ -75,23 +91,43 @@ def replay(
     *,
     seed: int,
     config: SchedulerConfig,
+    pending: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    claims_fraction: float = 0.0,
 ) -> SeedResult:
-    """One seed of the protocol on a fresh cluster. `progress(done, total)` is called now and then."""
+    """One seed of the protocol on a fresh cluster (about `claims_fraction` of the GPU pods
+    asking through ResourceClaims). `pending`: the first that many pods of the order are told to
+    the scheduler before the first is scheduled, as a backlog waiting when a fresh scheduler
+    starts (a learned workload counts them at once). `progress(done, total)` is called now and
+    then."""
     scheduler = Scheduler(config, seed=seed)
+    gpu_memory: list[int] = []
     for trace_node in nodes:
         node, device = trace_node.to_objects()
         scheduler.cache.add_node(node)
         scheduler.cache.add_device(device)
+        if claims_fraction > 0:
+            scheduler.feeds.deliver(RESOURCE_SLICES, gpus.gpu_slice(device))
+            gpu_memory += [d.resources.get(names.GPU_MEMORY, 0) for d in device.devices if d.type is DeviceType.GPU]
     capacity = sum(n.gpus for n in nodes) * 1000
     if capacity == 0:
         raise ValidationError("nodes", "the trace's nodes have no GPUs: nothing to measure")
     order = workload(pods, capacity, seed)
+    as_pods: list[Pod] = [p.to_pod(f"{p.name}-{i}") for i, p in enumerate(order)]
+    claim_pods = 0
+    if claims_fraction > 0:
+        scheduler.feeds.deliver(DEVICE_CLASSES, GPU_CLASS)
+        as_pods, claims = with_claims(as_pods, fraction=claims_fraction, seed=seed, gpu_memory=min(gpu_memory))
+        for claim in claims:
+            scheduler.feeds.deliver(RESOURCE_CLAIMS, claim)
+        claim_pods = len(claims)
+    for pod in as_pods[:pending]:
+        scheduler.observe_pod(pod)
     sums: dict[int, float] = {}
     counts: dict[int, int] = {}
     arrived = allocated = scheduled = 0
-    for i, trace_pod in enumerate(order):
-        outcome = scheduler.schedule_one(trace_pod.to_pod(f"{trace_pod.name}-{i}"), diagnose=False)
+    for i, (trace_pod, pod) in enumerate(zip(order, as_pods, strict=True)):
+        outcome = scheduler.schedule_one(pod, diagnose=False)
         arrived += trace_pod.gpu_milli_total
         if outcome.scheduled:
             allocated += trace_pod.gpu_milli_total
@@ -103,7 +139,7 @@ def replay(
             progress(i, len(order))
     if progress is not None:
         progress(len(order), len(order))
-    return SeedResult(seed, {x: sums[x] / counts[x] for x in sorted(sums)}, len(order), scheduled)
+    return SeedResult(seed, {x: sums[x] / counts[x] for x in sorted(sums)}, len(order), scheduled, claim_pods)
 
 
 def summarize(results: Sequence[SeedResult]) -> Summary:

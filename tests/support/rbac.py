@@ -172,6 +172,12 @@ NEEDED: dict[str, set[Call]] = {
         | calls("update", CORE, "nodes/finalizers")
         # agent/qos/nodeslo.py NodeSLOWatch: an Informer (list + watch) of the node's NodeSLO.
         | calls("list watch", names.NODE_SLOS.group, names.NODE_SLOS.plural)
+        # agent/devices/slicewriter.py SliceWriter (--dra): list its node's ResourceSlices per driver,
+        # create, update (PUT) and delete them as kube's resourceslice controller does.
+        | calls("list create update delete", dra.GROUP, dra.RESOURCE_SLICES.plural)
+        # agent/dra/driver.py DRADriver (--dra-plugin): at NodePrepareResources, get the claim kubelet
+        # names (its allocation) and list its node's ResourceSlices (the list above) for the GPUs.
+        | calls("get", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
         # agent/hooks/collision.py DeviceCollisionPlugin, through kube/events.py EventRecorder: a
         # DeviceCollision Warning on a refused pod, in its namespace (create, then patch a repeat's count);
         # agent/qos/nodeslo.py: FailedParsing on a NodeSLO, a cluster-scoped object, so in `default`.
@@ -180,7 +186,8 @@ NEEDED: dict[str, set[Call]] = {
     ),
     "tessera-dashboard": (
         # dashboard/sources.py ClusterSources: Informers (list + watch, every namespace) of the
-        # Devices, pods, PodGroups (both groups), ElasticQuotas, Reservations and PodMigrationJobs it draws.
+        # Devices, pods, PodGroups (both groups), ElasticQuotas, Reservations, PodMigrationJobs,
+        # ResourceClaims and ResourceSlices it draws.
         calls("list watch", *DEVICES)
         | calls("list watch", CORE, "pods")
         | calls("list watch", names.POD_GROUPS.group, names.POD_GROUPS.plural)
@@ -188,6 +195,8 @@ NEEDED: dict[str, set[Call]] = {
         | calls("list watch", names.ELASTIC_QUOTAS.group, names.ELASTIC_QUOTAS.plural)
         | calls("list watch", names.RESERVATIONS.group, names.RESERVATIONS.plural)
         | calls("list watch", names.POD_MIGRATION_JOBS.group, names.POD_MIGRATION_JOBS.plural)
+        | calls("list watch", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
+        | calls("list watch", dra.GROUP, dra.RESOURCE_SLICES.plural)
         # dashboard/sources.py SchedulerPoller: the scheduler's /metrics, which it authorizes
         # through the API server (kube/delegation.py).
         | calls("get", NON_RESOURCE, "/metrics")

@@ -27,6 +27,7 @@ from apis.extension import names
 from apis.extension.allocation import DeviceAllocation, VFAllocation
 from scheduler.cache import ClusterCache, NodeDevices, NodeInfo
 from scheduler.cache.devices import vf_key
+from scheduler.framework.ids import Ids
 from scheduler.framework.status import Status
 from scheduler.plugins.deviceshare.allocator import Allocation, PodDeviceRequest
 
@@ -92,13 +93,12 @@ class _Template:
 class Signatures:
     """node -> small id of everything the allocator reads, identities left out."""
 
-    __slots__ = ("_ids", "_next_id", "_nodes", "_templates")
+    __slots__ = ("_ids", "_nodes", "_templates")
 
     def __init__(self) -> None:
         self._templates: dict[str, _Template] = {}
         self._nodes: dict[str, tuple[int, int]] = {}  # name -> (device_generation, id)
-        self._ids: dict[Hashable, int] = {}
-        self._next_id = 1
+        self._ids = Ids(_MAX_SIGNATURES)
 
     def of(self, node: NodeInfo) -> int:
         cached = self._nodes.get(node.name)
@@ -124,12 +124,7 @@ class Signatures:
             else ()
         )
         key = (template.key, devices.partitions, tuple(usage), exclusive)
-        ident = self._ids.get(key)
-        if ident is None:
-            if len(self._ids) >= _MAX_SIGNATURES:
-                self._ids.clear()  # ids are never reused, so stale ones only miss
-            ident = self._ids[key] = self._next_id
-            self._next_id += 1
+        ident = self._ids.of(key)
         self._nodes[node.name] = (node.device_generation, ident)
         return ident
 

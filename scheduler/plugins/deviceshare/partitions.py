@@ -35,7 +35,7 @@ from apis.extension.partitions import GPUPartition, NodePartitions, PartitionSpe
 from scheduler.framework.status import Code
 from scheduler.plugins.deviceshare import reasons
 
-__all__ = ["Choice", "Miss", "choose", "partition_of"]
+__all__ = ["Choice", "Miss", "choose"]
 
 #: Koordinator's bin-packing weights by partition size.
 _PACK_WEIGHTS = ((8, 10000), (4, 100), (2, 1))
@@ -141,11 +141,3 @@ def _bin_pack(free: list[GPUPartition], node: NodePartitions, count: int, taken:
         if score > best_score:
             best, best_score = p, score
     return best
-
-
-def partition_of(node: NodePartitions | None, minors: Collection[int]) -> GPUPartition | None:
-    """The partition of the node's table that is exactly these GPUs, or None (what-if shows it)."""
-    if node is None or node.table is None:
-        return None
-    wanted = tuple(sorted(minors))
-    return next((p for p in node.table.of_size(len(wanted)) or () if p.minors == wanted), None)

@@ -51,6 +51,7 @@ from scheduler.cache import NodeInfo, PodInfo
 from scheduler.cache.reservations import HeldReservation, remaining_devices
 from scheduler.framework import extended, scoring
 from scheduler.framework.cycle_state import CycleState
+from scheduler.framework.ids import Ids
 from scheduler.framework.interfaces import (
     Access,
     ClusterEvent,
@@ -102,11 +103,11 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         self._shared = SharedFits()
         self._index = GPUFreeIndex(handle.cache)
         #: Request shape -> small id (never reused), so per-node lookups hash an int.
-        self._shape_ids: dict[Hashable, int] = {}
-        self._next_shape_id = 1
+        self._shape_ids = Ids(_MAX_SHAPES)
         #: The target workload, for a policy that measures fragmentation (else None): shared
         #: with GPUFragmentation through the handle, so both measure against the same one.
         self._learner = fragmentation.shared_learner(handle, args.workload) if self.policy.uses_workload else None
+        self._supply = fragmentation.shared_supply(handle) if self.policy.uses_workload else None
         self._classes = handle.scheduler_object(extended.KEY, extended.ExtendedClasses, extended.ExtendedClasses)
 
     # --- PreFilter --------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             tuple(sorted(dra.items())),
         )
         epoch = demand[0] if demand is not None else 0
-        shape, request_id = self._shape_id((*asked, epoch)), self._shape_id(asked)
+        shape, request_id = self._shape_ids.of((*asked, epoch)), self._shape_ids.of(asked)
         nominated = state.get(NOMINATED_RESERVATIONS) or {}
         pre_allocated = state.get(PRE_ALLOCATED) or {}
         found = RequestState(
@@ -169,25 +170,16 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             candidates = candidates | frozenset(nominated) | frozenset(pre_allocated)
         return (PreFilterResult(candidates) if candidates is not None else None), SUCCESS
 
-    def _shape_id(self, shape: Hashable) -> int:
-        """A small id for a request shape (never reused, so ids cached elsewhere stay honest)."""
-        shape_id = self._shape_ids.get(shape)
-        if shape_id is None:
-            if len(self._shape_ids) >= _MAX_SHAPES:
-                self._shape_ids.clear()
-            shape_id = self._shape_ids[shape] = self._next_shape_id
-            self._next_shape_id += 1
-        return shape_id
-
     def _observe(self, pod: PodInfo) -> tuple[int, fragmentation.Demand] | None:
         """Count the pod in the learned workload (a policy measuring fragmentation only); the
         workload's version and GPU demand to place it with. Called for every pod that passes
         the request rules, with or without devices (GPUFragmentation counts the others: the
         learner counts each pod once)."""
-        if self._learner is None:
+        if self._learner is None or self._supply is None:
             return None
-        workload = self._learner.observe(pod.ident, fragmentation.task_shape(pod))
-        return workload.version, self._learner.index().demand
+        self._learner.observe(pod.ident, fragmentation.task_shape(pod))
+        index = self._learner.index(self._supply.current())
+        return index.version, index.demand
 
     # --- Filter and Score ---------------------------------------------------------------------------
     def _fit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> NodeFit | None:

@@ -12,8 +12,11 @@ with Koordinator-protocol pods.
 - Filter runs the structured allocator (`allocator.allocate`) on the node for the claims not
   allocated yet, against what is held there: the store's allocated claims (assumed ones too)
   and the GPUs Koordinator-protocol pods hold (`ledger.held`). The answer is memoised per node
-  and claim shape until the node's devices or the store's view of the node change. A rejection
-  is the allocator's reason: which claim, which request, which selector or constraint.
+  and claim shape until the node's devices or the store's view of the node change, and shared
+  between nodes alike (`alike.py`: the same devices, holdings and GPU use, identities left out,
+  and the same answers of the claims' selectors on each device), so a claim shape costs one
+  allocator run per kind of node, not one per node. A rejection is the allocator's reason:
+  which claim, which request, which selector or constraint (on which node).
 - Score is DeviceShare's device score of the node with the GPUs the claims take (`ledger.node_score`);
   within a node the allocator tries devices in DeviceShare's order (`ledger.rank`: shares packed
   onto partly used GPUs, whole devices kept on one PCIe switch, partly used switches first).
@@ -53,7 +56,7 @@ from apis.dra.allocation import ConsumerReference
 from apis.dra.claim import AllocationMode, ResourceClaim
 from apis.dra.ledger import Held
 from apis.dra.names import DELETE_PROTECTION_FINALIZER
-from apis.dra.slice import NodeSelector
+from apis.dra.slice import NodeSelector, ResourceSlice
 from apis.errors import TesseraError
 from apis.extension import names
 from apis.extension.allocation import DeviceAllocation
@@ -82,8 +85,8 @@ from scheduler.framework.interfaces import (
 from scheduler.framework.shared import CLAIMS_CHARGE
 from scheduler.framework.status import SKIP, SUCCESS, Status
 from scheduler.framework.writes import ObjectWrite, PodAnnotations, Write
-from scheduler.plugins.dynamicresources import feed, ledger, reasons
-from scheduler.plugins.dynamicresources.allocator import FailureKind, Node, Outcome, allocate
+from scheduler.plugins.dynamicresources import alike, feed, ledger, reasons
+from scheduler.plugins.dynamicresources.allocator import Failure, FailureKind, Node, Outcome, allocate
 from scheduler.plugins.dynamicresources.args import DynamicResourcesArgs
 from scheduler.plugins.dynamicresources.holdings import ClaimHoldings
 from scheduler.plugins.dynamicresources.state import ClaimsState, ReservedClaims
@@ -100,6 +103,38 @@ RESERVED_FOR_MAX: Final = 256
 _CLAIMS = f"{NAME}/claims"
 _RESERVED = f"{NAME}/reserved"
 _SHAPES_PER_NODE = 64
+_MAX_SHARED = 1 << 16
+#: Stands for the node's name in an answer nodes alike share.
+_THE_NODE = "\0node"
+
+
+@dataclasses.dataclass(slots=True)
+class _Answer:
+    """The allocator's answer for a claim shape on a node, as Filter and Score need it: the
+    failure (its message naming the node by `_THE_NODE` when `shareable`), or the GPUs the
+    claims would take (minor -> Koordinator's resources) and the node score, computed once."""
+
+    failure: Failure | None
+    usage: Mapping[int, Mapping[str, int]]
+    shareable: bool
+    score: int | None = None
+
+    @classmethod
+    def of(cls, outcome: Outcome, node: str, slices: Sequence[ResourceSlice]) -> _Answer:
+        failure = outcome.failure
+        if outcome.allocations is not None:
+            return cls(None, gpus.koordinator_usage(outcome.allocations, slices, node=node), shareable=True)
+        assert failure is not None
+        # A claim's own error names a device; a reason naming the node otherwise than "on node
+        # <name>" (an invalid pool named after it): this node's alone.
+        text = failure.message.replace(f"on node {node}", f"on node {_THE_NODE}")
+        if failure.kind is FailureKind.ERROR or node in text:
+            return cls(failure, {}, shareable=False)
+        return cls(dataclasses.replace(failure, message=text), {}, shareable=True)
+
+    def message(self, node: str) -> str:
+        assert self.failure is not None
+        return self.failure.message.replace(_THE_NODE, node) if self.shareable else self.failure.message
 
 
 def _placeholder(i: int) -> str:
@@ -124,7 +159,16 @@ class DynamicResources(
         handle.cache.holdings.add(ClaimHoldings(self.store))
         feed.watch(handle.feeds, self.store, handle.cache, key=STORE, classes=self.classes)
         #: node -> (what the answers depend on, claim shape -> the allocator's answer).
-        self._memo: dict[str, tuple[Hashable, dict[str, Outcome]]] = {}
+        self._memo: dict[str, tuple[Hashable, dict[str, _Answer]]] = {}
+        #: (claim shape, what the shape makes of a node alike) -> the answer nodes alike share.
+        self._signatures = alike.Signatures()
+        #: node -> (what they depend on, its slices, what is held there, its signature).
+        self._views: dict[str, tuple[Hashable, list[ResourceSlice], Held, int | None]] = {}
+        self._shared: dict[Hashable, _Answer] = {}
+        #: How many nodes Filter judged for claims to allocate, and how many times it ran the
+        #: allocator for them (the others served by the memo or by a node alike).
+        self.nodes_filtered = 0
+        self.allocator_runs = 0
 
     # --- PreFilter ----------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -201,13 +245,15 @@ class DynamicResources(
         work = self._work(found, pod, node)
         if not work.claims:
             return SUCCESS
+        self.nodes_filtered += 1
         unknown = node.devices.unknown_holders(DeviceType.GPU)
         if unknown and any(s.driver == gpus.DRIVER for s in self.store.slices_for(node.name)):
             return Status.unschedulable(reasons.UNKNOWN_GPUS.format(pods=", ".join(unknown)), plugin=NAME)
-        failure = self._outcome(work, node).failure
+        answer = self._outcome(work, node)
+        failure = answer.failure
         if failure is None:
             return SUCCESS
-        message = _named(failure.message, work.claims)
+        message = _named(answer.message(node.name), work.claims)
         if failure.kind is FailureKind.ERROR:
             return Status.unresolvable(reasons.CLAIM_ERROR.format(reason=message), plugin=NAME)
         return Status.unschedulable(message, plugin=NAME)
@@ -223,11 +269,12 @@ class DynamicResources(
         work = self._work(found, pod, node)
         if not work.claims:
             return 0
-        outcome = self._outcome(work, node)
-        if outcome.allocations is None:
+        answer = self._outcome(work, node)
+        if answer.failure is not None:
             return 0
-        adding = gpus.koordinator_usage(outcome.allocations, self.store.slices_for(node.name), node=node.name)
-        return ledger.node_score(node, adding, self.args.scoring) if adding else 0
+        if answer.score is None:  # the same on every node alike: their GPUs are used alike
+            answer.score = ledger.node_score(node, answer.usage, self.args.scoring) if answer.usage else 0
+        return answer.score
 
     def normalize_scores(self, state: CycleState, pod: PodInfo, scores: list[int]) -> None:
         scoring.default_normalize(scores)
@@ -249,9 +296,10 @@ class DynamicResources(
         shape = found.shape + json.dumps(requests, sort_keys=True)
         return _Work((*found.to_allocate, claim), (*found.anonymous, anonymous), shape, claim, mappings)
 
-    def _outcome(self, found: _Work, node: NodeInfo) -> Outcome:
+    def _outcome(self, found: _Work, node: NodeInfo) -> _Answer:
         """The allocator's answer for the claims' shape on `node`, memoised until what it read
-        changes (the node's devices and labels, the store's view of the node)."""
+        changes (the node's devices and labels, the store's view of the node), and shared with
+        the nodes alike (`alike.Signatures`)."""
         labels = node.node.labels if node.node is not None else {}
         depends = (node.device_generation, self.store.node_key(node.name), tuple(sorted(labels.items())))
         entry = self._memo.get(node.name)
@@ -259,18 +307,54 @@ class DynamicResources(
             entry = self._memo[node.name] = (depends, {})
         elif len(entry[1]) >= _SHAPES_PER_NODE:
             entry[1].clear()
-        outcome = entry[1].get(found.shape)
-        if outcome is None:
-            outcome = entry[1][found.shape] = self._allocate(found.anonymous, node)
-        return outcome
+        answer = entry[1].get(found.shape)
+        if answer is None:
+            answer = entry[1][found.shape] = self._answer(found, node, depends)
+        return answer
 
-    def _allocate(self, claims: Sequence[ResourceClaim], node: NodeInfo) -> Outcome:
-        slices = self.store.slices_for(node.name)
-        besides = [c.key for c in claims]
+    def _answer(self, found: _Work, node: NodeInfo, depends: Hashable) -> _Answer:
+        view = self._views.get(node.name)
+        if view is None or view[0] != depends:
+            slices = self.store.slices_for(node.name)
+            # The claims being allocated are not allocated: they hold nothing to leave out.
+            held = self._held((), node, slices)
+            view = self._views[node.name] = (depends, slices, held, self._signatures.of(node, slices, held))
+        _, slices, held, signature = view
+        key: Hashable | None = None
+        if signature is not None:
+            shape = self._signatures.shape(signature, found.anonymous, slices, self.store.classes, self.compiler)
+            key = (found.shape, shape) if shape is not None else None
+            shared = self._shared.get(key) if key is not None else None
+            if shared is not None:
+                return shared
+        outcome = self._allocate(found.anonymous, node, slices=slices, held=held)
+        self.allocator_runs += 1
+        answer = _Answer.of(outcome, node.name, slices)
+        if key is not None and answer.shareable:
+            if len(self._shared) >= _MAX_SHARED:
+                self._shared.clear()
+            self._shared[key] = answer
+        return answer
+
+    def _held(self, claims: Sequence[ResourceClaim], node: NodeInfo, slices: Sequence[ResourceSlice]) -> Held:
+        """What both protocols hold on the node, the claims being allocated left out."""
         claims_held = self.store.held_on(
-            node.name, besides=besides, rounding=gpus.whole_percents(slices, node=node.name)
+            node.name, besides=[c.key for c in claims], rounding=gpus.whole_percents(slices, node=node.name)
         )
-        held = ledger.held(node, claims_held, slices)
+        return ledger.held(node, claims_held, slices)
+
+    def _allocate(
+        self,
+        claims: Sequence[ResourceClaim],
+        node: NodeInfo,
+        *,
+        slices: Sequence[ResourceSlice] | None = None,
+        held: Held | None = None,
+    ) -> Outcome:
+        if slices is None:
+            slices = self.store.slices_for(node.name)
+        if held is None:
+            held = self._held(claims, node, slices)
         count = max(
             (
                 sub.count

@@ -7,7 +7,9 @@ too full for them or the node too short of CPU or memory for them to run at all.
 share goes to is the one losing least (what DeviceShare's FragmentationAware policy picks);
 whole GPUs are all alike to the measure.
 
-- PreFilter records the pod's shape in the learned workload (when learning) and its request.
+- PreFilter records the pod's shape in the learned workload (when learning) and its request;
+  pods the scheduler is told about before they are scheduled (`PodSetExtension`: a backlog at
+  start, pods running at a restart) are counted as they are told.
 - Score is minus the loss, with the node's consolidation (the share of its GPUs already
   allocated) packed below it. Normalization treats losses within `tolerancePercent` of a GPU
   (per task of the workload) of the least as ties and gives the most consolidated of those
@@ -29,11 +31,19 @@ from collections.abc import Hashable, Mapping, Sequence
 from apis.crds.device import DeviceType
 from apis.extension import names
 from apis.extension.devicerequest import DeviceRequest
+from apis.k8s.core import Pod
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.cache.devices import DeviceState
 from scheduler.framework.cycle_state import CycleState
-from scheduler.framework.interfaces import MAX_NODE_SCORE, Handle, PreFilterPlugin, PreFilterResult, ScorePlugin
+from scheduler.framework.interfaces import (
+    MAX_NODE_SCORE,
+    Handle,
+    PodSetExtension,
+    PreFilterPlugin,
+    PreFilterResult,
+    ScorePlugin,
+)
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.plugins.gpufragmentation.args import GPUFragmentationArgs
 from scheduler.plugins.gpufragmentation.state import PodState
@@ -41,14 +51,17 @@ from scheduler.plugins.gpufragmentation.state import PodState
 NAME = "GPUFragmentation"
 
 
-class GPUFragmentation(PreFilterPlugin, ScorePlugin):
+class GPUFragmentation(PreFilterPlugin, ScorePlugin, PodSetExtension):
     name = NAME
     normalizes = True
 
     def __init__(self, args: GPUFragmentationArgs, handle: Handle) -> None:
         self.args = args
+        self._profile = handle.profile
         #: Shared with DeviceShare's FragmentationAware policy (`fragmentation.shared_learner`).
         self._learner = fragmentation.shared_learner(handle, args.workload)
+        #: The cluster's GPUs by model (a shape asking for a scarce model weighs more).
+        self._supply = fragmentation.shared_supply(handle)
         self._index = self._learner.index()
         #: node name -> what score needs of the node
         self._views: dict[str, _NodeView] = {}
@@ -64,15 +77,27 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         """The target workload now (learned so far, or configured)."""
         return self._learner.current
 
+    def pod_added(self, pod: Pod) -> None:
+        """Count a pod of this profile that the scheduler is told about — pending or running —
+        in the learned workload, before it comes up for scheduling: a scheduler that starts on
+        a backlog, or restarts on a running cluster, then measures the first pods it places
+        against the pods there are rather than against the few it has placed so far."""
+        ident = pod.uid or pod.key  # PodInfo.ident, without parsing a pod already counted
+        if pod.scheduler_name == self._profile and not self._learner.seen(ident):
+            self._learner.observe(ident, fragmentation.task_shape(PodInfo.of(pod)))
+
+    def pod_deleted(self, pod: Pod) -> None:
+        """Nothing: the learned workload forgets pods by fading, not when they go."""
+
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
-        workload = self._learner.observe(pod.ident, fragmentation.task_shape(pod))
-        self._index = self._learner.index()
+        self._learner.observe(pod.ident, fragmentation.task_shape(pod))
+        self._index = index = self._learner.index(self._supply.current())
         gpu = pod.device_requests.get(DeviceType.GPU)  # none when invalid: DeviceShare rejects the pod
         requests = pod.requests
-        tolerance = self.args.tolerance_percent * self._index.total_weight
+        tolerance = self.args.tolerance_percent * index.total_weight
         state.write(
             NAME,
-            PodState(requests.get(names.CPU, 0), requests.get(names.MEMORY, 0), gpu, workload.version, tolerance),
+            PodState(requests.get(names.CPU, 0), requests.get(names.MEMORY, 0), gpu, index.version, tolerance),
         )
         return None, SUCCESS
 
@@ -81,7 +106,8 @@ class GPUFragmentation(PreFilterPlugin, ScorePlugin):
         return found.request_key if found is not None else None
 
     def score_epoch(self, state: CycleState, pod: PodInfo) -> Hashable:
-        """The workload's version: a new one changes every node's score, no node's feasibility."""
+        """The workload index's version (a new workload or supply): it changes every node's
+        score, no node's feasibility."""
         found = state.read(NAME, PodState)
         return found.version if found is not None else None
 

@@ -13,78 +13,24 @@ import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from agent.kubeletsim.draclient import ClaimRef, PluginWatcher
-from apis import dra
 from apis.dra.gpus import DRIVER
 from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer
 from kube.client import Client
+from tests.support.draobjects import GPU_MEMORY, allocated_claim, dra_agent
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-GiB = 1024**3
-GPU_MEMORY = 80 * GiB
-
 
 @pytest.fixture
 def node(apiserver: EmbeddedAPIServer, client: Client, tmp_path: Path) -> Iterator[tuple[str, AgentProcess, Path]]:
-    name = f"sim-dra-{uuid.uuid4().hex[:6]}"
-    devices = [
-        {
-            "name": f"gpu-{m}",
-            "attributes": {"minor": {"int": m}},
-            "allowMultipleAllocations": True,
-            "capacity": {"cores": {"value": "100"}, "memory": {"value": str(GPU_MEMORY)}},
-        }
-        for m in range(2)
-    ]
-    client.resource(dra.RESOURCE_SLICES).create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": f"{name}-{DRIVER}"},
-            "spec": {
-                "driver": DRIVER,
-                "nodeName": name,
-                "pool": {"name": name, "generation": 0, "resourceSliceCount": 1},
-                "devices": devices,
-            },
-        }
-    )
-    args = [
-        *("--simulate-devices", "a100-8x", "--dra-plugin"),
-        *("--kubelet-registry-dir", str(tmp_path / "registry"), "--dra-plugin-dir", str(tmp_path / "plugin")),
-        *("--cdi-dir", str(tmp_path / "cdi"), "--dev-root", str(tmp_path / "dev")),
-    ]
-    with AgentProcess(apiserver.kubeconfig, node_name=name, args=args, directory=tmp_path / "agent") as agent:
-        yield name, agent, tmp_path
-
-
-def allocated_claim(client: Client, node: str, name: str, *, device: str, share: dict[str, str] | None) -> ClaimRef:
-    """A claim in `default` allocated on `device` of `node` (a share when `share` gives its capacity)."""
-    claims = client.resource(dra.RESOURCE_CLAIMS)
-    request: dict[str, Any] = {"name": "gpu", "exactly": {"deviceClassName": DRIVER}}
-    made = claims.create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": "default"},
-            "spec": {"devices": {"requests": [request]}},
-        },
-        namespace="default",
-    )
-    result: dict[str, Any] = {"request": "gpu", "driver": DRIVER, "pool": node, "device": device}
-    if share is not None:
-        result["shareID"] = str(uuid.uuid4())
-        result["consumedCapacity"] = share
-    made["status"] = {"allocation": {"devices": {"results": [result]}}}
-    claims.update_status(made, namespace="default")
-    return ClaimRef("default", name, made["metadata"]["uid"])
+    with dra_agent(apiserver.kubeconfig, client, tmp_path, "sim-dra", ["--dev-root", str(tmp_path / "dev")]) as made:
+        yield made
 
 
 def test_register_prepare_refuse_survive_kill_and_unprepare(

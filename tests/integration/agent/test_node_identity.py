@@ -2,7 +2,8 @@
 
 A `tessera apiserver` over HTTPS with tokens, and a `tessera agent` (simulated devices and
 kubelet) with its node's credentials only: the Node authorizer and NodeRestriction must let it do
-all its work (register its Node, renew its Lease, report its Device CR, watch its pods). Its
+all its work (register its Node, renew its Lease, report its Device CR and ResourceSlices, watch
+its pods) and refuse it another node's ResourceSlices, as kube's do. Its
 HTTP endpoints answer through the API server: an anonymous `POST /health/clear` gets kube's 403
 and changes nothing; `tessera gpu` sends the caller's kubeconfig credentials, and RBAC decides
 (an operator bound to a role with `post` on `/health/clear` may, a user without it may not);
@@ -18,15 +19,19 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from apis import dra
 from apis.crds.device import Device, DeviceType
+from apis.dra import gpus
 from apis.extension import names
 from cli.launchers.agent import AgentProcess
 from cli.launchers.apiserver import EmbeddedAPIServer, run_apiserver
 from cli.launchers.base import KubeconfigCredentials
 from cli.localcluster import identities
+from kube import errors
 from kube.client import Client
 from kube.resources import LEASES
 from tests.support.waiting import wait_for
@@ -81,7 +86,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Embedded
 @pytest.fixture(scope="module")
 def agent(cluster: tuple[EmbeddedAPIServer, dict[str, Path]]) -> Iterator[AgentProcess]:
     kubeconfigs = cluster[1]
-    args = ["--simulate-devices", "a100-8x", "--simulate-kubelet", "--qos", "off", "--no-hook-server"]
+    args = ["--simulate-devices", "a100-8x", "--simulate-kubelet", "--qos", "off", "--no-hook-server", "--dra"]
     process = AgentProcess(kubeconfigs[f"node-{NODE}"], node_name=NODE, args=args)
     process.credentials = None  # the test says who asks, request by request
     with process:
@@ -123,6 +128,43 @@ def test_the_agent_does_all_its_work_as_its_node(agent: AgentProcess, admin: Cli
     wait_for(lambda: gpu_health(admin, 3) is True, what="the Device CR, reported by the agent as its node")
     wait_for(lambda: admin.resource(LEASES).get(NODE, namespace=names.NAMESPACE_NODE_LEASE), what="its Lease")
     assert "is forbidden: User" not in agent.log_text(), "the API server refused the agent something"
+
+
+def _slices(client: Client, node: str) -> list[dict[str, Any]]:
+    return client.resource(dra.RESOURCE_SLICES).list_all(field_selector=f"spec.nodeName={node}").items
+
+
+def _slice(node: str, name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {"driver": gpus.DRIVER, "nodeName": node, "pool": {"name": node, "resourceSliceCount": 1}},
+    }
+
+
+def test_the_agent_publishes_its_slices_and_no_other_nodes(
+    agent: AgentProcess, cluster: tuple[EmbeddedAPIServer, dict[str, Path]], admin: Client
+) -> None:
+    wait_for(lambda: len(_slices(admin, NODE)) == 2, what="the agent's ResourceSlices (GPUs, RDMA NICs)")
+    other = "sim-identity-other"
+    admin.resource(dra.RESOURCE_SLICES).create(_slice(other, "other-slice"))
+    with Client.from_kubeconfig(cluster[1][f"node-{NODE}"]) as as_node:
+        api = as_node.resource(dra.RESOURCE_SLICES)
+        assert len(_slices(as_node, NODE)) == 2  # its own, listed as its informer would
+        with pytest.raises(errors.Forbidden) as created:
+            api.create(_slice(other, "forged"))
+        assert "can only create ResourceSlice with the same NodeName as the requesting node" in str(created.value)
+        with pytest.raises(errors.Forbidden) as listed:
+            api.list()
+        assert "can only list/watch/deletecollection resourceslices with nodeName field selector" in str(listed.value)
+        for attempt in (lambda: api.get("other-slice"), lambda: api.delete("other-slice")):
+            with pytest.raises(errors.Forbidden) as refused:
+                attempt()
+            assert "no relationship found between node" in str(refused.value)
+        mine = api.create(_slice(NODE, "own-extra"))  # its own node: allowed (the agent deletes it later)
+        api.delete(mine["metadata"]["name"])
+    assert admin.resource(dra.RESOURCE_SLICES).get("other-slice")["spec"]["nodeName"] == other
 
 
 def test_anonymous_writes_are_refused_and_change_nothing(agent: AgentProcess, admin: Client) -> None:

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from apis import dra
+from apis.dra import gpus
 from apis.extension import names
 from apis.extension.names import GroupVersionResource
 from cli.launchers.apiserver import EmbeddedAPIServer
@@ -23,6 +25,7 @@ from cli.launchers.scheduler import pod_manifest
 from kube import crds
 from kube.client import Client
 from kube.resources import PODS
+from tests.support.browser import BrowserUnavailable, Chromium, chromium_binary
 from tests.support.cluster import unique
 from tests.support.gpuobjects import make_device, make_pod, migration_manifest, reservation_manifest
 from tests.support.sse import EventStream
@@ -47,6 +50,14 @@ def node_row(doc: dict[str, Any], name: str) -> dict[str, Any] | None:
     return next((n for n in doc["nodes"] if n["name"] == name), None)
 
 
+def gpu_shares(dashboard: DashboardProcess, node: str) -> list[Any] | None:
+    """What the served state shows held on each GPU of `node` (None: the node is not there yet)."""
+    status, body = dashboard.request("GET", "/api/state")
+    assert status == 200
+    row = node_row(json.loads(body), node)
+    return row and [g["shares"] for group in row["groups"] for g in group["gpus"]]
+
+
 def test_the_state_shows_devices_and_the_pods_on_them(
     dashboard: DashboardProcess, client: Client, namespace: str
 ) -> None:
@@ -57,13 +68,7 @@ def test_the_state_shows_devices_and_the_pods_on_them(
         pod_manifest("infer", {names.GPU_CORE: 50}, namespace=namespace, annotations=allocated, node_name=node)
     )
 
-    def shares() -> list[Any] | None:
-        status, body = dashboard.request("GET", "/api/state")
-        assert status == 200
-        row = node_row(json.loads(body), node)
-        return row and [g["shares"] for group in row["groups"] for g in group["gpus"]]
-
-    found = wait_for(lambda: (s := shares()) and s[1] and s, what="the pod on GPU 1")
+    found = wait_for(lambda: (s := gpu_shares(dashboard, node)) and s[1] and s, what="the pod on GPU 1")
     assert found == [[], [{"pod": f"{namespace}/infer", "core": 50, "ratio": 50, "memory": 40 << 30, "vfs": 0}]]
     assert dashboard.request("GET", "/readyz") == (200, b"ok")
 
@@ -165,3 +170,40 @@ def test_reservations_and_migrations_are_shown_and_streamed(dashboard: Dashboard
         assert (streamed["reason"], streamed["message"]) == ("Evicting", "evicting")
     finally:
         events.close()
+
+
+def test_claims_are_drawn_on_the_gpus_their_allocation_names(
+    dashboard: DashboardProcess, client: Client, namespace: str
+) -> None:
+    """A ResourceClaim allocated a quarter of GPU 0 (status written as the scheduler writes it)
+    holds it on the map, naming the claim and the pod it is reserved for — in the served state
+    and, when Chromium is here, on the page itself."""
+    node = unique("dra")
+    device = make_device(node, gpus=2)
+    crds.devices(client).create(device)
+    client.resource(dra.RESOURCE_SLICES).create(gpus.gpu_slice(device).to_dict())
+    claims = client.resource(dra.RESOURCE_CLAIMS)
+    request = {"name": "gpu", "exactly": {"deviceClassName": "gpu"}}
+    claims.create({"metadata": {"name": "quarter"}, "spec": {"devices": {"requests": [request]}}}, namespace=namespace)
+    quarter = {"cores": "25", "memory": str(20 << 30)}  # of 80 GiB
+    result = {"request": "gpu", "driver": gpus.DRIVER, "pool": node, "device": "gpu-0", "shareID": "s-1"}
+    status = {
+        "allocation": {"devices": {"results": [{**result, "consumedCapacity": quarter}]}},
+        "reservedFor": [{"resource": "pods", "name": "trainer", "uid": "uid-trainer"}],
+    }
+    claims.patch("quarter", {"status": status}, namespace=namespace, subresource="status")
+
+    found = wait_for(lambda: (s := gpu_shares(dashboard, node)) and s[0] and s, what="the claim's share on GPU 0")
+    held = {"pod": f"{namespace}/trainer", "claim": f"{namespace}/quarter", "core": 25, "ratio": 25, "vfs": 0}
+    assert found == [[{**held, "memory": 20 << 30}], []]
+    if chromium_binary() is None:
+        return
+    try:
+        with Chromium.launch() as browser:
+            page = browser.page()
+            page.navigate(dashboard.url + "/")
+            cell = f"document.querySelector('.gpu .fill.claim[data-claim=\"{namespace}/quarter\"]')"
+            title = page.wait_for(f"{cell}?.closest('.gpu').title", timeout=30)
+    except BrowserUnavailable as e:
+        pytest.skip(str(e))
+    assert f"trainer ({namespace}) via claim quarter: gpu-core 25%" in title

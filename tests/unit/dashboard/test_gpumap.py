@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from apis.crds.device import DeviceType
-from apis.extension import names
+from apis.dra import gpus
+from apis.dra.claim import ResourceClaim
+from apis.extension import names, partitions
 from apis.extension.devicerequest import DeviceRequest
 from dashboard import gpumap
 from tests.support.gpuobjects import GPU_MEMORY, make_device, make_pod
@@ -119,3 +123,57 @@ def test_totals_in_percent_of_a_gpu() -> None:
     assert gpumap.totals(nodes, fragments) == gpumap.Totals(
         gpus=4, unhealthy_gpus=1, allocated=150, idle=150, fragmented=150, unhealthy=100
     )
+
+
+def _allocated_claim(name: str, device: str, pod: str | None, consumed: dict[str, str] | None = None) -> ResourceClaim:
+    """A claim allocated `device` (`node/gpu-N`) of our driver — a share when `consumed` is given
+    — reserved for `pod` (None: for no pod yet)."""
+    pool, _, gpu = device.partition("/")
+    result: dict[str, object] = {"request": "gpu", "driver": gpus.DRIVER, "pool": pool, "device": gpu}
+    if consumed is not None:
+        result |= {"shareID": f"share-{name}", "consumedCapacity": consumed}
+    status: dict[str, object] = {"allocation": {"devices": {"results": [result]}}}
+    if pod is not None:
+        status["reservedFor"] = [{"resource": "pods", "name": pod, "uid": f"uid-{pod}"}]
+    return ResourceClaim.from_dict(
+        {
+            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}},
+            "status": status,
+        }
+    )
+
+
+def test_claims_hold_what_their_allocation_says_beside_koordinator_pods() -> None:
+    devices = [make_device("n1"), make_device("n2")]
+    slices = [gpus.gpu_slice(d) for d in devices]
+    quarter = {"cores": "25", "memory": str(GPU_MEMORY // 4)}
+    claims = [
+        _allocated_claim("share", "n1/gpu-0", "trainer", quarter),
+        _allocated_claim("whole", "n2/gpu-3", None),
+    ]
+    built = gpumap.build(devices, [make_pod("a", node="n1", gpus={0: 50})], claims=claims, slices=slices)
+    n1, n2 = ({g.minor: g for g in n.gpus} for n in built.nodes)
+    assert [(s.pod, s.claim, s.core, s.memory_ratio) for s in n1[0].shares] == [
+        ("default/a", "", 50, 50),
+        ("ml/trainer", "ml/share", 25, 25),
+    ]
+    assert n1[0].used_core == 75 and n1[0].shares[1].memory == GPU_MEMORY // 4
+    # Allocated but reserved for no pod yet: held all the same, by the claim alone.
+    assert [(s.pod, s.claim, s.core) for s in n2[3].shares] == [("", "ml/whole", 100)]
+    assert gpumap.totals(built.nodes, {}).allocated == 175
+    # Without its slice, which node a device is on is unknown: nothing is drawn for it.
+    assert not any(g.shares for g in gpumap.build(devices, [], claims=claims, slices=slices[:1]).nodes[1].gpus)
+
+
+def test_a_pod_on_a_gpu_partition_shows_it() -> None:
+    table = partitions.PartitionTable.of({2: [partitions.GPUPartition((0, 1)), partitions.GPUPartition((2, 3))]})
+    device = dataclasses.replace(make_device("n1"), gpu_partitions=table)
+    pods = [
+        make_pod("on", node="n1", gpus={2: 100, 3: 100}),
+        make_pod("across", node="n1", gpus={0: 100}),
+        make_pod("share", node="n1", gpus={1: 50}),
+    ]
+    node = gpumap.build([device], pods).nodes[0]
+    by_pod = {s.pod: s.partition for g in node.gpus for s in g.shares}
+    assert by_pod == {"default/on": "[2,3] (Device annotation, Prefer)", "default/across": "", "default/share": ""}

@@ -288,6 +288,39 @@ def test_device_classes_are_deploy_dras_and_off_by_default() -> None:
     assert {key: on[key] for key in base} == base
 
 
+def test_the_kubelet_dra_plugin_mounts_kubelets_directories_at_their_host_paths_and_is_off_by_default() -> None:
+    def agent(values: dict[str, Any]) -> tuple[list[str], dict[str, str], dict[str, tuple[str, str]]]:
+        """The agent's args, its mounts (volume -> container path), its hostPaths (volume -> (path, type))."""
+        spec = chart.one(chart.objects(values), "DaemonSet", "tessera-agent")["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        hosts = {v["name"]: (v["hostPath"]["path"], v["hostPath"]["type"]) for v in spec["volumes"] if "hostPath" in v}
+        return container["args"], mounts, hosts
+
+    args, mounts, hosts = agent({})
+    assert not [a for a in args if a.startswith(("--dra", "--kubelet-registry-dir", "--cdi-dir"))]
+    on_args, on_mounts, on_hosts = agent({"dra": {"kubeletPlugin": True, "kubeletDir": "/var/lib/k0s/kubelet"}})
+    assert [a for a in on_args if a not in args] == [
+        "--dra-plugin",
+        "--kubelet-registry-dir=/var/lib/k0s/kubelet/plugins_registry",
+        "--dra-plugin-dir=/var/lib/k0s/kubelet/plugins/gpu.tessera.dev",
+        "--cdi-dir=/var/run/cdi",
+    ]
+    added = {name: (on_mounts[name], on_hosts[name]) for name in on_mounts if name not in mounts}
+    assert added == {
+        "kubelet-plugins-registry": (
+            "/var/lib/k0s/kubelet/plugins_registry",
+            ("/var/lib/k0s/kubelet/plugins_registry", "Directory"),
+        ),
+        "kubelet-dra-plugin": (
+            "/var/lib/k0s/kubelet/plugins/gpu.tessera.dev",
+            ("/var/lib/k0s/kubelet/plugins/gpu.tessera.dev", "DirectoryOrCreate"),
+        ),
+        "cdi": ("/var/run/cdi", ("/var/run/cdi", "DirectoryOrCreate")),
+    }
+    assert {k: v for k, v in on_hosts.items() if k in hosts} == hosts
+
+
 def test_dashboard_values() -> None:
     values = {
         "dashboard": {

@@ -69,6 +69,15 @@ def test_nvlink_peers_are_asked_once_and_cached(nvml_env: NVMLEnv, nvml: NVML) -
     assert source.discover() == first
 
 
+def test_architecture_is_nvmls_name_of_it(nvml_env: NVMLEnv, nvml: NVML) -> None:
+    fake = nvml_env.require_fake()
+    fake.gpus[0].architecture = pynvml.NVML_DEVICE_ARCH_AMPERE
+    fake.gpus[1].architecture = pynvml.NVML_DEVICE_ARCH_HOPPER
+    fake.gpus[2].architecture = pynvml.NVML_DEVICE_ARCH_UNKNOWN
+    gpus = NVMLSource(nvml, PCIBus(nvml_env.sysfs_root)).discover().gpus
+    assert [g.architecture for g in gpus[:3]] == ["Ampere", "Hopper", ""]
+
+
 def test_mig_mode_and_module_id_are_reported(nvml_env: NVMLEnv, nvml: NVML) -> None:
     fake = nvml_env.require_fake()
     fake.gpus[1].mig_enabled = True

@@ -158,6 +158,10 @@ def test_node_cpus_are_counted_from_every_cpulist(tmp_path: Path) -> None:
         ("node: {memory: lots}", "node.memory"),
         ("node: {pods: many}", "node.pods must be a non-negative integer"),
         ("isolationProvider: hami", "isolationProvider must be 'HAMi-core' \\(or absent\\), got 'hami'"),
+        (
+            "gpu: {architecture: Fermi}",
+            "gpu.architecture must be one of Kepler, .*Blackwell \\(or absent\\), got 'Fermi'",
+        ),
     ],
     ids=[
         "gpu-not-mapping",
@@ -172,6 +176,7 @@ def test_node_cpus_are_counted_from_every_cpulist(tmp_path: Path) -> None:
         "bad-node-memory",
         "bad-pods",
         "bad-isolation-provider",
+        "bad-architecture",
     ],
 )
 def test_bad_profiles_are_config_errors_naming_the_field(tmp_path: Path, text: str, message: str) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from apis.dra import cel
-from apis.dra.slice import Device
+from apis.dra.slice import Device, DeviceCapacity
+from apis.k8s.quantity import Quantity
 from tests.unit.apis.dra.factories import DRIVER
 
 DEVICE = Device.from_dict(
@@ -116,3 +119,42 @@ def test_cache_is_bounded() -> None:
     for name in ("a", "b", "c", "a"):
         compiler.compile(f'device.driver == "{name}"')
     assert compiler.compilations == 4  # "a" was evicted by "c"
+
+
+def test_each_expression_is_evaluated_once_per_device(compiler: cel.Compiler) -> None:
+    selects = compiler.compile(f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].minor == 3')
+    for _ in range(3):
+        assert selects.matches(DEVICE, DRIVER)
+    assert (compiler.evaluations, compiler.cached) == (1, 2)
+    # Another device object (an updated slice): evaluated anew, its own answer.
+    other = Device.from_dict({"name": "gpu-0", "attributes": {"minor": {"int": 4}}}, "spec.devices[1]")
+    assert not selects.matches(other, DRIVER)
+    # The same device under another driver is another `device` variable.
+    assert not selects.matches(DEVICE, "nvidia.com")
+    assert compiler.evaluations == 3
+    assert compiler.evaluation_seconds > 0
+
+
+def test_runtime_errors_are_kept_with_the_answers(compiler: cel.Compiler) -> None:
+    program = compiler.compile(f'device.attributes["{DRIVER}"].nope == 1')
+    for _ in range(2):
+        with pytest.raises(cel.CELRuntimeError, match="Key not found in map"):
+            program.matches(DEVICE, DRIVER)
+    assert (compiler.evaluations, compiler.cached) == (1, 1)
+
+
+def test_a_program_evaluates_on_any_thread(compiler: cel.Compiler) -> None:
+    """The scheduler evaluates on its worker threads: a device seen on one thread is evaluated on
+    another (cel-cpp activations are per thread)."""
+    device = Device(name="gpu-0", capacity={"memory": DeviceCapacity(Quantity.from_int(80 * 2**30))})
+    program = compiler.compile(f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0')
+    # The same literals, so the same converted variable would serve it: on this thread, its own.
+    other = compiler.compile(f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) > 0')
+    results: list[bool] = []
+    worker = threading.Thread(target=lambda: results.append(program.matches(device, DRIVER)))
+    worker.start()
+    worker.join()
+    results.append(other.matches(device, DRIVER))
+    results.append(program.matches(device, DRIVER))  # the answer is kept, whatever the thread
+    assert results == [True, True, True]
+    assert (compiler.evaluations, compiler.cached) == (2, 1)

@@ -49,3 +49,19 @@ def test_the_gang_mix_schedules_gangs_whole(capsys: pytest.CaptureFixture[str]) 
     assert 50 <= result["gang_pods"] <= 70
     assert result["gangs_allowed"] >= 10
     assert 0 < result["gang_allowed"]["p50_ms"] <= result["gang_allowed"]["p99_ms"]
+
+
+def test_a_baseline_runs_pod_for_pod_beside_and_gives_the_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["bench", "scheduler", "--nodes", "10", "--pods", "60", "--gang-fraction", "0.3", "--gang-sizes", "2-3"]
+    assert main([*args, "--scoring", "BalancedFGD", "--baseline", "LeastAllocated", "-o", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["baseline"] == "LeastAllocated"
+    assert result["baseline_scheduled"] > 0 and result["baseline_cycle"]["samples"] == 60
+    cpu_ratio = result["pods_per_cpu_second"] / result["baseline_pods_per_cpu_second"]
+    assert result["ratio_cpu"] == pytest.approx(cpu_ratio, abs=1e-3)
+    assert result["ratio"] == pytest.approx(result["pods_per_second"] / result["baseline_pods_per_second"], abs=1e-3)
+    # Each scheduler's own cycles, not the span both share: at most its cycles' count × their max.
+    assert result["wall_seconds"] <= 60 * result["max_ms"] / 1000 + 0.0005
+    # The report gives seconds to the millisecond: the rate lies within that rounding.
+    wall = result["wall_seconds"]
+    assert 60 / (wall + 0.0005) * 0.999 <= result["pods_per_second"] <= 60 / max(wall - 0.0005, 1e-9) * 1.001

@@ -176,6 +176,34 @@ def test_the_packing_plan_keeps_a_share_off_a_gpu_it_would_strand() -> None:
     assert chosen == {False: "with-65", True: "with-46"}
 
 
+def test_a_pod_that_could_go_anywhere_leaves_a_scarce_model_to_the_pods_that_need_it() -> None:
+    # Two GPUs of four are P100s and a third of the workload's one-GPU tasks ask for a P100.
+    # The paper's FGD puts a whole-GPU pod on the P100 with one GPU left (it costs the 1-GPU
+    # shapes 300, the G2 with two idle GPUs 400: the 2-GPU shape loses them). Counted per GPU
+    # each shape can use, a P100 is worth four times as much to the P100 shape (8 GPUs, 2 of
+    # them P100s): the P100 costs 600, the G2 still 400, and BalancedFGD keeps the P100 free.
+    p100 = frozenset({"P100"})
+    workload = (
+        (TaskShape(gpus=1, gpu_percent=100), 2),
+        (TaskShape(gpus=1, gpu_percent=100, models=p100), 1),
+        (TaskShape(gpus=2, gpu_percent=100), 1),
+    )
+    chosen = {}
+    for balanced in (False, True):
+        scheduler = make_scheduler(
+            make_node("rare", gpus=2, gpu_model="P100"),
+            make_node("common", gpus=2, gpu_model="G2"),
+            make_node("full-1", gpus=2, gpu_model="G2"),
+            make_node("full-2", gpus=2, gpu_model="G2"),
+            config=with_fgd(SchedulerConfig(), workload, balanced=balanced),
+        )
+        scheduler.cache.add_pod(bound_pod("on-rare", "rare", gpu_alloc(0)))
+        for full in ("full-1", "full-2"):
+            scheduler.cache.add_pod(bound_pod(f"on-{full}", full, gpu_alloc(0), gpu_alloc(1)))
+        chosen[balanced] = scheduler.schedule_one(make_pod("p", cpu=1000, nvidia_gpu=1)).node
+    assert chosen == {False: "rare", True: "common"}
+
+
 def test_cpu_only_pod_goes_where_it_strands_least_gpu() -> None:
     # Shapes need 4 CPUs with their GPU share; node "small" has 6 CPUs left, "big" 64: a CPU-only
     # pod of 4 CPUs would strand small's GPUs, so it goes to big.
@@ -196,6 +224,23 @@ def test_learned_workload_is_shared_by_both_plugins() -> None:
     plugin = framework.plugin("GPUFragmentation")
     assert isinstance(plugin, GPUFragmentation)
     assert dict(plugin.workload.shapes) == {TaskShape(1000, 0, 1, 30): fragmentation.WEIGHT_SCALE}
+
+
+def test_pods_told_before_they_are_scheduled_are_learned_at_once() -> None:
+    # A fresh scheduler with a backlog: the pending pods are in the learned workload before
+    # the first is placed (pods of another scheduler are not ours to learn).
+    scheduler = make_scheduler(make_node("n1"), config=with_fgd(SchedulerConfig()))
+    for i in range(4):
+        scheduler.observe_pod(make_pod(f"share-{i}", cpu=1000, gpu_core=30, gpu_ratio=30))
+    scheduler.observe_pod(make_pod("whole", cpu=2000, nvidia_gpu=1))
+    scheduler.observe_pod(make_pod("theirs", cpu=4000, nvidia_gpu=2, scheduler_name="default-scheduler"))
+    plugin = scheduler.frameworks[names.SCHEDULER_NAME].plugin("GPUFragmentation")
+    assert isinstance(plugin, GPUFragmentation)
+    learned = dict(plugin.workload.shapes)
+    assert learned.keys() == {TaskShape(1000, 0, 1, 30), TaskShape(2000, 0, 1, 100)}
+    assert learned[TaskShape(1000, 0, 1, 30)] == pytest.approx(fragmentation.WEIGHT_SCALE * 4 / 5, rel=1e-3)
+    assert scheduler.schedule_one(make_pod("share-0", cpu=1000, gpu_core=30, gpu_ratio=30)).scheduled
+    assert dict(plugin.workload.shapes) == learned  # counted once
 
 
 def test_with_fgd_enables_the_plugin_and_turns_resource_scores_off() -> None:

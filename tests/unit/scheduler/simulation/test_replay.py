@@ -88,6 +88,25 @@ def test_replay_measures_by_the_protocol() -> None:
     assert summary.unallocated_at_100[1] >= 0 and set(summary.curve) <= set(replay.CURVE_RANGE)
 
 
+def test_replay_with_claims_packs_the_same_pods_through_dra() -> None:
+    nodes = trace.parse_nodes(NODES.splitlines())
+    pods = trace.parse_pods(pods_csv(40).splitlines())
+    config = with_percentage_of_nodes_to_score(SchedulerConfig(), 100)
+    koordinator = replay.replay(nodes, pods, seed=1, config=config)
+    dra = replay.replay(nodes, pods, seed=1, config=config, claims_fraction=1.0)
+    # Every pod with GPUs of one device (a share or whole ones) asks through a claim; the
+    # multi-GPU shares of the trace stay in Koordinator's protocol.
+    gpu_pods = [p for p in replay.workload(pods, 22_000, seed=1) if p.num_gpu and p.gpu_milli_total]
+    assert koordinator.claim_pods == 0 and 0 < dra.claim_pods == len(gpu_pods)
+    assert dra.pods_tried == koordinator.pods_tried
+    # The claims are allocated (slices and the class are there): about as many pods placed
+    # (without them only the pods without GPUs would be), packed by the DRA path's own rules.
+    assert dra.pods_scheduled >= koordinator.pods_scheduled * 3 // 4
+    unallocated = dra.unallocated(100)
+    assert unallocated is not None and unallocated < 25
+    assert replay.replay(nodes, pods, seed=1, config=config, claims_fraction=1.0) == dra
+
+
 def test_simulate_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)
     (tmp_path / "openb_pod_list_tiny.csv").write_text(pods_csv(60))
@@ -123,6 +142,53 @@ def test_simulate_compares_policies_side_by_side(tmp_path: Path, capsys: pytest.
     assert err == ""  # no progress bar when stderr is not a terminal
     assert main([*args[:-1], "FGD,Best"]) == 1
     assert "--scoring: unknown policy 'Best'" in capsys.readouterr().err
+    # --claims-fraction: each policy again with claims, as its own row.
+    claims = [*args[:-1], "MostAllocated", "--claims-fraction", "0.5"]
+    assert main([*claims, "-o", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert list(doc["policies"]) == ["MostAllocated", "MostAllocated+claims"] and doc["claims_fraction"] == 0.5
+    assert all(s["claim_pods"] == 0 for s in doc["policies"]["MostAllocated"]["per_seed"])
+    assert all(s["claim_pods"] > 0 for s in doc["policies"]["MostAllocated+claims"]["per_seed"])
+    assert main([*claims[:-1], "1.5"]) == 1
+    assert "--claims-fraction must be within 0..1" in capsys.readouterr().err
+
+
+def test_simulate_a_mix_of_the_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)
+    (tmp_path / "openb_pod_list_default.csv").write_text(pods_csv(60))
+    base = ["simulate", "--data", str(tmp_path), "--constrained", "50", "--constraint-models", "capacity"]
+    out = tmp_path / "mix.csv"
+    assert main([*base, "--mix-seed", "3", "--write-pods", str(out)]) == 0
+    mixed = trace.parse_pods(out.read_text().splitlines())
+    gpu = [p for p in mixed if p.num_gpu]
+    assert sum(bool(p.gpu_spec) for p in gpu) == round(len(gpu) / 2)
+    assert f"wrote 60 pods to {out}" in capsys.readouterr().out
+    args = [*base, "--mix-seed", "3", "--seeds", "1", "--jobs", "1", "--scoring", "FGD,BalancedFGD", "-o", "json"]
+    assert main(args) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["mix"]["constrained"] == pytest.approx(50, abs=2)
+    assert "published" not in doc  # the paper's row belongs to the trace's own mixes
+    # Replaying the written mix gives what the knobs gave.
+    again = ["simulate", "--data", str(tmp_path), "--pods", str(out), "--seeds", "1", "--jobs", "1"]
+    assert main([*again, "--scoring", "FGD,BalancedFGD", "-o", "json"]) == 0
+    replayed = json.loads(capsys.readouterr().out)["policies"]
+    assert {k: v["curve"] for k, v in replayed.items()} == {k: v["curve"] for k, v in doc["policies"].items()}
+    assert main([*base, "--constrained", "120"]) == 1
+    assert "constrained=120" in capsys.readouterr().err
+
+
+def test_simulate_a_fresh_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text(NODES)
+    (tmp_path / "openb_pod_list_default.csv").write_text(pods_csv(60))
+    args = ["simulate", "--data", str(tmp_path), "--seeds", "1", "--jobs", "1", "-o", "json"]
+    results = {}
+    for flags in (["--workload", "trace"], ["--workload", "learned"], ["--workload", "prior"], ["--pending", "30"]):
+        assert main([*args, *flags]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        results[" ".join(flags)] = doc["unallocated_gpu_pct_at_100"]["mean"]
+        assert 0 <= results[" ".join(flags)] <= 100
+    assert main([*args, "--pending", "-1"]) == 1
+    assert "--pending" in capsys.readouterr().err
 
 
 def test_simulate_plot(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -55,7 +55,7 @@ def pod_for(spec: dict[str, Any], i: int) -> tuple[Pod, Any]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(nodes=st.integers(1, 2), plan=steps)
+@given(nodes=st.integers(1, 3), plan=steps)
 # Two shares whose bytes fill a GPU exactly are 13 % + 88 % to the cache: the allocator must
 # count held shares in the cache's whole percents (found by this test).
 @example(

@@ -10,7 +10,9 @@ from apis.dra.allocation import ConsumerReference
 from apis.dra.names import DELETE_PROTECTION_FINALIZER
 from apis.extension import names
 from apis.k8s.core import Pod
+from scheduler.core import Scheduler
 from scheduler.framework.status import Code
+from scheduler.plugins.dynamicresources.plugin import NAME, DynamicResources
 from tests.support.builders import bound_pod, gpu_alloc, make_node, make_pod
 
 from ..coscheduling.gangs import FOREVER, nodes_of, schedule_all
@@ -32,7 +34,7 @@ MINOR = f'device.attributes["{gpus.DRIVER}"].minor'
 
 def test_a_claim_selected_by_cel_is_allocated_and_its_status_written_conditionally() -> None:
     scheduler = scheduler_with(make_node("n1", gpus=4), make_node("n2", gpus=4))
-    add_claims(scheduler, claim("want-3", f"{MINOR} == 3", f'device.attributes["{gpus.DRIVER}"].numa == 1', rv="7"))
+    add_claims(scheduler, claim("want-3", f"{MINOR} == 3", f'device.attributes["{gpus.DRIVER}"].numaNode == 1', rv="7"))
     out = scheduler.schedule_one(claim_pod("p", "want-3"))
     assert out.scheduled, out.status.message
     assert results(scheduler, "default/want-3") == ["gpu-3"]
@@ -161,6 +163,18 @@ def test_two_claims_share_one_gpus_capacity_and_are_packed_onto_it() -> None:
     assert allocation.allocation.results[0].share_id
 
 
+def test_claims_asking_only_for_memory_share_a_gpu_and_take_no_cores() -> None:
+    """kube's default for a capacity a request leaves out is all of it; our GPUs publish `cores`
+    with a request policy whose default is 0, as a Koordinator pod asking only GPU memory takes
+    no gpu-core — so two half-memory claims share one GPU."""
+    scheduler = scheduler_with(make_node("n1", gpus=1))
+    add_claims(scheduler, claim("a", memory=40 * GIB), claim("b", memory=40 * GIB))
+    assert scheduler.schedule_one(claim_pod("p-a", "a")).scheduled
+    assert scheduler.schedule_one(claim_pod("p-b", "b")).scheduled
+    assert results(scheduler, "default/a") == results(scheduler, "default/b")
+    assert scheduler.cache.device_usage("n1")[0].free[names.GPU_CORE] == 100
+
+
 def test_an_allocated_claim_is_reused_on_its_node_and_only_reserved_for_the_next_pod() -> None:
     scheduler = scheduler_with(make_node("n1", gpus=1), make_node("n2", gpus=1))
     add_claims(scheduler, claim("shared"))
@@ -218,7 +232,7 @@ def test_a_pod_asking_in_both_protocols_is_refused() -> None:
 def test_match_attribute_keeps_a_claims_gpus_on_one_pcie_switch() -> None:
     scheduler = scheduler_with(make_node("n1", gpus=8))
     scheduler.cache.add_pod(bound_pod("koord", "n1", gpu_alloc(0), nvidia_gpu=1))
-    constraint = [{"matchAttribute": f"{gpus.DRIVER}/pcieRoot"}]
+    constraint = [{"matchAttribute": "resource.kubernetes.io/pcieRoot"}]
     add_claims(scheduler, claim("pair", count=2, constraints=constraint))
     assert scheduler.schedule_one(claim_pod("p", "pair")).scheduled
     # GPUs 0,1 share a switch but 0 is taken: the pair is 2,3 (the next switch), not 1 and 2.
@@ -294,3 +308,35 @@ def test_a_gang_with_claims_is_placed_all_or_nothing() -> None:
     out = schedule_all(scheduler, [member("w0", "w0-gpu"), member("w1", "w1-gpu")])
     assert nodes_of(out) == {"default/w0": "n1", "default/w1": "n1"}
     assert sorted(results(scheduler, "default/w0-gpu") + results(scheduler, "default/w1-gpu")) == ["gpu-0", "gpu-1"]
+
+
+def _plugin(scheduler: Scheduler) -> DynamicResources:
+    plugin = next(iter(scheduler.frameworks.values())).plugin(NAME)
+    assert isinstance(plugin, DynamicResources)
+    return plugin
+
+
+def test_nodes_alike_share_one_allocator_run_and_each_reason_names_its_node() -> None:
+    scheduler = scheduler_with(*(make_node(f"n{i}", gpus=2) for i in range(1, 4)))
+    add_claims(scheduler, claim("big", f"{MINOR} >= 1", count=2))
+    out = scheduler.schedule_one(claim_pod("p", "big"))
+    assert not out.scheduled
+    assert _plugin(scheduler).allocator_runs == 1  # GPU UUIDs differ: identities, left out
+    for node in ("n1", "n2", "n3"):
+        assert f"1 of 2 on node {node} fit" in out.diagnosis.node_statuses[node].message
+
+
+def test_a_node_used_otherwise_or_a_selector_reading_identities_is_not_shared() -> None:
+    scheduler = scheduler_with(*(make_node(f"n{i}", gpus=2) for i in range(1, 4)))
+    scheduler.cache.add_pod(bound_pod("koord-0", "n1", gpu_alloc(0, 100), nvidia_gpu=1))
+    add_claims(scheduler, claim("one", count=2))
+    out = scheduler.schedule_one(claim_pod("p", "one"))
+    assert out.scheduled and out.node != "n1"
+    assert "1 of 2 on node n1 fit (1 not enough capacity cores)" in out.diagnosis.node_statuses["n1"].message
+    assert _plugin(scheduler).allocator_runs == 2  # n1, then n2 for n2 and n3
+    # A selector naming one GPU's UUID selects it on its node only, though n2 and n3 are alike.
+    free = "n3" if out.node == "n2" else "n2"
+    uuid = f'device.attributes["{gpus.DRIVER}"].uuid == "GPU-{free}-01"'
+    add_claims(scheduler, claim("by-uuid", uuid))
+    out = scheduler.schedule_one(claim_pod("q", "by-uuid"))
+    assert out.node == free and results(scheduler, "default/by-uuid") == ["gpu-1"], out.status.message
