@@ -69,7 +69,7 @@ def test_a_quota_charges_what_claims_allocate_and_tessera_quota_shows_it(
             ControllerProcess(apiserver.kubeconfig, directory=work_dir / "controller"),
         ):
             for name in ("first", "second"):
-                claims.create(claim_manifest(name, klass="quota-gpu"), namespace=ns)
+                claims.create(claim_manifest(name, klass="quota-gpu", capacity={"cores": "100"}), namespace=ns)
             # Under quota (one GPU of one): placed, its claim charged on the pod.
             claim_pod(client, ns, "p-first", "first", pool="q")
             watch.wait_bound(1)

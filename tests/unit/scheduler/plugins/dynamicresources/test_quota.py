@@ -42,13 +42,14 @@ def _scheduler(gpu_core_max: int, *, gpus: int = 4) -> Scheduler:
 
 
 def test_whole_gpus_and_shares_of_claims_are_charged_and_over_quota_waits_with_the_quotas_reason() -> None:
+    # All of a GPU's compute (`cores: 100`; our GPUs' default is none) and, by default, its memory.
     scheduler = _scheduler(250)
     add_claims(
         scheduler,
-        claim("whole-0", namespace=NS),
-        claim("whole-1", namespace=NS),
+        claim("whole-0", namespace=NS, cores=100),
+        claim("whole-1", namespace=NS, cores=100),
         claim("share", namespace=NS, cores=40, memory=8 * GIB),
-        claim("whole-2", namespace=NS),
+        claim("whole-2", namespace=NS, cores=100),
     )
     for name in ("whole-0", "whole-1"):
         out = scheduler.schedule_one(claim_pod(f"p-{name}", name, namespace=NS))
@@ -102,7 +103,7 @@ def test_devices_of_other_drivers_are_charged_per_device_of_their_class() -> Non
 
 def test_a_bound_pods_recorded_charge_counts_as_the_scheduler_charged_it() -> None:
     scheduler = _scheduler(250)
-    add_claims(scheduler, claim("whole-0", namespace=NS))
+    add_claims(scheduler, claim("whole-0", namespace=NS, cores=100))
     out = scheduler.schedule_one(claim_pod("p", "whole-0", namespace=NS))
     assert out.scheduled
     # A fresh account (the controller's, or a restart) reads the record on the bound pod.
@@ -121,7 +122,7 @@ def test_a_gang_of_claim_pods_over_quota_is_placed_not_at_all() -> None:
     # Two whole GPUs on the node, a quota of one and a half: the first member's claim fits the
     # quota, the second's does not — neither is placed, and both claims are given back.
     scheduler = _scheduler(150)
-    add_claims(scheduler, claim("w0-gpu", namespace=NS), claim("w1-gpu", namespace=NS))
+    add_claims(scheduler, claim("w0-gpu", namespace=NS, cores=100), claim("w1-gpu", namespace=NS, cores=100))
     out = schedule_all(scheduler, [member("w0"), member("w1")], now=FOREVER)
     assert nodes_of(out) == {f"{NS}/w0": None, f"{NS}/w1": None}
     for key in (f"{NS}/w0-gpu", f"{NS}/w1-gpu"):
@@ -130,7 +131,7 @@ def test_a_gang_of_claim_pods_over_quota_is_placed_not_at_all() -> None:
     assert not scheduler.quotas.used(NS)
     # A quota for both: the gang is placed whole.
     scheduler = _scheduler(200)
-    add_claims(scheduler, claim("w0-gpu", namespace=NS), claim("w1-gpu", namespace=NS))
+    add_claims(scheduler, claim("w0-gpu", namespace=NS, cores=100), claim("w1-gpu", namespace=NS, cores=100))
     out = schedule_all(scheduler, [member("w0"), member("w1")])
     assert nodes_of(out) == {f"{NS}/w0": "n1", f"{NS}/w1": "n1"}
     assert scheduler.quotas.used(NS)[names.GPU_CORE] == 200
