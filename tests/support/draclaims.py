@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from apis.dra import RESOURCE_CLAIMS
+from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS
 from apis.dra.claim import ResourceClaim
 from apis.extension import names
 from apis.k8s.core import Pod
 from cli.launchers.scheduler import pod_manifest
 from kube import Client, resources
 
-__all__ = ["claim_manifest", "claim_pod", "read_claim", "scheduling_message"]
+__all__ = ["claim_manifest", "claim_pod", "create_class", "read_claim", "scheduling_message"]
 
 
 def claim_manifest(
@@ -50,3 +50,12 @@ def read_claim(client: Client, ns: str, name: str) -> ResourceClaim:
 def scheduling_message(pod: Pod) -> str:
     """The message of the pod's `PodScheduled=False` condition ("" without one)."""
     return pod.pending_message
+
+
+def create_class(client: Client, name: str, driver: str, *, extended_resource: str = "") -> None:
+    """A DeviceClass selecting the devices of `driver`, serving `extended_resource` when given."""
+    spec: dict[str, Any] = {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]}
+    if extended_resource:
+        spec["extendedResourceName"] = extended_resource
+    manifest = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name}, "spec": spec}
+    client.resource(DEVICE_CLASSES).create(manifest)

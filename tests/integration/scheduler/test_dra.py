@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, gpus
+from apis.dra import RESOURCE_CLAIMS, RESOURCE_SLICES, gpus
 from apis.dra.extended import claim_name
 from apis.dra.names import DELETE_PROTECTION_FINALIZER, EXTENDED_RESOURCE_CLAIM_ANNOTATION
 from apis.dra.slice import ResourceSlice
@@ -28,7 +28,7 @@ from cli.launchers.scheduler import SchedulerProcess, node_manifest, pod_manifes
 from kube import Client, resources
 from scheduler.simulation.cluster import NodeShape, gpu_node
 from tests.support.cluster import PodWatch, create_gpu_nodes, create_namespace, create_pod
-from tests.support.draclaims import claim_manifest, claim_pod, read_claim, scheduling_message
+from tests.support.draclaims import claim_manifest, claim_pod, create_class, read_claim, scheduling_message
 
 pytestmark = pytest.mark.integration
 
@@ -40,14 +40,7 @@ def test_claims_are_allocated_shared_and_kept_apart_from_koordinator_pods(
 ) -> None:
     (device,) = create_gpu_nodes(client, "dra-a", shape=NodeShape(gpus=2, gpu_memory=16 * GIB))
     client.resource(RESOURCE_SLICES).create(gpus.gpu_slice(device).to_dict())
-    client.resource(DEVICE_CLASSES).create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": "gpu"},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{gpus.DRIVER}"'}}]},
-        }
-    )
+    create_class(client, "gpu", gpus.DRIVER)
     ns = create_namespace(client)
     claims = client.resource(RESOURCE_CLAIMS)
     watch = PodWatch(client, ns)
@@ -106,17 +99,7 @@ def test_a_plain_gpu_pod_is_served_by_a_claim_the_scheduler_makes_where_only_dra
     published["spec"]["driver"] = vendor
     client.resource(RESOURCE_SLICES).create(ResourceSlice.from_dict(published).to_dict())
     create_gpu_nodes(client, "ext-koord", shape=NodeShape(gpus=1, labels={"pool": "ext-koord"}))
-    client.resource(DEVICE_CLASSES).create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": "vendor-gpu"},
-            "spec": {
-                "selectors": [{"cel": {"expression": f'device.driver == "{vendor}"'}}],
-                "extendedResourceName": names.NVIDIA_GPU,
-            },
-        }
-    )
+    create_class(client, "vendor-gpu", vendor, extended_resource=names.NVIDIA_GPU)
     ns = create_namespace(client)
     pods = client.resource(resources.PODS)
     watch = PodWatch(client, ns)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from apis.dra import DEVICE_CLASSES, RESOURCE_CLAIMS, RESOURCE_SLICES, gpus
+from apis.dra import RESOURCE_CLAIMS, RESOURCE_SLICES, gpus
 from apis.extension import names
 from cli.launchers.apiserver import EmbeddedAPIServer
 from cli.launchers.controller import ControllerProcess
@@ -21,7 +21,8 @@ from cli.launchers.scheduler import SchedulerProcess
 from kube import Client, resources
 from scheduler.simulation.cluster import NodeShape
 from tests.support.cluster import PodWatch, create_gpu_nodes, create_namespace
-from tests.support.draclaims import claim_manifest, claim_pod, read_claim, scheduling_message
+from tests.support.draclaims import claim_manifest, claim_pod, create_class, read_claim, scheduling_message
+from tests.support.quotas import elastic_quota
 from tests.support.waiting import wait_for
 
 GIB = 2**30
@@ -40,23 +41,10 @@ def test_a_quota_charges_what_claims_allocate_and_tessera_quota_shows_it(
     # Our agent's node: the Device CR and the slice of the same GPUs.
     (device,) = create_gpu_nodes(client, "q-dra", shape=NodeShape(gpus=2, gpu_memory=16 * GIB, labels={"pool": "q"}))
     client.resource(RESOURCE_SLICES).create(gpus.gpu_slice(device).to_dict())
-    client.resource(DEVICE_CLASSES).create(
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "DeviceClass",
-            "metadata": {"name": "quota-gpu"},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{gpus.DRIVER}"'}}]},
-        }
-    )
+    create_class(client, "quota-gpu", gpus.DRIVER)
     ns = create_namespace(client)
     client.resource(names.ELASTIC_QUOTAS).create(
-        {
-            "apiVersion": names.ELASTIC_QUOTAS.api_version,
-            "kind": names.ELASTIC_QUOTAS.kind,
-            "metadata": {"name": ns, "namespace": ns},
-            "spec": {"min": {names.NVIDIA_GPU: "1"}, "max": {names.NVIDIA_GPU: "1"}},
-        },
-        namespace=ns,
+        elastic_quota(ns, namespace=ns, min_gpu="1", max_gpu="1"), namespace=ns
     )
     claims = client.resource(RESOURCE_CLAIMS)
     pods = client.resource(resources.PODS)
