@@ -230,13 +230,19 @@ class QuotaManager:
         with self._current():
             self._remove(pod.uid or pod.key)
 
-    def reserve(self, pod: Pod, requests: Mapping[str, int] | None = None) -> None:
+    def reserve(
+        self, pod: Pod, requests: Mapping[str, int] | None = None, *, claims: Mapping[str, int] | None = None
+    ) -> None:
         """A scheduling cycle placed the pod (assumed, not yet bound): it counts in used.
-        `requests` is the pod's effective request when the caller has it (saves recomputing)."""
+        `requests` is the pod's effective request when the caller has it (saves recomputing);
+        `claims` what the claims the cycle allocated charge (`apis.dra.quota`), before the pod's
+        record says it."""
         with self._current():
             ident = pod.uid or pod.key
+            if ident in self._pods and claims:
+                self._remove(ident)
             if ident not in self._pods:
-                self._add(pod, reserved=True, requests=requests)
+                self._add(pod, reserved=True, requests=requests, claims=claims)
             else:
                 self._set_reserved(ident, True)
 
@@ -258,8 +264,15 @@ class QuotaManager:
         if charge.used != was:
             self._account_used(charge, +1 if charge.used else -1)
 
-    def _charge_of(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> _Charge:
-        asked = charge_of(pod, requests, gpu_memory=self._gpu_memory)
+    def _charge_of(
+        self,
+        pod: Pod,
+        *,
+        reserved: bool,
+        requests: Mapping[str, int] | None = None,
+        claims: Mapping[str, int] | None = None,
+    ) -> _Charge:
+        asked = charge_of(pod, requests, gpu_memory=self._gpu_memory, claims=claims)
         charge = _Charge(
             resolve_quota(pod, self._specs, self._listed),
             asked.amounts,
@@ -273,8 +286,17 @@ class QuotaManager:
             charge.gang, charge.gangs = gang.name, gang.groups
         return charge
 
-    def _add(self, pod: Pod, *, reserved: bool, requests: Mapping[str, int] | None = None) -> None:
-        charge = self._charge_of(pod, reserved=reserved, requests=requests)
+    def _add(
+        self,
+        pod: Pod,
+        *,
+        reserved: bool,
+        requests: Mapping[str, int] | None = None,
+        claims: Mapping[str, int] | None = None,
+    ) -> None:
+        self._put(pod, self._charge_of(pod, reserved=reserved, requests=requests, claims=claims))
+
+    def _put(self, pod: Pod, charge: _Charge) -> None:
         ident = pod.uid or pod.key
         self._pods[ident] = (pod, charge)
         if charge.gang:
@@ -423,6 +445,7 @@ class QuotaManager:
         *,
         without: Iterable[Pod] = (),
         ahead: Iterable[Pod] = (),
+        claims: Mapping[str, int] | None = None,
     ) -> Admission:
         """Does the pod fit its quota? `used + request ≤ runtime` in every resource the quota
         limits that the pod asks for; a non-preemptible pod must also fit within min.
@@ -432,18 +455,29 @@ class QuotaManager:
         `ahead`: pods nominated by preemption that this pod must leave room for (those of at
         least its priority): not placed yet, they count in their quota's used for this check,
         so the room their victims free stays theirs.
+        `claims`: what the pod's claims charge, as a cycle allocated them (`apis.dra.quota`): the
+        pod is checked with them (its account is left as it was).
 
         Changes nothing: a pod the manager was not told of (explain, the gRPC what-if, a
         caller that feeds no pods) counts in its quota's request only for this answer."""
         with self._current():
             others = _Others(self._charges(without), self._charges(ahead))
             ident = pod.uid or pod.key
-            if ident in self._pods:
-                return self._check(self._pods[ident][1], others)
+            known = self._pods.get(ident)
+            if known is not None and claims:
+                self._remove(ident)
+                self._add(known[0], reserved=False, requests=requests, claims=claims)
+                try:
+                    return self._check(self._pods[ident][1], others)
+                finally:
+                    self._remove(ident)
+                    self._put(*known)
+            if known is not None:
+                return self._check(known[1], others)
             name = resolve_quota(pod, self._specs, self._listed)
             if name not in self._specs:
                 return Admission(name)  # the default quota, unless a CR gives it a max
-            self._add(pod, reserved=False, requests=requests)
+            self._add(pod, reserved=False, requests=requests, claims=claims)
             try:
                 return self._check(self._pods[ident][1], others)
             finally:

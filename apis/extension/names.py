@@ -125,6 +125,10 @@ ANNOTATION_QUOTA_NON_PREEMPTIBLE_USED: Final = f"{QUOTA_DOMAIN}/non-preemptible-
 #: --resume-reclaim` writes it) that quota reclaim, paused by its circuit breaker before that
 #: time, may evict again.
 ANNOTATION_QUOTA_RESUME_RECLAIM: Final = f"{TESSERA_DOMAIN}/resume-quota-reclaim"
+#: Tessera's own, on a pod with ResourceClaims: what its claims' allocations charge its
+#: ElasticQuota, in quota names (a JSON ResourceList, `apis.dra.quota`). Written by the scheduler
+#: with the binding; the scheduler's and the controller's quota accounts read it.
+ANNOTATION_CLAIMS_QUOTA_CHARGE: Final = f"{TESSERA_DOMAIN}/claims-quota-charge"
 
 LABEL_SKIP_HOOKSERVER: Final = f"{RUNTIMEPROXY_DOMAIN}/skip-hookserver"
 

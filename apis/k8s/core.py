@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from apis import _fields as f
 from apis.errors import ValidationError
@@ -25,6 +26,7 @@ from apis.k8s.meta import Condition, ObjectMeta
 
 __all__ = [
     "Container",
+    "ContainerExtendedResourceRequest",
     "Node",
     "NodeAffinity",
     "NodeSelectorTerm",
@@ -230,6 +232,32 @@ class PodResourceClaim:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerExtendedResourceRequest:
+    """One entry of a pod's `status.extendedResourceClaimStatus.requestMappings`: the request of
+    the scheduler's claim that serves a container's extended resource."""
+
+    container_name: str
+    resource_name: str
+    request_name: str
+
+    @classmethod
+    def from_dict(cls, raw: object, path: str, obj: str = "") -> ContainerExtendedResourceRequest:
+        d = f.mapping(raw, path, obj)
+        return cls(
+            container_name=f.string(d, "containerName", path, obj),
+            resource_name=f.string(d, "resourceName", path, obj),
+            request_name=f.string(d, "requestName", path, obj),
+        )
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "containerName": self.container_name,
+            "resourceName": self.resource_name,
+            "requestName": self.request_name,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     meta: ObjectMeta
     scheduler_name: str = "default-scheduler"
@@ -261,6 +289,11 @@ class Pod:
     #: status.resourceClaimStatuses: pod claim name -> the claim generated for its template
     #: (None: the controller decided none is needed).
     resource_claim_statuses: Mapping[str, str | None] = field(default_factory=dict)
+    #: status.extendedResourceClaimStatus: the claim the scheduler made for the pod's extended
+    #: resources served through DRA ("" when none), and which (container, resource) each of its
+    #: requests serves.
+    extended_resource_claim: str = ""
+    extended_resource_requests: tuple[ContainerExtendedResourceRequest, ...] = ()
 
     @property
     def key(self) -> str:
@@ -387,7 +420,23 @@ class Pod:
                 for i, c in enumerate(f.items(spec, "resourceClaims", "spec", obj))
             ),
             resource_claim_statuses=_claim_statuses(status, obj),
+            **_extended_claim(status, obj),
         )
+
+
+def _extended_claim(status: f.JSON, obj: str) -> dict[str, Any]:
+    path = "status.extendedResourceClaimStatus"
+    d = f.mapping(status.get("extendedResourceClaimStatus"), path, obj)
+    if not d:
+        return {}
+    mappings = tuple(
+        ContainerExtendedResourceRequest.from_dict(m, f"{path}.requestMappings[{i}]", obj)
+        for i, m in enumerate(f.items(d, "requestMappings", path, obj))
+    )
+    return {
+        "extended_resource_claim": f.string(d, "resourceClaimName", path, obj),
+        "extended_resource_requests": mappings,
+    }
 
 
 def _claim_statuses(status: f.JSON, obj: str) -> dict[str, str | None]:

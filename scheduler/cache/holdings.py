@@ -117,8 +117,13 @@ class DeviceAllocatedAnnotation(HoldingsSource):
         return Held(devices, exclusive)
 
     def expects(self, pod: Pod, requests: Mapping[str, int]) -> frozenset[DeviceType]:
-        """Device types a pod asks for, by resource name alone (valid request or not)."""
-        return frozenset(dtype for name, dtype in _TYPE_OF.items() if requests.get(name, 0) > 0)
+        """Device types a pod asks for, by resource name alone (valid request or not); not those
+        the pod's extended-resource claim serves (its `status.extendedResourceClaimStatus`: the
+        claim is their record)."""
+        by_claim = {m.resource_name for m in pod.extended_resource_requests} if pod.extended_resource_claim else set()
+        return frozenset(
+            dtype for name, dtype in _TYPE_OF.items() if requests.get(name, 0) > 0 and name not in by_claim
+        )
 
     def problem(self, pod: Pod, what: str) -> str:
         return str(AnnotationError(names.ANNOTATION_DEVICE_ALLOCATED, what, obj=pod.key))

@@ -24,7 +24,7 @@ from scheduler.cache.reservations import HeldReservation
 from scheduler.framework.cycle_state import StateKey
 from scheduler.framework.interfaces import ExtensionPoint, Plugin
 
-__all__ = ["CONSUMED_RESERVATION", "NOMINATED_RESERVATIONS", "PRE_ALLOCATED", "check_order"]
+__all__ = ["CLAIMS_CHARGE", "CONSUMED_RESERVATION", "NOMINATED_RESERVATIONS", "PRE_ALLOCATED", "check_order"]
 
 #: Per node, the Reservation the pod may be placed onto there. Written at PreFilter by the
 #: Reservation plugin (absent or empty: none). The runtime filters such a node as if that
@@ -42,6 +42,12 @@ CONSUMED_RESERVATION: Final = StateKey[HeldReservation]("ConsumedReservation")
 #: (`Framework.node_view`); DeviceShare fits the reserve pod on that view, and at Reserve holds
 #: only what those pods do not hold already, so no device is counted twice.
 PRE_ALLOCATED: Final = StateKey[Mapping[str, tuple[PodInfo, ...]]]("PreAllocated")
+
+#: What the pod's ResourceClaims, as this cycle allocated them on the chosen node, charge its
+#: ElasticQuota (`apis.dra.quota`: quota names, base units). Written at Reserve by
+#: DynamicResources (absent: nothing to charge); ElasticQuota's Reserve admits the pod with it and
+#: counts it in the quota's used.
+CLAIMS_CHARGE: Final = StateKey[Mapping[str, int]]("ClaimsCharge")
 
 # The order of the extension points in one cycle.
 _ORDER: Final = {point: i for i, point in enumerate(ExtensionPoint)}

@@ -9,7 +9,8 @@ Reserve took; the offline scheduler applies the pod's annotations in memory. Two
   the Reservation, for a Reservation's reserve pod. One binding's are merged into one patch,
   made first (plugins in profile order; a later plugin's value for a key wins).
 - `ObjectWrite`: a merge patch of another object (a ResourceClaim's status, say), with the
-  write that takes it back.
+  write that takes it back; or the creation of an object (`verb` "create": `patch` is the whole
+  object; the claim for a pod's extended resources), undone by its deletion (`verb` "delete").
 
 A pod annotation written for a binding that then failed is not taken back at once: the next
 attempt's PreBind replaces it before that attempt binds, and the failure reporter removes a
@@ -37,7 +38,8 @@ class PodAnnotations:
 @dataclass(frozen=True, slots=True)
 class ObjectWrite:
     """A merge patch of `resource` `namespace/name` (its `subresource`, e.g. "status"), and the
-    write that takes it back when the binding fails after it was made (None: nothing to undo)."""
+    write that takes it back when the binding fails after it was made (None: nothing to undo).
+    `verb` "create": `patch` is the object to create; "delete": delete it (`patch` unused)."""
 
     resource: GroupVersionResource
     name: str
@@ -45,6 +47,7 @@ class ObjectWrite:
     namespace: str = ""
     subresource: str = ""
     undo: ObjectWrite | None = None
+    verb: str = "patch"
 
     def describe(self) -> str:
         """`resourceclaims default/gpu-claim (status)`: how logs name the object written."""

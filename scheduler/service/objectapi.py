@@ -8,9 +8,10 @@ resource and the patch; nothing here knows any plugin's objects.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Protocol
 
-from kube import Client
+from kube import Client, errors
 from scheduler.framework.writes import ObjectWrite
 
 __all__ = ["KubeObjectAPI", "ObjectAPI"]
@@ -18,7 +19,8 @@ __all__ = ["KubeObjectAPI", "ObjectAPI"]
 
 class ObjectAPI(Protocol):
     def write(self, write: ObjectWrite) -> None:
-        """Make the write (a merge patch). Raises kube.APIError."""
+        """Make the write (a merge patch, a creation or a deletion: `ObjectWrite.verb`). Raises
+        kube.APIError."""
 
 
 class KubeObjectAPI:
@@ -28,6 +30,11 @@ class KubeObjectAPI:
         self._client = client
 
     def write(self, write: ObjectWrite) -> None:
-        self._client.resource(write.resource).patch(
-            write.name, dict(write.patch), namespace=write.namespace, subresource=write.subresource
-        )
+        api = self._client.resource(write.resource)
+        if write.verb == "create":
+            api.create(dict(write.patch), namespace=write.namespace)
+        elif write.verb == "delete":
+            with contextlib.suppress(errors.NotFound):  # gone already: what the delete was for
+                api.delete(write.name, namespace=write.namespace)
+        else:
+            api.patch(write.name, dict(write.patch), namespace=write.namespace, subresource=write.subresource)

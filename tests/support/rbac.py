@@ -93,10 +93,12 @@ NEEDED: dict[str, set[Call]] = {
         # The DynamicResources plugin (issue 35: apis/dra's allocator, fed and written by the
         # scheduler's service): Informers of DeviceClasses, ResourceSlices and ResourceClaims; a
         # claim read back (get), its delete-protection finalizer put with the allocation (patch),
-        # status.allocation and reservedFor written at PreBind (patch resourceclaims/status).
+        # status.allocation and reservedFor written at PreBind (patch resourceclaims/status); the
+        # claim for a pod's extended resources created at PreBind, deleted when the binding fails
+        # (scheduler/service/objectapi.py).
         | calls("list watch", dra.GROUP, dra.DEVICE_CLASSES.plural)
         | calls("list watch", dra.GROUP, dra.RESOURCE_SLICES.plural)
-        | calls("get list watch patch", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
+        | calls("get list watch create patch delete", dra.GROUP, dra.RESOURCE_CLAIMS.plural)
         | calls("patch", dra.GROUP, f"{dra.RESOURCE_CLAIMS.plural}/status")
         | calls("create patch", CORE, "events")
         | leader_election(names.SCHEDULER_NAME)

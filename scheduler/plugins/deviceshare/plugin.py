@@ -30,6 +30,10 @@ The bookkeeping half of device scheduling (the placement half is `allocator.Allo
   the reserve pod fits on the node without those pods (their devices free for it), and Reserve
   holds in the cache only what those pods do not hold already: their devices and the
   Reservation's are one holding, never counted twice (the PreBind record names all of them).
+- A pod whose GPU resource (`nvidia.com/gpu`, ...) a DeviceClass serves (`extendedResourceName`)
+  is left to DynamicResources on a node without GPUs in its Device CR nor allocatable of that
+  name (`scheduler.framework.extended.dra_served`): there DeviceShare neither filters nor takes
+  anything; everywhere else it serves the pod as always. PreFilter then narrows no nodes.
 """
 
 from __future__ import annotations
@@ -40,12 +44,12 @@ from collections.abc import Hashable, Mapping, Sequence
 from apis.crds.device import DeviceType
 from apis.errors import AnnotationError
 from apis.extension import allocation as allocation_codec
-from apis.extension import deprecated, hints, names, partitions, sharedtemplates
+from apis.extension import deprecated, devicetypes, hints, names, partitions, sharedtemplates
 from apis.extension.allocation import DeviceAllocation
 from scheduler import fragmentation
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.cache.reservations import HeldReservation, remaining_devices
-from scheduler.framework import scoring
+from scheduler.framework import extended, scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.ids import Ids
 from scheduler.framework.interfaces import (
@@ -76,6 +80,7 @@ from scheduler.plugins.deviceshare.templatefeed import TEMPLATES_CHANGED, watch_
 NAME = "DeviceShare"
 _RESERVED = f"{NAME}/reserved"
 _MAX_SHAPES = 4096
+_DEVICE_NAMES = devicetypes.RESOURCE_NAMES
 
 
 class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin, EnqueueExtension):
@@ -103,6 +108,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         #: with GPUFragmentation through the handle, so both measure against the same one.
         self._learner = fragmentation.shared_learner(handle, args.workload) if self.policy.uses_workload else None
         self._supply = fragmentation.shared_supply(handle) if self.policy.uses_workload else None
+        self._classes = handle.scheduler_object(extended.KEY, extended.ExtendedClasses, extended.ExtendedClasses)
 
     # --- PreFilter --------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
@@ -130,6 +136,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
         # with a template the share matches: both part of the shape.
         share_provider = pod.pod.labels.get(names.LABEL_GPU_ISOLATION_PROVIDER, "") if gpu and gpu.shared else None
         template_models = None
+        dra = {n: c for n, c in self._classes.mapped(pod).items() if n in pod.requests and n in _DEVICE_NAMES}
         templates = self.args.shared_templates
         if gpu is not None and gpu.shared and not templates.matched_resources.isdisjoint(gpu.per_device):
             matched = sharedtemplates.matching(self._cache.templates.get(templates.ref), gpu.per_device)
@@ -145,17 +152,18 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
             partition_spec,
             share_provider,
             template_models,
+            tuple(sorted(dra.items())),
         )
         epoch = demand[0] if demand is not None else 0
         shape, request_id = self._shape_ids.of((*asked, epoch)), self._shape_ids.of(asked)
         nominated = state.get(NOMINATED_RESERVATIONS) or {}
         pre_allocated = state.get(PRE_ALLOCATED) or {}
         found = RequestState(
-            request, shape, request_id, epoch, share_provider, template_models, nominated, pre_allocated
+            request, shape, request_id, epoch, share_provider, template_models, nominated, pre_allocated, dra
         )
         state.write(NAME, found)
         self._index.sync()
-        candidates = self._index.candidates(request)
+        candidates = self._index.candidates(request) if not dra else None
         if candidates is not None and (nominated or pre_allocated):
             # The index counts reserved devices as used; the pod's own Reservation frees them, and
             # so do the pods a Reservation is placed over.
@@ -176,7 +184,7 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
     # --- Filter and Score ---------------------------------------------------------------------------
     def _fit(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> NodeFit | None:
         found = state.read(NAME, RequestState)
-        if found is None:
+        if found is None or (found.dra and extended.dra_served(found.dra, node)):
             return None
         held = found.nominated.get(node.name) if found.nominated else None
         if held is not None and not held.reserved.keys().isdisjoint(found.request.requests):
@@ -239,6 +247,8 @@ class DeviceShare(PreFilterPlugin, FilterPlugin, ScorePlugin, ReservePlugin, Pre
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
         found = state.read(NAME, RequestState)
+        if found is not None and found.dra and extended.dra_served(found.dra, node):
+            return SUCCESS
         if found is not None and found.share_provider is not None:
             refused = self._refuses_share(found, node)
             if refused is not None:

@@ -36,6 +36,9 @@ class RequestState(StateData):
     #: For a Reservation placed by pre-allocation: per node, the running pods it would take over
     #: (`PRE_ALLOCATED` as PreFilter read it): their devices are the Reservation's to take.
     pre_allocated: Mapping[str, tuple[PodInfo, ...]] = field(default_factory=dict)
+    #: The pod's device resources a DeviceClass serves -> the class (`scheduler.framework.extended`):
+    #: on a node that serves them through DRA, DeviceShare gives nothing (DynamicResources does).
+    dra: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

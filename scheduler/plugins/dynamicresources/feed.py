@@ -10,7 +10,8 @@ informer of a missing kind, and the scheduler says so.
   (`ClusterCache.refresh_holdings`: the holdings source reads their claims), and `CLAIM_CHANGED`
   moves pods DynamicResources refused (a claim created, allocated, deallocated);
 - a slice changed: the pods holding claims on its node are counted again (which DRA device is
-  which GPU may have changed) and `SLICE_CHANGED` moves pods; a DeviceClass: `CLASS_CHANGED`.
+  which GPU may have changed) and `SLICE_CHANGED` moves pods; a DeviceClass: `CLASS_CHANGED`,
+  and the scheduler's index of the classes serving extended resources is rebuilt.
 
 An object that does not parse is a Warning Event on it (`FailedParsing`), and the store keeps
 its last valid version (the informer's contract).
@@ -28,6 +29,7 @@ from apis.errors import TesseraError
 from apis.extension.names import GroupVersionResource
 from scheduler.cache import ClusterCache
 from scheduler.framework.events import ClusterEvent, EventAction
+from scheduler.framework.extended import ExtendedClasses
 from scheduler.framework.feeds import About, Feeds, Handlers, Watch
 from scheduler.plugins.dynamicresources.store import ClaimStore
 
@@ -42,8 +44,11 @@ SLICE_CHANGED: Final = ClusterEvent(RESOURCE_SLICES.kind, EventAction.ALL, "Reso
 REASON_FAILED_PARSING: Final = "FailedParsing"
 
 
-def watch(feeds: Feeds, store: ClaimStore, cache: ClusterCache, *, key: str) -> None:
-    """Keep `store` current from the three watches (once per scheduler: `key`)."""
+def watch(
+    feeds: Feeds, store: ClaimStore, cache: ClusterCache, *, key: str, classes: ExtendedClasses | None = None
+) -> None:
+    """Keep `store` current from the three watches (once per scheduler: `key`), and `classes`
+    (the scheduler's index of the classes serving extended resources) with the store's classes."""
 
     def refresh(claims: Iterable[ResourceClaim | None]) -> None:
         for uid in sorted({c.uid for claim in claims if claim is not None for c in claim.reserved_for}):
@@ -74,6 +79,8 @@ def watch(feeds: Feeds, store: ClaimStore, cache: ClusterCache, *, key: str) -> 
 
     def class_changed(klass: DeviceClass, *, deleted: bool = False) -> None:
         (store.delete_class if deleted else store.put_class)(klass)
+        if classes is not None:
+            classes.set(store.classes.values())
         feeds.emit(CLASS_CHANGED)
 
     def invalid(resource: GroupVersionResource) -> Any:

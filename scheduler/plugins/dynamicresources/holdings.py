@@ -12,7 +12,8 @@ the store, so no claim is allocated over it.
 
 A bound pod with claims whose record is not there (a claim missing, not allocated, or not
 reserved for it) holds unknown GPUs until it is (`expects`): DeviceShare then gives none of that
-node's GPUs, as for an unreadable `device-allocated` annotation.
+node's GPUs, as for an unreadable `device-allocated` annotation. The claim the scheduler made for
+a pod's extended resources (`status.extendedResourceClaimStatus`) is one of its claims here.
 """
 
 from __future__ import annotations
@@ -37,11 +38,10 @@ class ClaimHoldings(HoldingsSource):
         self._store = store
 
     def read(self, pod: Pod) -> Held | None:
-        if not pod.resource_claims:
+        if not pod.resource_claims and not pod.extended_resource_claim:
             return None
         allocations = []
-        for pod_claim in pod.resource_claims:
-            name = pod.claim_name(pod_claim)
+        for name in _claim_names(pod):
             if name is None:
                 continue
             claim = self._store.claim(f"{pod.namespace}/{name}") if name else None
@@ -59,7 +59,7 @@ class ClaimHoldings(HoldingsSource):
 
     def expects(self, pod: Pod, requests: Mapping[str, int]) -> frozenset[DeviceType]:
         """GPUs, for a pod with claims whose record cannot be found (see the module docstring)."""
-        if not pod.resource_claims or self.read(pod) is not None:
+        if (not pod.resource_claims and not pod.extended_resource_claim) or self.read(pod) is not None:
             return frozenset()
         return _GPU_ONLY
 
@@ -69,3 +69,9 @@ class ClaimHoldings(HoldingsSource):
     def copy(self) -> ClaimHoldings:
         """The same store: snapshots read the claims as they are (the store is the plugin's)."""
         return self
+
+
+def _claim_names(pod: Pod) -> list[str | None]:
+    """The names of the pod's claims (`Pod.claim_name`), and of its extended-resource claim."""
+    names = [pod.claim_name(c) for c in pod.resource_claims]
+    return [*names, pod.extended_resource_claim] if pod.extended_resource_claim else names

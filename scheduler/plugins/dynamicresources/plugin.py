@@ -30,6 +30,16 @@ with Koordinator-protocol pods.
 
 The claims' holdings reach the cache through `holdings.ClaimHoldings`, which this plugin adds to
 the cache's sources: a bound pod holds the GPUs its claims' allocations say, also after a restart.
+
+Extended resources (kube's DRAExtendedResource, `apis.dra.extended`): a pod asking for a resource
+a DeviceClass serves (`extendedResourceName`, `nvidia.com/gpu: 1`) gets, on a node that serves it
+through DRA (`scheduler.framework.extended.dra_served`: no allocatable of it, and for a GPU name
+no GPUs in the node's Device CR), a claim for it allocated with its other claims. Filter and Score
+build that node's claim (one request per container asking), Reserve assumes it, and PreBind asks
+for it to be created (owned by the pod, annotated `resource.kubernetes.io/extended-resource-claim`;
+undone by deleting it), for its allocation and the pod's `status.extendedResourceClaimStatus`.
+A claim made for the pod before and allocated is the pod's like any allocated claim; one left
+unallocated by a failed binding whose undo failed makes the pod wait, with the reason.
 """
 
 from __future__ import annotations
@@ -40,23 +50,29 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Final
 
 from apis.crds.device import DeviceType
-from apis.dra import RESOURCE_CLAIMS, cel, gpus
+from apis.dra import RESOURCE_CLAIMS, cel, extended, gpus
+from apis.dra import quota as claims_quota
 from apis.dra.allocation import ConsumerReference
 from apis.dra.claim import AllocationMode, ResourceClaim
 from apis.dra.ledger import Held
 from apis.dra.names import DELETE_PROTECTION_FINALIZER
 from apis.dra.slice import NodeSelector, ResourceSlice
 from apis.errors import TesseraError
+from apis.extension import names
 from apis.extension.allocation import DeviceAllocation
+from apis.k8s.core import ContainerExtendedResourceRequest
 from apis.k8s.meta import ObjectMeta
 from scheduler.cache import NodeInfo, PodInfo
+from scheduler.framework import extended as shared_extended
 from scheduler.framework import scoring
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
+    Access,
     ClusterEvent,
     EnqueueExtension,
     EventAction,
     EventResource,
+    ExtensionPoint,
     FilterPlugin,
     Handle,
     PreBindPlugin,
@@ -66,8 +82,9 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
     ScorePlugin,
 )
+from scheduler.framework.shared import CLAIMS_CHARGE
 from scheduler.framework.status import SKIP, SUCCESS, Status
-from scheduler.framework.writes import ObjectWrite, Write
+from scheduler.framework.writes import ObjectWrite, PodAnnotations, Write
 from scheduler.plugins.dynamicresources import alike, feed, ledger, reasons
 from scheduler.plugins.dynamicresources.allocator import Failure, FailureKind, Node, Outcome, allocate
 from scheduler.plugins.dynamicresources.args import DynamicResourcesArgs
@@ -129,14 +146,18 @@ class DynamicResources(
 ):
     name = NAME
     normalizes = True
+    writes = (Access.of(CLAIMS_CHARGE, ExtensionPoint.RESERVE),)
 
     def __init__(self, args: DynamicResourcesArgs, handle: Handle) -> None:
         self.args = args
         self._cache = handle.cache
         self.store = handle.scheduler_object(STORE, ClaimStore, ClaimStore)
         self.compiler = handle.scheduler_object(COMPILER, cel.Compiler, cel.Compiler)
+        self.classes = handle.scheduler_object(
+            shared_extended.KEY, shared_extended.ExtendedClasses, shared_extended.ExtendedClasses
+        )
         handle.cache.holdings.add(ClaimHoldings(self.store))
-        feed.watch(handle.feeds, self.store, handle.cache, key=STORE)
+        feed.watch(handle.feeds, self.store, handle.cache, key=STORE, classes=self.classes)
         #: node -> (what the answers depend on, claim shape -> the allocator's answer).
         self._memo: dict[str, tuple[Hashable, dict[str, _Answer]]] = {}
         #: (claim shape, what the shape makes of a node alike) -> the answer nodes alike share.
@@ -152,9 +173,10 @@ class DynamicResources(
     # --- PreFilter ----------------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         spec = pod.pod
-        if not spec.resource_claims:
+        mapped = self.classes.mapped(pod)
+        if not spec.resource_claims and not mapped:
             return None, SKIP
-        if DeviceType.GPU in pod.device_requests:
+        if spec.resource_claims and DeviceType.GPU in pod.device_requests:
             asked = ", ".join(sorted(n for n in pod.requests if pod.requests[n] and "gpu" in n))
             return None, Status.invalid_pod(reasons.BOTH_PROTOCOLS.format(resources=asked), plugin=NAME)
         claims: list[ResourceClaim] = []
@@ -174,6 +196,14 @@ class DynamicResources(
             assert claim is not None
             if all(c.key != claim.key for c in claims):
                 claims.append(claim)
+        if mapped:
+            made = self.store.claim(f"{spec.namespace}/{extended.claim_name(spec)}")
+            if made is not None and extended.find_claim(spec, (made,)) is not None:
+                if made.allocation is None:
+                    why = reasons.EXTENDED_CLAIM_LEFT.format(claim=made.key)
+                    return None, Status.unresolvable(why, plugin=NAME)
+                claims.append(made)
+                mapped = {}
         to_allocate = tuple(c for c in claims if c.allocation is None)
         allocated = tuple(c for c in claims if c.allocation is not None)
         if to_allocate:
@@ -197,7 +227,10 @@ class DynamicResources(
             dataclasses.replace(c, meta=ObjectMeta(name=_placeholder(i))) for i, c in enumerate(to_allocate)
         )
         shape = json.dumps([c.spec.to_dict() for c in to_allocate], sort_keys=True)
-        state.write(_CLAIMS, ClaimsState(tuple(claims), to_allocate, allocated, shape, anonymous, selectors))
+        found = ClaimsState(
+            tuple(claims), to_allocate, allocated, shape, anonymous, selectors, tuple(sorted(mapped.items()))
+        )
+        state.write(_CLAIMS, found)
         return _only_nodes(allocated), SUCCESS
 
     # --- Filter and Score -----------------------------------------------------------------------------
@@ -209,30 +242,34 @@ class DynamicResources(
         for claim, selector in zip(found.allocated, found.selectors, strict=True):
             if selector is not None and not selector.matches(labels, node.name):
                 return Status.unresolvable(reasons.ALLOCATED_ELSEWHERE.format(claim=claim.key), plugin=NAME)
-        if not found.to_allocate:
+        work = self._work(found, pod, node)
+        if not work.claims:
             return SUCCESS
         self.nodes_filtered += 1
         unknown = node.devices.unknown_holders(DeviceType.GPU)
         if unknown and any(s.driver == gpus.DRIVER for s in self.store.slices_for(node.name)):
             return Status.unschedulable(reasons.UNKNOWN_GPUS.format(pods=", ".join(unknown)), plugin=NAME)
-        answer = self._outcome(found, node)
+        answer = self._outcome(work, node)
         failure = answer.failure
         if failure is None:
             return SUCCESS
-        message = _named(answer.message(node.name), found)
+        message = _named(answer.message(node.name), work.claims)
         if failure.kind is FailureKind.ERROR:
             return Status.unresolvable(reasons.CLAIM_ERROR.format(reason=message), plugin=NAME)
         return Status.unschedulable(message, plugin=NAME)
 
     def pre_score(self, state: CycleState, pod: PodInfo, nodes: Sequence[NodeInfo]) -> Status:
         found = state.read(_CLAIMS, ClaimsState)
-        return SUCCESS if found is not None and found.to_allocate else SKIP
+        return SUCCESS if found is not None and (found.to_allocate or found.extended) else SKIP
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         found = state.read(_CLAIMS, ClaimsState)
-        if found is None or not found.to_allocate:
+        if found is None:
             return 0
-        answer = self._outcome(found, node)
+        work = self._work(found, pod, node)
+        if not work.claims:
+            return 0
+        answer = self._outcome(work, node)
         if answer.failure is not None:
             return 0
         if answer.score is None:  # the same on every node alike: their GPUs are used alike
@@ -247,7 +284,19 @@ class DynamicResources(
         (the answers depend on the store, not only on the NodeInfo: this plugin memoises them)."""
         return 0 if state.read(_CLAIMS, ClaimsState) is None else None
 
-    def _outcome(self, found: ClaimsState, node: NodeInfo) -> _Answer:
+    def _work(self, found: ClaimsState, pod: PodInfo, node: NodeInfo) -> _Work:
+        """The claims to allocate on `node`: the pod's not allocated yet and, where the node serves
+        some of its extended resources through DRA, the claim for them."""
+        served = shared_extended.dra_served(dict(found.extended), node) if found.extended else {}
+        if not served:
+            return _Work(found.to_allocate, found.anonymous, found.shape)
+        requests, mappings = extended.requests_and_mappings(pod.pod, served)
+        claim = extended.claim_for(pod.pod, requests)
+        anonymous = dataclasses.replace(claim, meta=ObjectMeta(name=_placeholder(len(found.to_allocate))))
+        shape = found.shape + json.dumps(requests, sort_keys=True)
+        return _Work((*found.to_allocate, claim), (*found.anonymous, anonymous), shape, claim, mappings)
+
+    def _outcome(self, found: _Work, node: NodeInfo) -> _Answer:
         """The allocator's answer for the claims' shape on `node`, memoised until what it read
         changes (the node's devices and labels, the store's view of the node), and shared with
         the nodes alike (`alike.Signatures`)."""
@@ -263,7 +312,7 @@ class DynamicResources(
             answer = entry[1][found.shape] = self._answer(found, node, depends)
         return answer
 
-    def _answer(self, found: ClaimsState, node: NodeInfo, depends: Hashable) -> _Answer:
+    def _answer(self, found: _Work, node: NodeInfo, depends: Hashable) -> _Answer:
         view = self._views.get(node.name)
         if view is None or view[0] != depends:
             slices = self.store.slices_for(node.name)
@@ -339,11 +388,12 @@ class DynamicResources(
             return Status.unschedulable(f"node {node} is gone", plugin=NAME)
         me = ConsumerReference.pod(pod.pod.name, pod.pod.uid)
         changes: list[tuple[ResourceClaim, ResourceClaim]] = []
-        if found.to_allocate:
-            outcome = self._allocate(found.to_allocate, info)
+        work = self._work(found, pod, info)
+        if work.claims:
+            outcome = self._allocate(work.claims, info)
             if outcome.allocations is None:
                 return Status.unschedulable(str(outcome.failure), plugin=NAME)
-            for claim, allocation in zip(found.to_allocate, outcome.allocations, strict=True):
+            for claim, allocation in zip(work.claims, outcome.allocations, strict=True):
                 changes.append((claim, _reserved(dataclasses.replace(claim, allocation=allocation), me)))
         for claim in found.allocated:
             if all(c.uid != me.uid for c in claim.reserved_for):
@@ -361,7 +411,18 @@ class DynamicResources(
             others[DeviceType.GPU] = held
             exclusive = current.pcie_exclusive if current is not None else frozenset()
             self._cache.reserve_devices(pod, node, others, pcie_exclusive=exclusive)
-        state.write(_RESERVED, ReservedClaims(node, tuple(changes), bool(held)))
+        # The quota charge: claims allocated for this pod (the first they are reserved for), not
+        # the one for its extended resources (its request of them is charged).
+        made = f"{pod.pod.namespace}/{extended.claim_name(pod.pod)}"
+        charged = claims_quota.charge(
+            (new for _, new in changes if new.reserved_for[0] == me and new.key != made),
+            self.store.slices_for(node),
+            node=node,
+        )
+        if charged:
+            state.put(CLAIMS_CHARGE, charged)
+        reserved = ReservedClaims(node, tuple(changes), bool(held), work.created, work.mappings, charged)
+        state.write(_RESERVED, reserved)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:
@@ -387,8 +448,16 @@ class DynamicResources(
         if reserved is None or reserved.node != node:
             return (), SUCCESS
         writes: list[Write] = []
+        created = reserved.created
         for old, new in reserved.changes:
+            if created is not None and old.key == created.key:
+                writes.extend(_creation(pod, old))
             writes.extend(claim_writes(old, new))
+        if created is not None:
+            writes.append(_pod_status(pod, created, reserved))
+        charge = claims_quota.encode(reserved.charge) if reserved.charge else None
+        if charge is not None or names.ANNOTATION_CLAIMS_QUOTA_CHARGE in pod.pod.annotations:
+            writes.insert(0, PodAnnotations({names.ANNOTATION_CLAIMS_QUOTA_CHARGE: charge}))
         return writes, SUCCESS
 
     def events_to_register(self) -> tuple[ClusterEvent, ...]:
@@ -445,11 +514,44 @@ def _reserved(claim: ResourceClaim, me: ConsumerReference) -> ResourceClaim:
     return dataclasses.replace(claim, reserved_for=(*claim.reserved_for, me))
 
 
-def _named(message: str, found: ClaimsState) -> str:
+def _named(message: str, claims: Sequence[ResourceClaim]) -> str:
     """The allocator's message about the placeholder claims, naming the pod's own."""
-    for i, claim in enumerate(found.to_allocate):
+    for i, claim in enumerate(claims):
         message = message.replace(_placeholder(i), claim.key)
     return message
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Work:
+    """The claims a pod's cycle allocates on one node (`DynamicResources._work`)."""
+
+    claims: tuple[ResourceClaim, ...]
+    #: `claims` named by placeholders; `shape`: equal for pods asking the same on the node.
+    anonymous: tuple[ResourceClaim, ...]
+    shape: str
+    #: The claim for the pod's extended resources, to create (None: none on this node).
+    created: ResourceClaim | None = None
+    mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
+
+
+def _creation(pod: PodInfo, claim: ResourceClaim) -> list[ObjectWrite]:
+    """The creation of the claim for the pod's extended resources, undone by deleting it."""
+    requests = [r.to_dict() for r in claim.spec.requests]
+    ns, name = claim.meta.namespace, claim.meta.name
+    undo = ObjectWrite(RESOURCE_CLAIMS, name, {}, namespace=ns, verb="delete")
+    return [
+        ObjectWrite(RESOURCE_CLAIMS, name, extended.claim_manifest(pod.pod, requests), ns, undo=undo, verb="create")
+    ]
+
+
+def _pod_status(pod: PodInfo, claim: ResourceClaim, reserved: ReservedClaims) -> ObjectWrite:
+    """The pod's `status.extendedResourceClaimStatus`, naming the claim and its request mappings."""
+    p = pod.pod
+    undo = ObjectWrite(
+        names.CORE_PODS, p.name, {"status": {"extendedResourceClaimStatus": None}}, p.namespace, "status"
+    )
+    patch = extended.status_patch(claim.meta.name, reserved.mappings)
+    return ObjectWrite(names.CORE_PODS, p.name, patch, p.namespace, "status", undo=undo)
 
 
 def claim_writes(old: ResourceClaim, new: ResourceClaim) -> list[ObjectWrite]:

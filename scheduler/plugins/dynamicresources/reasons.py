@@ -20,3 +20,8 @@ BOTH_PROTOCOLS: Final = (
 CLAIM_ERROR: Final = "cannot allocate: {reason}"
 #: A node whose GPUs may be held by bound pods whose records cannot be read.
 UNKNOWN_GPUS: Final = "GPUs of this node may be held by pods whose allocation is unknown: {pods}"
+#: The claim for the pod's extended resources, made by an earlier attempt and not allocated.
+EXTENDED_CLAIM_LEFT: Final = (
+    "ResourceClaim {claim} for the pod's extended resources was left unallocated by an earlier attempt: "
+    "delete it to try again"
+)

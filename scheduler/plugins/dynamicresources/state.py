@@ -3,10 +3,12 @@ Reserve assumed for them (PreBind writes it)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from apis.dra.claim import ResourceClaim
 from apis.dra.slice import NodeSelector
+from apis.k8s.core import ContainerExtendedResourceRequest
 from scheduler.framework.cycle_state import StateData
 
 
@@ -27,6 +29,10 @@ class ClaimsState(StateData):
     anonymous: tuple[ResourceClaim, ...] = ()
     #: Per claim of `allocated`, the nodes its devices are reachable from (None: every node).
     selectors: tuple[NodeSelector | None, ...] = ()
+    #: The pod's extended resources a DeviceClass serves (resource, class), when its claim for
+    #: them is not made yet: on a node that serves some through DRA, a claim for them is
+    #: allocated with the others (`scheduler.framework.extended`).
+    extended: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,3 +44,9 @@ class ReservedClaims(StateData):
     changes: tuple[tuple[ResourceClaim, ResourceClaim], ...]
     #: Whether Reserve reserved GPUs for the pod in the cache (Unreserve gives them back).
     gpus: bool = False
+    #: The claim for the pod's extended resources made by this cycle (PreBind creates it), and
+    #: which request serves which container's resource.
+    created: ResourceClaim | None = None
+    mappings: tuple[ContainerExtendedResourceRequest, ...] = ()
+    #: What the claims allocated for the pod charge its quota (`apis.dra.quota`); PreBind records it.
+    charge: Mapping[str, int] = field(default_factory=dict)

@@ -3,7 +3,11 @@
 PreFilter admits a pod when, in every resource its quota limits, `used + request ≤ runtime`
 (a non-preemptible pod must also fit within min); otherwise the pod is Unschedulable with the
 quota's numbers. Reserve counts the pod in its quota's used and Unreserve takes it out, so pods
-assumed but not yet bound are never admitted twice over the same room.
+assumed but not yet bound are never admitted twice over the same room. A pod with ResourceClaims
+is charged what they allocate (`apis.dra.quota`), known only once DynamicResources allocated them
+for the chosen node (the shared entry `CLAIMS_CHARGE`, written at Reserve before this plugin's):
+Reserve admits it again with that charge, and refuses it, with the quota's numbers, when it does
+not fit (the cycle is undone; the pod waits as for PreFilter's refusal).
 
 PostFilter preempts inside the pod's own quota (`preemption`): lower-priority preemptible pods of
 that quota, on the node where evicting the fewest and lowest of them makes the pod fit both its
@@ -29,10 +33,12 @@ from scheduler.cache import ClusterCache, PodInfo
 from scheduler.framework import config
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import (
+    Access,
     ClusterEvent,
     EnqueueExtension,
     EventAction,
     EventResource,
+    ExtensionPoint,
     Handle,
     PostFilterPlugin,
     PreFilterPlugin,
@@ -40,6 +46,7 @@ from scheduler.framework.interfaces import (
     ReservePlugin,
 )
 from scheduler.framework.preemption import Preemption
+from scheduler.framework.shared import CLAIMS_CHARGE
 from scheduler.framework.status import SUCCESS, Status
 from scheduler.framework.victims import CHOSEN_VICTIMS, ChosenVictims
 from scheduler.plugins.elasticquota.feed import QUOTA_CHANGED, QuotaFeed
@@ -62,6 +69,7 @@ _EVENTS = (
 
 class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExtension):
     name = NAME
+    reads = (Access.of(CLAIMS_CHARGE, ExtensionPoint.RESERVE),)
 
     def __init__(self, cache: ClusterCache, manager: QuotaManager, victims: VictimFinder) -> None:
         self._cache = cache
@@ -97,8 +105,15 @@ class ElasticQuota(PreFilterPlugin, PostFilterPlugin, ReservePlugin, EnqueueExte
         return best.node, SUCCESS
 
     def reserve(self, state: CycleState, pod: PodInfo, node: str) -> Status:
-        if self.manager.has_quotas:
-            self.manager.reserve(pod.pod, pod.requests)
+        if not self.manager.has_quotas:
+            return SUCCESS
+        claims = state.get(CLAIMS_CHARGE)
+        if claims:
+            self._refresh_total()
+            verdict = self.manager.admit(pod.pod, pod.requests, claims=claims)
+            if not verdict.admitted:
+                return Status.unschedulable(verdict.message, plugin=NAME)
+        self.manager.reserve(pod.pod, pod.requests, claims=claims)
         return SUCCESS
 
     def unreserve(self, state: CycleState, pod: PodInfo, node: str) -> None:

@@ -7,7 +7,9 @@ sums (`NodeInfo.requested`, kept incrementally by the cache), the same reasons
 for pods without CPU/memory requests). A request larger than the node's whole allocatable is
 UnschedulableAndUnresolvable: no preemption can make it fit. Device resources are left to
 DeviceShare (see `args.DEFAULT_IGNORED`). A node that does not publish a `pods` allocatable
-is treated as having no pod limit (hand-written snapshots often omit it).
+is treated as having no pod limit (hand-written snapshots often omit it). An extended resource a
+DeviceClass serves is not checked on a node that serves it through DRA (no allocatable of it:
+`scheduler.framework.extended`), as kube's plugin leaves it to DynamicResources there.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Hashable, Mapping
 from apis.extension import names
 from scheduler.cache import NodeInfo, PodInfo
 from scheduler.cache.nodeinfo import non_zero_requests
+from scheduler.framework import extended
 from scheduler.framework.cycle_state import CycleState
 from scheduler.framework.interfaces import FilterPlugin, Handle, PreFilterPlugin, PreFilterResult, ScorePlugin
 from scheduler.framework.status import SUCCESS, Code, Shortfall, Status
@@ -31,9 +34,10 @@ _TOO_MANY_PODS = Status.unschedulable(reasons.TOO_MANY_PODS, plugin=NAME)
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
     name = NAME
 
-    def __init__(self, args: NodeResourcesFitArgs) -> None:
+    def __init__(self, args: NodeResourcesFitArgs, classes: extended.ExtendedClasses | None = None) -> None:
         self.args = args
         self._score_names = args.scoring.names
+        self._classes = classes if classes is not None else extended.ExtendedClasses()
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> tuple[PreFilterResult | None, Status]:
         requests = pod.requests
@@ -46,7 +50,9 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
         score_request = tuple(
             cpu if n == names.CPU else memory if n == names.MEMORY else requests.get(n, 0) for n in self._score_names
         )
-        state.write(NAME, FitState(checks, score_request))
+        mapped = self._classes.mapped(pod)
+        dra = tuple(sorted((n, c) for n, c in mapped.items() if any(n == name for name, _ in checks)))
+        state.write(NAME, FitState(checks, score_request, dra))
         return None, SUCCESS
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status:
@@ -61,7 +67,10 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
             return _TOO_MANY_PODS
         requested = node.requested
         missing = None
+        by_dra = extended.dra_served(dict(fit.dra), node) if fit.dra else {}
         for name, amount in fit.checks:
+            if name in by_dra:
+                continue
             free = allocatable.get(name, 0) - requested.get(name, 0)
             if amount > free:
                 if missing is None:
@@ -79,7 +88,7 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
     def memo_key(self, state: CycleState, pod: PodInfo) -> Hashable | None:
         fit = state.read(NAME, FitState)
-        return (fit.checks, fit.score_request) if fit is not None else None
+        return (fit.checks, fit.score_request, fit.dra) if fit is not None else None
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> int:
         fit = state.read(NAME, FitState)
@@ -99,4 +108,5 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, ScorePlugin):
 
 def new(args: Mapping[str, object] | None, handle: Handle) -> NodeResourcesFit:
     """Raises ConfigError for bad arguments."""
-    return NodeResourcesFit(NodeResourcesFitArgs.from_dict(args))
+    classes = handle.scheduler_object(extended.KEY, extended.ExtendedClasses, extended.ExtendedClasses)
+    return NodeResourcesFit(NodeResourcesFitArgs.from_dict(args), classes)

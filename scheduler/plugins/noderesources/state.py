@@ -13,3 +13,6 @@ class FitState(StateData):
     checks: tuple[tuple[str, int], ...]
     #: The pod's request per scoring resource (CPU and memory with kube's non-zero defaults).
     score_request: tuple[int, ...]
+    #: The pod's resources a DeviceClass serves (`scheduler.framework.extended`) -> the class: on
+    #: a node that serves them through DRA they are not checked against its allocatable.
+    dra: tuple[tuple[str, str], ...] = ()
