@@ -20,7 +20,7 @@ from cli.launchers.controller import ControllerProcess
 from cli.launchers.scheduler import pod_manifest
 from cli.localcluster import webhook
 from kube.client import Client
-from kube.errors import APIError
+from kube.errors import APIError, Conflict
 from kube.resources import PODS
 from tests.support import apiservers
 from tests.support.kubectl import KUBECTL, Kubectl
@@ -160,11 +160,21 @@ def test_a_pod_on_a_parent_quota_is_refused_at_admission(controller: ControllerP
         "pod can not be linked to a parentQuotaGroup,quota:wh-parent, pod:on-parent",
     )
     pods.create(pod_manifest("on-child", {"cpu": "1"}, labels={names.LABEL_QUOTA_NAME: "wh-used"}))
-    flip = quota("wh-used", is_parent=True)
-    flip["metadata"]["resourceVersion"] = quotas.get("wh-used", namespace="default")["metadata"]["resourceVersion"]
-    with pytest.raises(APIError) as flipped:
-        quotas.update(flip, namespace="default")
-    assert flipped.value.message == (
-        DENIED + "quota has bound pods, isParent is forbidden to modify as true, quotaName: wh-used"
+
+    def refusal() -> APIError | None:
+        """The update's refusal; None (try again) when the controller's status write came first
+        (ElasticQuota has no status subresource, as Koordinator ships it: 409 Conflict)."""
+        flip = quota("wh-used", is_parent=True)
+        current = quotas.get("wh-used", namespace="default")
+        flip["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+        with pytest.raises(APIError) as flipped:
+            quotas.update(flip, namespace="default")
+        return None if isinstance(flipped.value, Conflict) else flipped.value
+
+    error = wait_for(refusal, what="the update refused by the webhook")
+    assert (
+        error is not None
+        and error.message
+        == DENIED + "quota has bound pods, isParent is forbidden to modify as true, quotaName: wh-used"
     )
     assert controller.metric("tessera_controller_webhook_reviews_total", webhook="vpod.koordinator.sh") >= 2
