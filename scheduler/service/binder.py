@@ -3,8 +3,9 @@
 The scheduling cycle (`scheduler.core.cycle`) decides and reserves in the cache; the loop hands
 the resulting `Placement` to the `Binder`, whose worker threads run the binding cycle: PreBind's
 plugins (`scheduler.core.pre_bind`, without the cache lock: they read the cycle state only), the
-writes they ask for (`scheduler.framework.writes`: the pod's annotations in one patch, then other
-objects through `ObjectAPI`), the Bind plugins and the Binding — so a slow API server delays
+writes they ask for (`scheduler.framework.writes`: other objects through `ObjectAPI`; the pod's
+annotations travel in the Binding, which sets them with the node in one write), the Bind
+plugins and the Binding — so a slow API server delays
 bindings, never the next cycle. Each binding ends in exactly one of:
 
 - **bound**: the assumed pod stays in the cache (the informer's update confirms it) and leaves
@@ -160,21 +161,15 @@ class Binder:
             self._observe(placement, ExtensionPoint.PRE_BIND, status.code, start)
             self._fail(placement, f"plugin {status.plugin}", f"Binding rejected: {status.message}")
             return
-        try:
-            changes = annotations_for(pod, placement.writes, self._cache.holdings)
-            if changes:
-                self._api.annotate(pod, changes)
-        except errors.NotFound:
-            self._gone(placement)
-            return
-        except errors.Conflict:
-            self._gone(placement)  # the UID no longer matches: the pod was deleted and re-created
-            return
-        except errors.APIError as e:
-            # Not bound (we never posted the Binding); an annotation that did get written is
-            # overwritten or removed by the next attempt before that one binds.
-            self._observe(placement, ExtensionPoint.PRE_BIND, Code.ERROR, start)
-            self._fail(placement, _reason(e), f"Binding rejected: {e}")
+        changes = annotations_for(pod, placement.writes, self._cache.holdings)
+        # The Binding sets annotations but cannot remove them; a Bind plugin binds its own way.
+        # Either needs a patch first — the common case leaves everything to the Binding.
+        carried = {key: value for key, value in changes.items() if value is not None}
+        if placement.framework.plugin_names(ExtensionPoint.BIND):
+            first, carried = changes, {}
+        else:
+            first = {key: value for key, value in changes.items() if value is None}
+        if first and not self._annotate(placement, first, start):
             return
         for write in placement.writes.objects:
             try:
@@ -195,7 +190,7 @@ class Binder:
                 self._fail(placement, f"plugin {status.plugin}", f"Binding rejected: {status.message}")
             return
         try:
-            self._api.bind(pod, placement.node)
+            self._api.bind(pod, placement.node, carried)
         except errors.NotFound:
             self._gone(placement)
             return
@@ -210,6 +205,21 @@ class Binder:
             return
         self._observe(placement, ExtensionPoint.BIND, Code.SUCCESS, start)
         self._bound(placement, None)
+
+    def _annotate(self, placement: LivePlacement, changes: dict[str, str | None], start: float) -> bool:
+        """Patch the pod's annotations before the Binding; False (the binding is over) when that fails."""
+        try:
+            self._api.annotate(placement.pod.pod, changes)
+        except (errors.NotFound, errors.Conflict):
+            self._gone(placement)  # deleted, or deleted and re-created (the UID no longer matches)
+            return False
+        except errors.APIError as e:
+            # Not bound (we never posted the Binding); an annotation that did get written is
+            # overwritten or removed by the next attempt before that one binds.
+            self._observe(placement, ExtensionPoint.PRE_BIND, Code.ERROR, start)
+            self._fail(placement, _reason(e), f"Binding rejected: {e}")
+            return False
+        return True
 
     def _resolve(self, placement: LivePlacement, reason: str) -> None:
         """The Binding's outcome is unknown: read the pod until the API server answers."""

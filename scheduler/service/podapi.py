@@ -1,5 +1,10 @@
 """The scheduler's writes to pods: annotate, bind, read back, report unschedulable.
 
+A binding writes the pod once: the Binding carries the annotations PreBind asked for, which the
+API server sets together with `spec.nodeName` (kube-apiserver's Binding does the same), so no
+pod is ever seen with its records of holdings but no node, or the other way round — and the API
+server handles one request and sends each watcher one event per bound pod, not two.
+
 One seam (`PodAPI`) between the scheduling service and the API server, so the binder and the
 failure reporter say *what* they write and `KubePodAPI` says *how* (paths, patch types,
 preconditions). Every write names the pod's UID, so a pod deleted and re-created under the same
@@ -24,8 +29,10 @@ class PodAPI(Protocol):
         """Set (or, for None, remove) annotations. With `resource_version`, only if the pod is still
         at that version (else kube.Conflict). Raises kube.APIError."""
 
-    def bind(self, pod: Pod, node: str) -> None:
-        """Post the Binding. Raises kube.Conflict when the pod is already bound (or was replaced)."""
+    def bind(self, pod: Pod, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        """Post the Binding, which sets `annotations` on the pod in the same write (kube-apiserver
+        copies a Binding's annotations onto its pod). Raises kube.Conflict when the pod is already
+        bound (or was replaced)."""
 
     def get(self, namespace: str, name: str) -> Pod | None:
         """The pod as the API server has it now; None when it does not exist."""
@@ -54,11 +61,14 @@ class KubePodAPI:
             meta["resourceVersion"] = resource_version
         self._pods.patch(pod.name, {"metadata": meta}, namespace=pod.namespace)
 
-    def bind(self, pod: Pod, node: str) -> None:
+    def bind(self, pod: Pod, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        meta: dict[str, object] = {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}
+        if annotations:
+            meta["annotations"] = dict(annotations)
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid},
+            "metadata": meta,
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         self._pods.post(pod.name, "binding", body, namespace=pod.namespace)

@@ -60,7 +60,11 @@ class ReservationAPI:
             meta["resourceVersion"] = resource_version
         self._api.patch(pod.name, {"metadata": meta})
 
-    def bind(self, pod: Pod, node: str) -> None:
+    def bind(self, pod: Pod, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        """A Reservation's status is a subresource that does not take metadata: its annotations
+        are written first, then the placement."""
+        if annotations:
+            self.annotate(pod, annotations)
         current = self._read(pod.name)
         if current.uid != pod.uid:
             raise errors.Conflict(f"reservation {pod.name} was replaced (uid {current.uid})", status=409)

@@ -45,21 +45,25 @@ class FaultyPodAPI:
 
     def __init__(self, real: KubePodAPI) -> None:
         self.real = real
-        self.before_annotate: dict[str, Fault] = {}
+        self.before_bind: dict[str, Fault] = {}
         self.instead_of_bind: dict[str, Callable[[Pod, str], None]] = {}
+        #: (call, pod name) of every annotate and bind, in order.
+        self.calls: list[tuple[str, str]] = []
 
     def annotate(self, pod: Pod, changes: Mapping[str, str | None], *, resource_version: str = "") -> None:
-        fault = self.before_annotate.pop(pod.name, None)
-        if fault is not None:
-            fault(pod)
+        self.calls.append(("annotate", pod.name))
         self.real.annotate(pod, changes, resource_version=resource_version)
 
-    def bind(self, pod: Pod, node: str) -> None:
+    def bind(self, pod: Pod, node: str, annotations: Mapping[str, str] | None = None) -> None:
+        self.calls.append(("bind", pod.name))
+        before = self.before_bind.pop(pod.name, None)
+        if before is not None:
+            before(pod)
         fault = self.instead_of_bind.pop(pod.name, None)
         if fault is not None:
             fault(pod, node)
         else:
-            self.real.bind(pod, node)
+            self.real.bind(pod, node, annotations)
 
     def get(self, namespace: str, name: str) -> Pod | None:
         return self.real.get(namespace, name)
@@ -100,6 +104,26 @@ def holders(svc: SchedulerService, node: str) -> dict[int, set[str]]:
 def bind_failures(svc: SchedulerService, reason: str) -> float:
     value = svc.registry.get_sample_value("tessera_scheduler_bind_failures_total", {"reason": reason})
     return value or 0.0
+
+
+def test_a_pod_is_annotated_and_bound_in_one_write_and_a_stale_record_removed_first(
+    client: Client, ns: str, faulty: FaultyPodAPI, service: SchedulerService
+) -> None:
+    create_gpu_nodes(client, "f-a")
+    watch = PodWatch(client, ns)
+    stale = {names.ANNOTATION_DEVICE_ALLOCATED: '{"gpu":[{"minor":3,"resources":{}}]}'}
+    try:
+        create_pod(client, ns, "shared", GPU_HALF)
+        create_pod(client, ns, "cpu-only", {}, annotations=stale)
+        pods = watch.wait_bound(2)
+    finally:
+        watch.stop()
+    shared, cpu_only = sorted(pods, key=lambda p: p.name != "shared")
+    assert names.ANNOTATION_DEVICE_ALLOCATED in shared.annotations
+    assert names.ANNOTATION_DEVICE_ALLOCATED not in cpu_only.annotations
+    # The Binding carried the allocation; only the record to remove needed a patch of its own.
+    assert [c for c in faulty.calls if c[1] == "shared"] == [("bind", "shared")]
+    assert [c for c in faulty.calls if c[1] == "cpu-only"] == [("annotate", "cpu-only"), ("bind", "cpu-only")]
 
 
 def test_a_binding_whose_answer_was_lost_counts_as_bound(
@@ -185,7 +209,7 @@ def test_a_pod_bound_by_someone_else_is_adopted(
     wait_for(lambda: bind_failures(service, "BoundElsewhere") == 1, what="the binder to adopt the pod", timeout_s=90)
 
 
-def test_a_rejected_annotation_is_retried(
+def test_a_binding_rejected_by_admission_is_retried(
     client: Client, ns: str, faulty: FaultyPodAPI, service: SchedulerService
 ) -> None:
     create_gpu_nodes(client, "f-a")
@@ -194,7 +218,7 @@ def test_a_rejected_annotation_is_retried(
     def reject(pod: Pod) -> None:
         raise errors.Invalid("admission webhook denied the request", status=422)
 
-    faulty.before_annotate["p"] = reject
+    faulty.before_bind["p"] = reject
     try:
         create_pod(client, ns, "p", GPU_HALF)
         watch.wait_bound(1)
@@ -214,7 +238,7 @@ def test_a_pod_deleted_while_being_bound_releases_its_devices(
         client.resource(resources.PODS).delete(pod.name, namespace=pod.namespace)
         deleted.append(pod.uid)
 
-    faulty.before_annotate["gone"] = delete_first
+    faulty.before_bind["gone"] = delete_first
     try:
         create_pod(client, ns, "gone", {names.NVIDIA_GPU: "8"})
         create_pod(client, ns, "next", {names.NVIDIA_GPU: "8"})
@@ -436,14 +460,17 @@ def test_retries_write_neither_the_condition_nor_the_event_again(
 class Stamp(PreBindPlugin):
     """Asks, at PreBind, for a write of another object: the pod's node under its name in the
     `bindings` ConfigMap of its namespace (as a DRA plugin writes a claim's status), undone by
-    removing it; and, once for each pod named in `also`, a write of an object that does not exist."""
+    removing it; and, once for each pod named in `also`, a write of an object that does not exist.
+    `look` is called with the pod at the start of each PreBind, before this attempt's writes."""
 
     name = "Stamp"
 
-    def __init__(self) -> None:
+    def __init__(self, look: Callable[[Pod], None] = lambda _: None) -> None:
         self.also: set[str] = set()
+        self.look = look
 
     def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
+        self.look(pod.pod)
         ns, name = pod.pod.namespace, pod.pod.name
         undo = ObjectWrite(resources.CONFIG_MAPS, "bindings", {"data": {name: None}}, namespace=ns)
         writes: list[Write] = [
@@ -477,14 +504,11 @@ def test_a_prebind_write_of_another_object_is_made_before_the_binding_and_taken_
         raise errors.BadRequest("admission webhook said no", status=400)
 
     def look(pod: Pod) -> None:
-        if not seen:  # the first attempt's annotations: nothing refused yet
-            faulty.before_annotate["claimer"] = look
-            return
-        seen.append(("before the next attempt's annotations", stamped(client, ns, pod.name)))
+        if len(seen) == 1:  # the attempt after the refused one
+            seen.append(("before the next attempt's writes", stamped(client, ns, pod.name)))
 
     faulty.instead_of_bind["claimer"] = refuse
-    faulty.before_annotate["claimer"] = look
-    service = stamping_service(client, faulty, Stamp())
+    service = stamping_service(client, faulty, Stamp(look))
     watch = PodWatch(client, ns)
     try:
         service.start()
@@ -493,7 +517,7 @@ def test_a_prebind_write_of_another_object_is_made_before_the_binding_and_taken_
     finally:
         watch.stop()
         service.stop()
-    assert seen == [("at the refused Binding", "f-a"), ("before the next attempt's annotations", None)]
+    assert seen == [("at the refused Binding", "f-a"), ("before the next attempt's writes", None)]
     assert stamped(client, ns, "claimer") == pod.node_name == "f-a"
 
 
@@ -502,18 +526,13 @@ def test_a_prebind_write_that_fails_fails_the_binding_and_takes_back_the_writes_
 ) -> None:
     create_gpu_nodes(client, "f-a")
     client.resource(resources.CONFIG_MAPS).create({"metadata": {"name": "bindings"}, "data": {}}, namespace=ns)
-    stamp = Stamp()
-    stamp.also.add("claimer")
     seen: list[str | None] = []
 
     def look(pod: Pod) -> None:
-        if not seen:
-            seen.append("first attempt")
-            faulty.before_annotate["claimer"] = look
-            return
-        seen.append(stamped(client, ns, pod.name))
+        seen.append(stamped(client, ns, pod.name) if seen else "first attempt")
 
-    faulty.before_annotate["claimer"] = look
+    stamp = Stamp(look)
+    stamp.also.add("claimer")
     service = stamping_service(client, faulty, stamp)
     watch = PodWatch(client, ns)
     try:
