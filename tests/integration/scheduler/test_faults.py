@@ -465,12 +465,13 @@ class Stamp(PreBindPlugin):
 
     name = "Stamp"
 
-    def __init__(self, look: Callable[[Pod], None] = lambda _: None) -> None:
+    def __init__(self, look: Callable[[Pod], None] | None = None) -> None:
         self.also: set[str] = set()
         self.look = look
 
     def pre_bind(self, state: CycleState, pod: PodInfo, node: str) -> tuple[Sequence[Write], Status]:
-        self.look(pod.pod)
+        if self.look is not None:
+            self.look(pod.pod)
         ns, name = pod.pod.namespace, pod.pod.name
         undo = ObjectWrite(resources.CONFIG_MAPS, "bindings", {"data": {name: None}}, namespace=ns)
         writes: list[Write] = [
