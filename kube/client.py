@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
 
@@ -74,6 +74,9 @@ class Client:
         self.timeout = timeout
         self.user_agent = user_agent
         self._pool = connection.pool_manager(config, maxsize=pool_size, retries=retries)
+        self._direct = connection.direct_pool(config, maxsize=pool_size, retries=retries)
+        #: The server URL's path, when it has one (an API server behind a path-routing proxy).
+        self._prefix = urlsplit(config.server).path.rstrip("/")
 
     # --- construction ------------------------------------------------------------------------------
     @classmethod
@@ -111,6 +114,38 @@ class Client:
         timeout: float | tuple[float, float] | None = None,
     ) -> Any:
         """Send one request and return the decoded JSON body; raises kube.errors.APIError."""
+        if self._direct is None:
+            return self._request_through_urllib3(
+                method, path, query=query, body=body, content_type=content_type, timeout=timeout
+            )
+        data = None if body is None else json.dumps(body).encode()
+        limit = timeout or self.timeout
+        connect, read, total = (limit[0], limit[1], None) if isinstance(limit, tuple) else (limit, limit, limit)
+        with errors.translated():
+            header = self._headers(content_type if body is not None else None)
+            response = self._direct.request(
+                method,
+                self._prefix + _target(path, query),
+                header,
+                data,
+                connect_timeout=connect,
+                read_timeout=read,
+                total_timeout=total,
+            )
+        if not 200 <= response.status <= 299:
+            raise errors.from_response(response.status, response.body, reason=response.reason)
+        return json.loads(response.body) if response.body else None
+
+    def _request_through_urllib3(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]],
+        body: Any,
+        content_type: str,
+        timeout: float | tuple[float, float] | None,
+    ) -> Any:
         response = self.open(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
         try:
             data = response.data
@@ -132,16 +167,10 @@ class Client:
         headers: Mapping[str, str] | None = None,
     ) -> urllib3.BaseHTTPResponse:
         """Send one request and return the unread response (for streams); raises on non-2xx."""
-        header = {"Accept": "application/json", "User-Agent": self.user_agent, **(headers or {})}
-        data = None
-        if body is not None:
-            header["Content-Type"] = content_type
-            data = json.dumps(body).encode()
-        url = self.host + path + (f"?{urlencode(list(query), quote_via=quote)}" if query else "")
+        data = None if body is None else json.dumps(body).encode()
+        url = self.host + _target(path, query)
         with errors.translated():
-            authorization = self.config.credentials.authorization() if self.config.credentials else None
-            if authorization:
-                header["Authorization"] = authorization
+            header = {**self._headers(content_type if body is not None else None), **(headers or {})}
             response = self._pool.request(
                 method,
                 url,
@@ -162,12 +191,29 @@ class Client:
 
     def close(self) -> None:
         self._pool.clear()
+        if self._direct is not None:
+            self._direct.close()
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        """Accept, User-Agent, Content-Type (for a body) and the credentials' Authorization (a
+        token file is read again when due, an exec plugin run: both may fail like a request)."""
+        header = {"Accept": "application/json", "User-Agent": self.user_agent}
+        if content_type is not None:
+            header["Content-Type"] = content_type
+        authorization = self.config.credentials.authorization() if self.config.credentials else None
+        if authorization:
+            header["Authorization"] = authorization
+        return header
 
     def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _target(path: str, query: Sequence[tuple[str, str]]) -> str:
+    return path + (f"?{urlencode(list(query), quote_via=quote)}" if query else "")
 
 
 def _timeout(limit: float | tuple[float, float]) -> urllib3.Timeout:

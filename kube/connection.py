@@ -1,4 +1,5 @@
-"""The connection pool behind a `Client`: urllib3 with the TLS and proxy a `RESTConfig` asks for.
+"""The connection pools behind a `Client`, with the TLS and proxy a `RESTConfig` asks for: the lean
+one (`kube.http1`) for request/response calls, urllib3 for streams and proxies.
 
 TLS is one `ssl.SSLContext`, made once: the CA (or the system's when none is given), the client
 certificate and key, or no verification (`insecure-skip-tls-verify`); `tls-server-name` is the
@@ -25,9 +26,10 @@ import urllib3
 from urllib3.util.ssl_ import create_urllib3_context
 
 from apis.errors import ConfigError
+from kube import http1
 from kube.restconfig import RESTConfig, TLSConfig
 
-__all__ = ["bypasses_proxy", "pool_manager", "proxy_for", "ssl_context"]
+__all__ = ["bypasses_proxy", "direct_pool", "pool_manager", "proxy_for", "ssl_context"]
 
 
 def pool_manager(config: RESTConfig, *, maxsize: int, retries: int | None = None) -> urllib3.PoolManager:
@@ -51,6 +53,27 @@ def pool_manager(config: RESTConfig, *, maxsize: int, retries: int | None = None
             raise ConfigError(f"{config.source}: SOCKS proxy {proxy}: {e}") from e
         return SOCKSProxyManager(proxy, **options)
     return urllib3.ProxyManager(proxy, **options)
+
+
+def direct_pool(config: RESTConfig, *, maxsize: int, retries: int | None = None) -> http1.ConnectionPool | None:
+    """The lean pool (`kube.http1`) for `config.server`, or None when a proxy stands between (urllib3
+    speaks to proxies). The same TLS as `pool_manager`'s, with the name checked by `ssl` itself."""
+    if proxy_for(config):
+        return None
+    split = urlsplit(config.server)
+    context = None
+    if split.scheme == "https":
+        context = ssl_context(config.tls, source=config.source)
+        context.check_hostname = not config.tls.insecure
+    return http1.ConnectionPool(
+        split.scheme,
+        split.hostname or "",
+        split.port,
+        context=context,
+        server_hostname=config.tls.server_name or None,
+        maxsize=maxsize,
+        retries=3 if retries is None else retries,
+    )
 
 
 def ssl_context(tls: TLSConfig, *, source: str = "") -> ssl.SSLContext:
