@@ -15,7 +15,8 @@ A request takes one seat of its level while it runs (a watch only while it start
 takes none, but each user may hold at most `max_watches_per_user` watches). Seats do not bound
 what one request costs the event loop: decoding a body is work in proportion to its nodes (about
 20 ms for a MiB of small JSON values, all of it on the loop). So the bodies of `workload-low` and
-`global-default` users are charged to a budget of nodes per user (`body_nodes_per_second`, up to
+`global-default` users are charged to a budget of nodes per user (`estimated_nodes`: values, or
+bytes when they weigh more; `body_nodes_per_second`, up to
 `body_nodes_burst` saved): while it is overdrawn, the user's next body is not read (its upload
 stalls in TCP) until it is refilled, or is a 429 past `queue_timeout`. Ordinary objects never
 notice (a pod is about a hundred nodes), but a client posting megabytes of JSON gets the loop a
@@ -72,10 +73,18 @@ class FlowSettings:
 _BUDGETED = frozenset({"workload-low", "global-default"})
 
 
+#: What a body's bytes cost the loop, in nodes: a body of a few long strings has few values, but
+#: the loop still reads it, decodes it (or the YAML worker's answer) and often encodes it back (a
+#: review echoes its spec): about a node's worth of work for every 32 bytes.
+BYTES_PER_NODE = 32
+
+
 def estimated_nodes(body: bytes) -> int:
-    """About how many values decoding `body` makes (commas, colons and line ends: each value but
-    the first follows one), counted at C speed without decoding anything."""
-    return body.count(b",") + body.count(b":") + body.count(b"\n") + 1
+    """About how much work decoding `body` is, in values (commas, colons and line ends: each value
+    but the first follows one; at least one per `BYTES_PER_NODE` bytes), counted at C speed without
+    decoding anything."""
+    values = body.count(b",") + body.count(b":") + body.count(b"\n") + 1
+    return max(values, len(body) // BYTES_PER_NODE)
 
 
 def classify(user: User) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from apis.errors import ConfigError
-from kube import logs
+from kube import gcpolicy, logs
 
 # name -> (module, one-line help). Only the chosen command's module is imported.
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
@@ -62,6 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(args_list)
     run = args.run
     logs.setup(args.v, args.logging_format)
+    gcpolicy.install()  # what the command imported and parsed is frozen; see kube/gcpolicy.py
     try:
         return int(run(args) or 0)
     except ConfigError as e:  # flags or configuration that cannot work: say so in one line

@@ -188,8 +188,13 @@ def test_only_users_and_other_service_accounts_wait_for_a_budget() -> None:
 
 @pytest.mark.parametrize(
     ("body", "nodes"),
-    [(b'{"a":1}', 2), (b'{"a":[1,2,3],"b":{"c":"d"}}', 7), (b"a: 1\nb:\n- x\n- y\n", 7)],
-    ids=["json-small", "json-nested", "yaml"],
+    [
+        (b'{"a":1}', 2),
+        (b'{"a":[1,2,3],"b":{"c":"d"}}', 7),
+        (b"a: 1\nb:\n- x\n- y\n", 7),
+        (b'{"a":"' + b"x" * 3200 + b'"}', 100),  # a long string is charged by its bytes
+    ],
+    ids=["json-small", "json-nested", "yaml", "long-string"],
 )
 def test_nodes_are_estimated_without_decoding(body: bytes, nodes: int) -> None:
     assert estimated_nodes(body) == nodes
