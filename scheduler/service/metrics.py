@@ -147,11 +147,16 @@ class SchedulerMetrics:
         registry.register(_StateCollector(queue_lengths, cache_sizes, is_leader, overcommitted))
 
     def observer(self, profile: str) -> Callable[[ExtensionPoint, Code, float], None]:
-        """The framework's PointObserver for one profile."""
+        """The framework's PointObserver for one profile (each point's child kept: `labels()` is
+        a lock and a lookup, paid several times per pod otherwise)."""
         children = self._points
+        kept: dict[tuple[ExtensionPoint, Code], Histogram] = {}
 
         def observe(point: ExtensionPoint, code: Code, seconds: float) -> None:
-            children.labels(profile, _POINT_LABELS[point], _CODE_LABELS[code]).observe(seconds)
+            child = kept.get((point, code))
+            if child is None:
+                child = kept[point, code] = children.labels(profile, _POINT_LABELS[point], _CODE_LABELS[code])
+            child.observe(seconds)
 
         return observe
 
