@@ -160,8 +160,15 @@ class ConnectionPool:
                     continue
             try:
                 conn.sock.settimeout(read_timeout)
-                conn.sock.sendall(message)
+                cut_off = False
+                try:
+                    conn.sock.sendall(message)
+                except (BrokenPipeError, ConnectionResetError):
+                    # The server may have answered before reading the whole body (a 413) and
+                    # closed: read that answer, as urllib3 does (if there is none, reading fails).
+                    cut_off = True
                 response, keep = self._read(conn, method, deadline, read_timeout)
+                keep = keep and not cut_off
             except OSError as e:
                 conn.close()
                 if reused and not conn.received and not resent and method in IDEMPOTENT:

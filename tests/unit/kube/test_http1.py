@@ -199,3 +199,26 @@ def test_targets_are_percent_encoded_and_header_injection_refused(server: Script
     assert server.requests[0].startswith(b"GET /api/v1/namespaces/a%20b/pods/%C3%A9?labelSelector=x%3Dy HTTP/1.1")
     with pytest.raises(ValueError, match="invalid header"):
         pool.request("GET", "/", {"Authorization": "Bearer x\r\nX-Evil: 1"}, connect_timeout=1, read_timeout=1)
+
+
+def test_an_answer_sent_before_the_body_was_read_is_not_lost() -> None:
+    """A server that refuses a body it will not read (413) answers and closes early: the client
+    still reads the answer though its send broke."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def refuse() -> None:
+        conn, _ = listener.accept()
+        with conn:
+            conn.recv(1024)  # the start of the request only
+            conn.sendall(b"HTTP/1.1 413 Request Entity Too Large\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+            conn.shutdown(socket.SHUT_WR)
+            threading.Event().wait(0.2)  # unread data at close: the kernel resets the connection
+
+    threading.Thread(target=refuse, daemon=True).start()
+    pool = ConnectionPool("http", "127.0.0.1", listener.getsockname()[1])
+    try:
+        response = pool.request("POST", "/p", {}, b"x" * (64 << 20), connect_timeout=2, read_timeout=5)
+    finally:
+        pool.close()
+        listener.close()
+    assert (response.status, response.body) == (413, b"{}")
