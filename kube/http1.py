@@ -38,7 +38,7 @@ __all__ = ["BadResponse", "ConnectionPool", "Response"]
 IDEMPOTENT: Final = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
 #: A response's header block longer than this is refused (http.client allows 100 headers of 64 KiB).
 MAX_HEADER_BYTES: Final = 256 * 1024
-_RECV: Final = 256 * 1024
+_RECV: Final = 64 * 1024  # under malloc's mmap threshold: a recv buffer is not an mmap each time
 #: Characters a request target may carry as they are; anything else is percent-encoded, as urllib3 does.
 _TARGET_OK: Final = re.compile(r"[A-Za-z0-9\-._~/?&=%:@!$'()*+,;\[\]]*")
 _TARGET_SAFE: Final = "/?&=%:@!$'()*+,;[]~"
@@ -294,7 +294,12 @@ def _read_head(conn: _Connection, deadline: float | None, read_timeout: float) -
 def _take(conn: _Connection, length: int, deadline: float | None, read_timeout: float) -> bytes:
     while len(conn.buffer) < length:
         conn.fill(deadline, read_timeout)
-    data = bytes(conn.buffer[:length])
+    if len(conn.buffer) == length:  # the usual case: the whole rest is the body, one copy
+        data = bytes(conn.buffer)
+        conn.buffer.clear()
+        return data
+    with memoryview(conn.buffer) as view:
+        data = bytes(view[:length])
     del conn.buffer[:length]
     return data
 
