@@ -46,7 +46,8 @@ class FaultyPodAPI:
     def __init__(self, real: KubePodAPI) -> None:
         self.real = real
         self.before_bind: dict[str, Fault] = {}
-        self.instead_of_bind: dict[str, Callable[[Pod, str], None]] = {}
+        #: Called instead of the Binding, with what it would carry (the pod, the node, the annotations).
+        self.instead_of_bind: dict[str, Callable[[Pod, str, Mapping[str, str]], None]] = {}
         #: (call, pod name) of every annotate and bind, in order.
         self.calls: list[tuple[str, str]] = []
 
@@ -61,7 +62,7 @@ class FaultyPodAPI:
             before(pod)
         fault = self.instead_of_bind.pop(pod.name, None)
         if fault is not None:
-            fault(pod, node)
+            fault(pod, node, annotations or {})
         else:
             self.real.bind(pod, node, annotations)
 
@@ -132,8 +133,8 @@ def test_a_binding_whose_answer_was_lost_counts_as_bound(
     create_gpu_nodes(client, "f-a")
     watch = PodWatch(client, ns)
 
-    def bind_then_drop_the_answer(pod: Pod, node: str) -> None:
-        faulty.real.bind(pod, node)
+    def bind_then_drop_the_answer(pod: Pod, node: str, annotations: Mapping[str, str]) -> None:
+        faulty.real.bind(pod, node, annotations)
         raise errors.Unreachable("connection reset by peer")
 
     faulty.instead_of_bind["seven"] = bind_then_drop_the_answer
@@ -155,6 +156,7 @@ def test_a_binding_whose_answer_was_lost_counts_as_bound(
     assert {p.name for p in pods if p.node_name} == {"seven", "one"}
     assert sum(len(h) for h in holders(service, "f-a").values()) == 8
     assert bind_failures(service, "Unreachable") == 0  # resolved by reading the pod back: it was bound
+    assert bind_failures(service, "BoundElsewhere") == 0  # ... with this binding's devices: ours
 
 
 def test_a_refused_binding_is_undone_and_retried(
@@ -163,7 +165,7 @@ def test_a_refused_binding_is_undone_and_retried(
     create_gpu_nodes(client, "f-a")
     watch = PodWatch(client, ns)
 
-    def refuse(pod: Pod, node: str) -> None:
+    def refuse(pod: Pod, node: str, _annotations: Mapping[str, str]) -> None:
         raise errors.ServerError("etcdserver: request timed out", status=503)
 
     faulty.instead_of_bind["p"] = refuse
@@ -184,10 +186,10 @@ def test_a_pod_bound_by_someone_else_is_adopted(
     create_gpu_nodes(client, "f-a", "f-b")
     watch = PodWatch(client, ns)
 
-    def someone_else_was_faster(pod: Pod, node: str) -> None:
+    def someone_else_was_faster(pod: Pod, node: str, annotations: Mapping[str, str]) -> None:
         other = "f-b" if node == "f-a" else "f-a"
-        faulty.real.bind(pod, other)
-        faulty.real.bind(pod, node)  # 409: already assigned
+        faulty.real.bind(pod, other)  # another scheduler, which wrote no devices of ours
+        faulty.real.bind(pod, node, annotations)  # 409: already assigned
 
     faulty.instead_of_bind["p"] = someone_else_was_faster
     try:
@@ -392,7 +394,7 @@ def test_a_pod_allowed_at_permit_whose_binding_is_refused_is_undone_through_the_
     create_gpu_nodes(client, "f-a")
     service = gated_service(client, faulty, seconds=60, queue=QueueSettings(initial_backoff=0.05, max_backoff=0.2))
 
-    def refuse(pod: Pod, node: str) -> None:
+    def refuse(pod: Pod, node: str, _annotations: Mapping[str, str]) -> None:
         raise errors.ServerError("etcdserver: request timed out", status=503)
 
     faulty.instead_of_bind["held"] = refuse
@@ -500,7 +502,7 @@ def test_a_prebind_write_of_another_object_is_made_before_the_binding_and_taken_
     client.resource(resources.CONFIG_MAPS).create({"metadata": {"name": "bindings"}, "data": {}}, namespace=ns)
     seen: list[tuple[str, str | None]] = []
 
-    def refuse(pod: Pod, node: str) -> None:
+    def refuse(pod: Pod, node: str, _annotations: Mapping[str, str]) -> None:
         seen.append(("at the refused Binding", stamped(client, ns, pod.name)))
         raise errors.BadRequest("admission webhook said no", status=400)
 
