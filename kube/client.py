@@ -118,11 +118,11 @@ class Client:
             return self._request_through_urllib3(
                 method, path, query=query, body=body, content_type=content_type, timeout=timeout
             )
-        data = None if body is None else json.dumps(body).encode()
+        data, body_type = _encoded(body, content_type)
         limit = timeout or self.timeout
         connect, read, total = (limit[0], limit[1], None) if isinstance(limit, tuple) else (limit, limit, limit)
         with errors.translated():
-            header = self._headers(content_type if body is not None else None)
+            header = self._headers(body_type)
             response = self._direct.request(
                 method,
                 self._prefix + _target(path, query),
@@ -167,10 +167,10 @@ class Client:
         headers: Mapping[str, str] | None = None,
     ) -> urllib3.BaseHTTPResponse:
         """Send one request and return the unread response (for streams); raises on non-2xx."""
-        data = None if body is None else json.dumps(body).encode()
+        data, body_type = _encoded(body, content_type)
         url = self.host + _target(path, query)
         with errors.translated():
-            header = {**self._headers(content_type if body is not None else None), **(headers or {})}
+            header = {**self._headers(body_type), **(headers or {})}
             response = self._pool.request(
                 method,
                 url,
@@ -210,6 +210,13 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _encoded(body: Any, content_type: str) -> tuple[bytes | None, str | None]:
+    """The request body as JSON bytes and its Content-Type; (None, None) without a body."""
+    if body is None:
+        return None, None
+    return json.dumps(body).encode(), content_type
 
 
 def _target(path: str, query: Sequence[tuple[str, str]]) -> str:

@@ -164,11 +164,11 @@ class Binder:
         changes = annotations_for(pod, placement.writes, self._cache.holdings)
         # The Binding sets annotations but cannot remove them; a Bind plugin binds its own way.
         # Either needs a patch first — the common case leaves everything to the Binding.
-        carried = {key: value for key, value in changes.items() if value is not None}
         if placement.framework.plugin_names(ExtensionPoint.BIND):
             first, carried = changes, {}
         else:
             first = {key: value for key, value in changes.items() if value is None}
+            carried = {key: value for key, value in changes.items() if value is not None}
         if first and not self._annotate(placement, first, start):
             return
         for write in placement.writes.objects:

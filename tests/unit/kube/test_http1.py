@@ -75,8 +75,8 @@ class Scripted:
                 if close:
                     return
 
-    def pool(self, **options: object) -> ConnectionPool:
-        self.pools.append(ConnectionPool("http", "127.0.0.1", self.port, **options))  # type: ignore[arg-type]
+    def pool(self) -> ConnectionPool:
+        self.pools.append(ConnectionPool("http", "127.0.0.1", self.port))
         return self.pools[-1]
 
     def close(self) -> None:
